@@ -1,0 +1,80 @@
+# BMCIS Knowledge. `make run` starts everything with demo data; `make test`
+# runs every module's tests against a real PostgreSQL + pgvector and Redis.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# Every Go module of the go.work workspace (tools/ is separate on purpose).
+MODULES := . gen services/search services/vendorgraph services/auth
+# Binaries: name=package.
+BINARIES := \
+	search=./services/search/cmd/search \
+	bmcisctl=./services/search/cmd/bmcisctl \
+	vendorgraph=./services/vendorgraph/cmd/vendorgraph \
+	auth=./services/auth/cmd/auth
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/bmcis/knowledge/platform/version.Version=$(VERSION)
+GO_TEST_FLAGS ?= -count=1
+BUF := tools/run buf
+
+.PHONY: help
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build every binary into bin/
+	@mkdir -p bin
+	@for b in $(BINARIES); do go build -trimpath -ldflags '$(LDFLAGS)' -o bin/$${b%%=*} $${b#*=}; done
+	@echo "built: $$(ls bin | tr '\n' ' ')"
+
+.PHONY: run
+run: build ## build, start PostgreSQL/Redis, migrate, load demo data, start every service
+	@deploy/local/run.sh
+
+.PHONY: stop
+stop: ## stop the services, Redis and PostgreSQL
+	@deploy/local/stop.sh
+
+.PHONY: db
+db: ## start only the local PostgreSQL and Redis
+	@deploy/local/db.sh start
+	@deploy/local/redis.sh start
+
+.PHONY: test
+test: db ## run every module's tests against the real database and Redis
+	@export BMCIS_TEST_DATABASE_URL="$$(deploy/local/db.sh admin-url)" \
+	        BMCIS_TEST_REDIS_URL="$$(deploy/local/redis.sh url)"; \
+	for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && go test $(GO_TEST_FLAGS) ./...); \
+	done
+
+.PHONY: generate
+generate: ## regenerate Go, gateway and OpenAPI code from proto/
+	@rm -rf gen/go gen/openapi/*.json
+	@$(BUF) generate
+
+.PHONY: check-generated
+check-generated: generate ## fail when committed generated code differs from the protos
+	@git diff --exit-code -- gen || { echo "generated code is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- gen)" || { git status --porcelain -- gen; echo "untracked generated files: run make generate and commit"; exit 1; }
+
+.PHONY: lint
+lint: ## buf lint, buf format check, gofmt, go vet on every module
+	@$(BUF) lint
+	@$(BUF) format --diff --exit-code
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@for m in $(MODULES); do (cd $$m && go vet ./...); done
+
+.PHONY: breaking
+breaking: ## check protos for breaking changes against main
+	@$(BUF) breaking --against '.git#branch=main'
+
+.PHONY: clean
+clean: ## remove build output (keeps .data)
+	rm -rf bin
+
+.PHONY: print-modules
+print-modules:
+	@echo $(MODULES)

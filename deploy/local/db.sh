@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The project-local PostgreSQL 15 + pgvector cluster.
+#   db.sh start   install what is missing, init .data/postgres, start, create the database
+#   db.sh stop    stop the cluster
+#   db.sh url     print the application database URL
+#   db.sh admin-url  print the URL of the maintenance database (for tests)
+# With DATABASE_URL set, nothing local is started: `start` checks that URL.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+PGDATA=$DATA/postgres
+
+running() { [ -f "$PGDATA/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; }
+
+start() {
+  if [ -n "${DATABASE_URL:-}" ]; then
+    command -v psql >/dev/null || "$ROOT/deploy/local/install-deps.sh"
+    psql "$DATABASE_URL" -qAtc 'SELECT 1' >/dev/null || die "DATABASE_URL is set but the database does not answer"
+    log "using DATABASE_URL"
+    return
+  fi
+  "$ROOT/deploy/local/install-deps.sh"
+  if [ ! -s "$PGDATA/PG_VERSION" ]; then
+    log "initializing $PGDATA"
+    mkdir -p "$PGDATA"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PGDATA" "$RUN" "$LOGS"
+    chmod 700 "$PGDATA"
+    as_pg "$PG_BIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+  fi
+  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$RUN" "$LOGS"
+  if ! running; then
+    # A throwaway development cluster: durability settings are traded for speed.
+    as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -l "$LOGS/postgres.log" -w -t 60 start \
+      -o "-p $PG_PORT -k $RUN -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" >/dev/null \
+      || { tail -n 20 "$LOGS/postgres.log" >&2; die "PostgreSQL did not start"; }
+    log "PostgreSQL listening on 127.0.0.1:$PG_PORT"
+  fi
+  if [ "$(psql "$(local_db_url postgres)" -qAtc "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'")" != 1 ]; then
+    psql "$(local_db_url postgres)" -qc "CREATE DATABASE $DB_NAME" >/dev/null
+    log "created database $DB_NAME"
+  fi
+}
+
+stop() {
+  if running; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null
+    log "PostgreSQL stopped"
+  fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  url) if [ -n "${DATABASE_URL:-}" ]; then printf '%s' "$DATABASE_URL"; else local_db_url; fi ;;
+  admin-url) if [ -n "${DATABASE_URL:-}" ]; then printf '%s' "$DATABASE_URL"; else local_db_url postgres; fi ;;
+  *) echo "usage: $0 start|stop|url|admin-url" >&2; exit 2 ;;
+esac

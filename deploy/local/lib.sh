@@ -1,0 +1,35 @@
+# Shared by the local stack scripts: paths, ports and small helpers.
+# shellcheck shell=bash
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DATA=${BMCIS_DATA_DIR:-$ROOT/.data}
+LOGS=$DATA/logs
+RUN=$DATA/run
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BIN=/usr/lib/postgresql/${PG_MAJOR}/bin
+PG_PORT=${BMCIS_PG_PORT:-55432}
+REDIS_PORT=${BMCIS_REDIS_PORT:-56379}
+DB_NAME=${BMCIS_DB_NAME:-bmcis}
+
+mkdir -p "$LOGS" "$RUN"
+
+log() { printf '%s: %s\n' "$(basename "$0" .sh)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# PostgreSQL refuses to run as root: as root, act as the postgres user.
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+local_db_url() {
+  local db=${1:-$DB_NAME}
+  printf 'postgres://postgres@127.0.0.1:%s/%s?sslmode=disable' "$PG_PORT" "$db"
+}
+
+# secret NAME: a random token kept in .data/NAME (created once, mode 0600).
+secret() {
+  local f=$DATA/$1
+  if [ ! -s "$f" ]; then
+    (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$f")
+  fi
+  cat "$f"
+}

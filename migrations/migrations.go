@@ -1,0 +1,129 @@
+// Package migrations holds the versioned SQL schema and applies it with goose.
+//
+// The embedding column's dimension is fixed per deployment: the SQL reads it
+// from BMCIS_EMBEDDING_DIMENSIONS (default 256) when a migration first runs.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+//go:embed *.sql
+var sqlFiles embed.FS
+
+// DimensionsEnv names the variable that fixes the embedding column's size.
+const DimensionsEnv = "BMCIS_EMBEDDING_DIMENSIONS"
+
+// DefaultDimensions is the embedding size when DimensionsEnv is unset.
+const DefaultDimensions = 256
+
+// FS returns the embedded migration files.
+func FS() fs.FS { return sqlFiles }
+
+// Dimensions returns the embedding dimension the migrations will use, or an
+// error naming the variable when it is not a valid size (pgvector's HNSW
+// index takes at most 2,000 dimensions).
+func Dimensions() (int, error) {
+	v, ok := os.LookupEnv(DimensionsEnv)
+	if !ok || v == "" {
+		return DefaultDimensions, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 2000 {
+		return 0, fmt.Errorf("%s: must be an integer from 1 to 2000, got %q", DimensionsEnv, v)
+	}
+	return n, nil
+}
+
+// Up applies every pending migration and returns the versions applied.
+func Up(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate up: %w", err)
+	}
+	return versions(results), nil
+}
+
+// DownTo rolls back every migration above version (0 rolls back everything).
+func DownTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	results, err := p.DownTo(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return versions(results), nil
+}
+
+// Status reports the current version and whether migrations are pending.
+func Status(ctx context.Context, pool *pgxpool.Pool) (current int64, pending bool, err error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return 0, false, err
+	}
+	defer db.Close()
+	current, err = p.GetDBVersion(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("read schema version: %w", err)
+	}
+	pending, err = p.HasPending(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("check pending migrations: %w", err)
+	}
+	return current, pending, nil
+}
+
+func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
+	if _, err := Dimensions(); err != nil {
+		return nil, nil, err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sqlFiles)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("load migrations: %w", err)
+	}
+	return p, db, nil
+}
+
+func versions(results []*goose.MigrationResult) []int64 {
+	out := make([]int64, 0, len(results))
+	for _, r := range results {
+		if r.Error != nil {
+			continue
+		}
+		out = append(out, r.Source.Version)
+	}
+	return out
+}
+
+// RequireCurrent fails when migrations are pending, with the command that
+// fixes it, so a service never runs against a schema it does not expect.
+func RequireCurrent(ctx context.Context, pool *pgxpool.Pool) error {
+	current, pending, err := Status(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return fmt.Errorf("database schema is at version %d and migrations are pending: run `bmcisctl migrate up`", current)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+// Package config reads settings from environment variables. Every problem is
+// collected, so a binary that starts with bad configuration names each bad
+// variable in one message instead of failing on the first. Secret values never
+// appear in those messages.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reader reads typed values from an environment and remembers what was wrong.
+type Reader struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+// FromEnv reads the process environment.
+func FromEnv() *Reader { return &Reader{lookup: os.LookupEnv} }
+
+// FromMap reads a fixed map; for tests.
+func FromMap(m map[string]string) *Reader {
+	return &Reader{lookup: func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}}
+}
+
+// Err returns every problem found so far, or nil.
+func (r *Reader) Err() error {
+	if len(r.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid configuration:\n  %w", errors.Join(r.errs...))
+}
+
+// Failf records a problem with a variable; for checks that span variables.
+func (r *Reader) Failf(name, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+}
+
+func (r *Reader) get(name string) (string, bool) {
+	v, ok := r.lookup(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+// String returns the variable or def when unset.
+func (r *Reader) String(name, def string) string {
+	if v, ok := r.get(name); ok {
+		return v
+	}
+	return def
+}
+
+// Required returns the variable and records a problem when it is unset.
+func (r *Reader) Required(name string) string {
+	v, ok := r.get(name)
+	if !ok {
+		r.Failf(name, "required but not set")
+	}
+	return v
+}
+
+// Secret returns a secret. When required it must be set; when set it must be
+// at least minLen characters. Messages never include the value.
+func (r *Reader) Secret(name string, required bool, minLen int) string {
+	v, ok := r.get(name)
+	switch {
+	case !ok && required:
+		r.Failf(name, "required but not set")
+	case ok && len(v) < minLen:
+		r.Failf(name, "must be at least %d characters long", minLen)
+	}
+	return v
+}
+
+// Int returns an integer in [lo, hi], or def when unset.
+func (r *Reader) Int(name string, def, lo, hi int) int {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		r.Failf(name, "must be an integer, got %q", v)
+		return def
+	}
+	if n < lo || n > hi {
+		r.Failf(name, "must be between %d and %d, got %d", lo, hi, n)
+		return def
+	}
+	return n
+}
+
+// Float returns a number in [lo, hi], or def when unset.
+func (r *Reader) Float(name string, def, lo, hi float64) float64 {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		r.Failf(name, "must be a number, got %q", v)
+		return def
+	}
+	if f < lo || f > hi {
+		r.Failf(name, "must be between %g and %g, got %g", lo, hi, f)
+		return def
+	}
+	return f
+}
+
+// Bool returns a boolean (true/false, 1/0, yes/no, on/off), or def when unset.
+func (r *Reader) Bool(name string, def bool) bool {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return true
+	case "0", "false", "no", "off":
+		return false
+	}
+	r.Failf(name, "must be true or false, got %q", v)
+	return def
+}
+
+// Duration returns a Go duration ("500ms", "30s") in [lo, hi], or def when unset.
+func (r *Reader) Duration(name string, def, lo, hi time.Duration) time.Duration {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		r.Failf(name, "must be a duration such as 500ms or 30s, got %q", v)
+		return def
+	}
+	if d < lo || d > hi {
+		r.Failf(name, "must be between %s and %s, got %s", lo, hi, d)
+		return def
+	}
+	return d
+}
+
+// Enum returns one of allowed (compared case-insensitively), or def when unset.
+func (r *Reader) Enum(name, def string, allowed ...string) string {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	v = strings.ToLower(v)
+	if !slices.Contains(allowed, v) {
+		r.Failf(name, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+		return def
+	}
+	return v
+}
+
+// Addr returns a listen address "host:port" (host may be empty), or def when unset.
+func (r *Reader) Addr(name, def string) string {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		r.Failf(name, "must be host:port, got %q", v)
+		return def
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		r.Failf(name, "port must be 0..65535, got %q", port)
+		return def
+	}
+	return v
+}
+
+// List returns a comma-separated list with blanks dropped, or def when unset.
+func (r *Reader) List(name string, def []string) []string {
+	v, ok := r.get(name)
+	if !ok {
+		return def
+	}
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

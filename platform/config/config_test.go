@@ -1,0 +1,66 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestReaderValues(t *testing.T) {
+	r := FromMap(map[string]string{
+		"S": " text ", "I": "42", "F": "0.5", "B": "yes", "D": "250ms",
+		"E": "Redis", "A": "127.0.0.1:8080", "L": "a, b,,c ",
+	})
+	require.Equal(t, "text", r.String("S", "def"))
+	require.Equal(t, "def", r.String("MISSING", "def"))
+	require.Equal(t, 42, r.Int("I", 1, 0, 100))
+	require.InDelta(t, 0.5, r.Float("F", 0, 0, 1), 1e-9)
+	require.True(t, r.Bool("B", false))
+	require.Equal(t, 250*time.Millisecond, r.Duration("D", time.Second, 0, time.Minute))
+	require.Equal(t, "redis", r.Enum("E", "memory", "memory", "redis"))
+	require.Equal(t, "127.0.0.1:8080", r.Addr("A", ":1"))
+	require.Equal(t, []string{"a", "b", "c"}, r.List("L", nil))
+	require.NoError(t, r.Err())
+}
+
+func TestReaderCollectsEveryProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		read func(*Reader)
+		want string
+	}{
+		{"missing required", nil, func(r *Reader) { r.Required("DATABASE_URL") }, "DATABASE_URL: required but not set"},
+		{"not an integer", map[string]string{"N": "ten"}, func(r *Reader) { r.Int("N", 1, 0, 5) }, `N: must be an integer, got "ten"`},
+		{"integer out of range", map[string]string{"N": "9"}, func(r *Reader) { r.Int("N", 1, 0, 5) }, "N: must be between 0 and 5, got 9"},
+		{"bad float", map[string]string{"F": "x"}, func(r *Reader) { r.Float("F", 0, 0, 1) }, `F: must be a number`},
+		{"bad bool", map[string]string{"B": "maybe"}, func(r *Reader) { r.Bool("B", false) }, `B: must be true or false`},
+		{"bad duration", map[string]string{"D": "5"}, func(r *Reader) { r.Duration("D", 0, 0, time.Hour) }, `D: must be a duration`},
+		{"bad enum", map[string]string{"E": "disk"}, func(r *Reader) { r.Enum("E", "a", "a", "b") }, `E: must be one of a, b`},
+		{"bad addr", map[string]string{"A": "8080"}, func(r *Reader) { r.Addr("A", ":1") }, `A: must be host:port`},
+		{"short secret", map[string]string{"T": "abc"}, func(r *Reader) { r.Secret("T", true, 16) }, "T: must be at least 16 characters long"},
+		{"missing secret", nil, func(r *Reader) { r.Secret("T", true, 16) }, "T: required but not set"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := FromMap(tc.env)
+			tc.read(r)
+			require.ErrorContains(t, r.Err(), tc.want)
+		})
+	}
+
+	r := FromMap(map[string]string{"A": "x", "B": "y"})
+	r.Int("A", 0, 0, 1)
+	r.Bool("B", false)
+	err := r.Err()
+	require.ErrorContains(t, err, "A:")
+	require.ErrorContains(t, err, "B:")
+}
+
+func TestSecretNeverInMessages(t *testing.T) {
+	r := FromMap(map[string]string{"TOKEN": "hunter2"})
+	r.Secret("TOKEN", true, 16)
+	require.Error(t, r.Err())
+	require.NotContains(t, r.Err().Error(), "hunter2")
+}

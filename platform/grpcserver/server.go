@@ -1,0 +1,207 @@
+// Package grpcserver is the one way a BMCIS service starts: a gRPC server with
+// health checks, reflection, request ids, JSON logs, Prometheus metrics, panic
+// recovery, service-token checks and error mapping in a single interceptor,
+// and a drain on SIGTERM.
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/logging"
+)
+
+// Server is a configured gRPC server that is not listening yet.
+type Server struct {
+	settings Settings
+	log      *slog.Logger
+	grpc     *grpc.Server
+	health   *health.Server
+	registry *prometheus.Registry
+}
+
+// Option adjusts a Server.
+type Option func(*options)
+
+type options struct {
+	classify Classifier
+	logOut   io.Writer
+}
+
+// WithClassifier maps domain errors (a lost database, say) to statuses.
+func WithClassifier(c Classifier) Option { return func(o *options) { o.classify = c } }
+
+// WithLogOutput sends logs to w instead of stderr.
+func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
+
+// New builds a server from settings. Register services on GRPC() before Run.
+func New(s Settings, opts ...Option) *Server {
+	o := options{logOut: os.Stderr}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	log := logging.New(o.logOut, s.Name, s.LogLevel)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	e := &edge{log: log, token: []byte(s.ServiceToken), classify: o.classify, metrics: newMetrics(reg, s.Name)}
+	gs := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(e.unary),
+		grpc.ChainStreamInterceptor(e.stream),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	// Until Run is told the service is ready, probes see NOT_SERVING.
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	return &Server{settings: s, log: log, grpc: gs, health: hs, registry: reg}
+}
+
+// GRPC returns the underlying server, to register services on.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Logger returns the service logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// Registry returns the Prometheus registry served at /metrics.
+func (s *Server) Registry() prometheus.Registerer { return s.registry }
+
+// SetServing marks the whole server and every registered service as serving
+// or not, for the gRPC health protocol.
+func (s *Server) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	for name := range s.grpc.GetServiceInfo() {
+		s.health.SetServingStatus(name, st)
+	}
+}
+
+// Serve listens on lis and serves until ctx ends, then drains: health turns
+// NOT_SERVING, the server waits DrainDelay, stops taking calls, and waits up to
+// ShutdownTimeout for calls in flight.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	var metricsSrv *http.Server
+	if s.settings.MetricsAddr != "" {
+		ml, err := net.Listen("tcp", s.settings.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w", s.settings.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("metrics server stopped", "error", err.Error())
+			}
+		}()
+		s.log.Info("metrics listening", "addr", ml.Addr().String())
+	}
+
+	s.SetServing(true)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.grpc.Serve(lis) }()
+	s.log.Info("grpc listening", "addr", lis.Addr().String())
+
+	var err error
+	select {
+	case err = <-serveErr:
+		err = fmt.Errorf("grpc server: %w", err)
+	case <-ctx.Done():
+		s.log.Info("shutting down", "drain", s.settings.DrainDelay.String())
+		s.health.Shutdown()
+		time.Sleep(s.settings.DrainDelay)
+		stopped := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(s.settings.ShutdownTimeout):
+			s.log.Warn("shutdown timeout: cancelling calls in flight")
+			s.grpc.Stop()
+		}
+	}
+	if metricsSrv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = metricsSrv.Shutdown(shutdownCtx)
+	}
+	return err
+}
+
+// Spec describes a service binary for Main.
+type Spec struct {
+	// Name is the service name ("search").
+	Name string
+	// Defaults are the service's default addresses and token requirement.
+	Defaults Defaults
+	// Configure reads the service's own variables; problems go into env.
+	Configure func(env *config.Reader)
+	// Start connects dependencies and registers services on srv. The returned
+	// cleanup runs after the server has drained.
+	Start func(ctx context.Context, srv *Server) (cleanup func(), err error)
+	// Options are passed to New.
+	Options []Option
+}
+
+// Main runs a service binary: validate configuration (exit 2 naming every bad
+// variable), start, serve until SIGINT or SIGTERM, drain, exit.
+func Main(spec Spec) {
+	os.Exit(run(spec))
+}
+
+func run(spec Spec) int {
+	env := config.FromEnv()
+	settings := LoadSettings(env, spec.Name, spec.Defaults)
+	if spec.Configure != nil {
+		spec.Configure(env)
+	}
+	if err := env.Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", spec.Name, err)
+		return 2
+	}
+	srv := New(settings, spec.Options...)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cleanup, err := spec.Start(ctx, srv)
+	if err != nil {
+		srv.log.Error("start failed", "error", err.Error())
+		return 1
+	}
+	if cleanup != nil {
+		defer cleanup()
+	}
+	lis, err := net.Listen("tcp", settings.GRPCAddr)
+	if err != nil {
+		srv.log.Error("listen failed", "addr", settings.GRPCAddr, "error", err.Error())
+		return 1
+	}
+	if err := srv.Serve(ctx, lis); err != nil {
+		srv.log.Error("serve failed", "error", err.Error())
+		return 1
+	}
+	srv.log.Info("stopped")
+	return 0
+}

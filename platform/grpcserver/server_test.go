@@ -1,0 +1,259 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/bmcis/knowledge/platform/grpcclient"
+)
+
+const token = "0123456789abcdef-test-token"
+
+var errLostDB = errors.New("lost the database at 10.0.0.7")
+
+// testService fails in the way its request's fill_username/response_size say.
+type testService struct {
+	testpb.UnimplementedTestServiceServer
+	release chan struct{}
+}
+
+func (s *testService) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
+	return &testpb.Empty{}, nil
+}
+
+func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	switch req.GetResponseSize() {
+	case 1:
+		panic("boom: secret internals")
+	case 2:
+		return nil, fmt.Errorf("query chunks: %w", errors.New("relation \"x\" does not exist"))
+	case 3:
+		return nil, fmt.Errorf("load: %w", errLostDB)
+	case 4:
+		return nil, InvalidArgument("query", "must not be empty")
+	case 5:
+		return nil, fmt.Errorf("slow: %w", context.DeadlineExceeded)
+	case 6:
+		<-s.release // held open to test draining
+	}
+	return &testpb.SimpleResponse{}, nil
+}
+
+type harness struct {
+	srv    *Server
+	conn   *grpc.ClientConn
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	// stopped closes when Serve returns; serveErr is its result.
+	stopped  chan struct{}
+	serveErr error
+	svc      *testService
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, drain time.Duration) *harness {
+	t.Helper()
+	logs := &syncBuffer{}
+	srv := New(Settings{
+		Name: "test", LogLevel: "debug", ServiceToken: token,
+		DrainDelay: drain, ShutdownTimeout: 5 * time.Second,
+	}, WithLogOutput(logs), WithClassifier(func(err error) (*status.Status, bool) {
+		if errors.Is(err, errLostDB) {
+			return status.New(codes.Unavailable, "database unavailable"), true
+		}
+		return nil, false
+	}))
+	svc := &testService{release: make(chan struct{})}
+	testpb.RegisterTestServiceServer(srv.GRPC(), svc)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := grpcclient.Dial(lis.Addr().String(), token)
+	require.NoError(t, err)
+	h := &harness{srv: srv, conn: conn, logs: logs, cancel: cancel, stopped: make(chan struct{}), svc: svc}
+	go func() {
+		h.serveErr = srv.Serve(ctx, lis)
+		close(h.stopped)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = conn.Close()
+		<-h.stopped
+	})
+	return h
+}
+
+func (h *harness) call(t *testing.T, size int32) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := testpb.NewTestServiceClient(h.conn).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: size})
+	return err
+}
+
+func TestHealthAndReflection(t *testing.T) {
+	h := start(t, 0)
+	ctx := context.Background()
+	// No token: health and reflection are exempt.
+	bare, err := grpc.NewClient(h.conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer bare.Close()
+
+	resp, err := healthpb.NewHealthClient(bare).Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+	resp, err = healthpb.NewHealthClient(bare).Check(ctx, &healthpb.HealthCheckRequest{Service: "grpc.testing.TestService"})
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+
+	stream, err := reflectionpb.NewServerReflectionClient(bare).ServerReflectionInfo(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
+	}))
+	r, err := stream.Recv()
+	require.NoError(t, err)
+	var names []string
+	for _, s := range r.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	require.Contains(t, names, "grpc.testing.TestService")
+	require.Contains(t, names, "grpc.health.v1.Health")
+}
+
+func TestServiceToken(t *testing.T) {
+	h := start(t, 0)
+	ctx := context.Background()
+	target := h.conn.Target()
+	tests := []struct {
+		name  string
+		token string
+		want  codes.Code
+	}{
+		{"missing", "", codes.Unauthenticated},
+		{"wrong", "not-the-token-at-all", codes.Unauthenticated},
+		{"right", token, codes.OK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := grpcclient.Dial(target, tc.token)
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = testpb.NewTestServiceClient(conn).EmptyCall(ctx, &testpb.Empty{})
+			require.Equal(t, tc.want, status.Code(err), "error: %v", err)
+		})
+	}
+	require.NotContains(t, h.logs.String(), "not-the-token-at-all")
+}
+
+func TestErrorMapping(t *testing.T) {
+	h := start(t, 0)
+	tests := []struct {
+		name     string
+		size     int32
+		code     codes.Code
+		contains string
+		hidden   string
+	}{
+		{"panic is recovered as internal", 1, codes.Internal, "internal error (request id req_", "secret internals"},
+		{"unknown error is hidden", 2, codes.Internal, "internal error (request id req_", "relation"},
+		{"classified error", 3, codes.Unavailable, "database unavailable", "10.0.0.7"},
+		{"deliberate status passes", 4, codes.InvalidArgument, "query: must not be empty", ""},
+		{"deadline", 5, codes.DeadlineExceeded, "deadline exceeded", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := h.call(t, tc.size)
+			st := status.Convert(err)
+			require.Equal(t, tc.code, st.Code(), "error: %v", err)
+			require.Contains(t, st.Message(), tc.contains)
+			if tc.hidden != "" {
+				require.NotContains(t, st.Message(), tc.hidden)
+			}
+		})
+	}
+	// The field violation travels as a typed detail.
+	st := status.Convert(h.call(t, 4))
+	require.Len(t, st.Details(), 1)
+	br, ok := st.Details()[0].(*errdetails.BadRequest)
+	require.True(t, ok)
+	require.Equal(t, "query", br.GetFieldViolations()[0].GetField())
+
+	// The server survived the panic, and the log kept what callers did not see.
+	require.NoError(t, h.call(t, 0))
+	require.Contains(t, h.logs.String(), "secret internals")
+	require.Contains(t, h.logs.String(), `"code":"Internal"`)
+}
+
+func TestRequestIDEchoedAndLogged(t *testing.T) {
+	h := start(t, 0)
+	var header metadata.MD
+	ctx := metadata.AppendToOutgoingContext(context.Background(), RequestIDHeader, "req_from_caller")
+	_, err := testpb.NewTestServiceClient(h.conn).EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&header))
+	require.NoError(t, err)
+	require.Equal(t, []string{"req_from_caller"}, header.Get(RequestIDHeader))
+	require.Contains(t, h.logs.String(), `"request_id":"req_from_caller"`)
+
+	// An id that could forge log lines is replaced.
+	ctx = metadata.AppendToOutgoingContext(context.Background(), RequestIDHeader, "bad id with spaces")
+	_, err = testpb.NewTestServiceClient(h.conn).EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&header))
+	require.NoError(t, err)
+	require.Regexp(t, `^req_[0-9a-f]{16}$`, header.Get(RequestIDHeader)[0])
+}
+
+// On shutdown the server reports NOT_SERVING during the drain delay, lets the
+// call in flight finish, then stops.
+func TestDrainOnShutdown(t *testing.T) {
+	h := start(t, 300*time.Millisecond)
+	inflight := make(chan error, 1)
+	go func() { inflight <- h.call(t, 6) }()
+	time.Sleep(100 * time.Millisecond) // let the call reach the handler
+
+	h.cancel()
+	require.Eventually(t, func() bool {
+		resp, err := healthpb.NewHealthClient(h.conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	}, 2*time.Second, 20*time.Millisecond)
+
+	close(h.svc.release)
+	require.NoError(t, <-inflight, "the call in flight completes")
+	select {
+	case <-h.stopped:
+		require.NoError(t, h.serveErr)
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not stop")
+	}
+}

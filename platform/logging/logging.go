@@ -1,0 +1,68 @@
+// Package logging sets up structured JSON logs and carries the request id and
+// a request-scoped logger through a context.
+package logging
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// New returns a JSON logger at level ("debug", "info", "warn", "error") that
+// tags every line with the service name.
+func New(w io.Writer, service, level string) *slog.Logger {
+	var lvl slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "warn":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	default:
+		lvl = slog.LevelInfo
+	}
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+	return slog.New(h).With("service", service)
+}
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	loggerKey
+)
+
+// NewRequestID returns a random id such as "req_9f86d081884c7d65".
+func NewRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// WithRequestID stores a request id in ctx.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey, id)
+}
+
+// RequestID returns the request id stored in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// WithLogger stores a request-scoped logger in ctx.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey, l)
+}
+
+// FromContext returns the logger stored in ctx, or slog.Default().
+func FromContext(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}

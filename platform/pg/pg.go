@@ -1,0 +1,130 @@
+// Package pg opens PostgreSQL pools with the pgvector types registered on
+// every connection, and tells lost-database errors apart from the rest.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bmcis/knowledge/platform/config"
+)
+
+// Config says where the database is and how to reach it.
+type Config struct {
+	// URL is a libpq connection string or URL (DATABASE_URL).
+	URL string
+	// MaxConns caps the pool (DATABASE_MAX_CONNS).
+	MaxConns int
+	// ConnectTimeout bounds each connection attempt (DATABASE_CONNECT_TIMEOUT),
+	// so a dead database answers UNAVAILABLE quickly instead of hanging.
+	ConnectTimeout time.Duration
+}
+
+// LoadConfig reads the database settings; problems are recorded in env.
+func LoadConfig(env *config.Reader) Config {
+	c := Config{
+		URL:            env.Required("DATABASE_URL"),
+		MaxConns:       env.Int("DATABASE_MAX_CONNS", 10, 1, 1000),
+		ConnectTimeout: env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
+	}
+	if c.URL != "" {
+		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
+			// pgx's message can quote the URL, password included: say less.
+			env.Failf("DATABASE_URL", "not a valid PostgreSQL connection string")
+		}
+	}
+	return c
+}
+
+// Connect opens a pool and checks the database answers. pgvector's types are
+// registered on every new connection, so the vector extension must exist
+// (the first migration creates it).
+func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(c.URL)
+	if err != nil {
+		return nil, errors.New("parse DATABASE_URL: not a valid PostgreSQL connection string")
+	}
+	if c.MaxConns > 0 {
+		pc.MaxConns = int32(c.MaxConns)
+	}
+	if c.ConnectTimeout > 0 {
+		pc.ConnConfig.ConnectTimeout = c.ConnectTimeout
+	}
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if err := pgxvec.RegisterTypes(ctx, conn); err != nil {
+			return fmt.Errorf("register pgvector types (is the vector extension installed? run `bmcisctl migrate`): %w", err)
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, c.ConnectTimeout+time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+// ConnectRaw opens a pool without registering pgvector types, for tools that
+// run before the extension exists (migrations, test database set-up).
+func ConnectRaw(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New("parse DATABASE_URL: not a valid PostgreSQL connection string")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+// IsUnavailable reports whether err means the database could not be reached
+// or the connection was lost, as opposed to a bad query.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-57P03: shutdown and
+		// cannot-connect-now.
+		return len(pgErr.Code) == 5 && (pgErr.Code[:2] == "08" ||
+			pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03")
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// ClassifyError maps a lost database to UNAVAILABLE for grpcserver.WithClassifier.
+func ClassifyError(err error) (*status.Status, bool) {
+	if IsUnavailable(err) {
+		return status.New(codes.Unavailable, "database unavailable; retry shortly"), true
+	}
+	return nil, false
+}

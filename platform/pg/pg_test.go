@@ -1,0 +1,54 @@
+package pg_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/testdb"
+)
+
+func TestConnectRegistersVectorType(t *testing.T) {
+	pool, _ := testdb.New(t)
+	var dims int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT vector_dims('[1,2,3]'::vector)").Scan(&dims))
+	require.Equal(t, 3, dims)
+	require.False(t, pg.IsUnavailable(nil))
+}
+
+// A database that is down answers UNAVAILABLE quickly, never a hang.
+func TestDeadDatabaseIsUnavailableFast(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+
+	start := time.Now()
+	_, err = pg.Connect(context.Background(), pg.Config{
+		URL:            "postgres://postgres:s3cret-password@" + addr + "/x?sslmode=disable",
+		ConnectTimeout: 500 * time.Millisecond,
+	})
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.NotContains(t, err.Error(), "s3cret-password")
+	st, ok := pg.ClassifyError(err)
+	require.True(t, ok, "error %v should be classified as unavailable", err)
+	require.Equal(t, codes.Unavailable, st.Code())
+}
+
+func TestLoadConfigValidates(t *testing.T) {
+	env := config.FromMap(map[string]string{"DATABASE_URL": "postgres://u:topsecret@host:notaport/db"})
+	pg.LoadConfig(env)
+	require.ErrorContains(t, env.Err(), "DATABASE_URL: not a valid PostgreSQL connection string")
+	require.NotContains(t, env.Err().Error(), "topsecret")
+
+	env = config.FromMap(nil)
+	pg.LoadConfig(env)
+	require.ErrorContains(t, env.Err(), "DATABASE_URL: required but not set")
+}

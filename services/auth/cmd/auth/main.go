@@ -1,0 +1,40 @@
+// Command auth runs the auth gRPC service.
+package main
+
+import (
+	"context"
+	"fmt"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/services/auth/internal/server"
+)
+
+func main() {
+	var db pg.Config
+	grpcserver.Main(grpcserver.Spec{
+		Name: "auth",
+		Defaults: grpcserver.Defaults{
+			GRPCAddr:            ":50053",
+			MetricsAddr:         ":9093",
+			RequireServiceToken: false,
+		},
+		Configure: func(env *config.Reader) { db = pg.LoadConfig(env) },
+		Options:   []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
+		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
+			pool, err := pg.Connect(ctx, db)
+			if err != nil {
+				return nil, err
+			}
+			if err := migrations.RequireCurrent(ctx, pool); err != nil {
+				pool.Close()
+				return nil, fmt.Errorf("check schema: %w", err)
+			}
+			authv1.RegisterAuthServiceServer(srv.GRPC(), server.New(pool))
+			return pool.Close, nil
+		},
+	})
+}
