@@ -5,3 +5,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 # Steps are added here as the services that own the data come to exist.
+
+# --- search: demo documents ---
+
+# --- vendorgraph: demo graph ---
+
+# --- auth: demo API key ---
