@@ -5,13 +5,14 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Every Go module of the go.work workspace (tools/ is separate on purpose).
-MODULES := . gen services/search services/vendorgraph services/auth
+MODULES := . gen services/search services/vendorgraph services/auth mcp-adapter
 # Binaries: name=package.
 BINARIES := \
 	search=./services/search/cmd/search \
 	bmcisctl=./services/search/cmd/bmcisctl \
 	vendorgraph=./services/vendorgraph/cmd/vendorgraph \
-	auth=./services/auth/cmd/auth
+	auth=./services/auth/cmd/auth \
+	mcp-adapter=./mcp-adapter/cmd/mcp-adapter
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/bmcis/knowledge/platform/version.Version=$(VERSION)
