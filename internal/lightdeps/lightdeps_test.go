@@ -1,0 +1,58 @@
+// Package lightdeps keeps heavy dependencies out of the binaries that must
+// stay light: the MCP adapter and the REST gateway talk to the services over
+// gRPC and must never link a database driver or the migration machinery.
+package lightdeps
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// light lists binaries (by package directory, relative to the repository root).
+var light = []string{
+	"mcp-adapter/cmd/mcp-adapter",
+	"gateway/cmd/gateway",
+}
+
+// forbidden lists import-path prefixes a light binary must not depend on.
+var forbidden = []string{
+	"github.com/jackc/",
+	"github.com/pgvector/",
+	"github.com/pressly/goose",
+	"modernc.org/",
+	"github.com/bmcis/knowledge/platform/pg",
+	"github.com/bmcis/knowledge/platform/testdb",
+	"github.com/bmcis/knowledge/migrations",
+	"database/sql",
+}
+
+func TestLightBinariesStayLight(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	checked := 0
+	for _, dir := range light {
+		if _, err := os.Stat(filepath.Join(root, dir)); os.IsNotExist(err) {
+			continue // not built yet
+		}
+		checked++
+		t.Run(dir, func(t *testing.T) {
+			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+dir)
+			cmd.Dir = root
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "go list: %s", out)
+			deps := strings.Fields(string(out))
+			require.NotEmpty(t, deps)
+			for _, d := range deps {
+				for _, f := range forbidden {
+					require.False(t, strings.HasPrefix(d, f), "%s depends on %s", dir, d)
+				}
+			}
+		})
+	}
+	require.Positive(t, checked, "no light binary found: has the layout changed?")
+}
