@@ -5,14 +5,15 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Every Go module of the go.work workspace (tools/ is separate on purpose).
-MODULES := . gen services/search services/vendorgraph services/auth mcp-adapter
+MODULES := . gen services/search services/vendorgraph services/auth mcp-adapter gateway
 # Binaries: name=package.
 BINARIES := \
 	search=./services/search/cmd/search \
 	bmcisctl=./services/search/cmd/bmcisctl \
 	vendorgraph=./services/vendorgraph/cmd/vendorgraph \
 	auth=./services/auth/cmd/auth \
-	mcp-adapter=./mcp-adapter/cmd/mcp-adapter
+	mcp-adapter=./mcp-adapter/cmd/mcp-adapter \
+	gateway=./gateway/cmd/gateway
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/bmcis/knowledge/platform/version.Version=$(VERSION)
