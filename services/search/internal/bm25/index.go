@@ -1,0 +1,565 @@
+// Package bm25 is an in-memory Okapi BM25 inverted index over analyzed
+// terms, keyed by chunk id. It is kept fresh incrementally (Add, Replace,
+// Remove) and serves many concurrent readers alongside one writer.
+//
+// Scoring is classic Okapi BM25 with the Lucene/BEIR IDF:
+//
+//	idf(t)      = ln(1 + (N - df + 0.5) / (df + 0.5))
+//	score(d, q) = sum over query terms t of
+//	              qtf(t) * idf(t) * tf*(k1+1) / (tf + k1*(1 - b + b*dl/avgdl))
+//
+// where N is the number of live documents, df the number of live documents
+// containing t, dl the document length in terms and avgdl the mean length
+// of live documents. N, df and avgdl are maintained exactly on every write,
+// so removed documents never influence scores.
+package bm25
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Params are the BM25 free parameters.
+type Params struct {
+	K1 float64
+	B  float64
+}
+
+// DefaultParams are the values chosen by measurement on the SciFact training
+// split (see the eval package notes for the sweep).
+func DefaultParams() Params { return Params{K1: 1.2, B: 0.75} }
+
+// Doc is one chunk to index. Terms come from analysis.Analyzer; order does
+// not matter, duplicates are the term frequencies.
+type Doc struct {
+	ChunkID  int64
+	Category string
+	Terms    []string
+}
+
+// Hit is one scored result.
+type Hit struct {
+	ChunkID int64
+	Score   float64
+	// MatchedTerms are the distinct query terms present in the chunk, in
+	// query order (at most the first 63 distinct query terms are tracked).
+	MatchedTerms []string
+}
+
+// SearchOptions narrow a search.
+type SearchOptions struct {
+	// K is the number of hits to return; values <= 0 mean 100.
+	K int
+	// Category, when non-empty, keeps only chunks of that category.
+	Category string
+}
+
+// ErrExists is returned by Add when the chunk id is already indexed.
+var ErrExists = errors.New("bm25: chunk already indexed")
+
+// postingList holds, for one term, the ordinals of documents containing it
+// (ascending) and the term frequency in each. Parallel slices keep it at 6
+// bytes a posting.
+type postingList struct {
+	docs []uint32
+	tfs  []uint16
+}
+
+// Index is an Okapi BM25 index. The zero value is not usable; use New.
+type Index struct {
+	mu     sync.RWMutex
+	params Params
+
+	termIDs  map[string]uint32
+	terms    []string
+	postings []postingList
+	df       []uint32 // live document frequency per term id
+
+	// Per-ordinal document table. Ordinals are assigned in insertion order;
+	// removal tombstones an ordinal until the next compaction.
+	chunkIDs []int64
+	lens     []uint32
+	cats     []uint32
+	alive    []bool
+	fwd      [][]uint32 // distinct term ids per ordinal, needed to undo df on removal
+
+	byChunk  map[int64]uint32
+	catIDs   map[string]uint32
+	catNames []string
+
+	live     int
+	totalLen uint64
+	dead     int
+
+	pool sync.Pool
+}
+
+// New returns an empty index.
+func New(p Params) *Index {
+	return &Index{
+		params:   p,
+		termIDs:  map[string]uint32{},
+		byChunk:  map[int64]uint32{},
+		catIDs:   map[string]uint32{"": 0},
+		catNames: []string{""},
+	}
+}
+
+// Params reports the scoring parameters.
+func (ix *Index) Params() Params { return ix.params }
+
+// SetParams changes k1 and b; they apply to the next search.
+func (ix *Index) SetParams(p Params) {
+	ix.mu.Lock()
+	ix.params = p
+	ix.mu.Unlock()
+}
+
+// Stats describe the index.
+type Stats struct {
+	Docs        int     // live documents
+	Terms       int     // distinct terms with at least one live document
+	Postings    int     // stored postings, including tombstoned ones
+	AvgDocLen   float64 // mean live document length
+	Tombstoned  int     // removed ordinals awaiting compaction
+	MemoryBytes int64   // approximate heap used by postings and doc tables
+}
+
+// Stats returns a snapshot of index statistics.
+func (ix *Index) Stats() Stats {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	s := Stats{Docs: ix.live, Tombstoned: ix.dead}
+	for id, pl := range ix.postings {
+		s.Postings += len(pl.docs)
+		if ix.df[id] > 0 {
+			s.Terms++
+		}
+		s.MemoryBytes += int64(cap(pl.docs)*4 + cap(pl.tfs)*2 + 48)
+	}
+	for _, f := range ix.fwd {
+		s.MemoryBytes += int64(cap(f)*4 + 24)
+	}
+	s.MemoryBytes += int64(len(ix.chunkIDs) * (8 + 4 + 4 + 1))
+	if ix.live > 0 {
+		s.AvgDocLen = float64(ix.totalLen) / float64(ix.live)
+	}
+	return s
+}
+
+// Len returns the number of live documents.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.live
+}
+
+// Contains reports whether a chunk id is indexed.
+func (ix *Index) Contains(chunkID int64) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.byChunk[chunkID]
+	return ok
+}
+
+// Add indexes a new chunk; it fails with ErrExists if the id is present.
+func (ix *Index) Add(d Doc) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if _, ok := ix.byChunk[d.ChunkID]; ok {
+		return fmt.Errorf("add chunk %d: %w", d.ChunkID, ErrExists)
+	}
+	ix.addLocked(d)
+	return nil
+}
+
+// Replace indexes a chunk, replacing any previous version of the same id.
+func (ix *Index) Replace(d Doc) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.removeLocked(d.ChunkID)
+	ix.addLocked(d)
+	ix.maybeCompactLocked()
+}
+
+// ReplaceBatch upserts many chunks under one lock acquisition, which is what
+// ingestion and start-up loading should use.
+func (ix *Index) ReplaceBatch(docs []Doc) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, d := range docs {
+		ix.removeLocked(d.ChunkID)
+		ix.addLocked(d)
+	}
+	ix.maybeCompactLocked()
+}
+
+// Remove deletes a chunk; it reports whether the chunk was present.
+func (ix *Index) Remove(chunkID int64) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ok := ix.removeLocked(chunkID)
+	ix.maybeCompactLocked()
+	return ok
+}
+
+// RemoveBatch deletes many chunks and returns how many were present.
+func (ix *Index) RemoveBatch(chunkIDs []int64) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n := 0
+	for _, id := range chunkIDs {
+		if ix.removeLocked(id) {
+			n++
+		}
+	}
+	ix.maybeCompactLocked()
+	return n
+}
+
+func (ix *Index) termID(t string) uint32 {
+	if id, ok := ix.termIDs[t]; ok {
+		return id
+	}
+	id := uint32(len(ix.terms))
+	ix.termIDs[t] = id
+	ix.terms = append(ix.terms, t)
+	ix.postings = append(ix.postings, postingList{})
+	ix.df = append(ix.df, 0)
+	return id
+}
+
+func (ix *Index) catID(c string) uint32 {
+	if id, ok := ix.catIDs[c]; ok {
+		return id
+	}
+	id := uint32(len(ix.catNames))
+	ix.catIDs[c] = id
+	ix.catNames = append(ix.catNames, c)
+	return id
+}
+
+func (ix *Index) addLocked(d Doc) {
+	ord := uint32(len(ix.chunkIDs))
+	ids := make([]uint32, len(d.Terms))
+	for i, t := range d.Terms {
+		ids[i] = ix.termID(t)
+	}
+	// Sorting groups equal ids so term frequencies are run lengths; it is
+	// cheaper than a map for a few hundred terms and leaves no garbage.
+	slices.Sort(ids)
+	uniq := ids[:0]
+	for i := 0; i < len(ids); {
+		j := i + 1
+		for j < len(ids) && ids[j] == ids[i] {
+			j++
+		}
+		tf := j - i
+		if tf > math.MaxUint16 {
+			tf = math.MaxUint16
+		}
+		id := ids[i]
+		pl := &ix.postings[id]
+		pl.docs = append(pl.docs, ord)
+		pl.tfs = append(pl.tfs, uint16(tf))
+		ix.df[id]++
+		uniq = append(uniq, id)
+		i = j
+	}
+	ix.chunkIDs = append(ix.chunkIDs, d.ChunkID)
+	ix.lens = append(ix.lens, uint32(len(d.Terms)))
+	ix.cats = append(ix.cats, ix.catID(d.Category))
+	ix.alive = append(ix.alive, true)
+	ix.fwd = append(ix.fwd, slices.Clip(uniq))
+	ix.byChunk[d.ChunkID] = ord
+	ix.live++
+	ix.totalLen += uint64(len(d.Terms))
+}
+
+func (ix *Index) removeLocked(chunkID int64) bool {
+	ord, ok := ix.byChunk[chunkID]
+	if !ok {
+		return false
+	}
+	delete(ix.byChunk, chunkID)
+	for _, id := range ix.fwd[ord] {
+		ix.df[id]--
+	}
+	ix.fwd[ord] = nil
+	ix.alive[ord] = false
+	ix.live--
+	ix.totalLen -= uint64(ix.lens[ord])
+	ix.dead++
+	return true
+}
+
+// maybeCompactLocked rewrites postings without tombstoned ordinals once they
+// are a quarter of the table, bounding both memory and wasted scan work.
+func (ix *Index) maybeCompactLocked() {
+	if ix.dead < 1024 || ix.dead*4 < len(ix.chunkIDs) {
+		return
+	}
+	ix.compactLocked()
+}
+
+// Compact removes tombstoned documents from postings now.
+func (ix *Index) Compact() {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.compactLocked()
+}
+
+func (ix *Index) compactLocked() {
+	if ix.dead == 0 {
+		return
+	}
+	remap := make([]uint32, len(ix.chunkIDs))
+	n := uint32(0)
+	for ord := range ix.chunkIDs {
+		if !ix.alive[ord] {
+			remap[ord] = math.MaxUint32
+			continue
+		}
+		remap[ord] = n
+		ix.chunkIDs[n] = ix.chunkIDs[ord]
+		ix.lens[n] = ix.lens[ord]
+		ix.cats[n] = ix.cats[ord]
+		ix.alive[n] = true
+		ix.fwd[n] = ix.fwd[ord]
+		ix.byChunk[ix.chunkIDs[n]] = n
+		n++
+	}
+	ix.chunkIDs = slices.Clip(ix.chunkIDs[:n])
+	ix.lens = slices.Clip(ix.lens[:n])
+	ix.cats = slices.Clip(ix.cats[:n])
+	ix.alive = slices.Clip(ix.alive[:n])
+	clear(ix.fwd[n:])
+	ix.fwd = slices.Clip(ix.fwd[:n])
+	for id := range ix.postings {
+		pl := &ix.postings[id]
+		w := 0
+		for i, ord := range pl.docs {
+			if m := remap[ord]; m != math.MaxUint32 {
+				pl.docs[w] = m
+				pl.tfs[w] = pl.tfs[i]
+				w++
+			}
+		}
+		if w == 0 {
+			pl.docs, pl.tfs = nil, nil
+			continue
+		}
+		// Shrink lists that lost most of their postings so memory follows.
+		if w < cap(pl.docs)/2 {
+			pl.docs = slices.Clone(pl.docs[:w])
+			pl.tfs = slices.Clone(pl.tfs[:w])
+		} else {
+			pl.docs, pl.tfs = pl.docs[:w], pl.tfs[:w]
+		}
+	}
+	ix.dead = 0
+}
+
+// accumulator is per-search scratch space, pooled so searches do not
+// allocate proportional to the corpus.
+type accumulator struct {
+	scores  []float32
+	masks   []uint64
+	touched []uint32
+}
+
+// IDF returns the BM25 idf of a term given the live collection.
+func IDF(n, df int) float64 {
+	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+}
+
+// Search scores chunks against the analyzed query terms. Repeated query
+// terms count once per occurrence (as Lucene's disjunction of clauses does).
+// Hits are ordered by descending score, ties by ascending chunk id.
+func (ix *Index) Search(terms []string, opts SearchOptions) []Hit {
+	k := opts.K
+	if k <= 0 {
+		k = 100
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.live == 0 || len(terms) == 0 {
+		return nil
+	}
+	catFilter := opts.Category != ""
+	var wantCat uint32
+	if catFilter {
+		id, ok := ix.catIDs[opts.Category]
+		if !ok {
+			return nil
+		}
+		wantCat = id
+	}
+
+	// Distinct query terms with their multiplicity, in query order.
+	type qterm struct {
+		term string
+		id   uint32
+		qtf  int
+	}
+	qts := make([]qterm, 0, len(terms))
+outer:
+	for _, t := range terms {
+		for i := range qts {
+			if qts[i].term == t {
+				qts[i].qtf++
+				continue outer
+			}
+		}
+		id, ok := ix.termIDs[t]
+		if !ok || ix.df[id] == 0 {
+			qts = append(qts, qterm{term: t, id: math.MaxUint32, qtf: 1})
+			continue
+		}
+		qts = append(qts, qterm{term: t, id: id, qtf: 1})
+	}
+
+	n := len(ix.chunkIDs)
+	acc, _ := ix.pool.Get().(*accumulator)
+	if acc == nil {
+		acc = &accumulator{}
+	}
+	if len(acc.scores) < n {
+		acc.scores = make([]float32, n)
+		acc.masks = make([]uint64, n)
+	}
+	acc.touched = acc.touched[:0]
+	scores, masks := acc.scores, acc.masks
+
+	k1, b := ix.params.K1, ix.params.B
+	avgdl := float64(ix.totalLen) / float64(ix.live)
+	if avgdl == 0 {
+		avgdl = 1
+	}
+	// norm(dl) = k1*(1-b) + (k1*b/avgdl)*dl, hoisted out of the posting loop.
+	c0 := float32(k1 * (1 - b))
+	c1 := float32(k1 * b / avgdl)
+	lens, alive, cats := ix.lens, ix.alive, ix.cats
+	for qi, q := range qts {
+		if q.id == math.MaxUint32 {
+			continue
+		}
+		w := float32(float64(q.qtf) * IDF(ix.live, int(ix.df[q.id])) * (k1 + 1))
+		// Bit 63 marks "touched"; bits 0..62 record which query terms hit.
+		bit := uint64(1) << 63
+		if qi < 63 {
+			bit |= 1 << uint(qi)
+		}
+		pl := &ix.postings[q.id]
+		tfs := pl.tfs[:len(pl.docs)]
+		for i, ord := range pl.docs {
+			if !alive[ord] || (catFilter && cats[ord] != wantCat) {
+				continue
+			}
+			tf := float32(tfs[i])
+			s := w * tf / (tf + c0 + c1*float32(lens[ord]))
+			if masks[ord] == 0 {
+				acc.touched = append(acc.touched, ord)
+			}
+			scores[ord] += s
+			masks[ord] |= bit
+		}
+	}
+
+	// Top-k by (score desc, chunk id asc) with a bounded min-heap.
+	h := hitHeap{items: make([]heapItem, 0, min(k, len(acc.touched)))}
+	for _, ord := range acc.touched {
+		it := heapItem{score: scores[ord], chunk: ix.chunkIDs[ord], ord: ord}
+		if len(h.items) < k {
+			h.push(it)
+		} else if better(it, h.items[0]) {
+			h.items[0] = it
+			h.down(0)
+		}
+	}
+	items := h.items
+	sort.Slice(items, func(i, j int) bool { return better(items[i], items[j]) })
+	hits := make([]Hit, len(items))
+	// One backing array for every hit's matched terms: two allocations per
+	// search instead of one per hit.
+	nMatched := 0
+	for _, it := range items {
+		nMatched += bits.OnesCount64(masks[it.ord] &^ (1 << 63))
+	}
+	matched := make([]string, 0, nMatched)
+	for i, it := range items {
+		hits[i] = Hit{ChunkID: it.chunk, Score: float64(it.score)}
+		m := masks[it.ord]
+		from := len(matched)
+		for qi := 0; qi < len(qts) && qi < 63; qi++ {
+			if m&(1<<uint(qi)) != 0 {
+				matched = append(matched, qts[qi].term)
+			}
+		}
+		if len(matched) > from {
+			hits[i].MatchedTerms = matched[from:len(matched):len(matched)]
+		}
+	}
+
+	for _, ord := range acc.touched {
+		scores[ord] = 0
+		masks[ord] = 0
+	}
+	ix.pool.Put(acc)
+	return hits
+}
+
+type heapItem struct {
+	score float32
+	chunk int64
+	ord   uint32
+}
+
+// better orders by descending score, then ascending chunk id, so results
+// are stable across runs and replicas.
+func better(a, b heapItem) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.chunk < b.chunk
+}
+
+// hitHeap is a min-heap on "better": the root is the worst kept hit.
+type hitHeap struct{ items []heapItem }
+
+func (h *hitHeap) push(it heapItem) {
+	h.items = append(h.items, it)
+	i := len(h.items) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !better(h.items[p], h.items[i]) {
+			break
+		}
+		h.items[p], h.items[i] = h.items[i], h.items[p]
+		i = p
+	}
+}
+
+func (h *hitHeap) down(i int) {
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		worst := l
+		if r := l + 1; r < n && better(h.items[l], h.items[r]) {
+			worst = r
+		}
+		if !better(h.items[i], h.items[worst]) {
+			return
+		}
+		h.items[i], h.items[worst] = h.items[worst], h.items[i]
+		i = worst
+	}
+}

@@ -1,0 +1,219 @@
+package bm25
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tiny is a hand-computable corpus. With k1=1.2, b=0.75:
+//
+//	N=3, avgdl=(3+2+4)/3=3
+//	idf(df=1) = ln(1 + 2.5/1.5) = ln(8/3) = 0.980829253
+//	idf(df=2) = ln(1 + 1.5/2.5) = ln(1.6) = 0.470003629
+//	doc1 "a" tf=2 dl=3: 0.980829*2*2.2/(2+1.2*(0.25+0.75*3/3)) = 1.348640223
+//	doc2 "c" tf=1 dl=2: 0.470004*1*2.2/(1+1.2*(0.25+0.75*2/3)) = 0.544214729
+//	doc3 "c" tf=3 dl=4: 0.470004*3*2.2/(3+1.2*(0.25+0.75*4/3)) = 0.689338656
+func tiny() *Index {
+	ix := New(Params{K1: 1.2, B: 0.75})
+	ix.ReplaceBatch([]Doc{
+		{ChunkID: 1, Category: "x", Terms: []string{"a", "b", "a"}},
+		{ChunkID: 2, Category: "y", Terms: []string{"b", "c"}},
+		{ChunkID: 3, Category: "x", Terms: []string{"c", "c", "c", "d"}},
+	})
+	return ix
+}
+
+func TestIDF(t *testing.T) {
+	require.InDelta(t, 0.980829253, IDF(3, 1), 1e-9)
+	require.InDelta(t, 0.470003629, IDF(3, 2), 1e-9)
+	require.Greater(t, IDF(10, 10), 0.0, "idf stays positive even for terms in every doc")
+}
+
+func TestHandComputedScores(t *testing.T) {
+	tests := []struct {
+		name  string
+		query []string
+		opts  SearchOptions
+		want  []Hit
+	}{
+		{"two terms", []string{"a", "c"}, SearchOptions{}, []Hit{
+			{ChunkID: 1, Score: 1.348640223, MatchedTerms: []string{"a"}},
+			{ChunkID: 3, Score: 0.689338656, MatchedTerms: []string{"c"}},
+			{ChunkID: 2, Score: 0.544214729, MatchedTerms: []string{"c"}},
+		}},
+		{"sum of terms", []string{"b", "c"}, SearchOptions{}, []Hit{
+			// doc2: b (tf=1,dl=2) + c (tf=1,dl=2) = 2*0.544214729
+			{ChunkID: 2, Score: 1.088429457, MatchedTerms: []string{"b", "c"}},
+			{ChunkID: 3, Score: 0.689338656, MatchedTerms: []string{"c"}},
+			// doc1: b tf=1 dl=3: 0.470004*2.2/(1+1.2) = 0.470003629
+			{ChunkID: 1, Score: 0.470003629, MatchedTerms: []string{"b"}},
+		}},
+		{"repeated query term counts twice", []string{"a", "a"}, SearchOptions{}, []Hit{
+			{ChunkID: 1, Score: 2 * 1.348640223, MatchedTerms: []string{"a"}},
+		}},
+		{"category filter", []string{"c"}, SearchOptions{Category: "y"}, []Hit{
+			{ChunkID: 2, Score: 0.544214729, MatchedTerms: []string{"c"}},
+		}},
+		{"unknown category", []string{"c"}, SearchOptions{Category: "nope"}, nil},
+		{"k truncates", []string{"a", "c"}, SearchOptions{K: 1}, []Hit{
+			{ChunkID: 1, Score: 1.348640223, MatchedTerms: []string{"a"}},
+		}},
+		{"unknown term", []string{"zzz"}, SearchOptions{}, nil},
+	}
+	ix := tiny()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ix.Search(tc.query, tc.opts)
+			require.Len(t, got, len(tc.want))
+			for i := range tc.want {
+				require.Equal(t, tc.want[i].ChunkID, got[i].ChunkID, "rank %d", i)
+				require.InDelta(t, tc.want[i].Score, got[i].Score, 1e-5, "rank %d", i)
+				require.Equal(t, tc.want[i].MatchedTerms, got[i].MatchedTerms, "rank %d", i)
+			}
+		})
+	}
+}
+
+func TestRemoveKeepsStatisticsExact(t *testing.T) {
+	ix := tiny()
+	require.True(t, ix.Remove(3))
+	require.False(t, ix.Remove(3))
+	// Now N=2, avgdl=2.5, df(a)=1, df(c)=1: the removed doc must not count.
+	//   doc2 c: ln(1+1.5/1.5)*2.2/(1+1.2*(0.25+0.75*2/2.5)) = 0.754912771
+	//   doc1 a: ln(2)*2*2.2/(2+1.2*(0.25+0.75*3/2.5))     = 0.902321774
+	got := ix.Search([]string{"a", "c", "d"}, SearchOptions{})
+	require.Len(t, got, 2)
+	require.Equal(t, int64(1), got[0].ChunkID)
+	require.InDelta(t, 0.902321774, got[0].Score, 1e-5)
+	require.Equal(t, int64(2), got[1].ChunkID)
+	require.InDelta(t, 0.754912771, got[1].Score, 1e-5)
+
+	// Compaction changes storage, never scores.
+	ix.Compact()
+	got2 := ix.Search([]string{"a", "c", "d"}, SearchOptions{})
+	require.Equal(t, got, got2)
+	st := ix.Stats()
+	require.Equal(t, 2, st.Docs)
+	require.Equal(t, 0, st.Tombstoned)
+	require.Equal(t, 4, st.Postings)
+	require.InDelta(t, 2.5, st.AvgDocLen, 1e-12)
+}
+
+func TestReplaceAndAdd(t *testing.T) {
+	ix := tiny()
+	require.ErrorIs(t, ix.Add(Doc{ChunkID: 1, Terms: []string{"q"}}), ErrExists)
+	ix.Replace(Doc{ChunkID: 1, Terms: []string{"z"}})
+	require.Empty(t, ix.Search([]string{"a"}, SearchOptions{}))
+	got := ix.Search([]string{"z"}, SearchOptions{})
+	require.Len(t, got, 1)
+	require.Equal(t, int64(1), got[0].ChunkID)
+	require.Equal(t, 3, ix.Len())
+	require.NoError(t, ix.Add(Doc{ChunkID: 9, Terms: nil}))
+	require.True(t, ix.Contains(9))
+	require.Equal(t, 4, ix.Len())
+}
+
+func TestTiesBreakOnChunkID(t *testing.T) {
+	ix := New(DefaultParams())
+	for _, id := range []int64{42, 7, 19, 3} {
+		require.NoError(t, ix.Add(Doc{ChunkID: id, Terms: []string{"same", "words"}}))
+	}
+	got := ix.Search([]string{"same"}, SearchOptions{})
+	ids := []int64{}
+	for _, h := range got {
+		ids = append(ids, h.ChunkID)
+	}
+	require.Equal(t, []int64{3, 7, 19, 42}, ids)
+	got = ix.Search([]string{"same"}, SearchOptions{K: 2})
+	require.Equal(t, int64(3), got[0].ChunkID)
+	require.Equal(t, int64(7), got[1].ChunkID)
+}
+
+// TestIncrementalEqualsRebuild checks that any sequence of writes leaves the
+// index scoring exactly like one built from scratch over the survivors.
+func TestIncrementalEqualsRebuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocab := make([]string, 50)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("t%d", i)
+	}
+	randDoc := func(id int64) Doc {
+		n := 1 + rng.IntN(20)
+		terms := make([]string, n)
+		for i := range terms {
+			terms[i] = vocab[rng.IntN(len(vocab))]
+		}
+		return Doc{ChunkID: id, Category: fmt.Sprintf("c%d", rng.IntN(3)), Terms: terms}
+	}
+	ix := New(DefaultParams())
+	state := map[int64]Doc{}
+	for step := 0; step < 5000; step++ {
+		id := int64(rng.IntN(300))
+		switch rng.IntN(3) {
+		case 0, 1:
+			d := randDoc(id)
+			ix.Replace(d)
+			state[id] = d
+		case 2:
+			_, had := state[id]
+			require.Equal(t, had, ix.Remove(id))
+			delete(state, id)
+		}
+	}
+	fresh := New(DefaultParams())
+	for _, d := range state {
+		require.NoError(t, fresh.Add(d))
+	}
+	for q := 0; q < 50; q++ {
+		query := []string{vocab[rng.IntN(50)], vocab[rng.IntN(50)], vocab[rng.IntN(50)]}
+		opts := SearchOptions{K: 1000}
+		if q%5 == 0 {
+			opts.Category = "c1"
+		}
+		a, b := ix.Search(query, opts), fresh.Search(query, opts)
+		require.Equal(t, len(b), len(a))
+		for i := range a {
+			require.Equal(t, b[i].ChunkID, a[i].ChunkID)
+			require.InDelta(t, b[i].Score, a[i].Score, 1e-5)
+			require.Equal(t, b[i].MatchedTerms, a[i].MatchedTerms)
+		}
+	}
+	require.Equal(t, len(state), ix.Len())
+}
+
+func TestConcurrentReadersAndWriter(t *testing.T) {
+	ix := tiny()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, h := range ix.Search([]string{"a", "c"}, SearchOptions{}) {
+					if math.IsNaN(h.Score) || h.Score <= 0 {
+						t.Errorf("bad score %v", h.Score)
+					}
+				}
+			}
+		}()
+	}
+	for i := int64(0); i < 3000; i++ {
+		ix.Replace(Doc{ChunkID: 100 + i%500, Terms: []string{"a", "c", "x"}})
+		if i%3 == 0 {
+			ix.Remove(100 + (i+7)%500)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}

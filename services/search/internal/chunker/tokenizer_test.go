@@ -1,0 +1,168 @@
+package chunker
+
+import (
+	"bufio"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+	"github.com/stretchr/testify/require"
+)
+
+func referenceEncoder(t testing.TB) *tiktoken.Tiktoken {
+	t.Helper()
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+	enc, err := tiktoken.GetEncoding("cl100k_base")
+	require.NoError(t, err)
+	return enc
+}
+
+func mustTok(t testing.TB) *Tokenizer {
+	t.Helper()
+	tok, err := CL100K()
+	require.NoError(t, err)
+	return tok
+}
+
+var tokenizerCases = []string{
+	"",
+	"hello world",
+	"Hello, World! It's a test; we'll see what's what. They've I'm you'd",
+	"IT'S WE'LL THEY'RE 'Sup 'll'd",
+	"  leading and trailing spaces   ",
+	"tabs\tand\nnewlines\n\n\nmany\r\nwindows\r\n",
+	"numbers 1 12 123 1234 12345 3.14159 1,000,000 2019-2020",
+	"punctuation!!! ... ?!? (parens) [brackets] {braces} <tags> --- ***",
+	"code: func main() {\n\tfmt.Println(\"hi\")\n}\n",
+	"unicode: naïve café résumé Ωμέγα TNF-α β-cells 東京タワー 한국어",
+	"emoji 😀👍🏽 and symbols ™ © ® ° ± × ÷",
+	"mixed\u00a0nbsp\u2003em space\u2028line sep",
+	"trailing newline spaces \n   \n  x",
+	"   \n",
+	" \n\n  \t\n",
+	"<|endoftext|> special as text",
+	"a'b c'S d'RE e'x",
+	"${var} $$ ## @@ ~~ `` '' \"\"",
+	"superscripts ²³ fractions ½ roman Ⅻ",
+	"\x80invalid\xffbytes",
+}
+
+func TestTokenizerMatchesTiktoken(t *testing.T) {
+	ref := referenceEncoder(t)
+	tok := mustTok(t)
+	for _, s := range tokenizerCases {
+		want := ref.EncodeOrdinary(s)
+		require.Equal(t, want, tok.Encode(s), "%q", s)
+		require.Equal(t, len(want), tok.Count(s), "%q", s)
+	}
+}
+
+func TestTokenizerMatchesTiktokenFuzz(t *testing.T) {
+	ref := referenceEncoder(t)
+	tok := mustTok(t)
+	alphabet := []rune("aZ09 \t\n\r'.,!-_()é東😀\u00a0sStTlLdDreve")
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 3000; i++ {
+		n := rng.IntN(40)
+		var b strings.Builder
+		for j := 0; j < n; j++ {
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		s := b.String()
+		require.Equal(t, ref.EncodeOrdinary(s), tok.Encode(s), "%q", s)
+	}
+}
+
+func TestPiecesSumToCount(t *testing.T) {
+	tok := mustTok(t)
+	for _, s := range tokenizerCases {
+		sum, last := 0, 0
+		tok.Pieces(s, func(start, end, n int) {
+			require.Equal(t, last, start, "pieces are contiguous")
+			last = end
+			sum += n
+		})
+		if strings.ToValidUTF8(s, "") == s {
+			require.Equal(t, len(s), last)
+		}
+		require.Equal(t, tok.Count(s), sum)
+	}
+}
+
+func scifactDir() string {
+	if d := os.Getenv("BMCIS_SCIFACT_DIR"); d != "" {
+		return d
+	}
+	// Default: <repo>/../shared/data/scifact, from this package directory.
+	return filepath.Join("..", "..", "..", "..", "..", "shared", "data", "scifact")
+}
+
+// TestTokenizerMatchesTiktokenOnSciFact compares full encodings on real
+// scientific text (Greek letters, units, numbers) when the data is present.
+func TestTokenizerMatchesTiktokenOnSciFact(t *testing.T) {
+	texts := loadSciFactTexts(t, 1<<30)
+	ref := referenceEncoder(t)
+	tok := mustTok(t)
+	for _, s := range texts {
+		require.Equal(t, ref.EncodeOrdinary(s), tok.Encode(s), "%q", s)
+	}
+}
+
+func loadSciFactTexts(t testing.TB, limit int) []string {
+	f, err := os.Open(filepath.Join(scifactDir(), "corpus.jsonl"))
+	if err != nil {
+		t.Skipf("SciFact corpus not available: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	var texts []string
+	for sc.Scan() && len(texts) < limit {
+		var d struct{ Title, Text string }
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &d))
+		texts = append(texts, d.Title+"\n\n"+d.Text)
+	}
+	return texts
+}
+
+func BenchmarkTokenizerCount(b *testing.B) {
+	texts := loadSciFactTexts(b, 1000)
+	tok := mustTok(b)
+	size := 0
+	for _, s := range texts {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	tokens := 0
+	for b.Loop() {
+		tokens = 0
+		for _, s := range texts {
+			tokens += tok.Count(s)
+		}
+	}
+	b.ReportMetric(float64(tokens)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+func BenchmarkTiktokenGoReference(b *testing.B) {
+	texts := loadSciFactTexts(b, 1000)
+	ref := referenceEncoder(b)
+	size := 0
+	for _, s := range texts {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	tokens := 0
+	for b.Loop() {
+		tokens = 0
+		for _, s := range texts {
+			tokens += len(ref.EncodeOrdinary(s))
+		}
+	}
+	b.ReportMetric(float64(tokens)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}

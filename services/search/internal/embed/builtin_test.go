@@ -1,0 +1,167 @@
+package embed
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/stretchr/testify/require"
+)
+
+// topicCorpus builds documents from three disjoint topic vocabularies so
+// that a working LSA model must place same-topic texts close together.
+func topicCorpus(n int, seed uint64) []string {
+	topics := [][]string{
+		{"tumor", "cancer", "chemotherapy", "oncology", "metastasis", "carcinoma", "radiation", "biopsy"},
+		{"neuron", "synapse", "cortex", "dopamine", "axon", "hippocampus", "glia", "dendrite"},
+		{"bacteria", "antibiotic", "infection", "pathogen", "resistance", "microbe", "vaccine", "virulence"},
+	}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	docs := make([]string, n)
+	for i := range docs {
+		words := topics[i%3]
+		var b bytes.Buffer
+		for w := 0; w < 30; w++ {
+			fmt.Fprintf(&b, "%s ", words[rng.IntN(len(words))])
+		}
+		b.WriteString("study results patients")
+		docs[i] = b.String()
+	}
+	return docs
+}
+
+func trainSmall(t testing.TB, docs []string, mod func(*BuiltinConfig)) *Builtin {
+	t.Helper()
+	cfg := DefaultBuiltinConfig()
+	cfg.Dims = 8
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, err := TrainBuiltin(context.Background(), analysis.NewEnglish(), docs, cfg)
+	require.NoError(t, err)
+	return m
+}
+
+func TestBuiltinSeparatesTopics(t *testing.T) {
+	for _, w := range []Weighting{WeightTFIDF, WeightLogEntropy} {
+		t.Run(fmt.Sprintf("weighting=%d", w), func(t *testing.T) {
+			m := trainSmall(t, topicCorpus(90, 1), func(c *BuiltinConfig) { c.Weighting = w; c.Dims = 3 })
+			require.Equal(t, 3, m.Dimensions())
+			vecs, err := m.Embed(context.Background(), []string{
+				"cancer tumor chemotherapy", "metastasis of carcinoma",
+				"dopamine neuron synapse", "bacteria antibiotic resistance",
+			})
+			require.NoError(t, err)
+			for _, v := range vecs {
+				require.Len(t, v, 3)
+				require.InDelta(t, 1, Dot(v, v), 1e-5)
+			}
+			same := Dot(vecs[0], vecs[1])
+			require.Greater(t, same, Dot(vecs[0], vecs[2])+0.3)
+			require.Greater(t, same, Dot(vecs[0], vecs[3])+0.3)
+		})
+	}
+}
+
+func TestBuiltinUnknownTextIsZero(t *testing.T) {
+	m := trainSmall(t, topicCorpus(30, 1), nil)
+	v, err := m.Embed(context.Background(), []string{"zzzz qqqq", ""})
+	require.NoError(t, err)
+	for _, x := range v[0] {
+		require.Zero(t, x)
+	}
+	require.Len(t, v[1], 8)
+}
+
+func TestBuiltinDeterministicAndRoundTrip(t *testing.T) {
+	docs := topicCorpus(200, 2) // >64 texts exercises the parallel path
+	a := trainSmall(t, docs, nil)
+	b := trainSmall(t, docs, nil)
+	ab, err := a.MarshalBinary()
+	require.NoError(t, err)
+	bb, err := b.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, ab, bb, "same corpus + seed must give the same bytes")
+	require.Equal(t, a.ModelID(), b.ModelID())
+	require.Regexp(t, `^builtin:lsa-v1:8:[0-9a-f]{12}$`, a.ModelID())
+
+	c, err := UnmarshalBuiltin(ab)
+	require.NoError(t, err)
+	cb, err := c.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, ab, cb)
+	require.Equal(t, a.ModelID(), c.ModelID())
+	va, err := a.Embed(context.Background(), docs)
+	require.NoError(t, err)
+	vc, err := c.Embed(context.Background(), docs)
+	require.NoError(t, err)
+	require.Equal(t, va, vc)
+
+	other := trainSmall(t, topicCorpus(200, 3), nil)
+	require.NotEqual(t, a.ModelID(), other.ModelID(), "a different corpus is a different model")
+}
+
+func TestUnmarshalBuiltinRejectsBadInput(t *testing.T) {
+	m := trainSmall(t, topicCorpus(30, 1), nil)
+	good, err := m.MarshalBinary()
+	require.NoError(t, err)
+	versionBumped := bytes.Clone(good)
+	versionBumped[12] = 99 // builtinVersion field
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "not a builtin"},
+		{"bad magic", []byte("NOTAMODELxxxxxxxxxxxxxxxx"), "not a builtin"},
+		{"truncated", good[:len(good)-10], "truncated"},
+		{"trailing", append(bytes.Clone(good), 0), "trailing"},
+		{"model version", versionBumped, "retrain"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := UnmarshalBuiltin(tc.data)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestTrainBuiltinValidates(t *testing.T) {
+	_, err := TrainBuiltin(context.Background(), nil, []string{"a", "b"}, BuiltinConfig{})
+	require.Error(t, err)
+	_, err = TrainBuiltin(context.Background(), analysis.NewEnglish(), []string{"one"}, BuiltinConfig{})
+	require.ErrorContains(t, err, "at least 2")
+	_, err = TrainBuiltin(context.Background(), analysis.NewEnglish(), []string{"alpha", "beta"}, BuiltinConfig{})
+	require.ErrorContains(t, err, "vocabulary too small")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = TrainBuiltin(ctx, analysis.NewEnglish(), topicCorpus(30, 1), BuiltinConfig{Dims: 4})
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestBuiltinQueryLatency(t *testing.T) {
+	m := trainSmall(t, topicCorpus(300, 4), func(c *BuiltinConfig) { c.Dims = 64 })
+	q := []string{"does chemotherapy reduce tumor metastasis in cancer patients"}
+	t0 := time.Now()
+	const n = 2000
+	for i := 0; i < n; i++ {
+		_, err := m.Embed(context.Background(), q)
+		require.NoError(t, err)
+	}
+	per := time.Since(t0) / n
+	require.Less(t, per, time.Millisecond, "query embedding must stay under 1 ms")
+}
+
+func TestNormalizeAndDot(t *testing.T) {
+	v := []float32{3, 4, 0, 0, 0}
+	Normalize(v)
+	require.InDelta(t, 0.6, v[0], 1e-6)
+	require.InDelta(t, 1, Dot(v, v), 1e-6)
+	z := []float32{0, 0}
+	Normalize(z)
+	require.Equal(t, []float32{0, 0}, z)
+}

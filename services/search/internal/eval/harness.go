@@ -1,0 +1,299 @@
+package eval
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+)
+
+// Config describes one retrieval pipeline to measure.
+type Config struct {
+	Name     string
+	Analyzer analysis.Options
+	BM25     bm25.Params
+	Chunk    chunker.Options
+	// HeaderInText indexes each chunk as ContextHeader + "\n" + Text (for an
+	// abstract the header is its title), for both BM25 and embeddings.
+	HeaderInText bool
+	// Embed configures the builtin embedder; zero Dims skips vector runs.
+	Embed embed.BuiltinConfig
+	// Fusion configures hybrid ranking.
+	Fusion Fusion
+	// Candidates is how many chunks each retriever returns (default 200).
+	Candidates int
+}
+
+// DefaultConfig is the shipped pipeline configuration (see NOTES.md).
+func DefaultConfig() Config {
+	return Config{
+		Name:         "default",
+		BM25:         bm25.DefaultParams(),
+		Chunk:        chunker.DefaultOptions(),
+		HeaderInText: true,
+		Embed:        embed.DefaultBuiltinConfig(),
+		Fusion:       Fusion{Method: "rrf", RRF: fusion.BuiltinOptions()},
+	}
+}
+
+// Result holds the metrics of one pipeline run.
+type Result struct {
+	Config  string
+	Chunks  int
+	BM25    Metrics
+	Vector  Metrics
+	Hybrid  Metrics
+	Timings map[string]time.Duration
+}
+
+// Pipeline is an indexed corpus ready to answer queries, so several query
+// configurations can share one (expensive) build.
+type Pipeline struct {
+	cfg      Config
+	analyzer *analysis.Analyzer
+	index    *bm25.Index
+	model    *embed.Builtin
+	vectors  [][]float32
+	chunkDoc []string // chunk id -> document id
+	chunkTxt []string
+	Timings  map[string]time.Duration
+
+	cache       map[string]queryCands
+	cacheParams bm25.Params
+	cacheTimes  map[string]time.Duration
+}
+
+// Build chunks, analyzes and indexes the corpus, and trains the builtin
+// embedder when cfg.Embed.Dims > 0.
+func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
+	p := &Pipeline{cfg: cfg, analyzer: analysis.New(cfg.Analyzer), index: bm25.New(cfg.BM25), Timings: map[string]time.Duration{}}
+	ck, err := chunker.CL100K()
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	ch, err := chunker.New(ck, cfg.Chunk)
+	if err != nil {
+		return nil, fmt.Errorf("chunker: %w", err)
+	}
+
+	t0 := time.Now()
+	for _, d := range ds.Corpus {
+		chunks, err := ch.Split(chunker.Abstract, d.Title, d.Text)
+		if err != nil {
+			return nil, fmt.Errorf("chunk %s: %w", d.ID, err)
+		}
+		if len(chunks) == 0 {
+			// Title-only documents still deserve to be findable.
+			chunks = []chunker.Chunk{{ContextHeader: d.Title}}
+		}
+		for _, c := range chunks {
+			text := c.Text
+			if cfg.HeaderInText && c.ContextHeader != "" {
+				text = c.ContextHeader + "\n" + c.Text
+			}
+			p.chunkDoc = append(p.chunkDoc, d.ID)
+			p.chunkTxt = append(p.chunkTxt, text)
+		}
+	}
+	p.Timings["chunk"] = time.Since(t0)
+
+	t0 = time.Now()
+	docs := make([]bm25.Doc, len(p.chunkTxt))
+	parallel(len(p.chunkTxt), func(i int) {
+		docs[i] = bm25.Doc{ChunkID: int64(i), Terms: p.analyzer.Terms(p.chunkTxt[i])}
+	})
+	p.Timings["analyze"] = time.Since(t0)
+	t0 = time.Now()
+	p.index.ReplaceBatch(docs)
+	p.Timings["bm25-index"] = time.Since(t0)
+
+	if cfg.Embed.Dims > 0 {
+		t0 = time.Now()
+		m, err := embed.TrainBuiltin(ctx, p.analyzer, p.chunkTxt, cfg.Embed)
+		if err != nil {
+			return nil, fmt.Errorf("train builtin embedder: %w", err)
+		}
+		p.model = m
+		p.Timings["embed-train"] = time.Since(t0)
+		t0 = time.Now()
+		vecs, err := m.Embed(ctx, p.chunkTxt)
+		if err != nil {
+			return nil, fmt.Errorf("embed corpus: %w", err)
+		}
+		p.vectors = vecs
+		p.Timings["embed-corpus"] = time.Since(t0)
+	}
+	return p, nil
+}
+
+// Chunks returns the number of indexed chunks.
+func (p *Pipeline) Chunks() int { return len(p.chunkDoc) }
+
+// Model returns the trained embedder (nil when none).
+func (p *Pipeline) Model() *embed.Builtin { return p.model }
+
+// Index returns the BM25 index.
+func (p *Pipeline) Index() *bm25.Index { return p.index }
+
+// Fusion selects how hybrid results are fused.
+type Fusion struct {
+	// Method is "rrf" (default) or "convex".
+	Method string
+	RRF    fusion.Options
+	// Alpha is the BM25 weight of convex fusion.
+	Alpha float64
+}
+
+func (f Fusion) fuse(bm, vec []fusion.Candidate) []fusion.Result {
+	if f.Method == "convex" {
+		return fusion.Convex(bm, vec, f.Alpha, 0)
+	}
+	return fusion.RRF(bm, vec, f.RRF)
+}
+
+type queryCands struct {
+	bm, vec []fusion.Candidate
+}
+
+// candidates retrieves (and caches per BM25 parameters) both candidate
+// lists for every query, so fusion sweeps do not redo retrieval.
+func (p *Pipeline) candidates(ctx context.Context, ds *Dataset, k int) (map[string]queryCands, map[string]time.Duration, error) {
+	params := p.index.Params()
+	if p.cache != nil && p.cacheParams == params {
+		return p.cache, p.cacheTimes, nil
+	}
+	out := make(map[string]queryCands, len(ds.Queries))
+	var bm25Time, embTime, vecTime time.Duration
+	for _, q := range ds.Queries {
+		t0 := time.Now()
+		hits := p.index.Search(p.analyzer.Terms(q.Text), bm25.SearchOptions{K: k})
+		bm25Time += time.Since(t0)
+		qc := queryCands{bm: make([]fusion.Candidate, len(hits))}
+		for i, h := range hits {
+			qc.bm[i] = fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score}
+		}
+		if p.model != nil {
+			t0 = time.Now()
+			qv, err := p.model.Embed(ctx, []string{q.Text})
+			if err != nil {
+				return nil, nil, fmt.Errorf("embed query %s: %w", q.ID, err)
+			}
+			embTime += time.Since(t0)
+			t0 = time.Now()
+			qc.vec = exactKNN(p.vectors, qv[0], k)
+			vecTime += time.Since(t0)
+		}
+		out[q.ID] = qc
+	}
+	n := time.Duration(max(1, len(ds.Queries)))
+	times := map[string]time.Duration{"bm25-query-mean": bm25Time / n}
+	if p.model != nil {
+		times["embed-query-mean"] = embTime / n
+		times["knn-query-mean"] = vecTime / n
+	}
+	p.cache, p.cacheParams, p.cacheTimes = out, params, times
+	return out, times, nil
+}
+
+// Run answers every query with BM25, vector and hybrid retrieval and
+// returns document-level metrics for each.
+func (p *Pipeline) Run(ctx context.Context, ds *Dataset, f Fusion) (Result, error) {
+	k := p.cfg.Candidates
+	if k <= 0 {
+		k = 200
+	}
+	res := Result{Config: p.cfg.Name, Chunks: len(p.chunkDoc), Timings: map[string]time.Duration{}}
+	for name, d := range p.Timings {
+		res.Timings[name] = d
+	}
+	cands, times, err := p.candidates(ctx, ds, k)
+	if err != nil {
+		return res, err
+	}
+	for name, d := range times {
+		res.Timings[name] = d
+	}
+	bm25Run, vecRun, hybRun := Run{}, Run{}, Run{}
+	for qid, qc := range cands {
+		bm25Run[qid] = p.docs(len(qc.bm), func(i int) int64 { return qc.bm[i].ChunkID })
+		if p.model == nil {
+			continue
+		}
+		vecRun[qid] = p.docs(len(qc.vec), func(i int) int64 { return qc.vec[i].ChunkID })
+		fused := f.fuse(qc.bm, qc.vec)
+		hybRun[qid] = p.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
+	}
+	res.BM25 = Evaluate(bm25Run, ds.Qrels)
+	if p.model != nil {
+		res.Vector = Evaluate(vecRun, ds.Qrels)
+		res.Hybrid = Evaluate(hybRun, ds.Qrels)
+	}
+	return res, nil
+}
+
+func (p *Pipeline) docs(n int, id func(int) int64) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = p.chunkDoc[id(i)]
+	}
+	return out
+}
+
+// exactKNN is brute-force cosine search (vectors are unit length), standing
+// in for pgvector in measurements.
+func exactKNN(vecs [][]float32, q []float32, k int) []fusion.Candidate {
+	out := make([]fusion.Candidate, len(vecs))
+	for i, v := range vecs {
+		out[i] = fusion.Candidate{ChunkID: int64(i), Score: float64(embed.Dot(v, q))}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Score != out[j].Score {
+			return out[i].Score > out[j].Score
+		}
+		return out[i].ChunkID < out[j].ChunkID
+	})
+	if len(out) > k {
+		out = out[:k]
+	}
+	return out
+}
+
+func parallel(n int, fn func(i int)) {
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	next := make(chan int, 256)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// FormatResults renders results as an aligned table for logs.
+func FormatResults(rs []Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-44s %7s %9s %9s %9s %9s %9s %9s\n", "config", "chunks", "bm25@10", "bm25R100", "vec@10", "vecR100", "hyb@10", "hybR100")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%-44s %7d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", r.Config, r.Chunks,
+			r.BM25.NDCG10, r.BM25.Recall100, r.Vector.NDCG10, r.Vector.Recall100, r.Hybrid.NDCG10, r.Hybrid.Recall100)
+	}
+	return b.String()
+}

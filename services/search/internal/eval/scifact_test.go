@@ -1,0 +1,51 @@
+package eval
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sciFactDir is $BMCIS_SCIFACT_DIR or <repo>/../shared/data/scifact.
+func sciFactDir() string {
+	if d := os.Getenv("BMCIS_SCIFACT_DIR"); d != "" {
+		return d
+	}
+	// This package is <repo>/services/search/internal/eval.
+	return filepath.Join("..", "..", "..", "..", "..", "shared", "data", "scifact")
+}
+
+func loadSciFact(t *testing.T) *Dataset {
+	t.Helper()
+	dir := sciFactDir()
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
+		t.Skipf("SciFact not found at %s (set BMCIS_SCIFACT_DIR): %v", dir, err)
+	}
+	ds, err := LoadBEIR(dir, "train")
+	require.NoError(t, err)
+	return ds
+}
+
+// TestSciFact measures the default pipeline on the SciFact training split:
+// go test ./internal/eval -run TestSciFact -v
+func TestSciFact(t *testing.T) {
+	ds := loadSciFact(t)
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	t0 := time.Now()
+	p, err := Build(ctx, ds, cfg)
+	require.NoError(t, err)
+	res, err := p.Run(ctx, ds, cfg.Fusion)
+	require.NoError(t, err)
+	t.Logf("SciFact train (%d queries, %d docs) in %v\n%s", res.BM25.Queries, len(ds.Corpus), time.Since(t0), FormatResults([]Result{res}))
+	t.Logf("timings: %v", res.Timings)
+	// Regression guards (measured 0.6998 / 0.7021; the pipeline is deterministic).
+	require.GreaterOrEqual(t, res.BM25.NDCG10, 0.69)
+	require.GreaterOrEqual(t, res.BM25.Recall100, 0.92)
+	// Small slack: the LSA gain (+0.0023) is within float noise across CPUs.
+	require.GreaterOrEqual(t, res.Hybrid.NDCG10, res.BM25.NDCG10-0.005)
+}

@@ -1,0 +1,143 @@
+package fusion
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Hand-computed, k=60, weights 1/1:
+//
+//	bm25:   A(10) B(5) C(2)      vector: B(0.9) D(0.5) A(-0.2)
+//	A = 1/61 + 1/63 = 0.032266   B = 1/62 + 1/61 = 0.032522
+//	C = 1/63        = 0.015873   D = 1/62        = 0.016129
+//	maxFused = 2/61 = 0.032787
+func TestRRFHandComputed(t *testing.T) {
+	const A, B, C, D = 1, 2, 3, 4
+	bm := []Candidate{{A, 10}, {B, 5}, {C, 2}}
+	vec := []Candidate{{B, 0.9}, {D, 0.5}, {A, -0.2}}
+	got := RRF(bm, vec, DefaultOptions())
+	want := []Result{
+		{ChunkID: B, HybridScore: 0.991935, BM25Score: 0.5, SimilarityScore: 0.9, BM25Rank: 2, VectorRank: 1, ScoreType: ScoreHybrid},
+		{ChunkID: A, HybridScore: 0.984127, BM25Score: 1, SimilarityScore: 0, BM25Rank: 1, VectorRank: 3, ScoreType: ScoreHybrid},
+		{ChunkID: D, HybridScore: 0.491935, BM25Score: 0, SimilarityScore: 0.5, BM25Rank: 0, VectorRank: 2, ScoreType: ScoreVector},
+		{ChunkID: C, HybridScore: 0.484127, BM25Score: 0.2, SimilarityScore: 0, BM25Rank: 3, VectorRank: 0, ScoreType: ScoreBM25},
+	}
+	require.Len(t, got, len(want))
+	for i, w := range want {
+		g := got[i]
+		require.Equal(t, w.ChunkID, g.ChunkID, "rank %d", i)
+		require.InDelta(t, w.HybridScore, g.HybridScore, 1e-6)
+		require.InDelta(t, w.BM25Score, g.BM25Score, 1e-12)
+		require.InDelta(t, w.SimilarityScore, g.SimilarityScore, 1e-12)
+		require.Equal(t, w.BM25Rank, g.BM25Rank)
+		require.Equal(t, w.VectorRank, g.VectorRank)
+		require.Equal(t, w.ScoreType, g.ScoreType)
+	}
+	require.InDelta(t, -0.2, got[1].Cosine, 1e-12, "raw cosine kept")
+	require.InDelta(t, 10, got[1].RawBM25, 1e-12)
+}
+
+func TestRRFScoresInUnitRange(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"default", DefaultOptions()},
+		{"weighted", Options{K: 5, BM25Weight: 1, VectorWeight: 0.15}},
+		{"vector off", Options{K: 60, BM25Weight: 1, VectorWeight: -1}},
+		{"zero value", Options{}},
+	}
+	bm := []Candidate{{1, 3}, {2, 2}, {3, 1}}
+	vec := []Candidate{{1, 1.2}, {4, 0.3}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := RRF(bm, vec, tc.opts)
+			require.Len(t, got, 4)
+			require.InDelta(t, 1.0, got[0].HybridScore, 1e-12, "#1 in both lists scores 1")
+			for _, r := range got {
+				for _, s := range []float64{r.HybridScore, r.BM25Score, r.SimilarityScore} {
+					require.GreaterOrEqual(t, s, 0.0)
+					require.LessOrEqual(t, s, 1.0)
+				}
+			}
+		})
+	}
+}
+
+func TestRRFTiesBreakOnChunkID(t *testing.T) {
+	// 9 is first in BM25, 3 first in vector: equal fused score.
+	got := RRF([]Candidate{{9, 1}}, []Candidate{{3, 0.5}}, DefaultOptions())
+	require.Equal(t, int64(3), got[0].ChunkID)
+	require.Equal(t, int64(9), got[1].ChunkID)
+	require.Equal(t, got[0].HybridScore, got[1].HybridScore)
+	require.InDelta(t, 0.5, got[0].HybridScore, 1e-12)
+}
+
+func TestRRFDuplicatesAndLimit(t *testing.T) {
+	got := RRF([]Candidate{{1, 5}, {1, 4}, {2, 3}}, nil, Options{Limit: 1})
+	require.Len(t, got, 1)
+	require.Equal(t, 1, got[0].BM25Rank, "first occurrence wins")
+	require.Empty(t, RRF(nil, nil, DefaultOptions()))
+}
+
+func TestFromSingleRetriever(t *testing.T) {
+	kw := FromBM25([]Candidate{{5, 8}, {2, 4}, {7, 4}})
+	require.Equal(t, []int64{5, 2, 7}, ids(kw))
+	require.InDelta(t, 0.5, kw[1].HybridScore, 1e-12)
+	require.Equal(t, ScoreBM25, kw[0].ScoreType)
+
+	vs := FromVector([]Candidate{{5, 0.8}, {2, -0.1}})
+	require.InDelta(t, 0.8, vs[0].HybridScore, 1e-12)
+	require.Zero(t, vs[1].SimilarityScore)
+	require.Equal(t, ScoreVector, vs[1].ScoreType)
+}
+
+func TestConvex(t *testing.T) {
+	bm := []Candidate{{1, 10}, {2, 6}, {3, 2}}
+	vec := []Candidate{{3, 0.9}, {2, 0.5}, {4, 0.1}}
+	// bm25 min-max: 1->1, 2->0.5, 3->0; vector: 3->1, 2->0.5, 4->0.
+	got := Convex(bm, vec, 0.8, 0)
+	require.Equal(t, []int64{1, 2, 3, 4}, ids(got))
+	require.InDelta(t, 0.8, got[0].HybridScore, 1e-12)
+	require.InDelta(t, 0.5, got[1].HybridScore, 1e-12)
+	require.InDelta(t, 0.2, got[2].HybridScore, 1e-12)
+	require.InDelta(t, 0.0, got[3].HybridScore, 1e-12)
+	require.Len(t, Convex(bm, vec, 0.8, 2), 2)
+}
+
+func ids(rs []Result) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.ChunkID
+	}
+	return out
+}
+
+func TestMarkDuplicates(t *testing.T) {
+	v := []float32{1, 0, 0}
+	near := []float32{0.99, 0.141, 0} // cos 0.99
+	far := []float32{0.8, 0.6, 0}     // cos 0.8
+	rs := []Result{{ChunkID: 10}, {ChunkID: 20}, {ChunkID: 30}, {ChunkID: 40}, {ChunkID: 50}, {ChunkID: 60}}
+	info := map[int64]DupInfo{
+		10: {ContentHash: "h1", Vector: v},
+		20: {ContentHash: "h2", Vector: far},
+		30: {ContentHash: "h1"},               // same content as 10
+		40: {ContentHash: "h4", Vector: near}, // near-duplicate of 10
+		50: {Vector: []float32{1, 0}},         // other dimension: never compared
+		// 60 unknown
+	}
+	MarkDuplicates(rs, info, 0)
+	require.False(t, rs[0].IsDuplicate, "the best copy stays clean")
+	require.False(t, rs[1].IsDuplicate)
+	require.True(t, rs[2].IsDuplicate)
+	require.Equal(t, []int64{10}, rs[2].SimilarChunkIDs)
+	require.True(t, rs[3].IsDuplicate)
+	require.Equal(t, []int64{10}, rs[3].SimilarChunkIDs)
+	require.False(t, rs[4].IsDuplicate)
+	require.False(t, rs[5].IsDuplicate)
+
+	rs2 := []Result{{ChunkID: 10}, {ChunkID: 20}}
+	MarkDuplicates(rs2, info, 0.7)
+	require.True(t, rs2[1].IsDuplicate, "a lower threshold catches the 0.8 pair")
+}

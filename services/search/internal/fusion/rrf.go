@@ -1,0 +1,258 @@
+// Package fusion merges the ranked lists of the keyword (BM25) and vector
+// retrievers with Reciprocal Rank Fusion and reports every score on a 0..1
+// scale, plus a near-duplicate flagging helper.
+//
+// Score definitions (all in [0,1]):
+//
+//   - HybridScore = fused / maxFused, where fused = sum over retrievers r of
+//     w_r / (k + rank_r) (absent from a list: no term) and
+//     maxFused = sum_r w_r / (k + 1). A chunk ranked first by every
+//     retriever scores exactly 1.0; one ranked first by BM25 alone, with
+//     equal weights, scores 0.5.
+//   - BM25Score = raw BM25 / the highest raw BM25 in the BM25 candidate
+//     list, so the best keyword hit is 1.0. 0 when BM25 did not return it.
+//   - SimilarityScore = the cosine similarity clamped to [0,1]. Negative
+//     cosines mean "unrelated", which users read better as 0 than as the
+//     0.3-0.5 that (1+cos)/2 would give. 0 when the vector side did not
+//     return it.
+package fusion
+
+import (
+	"math"
+	"sort"
+)
+
+// Candidate is one entry of a retriever's ranked list (best first). Score
+// is the raw BM25 score or the cosine similarity.
+type Candidate struct {
+	ChunkID int64
+	Score   float64
+}
+
+// Score types: which retrievers returned the chunk.
+const (
+	ScoreHybrid = "hybrid" // found by both retrievers
+	ScoreBM25   = "bm25"   // found by the keyword retriever only
+	ScoreVector = "vector" // found by the vector retriever only
+)
+
+// Options configure fusion. Zero values take the defaults.
+type Options struct {
+	// K is the RRF rank constant (default 60, the value of Cormack et al.).
+	K float64
+	// BM25Weight and VectorWeight scale each retriever's contribution
+	// (default 1 each). A negative weight is treated as 0 (retriever off).
+	BM25Weight   float64
+	VectorWeight float64
+	// Limit caps the number of results (0 = all fused candidates).
+	Limit int
+}
+
+// DefaultOptions is plain RRF, k=60, equal weights: the standard setting
+// for two retrievers of similar strength (e.g. BM25 + a pretrained
+// embedding model from the openai or ollama providers).
+func DefaultOptions() Options { return Options{K: 60, BM25Weight: 1, VectorWeight: 1} }
+
+// BuiltinOptions is RRF tuned for BM25 + the builtin LSA embedder, which is
+// much weaker than BM25 (SciFact train nDCG@10 0.536 vs 0.700). With k=60
+// and equal weights the weak list drags hybrid down to 0.626; a sharper k
+// and a small vector weight let it break near-ties and add recall without
+// overruling BM25 (hybrid 0.702, Recall@100 0.939). See the eval notes.
+func BuiltinOptions() Options { return Options{K: 5, BM25Weight: 1, VectorWeight: 0.15} }
+
+func (o Options) withDefaults() Options {
+	if o.K <= 0 {
+		o.K = 60
+	}
+	if o.BM25Weight == 0 && o.VectorWeight == 0 {
+		o.BM25Weight, o.VectorWeight = 1, 1
+	}
+	o.BM25Weight = math.Max(o.BM25Weight, 0)
+	o.VectorWeight = math.Max(o.VectorWeight, 0)
+	return o
+}
+
+// Result is one fused hit.
+type Result struct {
+	ChunkID         int64
+	HybridScore     float64
+	BM25Score       float64
+	SimilarityScore float64
+	// Fused is the raw RRF sum.
+	Fused float64
+	// RawBM25 and Cosine are the retrievers' own scores (0 when absent).
+	RawBM25 float64
+	Cosine  float64
+	// BM25Rank and VectorRank are 1-based ranks; 0 means absent.
+	BM25Rank   int
+	VectorRank int
+	ScoreType  string
+	// Near-duplicate flags, set by MarkDuplicates.
+	IsDuplicate     bool
+	SimilarChunkIDs []int64
+}
+
+// RRF fuses the two ranked lists. Lists must be ordered best first; a chunk
+// id appearing twice in one list keeps its first (best) rank. Results are
+// ordered by HybridScore descending, ties by ascending chunk id.
+func RRF(bm25, vector []Candidate, opts Options) []Result {
+	opts = opts.withDefaults()
+	byID := make(map[int64]*Result, len(bm25)+len(vector))
+	order := make([]*Result, 0, len(bm25)+len(vector))
+	get := func(id int64) *Result {
+		if r, ok := byID[id]; ok {
+			return r
+		}
+		r := &Result{ChunkID: id}
+		byID[id] = r
+		order = append(order, r)
+		return r
+	}
+	topBM25 := 0.0
+	for _, c := range bm25 {
+		topBM25 = math.Max(topBM25, c.Score)
+	}
+	for i, c := range bm25 {
+		r := get(c.ChunkID)
+		if r.BM25Rank != 0 {
+			continue
+		}
+		r.BM25Rank = i + 1
+		r.RawBM25 = c.Score
+		if topBM25 > 0 {
+			r.BM25Score = c.Score / topBM25
+		}
+		r.Fused += opts.BM25Weight / (opts.K + float64(i+1))
+	}
+	for i, c := range vector {
+		r := get(c.ChunkID)
+		if r.VectorRank != 0 {
+			continue
+		}
+		r.VectorRank = i + 1
+		r.Cosine = c.Score
+		r.SimilarityScore = clamp01(c.Score)
+		r.Fused += opts.VectorWeight / (opts.K + float64(i+1))
+	}
+	maxFused := (opts.BM25Weight + opts.VectorWeight) / (opts.K + 1)
+	out := make([]Result, len(order))
+	for i, r := range order {
+		if maxFused > 0 {
+			r.HybridScore = r.Fused / maxFused
+		}
+		switch {
+		case r.BM25Rank > 0 && r.VectorRank > 0:
+			r.ScoreType = ScoreHybrid
+		case r.BM25Rank > 0:
+			r.ScoreType = ScoreBM25
+		default:
+			r.ScoreType = ScoreVector
+		}
+		out[i] = *r
+	}
+	sortResults(out, func(r *Result) float64 { return r.Fused })
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		out = out[:opts.Limit]
+	}
+	return out
+}
+
+// FromBM25 converts a keyword-only ranking into Results (keyword search
+// mode): HybridScore equals BM25Score.
+func FromBM25(list []Candidate) []Result {
+	out := make([]Result, 0, len(list))
+	top := 0.0
+	for _, c := range list {
+		top = math.Max(top, c.Score)
+	}
+	for i, c := range list {
+		r := Result{ChunkID: c.ChunkID, RawBM25: c.Score, BM25Rank: i + 1, ScoreType: ScoreBM25}
+		if top > 0 {
+			r.BM25Score = c.Score / top
+		}
+		r.HybridScore = r.BM25Score
+		out = append(out, r)
+	}
+	sortResults(out, func(r *Result) float64 { return r.RawBM25 })
+	return out
+}
+
+// FromVector converts a vector-only ranking into Results (semantic search
+// mode): HybridScore equals SimilarityScore.
+func FromVector(list []Candidate) []Result {
+	out := make([]Result, 0, len(list))
+	for i, c := range list {
+		s := clamp01(c.Score)
+		out = append(out, Result{ChunkID: c.ChunkID, Cosine: c.Score, SimilarityScore: s, HybridScore: s, VectorRank: i + 1, ScoreType: ScoreVector})
+	}
+	sortResults(out, func(r *Result) float64 { return r.Cosine })
+	return out
+}
+
+func sortResults(rs []Result, key func(*Result) float64) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := key(&rs[i]), key(&rs[j])
+		if a != b {
+			return a > b
+		}
+		return rs[i].ChunkID < rs[j].ChunkID
+	})
+}
+
+func clamp01(x float64) float64 {
+	switch {
+	case x < 0 || math.IsNaN(x):
+		return 0
+	case x > 1:
+		return 1
+	}
+	return x
+}
+
+// Convex fuses by a convex combination of min-max normalized scores:
+// fused = alpha*bm25mm + (1-alpha)*vecmm, where each retriever's scores are
+// min-max scaled over its own candidate list (a chunk a retriever did not
+// return gets 0 from it). HybridScore is fused itself (already 0..1);
+// BM25Score and SimilarityScore follow the package definitions.
+// Unlike RRF it uses score magnitudes, so a weaker retriever moves results
+// only where it is confident (Bruch et al., 2023, "An Analysis of Fusion
+// Functions for Hybrid Retrieval").
+func Convex(bm25, vector []Candidate, alpha float64, limit int) []Result {
+	alpha = clamp01(alpha)
+	mm := func(list []Candidate) (lo, span float64) {
+		if len(list) == 0 {
+			return 0, 0
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, c := range list {
+			lo, hi = math.Min(lo, c.Score), math.Max(hi, c.Score)
+		}
+		return lo, hi - lo
+	}
+	out := RRF(bm25, vector, Options{K: 60, BM25Weight: 1, VectorWeight: 1})
+	bLo, bSpan := mm(bm25)
+	vLo, vSpan := mm(vector)
+	for i := range out {
+		r := &out[i]
+		var b, v float64
+		if r.BM25Rank > 0 {
+			b = 1
+			if bSpan > 0 {
+				b = (r.RawBM25 - bLo) / bSpan
+			}
+		}
+		if r.VectorRank > 0 {
+			v = 1
+			if vSpan > 0 {
+				v = (r.Cosine - vLo) / vSpan
+			}
+		}
+		r.Fused = alpha*b + (1-alpha)*v
+		r.HybridScore = r.Fused
+	}
+	sortResults(out, func(r *Result) float64 { return r.Fused })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
