@@ -25,24 +25,51 @@ SERVICES=(
   "auth 50053 9093"
 )
 
+# start NAME [VAR=VALUE...]: run bin/NAME in the background with extra env.
+start() {
+  local name=$1
+  shift
+  env "$@" nohup "bin/$name" >>"$LOGS/$name.log" 2>&1 &
+  echo $! >"$RUN/$name.pid"
+}
+
+show_logs() {
+  for name in "$@"; do
+    echo "--- $LOGS/$name.log" >&2
+    tail -n 5 "$LOGS/$name.log" >&2 || true
+  done
+}
+
 addrs=()
+names=()
 for entry in "${SERVICES[@]}"; do
   read -r name port mport <<<"$entry"
   [ -x "bin/$name" ] || continue
-  BMCIS_GRPC_ADDR=127.0.0.1:$port BMCIS_METRICS_ADDR=127.0.0.1:$mport \
-    nohup "bin/$name" >>"$LOGS/$name.log" 2>&1 &
-  echo $! >"$RUN/$name.pid"
+  start "$name" BMCIS_GRPC_ADDR=127.0.0.1:$port BMCIS_METRICS_ADDR=127.0.0.1:$mport
   addrs+=("127.0.0.1:$port")
+  names+=("$name")
 done
 
 if ! bin/bmcisctl health -wait 30s "${addrs[@]}" >/dev/null; then
   log "a service did not become healthy; last log lines:"
-  for entry in "${SERVICES[@]}"; do
-    read -r name _ <<<"$entry"
-    echo "--- $LOGS/$name.log" >&2
-    tail -n 5 "$LOGS/$name.log" >&2 || true
-  done
+  show_logs "${names[@]}"
   exit 1
+fi
+
+# wait_http NAME URL: wait up to 30 s for URL to answer 2xx.
+wait_http() {
+  for _ in $(seq 1 150); do
+    curl -fsS -o /dev/null "$2" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  log "$1 did not become healthy; last log lines:"
+  show_logs "$1"
+  exit 1
+}
+
+if [ -x bin/gateway ]; then
+  start gateway BMCIS_GATEWAY_ADDR=127.0.0.1:8080 BMCIS_GATEWAY_METRICS_ADDR=127.0.0.1:9094
+  wait_http gateway http://127.0.0.1:8080/healthz
 fi
 
 "$ROOT/deploy/local/demo-data.sh"
@@ -53,6 +80,7 @@ for entry in "${SERVICES[@]}"; do
   [ -x "bin/$name" ] || continue
   printf '  %-12s grpc 127.0.0.1:%s   metrics http://127.0.0.1:%s/metrics   log %s\n' "$name" "$port" "$mport" "$LOGS/$name.log"
 done
+[ -x bin/gateway ] && printf '  %-12s http://127.0.0.1:8080/ (dashboard; REST under /v1, OpenAPI at /openapi.json)   log %s\n' gateway "$LOGS/gateway.log"
 printf '  %-12s %s\n' postgres "$DATABASE_URL" redis "$REDIS_URL"
 echo
 echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"

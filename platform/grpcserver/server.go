@@ -28,6 +28,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/version"
 )
 
 // Server is a configured gRPC server that is not listening yet.
@@ -62,6 +63,12 @@ func New(s Settings, opts ...Option) *Server {
 	log := logging.New(o.logOut, s.Name, s.LogLevel)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bmcis_build_info",
+		Help: "Always 1; labels say which build is running.",
+	}, []string{"service", "version"})
+	buildInfo.WithLabelValues(s.Name, version.Version).Set(1)
+	reg.MustRegister(buildInfo)
 	e := &edge{log: log, token: []byte(s.ServiceToken), classify: o.classify, metrics: newMetrics(reg, s.Name)}
 	gs := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(e.unary),

@@ -257,3 +257,17 @@ func TestDrainOnShutdown(t *testing.T) {
 		t.Fatal("server did not stop")
 	}
 }
+
+func TestMetricsExposeBuildInfoAndCalls(t *testing.T) {
+	h := start(t, 0)
+	require.NoError(t, h.call(t, 0))
+	families, err := h.srv.registry.Gather()
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, f := range families {
+		seen[f.GetName()] = true
+	}
+	require.True(t, seen["bmcis_build_info"])
+	require.True(t, seen["bmcis_grpc_server_handled_total"])
+	require.True(t, seen["bmcis_grpc_server_handling_seconds"])
+}
