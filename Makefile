@@ -16,7 +16,8 @@ BINARIES := \
 	gateway=./gateway/cmd/gateway
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/bmcis/knowledge/platform/version.Version=$(VERSION)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/bmcis/knowledge/platform/version.Version=$(VERSION) -X github.com/bmcis/knowledge/platform/version.Commit=$(COMMIT)
 GO_TEST_FLAGS ?= -count=1
 BUF := tools/run buf
 
@@ -68,6 +69,11 @@ lint: ## buf lint, buf format check, gofmt, go vet on every module
 	@$(BUF) format --diff --exit-code
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	@for m in $(MODULES); do (cd $$m && go vet ./...); done
+	@cd deploy/check && GOWORK=off go vet ./...
+
+.PHONY: deploy-check
+deploy-check: ## render and check the Dockerfile and Kubernetes manifests (no cluster, no Docker)
+	@cd deploy/check && GOWORK=off go test -count=1 ./...
 
 .PHONY: breaking
 breaking: ## check protos for breaking changes against main

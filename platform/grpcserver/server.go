@@ -74,6 +74,10 @@ func New(s Settings, opts ...Option) *Server {
 		grpc.ChainUnaryInterceptor(e.unary),
 		grpc.ChainStreamInterceptor(e.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Clients hold one HTTP/2 connection per service; ending connections
+		// after a while makes them reconnect, so replicas added by an
+		// autoscaler start receiving calls.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 5 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second}),
 	)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -4,3 +4,6 @@ package version
 
 // Version is the release or commit this binary was built from.
 var Version = "dev"
+
+// Commit is the source revision this binary was built from.
+var Commit = "unknown"

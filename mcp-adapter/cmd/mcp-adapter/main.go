@@ -1,14 +1,109 @@
 // Command mcp-adapter is the MCP server Claude Desktop talks to. It is
 // stateless and fans tool calls out to the search, vendorgraph and auth
 // services.
+//
+// It speaks MCP over stdio by default (Claude Desktop starts it; the API key
+// comes from BMCIS_API_KEY) or over streamable HTTP with
+// BMCIS_MCP_TRANSPORT=http (the key comes with each request). Configuration
+// is read from the environment; an invalid value exits with status 2 and a
+// message naming the variable. See docs/MCP.md.
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/version"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
+	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "mcp-adapter: not implemented yet")
-	os.Exit(1)
+func main() { os.Exit(run()) }
+
+func run() int {
+	if len(os.Args) > 1 && (os.Args[1] == "version" || os.Args[1] == "-version" || os.Args[1] == "--version") {
+		fmt.Println(version.Version)
+		return 0
+	}
+	env := config.FromEnv()
+	cfg := adapterconfig.Load(env)
+	if err := env.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-adapter:", err)
+		return 2
+	}
+	// stdout carries the protocol on stdio: logs always go to stderr.
+	logger := logging.New(os.Stderr, "mcp-adapter", cfg.LogLevel)
+	slog.SetDefault(logger)
+
+	if err := tokens.Init(); err != nil {
+		logger.Error("tokenizer", "error", err.Error())
+		return 1
+	}
+	clients, err := backend.Dial(backend.Addrs{
+		Search: cfg.SearchAddr, VendorGraph: cfg.VendorGraphAddr, Auth: cfg.AuthAddr,
+	}, cfg.ServiceToken, backend.Timeouts{
+		Search: cfg.SearchTimeout, VendorGraph: cfg.VendorGraphTimeout, Auth: cfg.AuthTimeout,
+	})
+	if err != nil {
+		logger.Error("dial backends", "error", err.Error())
+		return 1
+	}
+	defer clients.Close()
+	codec, err := cursor.New(cfg.CursorSecret)
+	if err != nil {
+		logger.Error("cursor secret", "error", err.Error())
+		return 1
+	}
+	if cfg.CursorSecretGenerated {
+		logger.Info("BMCIS_CURSOR_SECRET not set: cursors are signed with a per-process secret and die with the process")
+	}
+
+	opts := tools.Options{
+		Clients:             clients,
+		Cursors:             codec,
+		Thresholds:          cfg.Thresholds,
+		DefaultResponseMode: cfg.DefaultResponseMode,
+		Desktop:             cfg.Desktop,
+		Signals:             cfg.Signals,
+		ValidateOutput:      cfg.ValidateOutput,
+		Logger:              logger,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch cfg.Transport {
+	case adapterconfig.TransportHTTP:
+		opts.Key = tools.APIKeyFromContext
+		opts.KeyHint = transport.HTTPKeyHint
+		h := transport.HTTPHandler(tools.New(opts), clients, logger)
+		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, logger); err != nil {
+			logger.Error("http", "error", err.Error())
+			return 1
+		}
+	default:
+		key := cfg.APIKey
+		if key == "" {
+			logger.Warn("BMCIS_API_KEY is not set: every tool call will answer AUTH_REQUIRED")
+		}
+		opts.Key = func(context.Context) string { return key }
+		opts.KeyHint = transport.StdioKeyHint
+		logger.Info("serving MCP over stdio", "version", version.Version)
+		if err := transport.ServeStdio(ctx, tools.New(opts), os.Stdin, os.Stdout, logger); err != nil {
+			logger.Error("stdio", "error", err.Error())
+			return 1
+		}
+	}
+	return 0
 }

@@ -1,11 +1,11 @@
-// Command auth runs the auth gRPC service.
+// Command auth runs the auth gRPC service: API key verification and per-key
+// rate limits, in memory or shared through Redis.
 package main
 
 import (
 	"context"
 	"fmt"
 
-	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/migrations"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/grpcserver"
@@ -14,17 +14,27 @@ import (
 )
 
 func main() {
-	var db pg.Config
+	var (
+		db  pg.Config
+		cfg server.Config
+	)
 	grpcserver.Main(grpcserver.Spec{
 		Name: "auth",
 		Defaults: grpcserver.Defaults{
-			GRPCAddr:            ":50053",
-			MetricsAddr:         ":9093",
-			RequireServiceToken: false,
+			GRPCAddr:    ":50053",
+			MetricsAddr: ":9093",
+			// Check is an oracle for key validity and spends a tenant's quota;
+			// only the adapter and the gateway call it, and they hold the
+			// service token, so auth is fenced like search and vendorgraph.
+			RequireServiceToken: true,
 		},
-		Configure: func(env *config.Reader) { db = pg.LoadConfig(env) },
-		Options:   []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
+		Configure: func(env *config.Reader) {
+			db = pg.LoadConfig(env)
+			cfg = server.LoadConfig(env)
+		},
+		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
+			server.RouteRedisLogs(srv.Logger())
 			pool, err := pg.Connect(ctx, db)
 			if err != nil {
 				return nil, err
@@ -33,8 +43,15 @@ func main() {
 				pool.Close()
 				return nil, fmt.Errorf("check schema: %w", err)
 			}
-			authv1.RegisterAuthServiceServer(srv.GRPC(), server.New(pool))
-			return pool.Close, nil
+			stop, err := server.Start(ctx, cfg, pool, srv)
+			if err != nil {
+				pool.Close()
+				return nil, err
+			}
+			return func() {
+				stop()
+				pool.Close()
+			}, nil
 		},
 	})
 }

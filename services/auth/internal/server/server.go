@@ -1,17 +1,342 @@
-// Package server implements authv1.AuthService.
+// Package server implements authv1.AuthService: Check (verify a key, then
+// charge its rate limits) and the key admin RPCs.
 package server
 
 import (
-	"github.com/jackc/pgx/v5/pgxpool"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/services/auth/internal/keys"
+	"github.com/bmcis/knowledge/services/auth/internal/limiter"
+)
+
+// Messages for the end user, one per denial reason. The first two and the
+// last are the documented wording the adapter and gateway show as is.
+const (
+	MsgAuthRequired = "Authentication required. API key must be provided."
+	MsgAuthInvalid  = "Invalid API key. Please check your credentials."
+	MsgAuthExpired  = "API key has expired. Please ask your administrator for a new key."
+	MsgAuthRevoked  = "API key has been revoked. Please ask your administrator for a new key."
+	MsgRateLimit    = "Rate limit exceeded"
 )
 
 // Server answers AuthService calls.
 type Server struct {
 	authv1.UnimplementedAuthServiceServer
-	pool *pgxpool.Pool
+	verifier   *keys.Verifier
+	manager    *keys.Manager
+	usage      *keys.UsageRecorder
+	limiter    limiter.Limiter
+	defaults   limiter.Limits
+	adminToken [32]byte // SHA-256 of the token, so comparison time is independent of its length
+	hasAdmin   bool
+	clock      func() time.Time
+	checks     *prometheus.CounterVec
 }
 
-// New returns a server backed by pool.
-func New(pool *pgxpool.Pool) *Server { return &Server{pool: pool} }
+// Deps are what a Server is built from.
+type Deps struct {
+	Verifier   *keys.Verifier
+	Manager    *keys.Manager
+	Usage      *keys.UsageRecorder
+	Limiter    limiter.Limiter
+	Defaults   limiter.Limits
+	AdminToken string
+	Clock      func() time.Time
+	Registerer prometheus.Registerer
+}
+
+// New returns a server.
+func New(d Deps) (*Server, error) {
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if err := d.Defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("default limits: %w", err)
+	}
+	s := &Server{
+		verifier: d.Verifier, manager: d.Manager, usage: d.Usage, limiter: d.Limiter,
+		defaults: d.Defaults, clock: d.Clock,
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_auth_checks_total",
+			Help: "Check calls, by result (allowed or the denial reason).",
+		}, []string{"result"}),
+	}
+	if d.AdminToken != "" {
+		s.adminToken, s.hasAdmin = sha256.Sum256([]byte(d.AdminToken)), true
+	}
+	if d.Registerer != nil {
+		if err := d.Registerer.Register(s.checks); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Check verifies the key, then takes one unit from each rate-limit tier.
+func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.CheckResponse, error) {
+	presented := strings.TrimSpace(req.GetApiKey())
+	if presented == "" {
+		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, MsgAuthRequired, nil, req), nil
+	}
+	outcome, k, err := s.verifier.Verify(ctx, presented)
+	if err != nil {
+		return nil, fmt.Errorf("verify key: %w", err)
+	}
+	switch outcome {
+	case keys.Invalid:
+		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_INVALID, MsgAuthInvalid, nil, req), nil
+	case keys.ExpiredKey:
+		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_EXPIRED, MsgAuthExpired, k, req), nil
+	case keys.RevokedKey:
+		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED, MsgAuthRevoked, k, req), nil
+	}
+
+	limits := s.effectiveLimits(k.Limits)
+	d, err := s.limiter.Allow(ctx, k.ID, limits)
+	if errors.Is(err, limiter.ErrBusy) {
+		logging.FromContext(ctx).WarnContext(ctx, "rate limiter busy", "error", err.Error())
+		return nil, status.Error(codes.Unavailable, "rate limiter busy; retry shortly")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rate limit key %s: %w", k.ID, err)
+	}
+	resp := &authv1.CheckResponse{
+		Allowed:         d.Allowed,
+		Principal:       principal(k),
+		Limits:          rateLimits(limits),
+		ResetInSeconds:  ceilSeconds(d.Reset),
+		LimiterDegraded: d.Degraded,
+	}
+	if !d.Degraded { // counts are unknown while the shared limiter is down
+		resp.Remaining = rateLimits(d.Remaining)
+	}
+	if d.Allowed {
+		s.usage.Record(k.ID, s.clock())
+		s.checks.WithLabelValues("allowed").Inc()
+		return resp, nil
+	}
+	resp.DenialReason = authv1.DenialReason_DENIAL_REASON_RATE_LIMIT
+	resp.Message = MsgRateLimit
+	s.checks.WithLabelValues(reasonLabel(resp.DenialReason)).Inc()
+	tiers := make([]string, len(d.Exhausted))
+	for i, t := range d.Exhausted {
+		tiers[i] = t.String()
+	}
+	logging.FromContext(ctx).DebugContext(ctx, "check refused", "key_id", k.ID,
+		"reason", reasonLabel(resp.DenialReason), "tiers", tiers, "degraded", d.Degraded,
+		"operation", clip(req.GetOperation()))
+	return resp, nil
+}
+
+func (s *Server) deny(ctx context.Context, reason authv1.DenialReason, msg string, k *keys.Key, req *authv1.CheckRequest) *authv1.CheckResponse {
+	s.checks.WithLabelValues(reasonLabel(reason)).Inc()
+	resp := &authv1.CheckResponse{DenialReason: reason, Message: msg}
+	keyID := ""
+	if k != nil { // the secret matched: say who it was, for the caller's logs
+		resp.Principal = principal(k)
+		keyID = k.ID
+	}
+	logging.FromContext(ctx).DebugContext(ctx, "check refused", "key_id", keyID,
+		"reason", reasonLabel(reason), "operation", clip(req.GetOperation()))
+	return resp
+}
+
+// effectiveLimits fills a key's unset tiers with the service defaults.
+func (s *Server) effectiveLimits(own keys.Limits) limiter.Limits {
+	pick := func(v, def int64) int64 {
+		if v <= 0 {
+			return def
+		}
+		return min(v, limiter.MaxLimit)
+	}
+	return limiter.Limits{
+		Minute: pick(own.Minute, s.defaults.Minute),
+		Hour:   pick(own.Hour, s.defaults.Hour),
+		Day:    pick(own.Day, s.defaults.Day),
+	}
+}
+
+func reasonLabel(r authv1.DenialReason) string {
+	return strings.ToLower(strings.TrimPrefix(r.String(), "DENIAL_REASON_"))
+}
+
+// clip keeps a caller-supplied label short in logs.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
+}
+
+// ceilSeconds rounds up, so "retry in N seconds" is never early.
+func ceilSeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32((d + time.Second - 1) / time.Second)
+}
+
+func principal(k *keys.Key) *authv1.Principal {
+	return &authv1.Principal{KeyId: k.ID, Name: k.Name, Owner: k.Owner}
+}
+
+func rateLimits(l limiter.Limits) *authv1.RateLimits {
+	return &authv1.RateLimits{Minute: l.Minute, Hour: l.Hour, Day: l.Day}
+}
+
+// requireAdmin checks the admin token in the call's metadata, in constant
+// time.
+func (s *Server) requireAdmin(ctx context.Context) error {
+	if !s.hasAdmin {
+		return status.Error(codes.PermissionDenied, "key administration is disabled: the auth service has no BMCIS_ADMIN_TOKEN")
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(grpcclient.AdminTokenHeader)
+	if len(vals) == 0 || vals[0] == "" {
+		return status.Error(codes.Unauthenticated, "admin token required ("+grpcclient.AdminTokenHeader+" metadata)")
+	}
+	got := sha256.Sum256([]byte(vals[0]))
+	if subtle.ConstantTimeCompare(got[:], s.adminToken[:]) != 1 {
+		return status.Error(codes.PermissionDenied, "invalid admin token")
+	}
+	return nil
+}
+
+// CreateKey issues a key; the reply is the only place its full text appears.
+func (s *Server) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*authv1.CreateKeyResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	nk, err := validateCreate(req)
+	if err != nil {
+		return nil, err
+	}
+	issued, err := s.manager.Create(ctx, nk)
+	if err != nil {
+		return nil, fmt.Errorf("create key: %w", err)
+	}
+	logging.FromContext(ctx).InfoContext(ctx, "key created", "key_id", issued.Key.ID,
+		"name", issued.Key.Name, "owner", issued.Key.Owner)
+	return &authv1.CreateKeyResponse{Key: apiKey(issued.Key), ApiKey: issued.Full}, nil
+}
+
+// ListKeys lists keys, never their secrets (only hashes are stored anyway).
+func (s *Server) ListKeys(ctx context.Context, req *authv1.ListKeysRequest) (*authv1.ListKeysResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	owner := strings.TrimSpace(req.GetOwner())
+	if err := validateText("owner", owner, false); err != nil {
+		return nil, err
+	}
+	list, err := s.manager.List(ctx, owner, req.GetIncludeInactive())
+	if err != nil {
+		return nil, err
+	}
+	resp := &authv1.ListKeysResponse{Keys: make([]*authv1.ApiKey, 0, len(list))}
+	for _, k := range list {
+		// Show this replica's not-yet-flushed use too.
+		if t, ok := s.usage.Pending(k.ID); ok && (k.LastUsedAt == nil || t.After(*k.LastUsedAt)) {
+			k.LastUsedAt = &t
+		}
+		resp.Keys = append(resp.Keys, apiKey(k))
+	}
+	return resp, nil
+}
+
+// RevokeKey revokes a key: at once on this replica, within the key cache TTL
+// (at most 30 s) on every other.
+func (s *Server) RevokeKey(ctx context.Context, req *authv1.RevokeKeyRequest) (*authv1.RevokeKeyResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	id, err := validateKeyID(req.GetKeyId())
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.manager.Revoke(ctx, id)
+	if errors.Is(err, keys.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "no key with key_id %s", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	logging.FromContext(ctx).InfoContext(ctx, "key revoked", "key_id", id)
+	return &authv1.RevokeKeyResponse{Key: apiKey(k)}, nil
+}
+
+// defaultOverlap is how long a rotated key keeps working when the caller does
+// not say.
+const defaultOverlap = 24 * time.Hour
+
+// RotateKey issues a successor key; the old one expires after the overlap.
+func (s *Server) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) (*authv1.RotateKeyResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	id, err := validateKeyID(req.GetKeyId())
+	if err != nil {
+		return nil, err
+	}
+	rot := keys.Rotation{Overlap: defaultOverlap}
+	if req.Overlap != nil {
+		if rot.Overlap, err = validDuration("overlap", req.GetOverlap(), 0, maxOverlap); err != nil {
+			return nil, err
+		}
+	}
+	if req.ExpiresIn != nil {
+		d, err := validDuration("expires_in", req.GetExpiresIn(), minLifetime, maxLifetime)
+		if err != nil {
+			return nil, err
+		}
+		rot.ExpiresIn = &d
+	}
+	issued, prev, err := s.manager.Rotate(ctx, id, rot)
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		return nil, status.Errorf(codes.NotFound, "no key with key_id %s", id)
+	case errors.Is(err, keys.ErrInactive):
+		return nil, status.Errorf(codes.FailedPrecondition, "key %s is revoked or expired; create a new key instead", id)
+	case err != nil:
+		return nil, err
+	}
+	logging.FromContext(ctx).InfoContext(ctx, "key rotated", "key_id", id, "successor", issued.Key.ID,
+		"overlap", rot.Overlap.String())
+	return &authv1.RotateKeyResponse{Key: apiKey(issued.Key), ApiKey: issued.Full, Previous: apiKey(prev)}, nil
+}
+
+func apiKey(k *keys.Key) *authv1.ApiKey {
+	out := &authv1.ApiKey{
+		KeyId:       k.ID,
+		Name:        k.Name,
+		Owner:       k.Owner,
+		Limits:      &authv1.RateLimits{Minute: k.Limits.Minute, Hour: k.Limits.Hour, Day: k.Limits.Day},
+		CreatedAt:   timestamppb.New(k.CreatedAt),
+		RotatedFrom: k.RotatedFrom,
+	}
+	if k.LastUsedAt != nil {
+		out.LastUsedAt = timestamppb.New(*k.LastUsedAt)
+	}
+	if k.ExpiresAt != nil {
+		out.ExpiresAt = timestamppb.New(*k.ExpiresAt)
+	}
+	if k.RevokedAt != nil {
+		out.RevokedAt = timestamppb.New(*k.RevokedAt)
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 
 func main() {
 	var db pg.Config
+	var cfg server.Config
 	grpcserver.Main(grpcserver.Spec{
 		Name: "vendorgraph",
 		Defaults: grpcserver.Defaults{
@@ -22,8 +23,11 @@ func main() {
 			MetricsAddr:         ":9092",
 			RequireServiceToken: true,
 		},
-		Configure: func(env *config.Reader) { db = pg.LoadConfig(env) },
-		Options:   []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
+		Configure: func(env *config.Reader) {
+			db = pg.LoadConfig(env)
+			cfg = server.LoadConfig(env)
+		},
+		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
 			pool, err := pg.Connect(ctx, db)
 			if err != nil {
@@ -33,7 +37,13 @@ func main() {
 				pool.Close()
 				return nil, fmt.Errorf("check schema: %w", err)
 			}
-			vendorgraphv1.RegisterVendorGraphServiceServer(srv.GRPC(), server.New(pool))
+			svc := server.New(pool, cfg)
+			// Ends with ctx (SIGTERM), before the pool is closed.
+			go svc.WatchChanges(ctx, srv.Logger())
+			vendorgraphv1.RegisterVendorGraphServiceServer(srv.GRPC(), svc)
+			srv.Logger().Info("vendorgraph configured", "cache_size", cfg.CacheSize,
+				"cache_ttl", cfg.CacheTTL.String(), "match_threshold", cfg.MatchThreshold,
+				"import_max_lines", cfg.MaxImportLines)
 			return pool.Close, nil
 		},
 	})

@@ -1,17 +1,408 @@
-// Package server implements vendorgraphv1.VendorGraphService.
+// Package server implements vendorgraphv1.VendorGraphService: it checks
+// requests, answers from the cache or the graph, and turns results into the
+// contract's messages and typed error details.
 package server
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/services/vendorgraph/internal/cache"
+	"github.com/bmcis/knowledge/services/vendorgraph/internal/graph"
+	"github.com/bmcis/knowledge/services/vendorgraph/internal/importer"
+	"github.com/bmcis/knowledge/services/vendorgraph/internal/names"
 )
+
+// Request limits from the contract.
+const (
+	defaultCap          = 5
+	maxEntitiesCap      = 100
+	maxRelationshipsCap = 500
+	topEntities         = 5
+	maxCandidates       = 10
+	defaultSuggestions  = 10
+	maxSuggestions      = 50
+)
+
+// cacheKey identifies a GetVendor reply. The normalized name, not the
+// vendor id, keys it so a hit needs no database round trip.
+type cacheKey struct {
+	name                 string
+	maxEntities, maxRels int32
+	includeRelationships bool
+	depth                int32
+}
 
 // Server answers VendorGraphService calls.
 type Server struct {
 	vendorgraphv1.UnimplementedVendorGraphServiceServer
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	store *graph.Store
+	cfg   Config
+	cache *cache.Cache[cacheKey, *vendorgraphv1.GetVendorResponse]
+	// id tells this replica's change notifications from other replicas'.
+	id string
 }
 
-// New returns a server backed by pool.
-func New(pool *pgxpool.Pool) *Server { return &Server{pool: pool} }
+// New returns a server backed by pool. Its cache stays off until
+// WatchChanges listens for imports made through other replicas.
+func New(pool *pgxpool.Pool, cfg Config) *Server {
+	s := &Server{
+		pool:  pool,
+		store: graph.New(pool),
+		cfg:   cfg,
+		cache: cache.New[cacheKey, *vendorgraphv1.GetVendorResponse](cfg.CacheSize, cfg.CacheTTL),
+		id:    replicaID(),
+	}
+	s.cache.Suspend()
+	return s
+}
+
+func replicaID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
+// WatchChanges listens for imports committed by any replica and drops the
+// cache on each, until ctx ends. Until it listens, the cache is bypassed.
+func (s *Server) WatchChanges(ctx context.Context, log *slog.Logger) {
+	s.cache.Watch(ctx, s.pool, importer.NotifyChannel, s.id, log)
+}
+
+// CacheLive reports whether the cache currently serves replies.
+func (s *Server) CacheLive() bool { return s.cache.Live() }
+
+// getVendorQuery is a checked GetVendor request.
+type getVendorQuery struct {
+	name       string
+	normalized string
+	key        cacheKey
+}
+
+func checkName(field, name string) (string, error) {
+	n := names.Len(name)
+	if n < 1 || n > names.MaxLen {
+		return "", grpcserver.InvalidArgument(field, "must be 1 to %d characters, got %d", names.MaxLen, n)
+	}
+	norm := names.Normalize(name)
+	if norm == "" {
+		return "", grpcserver.InvalidArgument(field, "must contain a letter or a digit")
+	}
+	return norm, nil
+}
+
+func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error) {
+	norm, err := checkName("name", req.GetName())
+	if err != nil {
+		return getVendorQuery{}, err
+	}
+	capOf := func(field string, v int32, hi int32) (int32, error) {
+		switch {
+		case v == 0:
+			return defaultCap, nil
+		case v < 0 || v > hi:
+			return 0, grpcserver.InvalidArgument(field, "must be 0 (default %d) to %d, got %d", defaultCap, hi, v)
+		}
+		return v, nil
+	}
+	maxE, err := capOf("max_entities", req.GetMaxEntities(), maxEntitiesCap)
+	if err != nil {
+		return getVendorQuery{}, err
+	}
+	maxR, err := capOf("max_relationships", req.GetMaxRelationships(), maxRelationshipsCap)
+	if err != nil {
+		return getVendorQuery{}, err
+	}
+	depth := req.GetDepth()
+	switch depth {
+	case 0:
+		depth = 1
+	case 1, 2:
+	default:
+		return getVendorQuery{}, grpcserver.InvalidArgument("depth", "must be 0 (default 1), 1 or 2, got %d", depth)
+	}
+	include := req.IncludeRelationships == nil || *req.IncludeRelationships
+	return getVendorQuery{
+		name:       req.GetName(),
+		normalized: norm,
+		key:        cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth},
+	}, nil
+}
+
+// GetVendor returns a vendor's neighbourhood, from the cache when it can.
+func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequest) (*vendorgraphv1.GetVendorResponse, error) {
+	q, err := checkGetVendor(req)
+	if err != nil {
+		return nil, err
+	}
+	if hit, ok := s.cache.Get(q.key); ok {
+		return hit, nil
+	}
+	epoch := s.cache.Epoch()
+	resp, err := s.lookup(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if s.cache.Live() { // encoding costs; skip it when Put would drop the entry
+		s.cache.Put(q.key, encoded(cachedCopy(resp)), epoch)
+	}
+	return resp, nil
+}
+
+// encoded returns a message that holds m's wire encoding as unknown fields
+// and nothing else. gRPC marshals it by copying those bytes, and a receiver
+// decodes them as m's fields, so a cache hit costs no encoding: for a
+// 100/500 reply that is most of the hit's server time. Only the wire form
+// is right: code here must not read fields of a cached reply.
+func encoded(m *vendorgraphv1.GetVendorResponse) *vendorgraphv1.GetVendorResponse {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return m // cannot happen for a valid message; serve it as it is
+	}
+	w := &vendorgraphv1.GetVendorResponse{}
+	w.ProtoReflect().SetUnknown(b)
+	return w
+}
+
+// cachedCopy returns a reply that shares resp's parts but says cache_hit.
+// Cached replies are shared between calls and never modified.
+func cachedCopy(r *vendorgraphv1.GetVendorResponse) *vendorgraphv1.GetVendorResponse {
+	return &vendorgraphv1.GetVendorResponse{
+		VendorName:             r.VendorName,
+		VendorId:               r.VendorId,
+		EntityIds:              r.EntityIds,
+		RelationshipIds:        r.RelationshipIds,
+		Statistics:             r.Statistics,
+		TopEntities:            r.TopEntities,
+		Entities:               r.Entities,
+		Relationships:          r.Relationships,
+		LastUpdated:            r.LastUpdated,
+		EntitiesTruncated:      r.EntitiesTruncated,
+		RelationshipsTruncated: r.RelationshipsTruncated,
+		CacheHit:               true,
+		Aliases:                r.Aliases,
+	}
+}
+
+func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.GetVendorResponse, error) {
+	exact, err := s.store.ResolveExact(ctx, q.normalized, maxCandidates+1)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(exact) > 1:
+		cands := make([]string, 0, min(len(exact), maxCandidates))
+		for _, v := range exact[:min(len(exact), maxCandidates)] {
+			cands = append(cands, v.Name)
+		}
+		return nil, ambiguous(q.name, cands)
+	case len(exact) == 0:
+		cands, err := s.store.Candidates(ctx, q.normalized, s.cfg.MatchThreshold, maxCandidates)
+		if err != nil {
+			return nil, err
+		}
+		candNames := make([]string, len(cands))
+		for i, c := range cands {
+			candNames[i] = c.Name
+		}
+		if len(cands) >= 2 {
+			return nil, ambiguous(q.name, candNames)
+		}
+		return nil, notFound(q.name, candNames)
+	}
+
+	vendor := exact[0]
+	nb, err := s.store.Neighbourhood(ctx, vendor, int(q.key.depth))
+	if errors.Is(err, graph.ErrTooLarge) {
+		return nil, grpcserver.InvalidArgument("depth", "%v; ask for depth 1", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buildReply(vendor, nb, q.key)
+}
+
+func ambiguous(name string, candidates []string) error {
+	st := status.New(codes.FailedPrecondition, fmt.Sprintf("vendor name %q is ambiguous: it matches %s; use a full vendor name",
+		name, quoteList(candidates)))
+	return withDetail(st, &vendorgraphv1.VendorAmbiguousDetail{Name: name, Candidates: candidates})
+}
+
+func notFound(name string, suggestions []string) error {
+	msg := fmt.Sprintf("vendor %q not found", name)
+	if len(suggestions) > 0 {
+		msg += fmt.Sprintf("; did you mean %s?", quoteList(suggestions))
+	}
+	if suggestions == nil {
+		suggestions = []string{}
+	}
+	return withDetail(status.New(codes.NotFound, msg), &vendorgraphv1.VendorNotFoundDetail{Name: name, Suggestions: suggestions})
+}
+
+func withDetail(st *status.Status, detail protoadapt.MessageV1) error {
+	if withD, err := st.WithDetails(detail); err == nil {
+		return withD.Err()
+	}
+	return st.Err()
+}
+
+func quoteList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// SuggestVendors returns vendor names close to the text: prefix matches
+// first, then by trigram similarity.
+func (s *Server) SuggestVendors(ctx context.Context, req *vendorgraphv1.SuggestVendorsRequest) (*vendorgraphv1.SuggestVendorsResponse, error) {
+	norm, err := checkName("text", req.GetText())
+	if err != nil {
+		return nil, err
+	}
+	limit := req.GetLimit()
+	switch {
+	case limit == 0:
+		limit = defaultSuggestions
+	case limit < 0 || limit > maxSuggestions:
+		return nil, grpcserver.InvalidArgument("limit", "must be 0 (default %d) to %d, got %d", defaultSuggestions, maxSuggestions, limit)
+	}
+	cands, err := s.store.Candidates(ctx, norm, s.cfg.MatchThreshold, int(limit))
+	if err != nil {
+		return nil, err
+	}
+	resp := &vendorgraphv1.SuggestVendorsResponse{Suggestions: make([]*vendorgraphv1.VendorSuggestion, len(cands))}
+	for i, c := range cands {
+		resp.Suggestions[i] = &vendorgraphv1.VendorSuggestion{Name: c.Name, VendorId: importer.FormatUUID(c.ID), Score: c.Score}
+	}
+	return resp, nil
+}
+
+// GetGraphStatus counts the graph.
+func (s *Server) GetGraphStatus(ctx context.Context, _ *vendorgraphv1.GetGraphStatusRequest) (*vendorgraphv1.GetGraphStatusResponse, error) {
+	st, err := s.store.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &vendorgraphv1.GetGraphStatusResponse{Vendors: st.Vendors, Entities: st.Entities, Relationships: st.Relationships}
+	if st.LastUpdated != nil {
+		resp.LastUpdated = timestamppb.New(*st.LastUpdated)
+	}
+	return resp, nil
+}
+
+// ImportGraph validates a whole stream of JSON Lines records, then writes
+// them in one transaction; any problem rejects the import and writes nothing.
+func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.ImportGraphRequest, vendorgraphv1.ImportGraphResponse]) error {
+	ctx := stream.Context()
+	start := time.Now()
+	// Lines are parsed on every core while the stream is still arriving.
+	b, err := importer.Collect(func() (int64, string, error) {
+		req, err := stream.Recv()
+		if err != nil {
+			return 0, "", err
+		}
+		return req.GetLineNumber(), req.GetLine(), nil
+	}, int64(s.cfg.MaxImportLines), runtime.GOMAXPROCS(0))
+	if err != nil {
+		return fmt.Errorf("receive import lines: %w", err)
+	}
+	if b.Over() {
+		return importRejected(b)
+	}
+	received := time.Now()
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin import: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := importer.Lock(ctx, tx); err != nil {
+		return err
+	}
+	// References outside the file must already be in the graph; checked even
+	// when other problems exist, so one run reports everything.
+	existing, err := importer.ExistingEntities(ctx, tx, b.MissingReferences())
+	if err != nil {
+		return err
+	}
+	b.ReportDangling(existing)
+	if !b.OK() {
+		return importRejected(b)
+	}
+	counts, err := importer.Write(ctx, tx, b, s.id)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit import: %w", err)
+	}
+	committed := time.Now()
+	if counts.Changed() {
+		s.cache.Invalidate()
+	}
+	// Best effort: the import is committed whatever happens here.
+	if _, err := importer.Analyze(ctx, s.pool, counts); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "import committed, statistics not refreshed", "error", err.Error())
+	}
+	resp := &vendorgraphv1.ImportGraphResponse{
+		Lines:                  b.Lines,
+		EntitiesCreated:        int32(counts.EntitiesCreated),
+		EntitiesUpdated:        int32(counts.EntitiesUpdated),
+		EntitiesUnchanged:      int32(counts.EntitiesUnchanged),
+		RelationshipsCreated:   int32(counts.RelationshipsCreated),
+		RelationshipsUpdated:   int32(counts.RelationshipsUpdated),
+		RelationshipsUnchanged: int32(counts.RelationshipsUnchanged),
+		Seconds:                time.Since(start).Seconds(),
+	}
+	logging.FromContext(ctx).InfoContext(ctx, "graph imported",
+		"lines", resp.Lines, "entities_created", resp.EntitiesCreated, "entities_updated", resp.EntitiesUpdated,
+		"relationships_created", resp.RelationshipsCreated, "relationships_updated", resp.RelationshipsUpdated,
+		"seconds", resp.Seconds, "receive_and_parse_seconds", received.Sub(start).Seconds(),
+		"write_seconds", committed.Sub(received).Seconds(), "copy_seconds", counts.CopyTime.Seconds(),
+		"entities_seconds", counts.EntitiesTime.Seconds(), "relationships_seconds", counts.RelationshipsTime.Seconds())
+	return stream.SendAndClose(resp)
+}
+
+// importRejected is INVALID_ARGUMENT with every problem, by line.
+func importRejected(b *importer.Batch) error {
+	problems, extra := b.Problems()
+	detail := &vendorgraphv1.ImportGraphFailure{}
+	for _, p := range problems {
+		detail.Problems = append(detail.Problems, &vendorgraphv1.ImportProblem{LineNumber: p.Line, Message: p.Message})
+	}
+	if extra > 0 {
+		detail.Problems = append(detail.Problems, &vendorgraphv1.ImportProblem{
+			LineNumber: 0, Message: fmt.Sprintf("%d more problems not listed", extra)})
+	}
+	total := len(problems) + extra
+	msg := fmt.Sprintf("import rejected, nothing written: %d problem(s)", total)
+	if len(problems) > 0 {
+		msg += fmt.Sprintf("; first: line %d: %s", problems[0].Line, problems[0].Message)
+	}
+	st, err := status.New(codes.InvalidArgument, msg).WithDetails(detail)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, msg)
+	}
+	return st.Err()
+}

@@ -1,0 +1,230 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/logging"
+)
+
+// Credential headers. They are read by the gateway and never forwarded as
+// such: the admin token travels on as x-bmcis-admin-token metadata to the
+// service that compares it, the API key only inside auth.Check.
+const (
+	HeaderAPIKey     = "X-API-Key"
+	HeaderAdminToken = "X-Admin-Token"
+	HeaderRequestID  = "X-Request-Id"
+)
+
+// AuthDomain marks denials decided by the auth service (ErrorInfo.domain).
+const AuthDomain = "auth.bmcis"
+
+// authCheckTimeout bounds one auth.Check or admin probe.
+const authCheckTimeout = 5 * time.Second
+
+// adminProbeOwner is the owner filter of the ListKeys call that checks an
+// admin token for routes whose service does not compare it itself.
+const adminProbeOwner = "bmcis-gateway-admin-probe"
+
+type adminTokenKey struct{}
+
+// apiKeyFrom returns the caller's key from X-API-Key or Authorization: Bearer.
+func apiKeyFrom(h http.Header) string {
+	if k := strings.TrimSpace(h.Get(HeaderAPIKey)); k != "" {
+		return k
+	}
+	if a := strings.TrimSpace(h.Get("Authorization")); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+// stripCredentials returns r with the credential headers removed, so that
+// nothing downstream (grpc-gateway forwards Authorization by default) can
+// pass them on or log them.
+func stripCredentials(r *http.Request) *http.Request {
+	h := r.Header
+	if h.Get(HeaderAPIKey) == "" && h.Get("Authorization") == "" && h.Get(HeaderAdminToken) == "" {
+		return r
+	}
+	r2 := r.WithContext(r.Context())
+	r2.Header = h.Clone()
+	r2.Header.Del(HeaderAPIKey)
+	r2.Header.Del("Authorization")
+	r2.Header.Del(HeaderAdminToken)
+	return r2
+}
+
+// authorize checks a request against what its route requires. It returns the
+// request to continue with (credentials stripped; for admin routes the token
+// attached for the upstream call) or the status to answer with.
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Access, operation, service string) (*http.Request, error) {
+	ctx := r.Context()
+	switch access {
+	case Public:
+		return stripCredentials(r), nil
+	case Admin:
+		tok := strings.TrimSpace(r.Header.Get(HeaderAdminToken))
+		if tok == "" {
+			g.metrics.denials.WithLabelValues("ADMIN_TOKEN_REQUIRED").Inc()
+			return nil, newError(codes.Unauthenticated, "ADMIN_TOKEN_REQUIRED",
+				"this route needs the admin token in the "+HeaderAdminToken+" header", nil).Err()
+		}
+		if service != Auth {
+			// The auth service compares admin tokens; ask it before a
+			// destructive call to a service that does not.
+			if err := g.probeAdmin(ctx, tok); err != nil {
+				return nil, err
+			}
+		}
+		r = stripCredentials(r)
+		return r.WithContext(context.WithValue(r.Context(), adminTokenKey{}, tok)), nil
+	default:
+		resp, err := g.check(ctx, apiKeyFrom(r.Header), operation)
+		if err != nil {
+			return nil, err
+		}
+		if rec := recorderFrom(ctx); rec != nil && resp.GetPrincipal() != nil {
+			rec.keyID = resp.GetPrincipal().GetKeyId()
+		}
+		setRateLimitHeaders(w, resp)
+		if !resp.GetAllowed() {
+			g.metrics.denials.WithLabelValues(denialName(resp.GetDenialReason())).Inc()
+			return nil, denialStatus(resp).Err()
+		}
+		return stripCredentials(r), nil
+	}
+}
+
+// check calls auth.Check; a failure to get a verdict fails closed.
+func (g *Gateway) check(ctx context.Context, key, operation string) (*authv1.CheckResponse, error) {
+	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
+	defer cancel()
+	resp, err := g.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation})
+	if err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "auth check failed", "error", err.Error())
+		return nil, authUnavailable(err)
+	}
+	return resp, nil
+}
+
+func authUnavailable(err error) error {
+	if status.Code(err) == codes.Canceled {
+		return status.Error(codes.Canceled, "request canceled")
+	}
+	return newError(codes.Unavailable, "AUTH_UNAVAILABLE",
+		"the auth service could not check the credentials; try again", nil, retryInfo(1)).Err()
+}
+
+// probeAdmin has the auth service compare an admin token.
+func (g *Gateway) probeAdmin(ctx context.Context, tok string) error {
+	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
+	defer cancel()
+	_, err := g.authClient.ListKeys(grpcclient.WithAdminToken(cctx, tok), &authv1.ListKeysRequest{Owner: adminProbeOwner})
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.Unauthenticated, codes.PermissionDenied:
+		g.metrics.denials.WithLabelValues("ADMIN_TOKEN_INVALID").Inc()
+		return newError(status.Code(err), "ADMIN_TOKEN_INVALID", "the admin token was not accepted", nil).Err()
+	default:
+		logging.FromContext(ctx).WarnContext(ctx, "admin token probe failed", "error", err.Error())
+		return authUnavailable(err)
+	}
+}
+
+// adminMetadata attaches the admin token of an admin route to the upstream
+// call (grpc-gateway builds the outgoing metadata itself, so it has to be
+// handed over here rather than through the context).
+func adminMetadata(ctx context.Context, _ *http.Request) metadata.MD {
+	if tok, ok := ctx.Value(adminTokenKey{}).(string); ok && tok != "" {
+		return metadata.Pairs(grpcclient.AdminTokenHeader, tok)
+	}
+	return nil
+}
+
+func denialName(r authv1.DenialReason) string {
+	name := strings.TrimPrefix(r.String(), "DENIAL_REASON_")
+	if r == authv1.DenialReason_DENIAL_REASON_UNSPECIFIED || strings.HasPrefix(name, "DENIAL_REASON") || name == "" {
+		return "ACCESS_DENIED"
+	}
+	if _, err := strconv.Atoi(name); err == nil { // a reason newer than this binary
+		return "ACCESS_DENIED"
+	}
+	return name
+}
+
+// denialStatus maps a refused Check to a status: no or unknown key → 401,
+// a known key that may no longer be used → 403, exhausted limits → 429.
+func denialStatus(resp *authv1.CheckResponse) *status.Status {
+	reason := denialName(resp.GetDenialReason())
+	var c codes.Code
+	var def string
+	switch resp.GetDenialReason() {
+	case authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED:
+		c, def = codes.Unauthenticated, "an API key is required: send it in "+HeaderAPIKey+" or Authorization: Bearer"
+	case authv1.DenialReason_DENIAL_REASON_AUTH_INVALID:
+		c, def = codes.Unauthenticated, "the API key is not valid"
+	case authv1.DenialReason_DENIAL_REASON_AUTH_EXPIRED:
+		c, def = codes.PermissionDenied, "the API key has expired"
+	case authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED:
+		c, def = codes.PermissionDenied, "the API key has been revoked"
+	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT:
+		c, def = codes.ResourceExhausted, "rate limit exceeded"
+	default:
+		c, def = codes.PermissionDenied, "access denied"
+	}
+	msg := resp.GetMessage()
+	if msg == "" {
+		msg = def
+	}
+	meta := map[string]string{}
+	if resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_RATE_LIMIT {
+		for tier, v := range tiers(resp.GetRemaining()) {
+			meta["remaining_"+tier] = strconv.FormatInt(v, 10)
+		}
+		for tier, v := range tiers(resp.GetLimits()) {
+			meta["limit_"+tier] = strconv.FormatInt(v, 10)
+		}
+		meta["reset_in_seconds"] = strconv.FormatInt(int64(max(resp.GetResetInSeconds(), 1)), 10)
+	}
+	p := status.New(c, msg).Proto()
+	if info, err := anypb.New(&errdetails.ErrorInfo{Reason: reason, Domain: AuthDomain, Metadata: meta}); err == nil {
+		p.Details = append(p.Details, info)
+	}
+	if resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_RATE_LIMIT {
+		p.Details = append(p.Details, retryInfo(int64(max(resp.GetResetInSeconds(), 1))))
+	}
+	return status.FromProto(p)
+}
+
+func tiers(l *authv1.RateLimits) map[string]int64 {
+	if l == nil {
+		return nil
+	}
+	return map[string]int64{"minute": l.GetMinute(), "hour": l.GetHour(), "day": l.GetDay()}
+}
+
+// setRateLimitHeaders reports the minute tier, as most clients expect.
+func setRateLimitHeaders(w http.ResponseWriter, resp *authv1.CheckResponse) {
+	if resp.GetLimits() == nil || resp.GetLimits().GetMinute() <= 0 {
+		return
+	}
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(resp.GetLimits().GetMinute(), 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(resp.GetRemaining().GetMinute(), 0), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(max(resp.GetResetInSeconds(), 0)), 10))
+}
+
+func secondsDuration(s int64) time.Duration { return time.Duration(s) * time.Second }

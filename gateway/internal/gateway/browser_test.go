@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/gateway/internal/browsertest"
+)
+
+// The dashboard in headless Chromium against the gateway and the scripted
+// services: cards, tools, stats and a search whose results render with their
+// scores. The same test runs against the real services in ../../e2e.
+func TestDashboardInChromium(t *testing.T) {
+	browsertest.Chromium(t) // skips when absent
+	s := newStack(t, nil)
+	p := browsertest.Launch(t)
+	p.Navigate(s.url + "/")
+
+	p.WaitFor(`document.querySelectorAll("#servers .card").length === 4`, 20*time.Second)
+	p.WaitFor(`document.querySelector('#servers .card[data-server="search"] .status').textContent === "connected"`, 10*time.Second)
+	p.WaitFor(`document.querySelectorAll("#tools-table tbody tr").length === 3`, 10*time.Second)
+	var overall string
+	p.MustEval(`document.getElementById("overall-status").textContent`, &overall)
+	require.Equal(t, "ok", overall)
+
+	// Without a key, a search shows the gateway's error.
+	p.MustEval(`(() => { document.getElementById("q").value = "cloud"; document.getElementById("search-form").requestSubmit(); return true })()`, nil)
+	p.WaitFor(`document.getElementById("search-status").textContent.startsWith("AUTH_REQUIRED")`, 10*time.Second)
+
+	// With one, results render with their scores, and stats appear.
+	p.MustEval(`(() => { document.getElementById("api-key").value = "`+keyGood+`"; document.getElementById("key-form").requestSubmit(); return true })()`, nil)
+	p.MustEval(`(() => { document.getElementById("mode").value = "RETRIEVAL_MODE_BM25"; document.getElementById("search-form").requestSubmit(); return true })()`, nil)
+	p.WaitFor(`document.querySelectorAll("#search-results tbody tr").length === 2`, 10*time.Second)
+	var rows [][]string
+	p.MustEval(`[...document.querySelectorAll("#search-results tbody tr")].map(tr => [...tr.cells].map(td => td.textContent))`, &rows)
+	require.Equal(t, "1", rows[0][0])
+	require.Equal(t, "101", rows[0][1])
+	require.Contains(t, rows[0][2], "Cloud providers")
+	require.Equal(t, "0.910", rows[0][3])
+	require.Equal(t, "0.800", rows[0][4])
+	require.Equal(t, "0.700", rows[0][5])
+	require.Contains(t, rows[0][6], "compared for cloud")
+	var status string
+	p.MustEval(`document.getElementById("search-status").textContent`, &status)
+	require.Contains(t, status, "2 of 2 results · bm25")
+
+	p.WaitFor(`document.querySelectorAll("#rpc-table tbody tr").length > 0`, 10*time.Second)
+	p.WaitFor(`document.querySelector("#latency-chart svg") !== null`, 10*time.Second)
+	dom := p.DOM()
+	require.Contains(t, dom, "semantic_search")
+	require.NotContains(t, dom, keyGood, "the key is never written into the page")
+
+	path := p.Screenshot("dashboard-fake-services.png")
+	t.Logf("screenshot: %s", path)
+	for _, c := range p.Console {
+		if strings.Contains(c, "exceptionThrown") {
+			t.Errorf("page error: %s", c)
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bmcis/knowledge/gateway/internal/schematest"
+	"github.com/bmcis/knowledge/gen/openapi"
+)
+
+// Every annotated RPC in the OpenAPI document has exactly one route in the
+// gateway's table, and the other way round.
+func TestRouteTableMatchesOpenAPI(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openapi.JSON, &doc))
+	var fromDoc, fromTable []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			fromDoc = append(fromDoc, routeKey(strings.ToUpper(method), path))
+		}
+	}
+	for _, r := range Routes {
+		fromTable = append(fromTable, r.Key())
+	}
+	sort.Strings(fromDoc)
+	sort.Strings(fromTable)
+	require.Equal(t, fromDoc, fromTable)
+}
+
+// Every route reaches its RPC with a valid credential.
+func TestEveryRouteSucceeds(t *testing.T) {
+	s := newStack(t, nil)
+	admin := []string{HeaderAdminToken, testAdminToken}
+	cases := []struct {
+		method, path, body string
+		headers            []string
+		want               string // a fragment of the body
+	}{
+		{"POST", "/v1/search", `{"query":"cloud","mode":"RETRIEVAL_MODE_BM25","limit":5}`, key(keyGood), `"mode":"RETRIEVAL_MODE_BM25"`},
+		{"GET", "/v1/chunks?chunk_ids=101&chunk_ids=7", "", key(keyGood), `"missingIds":["7"]`},
+		{"GET", "/v1/chunks?chunkIds=101", "", key(keyGood), `"chunkId":"101"`},
+		{"DELETE", "/v1/documents/doc-1", "", admin, `"chunksDeleted":3`},
+		{"GET", "/v1/categories", "", key(keyGood), `"documentCount":2`},
+		{"GET", "/v1/index/status", "", key(keyGood), `"embedderProvider":"builtin"`},
+		{"GET", "/v1/vendors/Acme%20Corp?max_entities=3", "", key(keyGood), `"vendorName":"Acme Corp"`},
+		{"GET", "/v1/vendor-suggestions?text=acm&limit=3", "", key(keyGood), `"name":"Acme Corp"`},
+		{"GET", "/v1/graph/status", "", key(keyGood), `"relationships":"2"`},
+		{"POST", "/v1/keys", `{"name":"ci"}`, admin, `"apiKey":"bmcis_k1_secret"`},
+		{"GET", "/v1/keys", "", admin, `"keyId":"k1"`},
+		{"POST", "/v1/keys/k1:revoke", `{}`, admin, `"revokedAt"`},
+		{"POST", "/v1/keys/k1:rotate", `{"overlap":"60s"}`, admin, `"previous":{"keyId":"k1"`},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			r := s.do(c.method, c.path, c.body, c.headers...)
+			require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+			require.Contains(t, string(r.body), c.want)
+			require.Equal(t, "application/json", r.header.Get("Content-Type"))
+			require.NotEmpty(t, r.header.Get(HeaderRequestID))
+		})
+		path := c.path
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		for _, rt := range Routes {
+			re := "^" + regexp.MustCompile(`\\\{[^}]*\\\}`).ReplaceAllString(regexp.QuoteMeta(rt.Path), `[^/:]+`) + "$"
+			if rt.Method == c.method && regexp.MustCompile(re).MatchString(path) {
+				covered[rt.Key()] = true
+			}
+		}
+	}
+	for _, rt := range Routes {
+		assert.True(t, covered[rt.Key()], "no success case for %s %s", rt.Method, rt.Path)
+	}
+}
+
+// Every gRPC code maps to its HTTP status and a {code, message, details} body.
+func TestEveryGRPCCodeMapsToHTTP(t *testing.T) {
+	s := newStack(t, nil)
+	want := map[codes.Code]int{
+		codes.Canceled: 499, codes.Unknown: 500, codes.InvalidArgument: 400, codes.DeadlineExceeded: 504,
+		codes.NotFound: 404, codes.AlreadyExists: 409, codes.PermissionDenied: 403, codes.ResourceExhausted: 429,
+		codes.FailedPrecondition: 400, codes.Aborted: 409, codes.OutOfRange: 400, codes.Unimplemented: 501,
+		codes.Internal: 500, codes.Unavailable: 503, codes.DataLoss: 500, codes.Unauthenticated: 401,
+	}
+	for c := codes.Code(1); c <= 16; c++ {
+		t.Run(c.String(), func(t *testing.T) {
+			require.Equal(t, want[c], HTTPStatus(c))
+			r := s.do("POST", "/v1/search", fmt.Sprintf(`{"query":"code:%d"}`, int(c)), key(keyGood)...)
+			require.Equal(t, want[c], r.status, "body: %s", r.body)
+			schematest.Validate(t, schematest.Error, r.body)
+			e := r.errBody(t)
+			wantCode := CodeName(c)
+			if c == codes.Unknown { // platform/grpcserver answers unknown errors as INTERNAL
+				wantCode = "INTERNAL"
+			}
+			require.Equal(t, wantCode, e.Code)
+			require.NotEmpty(t, e.Message)
+			if c == codes.ResourceExhausted {
+				require.Equal(t, "1", r.header.Get("Retry-After"))
+			}
+			if c == codes.Unauthenticated {
+				require.NotEmpty(t, r.header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	// Internal details never reach the caller: the service already replaces
+	// unknown errors, and the gateway says less about UNKNOWN.
+	r := s.do("POST", "/v1/search", `{"query":"code:2"}`, key(keyGood)...)
+	require.NotContains(t, string(r.body), "scripted")
+
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/categories", nil)
+	s.gw.handleError(req.Context(), s.gw.rest, nil, w, req, status.Error(codes.Unknown, "<html>proxy page</html>"))
+	require.Equal(t, 500, w.Code)
+	require.Contains(t, w.Body.String(), `"code":"UNKNOWN"`)
+	require.NotContains(t, w.Body.String(), "proxy page")
+}
+
+func TestRequestErrorsMapToBadRequest(t *testing.T) {
+	s := newStack(t, nil)
+	r := s.do("POST", "/v1/search", `{"query":`, key(keyGood)...)
+	require.Equal(t, 400, r.status)
+	require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
+
+	r = s.do("POST", "/v1/search", `{"querry":"typo"}`, key(keyGood)...)
+	require.Equal(t, 400, r.status, "unknown fields are refused: %s", r.body)
+
+	r = s.do("GET", "/v1/chunks?chunk_ids=abc", "", key(keyGood)...)
+	require.Equal(t, 400, r.status)
+
+	r = s.do("GET", "/v1/nothing-here", "", key(keyGood)...)
+	require.Equal(t, 404, r.status)
+	require.Equal(t, "ROUTE_NOT_FOUND", r.errBody(t).Code)
+
+	r = s.do("PUT", "/v1/search", `{}`, key(keyGood)...)
+	require.Equal(t, 405, r.status)
+	require.Equal(t, "METHOD_NOT_ALLOWED", r.errBody(t).Code)
+
+	r = s.do("POST", "/api/health", `{}`)
+	require.Equal(t, 405, r.status)
+	require.Equal(t, "GET", r.header.Get("Allow"))
+}
+
+func TestVendorErrorsCarryTheirDetails(t *testing.T) {
+	s := newStack(t, nil)
+	r := s.do("GET", "/v1/vendors/Unknown%20Co", "", key(keyGood)...)
+	require.Equal(t, 404, r.status)
+	e := r.errBody(t)
+	require.Equal(t, "VENDOR_NOT_FOUND", e.Code)
+	require.Contains(t, string(r.body), `"suggestions":["Acme Corp"]`)
+	require.Contains(t, string(r.body), `"@type":"type.googleapis.com/bmcis.vendorgraph.v1.VendorNotFoundDetail"`)
+
+	r = s.do("GET", "/v1/vendors/Acme", "", key(keyGood)...)
+	require.Equal(t, 400, r.status)
+	require.Equal(t, "VENDOR_AMBIGUOUS", r.errBody(t).Code)
+	require.Contains(t, string(r.body), `"candidates":["Acme Corp","Acme Labs"]`)
+}
+
+func TestAPIKeyChecks(t *testing.T) {
+	s := newStack(t, nil)
+	cases := []struct {
+		name    string
+		headers []string
+		status  int
+		code    string
+	}{
+		{"no key", nil, 401, "AUTH_REQUIRED"},
+		{"unknown key", key("bmcis_nope_nope"), 401, "AUTH_INVALID"},
+		{"expired key", key(keyExpired), 403, "AUTH_EXPIRED"},
+		{"revoked key", key(keyRevoked), 403, "AUTH_REVOKED"},
+		{"rate limited", key(keyLimited), 429, "RATE_LIMIT"},
+		{"bearer unknown", []string{"Authorization", "Bearer bmcis_nope"}, 401, "AUTH_INVALID"},
+		{"basic auth is no key", []string{"Authorization", "Basic Zm9vOmJhcg=="}, 401, "AUTH_REQUIRED"},
+		{"admin token is no API key", []string{HeaderAdminToken, testAdminToken}, 401, "AUTH_REQUIRED"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := s.do("POST", "/v1/search", `{"query":"cloud"}`, c.headers...)
+			require.Equal(t, c.status, r.status, "body: %s", r.body)
+			schematest.Validate(t, schematest.Error, r.body)
+			require.Equal(t, c.code, r.errBody(t).Code)
+			if c.status == 401 {
+				require.Equal(t, `Bearer realm="bmcis"`, r.header.Get("WWW-Authenticate"))
+			}
+			if c.status == 429 {
+				require.Equal(t, "17", r.header.Get("Retry-After"))
+				require.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
+				require.Equal(t, "Rate limit exceeded", r.errBody(t).Message)
+				require.Contains(t, string(r.body), `"reset_in_seconds":"17"`)
+				require.Contains(t, string(r.body), `"remaining_hour":"450"`)
+				require.Contains(t, string(r.body), `"retryDelay":"17s"`)
+			}
+		})
+	}
+	for _, h := range [][]string{key(keyGood), {"Authorization", "Bearer " + keyGood}, {"authorization", "bearer " + keyGood}} {
+		r := s.do("POST", "/v1/search", `{"query":"cloud"}`, h...)
+		require.Equal(t, 200, r.status, "body: %s", r.body)
+		require.Equal(t, "100", r.header.Get("X-RateLimit-Limit"))
+		require.Equal(t, "99", r.header.Get("X-RateLimit-Remaining"))
+	}
+	// The operation names the route for the auth service's metrics and logs.
+	require.Equal(t, "rest.search.Search", s.auth.lastOperation(t))
+
+	// Dashboard data routes need a key too; health and the catalogue do not.
+	for _, p := range []string{"/api/config", "/api/stats"} {
+		require.Equal(t, 401, s.do("GET", p, "").status, p)
+		require.Equal(t, 200, s.do("GET", p, "", key(keyGood)...).status, p)
+	}
+	for _, p := range []string{"/api/health", "/api/servers", "/api/tools", "/openapi.json", "/", "/assets/app.js", "/healthz"} {
+		require.Equal(t, 200, s.do("GET", p, "").status, p)
+	}
+}
+
+func (f *fakeAuth) lastOperation(t *testing.T) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.calls)
+	return f.lastOp
+}
+
+func TestAuthServiceDownFailsClosed(t *testing.T) {
+	s := newStack(t, nil)
+	s.auth.checkErr.set(errUnavailable())
+	r := s.do("POST", "/v1/search", `{"query":"cloud"}`, key(keyGood)...)
+	require.Equal(t, 503, r.status)
+	require.Equal(t, "AUTH_UNAVAILABLE", r.errBody(t).Code)
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	require.Empty(t, s.search.last(), "the search service must not be called")
+
+	s.fakes[Auth].stop()
+	r = s.do("POST", "/v1/search", `{"query":"cloud"}`, key(keyGood)...)
+	require.Equal(t, 503, r.status)
+	require.Equal(t, "AUTH_UNAVAILABLE", r.errBody(t).Code)
+	require.NotContains(t, string(r.body), "127.0.0.1")
+}
+
+func TestAdminRoutes(t *testing.T) {
+	s := newStack(t, nil)
+	// No token: refused by the gateway.
+	r := s.do("POST", "/v1/keys", `{"name":"x"}`, key(keyGood)...)
+	require.Equal(t, 401, r.status)
+	require.Equal(t, "ADMIN_TOKEN_REQUIRED", r.errBody(t).Code)
+	// A wrong token: refused by the auth service, which compares it.
+	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, "wrong-token")
+	require.Equal(t, 403, r.status)
+	require.Equal(t, "PERMISSION_DENIED", r.errBody(t).Code)
+	require.Equal(t, []string{"wrong-token"}, s.auth.last().Get("x-bmcis-admin-token"))
+	// The right one.
+	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, testAdminToken)
+	require.Equal(t, 200, r.status, "body: %s", r.body)
+	md := s.auth.last()
+	require.Equal(t, []string{testAdminToken}, md.Get("x-bmcis-admin-token"))
+	require.Empty(t, md.Get("authorization"))
+	require.Empty(t, md.Get("x-admin-token"))
+	// Errors of admin RPCs map like any other.
+	r = s.do("POST", "/v1/keys/nope:revoke", `{}`, HeaderAdminToken, testAdminToken)
+	require.Equal(t, 404, r.status)
+
+	// Document deletion: the auth service vets the token before search is called.
+	s.search.reset()
+	r = s.do("DELETE", "/v1/documents/doc-1", "", key(keyGood)...)
+	require.Equal(t, 401, r.status)
+	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, "wrong-token")
+	require.Equal(t, 403, r.status)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
+	require.Empty(t, s.search.last())
+	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, testAdminToken)
+	require.Equal(t, 200, r.status)
+	require.Equal(t, []string{testAdminToken}, s.search.last().Get("x-bmcis-admin-token"))
+
+	// The token never appears in the logs.
+	require.NotContains(t, s.logs.String(), testAdminToken)
+	require.NotContains(t, s.logs.String(), "wrong-token")
+}
+
+// The services see the service token and the caller's request id, and none
+// of the caller's credentials or other headers.
+func TestMetadataReachingServices(t *testing.T) {
+	s := newStack(t, nil)
+	r := s.do("POST", "/v1/search", `{"query":"cloud"}`, HeaderAPIKey, keyGood, HeaderRequestID, "req-from-client-1", "X-Custom", "v", "Cookie", "a=b")
+	require.Equal(t, 200, r.status)
+	require.Equal(t, "req-from-client-1", r.header.Get(HeaderRequestID))
+	md := s.search.last()
+	require.Equal(t, []string{testServiceToken}, md.Get("x-bmcis-service-token"))
+	require.Equal(t, []string{"req-from-client-1"}, md.Get("x-request-id"))
+	for _, k := range []string{"authorization", "x-api-key", "x-admin-token", "x-custom", "cookie", "x-bmcis-admin-token"} {
+		require.Empty(t, md.Get(k), k)
+	}
+	require.Equal(t, []string{"req-from-client-1"}, s.auth.last().Get("x-request-id"))
+
+	// Bearer credentials are not forwarded either.
+	r = s.do("GET", "/v1/categories", "", "Authorization", "Bearer "+keyGood)
+	require.Equal(t, 200, r.status)
+	require.Empty(t, s.search.last().Get("authorization"))
+
+	// A bad request id is replaced by one of the gateway's.
+	r = s.do("GET", "/v1/categories", "", HeaderAPIKey, keyGood, HeaderRequestID, strings.Repeat("x", 200))
+	id := r.header.Get(HeaderRequestID)
+	require.True(t, strings.HasPrefix(id, "req_"), id)
+	require.Equal(t, []string{id}, s.search.last().Get("x-request-id"))
+	// Errors carry it too, and the API key never reaches the log.
+	r = s.do("GET", "/api/stats", "")
+	require.NotEmpty(t, r.header.Get(HeaderRequestID))
+	require.NotContains(t, s.logs.String(), keyGood)
+	require.Contains(t, s.logs.String(), `"key_id":"good"`)
+}
+
+func TestCORS(t *testing.T) {
+	t.Run("no origins by default", func(t *testing.T) {
+		s := newStack(t, nil)
+		r := s.do("OPTIONS", "/v1/search", "", "Origin", "https://dash.example.com", "Access-Control-Request-Method", "POST")
+		require.Equal(t, 403, r.status)
+		require.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
+		require.Equal(t, "CORS_ORIGIN_NOT_ALLOWED", r.errBody(t).Code)
+		r = s.do("GET", "/api/health", "", "Origin", "https://dash.example.com")
+		require.Equal(t, 200, r.status)
+		require.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
+	})
+	t.Run("allow-list", func(t *testing.T) {
+		s := newStack(t, map[string]string{"BMCIS_GATEWAY_CORS_ORIGINS": "https://dash.example.com, http://localhost:3000"})
+		r := s.do("OPTIONS", "/v1/search", "", "Origin", "https://dash.example.com", "Access-Control-Request-Method", "POST",
+			"Access-Control-Request-Headers", "content-type, x-api-key")
+		require.Equal(t, 204, r.status)
+		require.Equal(t, "https://dash.example.com", r.header.Get("Access-Control-Allow-Origin"))
+		require.Contains(t, r.header.Get("Access-Control-Allow-Headers"), "X-API-Key")
+		require.Contains(t, r.header.Get("Access-Control-Allow-Methods"), "POST")
+		require.Empty(t, r.header.Get("Access-Control-Allow-Credentials"))
+		require.Contains(t, r.header.Values("Vary"), "Origin")
+		require.Empty(t, s.auth.last(), "a preflight needs no key and costs no check")
+
+		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "http://localhost:3000", HeaderAPIKey, keyGood)
+		require.Equal(t, 200, r.status)
+		require.Equal(t, "http://localhost:3000", r.header.Get("Access-Control-Allow-Origin"))
+		require.Contains(t, r.header.Get("Access-Control-Expose-Headers"), "Retry-After")
+
+		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://evil.example.com", HeaderAPIKey, keyGood)
+		require.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
+		r = s.do("OPTIONS", "/v1/search", "", "Origin", "https://evil.example.com", "Access-Control-Request-Method", "POST")
+		require.Equal(t, 403, r.status)
+	})
+	t.Run("explicit wildcard", func(t *testing.T) {
+		s := newStack(t, map[string]string{"BMCIS_GATEWAY_CORS_ORIGINS": "*"})
+		r := s.do("GET", "/api/health", "", "Origin", "https://anything.example.com")
+		require.Equal(t, "*", r.header.Get("Access-Control-Allow-Origin"))
+	})
+}
+
+func TestLimitsAndTimeouts(t *testing.T) {
+	s := newStack(t, map[string]string{"BMCIS_GATEWAY_MAX_BODY_BYTES": "2048", "BMCIS_GATEWAY_REQUEST_TIMEOUT": "300ms"})
+	big := `{"query":"` + strings.Repeat("a", 4096) + `"}`
+	r := s.do("POST", "/v1/search", big, key(keyGood)...)
+	require.Equal(t, 413, r.status)
+	require.Equal(t, "REQUEST_TOO_LARGE", r.errBody(t).Code)
+
+	// Without a Content-Length (chunked), the limit still holds.
+	req, err := http.NewRequest("POST", s.url+"/v1/search", &chunkedReader{s: big})
+	require.NoError(t, err)
+	req.Header.Set(HeaderAPIKey, keyGood)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 413, resp.StatusCode)
+
+	start := time.Now()
+	r = s.do("POST", "/v1/search", `{"query":"slow"}`, key(keyGood)...)
+	require.Equal(t, 504, r.status, "body: %s", r.body)
+	require.Equal(t, "DEADLINE_EXCEEDED", r.errBody(t).Code)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+// chunkedReader hides its length so the request goes out chunked.
+type chunkedReader struct {
+	s string
+	i int
+}
+
+func (c *chunkedReader) Read(p []byte) (int, error) {
+	if c.i >= len(c.s) {
+		return 0, ioEOF
+	}
+	n := copy(p, c.s[c.i:])
+	c.i += n
+	return n, nil
+}

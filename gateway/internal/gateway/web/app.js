@@ -1,0 +1,277 @@
+// Operator dashboard. Plain JavaScript, no build step, no third-party code.
+// Everything it shows comes from /api/health, /api/tools, /api/stats and
+// POST /v1/search on this origin. Text is always inserted as text, never HTML.
+"use strict";
+
+(function () {
+  const KEY_STORE = "bmcis.apiKey";
+  const POLL_MS = 5000;
+  const $ = (id) => document.getElementById(id);
+
+  function apiKey() {
+    try { return sessionStorage.getItem(KEY_STORE) || ""; } catch (e) { return ""; }
+  }
+  function setApiKey(k) {
+    try {
+      if (k) sessionStorage.setItem(KEY_STORE, k); else sessionStorage.removeItem(KEY_STORE);
+    } catch (e) { /* storage disabled: the key lives until reload */ }
+    memoryKey = k;
+  }
+  let memoryKey = "";
+  function currentKey() { return apiKey() || memoryKey; }
+
+  // el builds an element: el("td", {class: "num"}, "text", child, ...)
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null) continue;
+      if (k === "class") e.className = v; else e.setAttribute(k, v);
+    }
+    for (const c of children) {
+      if (c === undefined || c === null) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+  function fill(tbody, rows) { tbody.replaceChildren(...rows); }
+  function fmtNum(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"); }
+  function fmtMs(n) { return n === null || n === undefined ? "–" : Number(n).toFixed(n < 10 ? 2 : 1); }
+  function fmtScore(n) { return n === null || n === undefined ? "–" : Number(n).toFixed(3); }
+  function fmtUptime(s) {
+    if (!s) return "–";
+    const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
+    if (d) return d + "d " + h + "h";
+    if (h) return h + "h " + m + "m";
+    if (m) return m + "m " + Math.floor(s % 60) + "s";
+    return Math.floor(s) + "s";
+  }
+  function fmtTime(iso) { return iso ? new Date(iso).toLocaleTimeString() : "–"; }
+
+  // call fetches JSON; errors come back as {code, message, details}.
+  async function call(method, path, body, needsKey) {
+    const headers = { "Accept": "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const key = currentKey();
+    if (needsKey && key) headers["X-API-Key"] = key;
+    const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+    let data = null;
+    try { data = await resp.json(); } catch (e) { data = null; }
+    const requestId = resp.headers.get("X-Request-Id") || "";
+    if (!resp.ok) {
+      const err = new Error((data && data.message) || resp.statusText);
+      err.code = (data && data.code) || String(resp.status);
+      err.status = resp.status;
+      err.requestId = requestId;
+      err.retryAfter = resp.headers.get("Retry-After");
+      throw err;
+    }
+    return { data, requestId };
+  }
+  function describe(err) {
+    let s = err.code + ": " + err.message;
+    if (err.retryAfter) s += " (retry after " + err.retryAfter + " s)";
+    if (err.requestId) s += " · request " + err.requestId;
+    return s;
+  }
+
+  // --- services ---
+  function renderHealth(h) {
+    const pill = $("overall-status");
+    pill.textContent = h.status;
+    pill.className = "pill pill-" + (h.status === "ok" ? "ok" : "error");
+    $("overall-state").textContent = h.state;
+    $("overall-time").textContent = "as of " + fmtTime(h.timestamp);
+    const cards = h.servers.map((s) => {
+      const dl = el("dl", {},
+        el("dt", {}, "transport"), el("dd", {}, s.transportType),
+        el("dt", {}, "uptime"), el("dd", {}, fmtUptime(s.uptime)),
+        el("dt", {}, "started"), el("dd", {}, s.lastStarted ? new Date(s.lastStarted).toLocaleString() : "–"),
+        el("dt", {}, "version"), el("dd", {}, s.serverInfo ? s.serverInfo.name + " " + s.serverInfo.version : "–"),
+        el("dt", {}, "tools"), el("dd", {}, s.capabilities.tools.map((t) => t.name).join(", ") || "–"),
+        el("dt", {}, "resources"), el("dd", {}, s.capabilities.resourceTemplates.map((t) => t.uriTemplate).join(", ") || "–"));
+      return el("div", { class: "card " + s.status, "data-server": s.name },
+        el("h4", {}, s.displayName, el("span", { class: "pill status pill-" + s.status }, s.status)),
+        el("div", { class: "muted" }, s.description),
+        dl,
+        s.error ? el("div", { class: "err" }, s.error) : null);
+    });
+    $("servers").replaceChildren(...cards);
+  }
+  async function loadHealth() {
+    try {
+      const { data } = await call("GET", "/api/health");
+      renderHealth(data);
+    } catch (err) {
+      const pill = $("overall-status");
+      pill.textContent = "unreachable";
+      pill.className = "pill pill-error";
+      $("overall-state").textContent = describe(err);
+    }
+  }
+
+  // --- tools ---
+  async function loadTools() {
+    try {
+      const { data } = await call("GET", "/api/tools");
+      fill($("tools-table").tBodies[0], data.tools.map((t) => el("tr", { "data-tool": t.name },
+        el("td", {}, el("code", {}, t.name)),
+        el("td", {}, t.serverDisplayName),
+        el("td", { class: t.enabled ? "yes" : "no" }, t.enabled ? "yes" : "no"),
+        el("td", {}, t.categories.join(", ")),
+        el("td", {}, t.description))));
+    } catch (err) {
+      fill($("tools-table").tBodies[0], [el("tr", {}, el("td", { colspan: 5, class: "error-msg" }, describe(err)))]);
+    }
+  }
+
+  // --- stats ---
+  function renderChart(history) {
+    const box = $("latency-chart");
+    const W = 600, H = 140, L = 40, R = 8, T = 8, B = 18;
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", "RPC latency p50 and p95");
+    const pts = history.filter((p) => p.p50Ms !== null || p.p95Ms !== null);
+    const maxY = Math.max(1, ...pts.map((p) => p.p95Ms || p.p50Ms || 0)) * 1.1;
+    for (let i = 0; i <= 4; i++) {
+      const y = T + (H - T - B) * i / 4;
+      const line = document.createElementNS(ns, "line");
+      line.setAttribute("x1", L); line.setAttribute("x2", W - R);
+      line.setAttribute("y1", y); line.setAttribute("y2", y);
+      line.setAttribute("class", "grid");
+      svg.append(line);
+      const label = document.createElementNS(ns, "text");
+      label.setAttribute("x", 2); label.setAttribute("y", y + 3);
+      label.textContent = (maxY * (1 - i / 4)).toFixed(maxY < 10 ? 1 : 0);
+      svg.append(label);
+    }
+    const n = history.length;
+    const x = (i) => L + (n <= 1 ? 0 : (W - L - R) * i / (n - 1));
+    const y = (v) => T + (H - T - B) * (1 - v / maxY);
+    for (const [field, cls] of [["p50Ms", "p50"], ["p95Ms", "p95"]]) {
+      const coords = [];
+      history.forEach((p, i) => { if (p[field] !== null) coords.push(x(i).toFixed(1) + "," + y(p[field]).toFixed(1)); });
+      if (!coords.length) continue;
+      const pl = document.createElementNS(ns, "polyline");
+      pl.setAttribute("points", coords.join(" "));
+      pl.setAttribute("class", cls);
+      svg.append(pl);
+      for (const c of coords) {
+        const [cx, cy] = c.split(",");
+        const dot = document.createElementNS(ns, "circle");
+        dot.setAttribute("cx", cx); dot.setAttribute("cy", cy); dot.setAttribute("r", 2.5);
+        dot.setAttribute("class", "dot " + cls);
+        svg.append(dot);
+      }
+    }
+    if (!pts.length) {
+      const t = document.createElementNS(ns, "text");
+      t.setAttribute("x", W / 2 - 60); t.setAttribute("y", H / 2);
+      t.textContent = "no calls in the window yet";
+      svg.append(t);
+    }
+    box.replaceChildren(svg);
+  }
+  function renderStats(s) {
+    $("stats-status").textContent = "";
+    $("stats-updated").textContent = "· " + fmtTime(s.timestamp);
+    const t = s.totals;
+    const box = (v, label) => el("div", {}, el("b", {}, v), el("span", {}, label));
+    $("totals").replaceChildren(
+      box(fmtNum(t.requests), "RPC requests"),
+      box(fmtNum(t.errors), "RPC errors"),
+      box(fmtNum(t.restRequests), "REST requests"),
+      box(fmtNum(t.authDenials), "auth denials"),
+      box(fmtNum(t.rateLimitDenials), "rate-limit denials"));
+    renderChart(s.history);
+    const num = (v) => el("td", { class: "num" }, v);
+    fill($("rpc-table").tBodies[0], s.rpcs.map((r) => el("tr", {},
+      el("td", {}, r.service), el("td", {}, r.rpc), num(fmtNum(r.requests)), num(fmtNum(r.errors)),
+      num(fmtMs(r.p50Ms)), num(fmtMs(r.p95Ms)), num(fmtMs(r.recentP50Ms)), num(fmtMs(r.recentP95Ms)))));
+    fill($("tool-stats-table").tBodies[0], s.tools.map((r) => el("tr", {},
+      el("td", {}, el("code", {}, r.name)), el("td", {}, r.source === "rpc" ? r.service + "." + r.rpc : r.source),
+      num(fmtNum(r.requests)), num(fmtNum(r.errors)), num(fmtMs(r.p50Ms)), num(fmtMs(r.p95Ms)))));
+    const caches = s.cache.map((c) => el("tr", {},
+      el("td", {}, c.service), el("td", {}, c.cache), num(fmtNum(c.hits)), num(fmtNum(c.misses)),
+      num(c.hitRate === null ? "–" : (100 * c.hitRate).toFixed(1) + " %")));
+    fill($("cache-table").tBodies[0], caches.length ? caches : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no cache metrics exported yet"))]);
+  }
+  async function loadStats() {
+    if (!currentKey()) {
+      $("stats-status").textContent = "Stats need an API key.";
+      return;
+    }
+    try {
+      const { data } = await call("GET", "/api/stats", undefined, true);
+      renderStats(data);
+    } catch (err) {
+      $("stats-status").textContent = describe(err);
+      $("stats-status").className = "error-msg";
+      return;
+    }
+    $("stats-status").className = "muted";
+  }
+
+  // --- search console ---
+  async function search(ev) {
+    if (ev) ev.preventDefault();
+    const q = $("q").value.trim();
+    if (!q) return;
+    const status = $("search-status");
+    const table = $("search-results");
+    status.className = "muted";
+    status.textContent = "Searching…";
+    const body = { query: q, mode: $("mode").value, limit: Number($("limit").value) };
+    try {
+      const { data, requestId } = await call("POST", "/v1/search", body, true);
+      const rows = data.results.map((r) => {
+        const c = r.chunk || {};
+        const text = (c.chunkText || "").replace(/\s+/g, " ");
+        return el("tr", { "data-chunk": c.chunkId },
+          el("td", { class: "num" }, r.rank),
+          el("td", { class: "num" }, c.chunkId),
+          el("td", {}, el("div", {}, c.title || c.sourceFile || c.documentId || "–"),
+            el("div", { class: "muted" }, c.contextHeader || c.sourceFile || "")),
+          el("td", { class: "num score" }, fmtScore(r.hybridScore)),
+          el("td", { class: "num" }, fmtScore(r.bm25Score)),
+          el("td", { class: "num" }, fmtScore(r.similarityScore)),
+          el("td", { class: "text" }, text.length > 220 ? text.slice(0, 220) + "…" : text));
+      });
+      fill(table.tBodies[0], rows);
+      table.classList.toggle("hidden", rows.length === 0);
+      status.textContent = rows.length + " of " + data.totalAvailable + " results · " +
+        String(data.mode || "").replace("RETRIEVAL_MODE_", "").toLowerCase() + " · " +
+        fmtMs(data.searchTimeMs) + " ms" + (data.cacheHit ? " · cached" : "") + " · request " + requestId;
+    } catch (err) {
+      fill(table.tBodies[0], []);
+      table.classList.add("hidden");
+      status.className = "error-msg";
+      status.textContent = describe(err);
+    }
+    loadStats();
+  }
+
+  // --- API key ---
+  function showKeyState() {
+    $("key-state").textContent = currentKey() ? "key set for this tab" : "no key";
+  }
+  function init() {
+    $("key-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const k = $("api-key").value.trim();
+      setApiKey(k);
+      $("api-key").value = "";
+      showKeyState();
+      loadStats();
+    });
+    $("key-forget").addEventListener("click", () => { setApiKey(""); showKeyState(); loadStats(); });
+    $("search-form").addEventListener("submit", search);
+    showKeyState();
+    loadHealth(); loadTools(); loadStats();
+    setInterval(() => { loadHealth(); loadTools(); loadStats(); }, POLL_MS);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();
+})();

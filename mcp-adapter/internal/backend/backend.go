@@ -1,0 +1,389 @@
+// Package backend calls the search, vendorgraph and auth services with
+// per-call deadlines and converts their replies into the adapter's model.
+//
+// Connections come from platform/grpcclient, whose service config retries
+// UNAVAILABLE with exponential backoff (3 attempts, 50 ms doubling to
+// 500 ms); every call here is read-only, so those retries are safe. Each
+// backend has its own connection and deadline: one that is down makes only
+// the tools that need it answer SERVICE_UNAVAILABLE.
+package backend
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+)
+
+// Timeouts are the per-call deadlines.
+type Timeouts struct {
+	Search      time.Duration
+	VendorGraph time.Duration
+	Auth        time.Duration
+}
+
+// Clients are the three backends.
+type Clients struct {
+	Search      searchv1.SearchServiceClient
+	VendorGraph vendorgraphv1.VendorGraphServiceClient
+	Auth        authv1.AuthServiceClient
+	Timeouts    Timeouts
+
+	conns map[string]*grpc.ClientConn
+}
+
+// Addrs are the backends' addresses.
+type Addrs struct {
+	Search, VendorGraph, Auth string
+}
+
+// Dial connects (lazily) to the three backends with the service token.
+func Dial(addrs Addrs, token string, t Timeouts, opts ...grpc.DialOption) (*Clients, error) {
+	conns := map[string]*grpc.ClientConn{}
+	for name, addr := range map[string]string{"search": addrs.Search, "vendorgraph": addrs.VendorGraph, "auth": addrs.Auth} {
+		cc, err := grpcclient.Dial(addr, token, opts...)
+		if err != nil {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		conns[name] = cc
+	}
+	return &Clients{
+		Search:      searchv1.NewSearchServiceClient(conns["search"]),
+		VendorGraph: vendorgraphv1.NewVendorGraphServiceClient(conns["vendorgraph"]),
+		Auth:        authv1.NewAuthServiceClient(conns["auth"]),
+		Timeouts:    t,
+		conns:       conns,
+	}, nil
+}
+
+// Close closes the connections Dial opened.
+func (c *Clients) Close() {
+	for _, cc := range c.conns {
+		_ = cc.Close()
+	}
+}
+
+// Health asks each backend's gRPC health service, within timeout, and
+// returns "SERVING", "NOT_SERVING" or the failure per backend.
+func (c *Clients) Health(ctx context.Context, timeout time.Duration) map[string]string {
+	out := map[string]string{}
+	for name, cc := range c.conns {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		switch {
+		case err != nil:
+			out[name] = status.Code(err).String()
+		default:
+			out[name] = resp.GetStatus().String()
+		}
+	}
+	return out
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// Check authenticates key and consumes one rate-limit unit.
+func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.CheckResponse, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.Auth)
+	defer cancel()
+	return c.Auth.Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: operation})
+}
+
+// SearchPage runs one page of a hybrid query.
+func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int) (model.SearchPage, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	defer cancel()
+	resp, err := c.Search.Search(ctx, &searchv1.SearchRequest{
+		Query:  query,
+		Mode:   searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
+		Offset: int32(offset),
+		Limit:  int32(limit),
+	})
+	if err != nil {
+		return model.SearchPage{}, err
+	}
+	page := model.SearchPage{
+		TotalAvailable: int(resp.GetTotalAvailable()),
+		CacheHit:       resp.GetCacheHit(),
+		Mode:           method(resp.GetMode()),
+		QueryTerms:     resp.GetQueryTerms(),
+		SearchTimeMS:   resp.GetSearchTimeMs(),
+		DatabaseTimeMS: resp.GetDatabaseTimeMs(),
+		Hits:           make([]model.Hit, 0, len(resp.GetResults())),
+	}
+	for _, r := range resp.GetResults() {
+		page.Hits = append(page.Hits, model.Hit{
+			Chunk:           chunk(r.GetChunk()),
+			Rank:            int(r.GetRank()),
+			HybridScore:     r.GetHybridScore(),
+			SimilarityScore: r.GetSimilarityScore(),
+			BM25Score:       r.GetBm25Score(),
+			ScoreType:       method(r.GetScoreType()),
+			MatchedTerms:    r.GetMatchedTerms(),
+			BM25Rank:        int(r.GetBm25Rank()),
+			VectorRank:      int(r.GetVectorRank()),
+			IsDuplicate:     r.GetIsDuplicate(),
+			SimilarChunkIDs: r.GetSimilarChunkIds(),
+		})
+	}
+	return page, nil
+}
+
+// GetChunks fetches chunks by id, in the order asked, and the ids missing.
+func (c *Clients) GetChunks(ctx context.Context, ids []int64) ([]model.Chunk, []int64, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	defer cancel()
+	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]model.Chunk, 0, len(resp.GetChunks()))
+	for _, ch := range resp.GetChunks() {
+		out = append(out, chunk(ch))
+	}
+	return out, resp.GetMissingIds(), nil
+}
+
+// Categories lists the indexed document categories, largest first.
+func (c *Clients) Categories(ctx context.Context) ([]string, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	defer cancel()
+	resp, err := c.Search.ListCategories(ctx, &searchv1.ListCategoriesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	sorted := slices.Clone(resp.GetCategories())
+	slices.SortStableFunc(sorted, func(a, b *searchv1.Category) int {
+		return cmp.Compare(b.GetDocumentCount(), a.GetDocumentCount())
+	})
+	out := make([]string, 0, len(sorted))
+	for _, cat := range sorted {
+		if cat.GetName() != "" {
+			out = append(out, cat.GetName())
+		}
+	}
+	return out, nil
+}
+
+func chunk(c *searchv1.Chunk) model.Chunk {
+	if c == nil {
+		return model.Chunk{}
+	}
+	m := model.Chunk{
+		ChunkID:         c.GetChunkId(),
+		DocumentID:      c.GetDocumentId(),
+		SourceFile:      c.GetSourceFile(),
+		SourceCategory:  c.GetSourceCategory(),
+		Title:           c.GetTitle(),
+		ContextHeader:   c.GetContextHeader(),
+		ChunkText:       c.GetChunkText(),
+		ChunkIndex:      int(c.GetChunkIndex()),
+		TotalChunks:     int(c.GetTotalChunks()),
+		ChunkTokenCount: int(c.GetChunkTokenCount()),
+	}
+	if c.GetUpdatedAt() != nil {
+		m.UpdatedAt = c.GetUpdatedAt().AsTime()
+	}
+	return m
+}
+
+func method(m searchv1.RetrievalMode) model.ScoreMethod {
+	switch m {
+	case searchv1.RetrievalMode_RETRIEVAL_MODE_BM25:
+		return model.ScoreBM25
+	case searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR:
+		return model.ScoreVector
+	}
+	return model.ScoreHybrid
+}
+
+// NotFoundError is a vendor name that matches no vendor.
+type NotFoundError struct {
+	Name        string
+	Suggestions []string
+}
+
+func (e *NotFoundError) Error() string { return "vendor " + e.Name + " not found" }
+
+// AmbiguousError is a vendor name that matches several vendors.
+type AmbiguousError struct {
+	Name       string
+	Candidates []string
+}
+
+func (e *AmbiguousError) Error() string { return "vendor " + e.Name + " is ambiguous" }
+
+// VendorRequest asks for a vendor's neighbourhood.
+type VendorRequest struct {
+	Name                 string
+	MaxEntities          int
+	MaxRelationships     int
+	IncludeRelationships bool
+}
+
+// GetVendor returns a vendor's neighbourhood. An unknown name is a
+// *NotFoundError, an ambiguous one an *AmbiguousError.
+func (c *Clients) GetVendor(ctx context.Context, r VendorRequest) (model.Vendor, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.VendorGraph)
+	defer cancel()
+	include := r.IncludeRelationships
+	resp, err := c.VendorGraph.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{
+		Name:                 r.Name,
+		MaxEntities:          int32(r.MaxEntities),
+		MaxRelationships:     int32(r.MaxRelationships),
+		IncludeRelationships: &include,
+		Depth:                1,
+	})
+	if err != nil {
+		return model.Vendor{}, vendorError(r.Name, err)
+	}
+	return vendor(resp), nil
+}
+
+func vendorError(name string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.NotFound:
+		nf := &NotFoundError{Name: name}
+		for _, d := range st.Details() {
+			if x, ok := d.(*vendorgraphv1.VendorNotFoundDetail); ok {
+				nf.Suggestions = x.GetSuggestions()
+			}
+		}
+		return nf
+	case codes.FailedPrecondition:
+		for _, d := range st.Details() {
+			if x, ok := d.(*vendorgraphv1.VendorAmbiguousDetail); ok {
+				return &AmbiguousError{Name: name, Candidates: x.GetCandidates()}
+			}
+		}
+	}
+	return err
+}
+
+// SuggestVendors returns up to limit vendor names close to text.
+func (c *Clients) SuggestVendors(ctx context.Context, text string, limit int) ([]string, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.VendorGraph)
+	defer cancel()
+	resp, err := c.VendorGraph.SuggestVendors(ctx, &vendorgraphv1.SuggestVendorsRequest{Text: text, Limit: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(resp.GetSuggestions()))
+	for _, s := range resp.GetSuggestions() {
+		out = append(out, s.GetName())
+	}
+	return out, nil
+}
+
+func vendor(r *vendorgraphv1.GetVendorResponse) model.Vendor {
+	v := model.Vendor{
+		VendorName:             r.GetVendorName(),
+		VendorID:               r.GetVendorId(),
+		EntityIDs:              r.GetEntityIds(),
+		RelationshipIDs:        r.GetRelationshipIds(),
+		EntitiesTruncated:      r.GetEntitiesTruncated(),
+		RelationshipsTruncated: r.GetRelationshipsTruncated(),
+		CacheHit:               r.GetCacheHit(),
+		Aliases:                r.GetAliases(),
+	}
+	if st := r.GetStatistics(); st != nil {
+		v.Statistics = model.VendorStatistics{
+			EntityCount:                  int(st.GetEntityCount()),
+			RelationshipCount:            int(st.GetRelationshipCount()),
+			EntityTypeDistribution:       intMap(st.GetEntityTypeDistribution()),
+			RelationshipTypeDistribution: intMap(st.GetRelationshipTypeDistribution()),
+		}
+	}
+	if r.GetLastUpdated() != nil {
+		v.LastUpdated = r.GetLastUpdated().AsTime()
+	}
+	for _, e := range r.GetTopEntities() {
+		v.TopEntities = append(v.TopEntities, entity(e))
+	}
+	for _, e := range r.GetEntities() {
+		v.Entities = append(v.Entities, entity(e))
+	}
+	for _, rel := range r.GetRelationships() {
+		m := model.Relationship{
+			RelationshipID:   rel.GetRelationshipId(),
+			SourceID:         rel.GetSourceId(),
+			TargetID:         rel.GetTargetId(),
+			RelationshipType: rel.GetRelationshipType(),
+			Confidence:       rel.GetConfidence(),
+		}
+		if rel.GetMetadata() != nil {
+			m.Metadata = rel.GetMetadata().AsMap()
+		}
+		if rel.GetUpdatedAt() != nil {
+			m.UpdatedAt = rel.GetUpdatedAt().AsTime()
+		}
+		v.Relationships = append(v.Relationships, m)
+	}
+	return v
+}
+
+func entity(e *vendorgraphv1.Entity) model.Entity {
+	m := model.Entity{
+		EntityID:   e.GetEntityId(),
+		Name:       e.GetName(),
+		EntityType: e.GetEntityType(),
+		Confidence: e.GetConfidence(),
+		Snippet:    e.GetSnippet(),
+		Relevance:  e.GetRelevance(),
+		IsVendor:   e.GetIsVendor(),
+	}
+	if e.GetAttributes() != nil {
+		m.Attributes = e.GetAttributes().AsMap()
+	}
+	if e.GetUpdatedAt() != nil {
+		m.UpdatedAt = e.GetUpdatedAt().AsTime()
+	}
+	return m
+}
+
+func intMap(m map[string]int32) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
+}
+
+// IsNotFound reports whether err is a *NotFoundError.
+func IsNotFound(err error) (*NotFoundError, bool) {
+	var e *NotFoundError
+	return e, errors.As(err, &e)
+}
+
+// IsAmbiguous reports whether err is an *AmbiguousError.
+func IsAmbiguous(err error) (*AmbiguousError, bool) {
+	var e *AmbiguousError
+	return e, errors.As(err, &e)
+}

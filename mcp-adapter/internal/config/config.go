@@ -1,0 +1,167 @@
+// Package config reads the adapter's settings from the environment, with
+// every problem reported at once (platform/config) so the binary can exit
+// with status 2 naming each bad variable.
+package config
+
+import (
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bmcis/knowledge/platform/config"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// Transports.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
+
+// Config is every setting of the adapter.
+type Config struct {
+	// Transport is stdio (Claude Desktop launches the binary) or http
+	// (streamable HTTP).
+	Transport string
+	// HTTPAddr is the listen address in http mode.
+	HTTPAddr string
+	// LogLevel is debug, info, warn or error; logs go to stderr.
+	LogLevel string
+
+	SearchAddr      string
+	VendorGraphAddr string
+	AuthAddr        string
+	// ServiceToken authenticates the adapter to the backends.
+	ServiceToken string
+
+	// APIKey is the caller's key on stdio; empty means every call answers
+	// AUTH_REQUIRED.
+	APIKey string
+	// CursorSecret signs pagination cursors. Random per process when unset
+	// on stdio; required on http, where replicas must share it.
+	CursorSecret          []byte
+	CursorSecretGenerated bool
+
+	SearchTimeout      time.Duration
+	VendorGraphTimeout time.Duration
+	AuthTimeout        time.Duration
+
+	DefaultResponseMode projection.Mode
+	Thresholds          warnings.Thresholds
+	Desktop             bool
+	Signals             signals.Config
+	// ValidateOutput makes the server check every structured answer
+	// against the tool's output schema (costly; for tests and debugging).
+	ValidateOutput bool
+}
+
+// Environment variable names.
+const (
+	EnvTransport           = "BMCIS_MCP_TRANSPORT"
+	EnvHTTPAddr            = "BMCIS_MCP_HTTP_ADDR"
+	EnvLogLevel            = "BMCIS_LOG_LEVEL"
+	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
+	EnvVendorGraphAddr     = "BMCIS_VENDORGRAPH_ADDR"
+	EnvAuthAddr            = "BMCIS_AUTH_ADDR"
+	EnvServiceToken        = "BMCIS_SERVICE_TOKEN"
+	EnvAPIKey              = "BMCIS_API_KEY"
+	EnvCursorSecret        = "BMCIS_CURSOR_SECRET"
+	EnvSearchTimeout       = "BMCIS_SEARCH_TIMEOUT"
+	EnvVendorGraphTimeout  = "BMCIS_VENDORGRAPH_TIMEOUT"
+	EnvAuthTimeout         = "BMCIS_AUTH_TIMEOUT"
+	EnvDefaultResponseMode = "DEFAULT_RESPONSE_MODE"
+	EnvMaxTokens           = "MAX_TOKENS_PER_RESPONSE"
+	EnvWarnThreshold       = "TOKEN_WARNING_THRESHOLD"
+	EnvLowQuality          = "LOW_QUALITY_THRESHOLD"
+	EnvCacheMissSlow       = "CACHE_MISS_SLOW_THRESHOLD"
+	EnvDesktop             = "ENABLE_DESKTOP_ENHANCEMENTS"
+	EnvConfidence          = "INCLUDE_CONFIDENCE_SCORES"
+	EnvCategoryWeights     = "BMCIS_CATEGORY_WEIGHTS"
+	EnvDefaultWeight       = "BMCIS_DEFAULT_CATEGORY_WEIGHT"
+	EnvRecencyHalfLife     = "BMCIS_RECENCY_HALF_LIFE"
+	EnvValidateOutput      = "BMCIS_MCP_VALIDATE_OUTPUT"
+)
+
+// DefaultCategoryWeights rate the demo corpus's categories; override them
+// with BMCIS_CATEGORY_WEIGHTS.
+var DefaultCategoryWeights = map[string]float64{
+	"security":          0.9,
+	"authentication":    0.9,
+	"cloud-providers":   0.85,
+	"data-platforms":    0.85,
+	"vendor-management": 0.85,
+	"documentation":     0.8,
+}
+
+// Load reads the configuration; env.Err() then holds every problem.
+func Load(env *config.Reader) Config {
+	c := Config{
+		Transport:          env.Enum(EnvTransport, TransportStdio, TransportStdio, TransportHTTP),
+		HTTPAddr:           env.Addr(EnvHTTPAddr, "127.0.0.1:8090"),
+		LogLevel:           env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
+		SearchAddr:         env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
+		VendorGraphAddr:    env.Addr(EnvVendorGraphAddr, "127.0.0.1:50052"),
+		AuthAddr:           env.Addr(EnvAuthAddr, "127.0.0.1:50053"),
+		ServiceToken:       env.Secret(EnvServiceToken, true, 16),
+		APIKey:             env.String(EnvAPIKey, ""),
+		SearchTimeout:      env.Duration(EnvSearchTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
+		VendorGraphTimeout: env.Duration(EnvVendorGraphTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
+		AuthTimeout:        env.Duration(EnvAuthTimeout, 2*time.Second, 50*time.Millisecond, time.Minute),
+		Thresholds: warnings.Thresholds{
+			MaxTokens:     env.Int(EnvMaxTokens, warnings.Defaults.MaxTokens, 1000, 1_000_000),
+			WarnRatio:     env.Float(EnvWarnThreshold, warnings.Defaults.WarnRatio, 0.1, 1),
+			LowQuality:    env.Float(EnvLowQuality, warnings.Defaults.LowQuality, 0, 1),
+			CacheMissSlow: env.Duration(EnvCacheMissSlow, warnings.Defaults.CacheMissSlow, 0, time.Minute),
+		},
+		Desktop:        env.Bool(EnvDesktop, true),
+		ValidateOutput: env.Bool(EnvValidateOutput, false),
+	}
+	mode := env.Enum(EnvDefaultResponseMode, string(projection.Metadata),
+		string(projection.IDsOnly), string(projection.Metadata), string(projection.Preview), string(projection.Full))
+	c.DefaultResponseMode = projection.Mode(mode)
+
+	c.Signals = signals.Config{
+		CategoryWeights:   categoryWeights(env),
+		DefaultWeight:     env.Float(EnvDefaultWeight, 0.7, 0, 1),
+		HalfLife:          env.Duration(EnvRecencyHalfLife, 180*24*time.Hour, time.Hour, 100*365*24*time.Hour),
+		IncludeConfidence: env.Bool(EnvConfidence, true),
+	}
+
+	secret := env.Secret(EnvCursorSecret, c.Transport == TransportHTTP, 16)
+	if secret != "" {
+		c.CursorSecret = []byte(secret)
+	} else {
+		c.CursorSecret = make([]byte, 32)
+		_, _ = rand.Read(c.CursorSecret)
+		c.CursorSecretGenerated = true
+	}
+	return c
+}
+
+// categoryWeights parses "category=weight,category=weight".
+func categoryWeights(env *config.Reader) map[string]float64 {
+	entries := env.List(EnvCategoryWeights, nil)
+	if entries == nil {
+		out := make(map[string]float64, len(DefaultCategoryWeights))
+		for k, v := range DefaultCategoryWeights {
+			out[k] = v
+		}
+		return out
+	}
+	out := make(map[string]float64, len(entries))
+	for _, e := range entries {
+		name, value, ok := strings.Cut(e, "=")
+		name = strings.ToLower(strings.TrimSpace(name))
+		w, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if !ok || name == "" || err != nil || w < 0 || w > 1 {
+			env.Failf(EnvCategoryWeights, "entries must look like category=0.8 with a weight in 0..1, got %q", e)
+			continue
+		}
+		out[name] = w
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	platform "github.com/bmcis/knowledge/platform/config"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/config"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+)
+
+const token = "service-token-0123456789"
+
+func TestDefaults(t *testing.T) {
+	env := platform.FromMap(map[string]string{config.EnvServiceToken: token})
+	c := config.Load(env)
+	require.NoError(t, env.Err())
+	require.Equal(t, config.TransportStdio, c.Transport)
+	require.Equal(t, "127.0.0.1:50051", c.SearchAddr)
+	require.Equal(t, "127.0.0.1:50052", c.VendorGraphAddr)
+	require.Equal(t, "127.0.0.1:50053", c.AuthAddr)
+	require.Equal(t, 15000, c.Thresholds.MaxTokens)
+	require.Equal(t, 0.8, c.Thresholds.WarnRatio)
+	require.Equal(t, 0.5, c.Thresholds.LowQuality)
+	require.Equal(t, projection.Metadata, c.DefaultResponseMode)
+	require.True(t, c.Desktop)
+	require.True(t, c.Signals.IncludeConfidence)
+	require.True(t, c.CursorSecretGenerated, "stdio may run without a shared cursor secret")
+	require.Len(t, c.CursorSecret, 32)
+	require.Equal(t, "", c.APIKey)
+}
+
+func TestValues(t *testing.T) {
+	env := platform.FromMap(map[string]string{
+		config.EnvServiceToken:        token,
+		config.EnvTransport:           "HTTP",
+		config.EnvHTTPAddr:            ":9000",
+		config.EnvCursorSecret:        "cursor-secret-0123456789",
+		config.EnvMaxTokens:           "20000",
+		config.EnvWarnThreshold:       "0.9",
+		config.EnvCacheMissSlow:       "100ms",
+		config.EnvDesktop:             "false",
+		config.EnvCategoryWeights:     "Security=1, docs = 0.4",
+		config.EnvDefaultResponseMode: "preview",
+		config.EnvAPIKey:              "bmcis_k_s",
+	})
+	c := config.Load(env)
+	require.NoError(t, env.Err())
+	require.Equal(t, config.TransportHTTP, c.Transport)
+	require.Equal(t, ":9000", c.HTTPAddr)
+	require.Equal(t, []byte("cursor-secret-0123456789"), c.CursorSecret)
+	require.Equal(t, 20000, c.Thresholds.MaxTokens)
+	require.Equal(t, 0.9, c.Thresholds.WarnRatio)
+	require.Equal(t, 100*time.Millisecond, c.Thresholds.CacheMissSlow)
+	require.False(t, c.Desktop)
+	require.Equal(t, map[string]float64{"security": 1, "docs": 0.4}, c.Signals.CategoryWeights)
+	require.Equal(t, projection.Preview, c.DefaultResponseMode)
+	require.Equal(t, "bmcis_k_s", c.APIKey)
+}
+
+func TestInvalidValuesNameTheVariable(t *testing.T) {
+	cases := map[string]map[string]string{
+		config.EnvServiceToken:        {},
+		config.EnvMaxTokens:           {config.EnvServiceToken: token, config.EnvMaxTokens: "lots"},
+		config.EnvWarnThreshold:       {config.EnvServiceToken: token, config.EnvWarnThreshold: "1.5"},
+		config.EnvTransport:           {config.EnvServiceToken: token, config.EnvTransport: "websocket"},
+		config.EnvSearchAddr:          {config.EnvServiceToken: token, config.EnvSearchAddr: "nohostport"},
+		config.EnvCursorSecret:        {config.EnvServiceToken: token, config.EnvTransport: "http"},
+		config.EnvCategoryWeights:     {config.EnvServiceToken: token, config.EnvCategoryWeights: "security=2"},
+		config.EnvDesktop:             {config.EnvServiceToken: token, config.EnvDesktop: "maybe"},
+		config.EnvDefaultResponseMode: {config.EnvServiceToken: token, config.EnvDefaultResponseMode: "all"},
+	}
+	for name, vars := range cases {
+		t.Run(name, func(t *testing.T) {
+			env := platform.FromMap(vars)
+			config.Load(env)
+			require.ErrorContains(t, env.Err(), name)
+		})
+	}
+}

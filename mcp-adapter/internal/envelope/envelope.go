@@ -1,0 +1,188 @@
+// Package envelope defines the response envelope every tool answer uses,
+// errors included: _metadata, results, pagination, execution_context,
+// warnings, plus the optional query_analysis, error and needs_input members.
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// Version is the envelope format version reported in _metadata.version.
+const Version = "1.0.0"
+
+// Status is _metadata.status.
+type Status string
+
+// Statuses.
+const (
+	StatusSuccess Status = "success"
+	StatusPartial Status = "partial"
+	StatusError   Status = "error"
+)
+
+// Level is a warning's level.
+type Level string
+
+// Warning levels.
+const (
+	LevelInfo    Level = "info"
+	LevelWarning Level = "warning"
+	LevelError   Level = "error"
+)
+
+// TimestampLayout is RFC 3339 with milliseconds and an explicit zone.
+const TimestampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Envelope is the whole answer of a tool call.
+type Envelope struct {
+	Metadata         Metadata         `json:"_metadata"`
+	Results          []Object         `json:"results"`
+	Pagination       *Pagination      `json:"pagination"`
+	ExecutionContext ExecutionContext `json:"execution_context"`
+	Warnings         []Warning        `json:"warnings"`
+	QueryAnalysis    *QueryAnalysis   `json:"query_analysis,omitempty"`
+	Error            *Error           `json:"error,omitempty"`
+	NeedsInput       *NeedsInput      `json:"needs_input,omitempty"`
+}
+
+// Metadata is _metadata.
+type Metadata struct {
+	Operation   string       `json:"operation"`
+	Version     string       `json:"version"`
+	Timestamp   string       `json:"timestamp"`
+	RequestID   string       `json:"request_id"`
+	Status      Status       `json:"status"`
+	Message     *string      `json:"message"`
+	VisualHints *VisualHints `json:"visual_hints,omitempty"`
+}
+
+// VisualHints tell a client how the results may be laid out.
+type VisualHints struct {
+	HighlightTop       int     `json:"highlight_top"`
+	GroupBy            *string `json:"group_by"`
+	ShowConfidence     bool    `json:"show_confidence"`
+	CollapseDuplicates bool    `json:"collapse_duplicates"`
+	ExpandablePreviews bool    `json:"expandable_previews"`
+}
+
+// Pagination is the paging state of a paginated answer.
+type Pagination struct {
+	Cursor         *string `json:"cursor"`
+	PageSize       int     `json:"page_size"`
+	HasMore        bool    `json:"has_more"`
+	TotalAvailable int     `json:"total_available"`
+	ReturnedCount  int     `json:"returned_count"`
+}
+
+// ExecutionContext reports cost and timing.
+type ExecutionContext struct {
+	TokensEstimated  int             `json:"tokens_estimated"`
+	TokensUsed       int             `json:"tokens_used"`
+	CacheHit         bool            `json:"cache_hit"`
+	ExecutionTimeMS  float64         `json:"execution_time_ms"`
+	RequestID        string          `json:"request_id"`
+	TokenBreakdown   *TokenBreakdown `json:"token_breakdown,omitempty"`
+	CacheKey         *string         `json:"cache_key"`
+	DatabaseTimeMS   float64         `json:"database_time_ms"`
+	FormattingTimeMS float64         `json:"formatting_time_ms"`
+}
+
+// TokenBreakdown splits tokens_estimated by part of the answer.
+type TokenBreakdown struct {
+	Results    int `json:"results"`
+	Metadata   int `json:"metadata"`
+	Pagination int `json:"pagination"`
+	Warnings   int `json:"warnings"`
+}
+
+// Total sums the parts.
+func (b TokenBreakdown) Total() int { return b.Results + b.Metadata + b.Pagination + b.Warnings }
+
+// Warning is an actionable note about the answer.
+type Warning struct {
+	Level      Level   `json:"level"`
+	Code       string  `json:"code"`
+	Message    string  `json:"message"`
+	Suggestion *string `json:"suggestion"`
+}
+
+// QueryAnalysis tells which analyzed query terms the results matched.
+type QueryAnalysis struct {
+	MatchedTerms   []string `json:"matched_terms"`
+	UnmatchedTerms []string `json:"unmatched_terms"`
+}
+
+// Error is the error member of an error answer.
+type Error struct {
+	Code       string         `json:"code"`
+	Message    string         `json:"message"`
+	Retryable  bool           `json:"retryable"`
+	Suggestion *string        `json:"suggestion"`
+	Details    map[string]any `json:"details"`
+	// The members below mirror, at the top level of the error, the detail
+	// keys the reference shows there for these codes.
+	AllowedFields  []string   `json:"allowed_fields,omitempty"`
+	Suggestions    []string   `json:"suggestions,omitempty"`
+	Remaining      *Remaining `json:"remaining,omitempty"`
+	ResetInSeconds *int       `json:"reset_in_seconds,omitempty"`
+}
+
+// Remaining is the rate-limit budget left per tier.
+type Remaining struct {
+	Minute int64 `json:"minute"`
+	Hour   int64 `json:"hour"`
+	Day    int64 `json:"day"`
+}
+
+// NeedsInputKind is the discriminator of a needsInput payload.
+const NeedsInputKind = "needsInput:v1"
+
+// NeedsInput asks the caller for missing or ambiguous input.
+type NeedsInput struct {
+	Kind       string        `json:"kind"`
+	Type       string        `json:"type"`
+	Message    string        `json:"message"`
+	NeedsInput NeedsInputAsk `json:"needsInput"`
+	Options    []Option      `json:"options"`
+}
+
+// NeedsInputAsk names the fields needed and why.
+type NeedsInputAsk struct {
+	Fields      []string            `json:"fields"`
+	Reason      string              `json:"reason"`
+	Suggestions map[string][]string `json:"suggestions"`
+}
+
+// Option is one selectable value for a field.
+type Option struct {
+	Label       string `json:"label"`
+	Value       string `json:"value"`
+	Description string `json:"description,omitempty"`
+	Field       string `json:"field"`
+}
+
+// Ptr returns a pointer to s; nil for the empty string.
+func Ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Timestamp formats t as _metadata.timestamp expects.
+func Timestamp(t time.Time) string { return t.UTC().Format(TimestampLayout) }
+
+// Marshal encodes v compactly without HTML escaping (so "<", ">" and "&"
+// stay as they are, which costs fewer tokens and reads better).
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return b[:len(b)-1], nil // drop the encoder's trailing newline
+}

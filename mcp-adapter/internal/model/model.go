@@ -1,0 +1,110 @@
+// Package model holds the adapter's view of backend data, decoupled from the
+// generated protobuf types so the pure packages (projection, signals,
+// render) can be tested without gRPC.
+package model
+
+import "time"
+
+// ScoreMethod names the retrievers behind a score.
+type ScoreMethod string
+
+// Score methods, as reported in score_type and ranking.score_method.
+const (
+	ScoreHybrid ScoreMethod = "hybrid"
+	ScoreBM25   ScoreMethod = "bm25"
+	ScoreVector ScoreMethod = "vector"
+)
+
+// Chunk is one stored piece of a document.
+type Chunk struct {
+	ChunkID        int64
+	DocumentID     string
+	SourceFile     string
+	SourceCategory string
+	Title          string
+	ContextHeader  string
+	ChunkText      string
+	ChunkIndex     int
+	TotalChunks    int
+	// ChunkTokenCount is the cl100k count of ChunkText computed at
+	// ingestion; 0 when unknown.
+	ChunkTokenCount int
+	UpdatedAt       time.Time
+}
+
+// Hit is a ranked search result.
+type Hit struct {
+	Chunk
+	Rank            int
+	HybridScore     float64
+	SimilarityScore float64
+	BM25Score       float64
+	ScoreType       ScoreMethod
+	MatchedTerms    []string
+	// BM25Rank and VectorRank are 1-based ranks on each retriever, 0 when
+	// that retriever did not return the chunk.
+	BM25Rank        int
+	VectorRank      int
+	IsDuplicate     bool
+	SimilarChunkIDs []int64
+}
+
+// SearchPage is one page of a ranked query.
+type SearchPage struct {
+	Hits           []Hit
+	TotalAvailable int
+	CacheHit       bool
+	Mode           ScoreMethod
+	QueryTerms     []string
+	SearchTimeMS   float64
+	DatabaseTimeMS float64
+}
+
+// Entity is a node of the vendor graph.
+type Entity struct {
+	EntityID   string
+	Name       string
+	EntityType string
+	Confidence float64
+	Snippet    string
+	Attributes map[string]any
+	UpdatedAt  time.Time
+	Relevance  float64
+	IsVendor   bool
+}
+
+// Relationship is an edge of the vendor graph.
+type Relationship struct {
+	RelationshipID   string
+	SourceID         string
+	TargetID         string
+	RelationshipType string
+	Confidence       float64
+	Metadata         map[string]any
+	UpdatedAt        time.Time
+}
+
+// VendorStatistics counts a vendor's whole neighbourhood.
+type VendorStatistics struct {
+	EntityCount                  int
+	RelationshipCount            int
+	EntityTypeDistribution       map[string]int
+	RelationshipTypeDistribution map[string]int
+}
+
+// Vendor is a vendor's neighbourhood as returned by the vendor graph.
+type Vendor struct {
+	VendorName             string
+	VendorID               string
+	EntityIDs              []string
+	RelationshipIDs        []string
+	Statistics             VendorStatistics
+	TopEntities            []Entity
+	Entities               []Entity
+	Relationships          []Relationship
+	LastUpdated            time.Time
+	EntitiesTruncated      bool
+	RelationshipsTruncated bool
+	CacheHit               bool
+	Aliases                []string
+}

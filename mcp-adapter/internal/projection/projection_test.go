@@ -1,0 +1,176 @@
+package projection_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+)
+
+func TestSearchWhitelists(t *testing.T) {
+	cases := []struct {
+		mode projection.Mode
+		want []string
+	}{
+		{projection.IDsOnly, []string{"chunk_id", "hybrid_score", "rank"}},
+		{projection.Metadata, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks"}},
+		{projection.Preview, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "chunk_snippet", "context_header"}},
+		{projection.Full, []string{"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type", "source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count"}},
+	}
+	h := hit()
+	for _, tc := range cases {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			require.Equal(t, tc.want, projection.SearchFields(tc.mode))
+			o := projection.Hit(h, projection.SearchFields(tc.mode))
+			require.Equal(t, tc.want, o.Keys(), "exactly the whitelist, in order")
+		})
+	}
+}
+
+func TestVendorWhitelistsAndCaps(t *testing.T) {
+	v := vendor(150, 700)
+	cases := []struct {
+		mode       projection.Mode
+		want       []string
+		maxE, maxR int
+	}{
+		{projection.IDsOnly, []string{"vendor_name", "entity_ids", "relationship_ids"}, 100, 500},
+		{projection.Metadata, []string{"vendor_name", "statistics", "top_entities", "last_updated"}, 5, 5},
+		{projection.Preview, []string{"vendor_name", "entities", "relationships", "statistics"}, 5, 5},
+		{projection.Full, []string{"vendor_name", "entities", "relationships", "statistics"}, 100, 500},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			e, r := projection.VendorCaps(tc.mode)
+			require.Equal(t, tc.maxE, e)
+			require.Equal(t, tc.maxR, r)
+			o := projection.Vendor(v, tc.mode, true)
+			require.Equal(t, tc.want, o.Keys())
+			if list, ok := o.Get("entities"); ok {
+				require.Len(t, list, tc.maxE)
+				rel, _ := o.Get("relationships")
+				require.Len(t, rel, tc.maxR)
+				first := list.([]envelope.Object)[0]
+				snippet, _ := first.Get("snippet")
+				meta, _ := rel.([]envelope.Object)[0].Get("metadata")
+				if tc.mode == projection.Full {
+					require.NotNil(t, snippet)
+					require.NotNil(t, meta)
+				} else {
+					require.Nil(t, snippet, "preview leaves snippets out")
+					require.Nil(t, meta)
+				}
+			}
+			if ids, ok := o.Get("entity_ids"); ok {
+				require.Len(t, ids, tc.maxE)
+			}
+		})
+	}
+	o := projection.Vendor(v, projection.Preview, false)
+	rel, _ := o.Get("relationships")
+	require.Empty(t, rel)
+	o = projection.Vendor(v, projection.IDsOnly, false)
+	ids, _ := o.Get("relationship_ids")
+	require.Empty(t, ids)
+}
+
+func TestSelect(t *testing.T) {
+	allowed := projection.SearchFields(projection.Metadata)
+	got, err := projection.Select(allowed, nil, projection.Metadata)
+	require.Nil(t, err)
+	require.Equal(t, allowed, got)
+
+	got, err = projection.Select(allowed, []string{"rank", "chunk_id", "rank"}, projection.Metadata)
+	require.Nil(t, err)
+	require.Equal(t, []string{"chunk_id", "rank"}, got, "whitelist order, duplicates collapsed")
+
+	_, err = projection.Select(allowed, []string{"chunk_id", "chunk_text", "bogus"}, projection.Metadata)
+	require.NotNil(t, err)
+	require.Equal(t, apierr.InvalidFields, err.Code)
+	require.Equal(t, "Fields ['chunk_text', 'bogus'] not available in 'metadata' mode", err.Message)
+	e := err.Envelope()
+	require.Equal(t, allowed, e.AllowedFields)
+	require.Equal(t, allowed, e.Details["allowed_fields"])
+}
+
+func TestSnippet(t *testing.T) {
+	cases := []struct {
+		name, text, want string
+	}{
+		{"short", "A short chunk.", "A short chunk."},
+		{"collapses space", "Line one.\n\n  Line   two.", "Line one. Line two."},
+		{"exact", strings.Repeat("a", 200), strings.Repeat("a", 200)},
+		{"one long word", strings.Repeat("x", 250), strings.Repeat("x", 200) + "..."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, projection.Snippet(tc.text, 200))
+		})
+	}
+	words := strings.Repeat("alpha beta gamma delta ", 20)
+	s := projection.Snippet(words, 200)
+	body := strings.TrimSuffix(s, "...")
+	require.True(t, strings.HasSuffix(s, "..."))
+	require.LessOrEqual(t, utf8.RuneCountInString(body), 200)
+	require.True(t, strings.HasPrefix(words, body), "the snippet is the start of the text")
+	require.Contains(t, []byte{' '}, words[len(body)], "cut on a word boundary")
+	cut := projection.Snippet("word "+strings.Repeat("é", 300), 200)
+	require.Equal(t, "word...", cut, "a cut inside a word backs up to the previous space")
+}
+
+func TestParseMode(t *testing.T) {
+	m, ok := projection.ParseMode("", projection.Metadata)
+	require.True(t, ok)
+	require.Equal(t, projection.Metadata, m)
+	m, ok = projection.ParseMode(" FULL ", projection.Metadata)
+	require.True(t, ok)
+	require.Equal(t, projection.Full, m)
+	_, ok = projection.ParseMode("everything", projection.Metadata)
+	require.False(t, ok)
+}
+
+func TestScoreAndNulls(t *testing.T) {
+	require.Equal(t, 0.8751, projection.Score(0.87514))
+	h := hit()
+	h.SourceCategory, h.ContextHeader = "", ""
+	o := projection.Hit(h, projection.SearchFields(projection.Preview))
+	cat, _ := o.Get("source_category")
+	hdr, _ := o.Get("context_header")
+	require.Nil(t, cat)
+	require.Nil(t, hdr)
+	full := projection.Hit(h, projection.SearchFields(projection.Full))
+	text, _ := full.Get("chunk_text")
+	require.Equal(t, envelope.Text{S: h.ChunkText, Tokens: h.ChunkTokenCount}, text)
+}
+
+func hit() model.Hit {
+	return model.Hit{
+		Chunk: model.Chunk{ChunkID: 7, SourceFile: "docs/a.md", SourceCategory: "security", ContextHeader: "A > B",
+			ChunkText: "Text of the chunk.", ChunkIndex: 1, TotalChunks: 3, ChunkTokenCount: 5, UpdatedAt: time.Now()},
+		Rank: 1, HybridScore: 0.9, SimilarityScore: 0.8, BM25Score: 0.7, ScoreType: model.ScoreHybrid,
+	}
+}
+
+func vendor(ne, nr int) model.Vendor {
+	v := model.Vendor{VendorName: "V", LastUpdated: time.Now()}
+	for i := 0; i < ne; i++ {
+		e := model.Entity{EntityID: "e", Name: "n", EntityType: "PRODUCT", Confidence: 0.9, Snippet: "s"}
+		v.Entities = append(v.Entities, e)
+		v.EntityIDs = append(v.EntityIDs, "e")
+		if i < 5 {
+			v.TopEntities = append(v.TopEntities, e)
+		}
+	}
+	for i := 0; i < nr; i++ {
+		v.Relationships = append(v.Relationships, model.Relationship{RelationshipID: "r", SourceID: "e", TargetID: "e", RelationshipType: "X", Confidence: 0.5})
+		v.RelationshipIDs = append(v.RelationshipIDs, "r")
+	}
+	return v
+}

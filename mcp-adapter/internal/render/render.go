@@ -1,0 +1,178 @@
+// Package render turns an envelope into the content of a tool answer:
+// format "json" (the default) is the envelope as one compact JSON text
+// block, "markdown" a readable rendering, "both" the markdown then the JSON
+// block. The envelope always travels as structuredContent too. Render also
+// fills execution_context.tokens_used with the exact cl100k count of the
+// text blocks it returns.
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
+)
+
+// Format selects the content blocks of an answer.
+type Format string
+
+// Formats.
+const (
+	JSON     Format = "json"
+	Markdown Format = "markdown"
+	Both     Format = "both"
+)
+
+// Formats lists every format.
+var Formats = []Format{JSON, Markdown, Both}
+
+// ParseFormat accepts a format name; "" yields JSON.
+func ParseFormat(s string) (Format, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
+		return JSON, true
+	}
+	for _, f := range Formats {
+		if string(f) == s {
+			return f, true
+		}
+	}
+	return "", false
+}
+
+// View is what the markdown rendering needs beyond the envelope.
+type View struct {
+	// Title heads the markdown ("Search results for \"jwt\"").
+	Title string
+	// Mode is the response mode used.
+	Mode string
+	// Tool is the tool to call for the next page.
+	Tool string
+}
+
+// Output is a rendered answer.
+type Output struct {
+	// Blocks are the text blocks, in order.
+	Blocks []string
+	// JSON is the final envelope encoding (structuredContent), whatever the
+	// format.
+	JSON []byte
+	// TokensUsed is the exact token count of Blocks.
+	TokensUsed int
+}
+
+// Estimate estimates, part by part, the tokens the blocks of format f will
+// use, without producing them.
+func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdown {
+	var b envelope.TokenBreakdown
+	if f == Markdown || f == Both {
+		b = estimateMarkdown(env, view)
+	}
+	if f == JSON || f == Both {
+		j := envelope.EstimateJSON(env)
+		b.Results += j.Results
+		b.Metadata += j.Metadata
+		b.Pagination += j.Pagination
+		b.Warnings += j.Warnings
+	}
+	return b
+}
+
+// Render produces the blocks of format f and sets
+// env.ExecutionContext.TokensUsed to their exact token count. In the JSON
+// block that count describes the block itself: the count is solved so the
+// number written is the number of tokens of the text that contains it.
+func Render(env *envelope.Envelope, view View, f Format) (*Output, error) {
+	out := &Output{}
+	mdTokens := 0
+	if f == Markdown || f == Both {
+		md := MarkdownText(env, view)
+		out.Blocks = append(out.Blocks, md)
+		mdTokens = tokens.Count(md)
+	}
+	if f == Markdown {
+		env.ExecutionContext.TokensUsed = mdTokens
+		j, err := envelope.Marshal(env)
+		if err != nil {
+			return nil, fmt.Errorf("encode envelope: %w", err)
+		}
+		out.JSON, out.TokensUsed = j, mdTokens
+		return out, nil
+	}
+
+	// The JSON block contains tokens_used. Encode it with 0, count, then
+	// solve n = base - 1 + tokens(n): cl100k splits a number into groups of
+	// up to three digits, one token each, and the number is delimited by
+	// punctuation on both sides, so only its own tokens change.
+	env.ExecutionContext.TokensUsed = 0
+	j0, err := envelope.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	base := mdTokens + tokens.Count(string(j0))
+	n := base
+	for range 4 {
+		next := base - 1 + numberTokens(n)
+		if next == n {
+			break
+		}
+		n = next
+	}
+	env.ExecutionContext.TokensUsed = n
+	j, ok := spliceTokensUsed(j0, n)
+	if !ok {
+		if j, err = envelope.Marshal(env); err != nil {
+			return nil, fmt.Errorf("encode envelope: %w", err)
+		}
+	}
+	out.Blocks = append(out.Blocks, string(j))
+	out.JSON, out.TokensUsed = j, n
+	return out, nil
+}
+
+// spliceTokensUsed writes n in place of the 0 that j's execution context
+// holds for tokens_used. Quotes inside JSON strings are escaped, so the
+// marker below only matches the envelope's own member.
+func spliceTokensUsed(j []byte, n int) ([]byte, bool) {
+	const marker = `"execution_context":{"tokens_estimated":`
+	i := bytes.Index(j, []byte(marker))
+	if i < 0 {
+		return nil, false
+	}
+	const used = `,"tokens_used":0,`
+	k := bytes.Index(j[i:], []byte(used))
+	if k < 0 {
+		return nil, false
+	}
+	at := i + k + len(used) - 2 // the 0
+	out := make([]byte, 0, len(j)+8)
+	out = append(out, j[:at]...)
+	out = strconv.AppendInt(out, int64(n), 10)
+	return append(out, j[at+1:]...), true
+}
+
+// numberTokens is the cl100k token count of a non-negative integer.
+func numberTokens(n int) int {
+	digits := len(fmt.Sprint(n))
+	return (digits + 2) / 3
+}
+
+// ToolResult wraps a rendered answer for MCP: text blocks, the envelope as
+// structuredContent, and isError for error envelopes.
+func ToolResult(out *Output, env *envelope.Envelope) *mcp.CallToolResult {
+	content := make([]mcp.Content, len(out.Blocks))
+	for i, b := range out.Blocks {
+		content[i] = mcp.NewTextContent(b)
+	}
+	return &mcp.CallToolResult{
+		Content:           content,
+		StructuredContent: json.RawMessage(out.JSON),
+		IsError:           env.Metadata.Status == envelope.StatusError,
+	}
+}

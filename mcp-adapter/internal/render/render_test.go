@@ -1,0 +1,141 @@
+package render_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/testfake"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
+)
+
+func searchEnvelope(n int, withText bool) *envelope.Envelope {
+	docs := testfake.Documents()
+	cur := "eyJxdWVyeV9oYXNoIjoiYWJjIiwib2Zmc2V0IjoxMH0.c2lnbmF0dXJlMTIz"
+	env := &envelope.Envelope{
+		Metadata:         envelope.Metadata{Operation: "semantic_search", Version: envelope.Version, Timestamp: "2026-11-01T12:00:00.000Z", RequestID: "req_00112233aabbccdd", Status: envelope.StatusSuccess},
+		Results:          []envelope.Object{},
+		Pagination:       &envelope.Pagination{Cursor: &cur, PageSize: 10, HasMore: true, TotalAvailable: 99, ReturnedCount: n},
+		ExecutionContext: envelope.ExecutionContext{RequestID: "req_00112233aabbccdd", ExecutionTimeMS: 1.25},
+		Warnings:         []envelope.Warning{{Level: envelope.LevelInfo, Code: "LOW_QUALITY_RESULTS", Message: "m", Suggestion: envelope.Ptr("s")}},
+	}
+	for i := 0; i < n; i++ {
+		d := docs[i%len(docs)]
+		o := envelope.Object{{Key: "chunk_id", Value: int64(1000 + i)}, {Key: "source_file", Value: "docs/" + d.Name},
+			{Key: "source_category", Value: d.Category}, {Key: "hybrid_score", Value: 0.8123}, {Key: "rank", Value: i + 1},
+			{Key: "chunk_index", Value: 0}, {Key: "total_chunks", Value: 3}}
+		if withText {
+			o = append(o, envelope.Field{Key: "chunk_text", Value: envelope.Text{S: d.Text, Tokens: tokens.Count(d.Text)}})
+		}
+		env.Results = append(env.Results, o)
+	}
+	return env
+}
+
+func TestTokensUsedIsExact(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 10, 40} {
+		for _, text := range []bool{false, true} {
+			for _, f := range render.Formats {
+				t.Run(fmt.Sprintf("%d/%v/%s", n, text, f), func(t *testing.T) {
+					env := searchEnvelope(n, text)
+					b := render.Estimate(env, render.View{Title: "Results", Mode: "metadata"}, f)
+					env.ExecutionContext.TokenBreakdown, env.ExecutionContext.TokensEstimated = &b, b.Total()
+					out, err := render.Render(env, render.View{Title: "Results", Mode: "metadata"}, f)
+					require.NoError(t, err)
+					total := 0
+					for _, b := range out.Blocks {
+						total += tokens.Count(b)
+					}
+					require.Equal(t, total, out.TokensUsed)
+					require.Equal(t, total, env.ExecutionContext.TokensUsed)
+					var decoded struct {
+						ExecutionContext struct {
+							TokensUsed int `json:"tokens_used"`
+						} `json:"execution_context"`
+					}
+					require.NoError(t, json.Unmarshal(out.JSON, &decoded))
+					require.Equal(t, total, decoded.ExecutionContext.TokensUsed, "the JSON states its own count")
+					switch f {
+					case render.JSON:
+						require.Len(t, out.Blocks, 1)
+						require.Equal(t, string(out.JSON), out.Blocks[0])
+						full, err := envelope.Marshal(env)
+						require.NoError(t, err)
+						require.Equal(t, string(full), out.Blocks[0], "splicing the count equals re-encoding")
+					case render.Markdown:
+						require.Len(t, out.Blocks, 1)
+						require.True(t, strings.HasPrefix(out.Blocks[0], "## Results"))
+					case render.Both:
+						require.Len(t, out.Blocks, 2)
+						require.Equal(t, string(out.JSON), out.Blocks[1])
+					}
+					require.InDelta(t, total, b.Total(), 0.1*float64(total), "the estimate made before rendering")
+				})
+			}
+		}
+	}
+}
+
+func TestMarkdownContent(t *testing.T) {
+	env := searchEnvelope(2, false)
+	md := render.MarkdownText(env, render.View{Title: `Search results for "x"`, Mode: "metadata", Tool: "semantic_search"})
+	require.Contains(t, md, `## Search results for "x"`)
+	require.Contains(t, md, "Results 1-2 of 99 · metadata mode")
+	require.Contains(t, md, "1. **docs/")
+	require.Contains(t, md, "score 0.812")
+	require.Contains(t, md, "Next page: call `semantic_search` again with the same query and cursor `eyJ")
+	require.Contains(t, md, "(97 more results)")
+	require.Contains(t, md, "LOW_QUALITY_RESULTS: m (s)")
+
+	env.Pagination.HasMore, env.Pagination.Cursor = false, nil
+	require.Contains(t, render.MarkdownText(env, render.View{}), "This is the last page.")
+
+	vendor := &envelope.Envelope{
+		Metadata: envelope.Metadata{Operation: "find_vendor_info", Status: envelope.StatusSuccess},
+		Results: []envelope.Object{{
+			{Key: "vendor_name", Value: "Acme"},
+			{Key: "entities", Value: []envelope.Object{{{Key: "entity_id", Value: "e1"}, {Key: "name", Value: "Cloud"}, {Key: "entity_type", Value: "PRODUCT"}, {Key: "confidence", Value: 0.9}, {Key: "snippet", Value: "A product."}}}},
+			{Key: "relationships", Value: []envelope.Object{{{Key: "relationship_id", Value: "r1"}, {Key: "source_id", Value: "e1"}, {Key: "target_id", Value: "e2"}, {Key: "relationship_type", Value: "PARTNERS_WITH"}, {Key: "metadata", Value: nil}}}},
+			{Key: "statistics", Value: envelope.Object{{Key: "entity_count", Value: 1}, {Key: "relationship_count", Value: 1}, {Key: "entity_type_distribution", Value: map[string]int{"PRODUCT": 1}}, {Key: "relationship_type_distribution", Value: map[string]int{}}}},
+		}},
+		Warnings: []envelope.Warning{},
+	}
+	md = render.MarkdownText(vendor, render.View{Title: "Vendor: Acme", Mode: "full"})
+	require.Contains(t, md, "- **Cloud** (PRODUCT, confidence 0.90): A product.")
+	require.Contains(t, md, "- Cloud PARTNERS_WITH `e2`")
+	require.Contains(t, md, "Entity types: PRODUCT 1")
+
+	errEnv := &envelope.Envelope{
+		Metadata: envelope.Metadata{Operation: "find_vendor_info", Status: envelope.StatusError, RequestID: "req_1"},
+		Error:    &envelope.Error{Code: "RATE_LIMIT", Message: "Rate limit exceeded", Retryable: true, Suggestion: envelope.Ptr("Wait."), Remaining: &envelope.Remaining{Hour: 3}},
+	}
+	md = render.MarkdownText(errEnv, render.View{})
+	require.Contains(t, md, "## Error: RATE_LIMIT")
+	require.Contains(t, md, "Suggestion: Wait.")
+	require.Contains(t, md, "Remaining: 0 this minute, 3 this hour, 0 today.")
+	require.Contains(t, md, "req_1")
+}
+
+func TestParseFormatAndToolResult(t *testing.T) {
+	f, ok := render.ParseFormat("")
+	require.True(t, ok)
+	require.Equal(t, render.JSON, f)
+	f, ok = render.ParseFormat(" Both ")
+	require.True(t, ok)
+	require.Equal(t, render.Both, f)
+	_, ok = render.ParseFormat("html")
+	require.False(t, ok)
+
+	env := searchEnvelope(1, false)
+	env.Metadata.Status = envelope.StatusError
+	out, err := render.Render(env, render.View{}, render.JSON)
+	require.NoError(t, err)
+	res := render.ToolResult(out, env)
+	require.True(t, res.IsError)
+	require.Equal(t, json.RawMessage(out.JSON), res.StructuredContent)
+}

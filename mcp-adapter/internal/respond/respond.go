@@ -1,0 +1,233 @@
+// Package respond assembles a tool's answer: it fits the envelope into the
+// token budget (trimming results when needed), attaches the token
+// warnings, fills execution_context, and renders the content blocks.
+package respond
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// Call describes the tool call being answered.
+type Call struct {
+	Operation string
+	RequestID string
+	Started   time.Time
+	Format    render.Format
+	View      render.View
+	// CacheHit, DatabaseTimeMS and CacheKey come from the backend.
+	CacheHit       bool
+	DatabaseTimeMS float64
+	CacheKey       string
+	// BackendDone is when the backend answered; formatting_time_ms runs
+	// from there to the final encoding.
+	BackendDone time.Time
+}
+
+// NewEnvelope starts an envelope for the call with status success.
+func (c *Call) NewEnvelope() *envelope.Envelope {
+	return &envelope.Envelope{
+		Metadata: envelope.Metadata{
+			Operation: c.Operation,
+			Version:   envelope.Version,
+			Timestamp: envelope.Timestamp(c.Started),
+			RequestID: c.RequestID,
+			Status:    envelope.StatusSuccess,
+		},
+		Results:  []envelope.Object{},
+		Warnings: []envelope.Warning{},
+		ExecutionContext: envelope.ExecutionContext{
+			RequestID: c.RequestID,
+		},
+	}
+}
+
+// Content is what can be trimmed from an answer to fit the budget.
+type Content interface {
+	// Units is how many droppable units (results; for a vendor, its
+	// entities then relationships) the full answer has.
+	Units() int
+	// MinUnits is the fewest units a useful answer has; fitting fewer is
+	// TOKEN_LIMIT_EXCEEDED.
+	MinUnits() int
+	// Keep rebuilds env's results (and pagination, status and the
+	// PARTIAL_RESULTS warning) for the first k units.
+	Keep(env *envelope.Envelope, k int)
+	// Exceeded suggests, from measured sizes, what would fit when not even
+	// MinUnits units do.
+	Exceeded(needed, limit int) string
+	// NearLimit suggests how to get a smaller answer.
+	NearLimit() string
+}
+
+// Responder renders answers under the configured thresholds.
+type Responder struct {
+	Thresholds warnings.Thresholds
+}
+
+// Success fits env into the budget and renders it.
+func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content) *mcp.CallToolResult {
+	limit := r.Thresholds.MaxTokens
+	units := content.Units()
+	k := units
+	content.Keep(env, k)
+	target := limit
+	var out *render.Output
+	for attempt := 0; ; attempt++ {
+		r.fill(call, env)
+		if units > 0 && k > 0 && env.ExecutionContext.TokensEstimated > target {
+			k = r.maxFit(call, env, content, k, target)
+		}
+		if units > 0 && k < content.MinUnits() {
+			return r.exceeded(call, env, content)
+		}
+		var err error
+		out, err = r.render(call, env)
+		if err != nil {
+			return r.Failure(call, apierr.NewServiceUnavailable("mcp-adapter", "the answer could not be encoded", true))
+		}
+		used := out.TokensUsed
+		if used <= limit {
+			if used > r.Thresholds.WarnAt() && !hasWarning(env, warnings.TokenLimitWarning) && attempt < 8 {
+				env.Warnings = append(env.Warnings, warnings.NewTokenLimitWarning(used, limit, content.NearLimit()))
+				continue // re-render with the warning; the loop re-checks the limit
+			}
+			break
+		}
+		if units == 0 || k == 0 || attempt >= 8 {
+			if units > 0 && k <= content.MinUnits() {
+				return r.exceeded(call, env, content)
+			}
+			break // nothing left to trim: answer as is
+		}
+		// The estimate was low: tighten the target by the observed error
+		// and make sure at least one unit goes.
+		target = int(float64(target)*float64(limit)/float64(used)) - 1
+		k--
+		content.Keep(env, k)
+	}
+	return render.ToolResult(out, env)
+}
+
+// maxFit finds, by bisection on estimates, the largest k <= hi whose
+// envelope fits target. env is left built for that k.
+func (r *Responder) maxFit(call *Call, env *envelope.Envelope, content Content, hi, target int) int {
+	lo := 0 // lo always fits or is the floor
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		content.Keep(env, mid)
+		r.fill(call, env)
+		if env.ExecutionContext.TokensEstimated <= target {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	content.Keep(env, lo)
+	r.fill(call, env)
+	return lo
+}
+
+// exceeded answers TOKEN_LIMIT_EXCEEDED with the measured size of the
+// smallest useful answer.
+func (r *Responder) exceeded(call *Call, env *envelope.Envelope, content Content) *mcp.CallToolResult {
+	limit := r.Thresholds.MaxTokens
+	content.Keep(env, content.MinUnits())
+	r.fill(call, env)
+	needed := env.ExecutionContext.TokensEstimated
+	if out, err := r.render(call, env); err == nil {
+		needed = out.TokensUsed
+	}
+	suggestion := content.Exceeded(needed, limit)
+	e := apierr.NewTokenLimitExceeded(needed, limit, suggestion)
+	res := r.failureEnvelope(call, e)
+	res.Warnings = append(res.Warnings, warnings.NewTokenLimitExceeded(needed, limit, suggestion))
+	return r.finishError(call, res)
+}
+
+// Failure answers with an error envelope.
+func (r *Responder) Failure(call *Call, e *apierr.Error) *mcp.CallToolResult {
+	return r.finishError(call, r.failureEnvelope(call, e))
+}
+
+// FailureWith answers with an error envelope that also asks for input.
+func (r *Responder) FailureWith(call *Call, e *apierr.Error, ni *envelope.NeedsInput, extra ...envelope.Warning) *mcp.CallToolResult {
+	env := r.failureEnvelope(call, e)
+	env.NeedsInput = ni
+	env.Warnings = append(env.Warnings, extra...)
+	return r.finishError(call, env)
+}
+
+func (r *Responder) failureEnvelope(call *Call, e *apierr.Error) *envelope.Envelope {
+	env := call.NewEnvelope()
+	env.Metadata.Status = envelope.StatusError
+	msg := e.StatusMessage
+	if msg == "" {
+		msg = e.Message
+	}
+	env.Metadata.Message = &msg
+	env.Error = e.Envelope()
+	return env
+}
+
+func (r *Responder) finishError(call *Call, env *envelope.Envelope) *mcp.CallToolResult {
+	r.fill(call, env)
+	out, err := r.render(call, env)
+	if err != nil {
+		// An error envelope holds only strings and numbers; encoding it
+		// cannot fail. Keep a plain answer as the last resort.
+		return mcp.NewToolResultError(fmt.Sprintf("%s: %s", env.Error.Code, env.Error.Message))
+	}
+	return render.ToolResult(out, env)
+}
+
+// fill sets the execution context from the call and the current estimate.
+func (r *Responder) fill(call *Call, env *envelope.Envelope) {
+	if env.Warnings == nil {
+		env.Warnings = []envelope.Warning{}
+	}
+	if env.Results == nil {
+		env.Results = []envelope.Object{}
+	}
+	ec := &env.ExecutionContext
+	ec.RequestID = call.RequestID
+	ec.CacheHit = call.CacheHit
+	ec.DatabaseTimeMS = round2(call.DatabaseTimeMS)
+	ec.CacheKey = envelope.Ptr(call.CacheKey)
+	b := render.Estimate(env, call.View, call.Format)
+	ec.TokenBreakdown = &b
+	ec.TokensEstimated = b.Total()
+}
+
+func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, error) {
+	now := time.Now()
+	ec := &env.ExecutionContext
+	ec.ExecutionTimeMS = math.Max(ms(now.Sub(call.Started)), 0.01)
+	formatStart := call.BackendDone
+	if formatStart.IsZero() {
+		formatStart = call.Started
+	}
+	ec.FormattingTimeMS = math.Max(ms(now.Sub(formatStart)), 0)
+	return render.Render(env, call.View, call.Format)
+}
+
+func ms(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000) }
+
+func hasWarning(env *envelope.Envelope, code string) bool {
+	for _, w := range env.Warnings {
+		if w.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }

@@ -1,0 +1,156 @@
+package respond_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// units is a Content of results whose texts have the given sizes in words.
+type units struct {
+	objs     []envelope.Object
+	min      int
+	exceeded int
+}
+
+func newUnits(words ...int) *units {
+	u := &units{min: 1}
+	for i, w := range words {
+		text := strings.TrimSpace(strings.Repeat("alpha beta gamma ", w/3+1))
+		u.objs = append(u.objs, envelope.Object{{Key: "chunk_id", Value: int64(i + 1)}, {Key: "rank", Value: i + 1},
+			{Key: "chunk_text", Value: envelope.Text{S: text, Tokens: tokens.Count(text)}}})
+	}
+	return u
+}
+
+func (u *units) Units() int    { return len(u.objs) }
+func (u *units) MinUnits() int { return min(u.min, len(u.objs)) }
+func (u *units) Keep(env *envelope.Envelope, k int) {
+	env.Results = u.objs[:k]
+	env.Warnings = []envelope.Warning{}
+	env.Metadata.Status = envelope.StatusSuccess
+	if k < len(u.objs) {
+		env.Metadata.Status = envelope.StatusPartial
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(fmt.Sprintf("kept %d", k), "s"))
+	}
+}
+func (u *units) Exceeded(needed, limit int) string {
+	u.exceeded = needed
+	return "use a lighter mode"
+}
+func (u *units) NearLimit() string { return "lighter" }
+
+func call(f render.Format) *respond.Call {
+	return &respond.Call{Operation: "get_chunks", RequestID: "req_x", Started: time.Now(), Format: f, CacheKey: "k"}
+}
+
+func decode(t *testing.T, res *mcp.CallToolResult) (map[string]any, int) {
+	var env map[string]any
+	require.NoError(t, json.Unmarshal(res.StructuredContent.(json.RawMessage), &env))
+	total := 0
+	for _, c := range res.Content {
+		total += tokens.Count(c.(mcp.TextContent).Text)
+	}
+	ec := env["execution_context"].(map[string]any)
+	require.Equal(t, float64(total), ec["tokens_used"])
+	return env, total
+}
+
+func codes(env map[string]any) []string {
+	var out []string
+	for _, w := range env["warnings"].([]any) {
+		out = append(out, w.(map[string]any)["code"].(string))
+	}
+	return out
+}
+
+func TestFitsUntouched(t *testing.T) {
+	r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 5000, WarnRatio: 0.8}}
+	for _, f := range render.Formats {
+		c := call(f)
+		res := r.Success(c, c.NewEnvelope(), newUnits(50, 50, 50))
+		env, used := decode(t, res)
+		require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+		require.Len(t, env["results"], 3)
+		require.Empty(t, codes(env))
+		require.Less(t, used, 4000)
+	}
+}
+
+func TestTrimsToFit(t *testing.T) {
+	for _, f := range render.Formats {
+		t.Run(string(f), func(t *testing.T) {
+			r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 3000, WarnRatio: 0.8}}
+			c := call(f)
+			res := r.Success(c, c.NewEnvelope(), newUnits(600, 600, 600, 600, 600, 600, 600, 600))
+			env, used := decode(t, res)
+			require.LessOrEqual(t, used, 3000)
+			require.Equal(t, "partial", env["_metadata"].(map[string]any)["status"])
+			require.Contains(t, codes(env), "PARTIAL_RESULTS")
+			n := len(env["results"].([]any))
+			require.Greater(t, n, 0)
+			require.Less(t, n, 8)
+			require.Equal(t, used > 2400, contains(codes(env), "TOKEN_LIMIT_WARNING"))
+		})
+	}
+}
+
+func TestNearLimitWarns(t *testing.T) {
+	r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 1000, WarnRatio: 0.5}}
+	c := call(render.JSON)
+	res := r.Success(c, c.NewEnvelope(), newUnits(300, 300))
+	env, used := decode(t, res)
+	require.Greater(t, used, 500)
+	require.LessOrEqual(t, used, 1000)
+	require.Contains(t, codes(env), "TOKEN_LIMIT_WARNING")
+}
+
+func TestExceeded(t *testing.T) {
+	r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 1000, WarnRatio: 0.8}}
+	u := newUnits(3000, 10)
+	c := call(render.Markdown)
+	res := r.Success(c, c.NewEnvelope(), u)
+	require.True(t, res.IsError)
+	env, _ := decode(t, res)
+	e := env["error"].(map[string]any)
+	require.Equal(t, "TOKEN_LIMIT_EXCEEDED", e["code"])
+	require.Equal(t, "use a lighter mode", e["suggestion"])
+	require.Greater(t, u.exceeded, 1000, "the needed size is measured")
+	require.Contains(t, codes(env), "TOKEN_LIMIT_EXCEEDED")
+	require.Empty(t, env["results"])
+}
+
+func TestFailure(t *testing.T) {
+	r := &respond.Responder{Thresholds: warnings.Defaults}
+	c := call(render.JSON)
+	res := r.Failure(c, apierr.NewInvalidFields([]string{"x"}, "metadata", []string{"chunk_id"}))
+	require.True(t, res.IsError)
+	env, _ := decode(t, res)
+	md := env["_metadata"].(map[string]any)
+	require.Equal(t, "error", md["status"])
+	require.Equal(t, "Invalid fields for response_mode", md["message"])
+	require.Equal(t, "req_x", env["execution_context"].(map[string]any)["request_id"])
+	require.Equal(t, []any{"chunk_id"}, env["error"].(map[string]any)["allowed_fields"])
+	require.Nil(t, env["pagination"])
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,366 @@
+// Package signals derives the Claude Desktop signals attached to search
+// results: confidence, ranking and de-duplication per result, layout hints
+// for the page, and which query terms the page matched. Every number comes
+// from data the search service returns (retriever ranks and scores,
+// updated_at, category, near-duplicate links); docs/MCP.md gives the
+// formulas.
+package signals
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+)
+
+// Config holds the tunables of the signals.
+type Config struct {
+	// CategoryWeights rate sources by category (lowercase names), 0..1.
+	CategoryWeights map[string]float64
+	// DefaultWeight rates categories absent from CategoryWeights.
+	DefaultWeight float64
+	// HalfLife is the age at which recency drops to 0.5.
+	HalfLife time.Duration
+	// IncludeConfidence adds the confidence block.
+	IncludeConfidence bool
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (c Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Confidence scores, each 0..1.
+type Confidence struct {
+	ScoreReliability float64
+	SourceQuality    float64
+	Recency          float64
+	Overall          float64
+}
+
+// Overall weights.
+const (
+	wHybrid      = 0.4
+	wReliability = 0.3
+	wSource      = 0.2
+	wRecency     = 0.1
+)
+
+// ScoreReliability measures how far the retrievers agree on a hit.
+//
+// When both BM25 and vector retrieval returned the chunk, agreement is
+// 1 - |ln(bm25_rank) - ln(vector_rank)| / ln(D), D being the depth of the
+// ranked list (at least 2), and reliability is 0.5 + 0.5*agreement. When
+// only one retriever returned it, the fused score rests on one signal:
+// 0.25 + 0.25*s, s that retriever's score. A single-retriever query has
+// nothing to agree with: 0.25 + 0.5*s.
+func ScoreReliability(h model.Hit, depth int) float64 {
+	switch h.ScoreType {
+	case model.ScoreBM25:
+		return clamp01(0.25 + 0.5*h.BM25Score)
+	case model.ScoreVector:
+		return clamp01(0.25 + 0.5*h.SimilarityScore)
+	}
+	switch {
+	case h.BM25Rank > 0 && h.VectorRank > 0:
+		d := max(depth, h.BM25Rank, h.VectorRank, 2)
+		agreement := 1 - math.Abs(math.Log(float64(h.BM25Rank))-math.Log(float64(h.VectorRank)))/math.Log(float64(d))
+		return clamp01(0.5 + 0.5*clamp01(agreement))
+	case h.BM25Rank > 0:
+		return clamp01(0.25 + 0.25*h.BM25Score)
+	case h.VectorRank > 0:
+		return clamp01(0.25 + 0.25*h.SimilarityScore)
+	}
+	return 0.25
+}
+
+// SourceQuality is the configured weight of the hit's category.
+func (c Config) SourceQuality(category string) float64 {
+	if w, ok := c.CategoryWeights[strings.ToLower(strings.TrimSpace(category))]; ok {
+		return clamp01(w)
+	}
+	return clamp01(c.DefaultWeight)
+}
+
+// Recency halves every HalfLife of age: 0.5^(age/half_life). Unknown dates
+// score a neutral 0.5; dates in the future score 1.
+func (c Config) Recency(updated time.Time) float64 {
+	if updated.IsZero() || c.HalfLife <= 0 {
+		return 0.5
+	}
+	age := c.now().Sub(updated)
+	if age <= 0 {
+		return 1
+	}
+	return math.Pow(0.5, float64(age)/float64(c.HalfLife))
+}
+
+// ConfidenceOf combines the signals of one hit.
+func (c Config) ConfidenceOf(h model.Hit, depth int) Confidence {
+	conf := Confidence{
+		ScoreReliability: ScoreReliability(h, depth),
+		SourceQuality:    c.SourceQuality(h.SourceCategory),
+		Recency:          c.Recency(h.UpdatedAt),
+	}
+	conf.Overall = wHybrid*clamp01(h.HybridScore) + wReliability*conf.ScoreReliability +
+		wSource*conf.SourceQuality + wRecency*conf.Recency
+	return conf
+}
+
+// Percentile places rank in a list of total results: 100 for the first,
+// 0 for the last.
+func Percentile(rank, total int) int {
+	if total <= 1 || rank <= 1 {
+		return 100
+	}
+	if rank > total {
+		rank = total
+	}
+	return int(math.Round(100 * float64(total-rank) / float64(total-1)))
+}
+
+// Tier names the strength of a fused score.
+func Tier(score float64) string {
+	switch {
+	case score >= 0.8:
+		return "Top-tier result"
+	case score >= 0.6:
+		return "High relevance"
+	case score >= 0.4:
+		return "Moderate match"
+	}
+	return "Weak match"
+}
+
+// Explanation says, in one line, why a hit ranks where it does.
+func Explanation(h model.Hit) string {
+	var basis string
+	switch {
+	case h.ScoreType == model.ScoreBM25:
+		basis = fmt.Sprintf("keyword retrieval only (keyword #%d)", max(h.BM25Rank, h.Rank))
+	case h.ScoreType == model.ScoreVector:
+		basis = fmt.Sprintf("semantic retrieval only (semantic #%d)", max(h.VectorRank, h.Rank))
+	case h.BM25Rank > 0 && h.VectorRank > 0:
+		strength := "semantic and keyword match"
+		if h.BM25Rank <= 10 && h.VectorRank <= 10 {
+			strength = "strong semantic and keyword match"
+		}
+		basis = fmt.Sprintf("%s (semantic #%d, keyword #%d)", strength, h.VectorRank, h.BM25Rank)
+	case h.VectorRank > 0:
+		basis = fmt.Sprintf("semantic match only (semantic #%d, no keyword overlap)", h.VectorRank)
+	case h.BM25Rank > 0:
+		basis = fmt.Sprintf("keyword match only (keyword #%d, weak semantic similarity)", h.BM25Rank)
+	default:
+		basis = "fused score"
+	}
+	s := Tier(h.HybridScore) + ": " + basis
+	if len(h.MatchedTerms) > 0 {
+		terms := h.MatchedTerms
+		if len(terms) > 3 {
+			terms = terms[:3]
+		}
+		s += "; matched " + strings.Join(terms, ", ")
+	}
+	return s
+}
+
+// Dedup is a hit's de-duplication block.
+type Dedup struct {
+	IsDuplicate     bool
+	SimilarChunkIDs []int64
+	Confidence      float64
+}
+
+// unlinkedDuplicateConfidence is used when a hit is linked to near
+// duplicates that are not on the page, so their text cannot be compared:
+// the search service links chunks above 0.8 similarity.
+const unlinkedDuplicateConfidence = 0.8
+
+// DedupOf builds a hit's de-duplication block. Its confidence is 1 for a
+// hit with no near duplicates; otherwise the highest word-trigram Jaccard
+// similarity between the hit's text and its linked chunks present on the
+// page, or 0.8 when none of them is.
+func DedupOf(h model.Hit, page map[int64]string) Dedup {
+	d := Dedup{IsDuplicate: h.IsDuplicate, SimilarChunkIDs: h.SimilarChunkIDs, Confidence: 1}
+	if d.SimilarChunkIDs == nil {
+		d.SimilarChunkIDs = []int64{}
+	}
+	if !h.IsDuplicate && len(h.SimilarChunkIDs) == 0 {
+		return d
+	}
+	best, compared := 0.0, false
+	mine := shingles(h.ChunkText)
+	for _, id := range h.SimilarChunkIDs {
+		other, ok := page[id]
+		if !ok {
+			continue
+		}
+		compared = true
+		best = max(best, jaccard(mine, shingles(other)))
+	}
+	if !compared {
+		d.Confidence = unlinkedDuplicateConfidence
+	} else {
+		d.Confidence = best
+	}
+	return d
+}
+
+func shingles(text string) map[string]struct{} {
+	words := strings.Fields(strings.ToLower(text))
+	set := make(map[string]struct{}, len(words))
+	if len(words) < 3 {
+		if len(words) > 0 {
+			set[strings.Join(words, " ")] = struct{}{}
+		}
+		return set
+	}
+	for i := 0; i+3 <= len(words); i++ {
+		set[words[i]+" "+words[i+1]+" "+words[i+2]] = struct{}{}
+	}
+	return set
+}
+
+func jaccard(a, b map[string]struct{}) float64 {
+	if len(a) == 0 && len(b) == 0 {
+		return 1
+	}
+	inter := 0
+	for k := range a {
+		if _, ok := b[k]; ok {
+			inter++
+		}
+	}
+	union := len(a) + len(b) - inter
+	if union == 0 {
+		return 0
+	}
+	return float64(inter) / float64(union)
+}
+
+// Page holds what the page-level signals need.
+type Page struct {
+	Hits           []model.Hit
+	TotalAvailable int
+	QueryTerms     []string
+	// Previews is true in preview and full modes.
+	Previews bool
+}
+
+// Annotate returns, for each hit of the page, the desktop members to append
+// to its result object: confidence (when enabled), ranking, deduplication.
+func (c Config) Annotate(p Page) [][]envelope.Field {
+	texts := make(map[int64]string, len(p.Hits))
+	for _, h := range p.Hits {
+		texts[h.ChunkID] = h.ChunkText
+	}
+	depth := max(p.TotalAvailable, len(p.Hits))
+	out := make([][]envelope.Field, len(p.Hits))
+	for i, h := range p.Hits {
+		fields := make([]envelope.Field, 0, 3)
+		if c.IncludeConfidence {
+			conf := c.ConfidenceOf(h, depth)
+			fields = append(fields, envelope.Field{Key: "confidence", Value: envelope.Object{
+				{Key: "score_reliability", Value: round2(conf.ScoreReliability)},
+				{Key: "source_quality", Value: round2(conf.SourceQuality)},
+				{Key: "recency", Value: round2(conf.Recency)},
+				{Key: "overall", Value: round2(conf.Overall)},
+			}})
+		}
+		method := string(h.ScoreType)
+		if method == "" {
+			method = string(model.ScoreHybrid)
+		}
+		fields = append(fields, envelope.Field{Key: "ranking", Value: envelope.Object{
+			{Key: "percentile", Value: Percentile(h.Rank, depth)},
+			{Key: "explanation", Value: Explanation(h)},
+			{Key: "score_method", Value: method},
+		}})
+		d := DedupOf(h, texts)
+		fields = append(fields, envelope.Field{Key: "deduplication", Value: envelope.Object{
+			{Key: "is_duplicate", Value: d.IsDuplicate},
+			{Key: "similar_chunk_ids", Value: d.SimilarChunkIDs},
+			{Key: "confidence", Value: round2(d.Confidence)},
+		}})
+		out[i] = fields
+	}
+	return out
+}
+
+// highlightScore is the fused score a leading result needs to be
+// highlighted.
+const highlightScore = 0.7
+
+// VisualHints describes how a client may lay out the page.
+func (c Config) VisualHints(p Page) *envelope.VisualHints {
+	vh := &envelope.VisualHints{ShowConfidence: c.IncludeConfidence, ExpandablePreviews: p.Previews}
+	categories := map[string]bool{}
+	for i, h := range p.Hits {
+		if i == vh.HighlightTop && i < 3 && h.HybridScore >= highlightScore {
+			vh.HighlightTop++
+		}
+		categories[h.SourceCategory] = true
+		if h.IsDuplicate {
+			vh.CollapseDuplicates = true
+		}
+	}
+	if len(categories) > 1 {
+		g := "source_category"
+		vh.GroupBy = &g
+	}
+	return vh
+}
+
+// QueryAnalysis splits the analyzed query terms into those the page's hits
+// matched and those none of them did.
+func QueryAnalysis(p Page) *envelope.QueryAnalysis {
+	matchedSet := map[string]bool{}
+	var order []string
+	for _, h := range p.Hits {
+		for _, t := range h.MatchedTerms {
+			if !matchedSet[t] {
+				matchedSet[t] = true
+				order = append(order, t)
+			}
+		}
+	}
+	qa := &envelope.QueryAnalysis{MatchedTerms: []string{}, UnmatchedTerms: []string{}}
+	seen := map[string]bool{}
+	for _, t := range p.QueryTerms {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		if matchedSet[t] {
+			qa.MatchedTerms = append(qa.MatchedTerms, t)
+		} else {
+			qa.UnmatchedTerms = append(qa.UnmatchedTerms, t)
+		}
+	}
+	for _, t := range order {
+		if !slices.Contains(qa.MatchedTerms, t) {
+			qa.MatchedTerms = append(qa.MatchedTerms, t)
+		}
+	}
+	return qa
+}
+
+func clamp01(f float64) float64 {
+	switch {
+	case math.IsNaN(f) || f < 0:
+		return 0
+	case f > 1:
+		return 1
+	}
+	return f
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }

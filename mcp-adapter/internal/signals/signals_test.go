@@ -1,0 +1,125 @@
+package signals_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
+)
+
+var now = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+func cfg() signals.Config {
+	return signals.Config{
+		CategoryWeights: map[string]float64{"security": 0.9}, DefaultWeight: 0.6,
+		HalfLife: 100 * 24 * time.Hour, IncludeConfidence: true, Now: func() time.Time { return now },
+	}
+}
+
+func TestScoreReliability(t *testing.T) {
+	cases := []struct {
+		name string
+		hit  model.Hit
+		want float64
+	}{
+		{"retrievers agree", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 3, VectorRank: 3}, 1},
+		{"first vs last", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 1, VectorRank: 100}, 0.5},
+		{"half apart in log", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 1, VectorRank: 10}, 0.75},
+		{"keyword only", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 2, BM25Score: 0.8}, 0.45},
+		{"semantic only", model.Hit{ScoreType: model.ScoreHybrid, VectorRank: 2, SimilarityScore: 0.4}, 0.35},
+		{"bm25 mode", model.Hit{ScoreType: model.ScoreBM25, BM25Score: 0.5}, 0.5},
+		{"neither", model.Hit{ScoreType: model.ScoreHybrid}, 0.25},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, signals.ScoreReliability(tc.hit, 100), 1e-9)
+		})
+	}
+}
+
+func TestRecencyAndSource(t *testing.T) {
+	c := cfg()
+	require.Equal(t, 1.0, c.Recency(now.Add(time.Hour)), "future dates are fresh")
+	require.InDelta(t, 0.5, c.Recency(now.Add(-100*24*time.Hour)), 1e-9, "half-life")
+	require.InDelta(t, 0.25, c.Recency(now.Add(-200*24*time.Hour)), 1e-9)
+	require.Equal(t, 0.5, c.Recency(time.Time{}), "unknown dates are neutral")
+	require.Equal(t, 0.9, c.SourceQuality("Security"))
+	require.Equal(t, 0.6, c.SourceQuality("misc"))
+	require.Equal(t, 0.6, c.SourceQuality(""))
+}
+
+func TestConfidenceOverall(t *testing.T) {
+	h := model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.8, BM25Rank: 2, VectorRank: 2,
+		Chunk: model.Chunk{SourceCategory: "security", UpdatedAt: now}}
+	c := cfg().ConfidenceOf(h, 50)
+	require.Equal(t, 1.0, c.ScoreReliability)
+	require.Equal(t, 0.9, c.SourceQuality)
+	require.Equal(t, 1.0, c.Recency)
+	require.InDelta(t, 0.4*0.8+0.3*1+0.2*0.9+0.1*1, c.Overall, 1e-9)
+}
+
+func TestPercentileAndExplanation(t *testing.T) {
+	require.Equal(t, 100, signals.Percentile(1, 42))
+	require.Equal(t, 0, signals.Percentile(42, 42))
+	require.Equal(t, 50, signals.Percentile(11, 21))
+	require.Equal(t, 100, signals.Percentile(1, 1))
+	require.Equal(t, "Top-tier result", signals.Tier(0.85))
+	require.Equal(t, "Weak match", signals.Tier(0.1))
+	ex := signals.Explanation(model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.9, BM25Rank: 1, VectorRank: 2, MatchedTerms: []string{"jwt", "token", "refresh", "extra"}})
+	require.Equal(t, "Top-tier result: strong semantic and keyword match (semantic #2, keyword #1); matched jwt, token, refresh", ex)
+	ex = signals.Explanation(model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.3, VectorRank: 5})
+	require.Equal(t, "Weak match: semantic match only (semantic #5, no keyword overlap)", ex)
+}
+
+func TestDedup(t *testing.T) {
+	text := "the quick brown fox jumps over the lazy dog"
+	page := map[int64]string{1: text, 2: text, 3: "entirely different words here for sure"}
+	d := signals.DedupOf(model.Hit{Chunk: model.Chunk{ChunkID: 2, ChunkText: text}, IsDuplicate: true, SimilarChunkIDs: []int64{1}}, page)
+	require.Equal(t, 1.0, d.Confidence)
+	d = signals.DedupOf(model.Hit{Chunk: model.Chunk{ChunkID: 2, ChunkText: text}, SimilarChunkIDs: []int64{99}}, page)
+	require.Equal(t, 0.8, d.Confidence, "linked chunks off the page")
+	d = signals.DedupOf(model.Hit{Chunk: model.Chunk{ChunkID: 3, ChunkText: page[3]}}, page)
+	require.Equal(t, 1.0, d.Confidence)
+	require.NotNil(t, d.SimilarChunkIDs)
+}
+
+func TestPageSignals(t *testing.T) {
+	hits := []model.Hit{
+		{Rank: 1, HybridScore: 0.9, MatchedTerms: []string{"jwt"}, Chunk: model.Chunk{ChunkID: 1, SourceCategory: "security"}},
+		{Rank: 2, HybridScore: 0.75, MatchedTerms: []string{"jwt", "refresh"}, Chunk: model.Chunk{ChunkID: 2, SourceCategory: "auth"}},
+		{Rank: 3, HybridScore: 0.5, IsDuplicate: true, SimilarChunkIDs: []int64{1}, Chunk: model.Chunk{ChunkID: 3, SourceCategory: "auth"}},
+		{Rank: 4, HybridScore: 0.95, Chunk: model.Chunk{ChunkID: 4, SourceCategory: "auth"}},
+	}
+	p := signals.Page{Hits: hits, TotalAvailable: 10, QueryTerms: []string{"jwt", "refresh", "rotation", "jwt"}, Previews: true}
+	vh := cfg().VisualHints(p)
+	require.Equal(t, 2, vh.HighlightTop, "leading results over 0.7")
+	require.Equal(t, "source_category", *vh.GroupBy)
+	require.True(t, vh.CollapseDuplicates)
+	require.True(t, vh.ExpandablePreviews)
+	qa := signals.QueryAnalysis(p)
+	require.Equal(t, []string{"jwt", "refresh"}, qa.MatchedTerms)
+	require.Equal(t, []string{"rotation"}, qa.UnmatchedTerms)
+
+	fields := cfg().Annotate(p)
+	require.Len(t, fields, 4)
+	require.Equal(t, []string{"confidence", "ranking", "deduplication"}, []string{fields[0][0].Key, fields[0][1].Key, fields[0][2].Key})
+	rk := fields[3][1].Value.(envelope.Object)
+	pct, _ := rk.Get("percentile")
+	require.Equal(t, signals.Percentile(4, 10), pct)
+	noConf := cfg()
+	noConf.IncludeConfidence = false
+	require.Len(t, noConf.Annotate(p)[0], 2)
+	for _, f := range fields {
+		conf := f[0].Value.(envelope.Object)
+		for _, kv := range conf {
+			v := kv.Value.(float64)
+			require.False(t, math.IsNaN(v))
+			require.True(t, v >= 0 && v <= 1)
+		}
+	}
+}

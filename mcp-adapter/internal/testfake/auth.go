@@ -1,0 +1,99 @@
+package testfake
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+)
+
+// API keys the fake auth service knows.
+const (
+	KeyGood     = "bmcis_good_secret"
+	KeyExpired  = "bmcis_expired_secret"
+	KeyRevoked  = "bmcis_revoked_secret"
+	KeyLimited  = "bmcis_limited_secret"
+	KeyDegraded = "bmcis_degraded_secret"
+	// Any other non-empty key is invalid.
+)
+
+// Auth is the stand-in auth service.
+type Auth struct {
+	authv1.UnimplementedAuthServiceServer
+
+	mu    sync.Mutex
+	delay time.Duration
+	ops   []string
+	errs  []error
+}
+
+// SetDelay delays every Check.
+func (a *Auth) SetDelay(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.delay = d
+}
+
+// FailNext makes the next checks fail with errs.
+func (a *Auth) FailNext(errs ...error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.errs = append(a.errs, errs...)
+}
+
+// Operations lists the operations checked so far.
+func (a *Auth) Operations() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.ops...)
+}
+
+// Check answers from the key table.
+func (a *Auth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.CheckResponse, error) {
+	a.mu.Lock()
+	a.ops = append(a.ops, req.GetOperation())
+	d := a.delay
+	var err error
+	if len(a.errs) > 0 {
+		err, a.errs = a.errs[0], a.errs[1:]
+	}
+	a.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	limits := &authv1.RateLimits{Minute: 100, Hour: 1000, Day: 10000}
+	ok := &authv1.CheckResponse{
+		Allowed: true, Principal: &authv1.Principal{KeyId: "good", Name: "test", Owner: "tests"},
+		Remaining: &authv1.RateLimits{Minute: 99, Hour: 999, Day: 9999}, Limits: limits, ResetInSeconds: 60,
+	}
+	deny := func(r authv1.DenialReason, msg string) *authv1.CheckResponse {
+		return &authv1.CheckResponse{DenialReason: r, Message: msg, Limits: limits}
+	}
+	switch req.GetApiKey() {
+	case KeyGood:
+		return ok, nil
+	case KeyDegraded:
+		ok.LimiterDegraded = true
+		return ok, nil
+	case "":
+		return deny(authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, "an API key is required"), nil
+	case KeyExpired:
+		return deny(authv1.DenialReason_DENIAL_REASON_AUTH_EXPIRED, "the API key has expired"), nil
+	case KeyRevoked:
+		return deny(authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED, "the API key was revoked"), nil
+	case KeyLimited:
+		r := deny(authv1.DenialReason_DENIAL_REASON_RATE_LIMIT, "rate limit exceeded")
+		r.Remaining = &authv1.RateLimits{Minute: 0, Hour: 450, Day: 8500}
+		r.ResetInSeconds = 35
+		return r, nil
+	}
+	return deny(authv1.DenialReason_DENIAL_REASON_AUTH_INVALID, "unknown API key"), nil
+}

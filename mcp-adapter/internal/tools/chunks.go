@@ -1,0 +1,191 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// MaxChunkIDs bounds chunk_ids.
+const MaxChunkIDs = 100
+
+type chunksParams struct {
+	ids    []int64
+	mode   projection.Mode
+	fields []string
+	format render.Format
+}
+
+func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
+	a := newArgs(raw, "chunk_ids", "response_mode", "fields", "format")
+	p := chunksParams{}
+	p.format = parseFormat(a)
+	ids := a.ints("chunk_ids")
+	p.mode, _ = s.parseMode(a, projection.Full)
+	p.fields = a.strings("fields")
+	if a.err != nil {
+		return p, a.err
+	}
+	for _, id := range ids {
+		if id <= 0 {
+			return p, apierr.NewInvalidParams("chunk_ids", "must hold positive ids", "Use chunk_id values from semantic_search results.")
+		}
+		if !slices.Contains(p.ids, id) {
+			p.ids = append(p.ids, id)
+		}
+	}
+	if len(p.ids) == 0 || len(p.ids) > MaxChunkIDs {
+		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold 1 to %d ids", MaxChunkIDs),
+			"Pass the chunk_id values of the results you want to read.")
+	}
+	return p, nil
+}
+
+type chunksReply struct {
+	chunks  []model.Chunk
+	missing []int64
+}
+
+func (s *Server) getChunks(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, perr := s.parseChunks(req.GetArguments())
+	ctx, call := s.newCall(ctx, ToolGetChunks, p.format)
+	res := s.chunks(ctx, call, p, perr)
+	s.logDone(ctx, call, res)
+	return res, nil
+}
+
+func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams, perr *apierr.Error) *mcp.CallToolResult {
+	call.View.Mode = string(p.mode)
+	call.View.Title = "Chunks " + joinIDs(p.ids)
+	var fields []string
+	ferr := perr
+	if ferr == nil {
+		fields, ferr = projection.Select(projection.ChunkFields(p.mode), p.fields, p.mode)
+	}
+	reply, info, aerr, berr := guarded(ctx, s, call.Operation, func(ctx context.Context) (chunksReply, error) {
+		if ferr != nil {
+			return chunksReply{}, nil
+		}
+		chunks, missing, err := s.clients.GetChunks(ctx, p.ids)
+		return chunksReply{chunks, missing}, err
+	})
+	call.BackendDone = s.opts.Now()
+	if aerr != nil {
+		return s.resp.Failure(call, aerr)
+	}
+	if ferr != nil {
+		return s.resp.Failure(call, ferr)
+	}
+	if berr != nil {
+		return s.resp.Failure(call, apierr.FromBackend(apierr.Search, berr))
+	}
+	call.CacheKey = "chunks:" + string(p.mode) + ":" + idsHash(p.ids)
+
+	env := call.NewEnvelope()
+	var base []envelope.Warning
+	if info.degraded {
+		base = append(base, warnings.NewRateLimiterDegraded())
+	}
+	c := &chunksContent{s: s, p: p, reply: reply, base: base}
+	c.objects = make([]envelope.Object, len(reply.chunks))
+	for i, ch := range reply.chunks {
+		c.objects[i] = projection.Chunk(ch, fields)
+	}
+	return s.resp.Success(call, env, c)
+}
+
+func joinIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func idsHash(ids []int64) string {
+	h := sha256.New()
+	var b [8]byte
+	for _, id := range ids {
+		binary.BigEndian.PutUint64(b[:], uint64(id))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// chunksContent is a get_chunks answer; chunks are the units.
+type chunksContent struct {
+	s       *Server
+	p       chunksParams
+	reply   chunksReply
+	base    []envelope.Warning
+	objects []envelope.Object
+}
+
+func (c *chunksContent) Units() int    { return len(c.objects) }
+func (c *chunksContent) MinUnits() int { return min(1, len(c.objects)) }
+
+func (c *chunksContent) Keep(env *envelope.Envelope, k int) {
+	env.Results = c.objects[:k]
+	env.Pagination = nil
+	env.Warnings = slices.Clone(c.base)
+	env.Metadata.Status = envelope.StatusSuccess
+	env.Metadata.Message = nil
+	var notes []string
+	if len(c.reply.missing) > 0 {
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
+			"Chunks not found: "+joinIDs(c.reply.missing),
+			"Use chunk_id values from recent semantic_search results; chunks of deleted or re-ingested documents no longer exist."))
+		notes = append(notes, fmt.Sprintf("%d of %d chunks not found", len(c.reply.missing), len(c.p.ids)))
+	}
+	if k < len(c.objects) {
+		omitted := make([]int64, 0, len(c.objects)-k)
+		for _, ch := range c.reply.chunks[k:] {
+			omitted = append(omitted, ch.ChunkID)
+		}
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
+			fmt.Sprintf("Returned %d of %d chunks to stay within the %d-token limit; omitted: %s",
+				k, len(c.objects), c.s.opts.Thresholds.MaxTokens, joinIDs(omitted)),
+			"Call get_chunks again with the omitted ids."))
+		notes = append(notes, "trimmed to fit the token limit")
+	}
+	if len(notes) > 0 {
+		env.Metadata.Status = envelope.StatusPartial
+		msg := strings.Join(notes, "; ")
+		env.Metadata.Message = &msg
+	}
+}
+
+func (c *chunksContent) NearLimit() string {
+	return "Request fewer chunk_ids per call, or use 'preview' mode"
+}
+
+func (c *chunksContent) Exceeded(needed, limit int) string {
+	first := c.reply.chunks[0]
+	preview := tokens.Count(mustJSON(projection.Chunk(first, projection.ChunkFields(projection.Preview))))
+	return fmt.Sprintf("Chunk %d alone needs about %d tokens in '%s' mode, over the %d-token limit; 'preview' mode shows it in about %d tokens.",
+		first.ChunkID, needed, c.p.mode, limit, preview)
+}
+
+func mustJSON(v any) string {
+	b, err := envelope.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

@@ -1,0 +1,223 @@
+package tools_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/testfake"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+type harness struct {
+	t       testing.TB
+	env     *testfake.Env
+	srv     *server.MCPServer
+	cli     *client.Client
+	schemas map[string]*jsonschema.Schema
+	key     string
+}
+
+type harnessOpt func(*tools.Options)
+
+func withThresholds(th warnings.Thresholds) harnessOpt {
+	return func(o *tools.Options) { o.Thresholds = th }
+}
+
+func withKey(k string) harnessOpt {
+	return func(o *tools.Options) { o.Key = func(context.Context) string { return k } }
+}
+
+func newHarness(t testing.TB, opts ...harnessOpt) *harness {
+	return newHarnessWithClient(t, nil, opts...)
+}
+
+func newHarnessWithClient(t testing.TB, clientOpts []client.ClientOption, opts ...harnessOpt) *harness {
+	t.Helper()
+	env := testfake.Start(t)
+	codec, err := cursor.New([]byte("test-cursor-secret-0123456789"))
+	require.NoError(t, err)
+	o := tools.Options{
+		Clients:             env.Clients,
+		Key:                 func(context.Context) string { return testfake.KeyGood },
+		KeyHint:             "Set BMCIS_API_KEY.",
+		Cursors:             codec,
+		Thresholds:          warnings.Thresholds{MaxTokens: 15000, WarnRatio: 0.8, LowQuality: 0.5, CacheMissSlow: time.Minute},
+		DefaultResponseMode: projection.Metadata,
+		Desktop:             true,
+		Signals: signals.Config{
+			CategoryWeights:   map[string]float64{"security": 0.9, "authentication": 0.9},
+			DefaultWeight:     0.7,
+			HalfLife:          180 * 24 * time.Hour,
+			IncludeConfidence: true,
+			Now:               func() time.Time { return testfake.Epoch },
+		},
+		ValidateOutput: true,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv := tools.New(o)
+	var cli *client.Client
+	if clientOpts != nil {
+		cli, err = client.NewInProcessClientWithOptions(srv, clientOpts...)
+	} else {
+		cli, err = client.NewInProcessClient(srv)
+	}
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, cli.Start(ctx))
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "test", Version: "1"}
+	_, err = cli.Initialize(ctx, init)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+
+	h := &harness{t: t, env: env, srv: srv, cli: cli, schemas: map[string]*jsonschema.Schema{}}
+	for _, name := range []string{tools.ToolSemanticSearch, tools.ToolFindVendorInfo, tools.ToolGetChunks} {
+		h.schemas[name] = compileSchema(t, tools.OutputSchema(name))
+	}
+	return h
+}
+
+func compileSchema(t testing.TB, raw []byte) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	require.NoError(t, c.AddResource("output.json", doc))
+	s, err := c.Compile("output.json")
+	require.NoError(t, err)
+	return s
+}
+
+// answer is a decoded tool answer.
+type answer struct {
+	res    *mcp.CallToolResult
+	env    map[string]any // from structuredContent
+	blocks []string
+}
+
+func (h *harness) call(tool string, args map[string]any) answer {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := h.cli.CallTool(ctx, req)
+	require.NoError(h.t, err)
+	return h.decode(tool, res)
+}
+
+func (h *harness) decode(tool string, res *mcp.CallToolResult) answer {
+	h.t.Helper()
+	a := answer{res: res}
+	if res.StructuredContent == nil {
+		h.t.Logf("no structured content: %+v", res)
+	}
+	for _, c := range res.Content {
+		tc, ok := c.(mcp.TextContent)
+		require.True(h.t, ok, "content must be text")
+		a.blocks = append(a.blocks, tc.Text)
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(h.t, err)
+	if rm, ok := res.StructuredContent.(json.RawMessage); ok {
+		raw = rm
+	}
+	require.NoError(h.t, json.Unmarshal(raw, &a.env), "structuredContent must be a JSON object")
+	// Every answer validates against the tool's output schema.
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	require.NoError(h.t, err)
+	require.NoError(h.t, h.schemas[tool].Validate(doc), "answer must validate: %s", truncate(string(raw)))
+	recordSeen(tool, a.env)
+	status := a.env["_metadata"].(map[string]any)["status"]
+	require.Equal(h.t, status == "error", res.IsError, "isError must match status error")
+	return a
+}
+
+func truncate(s string) string {
+	if len(s) > 2000 {
+		return s[:2000] + "..."
+	}
+	return s
+}
+
+func (a answer) status() string { return a.env["_metadata"].(map[string]any)["status"].(string) }
+
+func (a answer) results() []map[string]any {
+	list := a.env["results"].([]any)
+	out := make([]map[string]any, len(list))
+	for i, r := range list {
+		out[i] = r.(map[string]any)
+	}
+	return out
+}
+
+func (a answer) errCode() string {
+	e, ok := a.env["error"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	return e["code"].(string)
+}
+
+func (a answer) errObj() map[string]any { return a.env["error"].(map[string]any) }
+
+func (a answer) pagination() map[string]any {
+	p, _ := a.env["pagination"].(map[string]any)
+	return p
+}
+
+func (a answer) execution() map[string]any { return a.env["execution_context"].(map[string]any) }
+
+func (a answer) warningCodes() []string {
+	var out []string
+	for _, w := range a.env["warnings"].([]any) {
+		out = append(out, w.(map[string]any)["code"].(string))
+	}
+	return out
+}
+
+func (a answer) jsonBlock() map[string]any {
+	last := a.blocks[len(a.blocks)-1]
+	var m map[string]any
+	if err := json.Unmarshal([]byte(last), &m); err != nil {
+		return nil
+	}
+	return m
+}
+
+func keysOf(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func hasPrefixAny(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+package tools
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+)
+
+// Resource URI templates.
+const (
+	ChunkURITemplate  = "kb://chunks/{chunk_id}"
+	VendorURITemplate = "kb://vendors/{vendor_name}"
+)
+
+func chunkTemplate() mcp.ResourceTemplate {
+	return mcp.NewResourceTemplate(ChunkURITemplate, "chunk",
+		mcp.WithTemplateTitle("Knowledge base chunk"),
+		mcp.WithTemplateDescription("One chunk of a knowledge-base document by id, in full: a markdown rendering, then the get_chunks envelope as JSON."),
+		mcp.WithTemplateMIMEType("text/markdown"))
+}
+
+func vendorTemplate() mcp.ResourceTemplate {
+	return mcp.NewResourceTemplate(VendorURITemplate, "vendor",
+		mcp.WithTemplateTitle("Vendor"),
+		mcp.WithTemplateDescription("A vendor's neighbourhood in the vendor graph (find_vendor_info, full mode): a markdown rendering, then the envelope as JSON. URL-encode the name."),
+		mcp.WithTemplateMIMEType("text/markdown"))
+}
+
+func templateArg(req mcp.ReadResourceRequest, name string) string {
+	var v string
+	switch x := req.Params.Arguments[name].(type) {
+	case []string:
+		if len(x) > 0 {
+			v = x[0]
+		}
+	case string:
+		v = x
+	}
+	if u, err := url.PathUnescape(v); err == nil {
+		v = u
+	}
+	return strings.TrimSpace(v)
+}
+
+func (s *Server) readChunk(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	p := chunksParams{mode: projection.Full, format: render.Both}
+	var perr *apierr.Error
+	id, err := strconv.ParseInt(templateArg(req, "chunk_id"), 10, 64)
+	if err != nil || id <= 0 {
+		perr = apierr.NewInvalidParams("chunk_id", "must be a positive integer", "Use a chunk_id from semantic_search results, e.g. kb://chunks/12345.")
+	} else {
+		p.ids = []int64{id}
+	}
+	ctx, call := s.newCall(ctx, ToolGetChunks, p.format)
+	res := s.chunks(ctx, call, p, perr)
+	s.logDone(ctx, call, res)
+	return resourceContents(req.Params.URI, res), nil
+}
+
+func (s *Server) readVendor(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	p := vendorParams{name: templateArg(req, "vendor_name"), mode: projection.Full, relationships: true, format: render.Both}
+	var perr *apierr.Error
+	if n := len([]rune(p.name)); n == 0 || n > MaxVendorNameLength {
+		perr = apierr.NewInvalidParams("vendor_name", "must be 1-200 characters", "Use kb://vendors/{vendor_name} with a URL-encoded name.")
+	}
+	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
+	res := s.vendor(ctx, mcp.CallToolRequest{}, call, p, perr, false)
+	s.logDone(ctx, call, res)
+	return resourceContents(req.Params.URI, res), nil
+}
+
+// resourceContents turns a format "both" answer into resource contents:
+// the markdown, then the envelope JSON.
+func resourceContents(uri string, res *mcp.CallToolResult) []mcp.ResourceContents {
+	out := make([]mcp.ResourceContents, 0, 2)
+	mimes := []string{"text/markdown", "application/json"}
+	if len(res.Content) == 1 {
+		mimes = mimes[1:]
+	}
+	for i, c := range res.Content {
+		t, ok := c.(mcp.TextContent)
+		if !ok || i >= len(mimes) {
+			continue
+		}
+		out = append(out, mcp.TextResourceContents{URI: uri, MIMEType: mimes[i], Text: t.Text})
+	}
+	return out
+}

@@ -1,0 +1,361 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/needsinput"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// Search limits.
+const (
+	MaxQueryLength  = 500
+	MaxPageSize     = 50
+	DefaultPageSize = 10
+)
+
+type searchParams struct {
+	query      string
+	pageSize   int
+	sizeGiven  bool
+	deprecated bool // top_k and page_size both given
+	cursor     string
+	mode       projection.Mode
+	modeGiven  bool
+	fields     []string
+	format     render.Format
+}
+
+func (s *Server) parseSearch(raw any) (searchParams, *apierr.Error) {
+	a := newArgs(raw, "query", "top_k", "page_size", "cursor", "response_mode", "fields", "format")
+	p := searchParams{pageSize: DefaultPageSize}
+	p.format = parseFormat(a)
+	p.query = strings.TrimSpace(a.str("query"))
+	topK, hasTopK := a.integer("top_k", 1, MaxPageSize)
+	size, hasSize := a.integer("page_size", 1, MaxPageSize)
+	switch {
+	case hasSize:
+		p.pageSize, p.sizeGiven = size, true
+		p.deprecated = hasTopK || a.has("top_k")
+	case hasTopK:
+		p.pageSize, p.sizeGiven = topK, true
+	}
+	p.cursor = strings.TrimSpace(a.str("cursor"))
+	p.mode, p.modeGiven = s.parseMode(a, s.opts.DefaultResponseMode)
+	p.fields = a.strings("fields")
+	if a.err != nil {
+		return p, a.err
+	}
+	if n := utf8.RuneCountInString(p.query); n > MaxQueryLength {
+		return p, apierr.NewQueryTooLong(n, MaxQueryLength)
+	}
+	return p, nil
+}
+
+func parseFormat(a *args) render.Format {
+	f, ok := render.ParseFormat(a.str("format"))
+	if !ok {
+		a.fail("format", "must be one of json, markdown, both", "")
+		return render.JSON
+	}
+	return f
+}
+
+func (s *Server) parseMode(a *args, def projection.Mode) (projection.Mode, bool) {
+	raw := a.str("response_mode")
+	m, ok := projection.ParseMode(raw, def)
+	if !ok {
+		a.fail("response_mode", "must be one of ids_only, metadata, preview, full", "")
+		return def, false
+	}
+	return m, strings.TrimSpace(raw) != ""
+}
+
+func (s *Server) semanticSearch(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, perr := s.parseSearch(req.GetArguments())
+	ctx, call := s.newCall(ctx, ToolSemanticSearch, p.format)
+	res := s.search(ctx, req, call, p, perr)
+	s.logDone(ctx, call, res)
+	return res, nil
+}
+
+func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *respond.Call, p searchParams, perr *apierr.Error) *mcp.CallToolResult {
+	if perr != nil {
+		// Parameter errors are answered only to callers auth allows.
+		if _, _, aerr, _ := guarded[struct{}](ctx, s, call.Operation, nil); aerr != nil {
+			return s.resp.Failure(call, aerr)
+		}
+		return s.resp.Failure(call, perr)
+	}
+
+	var resolved []envelope.Warning
+	var pre *authInfo // set when auth already allowed this call
+	if p.query == "" {
+		_, info, aerr, _ := guarded[struct{}](ctx, s, call.Operation, nil)
+		if aerr != nil {
+			return s.resp.Failure(call, aerr)
+		}
+		pre = &info
+		topics, _ := s.clients.Categories(ctx)
+		for i, t := range topics {
+			topics[i] = needsinput.Topic(t)
+		}
+		ni := needsinput.EmptyQuery(topics)
+		value, outcome, pending := needsinput.Ask(ctx, req, ni)
+		switch outcome {
+		case needsinput.Pending:
+			return pending
+		case needsinput.Answered:
+			p.query = value
+			if n := utf8.RuneCountInString(value); n > MaxQueryLength {
+				return s.resp.Failure(call, apierr.NewQueryTooLong(n, MaxQueryLength))
+			}
+			resolved = append(resolved, warnings.NewResolvedByElicitation("query", value))
+		default:
+			e := apierr.NewInvalidParams("query", "must not be empty", "Provide a search query: a question or a few keywords.")
+			return s.resp.FailureWith(call, e, ni)
+		}
+	}
+
+	queryHash := cursor.QueryHash(p.query)
+	offset := 0
+	if p.cursor != "" {
+		c, err := s.opts.Cursors.Decode(p.cursor, queryHash)
+		if err != nil {
+			if pre == nil {
+				if _, _, aerr, _ := guarded[struct{}](ctx, s, call.Operation, nil); aerr != nil {
+					return s.resp.Failure(call, aerr)
+				}
+			}
+			return s.resp.Failure(call, apierr.NewInvalidCursor(err.Error()))
+		}
+		offset = c.Offset
+		if !p.sizeGiven {
+			p.pageSize = c.PageSize
+		}
+		if m, ok := projection.ParseMode(c.ResponseMode, p.mode); ok && !p.modeGiven {
+			p.mode = m
+		}
+	}
+	call.View.Mode = string(p.mode)
+	call.View.Title = fmt.Sprintf("Search results for %q", p.query)
+
+	fields, ferr := projection.Select(projection.SearchFields(p.mode), p.fields, p.mode)
+
+	var backendTime time.Duration
+	fetch := func(ctx context.Context) (model.SearchPage, error) {
+		if ferr != nil {
+			return model.SearchPage{}, nil
+		}
+		start := time.Now()
+		pg, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize)
+		backendTime = time.Since(start)
+		return pg, err
+	}
+	var (
+		page model.SearchPage
+		info authInfo
+		aerr *apierr.Error
+		berr error
+	)
+	if pre != nil {
+		info = *pre
+		page, berr = fetch(ctx)
+	} else {
+		page, info, aerr, berr = guarded(ctx, s, call.Operation, fetch)
+	}
+	call.BackendDone = s.opts.Now()
+	if aerr != nil {
+		return s.resp.Failure(call, aerr)
+	}
+	if ferr != nil {
+		return s.resp.Failure(call, ferr)
+	}
+	if berr != nil {
+		return s.resp.Failure(call, apierr.FromBackend(apierr.Search, berr))
+	}
+
+	call.CacheHit = page.CacheHit
+	call.DatabaseTimeMS = page.DatabaseTimeMS
+	call.CacheKey = fmt.Sprintf("search:%s:%s:%d:%d", p.mode, queryHash, offset, p.pageSize)
+
+	env := call.NewEnvelope()
+	base := resolved
+	if p.deprecated {
+		base = append(base, warnings.NewDeprecatedParameter("top_k", "page_size"))
+	}
+	if info.degraded {
+		base = append(base, warnings.NewRateLimiterDegraded())
+	}
+	if !page.CacheHit && s.opts.Thresholds.CacheMissSlow > 0 && backendTime > s.opts.Thresholds.CacheMissSlow {
+		base = append(base, warnings.NewCacheMissSlow(backendTime))
+	}
+	if w, ok := lowQuality(page.Hits, offset, s.opts.Thresholds.LowQuality); ok {
+		base = append(base, w)
+	}
+
+	content := &searchContent{
+		s: s, p: p, page: page, offset: offset, queryHash: queryHash, fields: fields,
+		withSignals: s.opts.Desktop && p.mode != projection.IDsOnly && len(p.fields) == 0,
+		base:        base,
+	}
+	content.project()
+	return s.resp.Success(call, env, content)
+}
+
+// lowQuality reports LOW_QUALITY_RESULTS when every hit of the page scores
+// under the threshold (or a first page is empty).
+func lowQuality(hits []model.Hit, offset int, threshold float64) (envelope.Warning, bool) {
+	if len(hits) == 0 {
+		if offset == 0 {
+			return warnings.NewNoResults(), true
+		}
+		return envelope.Warning{}, false
+	}
+	best := 0.0
+	for _, h := range hits {
+		best = max(best, h.HybridScore)
+	}
+	if best < threshold {
+		return warnings.NewLowQualityResults(best, threshold), true
+	}
+	return envelope.Warning{}, false
+}
+
+// searchContent is a page of search results that can be cut short.
+type searchContent struct {
+	s           *Server
+	p           searchParams
+	page        model.SearchPage
+	offset      int
+	queryHash   string
+	fields      []string
+	withSignals bool
+	base        []envelope.Warning
+
+	objects []envelope.Object
+}
+
+// project builds every result object of the page once.
+func (c *searchContent) project() {
+	c.objects = make([]envelope.Object, len(c.page.Hits))
+	var extra [][]envelope.Field
+	if c.withSignals {
+		extra = c.s.opts.Signals.Annotate(c.signalPage(c.page.Hits))
+	}
+	for i, h := range c.page.Hits {
+		o := projection.Hit(h, c.fields)
+		if extra != nil {
+			o = append(o, extra[i]...)
+		}
+		c.objects[i] = o
+	}
+}
+
+func (c *searchContent) signalPage(hits []model.Hit) signals.Page {
+	return signals.Page{
+		Hits:           hits,
+		TotalAvailable: c.page.TotalAvailable,
+		QueryTerms:     c.page.QueryTerms,
+		Previews:       c.p.mode == projection.Preview || c.p.mode == projection.Full,
+	}
+}
+
+func (c *searchContent) Units() int    { return len(c.objects) }
+func (c *searchContent) MinUnits() int { return min(1, len(c.objects)) }
+
+func (c *searchContent) Keep(env *envelope.Envelope, k int) {
+	env.Results = c.objects[:k]
+	next := c.offset + k
+	total := c.page.TotalAvailable
+	hasMore := next < total
+	var cur *string
+	if hasMore {
+		s := c.s.opts.Cursors.Encode(cursor.Cursor{
+			QueryHash: c.queryHash, Offset: next, ResponseMode: string(c.p.mode), PageSize: c.p.pageSize,
+		})
+		cur = &s
+	}
+	env.Pagination = &envelope.Pagination{
+		Cursor: cur, PageSize: c.p.pageSize, HasMore: hasMore, TotalAvailable: total, ReturnedCount: k,
+	}
+	env.Warnings = slices.Clone(c.base)
+	env.Metadata.Status = envelope.StatusSuccess
+	env.Metadata.Message = nil
+	if k < len(c.objects) {
+		env.Metadata.Status = envelope.StatusPartial
+		msg := fmt.Sprintf("Page trimmed to %d of %d results to fit the token limit", k, len(c.objects))
+		env.Metadata.Message = &msg
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
+			fmt.Sprintf("Returned %d of the %d results of this page to stay within the %d-token limit; the cursor continues at result %d",
+				k, len(c.objects), c.s.opts.Thresholds.MaxTokens, next+1),
+			fmt.Sprintf("Use page_size %d to get whole pages in %s mode, or a lighter response_mode.", max(k, 1), c.p.mode)))
+	}
+	if c.s.opts.Desktop {
+		hits := c.page.Hits[:k]
+		sp := c.signalPage(hits)
+		env.Metadata.VisualHints = c.s.opts.Signals.VisualHints(sp)
+		if !c.s.opts.Signals.IncludeConfidence || !c.withSignals {
+			env.Metadata.VisualHints.ShowConfidence = false
+		}
+		env.QueryAnalysis = signals.QueryAnalysis(sp)
+	}
+}
+
+func (c *searchContent) NearLimit() string {
+	return lighterAdvice(c.p.mode, c.p.pageSize)
+}
+
+func lighterAdvice(mode projection.Mode, pageSize int) string {
+	i := slices.Index(projection.Modes, mode)
+	if i > 0 {
+		return fmt.Sprintf("Use '%s' mode or reduce page_size to %d", projection.Modes[i-1], max(pageSize/2, 1))
+	}
+	return fmt.Sprintf("Reduce page_size to %d", max(pageSize/2, 1))
+}
+
+// Exceeded measures, with the real tokenizer, what this page costs in each
+// lighter mode and suggests the richest one that fits.
+func (c *searchContent) Exceeded(needed, limit int) string {
+	suggestion := fmt.Sprintf("One result in '%s' mode needs about %d tokens, over the %d-token limit.", c.p.mode, needed, limit)
+	overhead := max(needed-pageTokens(c.page.Hits[:1], projection.SearchFields(c.p.mode)), 0)
+	i := slices.Index(projection.Modes, c.p.mode)
+	for j := i - 1; j >= 0; j-- {
+		m := projection.Modes[j]
+		cost := overhead + pageTokens(c.page.Hits, projection.SearchFields(m))
+		if cost <= limit {
+			return suggestion + fmt.Sprintf(" Use '%s' mode: this page of %d results takes about %d tokens; then read single chunks with get_chunks in 'preview' mode.",
+				m, len(c.page.Hits), cost)
+		}
+	}
+	return suggestion + " Use 'ids_only' mode with a smaller page_size."
+}
+
+// pageTokens counts the tokens of hits projected onto fields.
+func pageTokens(hits []model.Hit, fields []string) int {
+	objs := make([]envelope.Object, len(hits))
+	for i, h := range hits {
+		objs[i] = projection.Hit(h, fields)
+	}
+	b, err := envelope.Marshal(objs)
+	if err != nil {
+		return 0
+	}
+	return tokens.Count(string(b))
+}

@@ -1,0 +1,239 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/needsinput"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// MaxVendorNameLength bounds vendor_name.
+const MaxVendorNameLength = 200
+
+type vendorParams struct {
+	name          string
+	mode          projection.Mode
+	relationships bool
+	format        render.Format
+}
+
+func (s *Server) parseVendor(raw any) (vendorParams, *apierr.Error) {
+	a := newArgs(raw, "vendor_name", "response_mode", "include_relationships", "format")
+	p := vendorParams{}
+	p.format = parseFormat(a)
+	p.name = strings.TrimSpace(a.str("vendor_name"))
+	p.mode, _ = s.parseMode(a, s.opts.DefaultResponseMode)
+	p.relationships = a.boolean("include_relationships", true)
+	if a.err != nil {
+		return p, a.err
+	}
+	if n := utf8.RuneCountInString(p.name); n == 0 || n > MaxVendorNameLength {
+		return p, apierr.NewInvalidParams("vendor_name", "must be 1-200 characters",
+			"Give the vendor's name; use semantic_search to find exact vendor names.")
+	}
+	return p, nil
+}
+
+func (s *Server) findVendorInfo(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, perr := s.parseVendor(req.GetArguments())
+	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
+	res := s.vendor(ctx, req, call, p, perr, true)
+	s.logDone(ctx, call, res)
+	return res, nil
+}
+
+func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *respond.Call, p vendorParams, perr *apierr.Error, mayAsk bool) *mcp.CallToolResult {
+	call.View.Mode = string(p.mode)
+	fetch := func(ctx context.Context, name string) (model.Vendor, error) {
+		if perr != nil {
+			return model.Vendor{}, nil
+		}
+		maxE, maxR := projection.VendorCaps(p.mode)
+		return s.clients.GetVendor(ctx, backend.VendorRequest{
+			Name: name, MaxEntities: maxE, MaxRelationships: maxR, IncludeRelationships: p.relationships,
+		})
+	}
+	v, info, aerr, berr := guarded(ctx, s, call.Operation, func(ctx context.Context) (model.Vendor, error) {
+		return fetch(ctx, p.name)
+	})
+	call.BackendDone = s.opts.Now()
+	if aerr != nil {
+		return s.resp.Failure(call, aerr)
+	}
+	if perr != nil {
+		return s.resp.Failure(call, perr)
+	}
+
+	var resolved []envelope.Warning
+	if berr != nil {
+		var ni *envelope.NeedsInput
+		var e *apierr.Error
+		if nf, ok := backend.IsNotFound(berr); ok {
+			suggestions := nf.Suggestions
+			if len(suggestions) == 0 {
+				suggestions, _ = s.clients.SuggestVendors(ctx, p.name, 5)
+			}
+			ni, e = needsinput.VendorNotFound(p.name, suggestions), apierr.NewVendorNotFound(p.name, suggestions)
+		} else if amb, ok := backend.IsAmbiguous(berr); ok {
+			ni, e = needsinput.AmbiguousVendor(p.name, amb.Candidates), apierr.NewVendorAmbiguous(p.name, amb.Candidates)
+		} else {
+			return s.resp.Failure(call, apierr.FromBackend(apierr.VendorGraph, berr))
+		}
+		if !mayAsk {
+			return s.resp.FailureWith(call, e, ni)
+		}
+		value, outcome, pending := needsinput.Ask(ctx, req, ni)
+		switch outcome {
+		case needsinput.Pending:
+			return pending
+		case needsinput.Answered:
+			p.name = value
+			resolved = append(resolved, warnings.NewResolvedByElicitation("vendor_name", value))
+			v, berr = fetch(ctx, value)
+			call.BackendDone = s.opts.Now()
+			if berr != nil {
+				// Asked once already: answer with what the second name got.
+				return s.vendorFailure(call, value, berr, resolved)
+			}
+		default:
+			return s.resp.FailureWith(call, e, ni)
+		}
+	}
+
+	call.CacheHit = v.CacheHit
+	call.CacheKey = fmt.Sprintf("vendor:%s:%s:%t", p.mode, cursor.Normalize(p.name), p.relationships)
+	call.View.Title = "Vendor: " + v.VendorName
+
+	env := call.NewEnvelope()
+	base := resolved
+	if info.degraded {
+		base = append(base, warnings.NewRateLimiterDegraded())
+	}
+	content := newVendorContent(s, v, p, base)
+	return s.resp.Success(call, env, content)
+}
+
+func (s *Server) vendorFailure(call *respond.Call, name string, err error, extra []envelope.Warning) *mcp.CallToolResult {
+	if nf, ok := backend.IsNotFound(err); ok {
+		return s.resp.FailureWith(call, apierr.NewVendorNotFound(name, nf.Suggestions), needsinput.VendorNotFound(name, nf.Suggestions), extra...)
+	}
+	if amb, ok := backend.IsAmbiguous(err); ok {
+		return s.resp.FailureWith(call, apierr.NewVendorAmbiguous(name, amb.Candidates), needsinput.AmbiguousVendor(name, amb.Candidates), extra...)
+	}
+	return s.resp.Failure(call, apierr.FromBackend(apierr.VendorGraph, err))
+}
+
+// vendorContent is a vendor answer whose lists can be cut short: units are
+// the listed entities (or entity ids) first, then the relationships (or
+// relationship ids), so relationships go first when trimming.
+type vendorContent struct {
+	s    *Server
+	v    model.Vendor
+	p    vendorParams
+	base []envelope.Warning
+
+	entities, relationships int // listed before trimming
+	capped                  bool
+}
+
+func newVendorContent(s *Server, v model.Vendor, p vendorParams, base []envelope.Warning) *vendorContent {
+	c := &vendorContent{s: s, v: v, p: p, base: base}
+	maxE, maxR := projection.VendorCaps(p.mode)
+	switch p.mode {
+	case projection.IDsOnly:
+		c.entities, c.relationships = min(len(v.EntityIDs), maxE), min(len(v.RelationshipIDs), maxR)
+	case projection.Preview, projection.Full:
+		c.entities, c.relationships = min(len(v.Entities), maxE), min(len(v.Relationships), maxR)
+	}
+	if !p.relationships {
+		c.relationships = 0
+	}
+	if p.mode == projection.IDsOnly || p.mode == projection.Full {
+		c.capped = v.EntitiesTruncated || (p.relationships && v.RelationshipsTruncated)
+	}
+	return c
+}
+
+func (c *vendorContent) Units() int    { return c.entities + c.relationships }
+func (c *vendorContent) MinUnits() int { return 0 }
+
+func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
+	keepE := min(k, c.entities)
+	keepR := min(k-keepE, c.relationships)
+	v := c.v
+	switch c.p.mode {
+	case projection.IDsOnly:
+		v.EntityIDs = v.EntityIDs[:min(len(v.EntityIDs), keepE)]
+		v.RelationshipIDs = v.RelationshipIDs[:min(len(v.RelationshipIDs), keepR)]
+	case projection.Preview, projection.Full:
+		v.Entities = v.Entities[:min(len(v.Entities), keepE)]
+		v.Relationships = v.Relationships[:min(len(v.Relationships), keepR)]
+	}
+	env.Results = []envelope.Object{projection.Vendor(v, c.p.mode, c.p.relationships)}
+	env.Pagination = nil
+	env.Warnings = slices.Clone(c.base)
+	env.Metadata.Status = envelope.StatusSuccess
+	env.Metadata.Message = nil
+	st := c.v.Statistics
+	switch {
+	case k < c.Units():
+		env.Metadata.Status = envelope.StatusPartial
+		msg := "Vendor lists trimmed to fit the token limit"
+		env.Metadata.Message = &msg
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
+			fmt.Sprintf("Listed %d of %d entities and %d of %d relationships to stay within the %d-token limit",
+				keepE, c.entities, keepR, c.relationships, c.s.opts.Thresholds.MaxTokens),
+			"Use 'preview' mode, or include_relationships=false, for a smaller answer."))
+	case c.capped:
+		env.Metadata.Status = envelope.StatusPartial
+		msg := "Vendor graph larger than the mode's caps"
+		env.Metadata.Message = &msg
+		maxE, maxR := projection.VendorCaps(c.p.mode)
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
+			fmt.Sprintf("The vendor's neighbourhood has %d entities and %d relationships; '%s' mode lists at most %d and %d",
+				st.EntityCount, st.RelationshipCount, c.p.mode, maxE, maxR),
+			"statistics counts the whole neighbourhood; use 'metadata' mode for the overview."))
+	}
+	if c.s.opts.Desktop {
+		shown := 0
+		switch c.p.mode {
+		case projection.Preview, projection.Full:
+			shown = keepE
+		case projection.Metadata:
+			shown = min(len(c.v.TopEntities), 5)
+		}
+		g := "entity_type"
+		env.Metadata.VisualHints = &envelope.VisualHints{
+			HighlightTop:       min(shown, 3),
+			GroupBy:            &g,
+			ShowConfidence:     shown > 0,
+			CollapseDuplicates: false,
+			ExpandablePreviews: c.p.mode == projection.Full,
+		}
+	}
+}
+
+func (c *vendorContent) NearLimit() string {
+	if c.p.mode == projection.Full || c.p.mode == projection.IDsOnly {
+		return "Use 'preview' mode or include_relationships=false"
+	}
+	return "Use 'metadata' mode"
+}
+
+func (c *vendorContent) Exceeded(needed, limit int) string {
+	return fmt.Sprintf("Even without entities and relationships the answer needs about %d tokens; use 'metadata' mode.", needed)
+}

@@ -1,0 +1,172 @@
+package transport_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	mcptransport "github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/testfake"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+func TestAPIKeyHeaders(t *testing.T) {
+	cases := []struct {
+		name   string
+		header http.Header
+		want   string
+	}{
+		{"x-api-key", http.Header{"X-Api-Key": {" k1 "}}, "k1"},
+		{"bearer", http.Header{"Authorization": {"Bearer k2"}}, "k2"},
+		{"bearer lowercase", http.Header{"Authorization": {"bearer k3"}}, "k3"},
+		{"x-api-key wins", http.Header{"X-Api-Key": {"k4"}, "Authorization": {"Bearer k5"}}, "k4"},
+		{"basic ignored", http.Header{"Authorization": {"Basic abc"}}, ""},
+		{"none", http.Header{}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, transport.APIKey(tc.header))
+		})
+	}
+}
+
+func newHTTP(t *testing.T) (*httptest.Server, *testfake.Env) {
+	env := testfake.Start(t)
+	codec, err := cursor.New([]byte("0123456789abcdef0123"))
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := tools.New(tools.Options{
+		Clients: env.Clients, Key: tools.APIKeyFromContext, KeyHint: transport.HTTPKeyHint,
+		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true, Logger: logger,
+	})
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger))
+	t.Cleanup(srv.Close)
+	return srv, env
+}
+
+func call(t *testing.T, url string, headers map[string]string, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(url+"/mcp", mcptransport.WithHTTPHeaders(headers))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, c.Start(ctx))
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "http-test", Version: "1"}
+	_, err = c.Initialize(ctx, init)
+	require.NoError(t, err)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	require.NoError(t, err)
+	var env map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.Content[len(res.Content)-1].(mcp.TextContent).Text), &env))
+	return env
+}
+
+func TestStreamableHTTPKeyPerRequest(t *testing.T) {
+	srv, _ := newHTTP(t)
+	args := map[string]any{"chunk_ids": []any{1001}}
+	env := call(t, srv.URL, map[string]string{"X-API-Key": testfake.KeyGood}, tools.ToolGetChunks, args)
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	env = call(t, srv.URL, map[string]string{"Authorization": "Bearer " + testfake.KeyGood}, tools.ToolGetChunks, args)
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	env = call(t, srv.URL, nil, tools.ToolGetChunks, args)
+	require.Equal(t, "AUTH_REQUIRED", env["error"].(map[string]any)["code"])
+	require.Equal(t, transport.HTTPKeyHint, env["error"].(map[string]any)["suggestion"])
+	env = call(t, srv.URL, map[string]string{"X-API-Key": "bmcis_wrong_key"}, tools.ToolGetChunks, args)
+	require.Equal(t, "AUTH_INVALID", env["error"].(map[string]any)["code"])
+}
+
+func TestStatelessCursorAcrossServers(t *testing.T) {
+	// Two replicas sharing the cursor secret: a cursor from one pages on
+	// the other.
+	a, _ := newHTTP(t)
+	b, _ := newHTTP(t)
+	h := map[string]string{"X-API-Key": testfake.KeyGood}
+	env := call(t, a.URL, h, tools.ToolSemanticSearch, map[string]any{"query": "incident", "page_size": 3, "response_mode": "ids_only"})
+	cur := env["pagination"].(map[string]any)["cursor"].(string)
+	env = call(t, b.URL, h, tools.ToolSemanticSearch, map[string]any{"query": "incident", "cursor": cur})
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	require.Equal(t, 4.0, env["results"].([]any)[0].(map[string]any)["rank"])
+}
+
+func TestHealthEndpoints(t *testing.T) {
+	srv, env := newHTTP(t)
+	get := func(path string) (int, map[string]any) {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return resp.StatusCode, body
+	}
+	code, body := get("/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", body["status"])
+	code, body = get("/readyz")
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	env.Stop("vendorgraph")
+	code, body = get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.NotEqual(t, "SERVING", body["backends"].(map[string]any)["vendorgraph"])
+	require.Equal(t, "SERVING", body["backends"].(map[string]any)["search"])
+}
+
+func TestServeStdio(t *testing.T) {
+	env := testfake.Start(t)
+	codec, _ := cursor.New([]byte("0123456789abcdef0123"))
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := tools.New(tools.Options{
+		Clients: env.Clients, Key: func(context.Context) string { return "" }, KeyHint: transport.StdioKeyHint,
+		Cursors: codec, Thresholds: warnings.Defaults, Logger: logger,
+	})
+	in := strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"semantic_search","arguments":{"query":"x"}}}`,
+	}, "\n") + "\n")
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- transport.ServeStdio(context.Background(), m, io.MultiReader(in, blockUntilClosed(t)), pw, logger)
+	}()
+	dec := json.NewDecoder(pr)
+	var got map[string]any
+	for {
+		var msg map[string]any
+		require.NoError(t, dec.Decode(&msg))
+		if msg["id"] == 2.0 {
+			got = msg
+			break
+		}
+	}
+	res := got["result"].(map[string]any)
+	require.Equal(t, true, res["isError"], "no key: the call answers AUTH_REQUIRED instead of failing")
+	sc := res["structuredContent"].(map[string]any)
+	require.Equal(t, "AUTH_REQUIRED", sc["error"].(map[string]any)["code"])
+	require.Equal(t, transport.StdioKeyHint, sc["error"].(map[string]any)["suggestion"])
+}
+
+// blockUntilClosed keeps stdin open until the test ends, like a client that
+// stays connected.
+func blockUntilClosed(t *testing.T) io.Reader {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.Close() })
+	return pr
+}

@@ -1,0 +1,189 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Guard applies the configured failure mode when a shared backend (Redis) is
+// unreachable: fail open (allow) or closed (refuse), and mark the decision
+// Degraded so callers can warn. A call whose backend request fails gets the
+// failure-mode decision; after Threshold failures in a row the guard stops
+// calling the backend for RetryInterval, so a dead Redis costs one timeout
+// per interval instead of one per call, then lets one call probe it. The
+// first success ends the degraded state, with no operator action.
+type Guard struct {
+	backend  Limiter
+	failOpen bool
+	retry    time.Duration
+	clock    Clock
+	log      *slog.Logger
+
+	threshold int
+
+	mu        sync.Mutex
+	failures  int // in a row
+	degraded  bool
+	nextProbe time.Time
+
+	mDegraded  prometheus.Gauge
+	mErrors    prometheus.Counter
+	mDecisions *prometheus.CounterVec
+}
+
+// GuardConfig configures a Guard.
+type GuardConfig struct {
+	// FailOpen allows calls while the backend is unreachable; otherwise they
+	// are refused.
+	FailOpen bool
+	// RetryInterval is how long to wait before probing the backend again
+	// once degraded (default 1 s).
+	RetryInterval time.Duration
+	// Threshold is how many failures in a row make the guard degraded
+	// (default 3), so one lost packet does not bypass the backend for a
+	// whole interval.
+	Threshold int
+	// Clock defaults to time.Now.
+	Clock Clock
+	// Log receives state changes (degraded, recovered).
+	Log *slog.Logger
+	// Registerer receives the guard's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// NewGuard wraps backend.
+func NewGuard(backend Limiter, c GuardConfig) (*Guard, error) {
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Threshold <= 0 {
+		c.Threshold = 3
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	g := &Guard{
+		backend:   backend,
+		failOpen:  c.FailOpen,
+		retry:     c.RetryInterval,
+		threshold: c.Threshold,
+		clock:     c.Clock,
+		log:       c.Log,
+		mDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bmcis_auth_limiter_degraded",
+			Help: "1 while the shared rate-limit backend (Redis) is unreachable and the configured failure mode applies.",
+		}),
+		mErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bmcis_auth_limiter_backend_errors_total",
+			Help: "Rate-limit backend (Redis) calls that failed.",
+		}),
+		mDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_auth_limiter_degraded_decisions_total",
+			Help: "Checks decided by the failure mode instead of the backend, by outcome.",
+		}, []string{"outcome"}),
+	}
+	if c.Registerer != nil {
+		for _, col := range []prometheus.Collector{g.mDegraded, g.mErrors, g.mDecisions} {
+			if err := c.Registerer.Register(col); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return g, nil
+}
+
+// Degraded reports whether the guard is currently bypassing the backend.
+func (g *Guard) Degraded() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.degraded
+}
+
+// Allow implements Limiter. It returns an error only when ctx ended (the
+// caller gave up) or the backend said ErrBusy: neither says the backend is
+// unreachable.
+func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
+	if !g.shouldTry() {
+		return g.fallback(), nil
+	}
+	d, err := g.backend.Allow(ctx, key, limits)
+	if err == nil {
+		g.up()
+		return d, nil
+	}
+	if ctx.Err() != nil || errors.Is(err, ErrBusy) {
+		return Decision{}, err
+	}
+	g.down(err)
+	return g.fallback(), nil
+}
+
+// shouldTry is true unless degraded and the next probe is not due yet; when
+// due, exactly one caller is let through to probe.
+func (g *Guard) shouldTry() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.degraded {
+		return true
+	}
+	now := g.clock()
+	if now.Before(g.nextProbe) {
+		return false
+	}
+	g.nextProbe = now.Add(g.retry)
+	return true
+}
+
+func (g *Guard) down(err error) {
+	g.mErrors.Inc()
+	g.mu.Lock()
+	g.failures++
+	was := g.degraded
+	if g.failures >= g.threshold {
+		g.degraded = true
+		g.nextProbe = g.clock().Add(g.retry)
+	}
+	now := g.degraded
+	g.mu.Unlock()
+	if !now {
+		g.log.Warn("rate limiter backend call failed; answered by the failure mode", "error", err.Error())
+	}
+	if now && !was {
+		g.mDegraded.Set(1)
+		mode := "closed: refusing calls"
+		if g.failOpen {
+			mode = "open: allowing calls without counting"
+		}
+		g.log.Error("rate limiter degraded: backend unreachable; failing "+mode,
+			"error", err.Error(), "retry_every", g.retry.String())
+	}
+}
+
+func (g *Guard) up() {
+	g.mu.Lock()
+	was := g.degraded
+	g.degraded = false
+	g.failures = 0
+	g.mu.Unlock()
+	if was {
+		g.mDegraded.Set(0)
+		g.log.Info("rate limiter recovered: backend reachable again")
+	}
+}
+
+func (g *Guard) fallback() Decision {
+	if g.failOpen {
+		g.mDecisions.WithLabelValues("allowed").Inc()
+		return Decision{Allowed: true, Degraded: true}
+	}
+	g.mDecisions.WithLabelValues("refused").Inc()
+	return Decision{Degraded: true, Reset: g.retry}
+}

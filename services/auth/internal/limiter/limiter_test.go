@@ -1,0 +1,277 @@
+package limiter_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/services/auth/internal/limiter"
+)
+
+// clock is a controllable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// backends returns each backend driven by clk: in memory, and the real Redis
+// script with the clock passed in instead of server time.
+func backends(t *testing.T, clk *clock) map[string]limiter.Limiter {
+	t.Helper()
+	c := redisClient(t)
+	prefix := "bmcis:test:limiter:" + randomHex() + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	return map[string]limiter.Limiter{
+		"memory": limiter.NewMemory(clk.Now),
+		"redis":  limiter.NewRedis(c, prefix, limiter.WithTestClock(clk.Now)),
+	}
+}
+
+// eachBackend runs fn once per backend, each with a fresh clock.
+func eachBackend(t *testing.T, fn func(t *testing.T, l limiter.Limiter, clk *clock)) {
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			clk := newClock()
+			fn(t, backends(t, clk)[name], clk)
+		})
+	}
+}
+
+func redisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	u := os.Getenv("BMCIS_TEST_REDIS_URL")
+	if u == "" {
+		t.Fatalf("BMCIS_TEST_REDIS_URL is not set: run `make test` or export it from deploy/local/redis.sh url")
+	}
+	opts, err := redis.ParseURL(u)
+	require.NoError(t, err)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() }) // runs after the key clean-up registered later
+	return c
+}
+
+func randomHex() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func allow(t *testing.T, l limiter.Limiter, key string, lim limiter.Limits) limiter.Decision {
+	t.Helper()
+	d, err := l.Allow(context.Background(), key, lim)
+	require.NoError(t, err)
+	return d
+}
+
+// countAllowed makes n calls and returns how many were allowed.
+func countAllowed(t *testing.T, l limiter.Limiter, key string, lim limiter.Limits, n int) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		if allow(t, l, key, lim).Allowed {
+			ok++
+		}
+	}
+	return ok
+}
+
+func TestWindows(t *testing.T) {
+	std := limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, l limiter.Limiter, clk *clock)
+	}{
+		{"burst of exactly the limit, then refused with reset", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			first := allow(t, l, "k", std)
+			require.True(t, first.Allowed)
+			require.Equal(t, limiter.Limits{Minute: 99, Hour: 999, Day: 9_999}, first.Remaining)
+			require.Equal(t, 600*time.Millisecond, first.Reset, "minute tier full again after one interval")
+			require.Equal(t, 99, countAllowed(t, l, "k", std, 99))
+			d := allow(t, l, "k", std)
+			require.False(t, d.Allowed)
+			require.Equal(t, []limiter.Tier{limiter.Minute}, d.Exhausted)
+			require.Equal(t, limiter.Limits{Minute: 0, Hour: 900, Day: 9_900}, d.Remaining)
+			require.Equal(t, 600*time.Millisecond, d.Reset)
+		}},
+		{"one unit back every window/limit", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			require.Equal(t, 100, countAllowed(t, l, "k", std, 150))
+			clk.Advance(599 * time.Millisecond)
+			require.False(t, allow(t, l, "k", std).Allowed)
+			clk.Advance(time.Millisecond)
+			require.True(t, allow(t, l, "k", std).Allowed)
+			require.False(t, allow(t, l, "k", std).Allowed)
+			clk.Advance(6 * time.Second)
+			require.Equal(t, 10, countAllowed(t, l, "k", std, 20))
+		}},
+		{"no double burst at a window edge", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			// A fixed window would allow 100 just before the minute turns and
+			// 100 more just after; GCRA allows the first 100 and then only
+			// what has dripped back.
+			clk.Advance(59*time.Second + 900*time.Millisecond)
+			require.Equal(t, 100, countAllowed(t, l, "k", std, 100))
+			clk.Advance(200 * time.Millisecond)
+			require.Equal(t, 0, countAllowed(t, l, "k", std, 100))
+			clk.Advance(time.Minute)
+			require.Equal(t, 100, countAllowed(t, l, "k", std, 200), "after a full window the whole limit is back, no more")
+		}},
+		{"sliding: half a window gives back half the limit", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			require.Equal(t, 100, countAllowed(t, l, "k", std, 100))
+			clk.Advance(30 * time.Second)
+			require.Equal(t, 50, countAllowed(t, l, "k", std, 100))
+		}},
+		{"hour tier refuses while minute tier has units; nothing is charged", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			lim := limiter.Limits{Minute: 100, Hour: 150, Day: 10_000}
+			require.Equal(t, 100, countAllowed(t, l, "k", lim, 100))
+			clk.Advance(time.Minute)
+			require.Equal(t, 52, countAllowed(t, l, "k", lim, 100), "150 plus what the hour tier regained in a minute (2.5)")
+			d := allow(t, l, "k", lim)
+			require.False(t, d.Allowed)
+			require.Equal(t, []limiter.Tier{limiter.Hour}, d.Exhausted)
+			require.Equal(t, int64(0), d.Remaining.Hour)
+			before := d.Remaining
+			for range 10 {
+				d = allow(t, l, "k", lim)
+				require.False(t, d.Allowed)
+			}
+			require.Equal(t, before, d.Remaining, "refused calls charge no tier")
+			// The hour tier regains a unit every 24 s and had regained half
+			// of the next one.
+			require.Equal(t, 12*time.Second, d.Reset)
+		}},
+		{"day tier", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			lim := limiter.Limits{Minute: 1_000, Hour: 1_000, Day: 1_000}
+			require.Equal(t, 1_000, countAllowed(t, l, "k", lim, 1_001))
+			clk.Advance(time.Hour)
+			d := allow(t, l, "k", lim)
+			require.True(t, d.Allowed, "an hour gives back 1000/24 day units")
+			require.Equal(t, int64(40), d.Remaining.Day) // floor(41.67) - 1
+			clk.Advance(23 * time.Hour)
+			require.Equal(t, 999, countAllowed(t, l, "k", lim, 1_001), "the unit taken an hour in comes back an hour after the day")
+			clk.Advance(24 * time.Hour)
+			require.Equal(t, 1_000, countAllowed(t, l, "k", lim, 1_001))
+		}},
+		{"limits that do not divide the window are exact", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			lim := limiter.Limits{Minute: 7, Hour: 1_000, Day: 10_000}
+			require.Equal(t, 7, countAllowed(t, l, "k", lim, 10))
+			// 60 s / 7 = 8.571428... s per unit.
+			clk.Advance(8571428 * time.Microsecond)
+			require.False(t, allow(t, l, "k", lim).Allowed)
+			clk.Advance(time.Microsecond)
+			require.True(t, allow(t, l, "k", lim).Allowed)
+			clk.Advance(time.Minute)
+			require.Equal(t, 7, countAllowed(t, l, "k", lim, 10))
+		}},
+		{"keys are independent", func(t *testing.T, l limiter.Limiter, clk *clock) {
+			require.Equal(t, 100, countAllowed(t, l, "a", std, 120))
+			require.Equal(t, 100, countAllowed(t, l, "b", std, 120))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { eachBackend(t, tc.run) })
+	}
+}
+
+// TestBackendsAgree drives both backends with the same random calls and
+// clock steps: the Lua script and the Go code must decide identically.
+func TestBackendsAgree(t *testing.T) {
+	clk := newClock()
+	bs := backends(t, clk)
+	mem, red := bs["memory"], bs["redis"]
+	lims := []limiter.Limits{
+		{Minute: 3, Hour: 17, Day: 101},
+		{Minute: 100, Hour: 1_000, Day: 10_000},
+		{Minute: 7, Hour: 13, Day: 10_000},
+	}
+	for i := range 3_000 {
+		k := "k" + string(rune('0'+i%3))
+		lim := lims[i%3]
+		dm := allow(t, mem, k, lim)
+		dr := allow(t, red, k, lim)
+		require.Equal(t, dm, dr, "call %d", i)
+		n, err := rand.Int(rand.Reader, big.NewInt(4_000_000))
+		require.NoError(t, err)
+		clk.Advance(time.Duration(n.Int64()) * time.Microsecond)
+	}
+}
+
+func TestConcurrentExact(t *testing.T) {
+	eachBackend(t, func(t *testing.T, l limiter.Limiter, _ *clock) {
+		{
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				allowed int
+			)
+			start := make(chan struct{})
+			for range 1_000 {
+				wg.Go(func() {
+					<-start
+					d, err := l.Allow(context.Background(), "hot", limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000})
+					if err == nil && d.Allowed {
+						mu.Lock()
+						allowed++
+						mu.Unlock()
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			require.Equal(t, 100, allowed)
+		}
+	})
+}
+
+func TestMemorySweepsFullKeys(t *testing.T) {
+	clk := newClock()
+	m := limiter.NewMemory(clk.Now)
+	lim := limiter.Limits{Minute: 10, Hour: 10, Day: 10}
+	for i := range 100 {
+		allow(t, m, "k"+string(rune(i)), lim)
+	}
+	require.Equal(t, 100, m.Len())
+	clk.Advance(25 * time.Hour)
+	// 2,000 fresh keys touch every shard (all but surely), so each sweeps
+	// out the 100 full ones.
+	for i := range 2_000 {
+		allow(t, m, fmt.Sprintf("fresh%d", i), lim)
+	}
+	require.Equal(t, 2_000, m.Len())
+}
+
+func TestInvalidLimits(t *testing.T) {
+	eachBackend(t, func(t *testing.T, l limiter.Limiter, _ *clock) {
+		for _, lim := range []limiter.Limits{{}, {Minute: 1, Hour: 1}, {Minute: limiter.MaxLimit + 1, Hour: 1, Day: 1}} {
+			_, err := l.Allow(context.Background(), "k", lim)
+			require.Error(t, err)
+		}
+	})
+}

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/services/auth/internal/keys"
+	"github.com/bmcis/knowledge/services/auth/internal/limiter"
+)
+
+// Config is the auth service's own configuration.
+type Config struct {
+	// AdminToken guards the key admin RPCs (BMCIS_ADMIN_TOKEN); empty
+	// disables them.
+	AdminToken string
+	// Defaults are the limits of keys without their own (BMCIS_RATE_LIMIT_*).
+	Defaults limiter.Limits
+	// RedisURL selects the shared Redis limiter (REDIS_URL); empty selects the
+	// in-memory one.
+	RedisURL string
+	// RedisPrefix starts every Redis key the limiter writes.
+	RedisPrefix string
+	// RedisTimeout bounds each Redis call (BMCIS_RATE_LIMIT_REDIS_TIMEOUT).
+	RedisTimeout time.Duration
+	// FailOpen is RATE_LIMIT_ON_REDIS_FAILURE=open.
+	FailOpen bool
+	// RedisRetry is how long to bypass Redis after a failure before probing it
+	// again.
+	RedisRetry time.Duration
+	// CacheTTL and CacheSize bound the verified-key cache
+	// (BMCIS_AUTH_KEY_CACHE_TTL, BMCIS_AUTH_KEY_CACHE_SIZE).
+	CacheTTL  time.Duration
+	CacheSize int
+	// LastUsedFlush is how often last-use times are written
+	// (BMCIS_AUTH_LAST_USED_FLUSH).
+	LastUsedFlush time.Duration
+
+	// Clock, when set, replaces time.Now for key expiry, the key cache and the
+	// in-memory limiter; for tests.
+	Clock func() time.Time
+	// RedisTestClock, when set, makes the Redis script use it instead of Redis
+	// server time; for tests only.
+	RedisTestClock func() time.Time
+}
+
+// Default limits (per minute, hour, day).
+var defaultLimits = limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000}
+
+// LoadConfig reads the configuration; problems are recorded in env.
+func LoadConfig(env *config.Reader) Config {
+	c := Config{
+		AdminToken: env.Secret("BMCIS_ADMIN_TOKEN", false, 16),
+		Defaults: limiter.Limits{
+			Minute: int64(env.Int("BMCIS_RATE_LIMIT_MINUTE", int(defaultLimits.Minute), 1, limiter.MaxLimit)),
+			Hour:   int64(env.Int("BMCIS_RATE_LIMIT_HOUR", int(defaultLimits.Hour), 1, limiter.MaxLimit)),
+			Day:    int64(env.Int("BMCIS_RATE_LIMIT_DAY", int(defaultLimits.Day), 1, limiter.MaxLimit)),
+		},
+		RedisURL:      env.String("REDIS_URL", ""),
+		RedisPrefix:   env.String("BMCIS_RATE_LIMIT_REDIS_PREFIX", "bmcis:rl:"),
+		RedisTimeout:  env.Duration("BMCIS_RATE_LIMIT_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, 10*time.Second),
+		FailOpen:      env.Enum("RATE_LIMIT_ON_REDIS_FAILURE", "open", "open", "closed") == "open",
+		RedisRetry:    time.Second,
+		CacheTTL:      env.Duration("BMCIS_AUTH_KEY_CACHE_TTL", keys.MaxCacheTTL, 0, keys.MaxCacheTTL),
+		CacheSize:     env.Int("BMCIS_AUTH_KEY_CACHE_SIZE", 10_000, 1, 10_000_000),
+		LastUsedFlush: env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
+	}
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			// The URL may hold a password: never echo it.
+			env.Failf("REDIS_URL", "not a valid redis:// or rediss:// URL")
+		}
+	}
+	return c
+}

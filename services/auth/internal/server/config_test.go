@@ -1,0 +1,64 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/services/auth/internal/limiter"
+	"github.com/bmcis/knowledge/services/auth/internal/server"
+)
+
+func TestLoadConfig(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		env := config.FromMap(nil)
+		c := server.LoadConfig(env)
+		require.NoError(t, env.Err())
+		require.Equal(t, limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000}, c.Defaults)
+		require.True(t, c.FailOpen)
+		require.Empty(t, c.RedisURL)
+		require.Empty(t, c.AdminToken)
+		require.Equal(t, 30*time.Second, c.CacheTTL)
+	})
+	t.Run("overrides", func(t *testing.T) {
+		env := config.FromMap(map[string]string{
+			"BMCIS_RATE_LIMIT_MINUTE":     "10",
+			"BMCIS_RATE_LIMIT_HOUR":       "20",
+			"BMCIS_RATE_LIMIT_DAY":        "30",
+			"REDIS_URL":                   "redis://:pw@127.0.0.1:6379/2",
+			"RATE_LIMIT_ON_REDIS_FAILURE": "CLOSED",
+			"BMCIS_ADMIN_TOKEN":           "0123456789abcdef0123",
+			"BMCIS_AUTH_KEY_CACHE_TTL":    "5s",
+		})
+		c := server.LoadConfig(env)
+		require.NoError(t, env.Err())
+		require.Equal(t, limiter.Limits{Minute: 10, Hour: 20, Day: 30}, c.Defaults)
+		require.False(t, c.FailOpen)
+		require.Equal(t, 5*time.Second, c.CacheTTL)
+	})
+	tests := []struct {
+		name, variable, value string
+	}{
+		{"zero limit", "BMCIS_RATE_LIMIT_MINUTE", "0"},
+		{"word limit", "BMCIS_RATE_LIMIT_HOUR", "lots"},
+		{"huge limit", "BMCIS_RATE_LIMIT_DAY", "1000000000"},
+		{"unknown failure mode", "RATE_LIMIT_ON_REDIS_FAILURE", "maybe"},
+		{"short admin token", "BMCIS_ADMIN_TOKEN", "short"},
+		{"cache longer than the revocation bound", "BMCIS_AUTH_KEY_CACHE_TTL", "31s"},
+		{"bad redis url", "REDIS_URL", "http://user:hunter2hunter2@example"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := config.FromMap(map[string]string{tc.variable: tc.value})
+			server.LoadConfig(env)
+			err := env.Err()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.variable)
+			if tc.variable == "REDIS_URL" || tc.variable == "BMCIS_ADMIN_TOKEN" {
+				require.NotContains(t, err.Error(), tc.value, "secrets are not echoed")
+			}
+		})
+	}
+}

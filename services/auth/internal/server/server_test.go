@@ -1,0 +1,712 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/testdb"
+	"github.com/bmcis/knowledge/services/auth/internal/authtest"
+	"github.com/bmcis/knowledge/services/auth/internal/keys"
+	"github.com/bmcis/knowledge/services/auth/internal/server"
+)
+
+var backendNames = []string{"memory", "redis"}
+
+// testConfig returns a test configuration for backend, with clk driving key
+// expiry, the key cache and (in memory) the limiter.
+func testConfig(t *testing.T, backend string, clk *authtest.Clock) server.Config {
+	t.Helper()
+	cfg := authtest.Config()
+	if clk != nil {
+		cfg.Clock = clk.Now
+	}
+	if backend == "redis" {
+		cfg = authtest.WithRedis(t, cfg)
+	}
+	return cfg
+}
+
+func eachBackend(t *testing.T, fn func(t *testing.T, backend string)) {
+	for _, b := range backendNames {
+		t.Run(b, func(t *testing.T) { fn(t, b) })
+	}
+}
+
+var (
+	reqd    = authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED
+	invalid = authv1.DenialReason_DENIAL_REASON_AUTH_INVALID
+	expired = authv1.DenialReason_DENIAL_REASON_AUTH_EXPIRED
+	revoked = authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED
+	limited = authv1.DenialReason_DENIAL_REASON_RATE_LIMIT
+	none    = authv1.DenialReason_DENIAL_REASON_UNSPECIFIED
+)
+
+func TestDenialReasons(t *testing.T) {
+	eachBackend(t, func(t *testing.T, backend string) {
+		clk := authtest.NewClock()
+		in := authtest.Start(t, testConfig(t, backend, clk), authtest.NewDB(t))
+		admin := authtest.Admin(context.Background())
+
+		good, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "good"})
+		soon, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "soon", ExpiresIn: durationpb.New(time.Hour)})
+		gone, goneKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "gone"})
+		_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: goneKey.GetKeyId()})
+		require.NoError(t, err)
+		tiny, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "tiny", Limits: &authv1.RateLimits{Minute: 1}})
+		clk.Advance(time.Hour) // "soon" expires
+		require.True(t, in.Check(t, tiny).GetAllowed())
+
+		id, _, _ := keys.Parse(good)
+		unknown, _ := keys.Generate()
+		_, otherSecret, _ := keys.Parse(unknown.Full)
+
+		tests := []struct {
+			name      string
+			key       string
+			reason    authv1.DenialReason
+			msg       string
+			principal string
+		}{
+			{"no key", "", reqd, "Authentication required. API key must be provided.", ""},
+			{"blank key", "   ", reqd, "Authentication required. API key must be provided.", ""},
+			{"malformed", "not-a-key", invalid, "Invalid API key. Please check your credentials.", ""},
+			{"truncated", good[:len(good)-1], invalid, "Invalid API key. Please check your credentials.", ""},
+			{"unknown key id", unknown.Full, invalid, "Invalid API key. Please check your credentials.", ""},
+			{"wrong secret", "bmcis_" + id + "_" + otherSecret, invalid, "Invalid API key. Please check your credentials.", ""},
+			{"expired", soon, expired, server.MsgAuthExpired, "soon"},
+			{"revoked", gone, revoked, server.MsgAuthRevoked, "gone"},
+			{"rate limited", tiny, limited, "Rate limit exceeded", "tiny"},
+			{"valid", good, none, "", "good"},
+			{"valid with spaces around", " " + good + "\n", none, "", "good"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				resp := in.Check(t, tc.key)
+				require.Equal(t, tc.reason == none, resp.GetAllowed())
+				require.Equal(t, tc.reason, resp.GetDenialReason())
+				require.Equal(t, tc.msg, resp.GetMessage())
+				require.Equal(t, tc.principal, resp.GetPrincipal().GetName())
+				require.False(t, resp.GetLimiterDegraded())
+				if tc.reason == limited {
+					require.Equal(t, int64(0), resp.GetRemaining().GetMinute())
+					require.Equal(t, int64(999), resp.GetRemaining().GetHour())
+					require.Equal(t, int32(60), resp.GetResetInSeconds())
+				}
+			})
+		}
+		require.Equal(t, float64(2), in.Metric(t, "bmcis_auth_checks_total", map[string]string{"result": "auth_required"}))
+		require.Equal(t, float64(4), in.Metric(t, "bmcis_auth_checks_total", map[string]string{"result": "auth_invalid"}))
+		require.Equal(t, float64(1), in.Metric(t, "bmcis_auth_checks_total", map[string]string{"result": "rate_limit"}))
+	})
+}
+
+func TestKeyLifecycle(t *testing.T) {
+	eachBackend(t, func(t *testing.T, backend string) {
+		clk := authtest.NewClock()
+		in := authtest.Start(t, testConfig(t, backend, clk), authtest.NewDB(t))
+		admin := authtest.Admin(context.Background())
+
+		// Create: the full key is in the reply once; limits default.
+		created, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{
+			Name: "claude-desktop", Owner: "alice", ExpiresIn: durationpb.New(90 * 24 * time.Hour),
+		})
+		require.NoError(t, err)
+		full, key := created.GetApiKey(), created.GetKey()
+		require.True(t, strings.HasPrefix(full, "bmcis_"+key.GetKeyId()+"_"))
+		require.Equal(t, "alice", key.GetOwner())
+		require.Equal(t, clk.Now().Add(90*24*time.Hour), key.GetExpiresAt().AsTime())
+
+		// Use.
+		resp := in.Check(t, full)
+		require.True(t, resp.GetAllowed())
+		require.Equal(t, &authv1.Principal{KeyId: key.GetKeyId(), Name: "claude-desktop", Owner: "alice"}, stripProto(resp.GetPrincipal()))
+		require.Equal(t, []int64{100, 1_000, 10_000}, tiers(resp.GetLimits()))
+		require.Equal(t, []int64{99, 999, 9_999}, tiers(resp.GetRemaining()))
+		require.Equal(t, int32(1), resp.GetResetInSeconds())
+
+		// Several active keys per owner.
+		clk.Advance(time.Second)
+		second, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "laptop", Owner: "alice"})
+		require.True(t, in.Check(t, second).GetAllowed())
+		list, err := in.Client.ListKeys(admin, &authv1.ListKeysRequest{Owner: "alice"})
+		require.NoError(t, err)
+		require.Len(t, list.GetKeys(), 2)
+		require.Equal(t, "laptop", list.GetKeys()[0].GetName(), "newest first")
+
+		// Rotate with an hour of overlap: both keys work, then only the new.
+		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), Overlap: durationpb.New(time.Hour)})
+		require.NoError(t, err)
+		next := rot.GetApiKey()
+		require.NotEqual(t, full, next)
+		require.Equal(t, key.GetKeyId(), rot.GetKey().GetRotatedFrom())
+		require.Equal(t, "claude-desktop", rot.GetKey().GetName())
+		require.Equal(t, "alice", rot.GetKey().GetOwner())
+		require.Equal(t, clk.Now().Add(time.Hour), rot.GetPrevious().GetExpiresAt().AsTime())
+		require.Equal(t, clk.Now().Add(90*24*time.Hour), rot.GetKey().GetExpiresAt().AsTime(), "keeps the old lifetime")
+		require.Equal(t, key.GetName(), rot.GetKey().GetName())
+		require.True(t, in.Check(t, full).GetAllowed())
+		require.True(t, in.Check(t, next).GetAllowed())
+		clk.Advance(time.Hour)
+		require.Equal(t, expired, in.Check(t, full).GetDenialReason())
+		require.True(t, in.Check(t, next).GetAllowed())
+
+		// Revoke: refused at once on this replica.
+		_, err = in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: rot.GetKey().GetKeyId()})
+		require.NoError(t, err)
+		require.Equal(t, revoked, in.Check(t, next).GetDenialReason())
+
+		// Listing hides inactive keys unless asked; never shows secrets.
+		list, err = in.Client.ListKeys(admin, &authv1.ListKeysRequest{Owner: "alice"})
+		require.NoError(t, err)
+		require.Len(t, list.GetKeys(), 1)
+		all, err := in.Client.ListKeys(admin, &authv1.ListKeysRequest{IncludeInactive: true})
+		require.NoError(t, err)
+		require.Len(t, all.GetKeys(), 3)
+		dump := all.String()
+		for _, k := range []string{full, second, next} {
+			_, secret, _ := keys.Parse(k)
+			require.NotContains(t, dump, secret)
+		}
+		for _, k := range all.GetKeys() {
+			if k.GetKeyId() == rot.GetKey().GetKeyId() {
+				require.NotNil(t, k.GetRevokedAt())
+			}
+		}
+	})
+}
+
+func TestRotation(t *testing.T) {
+	clk := authtest.NewClock()
+	in := authtest.Start(t, testConfig(t, "memory", clk), authtest.NewDB(t))
+	admin := authtest.Admin(context.Background())
+
+	t.Run("zero overlap revokes the old key now", func(t *testing.T) {
+		full, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "a"})
+		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), Overlap: durationpb.New(0)})
+		require.NoError(t, err)
+		require.NotNil(t, rot.GetPrevious().GetRevokedAt())
+		require.Equal(t, revoked, in.Check(t, full).GetDenialReason())
+		require.True(t, in.Check(t, rot.GetApiKey()).GetAllowed())
+	})
+	t.Run("default overlap is a day", func(t *testing.T) {
+		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "b"})
+		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
+		require.NoError(t, err)
+		require.Equal(t, clk.Now().Add(24*time.Hour), rot.GetPrevious().GetExpiresAt().AsTime())
+		require.Nil(t, rot.GetKey().GetExpiresAt(), "the old key had no expiry")
+	})
+	t.Run("overlap never extends the old key", func(t *testing.T) {
+		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "c", ExpiresIn: durationpb.New(time.Hour)})
+		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(),
+			Overlap: durationpb.New(48 * time.Hour), ExpiresIn: durationpb.New(30 * 24 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, clk.Now().Add(time.Hour), rot.GetPrevious().GetExpiresAt().AsTime())
+		require.Equal(t, clk.Now().Add(30*24*time.Hour), rot.GetKey().GetExpiresAt().AsTime())
+	})
+	t.Run("keeps per-key limits", func(t *testing.T) {
+		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "d", Limits: &authv1.RateLimits{Minute: 5, Day: 50}})
+		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
+		require.NoError(t, err)
+		require.Equal(t, []int64{5, 0, 50}, tiers(rot.GetKey().GetLimits()))
+		resp := in.Check(t, rot.GetApiKey())
+		require.Equal(t, []int64{5, 1_000, 50}, tiers(resp.GetLimits()))
+	})
+	t.Run("refused for revoked, expired or unknown keys", func(t *testing.T) {
+		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "e"})
+		_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: key.GetKeyId()})
+		require.NoError(t, err)
+		_, err = in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
+		require.Equal(t, codes.FailedPrecondition, status.Code(err))
+
+		_, key = in.CreateKey(t, &authv1.CreateKeyRequest{Name: "f", ExpiresIn: durationpb.New(time.Minute)})
+		clk.Advance(time.Minute)
+		_, err = in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
+		require.Equal(t, codes.FailedPrecondition, status.Code(err))
+
+		unknown, _ := keys.Generate()
+		_, err = in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: unknown.ID})
+		require.Equal(t, codes.NotFound, status.Code(err))
+		_, err = in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: unknown.ID})
+		require.Equal(t, codes.NotFound, status.Code(err))
+	})
+}
+
+// TestRevocationBound: another replica keeps a verified key at most the
+// cache TTL (30 s) after it was revoked elsewhere.
+func TestRevocationBound(t *testing.T) {
+	clk := authtest.NewClock()
+	pool := authtest.NewDB(t)
+	a := authtest.Start(t, testConfig(t, "memory", clk), pool)
+	b := authtest.Start(t, testConfig(t, "memory", clk), pool)
+	full, key := a.CreateKey(t, &authv1.CreateKeyRequest{Name: "shared"})
+	require.True(t, a.Check(t, full).GetAllowed()) // now cached by a
+
+	_, err := b.Client.RevokeKey(authtest.Admin(context.Background()), &authv1.RevokeKeyRequest{KeyId: key.GetKeyId()})
+	require.NoError(t, err)
+	require.Equal(t, revoked, b.Check(t, full).GetDenialReason(), "the revoking replica refuses at once")
+	clk.Advance(29 * time.Second)
+	require.True(t, a.Check(t, full).GetAllowed(), "the other replica may still use its cached record")
+	clk.Advance(time.Second)
+	require.Equal(t, revoked, a.Check(t, full).GetDenialReason(), "but not after 30 s")
+}
+
+func TestAdminAuthorization(t *testing.T) {
+	in := authtest.Start(t, authtest.Config(), authtest.NewDB(t))
+	noAdminCfg := authtest.Config()
+	noAdminCfg.AdminToken = ""
+	noAdmin := authtest.Start(t, noAdminCfg, authtest.NewDB(t))
+	_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "x"})
+
+	calls := map[string]func(ctx context.Context, c authv1.AuthServiceClient) error{
+		"CreateKey": func(ctx context.Context, c authv1.AuthServiceClient) error {
+			_, err := c.CreateKey(ctx, &authv1.CreateKeyRequest{Name: "y"})
+			return err
+		},
+		"ListKeys": func(ctx context.Context, c authv1.AuthServiceClient) error {
+			_, err := c.ListKeys(ctx, &authv1.ListKeysRequest{})
+			return err
+		},
+		"RevokeKey": func(ctx context.Context, c authv1.AuthServiceClient) error {
+			_, err := c.RevokeKey(ctx, &authv1.RevokeKeyRequest{KeyId: key.GetKeyId()})
+			return err
+		},
+		"RotateKey": func(ctx context.Context, c authv1.AuthServiceClient) error {
+			_, err := c.RotateKey(ctx, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), Overlap: durationpb.New(time.Hour)})
+			return err
+		},
+	}
+	tests := []struct {
+		name string
+		in   *authtest.Instance
+		ctx  context.Context
+		code codes.Code
+	}{
+		{"no admin token", in, context.Background(), codes.Unauthenticated},
+		{"wrong admin token", in, grpcclient.WithAdminToken(context.Background(), "not-the-admin-token-at-all"), codes.PermissionDenied},
+		{"admin token prefix", in, grpcclient.WithAdminToken(context.Background(), authtest.AdminToken[:20]), codes.PermissionDenied},
+		{"admin disabled", noAdmin, authtest.Admin(context.Background()), codes.PermissionDenied},
+		{"right admin token", in, authtest.Admin(context.Background()), codes.OK},
+	}
+	// RevokeKey last, so RotateKey still has an active key to rotate.
+	for _, name := range []string{"CreateKey", "ListKeys", "RotateKey", "RevokeKey"} {
+		for _, tc := range tests {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				err := calls[name](tc.ctx, tc.in.Client)
+				require.Equal(t, tc.code, status.Code(err), "%v", err)
+			})
+		}
+	}
+}
+
+func TestServiceTokenRequired(t *testing.T) {
+	in := authtest.Start(t, authtest.Config(), authtest.NewDB(t))
+	conn, err := grpcclient.Dial(in.Addr, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = authv1.NewAuthServiceClient(conn).Check(context.Background(), &authv1.CheckRequest{ApiKey: "x"})
+	require.Equal(t, codes.Unauthenticated, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "service token")
+}
+
+func TestValidation(t *testing.T) {
+	in := authtest.Start(t, authtest.Config(), authtest.NewDB(t))
+	admin := authtest.Admin(context.Background())
+	full, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "v"})
+	_, secret, _ := keys.Parse(full)
+
+	tests := []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"create: no name", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "  "})
+			return err
+		}, "name"},
+		{"create: long name", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: strings.Repeat("n", 101)})
+			return err
+		}, "name"},
+		{"create: control characters", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a\x1b[31m"})
+			return err
+		}, "name"},
+		{"create: long owner", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Owner: strings.Repeat("o", 101)})
+			return err
+		}, "owner"},
+		{"create: negative minute limit", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Limits: &authv1.RateLimits{Minute: -1}})
+			return err
+		}, "limits.minute"},
+		{"create: huge day limit", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Limits: &authv1.RateLimits{Day: 1 << 40}})
+			return err
+		}, "limits.day"},
+		{"create: negative lifetime", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", ExpiresIn: durationpb.New(-time.Hour)})
+			return err
+		}, "expires_in"},
+		{"create: lifetime of a second", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", ExpiresIn: durationpb.New(time.Second)})
+			return err
+		}, "expires_in"},
+		{"revoke: empty key id", func() error {
+			_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{})
+			return err
+		}, "key_id"},
+		{"revoke: full key instead of id", func() error {
+			_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: full})
+			return err
+		}, "key_id"},
+		{"revoke: malformed id", func() error {
+			_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: "../../etc/passwd"})
+			return err
+		}, "key_id"},
+		{"rotate: negative overlap", func() error {
+			_, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), Overlap: durationpb.New(-time.Second)})
+			return err
+		}, "overlap"},
+		{"rotate: overlap over 90 days", func() error {
+			_, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), Overlap: durationpb.New(91 * 24 * time.Hour)})
+			return err
+		}, "overlap"},
+		{"rotate: bad lifetime", func() error {
+			_, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), ExpiresIn: durationpb.New(0)})
+			return err
+		}, "expires_in"},
+		{"list: long owner", func() error {
+			_, err := in.Client.ListKeys(admin, &authv1.ListKeysRequest{Owner: strings.Repeat("o", 101)})
+			return err
+		}, "owner"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			st := status.Convert(err)
+			require.Equal(t, codes.InvalidArgument, st.Code(), "%v", err)
+			require.True(t, strings.HasPrefix(st.Message(), tc.field+": "), st.Message())
+			require.Equal(t, tc.field, fieldViolation(t, st))
+			require.NotContains(t, st.Message(), secret)
+		})
+	}
+}
+
+// TestSecretsNeverLeak runs every operation, right and wrong, at debug log
+// level and checks no secret appears in the logs or in any error.
+func TestSecretsNeverLeak(t *testing.T) {
+	eachBackend(t, func(t *testing.T, backend string) {
+		in := authtest.Start(t, testConfig(t, backend, nil), authtest.NewDB(t))
+		admin := authtest.Admin(context.Background())
+		var secrets, errs []string
+		remember := func(full string) {
+			_, s, ok := keys.Parse(full)
+			require.True(t, ok)
+			secrets = append(secrets, full, s)
+		}
+		note := func(err error) {
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+
+		full, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "leak", Limits: &authv1.RateLimits{Minute: 2}})
+		remember(full)
+		for range 3 {
+			in.Check(t, full)
+		}
+		id, secret, _ := keys.Parse(full)
+		wrong := "bmcis_" + id + "_" + strings.Repeat("a", len(secret))
+		remember(wrong)
+		in.Check(t, wrong)
+		in.Check(t, full[:len(full)-3])
+		_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: full})
+		note(err)
+		_, err = in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: full})
+		note(err)
+		_, err = in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: full + "\x00"})
+		note(err)
+		_, err = in.Client.ListKeys(admin, &authv1.ListKeysRequest{Owner: full + strings.Repeat("x", 100)})
+		note(err)
+		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
+		require.NoError(t, err)
+		remember(rot.GetApiKey())
+		in.Check(t, rot.GetApiKey())
+		_, err = in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: rot.GetKey().GetKeyId()})
+		require.NoError(t, err)
+		in.Check(t, rot.GetApiKey())
+		// The admin token is a secret too.
+		_, err = in.Client.ListKeys(grpcclient.WithAdminToken(context.Background(), authtest.AdminToken+"x"), &authv1.ListKeysRequest{})
+		note(err)
+		secrets = append(secrets, authtest.AdminToken, authtest.ServiceToken)
+
+		require.Len(t, errs, 5)
+		logs := in.Logs.String()
+		require.Contains(t, logs, `"key_id":"`+id+`"`, "logs do name keys by id")
+		for _, s := range secrets {
+			require.NotContains(t, logs, s)
+			for _, e := range errs {
+				require.NotContains(t, e, s)
+			}
+		}
+	})
+}
+
+// TestConcurrentChecks: 1,000 concurrent checks through gRPC against a
+// 100/minute key allow exactly 100.
+func TestConcurrentChecks(t *testing.T) {
+	tests := []struct {
+		name        string
+		backend     string
+		frozenClock bool
+	}{
+		// A frozen clock makes the count exact by construction, so only
+		// atomicity is under test.
+		{"memory, frozen clock", "memory", true},
+		{"redis, frozen clock", "redis", true},
+		// Real time (Redis server time): GCRA gives a unit back every 0.6 s,
+		// so the count is exactly 100 when the 1,000 calls finish within that.
+		{"memory, real clock", "memory", false},
+		{"redis, server time", "redis", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, tc.backend, nil)
+			if tc.frozenClock {
+				clk := authtest.NewClock()
+				cfg.Clock = clk.Now
+				if tc.backend == "redis" {
+					cfg.RedisTestClock = clk.Now
+				}
+			}
+			in := authtest.Start(t, cfg, authtest.NewDB(t))
+			full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "hot", Limits: &authv1.RateLimits{Minute: 100}})
+			allowed, elapsed := burst(t, []*authtest.Instance{in}, full, 1_000)
+			requireExactly100(t, allowed, elapsed, tc.frozenClock)
+		})
+	}
+}
+
+// TestTwoInstancesShareRedis: two auth servers on one Redis allow exactly
+// 100 together.
+func TestTwoInstancesShareRedis(t *testing.T) {
+	for _, frozen := range []bool{true, false} {
+		name := "server time"
+		if frozen {
+			name = "frozen clock"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t, "redis", nil)
+			if frozen {
+				clk := authtest.NewClock()
+				cfg.Clock, cfg.RedisTestClock = clk.Now, clk.Now
+			}
+			pool := authtest.NewDB(t)
+			a := authtest.Start(t, cfg, pool)
+			b := authtest.Start(t, cfg, pool)
+			full, _ := a.CreateKey(t, &authv1.CreateKeyRequest{Name: "shared", Limits: &authv1.RateLimits{Minute: 100}})
+			allowed, elapsed := burst(t, []*authtest.Instance{a, b}, full, 1_000)
+			requireExactly100(t, allowed, elapsed, frozen)
+			// Both really served, and both count against the same key.
+			resp := b.Check(t, full)
+			require.False(t, resp.GetAllowed())
+			require.Equal(t, int64(0), resp.GetRemaining().GetMinute())
+		})
+	}
+}
+
+// burst fires n concurrent checks, spread over instances, released together
+// once every goroutine is ready, and counts the allowed ones.
+func burst(t *testing.T, ins []*authtest.Instance, key string, n int) (allowed int, elapsed time.Duration) {
+	t.Helper()
+	// Warm connections and the key cache without spending quota: a check
+	// with a wrong secret touches the same paths up to the limiter.
+	id, _, _ := keys.Parse(key)
+	for _, in := range ins {
+		require.Equal(t, invalid, in.Check(t, "bmcis_"+id+"_"+strings.Repeat("a", 52)).GetDenialReason())
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		ready sync.WaitGroup
+		fails []error
+	)
+	start := make(chan struct{})
+	ready.Add(n)
+	for i := range n {
+		in := ins[i%len(ins)]
+		wg.Go(func() {
+			ready.Done()
+			<-start
+			resp, err := in.Client.Check(context.Background(), &authv1.CheckRequest{ApiKey: key})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				fails = append(fails, err)
+			case resp.GetLimiterDegraded():
+				fails = append(fails, status.Errorf(codes.Internal, "limiter degraded during the burst"))
+			case resp.GetAllowed():
+				allowed++
+			case resp.GetDenialReason() != limited:
+				fails = append(fails, status.Errorf(codes.Internal, "unexpected denial %v", resp.GetDenialReason()))
+			}
+		})
+	}
+	ready.Wait()
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	elapsed = time.Since(t0)
+	if len(fails) > 0 {
+		for _, in := range ins {
+			t.Log(in.Logs.String())
+		}
+	}
+	require.Empty(t, fails)
+	return allowed, elapsed
+}
+
+func requireExactly100(t *testing.T, allowed int, elapsed time.Duration, frozen bool) {
+	t.Helper()
+	t.Logf("%d allowed of 1000 in %s", allowed, elapsed)
+	if frozen || elapsed < 600*time.Millisecond {
+		require.Equal(t, 100, allowed)
+		return
+	}
+	// On a machine so loaded that 1,000 loopback calls took over 0.6 s, GCRA
+	// has rightly given back a unit per 0.6 s; anything more is a race.
+	extra := int(elapsed / (600 * time.Millisecond))
+	require.GreaterOrEqual(t, allowed, 100)
+	require.LessOrEqual(t, allowed, 100+extra, "more than the refill explains: a race")
+}
+
+// TestWindowThroughGRPC drives the in-memory limiter with a controllable
+// clock through the service.
+func TestWindowThroughGRPC(t *testing.T) {
+	clk := authtest.NewClock()
+	cfg := testConfig(t, "memory", clk)
+	cfg.Defaults.Minute, cfg.Defaults.Hour = 10, 15
+	in := authtest.Start(t, cfg, authtest.NewDB(t))
+	full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "w"})
+
+	for i := range 10 {
+		resp := in.Check(t, full)
+		require.True(t, resp.GetAllowed(), "call %d", i)
+		require.Equal(t, int64(9-i), resp.GetRemaining().GetMinute())
+	}
+	resp := in.Check(t, full)
+	require.Equal(t, limited, resp.GetDenialReason())
+	require.Equal(t, int32(6), resp.GetResetInSeconds(), "one unit back every 6 s")
+	clk.Advance(5 * time.Second)
+	require.False(t, in.Check(t, full).GetAllowed())
+	clk.Advance(time.Second)
+	require.True(t, in.Check(t, full).GetAllowed())
+
+	// A minute later the minute tier is full, but the hour tier (15) has
+	// only 4 units: 15 - 11 used + 0.25 regained.
+	clk.Advance(time.Minute)
+	n := 0
+	for range 10 {
+		if in.Check(t, full).GetAllowed() {
+			n++
+		}
+	}
+	require.Equal(t, 4, n)
+	resp = in.Check(t, full)
+	require.Equal(t, limited, resp.GetDenialReason())
+	require.Equal(t, int64(0), resp.GetRemaining().GetHour())
+	require.Equal(t, int64(6), resp.GetRemaining().GetMinute(), "the refused calls took nothing from the minute tier")
+	// 15 units used by t = 66 s put the hour tier's TAT at 3600 s; the next
+	// unit conforms at 3840 - 3600 = 240 s, 174 s from now.
+	require.Equal(t, int32(174), resp.GetResetInSeconds())
+}
+
+func TestPerKeyLimitsAndDefaults(t *testing.T) {
+	cfg := authtest.Config()
+	cfg.Defaults.Minute, cfg.Defaults.Hour, cfg.Defaults.Day = 3, 30, 300
+	in := authtest.Start(t, cfg, authtest.NewDB(t))
+	def, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "default"})
+	own, ownKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "own", Limits: &authv1.RateLimits{Minute: 5, Hour: 40}})
+	require.Equal(t, []int64{5, 40, 0}, tiers(ownKey.GetLimits()), "the key keeps 0 for 'service default'")
+	require.Equal(t, []int64{3, 30, 300}, tiers(in.Check(t, def).GetLimits()))
+	require.Equal(t, []int64{5, 40, 300}, tiers(in.Check(t, own).GetLimits()))
+	n := 1
+	for range 10 {
+		if in.Check(t, own).GetAllowed() {
+			n++
+		}
+	}
+	require.Equal(t, 5, n)
+}
+
+func tiers(l *authv1.RateLimits) []int64 { return []int64{l.GetMinute(), l.GetHour(), l.GetDay()} }
+
+func stripProto(p *authv1.Principal) *authv1.Principal {
+	return &authv1.Principal{KeyId: p.GetKeyId(), Name: p.GetName(), Owner: p.GetOwner()}
+}
+
+func fieldViolation(t *testing.T, st *status.Status) string {
+	t.Helper()
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			return br.GetFieldViolations()[0].GetField()
+		}
+	}
+	return ""
+}
+
+// TestDatabaseOutage: keys in the verified-key cache keep working while
+// PostgreSQL is unreachable; others get UNAVAILABLE, not a denial.
+func TestDatabaseOutage(t *testing.T) {
+	ctx := context.Background()
+	_, url := testdb.New(t)
+	pool, err := pg.Connect(ctx, pg.Config{URL: url, MaxConns: 4, ConnectTimeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	in := authtest.Start(t, authtest.Config(), pool)
+	cached, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "cached"})
+	cold, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "cold"})
+	require.True(t, in.Check(t, cached).GetAllowed())
+
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	db := pgx.Identifier{cfg.Database}.Sanitize()
+	setConnections := func(allow bool) {
+		_, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS %t", db, allow))
+		require.NoError(t, err)
+	}
+	setConnections(false)
+	t.Cleanup(func() { setConnections(true) })
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", cfg.Database)
+	require.NoError(t, err)
+
+	require.True(t, in.Check(t, cached).GetAllowed(), "served from the cache")
+	_, err = in.Client.Check(ctx, &authv1.CheckRequest{ApiKey: cold})
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	_, coldSecret, _ := keys.Parse(cold)
+	require.NotContains(t, err.Error(), coldSecret)
+
+	setConnections(true)
+	require.Eventually(t, func() bool {
+		resp, err := in.Client.Check(ctx, &authv1.CheckRequest{ApiKey: cold})
+		return err == nil && resp.GetAllowed()
+	}, 10*time.Second, 50*time.Millisecond)
+}

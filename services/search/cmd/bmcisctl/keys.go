@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+)
+
+const keysDefaultAddr = "127.0.0.1:50053"
+
+func init() {
+	commands["keys"] = command{
+		summary: "manage API keys on the auth service: keys create|list|revoke|rotate",
+		run:     runKeys,
+	}
+}
+
+func keysUsage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  bmcisctl keys create --name N [--owner O] [--limit-minute N] [--limit-hour N] [--limit-day N] [--expires-in 90d]
+  bmcisctl keys list [--owner O] [--all] [-q]
+  bmcisctl keys revoke KEY_ID
+  bmcisctl keys rotate KEY_ID [--overlap 24h] [--expires-in 90d]
+
+create and rotate print the new key alone on stdout; it is shown only once.
+Durations take Go units plus days: 90d, 1d12h, 36h, 30m.
+Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN
+(required), BMCIS_SERVICE_TOKEN (sent when set; the auth service requires it).
+`)
+}
+
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		keysUsage(stderr)
+		if len(args) == 0 {
+			return usageErrorf("give a subcommand: create, list, revoke or rotate")
+		}
+		return flag.ErrHelp
+	}
+	sub := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"create": runKeysCreate,
+		"list":   runKeysList,
+		"revoke": runKeysRevoke,
+		"rotate": runKeysRotate,
+	}[args[0]]
+	if sub == nil {
+		keysUsage(stderr)
+		return usageErrorf("unknown keys subcommand %q", args[0])
+	}
+	return sub(ctx, args[1:], stdout, stderr)
+}
+
+// keysClient dials the auth service and returns a context carrying the admin
+// token, bounded so a dead service does not hang the command.
+func keysClient(ctx context.Context) (authv1.AuthServiceClient, context.Context, func(), error) {
+	admin := envOr("BMCIS_ADMIN_TOKEN", "")
+	if admin == "" {
+		return nil, nil, nil, usageErrorf("BMCIS_ADMIN_TOKEN is not set (make run keeps it in .data/admin-token)")
+	}
+	addr := envOr("BMCIS_AUTH_ADDR", keysDefaultAddr)
+	conn, err := grpcclient.Dial(addr, envOr("BMCIS_SERVICE_TOKEN", ""))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(grpcclient.WithAdminToken(ctx, admin), 15*time.Second)
+	return authv1.NewAuthServiceClient(conn), ctx, func() { cancel(); _ = conn.Close() }, nil
+}
+
+// keysError turns an RPC error into a short message (the status text, which
+// names the offending field for INVALID_ARGUMENT).
+func keysError(op string, err error) error {
+	if st, ok := status.FromError(err); ok {
+		return fmt.Errorf("%s: %s (%s)", op, st.Message(), st.Code())
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// parseKeysFlags parses flags that may come before or after positional
+// arguments ("rotate KEY_ID --overlap 1h").
+func parseKeysFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := parse(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseDays parses a Go duration that may start with a number of days:
+// "90d", "1d12h", "36h".
+func parseDays(in string) (time.Duration, error) {
+	bad := fmt.Errorf("invalid duration %q: use e.g. 90d, 1d12h, 36h or 30m", in)
+	s := strings.TrimSpace(in)
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, bad
+		}
+		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, bad
+	}
+	return days + d, nil
+}
+
+func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("keys create", stderr)
+	name := fs.String("name", "", "key name (required), e.g. the application using it")
+	owner := fs.String("owner", "", "owner (default: the name); one owner may hold several keys")
+	minute := fs.Int64("limit-minute", 0, "calls per minute (0: service default)")
+	hour := fs.Int64("limit-hour", 0, "calls per hour (0: service default)")
+	day := fs.Int64("limit-day", 0, "calls per day (0: service default)")
+	expires := fs.String("expires-in", "", "lifetime, e.g. 90d (default: no expiry)")
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("unexpected argument %q", rest[0])
+	}
+	if strings.TrimSpace(*name) == "" {
+		return usageErrorf("--name is required")
+	}
+	req := &authv1.CreateKeyRequest{Name: *name, Owner: *owner,
+		Limits: &authv1.RateLimits{Minute: *minute, Hour: *hour, Day: *day}}
+	if *expires != "" {
+		d, err := parseDays(*expires)
+		if err != nil {
+			return usageErrorf("--expires-in: %v", err)
+		}
+		req.ExpiresIn = durationpb.New(d)
+	}
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := client.CreateKey(ctx, req)
+	if err != nil {
+		return keysError("create key", err)
+	}
+	// The key alone on stdout, so `key=$(bmcisctl keys create ...)` works;
+	// everything else on stderr.
+	fmt.Fprintln(stdout, resp.GetApiKey())
+	k := resp.GetKey()
+	fmt.Fprintf(stderr, "created key %s (name %q, owner %q, expires %s); it is shown only this once\n",
+		k.GetKeyId(), k.GetName(), k.GetOwner(), keysTime(k.GetExpiresAt(), "never"))
+	return nil
+}
+
+func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("keys list", stderr)
+	owner := fs.String("owner", "", "only this owner's keys")
+	all := fs.Bool("all", false, "include revoked and expired keys")
+	quiet := fs.Bool("q", false, "print key ids only, one per line")
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("unexpected argument %q", rest[0])
+	}
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := client.ListKeys(ctx, &authv1.ListKeysRequest{Owner: *owner, IncludeInactive: *all})
+	if err != nil {
+		return keysError("list keys", err)
+	}
+	if *quiet {
+		for _, k := range resp.GetKeys() {
+			fmt.Fprintln(stdout, k.GetKeyId())
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS (MIN/HOUR/DAY)\tCREATED\tLAST USED\tEXPIRES\tSTATUS")
+	now := time.Now()
+	for _, k := range resp.GetKeys() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
+			keysLimits(k.GetLimits()), keysTime(k.GetCreatedAt(), "-"), keysTime(k.GetLastUsedAt(), "never"),
+			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now))
+	}
+	return tw.Flush()
+}
+
+func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("keys revoke", stderr)
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageErrorf("give exactly one KEY_ID")
+	}
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := client.RevokeKey(ctx, &authv1.RevokeKeyRequest{KeyId: rest[0]})
+	if err != nil {
+		return keysError("revoke key", err)
+	}
+	fmt.Fprintf(stdout, "revoked %s at %s (other auth replicas refuse it within 30 s)\n",
+		resp.GetKey().GetKeyId(), keysTime(resp.GetKey().GetRevokedAt(), "-"))
+	return nil
+}
+
+func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("keys rotate", stderr)
+	overlap := fs.String("overlap", "", "how long the old key keeps working (default 24h; 0 revokes it now)")
+	expires := fs.String("expires-in", "", "lifetime of the new key (default: the old key's lifetime)")
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageErrorf("give exactly one KEY_ID")
+	}
+	req := &authv1.RotateKeyRequest{KeyId: rest[0]}
+	if *overlap != "" {
+		d, err := parseDays(*overlap)
+		if err != nil {
+			return usageErrorf("--overlap: %v", err)
+		}
+		req.Overlap = durationpb.New(d)
+	}
+	if *expires != "" {
+		d, err := parseDays(*expires)
+		if err != nil {
+			return usageErrorf("--expires-in: %v", err)
+		}
+		req.ExpiresIn = durationpb.New(d)
+	}
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := client.RotateKey(ctx, req)
+	if err != nil {
+		return keysError("rotate key", err)
+	}
+	fmt.Fprintln(stdout, resp.GetApiKey())
+	prev := resp.GetPrevious()
+	until := keysTime(prev.GetExpiresAt(), "never")
+	if prev.GetRevokedAt() != nil {
+		until = "now (revoked)"
+	}
+	fmt.Fprintf(stderr, "rotated %s to %s; the old key works until %s; the new key is shown only this once\n",
+		prev.GetKeyId(), resp.GetKey().GetKeyId(), until)
+	return nil
+}
+
+func keysTime(ts *timestamppb.Timestamp, none string) string {
+	if ts == nil {
+		return none
+	}
+	return ts.AsTime().UTC().Format("2006-01-02 15:04Z")
+}
+
+func keysLimits(l *authv1.RateLimits) string {
+	f := func(v int64) string {
+		if v == 0 {
+			return "default"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	return f(l.GetMinute()) + "/" + f(l.GetHour()) + "/" + f(l.GetDay())
+}
+
+func keysStatus(k *authv1.ApiKey, now time.Time) string {
+	switch {
+	case k.GetRevokedAt() != nil && !k.GetRevokedAt().AsTime().After(now):
+		return "revoked"
+	case k.GetExpiresAt() != nil && !k.GetExpiresAt().AsTime().After(now):
+		return "expired"
+	}
+	return "active"
+}
