@@ -27,8 +27,7 @@ kind: Kustomization
 namespace: bmcis # a component added outside the overlay needs the namespace again
 resources:
   - `+rel("overlays", "prod")+`
-components:
-  - `+rel("components", "redis")+`
+components: # prod already includes components/redis
   - `+rel("components", "embedder-egress")+`
 `), 0o644))
 	objs, err := check.Render(dir)
