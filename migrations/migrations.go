@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"github.com/bmcis/knowledge/platform/pg"
 )
 
 //go:embed *.sql
@@ -126,4 +128,18 @@ func RequireCurrent(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("database schema is at version %d and migrations are pending: run `bmcisctl migrate up`", current)
 	}
 	return nil
+}
+
+// Connect opens a service's pool (pgvector types registered) and refuses a
+// database whose schema has pending migrations, naming the command that fixes it.
+func Connect(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
+	pool, err := pg.Connect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := RequireCurrent(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("check schema: %w", err)
+	}
+	return pool, nil
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/bmcis/knowledge/migrations"
 	"github.com/bmcis/knowledge/platform/config"
@@ -35,13 +34,9 @@ func main() {
 		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
 			server.RouteRedisLogs(srv.Logger())
-			pool, err := pg.Connect(ctx, db)
+			pool, err := migrations.Connect(ctx, db)
 			if err != nil {
 				return nil, err
-			}
-			if err := migrations.RequireCurrent(ctx, pool); err != nil {
-				pool.Close()
-				return nil, fmt.Errorf("check schema: %w", err)
 			}
 			stop, err := server.Start(ctx, cfg, pool, srv)
 			if err != nil {

@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/migrations"
@@ -29,13 +28,9 @@ func main() {
 		},
 		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
-			pool, err := pg.Connect(ctx, db)
+			pool, err := migrations.Connect(ctx, db)
 			if err != nil {
 				return nil, err
-			}
-			if err := migrations.RequireCurrent(ctx, pool); err != nil {
-				pool.Close()
-				return nil, fmt.Errorf("check schema: %w", err)
 			}
 			svc := server.New(pool, cfg)
 			// Ends with ctx (SIGTERM), before the pool is closed.
