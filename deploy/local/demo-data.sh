@@ -7,6 +7,14 @@ cd "$ROOT"
 # Steps are added here as the services that own the data come to exist.
 
 # --- search: demo documents ---
+# 40 markdown pages. Idempotent: unchanged documents are skipped (content
+# hash), so this is a no-op after the first run. The first run also trains
+# the builtin embedder on them (a few seconds).
+if [ -x bin/search ]; then
+  log "search: ingesting the demo documents"
+  BMCIS_SEARCH_ADDR=${BMCIS_SEARCH_ADDR:-127.0.0.1:50051} \
+    bin/bmcisctl ingest -quiet services/search/demo/docs >&2
+fi
 
 # --- vendorgraph: demo graph ---
 # A dozen vendors, their entities and relationships. Re-importing an

@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/migrations"
@@ -15,6 +14,7 @@ import (
 
 func main() {
 	var db pg.Config
+	var cfg server.Config
 	grpcserver.Main(grpcserver.Spec{
 		Name: "search",
 		Defaults: grpcserver.Defaults{
@@ -22,19 +22,30 @@ func main() {
 			MetricsAddr:         ":9091",
 			RequireServiceToken: true,
 		},
-		Configure: func(env *config.Reader) { db = pg.LoadConfig(env) },
-		Options:   []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
+		Configure: func(env *config.Reader) {
+			db = pg.LoadConfig(env)
+			cfg = server.LoadConfig(env)
+		},
+		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
-			pool, err := pg.Connect(ctx, db)
+			pool, err := migrations.Connect(ctx, db)
 			if err != nil {
 				return nil, err
 			}
-			if err := migrations.RequireCurrent(ctx, pool); err != nil {
+			svc, err := server.Open(ctx, pool, cfg, srv.Logger(), srv.Registry())
+			if err != nil {
 				pool.Close()
-				return nil, fmt.Errorf("check schema: %w", err)
+				return nil, err
 			}
-			searchv1.RegisterSearchServiceServer(srv.GRPC(), server.New(pool))
-			return pool.Close, nil
+			searchv1.RegisterSearchServiceServer(srv.GRPC(), svc)
+			runCtx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); svc.Run(runCtx) }()
+			return func() {
+				stop()
+				<-done
+				pool.Close()
+			}, nil
 		},
 	})
 }

@@ -563,3 +563,30 @@ func (h *hitHeap) down(i int) {
 		i = worst
 	}
 }
+
+// MatchedTerms returns the distinct terms of terms (in their order) that
+// occur in the chunk: a binary search per term in its posting list, which
+// is sorted by ordinal. It lets results found only by another retriever
+// report which query terms they contain.
+func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	ord, ok := ix.byChunk[chunkID]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for i, t := range terms {
+		if slices.Contains(terms[:i], t) {
+			continue
+		}
+		id, ok := ix.termIDs[t]
+		if !ok {
+			continue
+		}
+		if _, found := slices.BinarySearch(ix.postings[id].docs, ord); found {
+			out = append(out, t)
+		}
+	}
+	return out
+}

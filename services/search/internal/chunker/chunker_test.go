@@ -288,3 +288,26 @@ func TestSentenceStarts(t *testing.T) {
 	}
 	require.Equal(t, []string{"First one.", "Second one! e.g. not split.", "(Third) here.", "Next line"}, got)
 }
+
+func TestTitleHeadingNotRepeated(t *testing.T) {
+	c, err := NewDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := c.Split(Markdown, "Threat Modelling Guide", "# Threat Modelling Guide\n\nIntro text.\n\n## When\n\nBody text.\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var headers []string
+	for _, ch := range chunks {
+		headers = append(headers, ch.ContextHeader)
+	}
+	for _, h := range headers {
+		if strings.Contains(h, "Threat Modelling Guide > Threat Modelling Guide") {
+			t.Fatalf("title repeated in context header: %q", headers)
+		}
+	}
+	if got := chunks[0].ContextHeader; got != "Threat Modelling Guide" {
+		t.Fatalf("first header %q", got)
+	}
+}

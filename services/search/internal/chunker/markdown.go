@@ -37,6 +37,12 @@ func (c *Chunker) markdownUnits(title, src string) []unit {
 		paraStart, paraEnd = -1, -1
 	}
 	pushHeading := func(level int, text string, start, end int) {
+		// A leading "# Title" that repeats the document title is the title
+		// itself, not a section: "Guide > Guide > Setup" would be noise.
+		if title != "" && len(stack) == 0 && level == 1 && strings.EqualFold(strings.TrimSpace(text), title) {
+			blocks = append(blocks, block{start: start, end: end, path: curPath, kind: heading})
+			return
+		}
 		for len(stack) > 0 && stack[len(stack)-1].level >= level {
 			stack = stack[:len(stack)-1]
 		}

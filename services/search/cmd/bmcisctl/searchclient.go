@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/services/search/internal/source"
+)
+
+// searchDefaultAddr is where `make run` starts the search service.
+const searchDefaultAddr = "127.0.0.1:50051"
+
+// searchAddrFlag is the -addr default of the search commands.
+func searchAddrFlag() string { return envOr("BMCIS_SEARCH_ADDR", searchDefaultAddr) }
+
+// searchDial connects to the search service with the service token.
+func searchDial(addr string) (searchv1.SearchServiceClient, func(), error) {
+	token := envOr("BMCIS_SERVICE_TOKEN", "")
+	if token == "" {
+		return nil, nil, usageErrorf("BMCIS_SERVICE_TOKEN is not set (make run keeps it in .data/service-token)")
+	}
+	conn, err := grpcclient.Dial(addr, token, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, nil, err
+	}
+	return searchv1.NewSearchServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+// searchIngestSummary is the outcome of one ingestion.
+type searchIngestSummary struct {
+	Sent     int
+	Resp     *searchv1.IngestDocumentsResponse
+	Problems []source.Item // read before sending (not sent)
+	Seconds  float64
+}
+
+// searchIngest streams every document under paths to the service.
+// progress (may be nil) is called after each document sent.
+func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []string, progress func(sent, problems int)) (*searchIngestSummary, error) {
+	start := time.Now()
+	sum := &searchIngestSummary{}
+	stream, err := c.IngestDocuments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	errStop := errors.New("stop")
+	var sendErr error
+	err = source.Walk(paths, func(it source.Item) error {
+		if it.Doc == nil {
+			sum.Problems = append(sum.Problems, it)
+		} else {
+			if err := stream.Send(&searchv1.IngestDocumentsRequest{Document: it.Doc}); err != nil {
+				sendErr = err
+				return errStop
+			}
+			sum.Sent++
+		}
+		if progress != nil {
+			progress(sum.Sent, len(sum.Problems))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		if sendErr != nil && !errors.Is(sendErr, io.EOF) {
+			return nil, sendErr
+		}
+		return nil, err
+	}
+	sum.Resp = resp
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+// isTerminalWriter reports whether w is a character device (a terminal).
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// searchProgressBar draws "[#####.....] n/total" on a terminal, and a line
+// every 10 s otherwise.
+type searchProgressBar struct {
+	w     io.Writer
+	total int
+	tty   bool
+	start time.Time
+	last  time.Time
+	quiet bool
+}
+
+func newSearchProgressBar(w io.Writer, total int, quiet bool) *searchProgressBar {
+	return &searchProgressBar{w: w, total: total, tty: isTerminalWriter(w), start: time.Now(), quiet: quiet}
+}
+
+func (p *searchProgressBar) update(done int) {
+	if p.quiet {
+		return
+	}
+	now := time.Now()
+	if p.tty && now.Sub(p.last) < 100*time.Millisecond && done < p.total {
+		return
+	}
+	if !p.tty && now.Sub(p.last) < 10*time.Second {
+		return
+	}
+	p.last = now
+	frac := 1.0
+	if p.total > 0 {
+		frac = min(1, float64(done)/float64(p.total))
+	}
+	const width = 30
+	bar := make([]byte, width)
+	for i := range bar {
+		bar[i] = '.'
+		if i < int(frac*width) {
+			bar[i] = '#'
+		}
+	}
+	el := now.Sub(p.start).Seconds()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r[%s] %d/%d documents  %.1fs", bar, done, p.total, el)
+	} else {
+		fmt.Fprintf(p.w, "[%s] %d/%d documents  %.1fs\n", bar, done, p.total, el)
+	}
+}
+
+func (p *searchProgressBar) done() {
+	if !p.quiet && p.tty {
+		fmt.Fprintln(p.w, "  sent; waiting for the service (indexing, embedding)...")
+	}
+}

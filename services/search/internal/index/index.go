@@ -1,0 +1,327 @@
+// Package index is a search replica's in-memory view of the corpus: the
+// BM25 inverted index plus every chunk's metadata and text, so ranking,
+// paging and GetChunks need no database work. It is built from PostgreSQL
+// at start and kept fresh from the change feed (store.ChangesSince).
+//
+// Chunk and Document values are immutable once published: a changed
+// document gets new records, so a cached result list holding pointers to
+// them stays consistent with itself.
+package index
+
+import (
+	"encoding/binary"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// Document is a document's metadata.
+type Document struct {
+	ID         int64
+	ExternalID string
+	SourceFile string
+	Category   string
+	Title      string
+	UpdatedAt  time.Time
+	Generation int64
+	Chunks     []int64
+}
+
+// Chunk is one chunk with what a result shows.
+type Chunk struct {
+	ID     int64
+	Doc    *Document
+	Index  int32
+	Total  int32
+	Tokens int32
+	Header string
+	Text   string
+	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
+	// to flag identical content in a result list.
+	Hash uint64
+}
+
+// Index is safe for concurrent use: many searches, one applier.
+type Index struct {
+	an *analysis.Analyzer
+	bm *bm25.Index
+
+	mu         sync.RWMutex
+	chunks     map[int64]*Chunk
+	docs       map[int64]*Document
+	cats       map[string]int // documents per category
+	catFold    map[string][]string
+	generation int64
+	lastChange time.Time
+	textBytes  int64
+}
+
+// New returns an empty index using analyzer an and BM25 parameters p.
+func New(an *analysis.Analyzer, p bm25.Params) *Index {
+	return &Index{
+		an: an, bm: bm25.New(p),
+		chunks: map[int64]*Chunk{}, docs: map[int64]*Document{}, cats: map[string]int{}, catFold: map[string][]string{},
+	}
+}
+
+// Analyzer returns the analyzer used at indexing and query time.
+func (ix *Index) Analyzer() *analysis.Analyzer { return ix.an }
+
+// Batch collects one consistent set of changes to apply.
+type Batch struct {
+	Generation int64
+	LastChange time.Time
+	Documents  []store.Document
+	Chunks     []store.Chunk
+	Deleted    []int64 // document ids
+}
+
+// Apply publishes a batch: documents in it replace their previous version
+// (all of its chunks), deleted documents disappear. Text analysis runs in
+// parallel before any lock is taken.
+func (ix *Index) Apply(b *Batch) {
+	docs := make(map[int64]*Document, len(b.Documents))
+	for _, d := range b.Documents {
+		docs[d.ID] = &Document{ID: d.ID, ExternalID: d.ExternalID, SourceFile: d.SourceFile, Category: d.Category,
+			Title: d.Title, UpdatedAt: d.UpdatedAt, Generation: d.Generation}
+	}
+	chunks := make([]*Chunk, 0, len(b.Chunks))
+	for _, c := range b.Chunks {
+		d := docs[c.DocumentID]
+		if d == nil {
+			continue
+		}
+		var h uint64
+		if len(c.Hash) >= 8 {
+			h = binary.BigEndian.Uint64(c.Hash)
+		}
+		ch := &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
+			Header: c.Header, Text: c.Text, Hash: h}
+		d.Chunks = append(d.Chunks, c.ID)
+		chunks = append(chunks, ch)
+	}
+	bdocs := make([]bm25.Doc, len(chunks))
+	parallel(len(chunks), func(i int) {
+		c := chunks[i]
+		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(store.IndexedText(c.Header, c.Text))}
+	})
+
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var remove []int64
+	drop := func(id int64) {
+		old := ix.docs[id]
+		if old == nil {
+			return
+		}
+		remove = append(remove, old.Chunks...)
+		for _, cid := range old.Chunks {
+			if c := ix.chunks[cid]; c != nil {
+				ix.textBytes -= int64(len(c.Text) + len(c.Header))
+				delete(ix.chunks, cid)
+			}
+		}
+		ix.decCat(old.Category)
+		delete(ix.docs, id)
+	}
+	for _, id := range b.Deleted {
+		drop(id)
+	}
+	for id := range docs {
+		drop(id)
+	}
+	if len(remove) > 0 {
+		ix.bm.RemoveBatch(remove)
+	}
+	for id, d := range docs {
+		ix.docs[id] = d
+		ix.incCat(d.Category)
+	}
+	for _, c := range chunks {
+		ix.chunks[c.ID] = c
+		ix.textBytes += int64(len(c.Text) + len(c.Header))
+	}
+	ix.bm.ReplaceBatch(bdocs)
+	if b.Generation > ix.generation {
+		ix.generation = b.Generation
+	}
+	if b.LastChange.After(ix.lastChange) {
+		ix.lastChange = b.LastChange
+	}
+}
+
+// SetPosition records the feed position when a poll found no document
+// changes (the generation may still have moved past tombstones of unknown
+// documents).
+func (ix *Index) SetPosition(gen int64, last time.Time) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if gen > ix.generation {
+		ix.generation = gen
+	}
+	if last.After(ix.lastChange) {
+		ix.lastChange = last
+	}
+}
+
+func (ix *Index) incCat(c string) {
+	if ix.cats[c] == 0 {
+		f := strings.ToLower(c)
+		ix.catFold[f] = append(ix.catFold[f], c)
+	}
+	ix.cats[c]++
+}
+
+func (ix *Index) decCat(c string) {
+	ix.cats[c]--
+	if ix.cats[c] <= 0 {
+		delete(ix.cats, c)
+		f := strings.ToLower(c)
+		names := ix.catFold[f][:0]
+		for _, n := range ix.catFold[f] {
+			if n != c {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			delete(ix.catFold, f)
+		} else {
+			ix.catFold[f] = names
+		}
+	}
+}
+
+// ResolveCategory maps a requested category to the stored names it means
+// (exact name first, else case-insensitive); nil when none exists.
+func (ix *Index) ResolveCategory(name string) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if name == "" {
+		return nil
+	}
+	if ix.cats[name] > 0 {
+		return []string{name}
+	}
+	return append([]string(nil), ix.catFold[strings.ToLower(name)]...)
+}
+
+// Chunk returns a chunk by id.
+func (ix *Index) Chunk(id int64) *Chunk {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.chunks[id]
+}
+
+// Chunks returns the chunks of ids that are loaded (nil for the others).
+func (ix *Index) Chunks(ids []int64) []*Chunk {
+	out := make([]*Chunk, len(ids))
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i, id := range ids {
+		out[i] = ix.chunks[id]
+	}
+	return out
+}
+
+// SearchBM25 returns the top k chunks for the analyzed query terms,
+// restricted to the given stored categories (all when empty).
+func (ix *Index) SearchBM25(terms []string, categories []string, k int) []bm25.Hit {
+	if len(categories) <= 1 {
+		cat := ""
+		if len(categories) == 1 {
+			cat = categories[0]
+		}
+		return ix.bm.Search(terms, bm25.SearchOptions{K: k, Category: cat})
+	}
+	// Scores are global (one collection), so per-category top-k lists merge
+	// exactly.
+	var all []bm25.Hit
+	for _, c := range categories {
+		all = append(all, ix.bm.Search(terms, bm25.SearchOptions{K: k, Category: c})...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Score != all[j].Score {
+			return all[i].Score > all[j].Score
+		}
+		return all[i].ChunkID < all[j].ChunkID
+	})
+	if len(all) > k {
+		all = all[:k]
+	}
+	return all
+}
+
+// MatchedTerms returns which of the analyzed query terms occur in a chunk.
+func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
+	return ix.bm.MatchedTerms(chunkID, terms)
+}
+
+// Stats describe the index.
+type Stats struct {
+	Documents  int
+	Chunks     int
+	Terms      int
+	Postings   int
+	BM25Bytes  int64
+	TextBytes  int64
+	Generation int64
+	LastChange time.Time
+}
+
+// Stats returns a snapshot.
+func (ix *Index) Stats() Stats {
+	bs := ix.bm.Stats()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return Stats{Documents: len(ix.docs), Chunks: len(ix.chunks), Terms: bs.Terms, Postings: bs.Postings,
+		BM25Bytes: bs.MemoryBytes, TextBytes: ix.textBytes, Generation: ix.generation, LastChange: ix.lastChange}
+}
+
+// Generation is the change-feed generation the index has caught up with.
+func (ix *Index) Generation() int64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.generation
+}
+
+// Categories lists non-empty category names with document counts.
+func (ix *Index) Categories() map[string]int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make(map[string]int, len(ix.cats))
+	for c, n := range ix.cats {
+		if c != "" {
+			out[c] = n
+		}
+	}
+	return out
+}
+
+func parallel(n int, fn func(i int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if n < 64 || workers == 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}

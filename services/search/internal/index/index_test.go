@@ -1,0 +1,128 @@
+package index
+
+import (
+	"crypto/sha256"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+	"github.com/bmcis/knowledge/services/search/internal/synth"
+)
+
+// batch builds a change batch of synthetic documents until chunks chunks.
+func batch(t testing.TB, chunks int) *Batch {
+	ck, err := chunker.NewDefault()
+	require.NoError(t, err)
+	g := synth.New(1, 30_000)
+	b := &Batch{Generation: 1, LastChange: time.Now()}
+	var id int64
+	for i := 0; len(b.Chunks) < chunks; i++ {
+		d := g.Document(i)
+		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		require.NoError(t, err)
+		doc := store.Document{ID: int64(i + 1), ExternalID: d.ExternalId, SourceFile: d.SourceFile, Category: d.Category, Title: d.Title, Generation: 1}
+		b.Documents = append(b.Documents, doc)
+		for _, c := range cs {
+			id++
+			h := sha256.Sum256([]byte(c.Text))
+			b.Chunks = append(b.Chunks, store.Chunk{ID: id, DocumentID: doc.ID, Index: c.Index, Total: c.Total, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: h[:]})
+		}
+	}
+	return b
+}
+
+func TestApplyReplaceDelete(t *testing.T) {
+	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
+	b := batch(t, 50)
+	ix.Apply(b)
+	st := ix.Stats()
+	require.Equal(t, len(b.Documents), st.Documents)
+	require.Equal(t, len(b.Chunks), st.Chunks)
+	cat := b.Documents[0].Category
+	require.Equal(t, []string{cat}, ix.ResolveCategory(cat))
+	require.Equal(t, []string{cat}, ix.ResolveCategory(toUpper(cat)))
+
+	// Replace document 1 with a single new chunk; delete document 2.
+	d1 := b.Documents[0]
+	d1.Generation = 2
+	ix.Apply(&Batch{Generation: 2, Documents: []store.Document{d1}, Chunks: []store.Chunk{{ID: 100000, DocumentID: d1.ID, Total: 1, Text: "zebra crossing"}},
+		Deleted: []int64{b.Documents[1].ID}})
+	require.Len(t, ix.SearchBM25(analysis.NewEnglish().Terms("zebra"), nil, 10), 1)
+	for _, c := range b.Chunks {
+		if c.DocumentID <= 2 {
+			require.Nil(t, ix.Chunk(c.ID), "old chunk %d gone", c.ID)
+		}
+	}
+	require.Equal(t, int64(2), ix.Generation())
+	require.Equal(t, len(b.Documents)-1, ix.Stats().Documents)
+	require.Equal(t, []string{"zebra"}, ix.MatchedTerms(100000, []string{"zebra", "lion"}))
+}
+
+func toUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
+// TestMemoryPer100kChunks measures the heap of the in-memory index (BM25
+// postings, chunk records and text) for BMCIS_INDEX_MEMORY_CHUNKS synthetic
+// chunks (skipped when unset; docs/SEARCH.md quotes its output).
+func TestMemoryPer100kChunks(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("BMCIS_INDEX_MEMORY_CHUNKS"))
+	if n <= 0 {
+		t.Skip("set BMCIS_INDEX_MEMORY_CHUNKS=100000 to measure")
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	// The chunker's tables are loaded once and stay: load them first.
+	batch(t, 1)
+	before := heap()
+	b := batch(t, n)
+	textBytes := 0
+	for _, c := range b.Chunks {
+		textBytes += len(c.Text) + len(c.Header)
+	}
+	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
+	t0 := time.Now()
+	ix.Apply(b)
+	build := time.Since(t0)
+	b = nil
+	after := heap()
+	st := ix.Stats()
+	t.Logf("%d chunks (%d documents): heap %.1f MiB (%.0f bytes/chunk); text %.1f MiB; bm25 estimate %.1f MiB; %d terms, %d postings; built in %s",
+		st.Chunks, st.Documents, float64(after-before)/(1<<20), float64(after-before)/float64(st.Chunks),
+		float64(textBytes)/(1<<20), float64(st.BM25Bytes)/(1<<20), st.Terms, st.Postings, build)
+	runtime.KeepAlive(ix)
+}
+
+func BenchmarkSearchBM25(b *testing.B) {
+	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
+	ix.Apply(batch(b, 20_000))
+	g := synth.New(1, 30_000)
+	an := analysis.NewEnglish()
+	qs := make([][]string, 100)
+	for i := range qs {
+		qs[i] = an.Terms(g.Query(i))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ix.SearchBM25(qs[i%len(qs)], nil, 100)
+	}
+}

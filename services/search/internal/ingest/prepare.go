@@ -1,0 +1,168 @@
+// Package ingest turns an incoming document into the rows the store
+// writes: validation (a bad document becomes a Failure with a reason, never
+// an RPC error), normalization, content hashing and chunking.
+package ingest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// Limits bound what one document may be.
+type Limits struct {
+	// MaxBytes is the largest content accepted.
+	MaxBytes int
+}
+
+// Field length limits.
+const (
+	maxExternalID = 1024
+	maxTitle      = 1000
+	maxCategory   = 200
+	maxSourceFile = 4096
+)
+
+// Failure is a rejected document.
+type Failure struct {
+	ExternalID string
+	SourceFile string
+	Reason     string
+}
+
+// Prepare validates, normalizes, hashes and chunks a document.
+func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.DocumentRow, *Failure) {
+	src := strings.TrimSpace(d.GetSourceFile())
+	id := strings.TrimSpace(d.GetExternalId())
+	if id == "" {
+		id = src
+	}
+	fail := func(format string, args ...any) (*store.DocumentRow, *Failure) {
+		return nil, &Failure{ExternalID: id, SourceFile: src, Reason: fmt.Sprintf(format, args...)}
+	}
+	content := d.GetContent()
+	switch {
+	case id == "":
+		return fail("missing external_id (and no source_file to use instead)")
+	case len(id) > maxExternalID:
+		return fail("external_id longer than %d bytes", maxExternalID)
+	case !utf8.ValidString(id) || !utf8.ValidString(src):
+		return fail("external_id or source_file is not valid UTF-8")
+	case len(src) > maxSourceFile:
+		return fail("source_file longer than %d bytes", maxSourceFile)
+	case lim.MaxBytes > 0 && len(content) > lim.MaxBytes:
+		return fail("too large: %d bytes (limit %d)", len(content), lim.MaxBytes)
+	case len(bytes.TrimSpace(content)) == 0:
+		return fail("empty document")
+	}
+	if isBinary(content) {
+		return fail("binary content (NUL or control bytes)")
+	}
+	if !utf8.Valid(content) {
+		return fail("invalid UTF-8 at byte %d", invalidAt(content))
+	}
+	title := strings.Join(strings.Fields(d.GetTitle()), " ")
+	category := strings.TrimSpace(d.GetCategory())
+	switch {
+	case len(title) > maxTitle:
+		return fail("title longer than %d bytes", maxTitle)
+	case len(category) > maxCategory:
+		return fail("category longer than %d bytes", maxCategory)
+	}
+	var format chunker.Format
+	switch d.GetFormat() {
+	case searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED, searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN:
+		format = chunker.Markdown
+	case searchv1.ContentFormat_CONTENT_FORMAT_TEXT:
+		format = chunker.PlainText
+	default:
+		return fail("unknown content format %d", d.GetFormat())
+	}
+	text := Normalize(content)
+	if strings.TrimSpace(text) == "" {
+		return fail("empty document")
+	}
+	chunks, err := ck.Split(format, title, text)
+	if err != nil {
+		return fail("cannot chunk: %v", err)
+	}
+	if len(chunks) == 0 {
+		return fail("no indexable text")
+	}
+	var updated time.Time
+	if ts := d.GetUpdatedAt(); ts != nil && (ts.GetSeconds() != 0 || ts.GetNanos() != 0) {
+		if err := ts.CheckValid(); err != nil {
+			return fail("invalid updated_at: %v", err)
+		}
+		updated = ts.AsTime().UTC()
+	}
+
+	// The content hash covers everything a search result shows or filters
+	// on, so a re-ingest is a no-op exactly when nothing visible changed.
+	h := sha256.New()
+	fmt.Fprintf(h, "bmcis-doc-v1\x00%d\x00%s\x00%s\x00%s\x00", format, title, category, src)
+	if !updated.IsZero() {
+		h.Write([]byte(updated.Format(time.RFC3339Nano)))
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(text))
+
+	row := &store.DocumentRow{
+		ExternalID: id, SourceFile: src, Category: category, Title: title,
+		ContentHash: h.Sum(nil), UpdatedAt: updated,
+		Chunks: make([]store.ChunkRow, len(chunks)),
+	}
+	for i, c := range chunks {
+		sum := sha256.Sum256([]byte(c.Text))
+		row.Chunks[i] = store.ChunkRow{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: sum[:]}
+	}
+	return row, nil
+}
+
+// Normalize makes content canonical: byte-order mark dropped, CRLF and CR
+// line ends turned into LF, Unicode NFC.
+func Normalize(b []byte) string {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	s := string(b)
+	if strings.IndexByte(s, '\r') >= 0 {
+		s = strings.ReplaceAll(s, "\r\n", "\n")
+		s = strings.ReplaceAll(s, "\r", "\n")
+	}
+	return norm.NFC.String(s)
+}
+
+// isBinary reports content that is not text: a NUL byte in the first 8 KiB,
+// or more than 10% control characters other than tab, newlines and form feed.
+func isBinary(b []byte) bool {
+	head := b[:min(len(b), 8192)]
+	if bytes.IndexByte(head, 0) >= 0 {
+		return true
+	}
+	ctrl := 0
+	for _, c := range head {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' || c == 0x7f {
+			ctrl++
+		}
+	}
+	return ctrl*10 > len(head)
+}
+
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}

@@ -1,0 +1,81 @@
+package ingest
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
+)
+
+func TestPrepare(t *testing.T) {
+	ck, err := chunker.NewDefault()
+	require.NoError(t, err)
+	base := func() *searchv1.Document {
+		return &searchv1.Document{ExternalId: "a.md", SourceFile: "a.md", Category: "ops", Title: "Guide",
+			Content: []byte("\xef\xbb\xbf# Guide\r\n\r\n## Setup\r\n\r\nInstall it.\r\n"), UpdatedAt: timestamppb.New(time.Unix(1700000000, 0))}
+	}
+	row, fail := Prepare(ck, base(), Limits{MaxBytes: 1 << 20})
+	require.Nil(t, fail)
+	require.Equal(t, "a.md", row.ExternalID)
+	require.Len(t, row.Chunks, 1)
+	require.NotContains(t, row.Chunks[0].Text, "\r")
+	require.False(t, strings.HasPrefix(row.Chunks[0].Text, "\xef\xbb\xbf"))
+	require.Len(t, row.ContentHash, 32)
+
+	// CRLF vs LF and a BOM do not change the hash; visible metadata does.
+	lf := base()
+	lf.Content = []byte("# Guide\n\n## Setup\n\nInstall it.\n")
+	row2, _ := Prepare(ck, lf, Limits{})
+	require.Equal(t, row.ContentHash, row2.ContentHash)
+	for name, mut := range map[string]func(d *searchv1.Document){
+		"title":      func(d *searchv1.Document) { d.Title = "Guide 2" },
+		"category":   func(d *searchv1.Document) { d.Category = "dev" },
+		"source":     func(d *searchv1.Document) { d.SourceFile = "b.md" },
+		"updated_at": func(d *searchv1.Document) { d.UpdatedAt = timestamppb.New(time.Unix(1700000001, 0)) },
+		"content":    func(d *searchv1.Document) { d.Content = append(d.Content, 'x') },
+		"format":     func(d *searchv1.Document) { d.Format = searchv1.ContentFormat_CONTENT_FORMAT_TEXT },
+	} {
+		d := base()
+		mut(d)
+		r, f := Prepare(ck, d, Limits{})
+		require.Nil(t, f, name)
+		require.NotEqual(t, row.ContentHash, r.ContentHash, name)
+	}
+	// The external id falls back to the source file.
+	d := base()
+	d.ExternalId = ""
+	r, f := Prepare(ck, d, Limits{})
+	require.Nil(t, f)
+	require.Equal(t, "a.md", r.ExternalID)
+}
+
+func TestPrepareRejects(t *testing.T) {
+	ck, err := chunker.NewDefault()
+	require.NoError(t, err)
+	cases := map[string]struct {
+		doc    *searchv1.Document
+		reason string
+	}{
+		"empty":       {&searchv1.Document{ExternalId: "e", Content: []byte(" \n\t ")}, "empty document"},
+		"nul":         {&searchv1.Document{ExternalId: "b", Content: []byte("ab\x00cd")}, "binary"},
+		"controls":    {&searchv1.Document{ExternalId: "c", Content: bytes.Repeat([]byte{1, 2, 3, 'a'}, 100)}, "binary"},
+		"utf8":        {&searchv1.Document{ExternalId: "u", Content: []byte("ok \xff bad")}, "invalid UTF-8 at byte 3"},
+		"size":        {&searchv1.Document{ExternalId: "s", Content: bytes.Repeat([]byte("a "), 600)}, "too large: 1200 bytes (limit 1000)"},
+		"no id":       {&searchv1.Document{Content: []byte("text")}, "missing external_id"},
+		"long title":  {&searchv1.Document{ExternalId: "t", Title: strings.Repeat("t", 1001), Content: []byte("x")}, "title longer"},
+		"format":      {&searchv1.Document{ExternalId: "f", Format: 9, Content: []byte("x")}, "unknown content format"},
+		"only markup": {&searchv1.Document{ExternalId: "m", Content: []byte("\xef\xbb\xbf\r\n")}, "empty document"},
+	}
+	for name, c := range cases {
+		_, f := Prepare(ck, c.doc, Limits{MaxBytes: 1000})
+		require.NotNil(t, f, name)
+		require.Contains(t, f.Reason, c.reason, name)
+		require.Equal(t, c.doc.ExternalId, f.ExternalID, name)
+	}
+}

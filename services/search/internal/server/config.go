@@ -1,0 +1,112 @@
+package server
+
+import (
+	"time"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/services/search/internal/embedding"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+)
+
+// Config is the search service's own configuration.
+type Config struct {
+	// Embedding configures the embedder (BMCIS_EMBEDDER*, BMCIS_EMBEDDING_DIMENSIONS).
+	Embedding embedding.Config
+	// CacheSize and CacheTTL bound the ranked-list cache
+	// (BMCIS_SEARCH_CACHE_SIZE, 0 disables; BMCIS_SEARCH_CACHE_TTL).
+	CacheSize int
+	CacheTTL  time.Duration
+	// Candidates is how many chunks each retriever contributes
+	// (BMCIS_SEARCH_CANDIDATES, at least 100).
+	Candidates int
+	// Fusion is RRF's k and weights. Zero fields mean the preset of the
+	// active provider: fusion.BuiltinOptions for builtin, DefaultOptions
+	// for openai/ollama (BMCIS_SEARCH_RRF_K, BMCIS_SEARCH_BM25_WEIGHT,
+	// BMCIS_SEARCH_VECTOR_WEIGHT override).
+	Fusion fusion.Options
+	// EfSearch is hnsw.ef_search (BMCIS_SEARCH_HNSW_EF_SEARCH); it is raised
+	// to Candidates when lower, since the HNSW scan returns at most that many.
+	EfSearch int
+	// MaxScanTuples bounds filtered iterative scans (BMCIS_SEARCH_HNSW_MAX_SCAN_TUPLES).
+	MaxScanTuples int
+	// DBTimeout bounds each database call of a search, GetChunks or delete
+	// (BMCIS_SEARCH_DB_TIMEOUT), so a dead database answers UNAVAILABLE fast.
+	DBTimeout time.Duration
+	// IngestTimeout bounds writing one document (BMCIS_SEARCH_INGEST_TIMEOUT).
+	IngestTimeout time.Duration
+	// IngestWorkers is how many documents of a stream are written at once
+	// (BMCIS_SEARCH_INGEST_WORKERS).
+	IngestWorkers int
+	// MaxDocumentBytes rejects bigger documents (BMCIS_SEARCH_MAX_DOCUMENT_BYTES).
+	MaxDocumentBytes int
+	// PollInterval is the change-feed poll period, the fallback when a
+	// notification is lost (BMCIS_SEARCH_POLL_INTERVAL).
+	PollInterval time.Duration
+	// SweepInterval is how often a replica looks for chunks still without a
+	// vector (BMCIS_SEARCH_SWEEP_INTERVAL).
+	SweepInterval time.Duration
+	// DedupWindow is how many top results are compared by embedding cosine;
+	// identical content hashes are flagged over the whole list.
+	DedupWindow int
+}
+
+// DefaultConfig is the configuration when no variable is set.
+func DefaultConfig() Config {
+	return Config{
+		Embedding:  embedding.DefaultConfig(),
+		CacheSize:  1000,
+		CacheTTL:   30 * time.Second,
+		Candidates: 100,
+		EfSearch:   100, MaxScanTuples: 20000,
+		DBTimeout:     1500 * time.Millisecond,
+		IngestTimeout: 60 * time.Second, IngestWorkers: 4,
+		MaxDocumentBytes: 2 << 20,
+		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
+		DedupWindow: 50,
+	}
+}
+
+// LoadConfig reads the variables; problems are recorded in env.
+func LoadConfig(env *config.Reader) Config {
+	d := DefaultConfig()
+	c := Config{
+		Embedding:        embedding.LoadConfig(env),
+		CacheSize:        env.Int("BMCIS_SEARCH_CACHE_SIZE", d.CacheSize, 0, 1_000_000),
+		CacheTTL:         env.Duration("BMCIS_SEARCH_CACHE_TTL", d.CacheTTL, time.Second, 24*time.Hour),
+		Candidates:       env.Int("BMCIS_SEARCH_CANDIDATES", d.Candidates, 100, 1000),
+		EfSearch:         env.Int("BMCIS_SEARCH_HNSW_EF_SEARCH", d.EfSearch, 10, 1000),
+		MaxScanTuples:    env.Int("BMCIS_SEARCH_HNSW_MAX_SCAN_TUPLES", d.MaxScanTuples, 1000, 10_000_000),
+		DBTimeout:        env.Duration("BMCIS_SEARCH_DB_TIMEOUT", d.DBTimeout, 50*time.Millisecond, time.Minute),
+		IngestTimeout:    env.Duration("BMCIS_SEARCH_INGEST_TIMEOUT", d.IngestTimeout, time.Second, time.Hour),
+		IngestWorkers:    env.Int("BMCIS_SEARCH_INGEST_WORKERS", d.IngestWorkers, 1, 64),
+		MaxDocumentBytes: env.Int("BMCIS_SEARCH_MAX_DOCUMENT_BYTES", d.MaxDocumentBytes, 1024, 3<<20),
+		PollInterval:     env.Duration("BMCIS_SEARCH_POLL_INTERVAL", d.PollInterval, 50*time.Millisecond, time.Minute),
+		SweepInterval:    env.Duration("BMCIS_SEARCH_SWEEP_INTERVAL", d.SweepInterval, time.Second, time.Hour),
+		DedupWindow:      d.DedupWindow,
+		Fusion: fusion.Options{
+			K:            env.Float("BMCIS_SEARCH_RRF_K", 0, 1, 1000),
+			BM25Weight:   env.Float("BMCIS_SEARCH_BM25_WEIGHT", 0, 0, 100),
+			VectorWeight: env.Float("BMCIS_SEARCH_VECTOR_WEIGHT", 0, 0, 100),
+		},
+	}
+	return c
+}
+
+// fusionFor returns the RRF options for the active provider: its preset,
+// with any configured field overriding it.
+func (c Config) fusionFor(provider string) fusion.Options {
+	o := fusion.DefaultOptions()
+	if provider == embedding.ProviderBuiltin {
+		o = fusion.BuiltinOptions()
+	}
+	if c.Fusion.K > 0 {
+		o.K = c.Fusion.K
+	}
+	if c.Fusion.BM25Weight > 0 {
+		o.BM25Weight = c.Fusion.BM25Weight
+	}
+	if c.Fusion.VectorWeight > 0 {
+		o.VectorWeight = c.Fusion.VectorWeight
+	}
+	return o
+}

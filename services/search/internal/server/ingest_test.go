@@ -1,0 +1,224 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/source"
+)
+
+func TestIngestAndSearchEveryMode(t *testing.T) {
+	r, pool := start(t)
+	resp := mustIngest(t, r.client, corpus(40)...)
+	require.EqualValues(t, 40, resp.DocumentsReceived)
+	require.EqualValues(t, 40, resp.DocumentsWritten)
+	require.Zero(t, resp.DocumentsFailed)
+	require.Positive(t, resp.ChunksWritten)
+
+	// The builtin model was trained and every chunk embedded before the
+	// stream was answered.
+	var missing int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM chunks WHERE embedding IS NULL`).Scan(&missing))
+	require.Zero(t, missing)
+	st, err := r.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	require.Equal(t, "builtin", st.EmbedderProvider)
+	require.True(t, strings.HasPrefix(st.EmbedderModel, "builtin:lsa-v1:"), st.EmbedderModel)
+	require.EqualValues(t, 256, st.EmbedderDimensions)
+	require.EqualValues(t, 40, st.Documents)
+	require.EqualValues(t, resp.ChunksWritten, st.Chunks)
+	require.Positive(t, st.IndexGeneration)
+	require.NotNil(t, st.LastChangeAt)
+
+	for _, mode := range []searchv1.RetrievalMode{
+		searchv1.RetrievalMode_RETRIEVAL_MODE_UNSPECIFIED, searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
+		searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR,
+	} {
+		t.Run(mode.String(), func(t *testing.T) {
+			out := search(t, r.client, &searchv1.SearchRequest{Query: "Firewall vulnerabilities", Mode: mode, Limit: 5})
+			require.NotEmpty(t, out.Results)
+			want := mode
+			if want == searchv1.RetrievalMode_RETRIEVAL_MODE_UNSPECIFIED {
+				want = searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID
+			}
+			require.Equal(t, want, out.Mode)
+			require.Equal(t, []string{"firewall", "vulnerabilities"}, out.QueryTerms)
+			top := out.Results[0]
+			require.Equal(t, "security", top.Chunk.SourceCategory)
+			require.EqualValues(t, 1, top.Rank)
+			for _, res := range out.Results {
+				for _, s := range []float64{res.HybridScore, res.SimilarityScore, res.Bm25Score} {
+					require.GreaterOrEqual(t, s, 0.0)
+					require.LessOrEqual(t, s, 1.0)
+				}
+				require.NotNil(t, res.Chunk.UpdatedAt)
+				require.NotEmpty(t, res.Chunk.ChunkText)
+			}
+			switch want {
+			case searchv1.RetrievalMode_RETRIEVAL_MODE_BM25:
+				require.Equal(t, 1.0, top.Bm25Score)
+				require.Equal(t, top.Bm25Score, top.HybridScore)
+				require.EqualValues(t, 1, top.Bm25Rank)
+				require.Zero(t, top.VectorRank)
+				require.Equal(t, []string{"firewall", "vulnerabilities"}, top.MatchedTerms)
+				require.Equal(t, searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, top.ScoreType)
+			case searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR:
+				require.Zero(t, top.Bm25Rank)
+				require.EqualValues(t, 1, top.VectorRank)
+				require.Equal(t, top.SimilarityScore, top.HybridScore)
+				require.Equal(t, searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, top.ScoreType)
+				// Matched terms are reported for vector hits too.
+				require.NotEmpty(t, top.MatchedTerms)
+			default:
+				require.EqualValues(t, 1, top.Bm25Rank)
+				require.Positive(t, top.VectorRank)
+				require.Equal(t, searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, top.ScoreType)
+			}
+		})
+	}
+}
+
+func TestIngestBadDocumentsAreReportedOthersGoIn(t *testing.T) {
+	r, _ := start(t)
+	big := md("big.md", "", "Big", strings.Repeat("word ", 3<<20/5))
+	docs := []*searchv1.Document{
+		md("good-1.md", "ops", "Good one", "# Good one\n\nThe payroll runbook explains payroll steps."),
+		md("empty.md", "ops", "Empty", "   \n\t\n"),
+		md("binary.md", "ops", "Binary", "PNG\x00\x01\x02\x03 data"),
+		{ExternalId: "bad-utf8.md", SourceFile: "bad-utf8.md", Content: []byte("caf\xc3 au lait")},
+		{SourceFile: "", Content: []byte("no id at all")},
+		big,
+		txt("good-2", "Good two", "Payroll questions go to the finance team."),
+	}
+	resp, err := ingestDocs(t, r.client, docs...)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, resp.DocumentsReceived)
+	require.EqualValues(t, 2, resp.DocumentsWritten)
+	require.EqualValues(t, 5, resp.DocumentsFailed)
+	reasons := map[string]string{}
+	for _, f := range resp.Failures {
+		reasons[f.ExternalId] = f.Reason
+		if f.ExternalId != "" {
+			require.Equal(t, f.ExternalId, f.SourceFile)
+		}
+	}
+	require.Contains(t, reasons["empty.md"], "empty")
+	require.Contains(t, reasons["binary.md"], "binary")
+	require.Contains(t, reasons["bad-utf8.md"], "invalid UTF-8 at byte 3")
+	require.Contains(t, reasons[""], "missing external_id")
+	require.Contains(t, reasons["big.md"], "too large")
+
+	out := search(t, r.client, &searchv1.SearchRequest{Query: "payroll", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25})
+	require.ElementsMatch(t, []string{"good-1.md", "good-2"}, docIDs(out))
+}
+
+func TestIngestIdempotentReplaceAndDelete(t *testing.T) {
+	r, pool := start(t)
+	ctx := context.Background()
+	ts := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	v1 := withTime(md("guide.md", "ops", "Guide", "# Guide\n\n## Setup\n\nInstall the zebra agent.\n\n## Usage\n\nRun the zebra agent daily."), ts)
+	resp := mustIngest(t, r.client, v1, md("other.md", "ops", "Other", "# Other\n\nNothing about animals here, only tables."))
+	require.EqualValues(t, 2, resp.DocumentsWritten)
+
+	var gen1 int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT generation FROM documents WHERE external_id = 'guide.md'`).Scan(&gen1))
+	var ids1 []int64
+	rows, err := pool.Query(ctx, `SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.external_id = 'guide.md' ORDER BY c.id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		ids1 = append(ids1, id)
+	}
+	require.NotEmpty(t, ids1)
+
+	// Unchanged: a no-op, same generation, same chunk ids.
+	resp = mustIngest(t, r.client, withTime(md("guide.md", "ops", "Guide", "# Guide\n\n## Setup\n\nInstall the zebra agent.\n\n## Usage\n\nRun the zebra agent daily."), ts))
+	require.EqualValues(t, 0, resp.DocumentsWritten)
+	require.EqualValues(t, 1, resp.DocumentsUnchanged)
+	var gen2 int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT generation FROM documents WHERE external_id = 'guide.md'`).Scan(&gen2))
+	require.Equal(t, gen1, gen2)
+
+	out := search(t, r.client, &searchv1.SearchRequest{Query: "zebra", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25})
+	require.Equal(t, []string{"guide.md"}, dedupe(docIDs(out)))
+	require.True(t, out.Results[0].Chunk.UpdatedAt.AsTime().Equal(ts))
+
+	// Changed: chunks replaced atomically, old text gone.
+	resp = mustIngest(t, r.client, md("guide.md", "ops", "Guide", "# Guide\n\nInstall the giraffe agent instead."))
+	require.EqualValues(t, 1, resp.DocumentsWritten)
+	require.Empty(t, search(t, r.client, &searchv1.SearchRequest{Query: "zebra", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25}).Results)
+	out = search(t, r.client, &searchv1.SearchRequest{Query: "giraffe", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25})
+	require.Equal(t, []string{"guide.md"}, docIDs(out))
+	require.NotContains(t, ids1, out.Results[0].Chunk.ChunkId)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE id = ANY($1)`, ids1).Scan(&n))
+	require.Zero(t, n)
+
+	// Delete.
+	del, err := r.client.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{ExternalId: "guide.md"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, del.ChunksDeleted)
+	require.Empty(t, search(t, r.client, &searchv1.SearchRequest{Query: "giraffe", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25}).Results)
+	_, err = r.client.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{ExternalId: "guide.md"})
+	requireCode(t, err, codes.NotFound)
+	_, err = r.client.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{})
+	requireCode(t, err, codes.InvalidArgument)
+	st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Documents)
+}
+
+func dedupe(ids []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// The demo knowledge base `make run` loads: common queries return several
+// pages, and the section copied word for word between two pages is flagged.
+func TestDemoCorpus(t *testing.T) {
+	r, _ := start(t)
+	var docs []*searchv1.Document
+	require.NoError(t, source.Walk([]string{"../../demo/docs"}, func(it source.Item) error {
+		require.Empty(t, it.Problem, it.Where)
+		docs = append(docs, it.Doc)
+		return nil
+	}))
+	require.Len(t, docs, 40)
+	resp := mustIngest(t, r.client, docs...)
+	require.EqualValues(t, 40, resp.DocumentsWritten)
+	for _, q := range []string{"security", "authentication"} {
+		out := search(t, r.client, &searchv1.SearchRequest{Query: q, Limit: 10})
+		require.Greater(t, out.TotalAvailable, int32(30), q)
+		require.Len(t, out.Results, 10)
+	}
+	out := search(t, r.client, &searchv1.SearchRequest{Query: "reporting a security incident", Limit: 10, Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25})
+	var dup *searchv1.SearchResult
+	for _, res := range out.Results {
+		if res.IsDuplicate {
+			dup = res
+			break
+		}
+	}
+	require.NotNil(t, dup, "the copied section is flagged")
+	require.NotEmpty(t, dup.SimilarChunkIds)
+	cats, err := r.client.ListCategories(context.Background(), &searchv1.ListCategoriesRequest{})
+	require.NoError(t, err)
+	require.Len(t, cats.Categories, 5)
+	st, err := r.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(st.EmbedderModel, "builtin:lsa-v1:256:"), st.EmbedderModel)
+}

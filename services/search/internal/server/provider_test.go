@@ -1,0 +1,200 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/embedding"
+	"github.com/bmcis/knowledge/services/search/internal/server"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// hashedBOW is a stand-in embedding model: analyzed terms hashed into dims
+// buckets, so texts sharing words are close.
+func hashedBOW(an *analysis.Analyzer, text string, dims int) []float32 {
+	v := make([]float32, dims)
+	for _, t := range an.Terms(text) {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(t))
+		v[h.Sum32()%uint32(dims)]++
+	}
+	return v
+}
+
+// fakeEmbedder serves OpenAI's POST /v1/embeddings and Ollama's POST
+// /api/embed as the real servers shape them.
+type fakeEmbedder struct {
+	t       *testing.T
+	an      *analysis.Analyzer
+	calls   atomic.Int32
+	texts   atomic.Int32
+	authBad atomic.Int32
+}
+
+func (f *fakeEmbedder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.calls.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/v1/embeddings":
+		if r.Header.Get("Authorization") != "Bearer sk-test-key" {
+			f.authBad.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"message":"bad key"}}`))
+			return
+		}
+		var req struct {
+			Model          string   `json:"model"`
+			Input          []string `json:"input"`
+			Dimensions     int      `json:"dimensions"`
+			EncodingFormat string   `json:"encoding_format"`
+		}
+		require.NoError(f.t, json.NewDecoder(r.Body).Decode(&req))
+		require.Equal(f.t, "text-embedding-3-small", req.Model)
+		require.Equal(f.t, 256, req.Dimensions)
+		f.texts.Add(int32(len(req.Input)))
+		type item struct {
+			Object    string    `json:"object"`
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		resp := struct {
+			Object string `json:"object"`
+			Data   []item `json:"data"`
+			Model  string `json:"model"`
+		}{Object: "list", Model: req.Model}
+		for i, s := range req.Input {
+			resp.Data = append(resp.Data, item{Object: "embedding", Index: i, Embedding: hashedBOW(f.an, s, req.Dimensions)})
+		}
+		_ = json.NewEncoder(w).Encode(resp)
+	case "/api/embed":
+		var req struct {
+			Model string   `json:"model"`
+			Input []string `json:"input"`
+		}
+		require.NoError(f.t, json.NewDecoder(r.Body).Decode(&req))
+		require.Equal(f.t, "nomic-embed-text", req.Model)
+		f.texts.Add(int32(len(req.Input)))
+		resp := struct {
+			Model      string      `json:"model"`
+			Embeddings [][]float32 `json:"embeddings"`
+		}{Model: req.Model}
+		for _, s := range req.Input {
+			resp.Embeddings = append(resp.Embeddings, hashedBOW(f.an, s, 256))
+		}
+		_ = json.NewEncoder(w).Encode(resp)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestHTTPEmbedderProvidersEndToEnd(t *testing.T) {
+	for _, tc := range []struct{ provider, model, key, modelID string }{
+		{"openai", "text-embedding-3-small", "sk-test-key", "openai:text-embedding-3-small:256:v1"},
+		{"ollama", "nomic-embed-text", "", "ollama:nomic-embed-text:256:v1"},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			fake := &fakeEmbedder{t: t, an: analysis.NewEnglish()}
+			ts := httptest.NewServer(fake)
+			defer ts.Close()
+			pool, _ := newDB(t)
+			cfg := testConfig()
+			cfg.Embedding.Provider, cfg.Embedding.URL, cfg.Embedding.Model, cfg.Embedding.APIKey = tc.provider, ts.URL, tc.model, tc.key
+			r := startReplica(t, pool, cfg)
+			resp := mustIngest(t, r.client, corpus(12)...)
+			require.Zero(t, fake.authBad.Load())
+			require.EqualValues(t, resp.ChunksWritten, fake.texts.Load(), "every chunk embedded over HTTP")
+
+			st, err := r.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+			require.NoError(t, err)
+			require.Equal(t, tc.provider, st.EmbedderProvider)
+			require.Equal(t, tc.modelID, st.EmbedderModel)
+			var active string
+			require.NoError(t, pool.QueryRow(context.Background(), `SELECT model_id FROM embedding_models WHERE active`).Scan(&active))
+			require.Equal(t, tc.modelID, active)
+
+			before := fake.texts.Load()
+			out := search(t, r.client, &searchv1.SearchRequest{Query: "firewall vulnerability", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3})
+			require.Equal(t, before+1, fake.texts.Load(), "the query is embedded by the provider")
+			require.Equal(t, "security", out.Results[0].Chunk.SourceCategory)
+			require.Greater(t, out.Results[0].SimilarityScore, 0.3)
+
+			// Hybrid uses the preset for real models: RRF k=60, equal weights.
+			hyb := search(t, r.client, &searchv1.SearchRequest{Query: "firewall vulnerability", Limit: 3})
+			top := hyb.Results[0]
+			fused := 0.0
+			if top.Bm25Rank > 0 {
+				fused += 1 / (60 + float64(top.Bm25Rank))
+			}
+			if top.VectorRank > 0 {
+				fused += 1 / (60 + float64(top.VectorRank))
+			}
+			require.InDelta(t, fused/(2.0/61), top.HybridScore, 1e-9)
+
+			// A second ingestion embeds only the new chunks.
+			before = fake.texts.Load()
+			resp = mustIngest(t, r.client, md("new.md", "security", "New", "# New\n\nFirewall rules for the new office."))
+			require.EqualValues(t, before+resp.ChunksWritten, fake.texts.Load())
+		})
+	}
+}
+
+func TestStartRefusesIncompatibleEmbeddings(t *testing.T) {
+	pool, _ := newDB(t)
+	r := startReplica(t, pool, testConfig())
+	mustIngest(t, r.client, corpus(12)...)
+
+	fake := &fakeEmbedder{t: t, an: analysis.NewEnglish()}
+	ts := httptest.NewServer(fake)
+	defer ts.Close()
+	openai := testConfig()
+	openai.Embedding.Provider, openai.Embedding.URL, openai.Embedding.Model, openai.Embedding.APIKey = "openai", ts.URL, "text-embedding-3-small", "sk-test-key"
+
+	_, err := tryStartReplica(t, pool, openai)
+	require.ErrorIs(t, err, embedding.ErrIncompatible)
+	require.ErrorContains(t, err, "bmcisctl reindex")
+	require.ErrorContains(t, err, "the active embedding model is builtin:lsa-v1:")
+
+	smaller := testConfig()
+	smaller.Embedding.Dims = 128
+	smaller.Embedding.Builtin.Dims = 128
+	_, err = tryStartReplica(t, pool, smaller)
+	require.ErrorIs(t, err, embedding.ErrIncompatible)
+	require.ErrorContains(t, err, "BMCIS_EMBEDDING_DIMENSIONS=128")
+	require.ErrorContains(t, err, "bmcisctl reindex")
+
+	// The fix: reindex with the new configuration, then it starts.
+	m, err := embedding.New(store.New(pool), openai.Embedding, analysis.NewEnglish(), discardLog())
+	require.NoError(t, err)
+	rep, err := m.Sweep(context.Background(), embedding.SweepOptions{Wait: true, Reindex: true, Bulk: true})
+	require.NoError(t, err)
+	require.Equal(t, "openai:text-embedding-3-small:256:v1", rep.Model)
+	require.EqualValues(t, rep.TotalChunks, rep.Embedded)
+	r2 := startReplica(t, pool, openai)
+	out := search(t, r2.client, &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3})
+	require.NotEmpty(t, out.Results)
+
+	// Dimensions: reindex resizes the column.
+	m, err = embedding.New(store.New(pool), smaller.Embedding, analysis.NewEnglish(), discardLog())
+	require.NoError(t, err)
+	rep, err = m.Sweep(context.Background(), embedding.SweepOptions{Wait: true, Reindex: true, Bulk: true})
+	require.NoError(t, err)
+	require.True(t, rep.Resized)
+	require.True(t, strings.HasPrefix(rep.Model, "builtin:lsa-v1:"), rep.Model)
+	r3 := startReplica(t, pool, smaller)
+	st, err := r3.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	require.EqualValues(t, 128, st.EmbedderDimensions)
+	out = search(t, r3.client, &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3})
+	require.NotEmpty(t, out.Results)
+	_ = server.DefaultConfig
+}

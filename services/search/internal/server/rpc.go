@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/services/search/internal/index"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+const maxChunkIDs = 100
+
+// GetChunks returns whole chunks by id, in the order asked. They come from
+// memory; ids this replica has not loaded yet are read from PostgreSQL.
+func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) (*searchv1.GetChunksResponse, error) {
+	ids := req.GetChunkIds()
+	if len(ids) == 0 || len(ids) > maxChunkIDs {
+		return nil, grpcserver.InvalidArgument("chunk_ids", "give between 1 and %d ids, got %d", maxChunkIDs, len(ids))
+	}
+	recs := s.ix.Chunks(ids)
+	var unknown []int64
+	for i, r := range recs {
+		if r == nil && ids[i] > 0 {
+			unknown = append(unknown, ids[i])
+		}
+	}
+	fromDB := map[int64]*index.Chunk{}
+	if len(unknown) > 0 {
+		dctx, cancel := s.dbCtx(ctx)
+		chunks, docs, err := s.st.ChunksByID(dctx, unknown)
+		cancel()
+		if err != nil {
+			return nil, dbError(ctx, err)
+		}
+		for _, c := range chunks {
+			d := docs[c.DocumentID]
+			rec := &index.Chunk{ID: c.ID, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens), Header: c.Header, Text: c.Text,
+				Doc: &index.Document{ID: d.ID, ExternalID: d.ExternalID, SourceFile: d.SourceFile, Category: d.Category, Title: d.Title, UpdatedAt: d.UpdatedAt}}
+			if len(c.Hash) >= 8 {
+				rec.Hash = binary.BigEndian.Uint64(c.Hash)
+			}
+			fromDB[c.ID] = rec
+		}
+	}
+	resp := &searchv1.GetChunksResponse{}
+	for i, id := range ids {
+		r := recs[i]
+		if r == nil {
+			r = fromDB[id]
+		}
+		if r == nil {
+			resp.MissingIds = append(resp.MissingIds, id)
+			continue
+		}
+		resp.Chunks = append(resp.Chunks, chunkProto(r))
+	}
+	return resp, nil
+}
+
+// ListCategories lists the categories this replica can filter on.
+func (s *Server) ListCategories(context.Context, *searchv1.ListCategoriesRequest) (*searchv1.ListCategoriesResponse, error) {
+	cats := s.ix.Categories()
+	resp := &searchv1.ListCategoriesResponse{Categories: make([]*searchv1.Category, 0, len(cats))}
+	for name, n := range cats {
+		resp.Categories = append(resp.Categories, &searchv1.Category{Name: name, DocumentCount: int32(n)})
+	}
+	sort.Slice(resp.Categories, func(i, j int) bool { return resp.Categories[i].Name < resp.Categories[j].Name })
+	return resp, nil
+}
+
+// GetIndexStatus describes this replica's index and the live model.
+func (s *Server) GetIndexStatus(context.Context, *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
+	st := s.ix.Stats()
+	provider, model, dims := s.emb.Describe()
+	resp := &searchv1.GetIndexStatusResponse{
+		Documents: int64(st.Documents), Chunks: int64(st.Chunks),
+		EmbedderProvider: provider, EmbedderModel: model, EmbedderDimensions: int32(dims),
+		IndexGeneration: st.Generation,
+	}
+	if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
+		resp.LastChangeAt = timestamppb.New(st.LastChange)
+	}
+	return resp, nil
+}
+
+// DeleteDocument removes a document; this replica's index reflects it
+// before the call returns, the others within a poll.
+func (s *Server) DeleteDocument(ctx context.Context, req *searchv1.DeleteDocumentRequest) (*searchv1.DeleteDocumentResponse, error) {
+	id := strings.TrimSpace(req.GetExternalId())
+	if id == "" {
+		return nil, grpcserver.InvalidArgument("external_id", "must not be empty")
+	}
+	dctx, cancel := s.dbCtx(ctx)
+	res, err := s.st.DeleteDocument(dctx, id)
+	cancel()
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "no document with external_id %q", id)
+	}
+	if err != nil {
+		return nil, dbError(ctx, err)
+	}
+	dctx, cancel = s.dbCtx(ctx)
+	err = s.waitApplied(dctx, res.Generation)
+	cancel()
+	if err != nil {
+		return nil, dbError(ctx, err)
+	}
+	return &searchv1.DeleteDocumentResponse{ChunksDeleted: int32(res.Chunks)}, nil
+}

@@ -1,0 +1,129 @@
+package source
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
+
+func put(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+}
+
+func collect(t *testing.T, paths ...string) (map[string]*searchv1.Document, map[string]string) {
+	t.Helper()
+	docs := map[string]*searchv1.Document{}
+	problems := map[string]string{}
+	require.NoError(t, Walk(paths, func(it Item) error {
+		if it.Doc != nil {
+			docs[it.Doc.ExternalId] = it.Doc
+		} else {
+			problems[it.Where] = it.Problem
+		}
+		return nil
+	}))
+	return docs, problems
+}
+
+func TestWalkTree(t *testing.T) {
+	root := t.TempDir()
+	put(t, root, "security/runbook.md", "---\ntitle: Incident Runbook\ncategory: sec-ops\nupdated_at: 2026-01-09T12:00:00Z\n---\n\n# Incident Runbook\n\nBody.\n")
+	put(t, root, "security/nested/deep.md", "Intro line.\n\n```\n# not a heading\n```\n\n## First Real Heading\n\ntext\n")
+	put(t, root, "top.md", "no heading at all")
+	put(t, root, "notes/plain.txt", "Just text.\r\nSecond line.")
+	put(t, root, "notes/dated.md", "---\nupdated_at: 2024-07-15\n---\n# Dated\n")
+	put(t, root, "notes/ignored.pdf", "%PDF")
+	put(t, root, ".git/config.md", "hidden")
+	put(t, root, "notes/.hidden.md", "hidden")
+	put(t, root, "bad/front.md", "---\ntitle: [unclosed\n---\nbody")
+	put(t, root, "bad/time.md", "---\nupdated_at: yesterday\n---\nbody")
+
+	require.Equal(t, 7, Count([]string{root}))
+	docs, problems := collect(t, root)
+	require.Len(t, docs, 5)
+	require.Len(t, problems, 2)
+	require.Contains(t, problems[filepath.Join(root, "bad/front.md")], "invalid front matter")
+	require.Contains(t, problems[filepath.Join(root, "bad/time.md")], "updated_at")
+
+	d := docs["security/runbook.md"]
+	require.Equal(t, "security/runbook.md", d.SourceFile)
+	require.Equal(t, "sec-ops", d.Category, "front matter wins over the folder")
+	require.Equal(t, "Incident Runbook", d.Title)
+	require.True(t, d.UpdatedAt.AsTime().Equal(time.Date(2026, 1, 9, 12, 0, 0, 0, time.UTC)))
+	require.Equal(t, searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN, d.Format)
+	require.True(t, strings.HasPrefix(string(d.Content), "\n# Incident Runbook"), "front matter stripped: %q", d.Content)
+
+	d = docs["security/nested/deep.md"]
+	require.Equal(t, "security", d.Category, "first folder")
+	require.Equal(t, "First Real Heading", d.Title, "first heading outside code")
+	require.Nil(t, d.UpdatedAt)
+
+	d = docs["top.md"]
+	require.Equal(t, "", d.Category)
+	require.Equal(t, "top", d.Title, "file name")
+
+	d = docs["notes/plain.txt"]
+	require.Equal(t, searchv1.ContentFormat_CONTENT_FORMAT_TEXT, d.Format)
+	require.Equal(t, "plain", d.Title)
+	require.Equal(t, "notes", d.Category)
+
+	require.True(t, docs["notes/dated.md"].UpdatedAt.AsTime().Equal(time.Date(2024, 7, 15, 0, 0, 0, 0, time.UTC)))
+	require.Equal(t, "Dated", docs["notes/dated.md"].Title)
+
+	// A single file given directly: its name is the source.
+	docs, _ = collect(t, filepath.Join(root, "security/runbook.md"))
+	require.Contains(t, docs, "runbook.md")
+}
+
+func TestJSONL(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{
+		`{"_id": "4983", "title": "Microstructural development", "text": "Alterations of the architecture."}`,
+		`{"id": 17, "title": "Numeric id", "text": "t", "category": "bio", "updated_at": "2025-02-03"}`,
+		``,
+		`{"title": "no id", "text": "x"}`,
+		`{"_id": "5", "title": "no text"}`,
+		`not json`,
+		"{\"_id\": \"6\", \"text\": \"bad \xff utf8\"}",
+		`{"_id": "7", "text": "", "title": "empty text goes to the service, which rejects it"}`,
+	}
+	p := filepath.Join(dir, "corpus.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	require.Equal(t, 7, Count([]string{p}))
+	docs, problems := collect(t, p)
+	require.Len(t, docs, 3)
+	d := docs["4983"]
+	require.Equal(t, "corpus.jsonl", d.SourceFile)
+	require.Equal(t, "Microstructural development", d.Title)
+	require.Equal(t, "Alterations of the architecture.", string(d.Content))
+	require.Equal(t, searchv1.ContentFormat_CONTENT_FORMAT_TEXT, d.Format)
+	require.Equal(t, "bio", docs["17"].Category)
+	require.NotNil(t, docs["17"].UpdatedAt)
+	require.Contains(t, docs, "7")
+	require.Equal(t, map[string]string{
+		"corpus.jsonl:4": `missing "_id" or "id"`,
+		"corpus.jsonl:5": `record 5 has no "text"`,
+		"corpus.jsonl:6": problems["corpus.jsonl:6"],
+		"corpus.jsonl:7": "invalid UTF-8",
+	}, problems)
+	require.Contains(t, problems["corpus.jsonl:6"], "invalid JSON")
+
+	// JSON Lines inside a tree are not read (a BEIR folder holds queries too).
+	put(t, dir, "queries.jsonl", `{"_id":"q1","text":"a query"}`)
+	docs, _ = collect(t, dir)
+	require.Empty(t, docs)
+}
+
+func TestMissingPathIsAProblem(t *testing.T) {
+	_, problems := collect(t, filepath.Join(t.TempDir(), "nope"))
+	require.Len(t, problems, 1)
+}

@@ -1,0 +1,298 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+)
+
+// EmbedSession is a connection holding the embedding advisory lock: only
+// one process at a time trains, registers models or writes embeddings.
+// Staged vectors live in a temporary table of this session.
+type EmbedSession struct {
+	conn *pgxpool.Conn
+	dims int
+}
+
+// LockEmbedding takes the embedding lock, waiting for it when wait is true.
+// It returns nil (and no error) when wait is false and another process holds it.
+func (s *Store) LockEmbedding(ctx context.Context, wait bool) (*EmbedSession, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("embedding lock: %w", err)
+	}
+	if wait {
+		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", embedLockKey)
+	} else {
+		var ok bool
+		err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", embedLockKey).Scan(&ok)
+		if err == nil && !ok {
+			conn.Release()
+			return nil, nil
+		}
+	}
+	if err != nil {
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+		return nil, fmt.Errorf("embedding lock: %w", err)
+	}
+	return &EmbedSession{conn: conn}, nil
+}
+
+// Close drops the staging table and releases the lock; a connection that
+// cannot say so is closed, which releases the lock too.
+func (e *EmbedSession) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if e.conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = e.conn.Exec(ctx, "ROLLBACK")
+	}
+	if _, err := e.conn.Exec(ctx, "DROP TABLE IF EXISTS pg_temp.embedding_stage; SELECT pg_advisory_unlock_all()"); err != nil {
+		_ = e.conn.Conn().Close(ctx)
+	}
+	e.conn.Release()
+}
+
+// Pending counts chunks whose embedding is missing or from another model
+// than modelRow (all chunks when all is true), and all chunks.
+func (e *EmbedSession) Pending(ctx context.Context, modelRow int64, all bool) (pending, total int64, err error) {
+	err = e.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE $2 OR embedding IS NULL OR embedding_model_id IS DISTINCT FROM $1), count(*) FROM chunks`,
+		modelRow, all).Scan(&pending, &total)
+	if err != nil {
+		err = fmt.Errorf("count chunks to embed: %w", err)
+	}
+	return pending, total, err
+}
+
+// ChunkText is a chunk's id and indexed text (context header + text).
+type ChunkText struct {
+	ID   int64
+	Text string
+}
+
+// PendingTexts returns up to limit chunks after afterID, in id order, that
+// need an embedding from modelRow (every chunk when all is true).
+func (e *EmbedSession) PendingTexts(ctx context.Context, modelRow int64, all bool, afterID int64, limit int) ([]ChunkText, error) {
+	rows, err := e.conn.Query(ctx, `SELECT id, context_header, text FROM chunks
+		WHERE id > $3 AND ($2 OR embedding IS NULL OR embedding_model_id IS DISTINCT FROM $1)
+		ORDER BY id LIMIT $4`, modelRow, all, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read chunks to embed: %w", err)
+	}
+	var out []ChunkText
+	var id int64
+	var hdr, txt string
+	_, err = pgx.ForEachRow(rows, []any{&id, &hdr, &txt}, func() error {
+		out = append(out, ChunkText{ID: id, Text: IndexedText(hdr, txt)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read chunks to embed: %w", err)
+	}
+	return out, nil
+}
+
+// IndexedText is what BM25 and the embedders see of a chunk: its context
+// header (whose root is the document title) on a line before its text.
+// Measured on SciFact, the title in the indexed text is worth +0.02 nDCG@10.
+func IndexedText(header, text string) string {
+	if header == "" {
+		return text
+	}
+	return header + "\n" + text
+}
+
+// StartStage creates (or empties) the session's staging table for vectors
+// of dims dimensions.
+func (e *EmbedSession) StartStage(ctx context.Context, dims int) error {
+	e.dims = dims
+	_, err := e.conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS pg_temp.embedding_stage;
+		CREATE TEMP TABLE embedding_stage (id bigint PRIMARY KEY, embedding vector(%d) NOT NULL)`, dims))
+	if err != nil {
+		return fmt.Errorf("create staging table: %w", err)
+	}
+	return nil
+}
+
+// Stage copies vectors into the staging table.
+func (e *EmbedSession) Stage(ctx context.Context, ids []int64, vecs [][]float32) error {
+	_, err := e.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", "embedding_stage"}, []string{"id", "embedding"},
+		pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
+			return []any{ids[i], pgvector.NewVector(vecs[i])}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("stage embeddings: %w", err)
+	}
+	return nil
+}
+
+// Model registration for Apply.
+type NewModel struct {
+	ModelID    string
+	Provider   string
+	Dimensions int
+	Params     []byte
+}
+
+// Apply writes the staged vectors into chunks in one transaction, makes
+// modelRow the active model, moves the vectors generation and announces
+// it. Readers see either every old vector or every new one.
+func (e *EmbedSession) Apply(ctx context.Context, modelRow int64) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE chunks c SET embedding = s.embedding, embedding_model_id = $1
+			FROM pg_temp.embedding_stage s WHERE c.id = s.id`, modelRow)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = false WHERE active AND id <> $1`, modelRow); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = true WHERE id = $1 AND NOT active`, modelRow); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now()`); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "TRUNCATE pg_temp.embedding_stage; SELECT pg_notify('"+Channel+"', 'v')")
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("apply embeddings: %w", err)
+	}
+	return n, nil
+}
+
+// RegisterModel inserts a model row (inactive), or returns the existing
+// row of the same model id (remote providers re-register the same id).
+func (e *EmbedSession) RegisterModel(ctx context.Context, m NewModel) (int64, error) {
+	var id int64
+	err := e.conn.QueryRow(ctx, `INSERT INTO embedding_models (model_id, provider, dimensions, params) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (model_id) DO UPDATE SET params = EXCLUDED.params, dimensions = EXCLUDED.dimensions
+		RETURNING id`, m.ModelID, m.Provider, m.Dimensions, m.Params).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("register embedding model: %w", err)
+	}
+	return id, nil
+}
+
+// ActiveModel is Store.ActiveModel on the locked session.
+func (e *EmbedSession) ActiveModel(ctx context.Context) (*Model, error) {
+	var m Model
+	err := e.conn.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active FROM embedding_models WHERE active`).
+		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active)
+	if err == pgx.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read active model: %w", err)
+	}
+	return &m, nil
+}
+
+// DropVectorIndex drops the HNSW index before a bulk write: pgvector
+// inserts into an HNSW graph one at a time (a few hundred a second here),
+// while building it over the loaded table is an order of magnitude faster.
+// Until it is rebuilt, nearest-neighbour queries are exact sequential scans.
+func (e *EmbedSession) DropVectorIndex(ctx context.Context) error {
+	if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+VectorIndexName); err != nil {
+		return fmt.Errorf("drop vector index: %w", err)
+	}
+	return nil
+}
+
+// EnsureVectorIndex (re)builds the HNSW index when it is missing.
+func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem string) (bool, error) {
+	var exists bool
+	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, VectorIndexName).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up vector index: %w", err)
+	}
+	if exists {
+		return false, nil
+	}
+	if maintenanceMem != "" {
+		if _, err := e.conn.Exec(ctx, "SELECT set_config('maintenance_work_mem', $1, false)", maintenanceMem); err != nil {
+			return false, fmt.Errorf("set maintenance_work_mem: %w", err)
+		}
+	}
+	_, err := e.conn.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON chunks
+		USING hnsw (embedding vector_cosine_ops) WITH (m = %d, ef_construction = %d)`, VectorIndexName, HNSWM, HNSWEfConstruction))
+	if maintenanceMem != "" {
+		_, _ = e.conn.Exec(context.Background(), "RESET maintenance_work_mem")
+	}
+	if err != nil {
+		return false, fmt.Errorf("build vector index: %w", err)
+	}
+	return true, nil
+}
+
+// ResizeEmbeddings changes chunks.embedding to dims dimensions, dropping
+// every stored vector and deactivating every model (they no longer fit).
+func (e *EmbedSession) ResizeEmbeddings(ctx context.Context, dims int) error {
+	return pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
+		stmts := []string{
+			"DROP INDEX IF EXISTS " + VectorIndexName,
+			fmt.Sprintf("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(%d) USING NULL", dims),
+			"UPDATE chunks SET embedding_model_id = NULL",
+			"UPDATE embedding_models SET active = false WHERE active",
+			"UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now()",
+			"SELECT pg_notify('" + Channel + "', 'v')",
+		}
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("resize embeddings: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// AllTexts streams the indexed text of every chunk in id order, for training.
+func (e *EmbedSession) AllTexts(ctx context.Context, fn func(id int64, text string)) error {
+	rows, err := e.conn.Query(ctx, `SELECT id, context_header, text FROM chunks ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read chunks for training: %w", err)
+	}
+	var id int64
+	var hdr, txt string
+	_, err = pgx.ForEachRow(rows, []any{&id, &hdr, &txt}, func() error {
+		fn(id, IndexedText(hdr, txt))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read chunks for training: %w", err)
+	}
+	return nil
+}
+
+// WriteEmbeddings stores vectors of the given model directly (no staging):
+// the incremental path, for chunks of the already active model, where no
+// atomic switch is needed and several of these may run in parallel (each
+// HNSW insert is single-threaded in PostgreSQL).
+func (s *Store) WriteEmbeddings(ctx context.Context, modelRow int64, ids []int64, vecs [][]float32) (int64, error) {
+	vs := make([]pgvector.Vector, len(vecs))
+	for i, v := range vecs {
+		vs[i] = pgvector.NewVector(v)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE chunks c SET embedding = u.e, embedding_model_id = $1
+		FROM unnest($2::bigint[], $3::vector[]) AS u(id, e) WHERE c.id = u.id`, modelRow, ids, vs)
+	if err != nil {
+		return 0, fmt.Errorf("write embeddings: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// BumpVectors announces that stored vectors changed.
+func (e *EmbedSession) BumpVectors(ctx context.Context) error {
+	_, err := e.conn.Exec(ctx, `UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now();
+		SELECT pg_notify('`+Channel+`', 'v')`)
+	if err != nil {
+		return fmt.Errorf("announce embeddings: %w", err)
+	}
+	return nil
+}

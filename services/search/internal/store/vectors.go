@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
+)
+
+// VectorHit is one nearest neighbour.
+type VectorHit struct {
+	ChunkID int64
+	// Cosine is the cosine similarity, 1 - pgvector's cosine distance.
+	Cosine float64
+	// Vector is the stored embedding (when VectorQuery.WithVectors).
+	Vector []float32
+}
+
+// VectorQuery configures a nearest-neighbour search.
+type VectorQuery struct {
+	Vector []float32
+	K      int
+	// Categories restricts the scan (stored names); empty means all.
+	Categories []string
+	// EfSearch is hnsw.ef_search (candidate list size of the graph walk).
+	EfSearch int
+	// MaxScanTuples bounds pgvector 0.8's iterative scan for filtered
+	// queries (hnsw.max_scan_tuples).
+	MaxScanTuples int
+	// WithVectors returns each hit's stored embedding too (the heap tuple
+	// is read anyway; it saves a second query for duplicate detection).
+	WithVectors bool
+}
+
+// VectorSearch returns the K nearest chunks by cosine distance through the
+// HNSW index, best first, ties by chunk id. Filtered queries use pgvector
+// 0.8 iterative index scans (hnsw.iterative_scan = relaxed_order), so a
+// selective filter keeps walking the graph until K rows pass it (or
+// MaxScanTuples were visited) instead of returning the few that happened to
+// be among the first ef_search candidates; relaxed order is then re-sorted
+// here. Settings are SET LOCAL: one transaction, one network round trip.
+func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, error) {
+	vec := pgvector.NewVector(q.Vector)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN READ ONLY")
+	b.Queue("SELECT set_config('hnsw.ef_search', $1, true)", strconv.Itoa(max(q.EfSearch, 1)))
+	var sql string
+	var args []any
+	cols := "id, embedding <=> $1, NULL::vector"
+	if q.WithVectors {
+		cols = "id, embedding <=> $1, embedding::vector"
+	}
+	if len(q.Categories) > 0 {
+		b.Queue("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.max_scan_tuples', $1, true)",
+			strconv.Itoa(max(q.MaxScanTuples, q.K)))
+		sql = `SELECT ` + cols + ` FROM chunks WHERE category = ANY($2) AND embedding IS NOT NULL
+			ORDER BY embedding <=> $1 LIMIT $3`
+		args = []any{vec, q.Categories, q.K}
+	} else {
+		sql = `SELECT ` + cols + ` FROM chunks WHERE embedding IS NOT NULL ORDER BY embedding <=> $1 LIMIT $2`
+		args = []any{vec, q.K}
+	}
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("vector search: %w", err)
+	}
+	defer conn.Release()
+	br := conn.SendBatch(ctx, b)
+	var hits []VectorHit
+	nsets := 3
+	if len(q.Categories) > 0 {
+		nsets = 4
+	}
+	for i := 0; i < nsets-1 && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = br.Query()
+		if err == nil {
+			var id int64
+			var dist *float64
+			var v *pgvector.Vector
+			_, err = pgx.ForEachRow(rows, []any{&id, &dist, &v}, func() error {
+				if dist != nil {
+					h := VectorHit{ChunkID: id, Cosine: 1 - *dist}
+					if v != nil {
+						h.Vector = v.Slice()
+					}
+					hits = append(hits, h)
+				}
+				v = nil
+				return nil
+			})
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		rollback(conn)
+		return nil, fmt.Errorf("vector search: %w", err)
+	}
+	sort.SliceStable(hits, func(i, j int) bool {
+		if hits[i].Cosine != hits[j].Cosine {
+			return hits[i].Cosine > hits[j].Cosine
+		}
+		return hits[i].ChunkID < hits[j].ChunkID
+	})
+	return hits, nil
+}
+
+// Embeddings returns the stored vectors of the given chunks (chunks without
+// one are left out).
+func (s *Store) Embeddings(ctx context.Context, ids []int64) (map[int64][]float32, error) {
+	out := make(map[int64][]float32, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, embedding::vector FROM chunks WHERE id = ANY($1) AND embedding IS NOT NULL`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read embeddings: %w", err)
+	}
+	var id int64
+	var v pgvector.Vector
+	_, err = pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+		out[id] = v.Slice()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read embeddings: %w", err)
+	}
+	return out, nil
+}
+
+// ChunksByID reads chunks with their documents, for ids a replica has not
+// loaded yet.
+func (s *Store) ChunksByID(ctx context.Context, ids []int64) ([]Chunk, map[int64]Document, error) {
+	rows, err := s.pool.Query(ctx, `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash,
+			d.external_id, d.source_file, d.category, d.title, d.updated_at, d.ingested_at, d.generation
+		FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read chunks: %w", err)
+	}
+	var chunks []Chunk
+	docs := map[int64]Document{}
+	var c Chunk
+	var d Document
+	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash,
+		&d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation}, func() error {
+		chunks = append(chunks, c)
+		c.Hash = nil
+		d.ID = c.DocumentID
+		docs[d.ID] = d
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read chunks: %w", err)
+	}
+	return chunks, docs, nil
+}
+
+// Model is a row of embedding_models.
+type Model struct {
+	ID         int64
+	ModelID    string
+	Provider   string
+	Dimensions int
+	Params     []byte
+	Active     bool
+}
+
+// ActiveModel returns the active embedding model, or nil when none is.
+func (s *Store) ActiveModel(ctx context.Context) (*Model, error) {
+	return s.model(ctx, `WHERE active`)
+}
+
+// ModelByID returns a model by row id.
+func (s *Store) ModelByID(ctx context.Context, id int64) (*Model, error) {
+	return s.model(ctx, `WHERE id = $1`, id)
+}
+
+func (s *Store) model(ctx context.Context, where string, args ...any) (*Model, error) {
+	var m Model
+	err := s.pool.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active FROM embedding_models `+where, args...).
+		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read embedding model: %w", err)
+	}
+	return &m, nil
+}

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ChunkRow is one chunk to store.
+type ChunkRow struct {
+	Index  int
+	Header string
+	Text   string
+	Tokens int
+	Hash   []byte
+}
+
+// DocumentRow is one document to store with all of its chunks.
+type DocumentRow struct {
+	ExternalID  string
+	SourceFile  string
+	Category    string
+	Title       string
+	ContentHash []byte
+	// UpdatedAt is when the document last changed; zero means now.
+	UpdatedAt time.Time
+	Chunks    []ChunkRow
+}
+
+// WriteResult says what WriteDocument did.
+type WriteResult struct {
+	// Written is false when the stored content hash was the same (no-op).
+	Written    bool
+	DocumentID int64
+	Generation int64
+}
+
+const upsertDocument = `
+INSERT INTO documents AS d (external_id, source_file, category, title, content_hash, chunk_count, updated_at, ingested_at)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), now())
+ON CONFLICT (external_id) DO UPDATE SET
+    source_file = EXCLUDED.source_file, category = EXCLUDED.category, title = EXCLUDED.title,
+    content_hash = EXCLUDED.content_hash, chunk_count = EXCLUDED.chunk_count,
+    updated_at = EXCLUDED.updated_at, ingested_at = now()
+WHERE d.content_hash <> EXCLUDED.content_hash
+RETURNING id`
+
+const insertChunks = `
+INSERT INTO chunks (document_id, category, chunk_index, total_chunks, context_header, text, token_count, content_hash)
+SELECT $1, $2, u.i, $3, u.h, u.t, u.n, u.c
+FROM unnest($4::int[], $5::text[], $6::text[], $7::int[], $8::bytea[]) AS u(i, h, t, n, c)`
+
+// bumpGeneration is the tail of every writing transaction: the lock makes
+// generation order equal commit order (it is held until COMMIT).
+const bumpGeneration = `UPDATE documents SET generation = nextval('search_generation') WHERE id = $1 RETURNING generation`
+
+// WriteDocument stores a document and its chunks in one transaction: an
+// unchanged content hash is a no-op; a changed document has its chunks
+// replaced atomically. Chunks are written without embeddings; the
+// embedding sweep fills them in.
+func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("write document: %w", err)
+	}
+	defer conn.Release()
+
+	var updated any
+	if !d.UpdatedAt.IsZero() {
+		updated = d.UpdatedAt
+	}
+	// Round trip 1: begin and upsert the document row if its hash changed.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(upsertDocument, d.ExternalID, d.SourceFile, d.Category, d.Title, d.ContentHash, len(d.Chunks), updated)
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	var docID int64
+	if err == nil {
+		err = br.QueryRow().Scan(&docID)
+	}
+	closeErr := br.Close()
+	if errors.Is(err, pgx.ErrNoRows) && closeErr == nil {
+		rollback(conn)
+		return WriteResult{}, nil
+	}
+	if err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		rollback(conn)
+		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
+	}
+
+	// Round trip 2: replace the chunks, take the generation, announce, commit.
+	n := len(d.Chunks)
+	idx, tok := make([]int32, n), make([]int32, n)
+	hdr, txt := make([]string, n), make([]string, n)
+	hashes := make([][]byte, n)
+	for i, c := range d.Chunks {
+		idx[i], tok[i], hdr[i], txt[i], hashes[i] = int32(c.Index), int32(c.Tokens), c.Header, c.Text, c.Hash
+	}
+	b = &pgx.Batch{}
+	b.Queue("DELETE FROM chunks WHERE document_id = $1", docID)
+	b.Queue(insertChunks, docID, d.Category, n, idx, hdr, txt, tok, hashes)
+	b.Queue("SELECT pg_advisory_xact_lock($1)", feedLockKey)
+	b.Queue(bumpGeneration, docID)
+	b.Queue("SELECT pg_notify($1, $2)", Channel, "d")
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	var gen int64
+	for i := 0; i < 6 && err == nil; i++ {
+		if i == 3 {
+			err = br.QueryRow().Scan(&gen)
+		} else {
+			_, err = br.Exec()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		rollback(conn)
+		return WriteResult{}, fmt.Errorf("write chunks of %q: %w", d.ExternalID, err)
+	}
+	return WriteResult{Written: true, DocumentID: docID, Generation: gen}, nil
+}
+
+// DeleteResult says what DeleteDocument removed.
+type DeleteResult struct {
+	DocumentID int64
+	Chunks     int
+	Generation int64
+}
+
+// DeleteDocument removes a document and its chunks and leaves a tombstone
+// for replicas. It returns ErrNotFound when no such document exists.
+func (s *Store) DeleteDocument(ctx context.Context, externalID string) (DeleteResult, error) {
+	var res DeleteResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `DELETE FROM documents WHERE external_id = $1 RETURNING id, chunk_count`, externalID).Scan(&res.DocumentID, &res.Chunks)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", feedLockKey); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO document_tombstones (document_id, external_id, generation)
+			VALUES ($1, $2, nextval('search_generation'))
+			ON CONFLICT (document_id) DO UPDATE SET generation = EXCLUDED.generation, deleted_at = now()
+			RETURNING generation`, res.DocumentID, externalID).Scan(&res.Generation); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, "d")
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("delete document %q: %w", externalID, err)
+	}
+	return res, err
+}
