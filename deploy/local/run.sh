@@ -18,6 +18,9 @@ bin/bmcisctl migrate up >&2
 
 "$ROOT/deploy/local/stop.sh" services
 
+# search benchmarks best with more connections than the default 10.
+export DATABASE_MAX_CONNS=${DATABASE_MAX_CONNS:-20}
+
 # name grpc-port metrics-port
 SERVICES=(
   "search 50051 9091"

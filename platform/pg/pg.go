@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,10 +101,15 @@ func ConnectRaw(ctx context.Context, url string) (*pgxpool.Pool, error) {
 }
 
 // IsUnavailable reports whether err means the database could not be reached
-// or the connection was lost, as opposed to a bad query.
+// or the connection was lost (also mid-query), as opposed to a bad query.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "conn closed") {
+		return true
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {

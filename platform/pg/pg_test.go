@@ -2,10 +2,15 @@ package pg_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
@@ -51,4 +56,25 @@ func TestLoadConfigValidates(t *testing.T) {
 	env = config.FromMap(nil)
 	pg.LoadConfig(env)
 	require.ErrorContains(t, env.Err(), "DATABASE_URL: required but not set")
+}
+
+func TestLostConnectionIsUnavailable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"unexpected EOF mid-query", fmt.Errorf("read rows: %w", io.ErrUnexpectedEOF), true},
+		{"closed connection", errors.New("conn closed"), true},
+		{"reset", fmt.Errorf("write: %w", syscall.ECONNRESET), true},
+		{"bad query", &pgconn.PgError{Code: "42601", Message: "syntax error"}, false},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"connection exception class", &pgconn.PgError{Code: "08006"}, true},
+		{"plain error", errors.New("no rows"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, pg.IsUnavailable(tc.err))
+		})
+	}
 }

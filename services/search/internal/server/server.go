@@ -8,14 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -269,13 +265,6 @@ func (s *Server) sweep(ctx context.Context, opt embedding.SweepOptions) (embeddi
 	return rep, nil
 }
 
-// lostConnection recognises a connection that died mid-query (the server
-// went away after the query was sent), which pg.IsUnavailable misses.
-func lostConnection(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "conn closed")
-}
-
 // dbCtx bounds one database call of a request.
 func (s *Server) dbCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.DBTimeout)
@@ -291,7 +280,7 @@ func dbError(ctx context.Context, err error) error {
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return status.Error(codes.Unavailable, "database did not answer in time; retry shortly")
 	}
-	if pg.IsUnavailable(err) || lostConnection(err) {
+	if pg.IsUnavailable(err) {
 		return status.Error(codes.Unavailable, "database unavailable; retry shortly")
 	}
 	return err
