@@ -70,9 +70,20 @@ wait_http() {
   exit 1
 }
 
+http_up=()
+if [ -x bin/mcp-adapter ]; then
+  # The remote (streamable HTTP) transport; Claude Desktop starts its own copy
+  # over stdio with the configuration printed below.
+  start mcp-adapter BMCIS_MCP_TRANSPORT=http BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 \
+    BMCIS_CURSOR_SECRET="$(secret cursor-secret)"
+  wait_http mcp-adapter http://127.0.0.1:8090/healthz
+  http_up+=(mcp-adapter)
+fi
 if [ -x bin/gateway ]; then
-  start gateway BMCIS_GATEWAY_ADDR=127.0.0.1:8080 BMCIS_GATEWAY_METRICS_ADDR=127.0.0.1:9094
+  start gateway BMCIS_GATEWAY_ADDR=127.0.0.1:8080 BMCIS_GATEWAY_METRICS_ADDR=127.0.0.1:9094 \
+    BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090
   wait_http gateway http://127.0.0.1:8080/healthz
+  http_up+=(gateway)
 fi
 
 "$ROOT/deploy/local/demo-data.sh"
@@ -83,8 +94,10 @@ for entry in "${SERVICES[@]}"; do
   [ -x "bin/$name" ] || continue
   printf '  %-12s grpc 127.0.0.1:%s   metrics http://127.0.0.1:%s/metrics   log %s\n' "$name" "$port" "$mport" "$LOGS/$name.log"
 done
+[ -x bin/mcp-adapter ] && printf '  %-12s http://127.0.0.1:8090/mcp (streamable HTTP; key in X-API-Key)   log %s\n' mcp-adapter "$LOGS/mcp-adapter.log"
 [ -x bin/gateway ] && printf '  %-12s http://127.0.0.1:8080/ (dashboard; REST under /v1, OpenAPI at /openapi.json)   log %s\n' gateway "$LOGS/gateway.log"
 printf '  %-12s %s\n' postgres "$DATABASE_URL" redis "$REDIS_URL"
 echo
 echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"
-echo "ready: ${#addrs[@]} services healthy; stop them with \`make stop\`"
+[ -x deploy/local/desktop-config.sh ] && deploy/local/desktop-config.sh
+echo "ready: $(( ${#addrs[@]} + ${#http_up[@]} )) services healthy (${names[*]} ${http_up[*]}); demo API key in .data/demo-api-key; stop with \`make stop\`"
