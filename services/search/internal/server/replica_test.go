@@ -151,6 +151,13 @@ func TestDatabaseDownIsUnavailableFastAndRecovers(t *testing.T) {
 	t.Cleanup(pool.Close)
 	r := startReplica(t, pool, testConfig())
 	mustIngest(t, r.client, corpus(12)...)
+	// Vector search must really reach the database below: wait until the
+	// embedding model is live on this replica.
+	require.Eventually(t, func() bool {
+		out := search(t, r.client, &searchv1.SearchRequest{Query: "cloud billing", Limit: 5, NoCache: true,
+			Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR})
+		return len(out.Results) > 0
+	}, 10*time.Second, 20*time.Millisecond)
 	cachedReq := &searchv1.SearchRequest{Query: "security audit", Limit: 5}
 	search(t, r.client, cachedReq)
 
