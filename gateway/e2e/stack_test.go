@@ -1,31 +1,22 @@
 package e2e
 
-// The stack under test: the real search, vendorgraph and auth binaries (built
-// from this repository once per test run, since their server packages are
-// internal to their modules) on a fresh migrated database from
-// platform/testdb, and the gateway in-process in front of them.
+// The stack under test: the real search, vendorgraph and auth binaries run
+// by platform/stacktest (built from this repository once per test run, on a
+// fresh migrated database per test), and the gateway in-process in front of
+// them.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/bmcis/knowledge/gateway/internal/gateway"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -34,208 +25,37 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
-	"github.com/bmcis/knowledge/platform/testdb"
+	"github.com/bmcis/knowledge/platform/stacktest"
 )
 
 const (
-	serviceToken = "e2e-service-token-0123456789abcdef"
-	adminToken   = "e2e-admin-token-0123456789abcdef"
+	serviceToken = stacktest.ServiceToken
+	adminToken   = stacktest.AdminToken
 )
 
-var services = []struct{ name, pkg string }{
-	{gateway.Search, "./services/search/cmd/search"},
-	{gateway.VendorGraph, "./services/vendorgraph/cmd/vendorgraph"},
-	{gateway.Auth, "./services/auth/cmd/auth"},
-}
+// serviceNames are the services behind the gateway, in its own names (the
+// same as stacktest's).
+var serviceNames = []string{gateway.Search, gateway.VendorGraph, gateway.Auth}
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+func TestMain(m *testing.M) { stacktest.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// repoRoot is the workspace root (gateway/e2e/../..).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(root, "go.work"))
-	require.NoError(t, err, "expected the go.work workspace at %s", root)
-	return root
-}
-
-// buildServices builds the three service binaries once.
-func buildServices(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "bmcis-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		args := []string{"build", "-o", binDir + string(os.PathSeparator)}
-		for _, s := range services {
-			args = append(args, s.pkg)
-		}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build the services: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return binDir
-}
-
-// service is one running service process.
-type service struct {
-	name        string
-	cmd         *exec.Cmd
-	grpcAddr    string
-	metricsAddr string
-	logs        *logTail
-	exited      chan struct{}
-}
-
-type logTail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logTail) add(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, s)
-	if len(l.lines) > 200 {
-		l.lines = l.lines[len(l.lines)-200:]
-	}
-}
-
-func (l *logTail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// stop sends SIGTERM and waits for the process to end.
-func (s *service) stop(t testing.TB) {
-	t.Helper()
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
-}
-
-func startService(t testing.TB, bin, name, dbURL string) *service {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(bin, name))
-	env := append(os.Environ(),
-		"DATABASE_URL="+dbURL,
-		"BMCIS_GRPC_ADDR=127.0.0.1:0",
-		"BMCIS_METRICS_ADDR=127.0.0.1:0",
-		"BMCIS_SERVICE_TOKEN="+serviceToken,
-		"BMCIS_ADMIN_TOKEN="+adminToken,
-		"BMCIS_SHUTDOWN_DRAIN=0s",
-		"BMCIS_SHUTDOWN_TIMEOUT=5s",
-		"BMCIS_LOG_LEVEL=info",
-	)
-	if r := os.Getenv("BMCIS_TEST_REDIS_URL"); r != "" {
-		env = append(env, "REDIS_URL="+r)
-	}
-	cmd.Env = env
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	cmd.Stdout = io.Discard
-	require.NoError(t, cmd.Start(), "start %s", name)
-	s := &service{name: name, cmd: cmd, logs: &logTail{}, exited: make(chan struct{})}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		once := sync.Once{}
-		for sc.Scan() {
-			line := sc.Text()
-			s.logs.add(line)
-			var l struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &l) == nil {
-				switch l.Msg {
-				case "metrics listening":
-					s.metricsAddr = l.Addr
-				case "grpc listening":
-					s.grpcAddr = l.Addr
-					once.Do(func() { close(ready) })
-				}
-			}
-		}
-	}()
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		s.stop(t)
-		if t.Failed() {
-			t.Logf("--- %s log (last lines)\n%s", name, s.logs.String())
-		}
-	})
-	select {
-	case <-ready:
-	case <-s.exited:
-		t.Fatalf("%s exited before serving:\n%s", name, s.logs.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s did not start in 90 s:\n%s", name, s.logs.String())
-	}
-	return s
-}
-
-// stack is the three services and a gateway in front of them.
+// stack is the three services (platform/stacktest) and a gateway in front
+// of them.
 type stack struct {
-	t        testing.TB
-	services map[string]*service
-	gw       *gateway.Gateway
-	url      string
-	conns    map[string]*grpc.ClientConn
-	search   searchv1.SearchServiceClient
-	vendor   vendorgraphv1.VendorGraphServiceClient
-	auth     authv1.AuthServiceClient
+	t      testing.TB
+	st     *stacktest.Stack
+	gw     *gateway.Gateway
+	url    string
+	conns  map[string]*grpc.ClientConn
+	search searchv1.SearchServiceClient
+	vendor vendorgraphv1.VendorGraphServiceClient
+	auth   authv1.AuthServiceClient
 }
 
 func newStack(t testing.TB, env map[string]string) *stack {
 	t.Helper()
-	_, dbURL := testdb.New(t)
-	bin := buildServices(t)
-	s := &stack{t: t, services: map[string]*service{}, conns: map[string]*grpc.ClientConn{}}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, svc := range services {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := startService(t, bin, svc.name, dbURL)
-			mu.Lock()
-			s.services[svc.name] = p
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	st := stacktest.Start(t, stacktest.Options{})
+	s := &stack{t: t, st: st, conns: map[string]*grpc.ClientConn{}}
 	vars := map[string]string{
 		"BMCIS_SERVICE_TOKEN":           serviceToken,
 		"BMCIS_MCP_HEALTH_URL":          "off",
@@ -244,11 +64,11 @@ func newStack(t testing.TB, env map[string]string) *stack {
 		"BMCIS_GATEWAY_HEALTH_TIMEOUT":  "500ms",
 		"BMCIS_GATEWAY_STATS_INTERVAL":  "300ms",
 	}
-	for _, svc := range services {
-		p := s.services[svc.name]
-		up := strings.ToUpper(svc.name)
-		vars["BMCIS_"+up+"_ADDR"] = p.grpcAddr
-		vars["BMCIS_"+up+"_METRICS_URL"] = "http://" + p.metricsAddr + "/metrics"
+	for _, name := range serviceNames {
+		p := st.Service(name)
+		up := strings.ToUpper(name)
+		vars["BMCIS_"+up+"_ADDR"] = p.Addr()
+		vars["BMCIS_"+up+"_METRICS_URL"] = p.MetricsURL()
 	}
 	for k, v := range env {
 		vars[k] = v
@@ -262,10 +82,10 @@ func newStack(t testing.TB, env map[string]string) *stack {
 	gw.Start(ctx)
 	srv := httptest.NewServer(gw.Handler())
 	s.gw, s.url = gw, srv.URL
-	for _, svc := range services {
-		conn, err := grpcclient.Dial(s.services[svc.name].grpcAddr, serviceToken)
+	for _, name := range serviceNames {
+		conn, err := grpcclient.Dial(st.Addr(name), serviceToken)
 		require.NoError(t, err)
-		s.conns[svc.name] = conn
+		s.conns[name] = conn
 	}
 	s.search = searchv1.NewSearchServiceClient(s.conns[gateway.Search])
 	s.vendor = vendorgraphv1.NewVendorGraphServiceClient(s.conns[gateway.VendorGraph])
@@ -281,6 +101,9 @@ func newStack(t testing.TB, env map[string]string) *stack {
 	s.waitStatus(gateway.StatusConnected, gateway.Search, gateway.VendorGraph, gateway.Auth)
 	return s
 }
+
+// stop stops one of the services.
+func (s *stack) stop(name string) { s.st.Service(name).Stop(s.t) }
 
 // waitStatus waits until /api/health reports every named server in st.
 func (s *stack) waitStatus(st string, names ...string) gateway.HealthResponse {
@@ -299,11 +122,6 @@ func (s *stack) waitStatus(st string, names ...string) gateway.HealthResponse {
 	}, 20*time.Second, 50*time.Millisecond, "servers %v did not turn %s", names, st)
 	return h
 }
-
-// implemented reports whether a service answers an RPC (anything but
-// UNIMPLEMENTED); tests of behaviour that waits on a service's implementation
-// skip with a note until it does.
-func implemented(err error) bool { return status.Code(err) != codes.Unimplemented }
 
 // response is a decoded HTTP response.
 type response struct {
@@ -342,60 +160,33 @@ func (s *stack) do(method, path, body string, headers ...string) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// createKey makes an API key through the REST admin route; ok is false (and
-// the reason logged) while the auth service does not implement CreateKey.
-func (s *stack) createKey(body string) (key string, ok bool) {
+// createKey makes an API key through the gateway's REST admin route.
+func (s *stack) createKey(body string) string {
 	s.t.Helper()
 	r := s.do("POST", "/v1/keys", body, gateway.HeaderAdminToken, adminToken)
-	if r.status == http.StatusNotImplemented {
-		s.t.Logf("waits on auth CreateKey: the auth service answers UNIMPLEMENTED")
-		return "", false
-	}
 	require.Equal(s.t, http.StatusOK, r.status, "create key: %s", r.body)
 	var resp struct {
 		APIKey string `json:"apiKey"`
 	}
 	require.NoError(s.t, json.Unmarshal(r.body, &resp))
-	require.NotEmpty(s.t, resp.APIKey)
-	return resp.APIKey, true
+	require.True(s.t, strings.HasPrefix(resp.APIKey, "bmcis_"), "key %q", resp.APIKey)
+	return resp.APIKey
 }
 
-// checkImplemented reports whether auth.Check answers.
-func (s *stack) checkImplemented() bool {
+// ingest loads demoDocs through the search service (bmcisctl ingest, as an
+// operator does): source file guides/<name>.md, category "guides".
+func (s *stack) ingest() {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := s.auth.Check(ctx, &authv1.CheckRequest{Operation: "e2e.probe"})
-	return implemented(err)
+	docs := map[string]string{}
+	for name, text := range demoDocs {
+		docs["guides/"+name+".md"] = text
+	}
+	sum := s.st.IngestDocs(s.t, docs)
+	require.Equal(s.t, len(demoDocs), sum.Written, "ingest: %+v", sum)
 }
 
-// ingest loads a few documents through the search service's streaming RPC
-// (not exposed over REST); false while it is unimplemented.
-func (s *stack) ingest(docs map[string]string) bool {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	stream, err := s.search.IngestDocuments(ctx)
-	require.NoError(s.t, err)
-	for id, text := range docs {
-		err := stream.Send(&searchv1.IngestDocumentsRequest{Document: &searchv1.Document{
-			ExternalId: id, SourceFile: id + ".md", Category: "guides", Title: strings.SplitN(text, "\n", 2)[0],
-			Content: []byte(text), Format: searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN,
-		}})
-		if err != nil {
-			break // the error arrives with CloseAndRecv
-		}
-	}
-	resp, err := stream.CloseAndRecv()
-	if !implemented(err) {
-		s.t.Logf("waits on search IngestDocuments: UNIMPLEMENTED")
-		return false
-	}
-	require.NoError(s.t, err)
-	require.Zero(s.t, resp.GetDocumentsFailed(), "ingest failures: %v", resp.GetFailures())
-	return true
-}
-
+// demoDocs are small documents whose ranking the tests know: each query
+// below names words of exactly one of them.
 var demoDocs = map[string]string{
 	"cloud-providers": "# Cloud providers\n\nAWS, Azure and Google Cloud Platform are the leading cloud providers. " +
 		"Each offers compute, storage and networking with distinct pricing models.\n",

@@ -80,7 +80,18 @@ var devtoolsRE = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
 func Launch(t testing.TB) *Page {
 	t.Helper()
 	bin := Chromium(t)
-	profile := t.TempDir()
+	// Not t.TempDir: Chromium's helper processes may still be writing to
+	// the profile for a moment after the browser is killed, which makes
+	// t.TempDir's clean-up fail the test. Removal is retried briefly instead.
+	profile, err := os.MkdirTemp("", "bmcis-chromium-profile-")
+	if err != nil {
+		t.Fatalf("chromium profile: %v", err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	cmd := exec.Command(bin,
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -78,13 +78,23 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 	limit := r.Thresholds.MaxTokens
 	units := content.Units()
 	k := units
-	content.Keep(env, k)
+	// near is the TOKEN_LIMIT_WARNING once one is due. Keep rebuilds the
+	// warnings from the content's own, so near is put back after every
+	// Keep: the answer must fit with it.
+	var near *envelope.Warning
+	keep := func(n int) {
+		content.Keep(env, n)
+		if near != nil {
+			env.Warnings = append(env.Warnings, *near)
+		}
+	}
+	keep(k)
 	target := limit
 	var out *render.Output
 	for attempt := 0; ; attempt++ {
 		r.fill(call, env)
 		if units > 0 && k > 0 && env.ExecutionContext.TokensEstimated > target {
-			k = r.maxFit(call, env, content, k, target)
+			k = r.maxFit(call, env, keep, k, target)
 		}
 		if units > 0 && k < content.MinUnits() {
 			return r.exceeded(call, env, content)
@@ -96,9 +106,23 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 		}
 		used := out.TokensUsed
 		if used <= limit {
-			if used > r.Thresholds.WarnAt() && !hasWarning(env, warnings.TokenLimitWarning) && attempt < 8 {
-				env.Warnings = append(env.Warnings, warnings.NewTokenLimitWarning(used, limit, content.NearLimit()))
-				continue // re-render with the warning; the loop re-checks the limit
+			if attempt < 8 {
+				// The warning states the final count: it is (re)written
+				// until the answer carrying it has the count it states, and
+				// dropped if trimming brought the answer under the threshold.
+				switch {
+				case used > r.Thresholds.WarnAt():
+					w := warnings.NewTokenLimitWarning(used, limit, content.NearLimit())
+					if near == nil || near.Message != w.Message {
+						near = &w
+						keep(k)
+						continue
+					}
+				case near != nil:
+					near = nil
+					keep(k)
+					continue
+				}
 			}
 			break
 		}
@@ -112,18 +136,18 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 		// and make sure at least one unit goes.
 		target = int(float64(target)*float64(limit)/float64(used)) - 1
 		k--
-		content.Keep(env, k)
+		keep(k)
 	}
 	return render.ToolResult(out, env)
 }
 
 // maxFit finds, by bisection on estimates, the largest k <= hi whose
-// envelope fits target. env is left built for that k.
-func (r *Responder) maxFit(call *Call, env *envelope.Envelope, content Content, hi, target int) int {
+// envelope fits target. env is left built (by keep) for that k.
+func (r *Responder) maxFit(call *Call, env *envelope.Envelope, keep func(int), hi, target int) int {
 	lo := 0 // lo always fits or is the floor
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		content.Keep(env, mid)
+		keep(mid)
 		r.fill(call, env)
 		if env.ExecutionContext.TokensEstimated <= target {
 			lo = mid
@@ -131,7 +155,7 @@ func (r *Responder) maxFit(call *Call, env *envelope.Envelope, content Content, 
 			hi = mid - 1
 		}
 	}
-	content.Keep(env, lo)
+	keep(lo)
 	r.fill(call, env)
 	return lo
 }

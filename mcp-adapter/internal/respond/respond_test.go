@@ -3,6 +3,7 @@ package respond_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +154,30 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// The warning is part of the answer that must fit: when a trimmed answer
+// lands between the threshold and the limit, adding TOKEN_LIMIT_WARNING may
+// push it over, and the warning must survive the further trimming (a bug
+// the real corpus showed: the warning was dropped by every Keep). Whatever
+// the budget, the warning is present exactly when the final count is over
+// the threshold, and it states that count.
+func TestTokenWarningSurvivesTrimming(t *testing.T) {
+	sizes := []int{300, 280, 260, 240, 220, 200, 180, 160, 140, 120}
+	for limit := 1000; limit <= 3000; limit += 37 {
+		r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: limit, WarnRatio: 0.8}}
+		c := call(render.JSON)
+		res := r.Success(c, c.NewEnvelope(), newUnits(sizes...))
+		env, used := decode(t, res)
+		require.LessOrEqual(t, used, limit)
+		over := float64(used) > 0.8*float64(limit)
+		require.Equal(t, over, slices.Contains(codes(env), warnings.TokenLimitWarning), "limit %d, %d tokens used", limit, used)
+		if over {
+			for _, w := range env["warnings"].([]any) {
+				if w.(map[string]any)["code"] == warnings.TokenLimitWarning {
+					require.Contains(t, w.(map[string]any)["message"], fmt.Sprintf("(%d/%d tokens)", used, limit), "the warning states the final count")
+				}
+			}
+		}
+	}
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // BenchmarkSemanticSearchMetadata measures one cached metadata page of 10
-// through the whole adapter (in-process MCP client, fake backends over
-// bufconn). The phase-2 benchmark replaces the fakes with the services.
+// through the adapter alone (in-process MCP client, stand-in backends over
+// bufconn), to watch the adapter's own cost. The end-to-end benchmark
+// against the real services is e2e.TestBenchEndToEnd (docs/BENCHMARKS.md).
 func BenchmarkSemanticSearchMetadata(b *testing.B) {
 	for _, format := range []string{"json", "markdown", "both"} {
 		b.Run(format, func(b *testing.B) {

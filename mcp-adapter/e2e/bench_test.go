@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/stacktest"
+)
+
+// TestBenchEndToEnd is the adapter's benchmark in docs/BENCHMARKS.md: MCP
+// over streamable HTTP → the adapter binary → auth.Check → search → PostgreSQL,
+// on a synthetic corpus of BMCIS_MCP_BENCH_CHUNKS chunks (ingested with
+// `bmcisctl bench search`), semantic_search in metadata mode, page 10.
+//
+//	BMCIS_MCP_BENCH_CHUNKS=100000 go test ./e2e -run BenchEndToEnd -v -timeout 30m
+//
+// Uncached: each query asked once (a miss in the search service's cache);
+// cached: the same queries again. Throughput: 16 clients at once. Each
+// scenario runs with a plain HTTP client (JSON-RPC posted, answer read) and
+// with mcp-go's client (answer decoded).
+func TestBenchEndToEnd(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("BMCIS_MCP_BENCH_CHUNKS"))
+	if n <= 0 {
+		t.Skip("set BMCIS_MCP_BENCH_CHUNKS (e.g. 100000) to run the end-to-end benchmark")
+	}
+	dur := 10 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("BMCIS_MCP_BENCH_DURATION")); err == nil {
+		dur = d
+	}
+	report := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		t.Log(line)
+		fmt.Println(line)
+	}
+	report("machine: %d CPUs, %s; load average at start: %s", runtime.NumCPU(), runtime.Version(), loadAvg())
+
+	s := stacktest.Start(t, stacktest.Options{ServiceEnv: map[string]map[string]string{
+		stacktest.Search: {"DATABASE_MAX_CONNS": "20", "BMCIS_SEARCH_CACHE_TTL": "1h", "BMCIS_SEARCH_CACHE_SIZE": "100000"},
+	}})
+	start := time.Now()
+	out := s.Ctl(t, "bench", "search", "-addr", s.Addr(stacktest.Search), "-metrics-url", s.Service(stacktest.Search).MetricsURL(),
+		"-chunks", strconv.Itoa(n), "-add-chunks", "0", "-modes", "hybrid", "-concurrency", "1", "-queries", "20", "-duration", "1s")
+	report("corpus loaded with bmcisctl bench search in %s:\n%s", time.Since(start).Round(time.Second), out)
+	// Right after the bulk load PostgreSQL has no statistics on the new
+	// rows until autovacuum gets to them, and vector queries can take tens
+	// of milliseconds; measure the steady state.
+	s.Exec(t, "ANALYZE")
+	out = s.Ctl(t, "bench", "search", "-addr", s.Addr(stacktest.Search), "-metrics-url", s.Service(stacktest.Search).MetricsURL(),
+		"-chunks", "0", "-add-chunks", "0", "-modes", "hybrid", "-concurrency", "1,16", "-duration", "5s")
+	report("the search service alone after ANALYZE (gRPC, bmcisctl bench search, limit 10):\n%s", out)
+
+	queries := corpusQueries(t, s, 4000)
+	key := s.CreateKey(t, stacktest.Key{Name: "bench", PerMinute: 100_000_000, PerHour: 100_000_000, PerDay: 100_000_000})
+	base := adapterHTTP(t, s, nil)
+	clients := make([]*client.Client, 16)
+	for i := range clients {
+		clients[i] = httpClient(t, base, map[string]string{"X-API-Key": key})
+	}
+	// Two clients: mcp-go's (it decodes every answer into its types, which
+	// costs about a millisecond of the client's CPU per call) and a plain
+	// HTTP client that posts the JSON-RPC call and reads the answer's bytes
+	// (what the adapter, auth, search and PostgreSQL take, plus HTTP).
+	mcpCall := func(c *client.Client, q string) (time.Duration, bool) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "semantic_search"
+		req.Params.Arguments = map[string]any{"query": q, "response_mode": "metadata", "page_size": 10}
+		t0 := time.Now()
+		res, err := c.CallTool(context.Background(), req)
+		d := time.Since(t0)
+		require.NoError(t, err)
+		require.False(t, res.IsError, "%v", res.Content)
+		env := res.StructuredContent.(map[string]any)
+		require.Len(t, env["results"], 10)
+		return d, env["execution_context"].(map[string]any)["cache_hit"].(bool)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	var reqID atomic.Int64
+	rawCall := func(_ *client.Client, q string) (time.Duration, bool) {
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": reqID.Add(1), "method": "tools/call",
+			"params": map[string]any{"name": "semantic_search", "arguments": map[string]any{"query": q, "response_mode": "metadata", "page_size": 10}}})
+		require.NoError(t, err)
+		req, err := http.NewRequest("POST", base+"/mcp", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-API-Key", key)
+		t0 := time.Now()
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t0)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		require.True(t, bytes.Contains(b, []byte(`\"status\":\"success\"`)) || bytes.Contains(b, []byte(`"status":"success"`)), "%s", b)
+		return d, bytes.Contains(b, []byte(`"cache_hit":true`))
+	}
+	// Warm-up: connections, the adapter's tokenizer, auth's key cache.
+	for _, q := range queries[:20] {
+		mcpCall(clients[0], q)
+		rawCall(nil, q)
+	}
+	seqRaw, seqMCP := queries[20:420], queries[420:820]
+	conc := queries[820:]
+
+	var rows []string
+	row := func(name, cl string, conc int, lat []time.Duration, hits int, elapsed time.Duration) {
+		slices.Sort(lat)
+		p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+		rows = append(rows, fmt.Sprintf("| %s | %s | %d | %d | %.0f | %.2f | %.2f | %.2f | %d %% |",
+			name, cl, conc, len(lat), float64(len(lat))/elapsed.Seconds(), p(0.5), p(0.95), p(0.99), 100*hits/len(lat)))
+	}
+	type caller func(*client.Client, string) (time.Duration, bool)
+	clientName := func(raw bool) string {
+		if raw {
+			return "HTTP"
+		}
+		return "mcp-go"
+	}
+	sequential := func(name string, raw bool, call caller, qs []string) {
+		lat := make([]time.Duration, 0, len(qs))
+		hits := 0
+		t0 := time.Now()
+		for _, q := range qs {
+			d, hit := call(clients[0], q)
+			lat = append(lat, d)
+			if hit {
+				hits++
+			}
+		}
+		row(name, clientName(raw), 1, lat, hits, time.Since(t0))
+	}
+	sequential("uncached (distinct queries)", true, rawCall, seqRaw)
+	sequential("cached (the same queries again)", true, rawCall, seqRaw)
+	sequential("uncached (distinct queries)", false, mcpCall, seqMCP)
+	sequential("cached (the same queries again)", false, mcpCall, seqMCP)
+
+	concurrent := func(name string, raw bool, call caller, next func(i int) string, limit int) {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var hits int
+		var idx atomic.Int64
+		deadline := time.Now().Add(dur)
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					i := int(idx.Add(1)) - 1
+					if limit > 0 && i >= limit {
+						return
+					}
+					d, hit := call(c, next(i))
+					mu.Lock()
+					lat = append(lat, d)
+					if hit {
+						hits++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		row(name, clientName(raw), len(clients), lat, hits, time.Since(t0))
+	}
+	concurrent("uncached (distinct queries)", true, rawCall, func(i int) string { return conc[i] }, len(conc))
+	concurrent("cached (repeated queries)", true, rawCall, func(i int) string { return seqRaw[i%len(seqRaw)] }, 0)
+	concurrent("cached (repeated queries)", false, mcpCall, func(i int) string { return seqMCP[i%len(seqMCP)] }, 0)
+
+	report("\nsemantic_search, metadata mode, page_size 10, over streamable HTTP, %d-chunk corpus:\n\n"+
+		"| scenario | client | concurrency | calls | calls/s | P50 ms | P95 ms | P99 ms | search cache hits |\n|---|---|---|---|---|---|---|---|---|\n%s\n",
+		n, strings.Join(rows, "\n"))
+	report("load average at end: %s", loadAvg())
+}
+
+// corpusQueries makes n distinct queries of 2 to 4 words taken from random
+// chunks of the indexed corpus.
+func corpusQueries(t *testing.T, s *stacktest.Stack, n int) []string {
+	t.Helper()
+	conn, err := grpcclient.Dial(s.Addr(stacktest.Search), stacktest.ServiceToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	sc := searchv1.NewSearchServiceClient(conn)
+	ctx := context.Background()
+	st, err := sc.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	var out []string
+	for len(out) < n {
+		ids := make([]int64, 100)
+		for i := range ids {
+			ids[i] = 1 + r.Int64N(st.GetChunks()+1000)
+		}
+		resp, err := sc.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids})
+		require.NoError(t, err)
+		for _, c := range resp.GetChunks() {
+			var words []string
+			for _, w := range strings.FieldsFunc(c.GetChunkText(), func(r rune) bool { return !unicode.IsLetter(r) }) {
+				if len(w) >= 5 {
+					words = append(words, strings.ToLower(w))
+				}
+			}
+			if len(words) < 4 {
+				continue
+			}
+			k := 2 + r.IntN(3)
+			q := make([]string, k)
+			for i := range q {
+				q[i] = words[r.IntN(len(words))]
+			}
+			s := strings.Join(q, " ")
+			if !seen[s] && len(out) < n {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,213 @@
+// End-to-end check of the MCP adapter from outside Go: the official MCP
+// TypeScript SDK client starts the adapter binary over stdio, lists its
+// tools, calls each of them and reads a resource. The SDK validates every
+// structuredContent against the tool's outputSchema (for errors too) once
+// the tools have been listed, so a schema mismatch fails the call.
+//
+// Environment: ADAPTER_BIN (the mcp-adapter binary), BMCIS_API_KEY,
+// BMCIS_SERVICE_TOKEN, BMCIS_SEARCH_ADDR, BMCIS_VENDORGRAPH_ADDR,
+// BMCIS_AUTH_ADDR. Run by mcp-adapter/e2e (go test) against the real
+// services with the demo data; prints "N passed, M failed" last.
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+const need = (name) => {
+  const v = process.env[name];
+  if (!v) {
+    console.error(`${name} is not set`);
+    process.exit(2);
+  }
+  return v;
+};
+
+const adapterEnv = {
+  PATH: process.env.PATH ?? "",
+  BMCIS_API_KEY: need("BMCIS_API_KEY"),
+  BMCIS_SERVICE_TOKEN: need("BMCIS_SERVICE_TOKEN"),
+  BMCIS_SEARCH_ADDR: need("BMCIS_SEARCH_ADDR"),
+  BMCIS_VENDORGRAPH_ADDR: need("BMCIS_VENDORGRAPH_ADDR"),
+  BMCIS_AUTH_ADDR: need("BMCIS_AUTH_ADDR"),
+  BMCIS_LOG_LEVEL: "warn",
+};
+const bin = need("ADAPTER_BIN");
+
+let passed = 0;
+let failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name}`);
+  } catch (err) {
+    failed++;
+    console.log(`FAIL ${name}\n     ${String(err?.stack ?? err).split("\n").join("\n     ")}`);
+  }
+}
+
+// connect starts the adapter and an SDK client; elicit, when given, answers
+// elicitation requests (the client then declares the capability).
+async function connect(elicit) {
+  const capabilities = elicit ? { elicitation: {} } : {};
+  const client = new Client({ name: "bmcis-e2e", version: "1.0.0" }, { capabilities });
+  if (elicit) {
+    client.setRequestHandler(ElicitRequestSchema, elicit);
+  }
+  const transport = new StdioClientTransport({ command: bin, args: [], env: adapterEnv, stderr: "pipe" });
+  let stderr = "";
+  transport.stderr?.on("data", (d) => { stderr += d; });
+  await client.connect(transport);
+  client.adapterLog = () => stderr;
+  return client;
+}
+
+// envelope returns the structured envelope and checks that the JSON text
+// block, when there is one, carries the same object.
+function envelope(result) {
+  const env = result.structuredContent;
+  assert.ok(env && typeof env === "object", "structuredContent is the envelope");
+  const last = result.content.at(-1);
+  assert.equal(last.type, "text");
+  if (last.text.startsWith("{")) {
+    assert.deepEqual(JSON.parse(last.text), env, "the JSON block is the envelope");
+  }
+  assert.equal(result.isError === true, env._metadata.status === "error", "isError matches status error");
+  assert.equal(env._metadata.version, "1.0.0");
+  assert.match(env._metadata.request_id, /^req_[0-9a-f]+$/);
+  assert.equal(env.execution_context.request_id, env._metadata.request_id);
+  assert.ok(env.execution_context.tokens_used > 0);
+  return env;
+}
+
+const client = await connect();
+const call = async (name, args) => envelope(await client.callTool({ name, arguments: args }));
+
+try {
+  await check("initialize names the server", async () => {
+    assert.equal(client.getServerVersion()?.name, "bmcis-knowledge");
+    assert.ok(client.getServerCapabilities()?.tools, "tools capability");
+    assert.ok(client.getInstructions()?.includes("semantic_search"));
+  });
+
+  await check("tools/list: three read-only tools with output schemas", async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), ["find_vendor_info", "get_chunks", "semantic_search"]);
+    for (const t of tools) {
+      assert.equal(t.annotations?.readOnlyHint, true, t.name);
+      assert.equal(t.annotations?.destructiveHint, false, t.name);
+      assert.equal(t.annotations?.idempotentHint, true, t.name);
+      assert.equal(t.outputSchema?.type, "object", t.name);
+      assert.ok(t.description.startsWith("Use this "), t.name);
+    }
+  });
+
+  await check("resources/templates/list: kb:// templates", async () => {
+    const { resourceTemplates } = await client.listResourceTemplates();
+    assert.deepEqual(resourceTemplates.map((r) => r.uriTemplate).sort(), ["kb://chunks/{chunk_id}", "kb://vendors/{vendor_name}"]);
+  });
+
+  let ids = [];
+  await check("semantic_search in every mode", async () => {
+    const fields = {
+      ids_only: ["chunk_id", "hybrid_score", "rank"],
+      metadata: ["chunk_id", "chunk_index", "confidence", "deduplication", "hybrid_score", "rank", "ranking", "source_category", "source_file", "total_chunks"],
+    };
+    for (const mode of ["ids_only", "metadata", "preview", "full"]) {
+      const env = await call("semantic_search", { query: "suspected security incident evidence", response_mode: mode, page_size: 5 });
+      assert.equal(env._metadata.status, "success", mode);
+      assert.equal(env.results.length, 5, mode);
+      assert.equal(env.pagination.page_size, 5);
+      assert.equal(env.pagination.has_more, true);
+      assert.deepEqual(env.results.map((r) => r.rank), [1, 2, 3, 4, 5]);
+      if (fields[mode]) assert.deepEqual(Object.keys(env.results[0]).sort(), fields[mode], mode);
+      if (mode === "preview") assert.ok(env.results[0].chunk_snippet.length <= 203);
+      if (mode === "full") assert.ok(env.results[0].chunk_text.length > 200 && env.results[0].chunk_token_count > 0);
+      if (mode === "ids_only") ids = env.results.map((r) => r.chunk_id);
+    }
+    assert.equal(ids.length, 5);
+  });
+
+  await check("semantic_search pages with the cursor", async () => {
+    const first = await call("semantic_search", { query: "vendor security questionnaire", response_mode: "ids_only", page_size: 3 });
+    const next = await call("semantic_search", { query: "vendor security questionnaire", cursor: first.pagination.cursor });
+    assert.deepEqual(next.results.map((r) => r.rank), [4, 5, 6]);
+    assert.ok(!first.results.some((a) => next.results.some((b) => a.chunk_id === b.chunk_id)));
+  });
+
+  await check("semantic_search markdown and both formats", async () => {
+    const md = await client.callTool({ name: "semantic_search", arguments: { query: "mfa rollout", format: "markdown", page_size: 2 } });
+    assert.equal(md.content.length, 1);
+    assert.ok(md.content[0].text.startsWith("## "));
+    envelope(md);
+    const both = await client.callTool({ name: "semantic_search", arguments: { query: "mfa rollout", format: "both", page_size: 2 } });
+    assert.equal(both.content.length, 2);
+    envelope(both);
+  });
+
+  await check("get_chunks reads the chunks in full, in the order asked", async () => {
+    const env = await call("get_chunks", { chunk_ids: [ids[1], ids[0]] });
+    assert.equal(env._metadata.status, "success");
+    assert.deepEqual(env.results.map((r) => r.chunk_id), [ids[1], ids[0]]);
+    assert.ok(env.results[0].chunk_text.length > 0);
+    assert.equal(env.pagination, null);
+  });
+
+  await check("find_vendor_info in every mode", async () => {
+    for (const mode of ["ids_only", "metadata", "preview", "full"]) {
+      const env = await call("find_vendor_info", { vendor_name: "Globex", response_mode: mode });
+      assert.equal(env._metadata.status, "success", mode);
+      assert.equal(env.results[0].vendor_name, "Globex Corporation");
+    }
+  });
+
+  await check("errors are envelopes that validate: ambiguous vendor, long query, bad cursor", async () => {
+    let env = await call("find_vendor_info", { vendor_name: "Acme" });
+    assert.equal(env.error.code, "VENDOR_AMBIGUOUS");
+    assert.equal(env.needs_input.kind, "needsInput:v1");
+    assert.deepEqual(env.needs_input.needsInput.suggestions.vendor_name.slice().sort(), ["ACME Inc", "Acme Corp", "Acme Ltd"]);
+    env = await call("semantic_search", { query: "x".repeat(501) });
+    assert.equal(env.error.code, "QUERY_TOO_LONG");
+    env = await call("semantic_search", { query: "backups", cursor: "forged.cursor" });
+    assert.equal(env.error.code, "INVALID_CURSOR");
+    env = await call("get_chunks", { chunk_ids: [ids[0]], response_mode: "ids_only", fields: ["chunk_text"] });
+    assert.equal(env.error.code, "INVALID_FIELDS");
+  });
+
+  await check("resources/read kb://chunks/{id} and kb://vendors/{name}", async () => {
+    let res = await client.readResource({ uri: `kb://chunks/${ids[0]}` });
+    assert.equal(res.contents.length, 2);
+    assert.equal(res.contents[0].mimeType, "text/markdown");
+    assert.equal(res.contents[1].mimeType, "application/json");
+    assert.equal(JSON.parse(res.contents[1].text).results[0].chunk_id, ids[0]);
+    res = await client.readResource({ uri: "kb://vendors/Hooli" });
+    assert.equal(JSON.parse(res.contents.at(-1).text).results[0].vendor_name, "Hooli");
+  });
+} finally {
+  await client.close();
+}
+
+// A client that declares elicitation: the adapter asks which Acme is meant
+// and continues with the answer.
+const asked = [];
+const eclient = await connect(async (req) => {
+  asked.push(req.params);
+  return { action: "accept", content: { vendor_name: "Acme Corp" } };
+});
+try {
+  await check("elicitation: an ambiguous vendor is resolved by asking the user", async () => {
+    const res = await eclient.listTools();
+    assert.equal(res.tools.length, 3);
+    const env = envelope(await eclient.callTool({ name: "find_vendor_info", arguments: { vendor_name: "Acme" } }));
+    assert.equal(asked.length, 1, "asked once");
+    assert.deepEqual(asked[0].requestedSchema.properties.vendor_name.enum.slice().sort(), ["ACME Inc", "Acme Corp", "Acme Ltd"]);
+    assert.equal(env._metadata.status, "success");
+    assert.equal(env.results[0].vendor_name, "Acme Corp");
+    assert.ok(env.warnings.some((w) => w.code === "RESOLVED_BY_ELICITATION"));
+  });
+} finally {
+  await eclient.close();
+}
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);

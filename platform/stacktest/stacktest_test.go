@@ -1,0 +1,98 @@
+package stacktest_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bmcis/knowledge/platform/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// The shared stack comes up once, with the demo data, and serves every test
+// that asks for it.
+func demo(t testing.TB) *stacktest.Stack {
+	return stacktest.Shared(t, "demo", stacktest.Options{}, func(t testing.TB, s *stacktest.Stack) {
+		sum := s.IngestDemoDocs(t)
+		if sum.Chunks == 0 && sum.Unchanged == 0 {
+			t.Fatalf("no chunks written: %+v", sum)
+		}
+		s.ImportDemoGraph(t)
+	})
+}
+
+func TestSharedStackServesTheDemoData(t *testing.T) {
+	s := demo(t)
+	if s2 := demo(t); s2 != s {
+		t.Fatal("Shared must return the same stack")
+	}
+	for _, name := range stacktest.AllServices {
+		svc := s.Service(name)
+		if svc == nil || !svc.Running() || svc.Addr() == "" || svc.MetricsAddr() == "" {
+			t.Fatalf("%s: not running with both addresses", name)
+		}
+		resp, err := http.Get(svc.MetricsURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s metrics: %s", name, resp.Status)
+		}
+	}
+	if out := s.Ctl(t, "graph", "status", "-addr", s.Addr(stacktest.VendorGraph)); !strings.HasPrefix(out, "vendors 12,") {
+		t.Fatalf("graph status: %q", out)
+	}
+	// Re-ingesting unchanged documents writes nothing.
+	if sum := s.IngestDemoDocs(t); sum.Unchanged != 40 || sum.Written != 0 {
+		t.Fatalf("second ingest: %+v", sum)
+	}
+	out := s.Ctl(t, "search", "-addr", s.Addr(stacktest.Search), "incident response runbook")
+	if !strings.Contains(out, "incident-response-runbook.md") {
+		t.Fatalf("search output does not name the runbook:\n%s", out)
+	}
+}
+
+func TestOwnStackKeysRestartAndDatabaseCut(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Auth}, NoRedis: true})
+	key := s.CreateKey(t, stacktest.Key{Name: "t", PerMinute: 5})
+	if !strings.HasPrefix(key, "bmcis_") || len(stacktest.KeyID(key)) == 0 {
+		t.Fatalf("key %q", key)
+	}
+	if out := s.Ctl(t, "keys", "list", "-q"); !strings.Contains(out, stacktest.KeyID(key)) {
+		t.Fatalf("keys list does not show the new key: %q", out)
+	}
+	auth := s.Service(stacktest.Auth)
+	addr := auth.Addr()
+	auth.Restart(t)
+	if auth.Addr() != addr || !auth.Running() {
+		t.Fatalf("restart moved auth from %s to %s", addr, auth.Addr())
+	}
+	s.RevokeKey(t, key)
+	if out := s.Ctl(t, "keys", "list", "-q"); strings.Contains(out, stacktest.KeyID(key)) {
+		t.Fatalf("a revoked key is listed as active: %q", out)
+	}
+
+	restore := s.CutDatabase(t)
+	start := time.Now()
+	if _, err := s.TryCtl("keys", "list", "-q"); err == nil {
+		t.Fatal("listing keys must fail while the database is cut")
+	}
+	t.Logf("keys list failed after %s with the database cut", time.Since(start))
+	restore()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := s.TryCtl("keys", "list", "-q"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("auth did not recover after the database came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	auth.Stop(t)
+	if auth.Running() {
+		t.Fatal("auth still running after Stop")
+	}
+}
