@@ -8,7 +8,20 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-PGDATA=$DATA/postgres
+# PostgreSQL's own files: data, socket and log. As root the server runs as
+# the postgres user, which must reach them; when the checkout sits where that
+# user cannot (under /root, say), they move to a directory of its own.
+# Called again once install-deps.sh has created the postgres user.
+pg_paths() {
+  PG_HOME=$DATA
+  if [ "$(id -u)" -eq 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$DATA" 2>/dev/null; then
+    PG_HOME=/var/lib/postgresql/bmcis-$(printf '%s' "$ROOT" | md5sum | cut -c1-12)
+  fi
+  PGDATA=$PG_HOME/postgres
+  PG_RUN=$PG_HOME/run
+  PG_LOG=$PG_HOME/logs/postgres.log
+}
+pg_paths
 
 running() { [ -f "$PGDATA/postmaster.pid" ] && as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; }
 
@@ -20,20 +33,22 @@ start() {
     return
   fi
   "$ROOT/deploy/local/install-deps.sh"
+  pg_paths
   if [ ! -s "$PGDATA/PG_VERSION" ]; then
     log "initializing $PGDATA"
     mkdir -p "$PGDATA"
-    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PGDATA" "$RUN" "$LOGS"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PGDATA"
     chmod 700 "$PGDATA"
     as_pg "$PG_BIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
   fi
-  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$RUN" "$LOGS"
+  mkdir -p "$PG_RUN" "$(dirname "$PG_LOG")"
+  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PG_RUN" "$(dirname "$PG_LOG")"
   if ! running; then
     # A throwaway development cluster: durability settings are traded for speed;
     # shared_buffers holds the HNSW index of ~100k chunks (137 MB measured).
-    as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -l "$LOGS/postgres.log" -w -t 60 start \
-      -o "-p $PG_PORT -k $RUN -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=512MB" >/dev/null \
-      || { tail -n 20 "$LOGS/postgres.log" >&2; die "PostgreSQL did not start"; }
+    as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -l "$PG_LOG" -w -t 60 start \
+      -o "-p $PG_PORT -k $PG_RUN -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=512MB" >/dev/null \
+      || { tail -n 20 "$PG_LOG" >&2; die "PostgreSQL did not start"; }
     log "PostgreSQL listening on 127.0.0.1:$PG_PORT"
   fi
   if [ "$(psql "$(local_db_url postgres)" -qAtc "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'")" != 1 ]; then

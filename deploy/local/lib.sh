@@ -16,8 +16,9 @@ log() { printf '%s: %s\n' "$(basename "$0" .sh)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 # PostgreSQL refuses to run as root: as root, act as the postgres user.
+# (From /, which the postgres user can always enter; every path is absolute.)
 as_pg() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 local_db_url() {
