@@ -106,13 +106,18 @@ func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	// A context error is the caller's or the call's own deadline, not the
+	// database (context.DeadlineExceeded would pass for a net.Error below).
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		strings.Contains(err.Error(), "conn closed") {
-		return true
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
 		return true
 	}
 	var netErr net.Error
@@ -135,4 +140,25 @@ func ClassifyError(err error) (*status.Status, bool) {
 		return status.New(codes.Unavailable, "database unavailable; retry shortly"), true
 	}
 	return nil, false
+}
+
+// DefaultCallTimeout bounds one database call of a request, so a database that
+// accepts connections but stops answering costs a caller seconds, not forever.
+const DefaultCallTimeout = 1500 * time.Millisecond
+
+// CallError turns a failed database call into what the caller should see. A
+// deadline that expired while the caller (parent) was still waiting is the
+// database not answering, so UNAVAILABLE; a lost database is UNAVAILABLE;
+// anything else is returned unchanged.
+func CallError(parent context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return status.Error(codes.Unavailable, "database did not answer in time; retry shortly")
+	}
+	if IsUnavailable(err) {
+		return status.Error(codes.Unavailable, "database unavailable; retry shortly")
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/pg"
@@ -77,4 +78,28 @@ func TestLostConnectionIsUnavailable(t *testing.T) {
 			require.Equal(t, tc.want, pg.IsUnavailable(tc.err))
 		})
 	}
+}
+
+func TestCallError(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	bad := status.Error(codes.NotFound, "no vendor")
+	tests := []struct {
+		name   string
+		parent context.Context
+		err    error
+		want   codes.Code
+	}{
+		{"our deadline, caller still waiting", live, fmt.Errorf("query: %w", context.DeadlineExceeded), codes.Unavailable},
+		{"caller gone", gone, fmt.Errorf("query: %w", context.DeadlineExceeded), codes.Unknown},
+		{"lost connection", live, fmt.Errorf("read: %w", io.ErrUnexpectedEOF), codes.Unavailable},
+		{"deliberate status passes", live, bad, codes.NotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, status.Code(pg.CallError(tc.parent, tc.err)))
+		})
+	}
+	require.NoError(t, pg.CallError(live, nil))
 }

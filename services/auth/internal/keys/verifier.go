@@ -9,6 +9,8 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/bmcis/knowledge/platform/pg"
 )
 
 // MaxCacheTTL bounds how long a verified key's record may be reused without
@@ -140,7 +142,7 @@ func (v *Verifier) record(ctx context.Context, id string) (*Key, error) {
 	ch := v.group.DoChan(id, func() (any, error) {
 		// Detached from the first caller's context: its cancellation must not
 		// fail the other callers sharing this query.
-		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pg.DefaultCallTimeout)
 		defer cancel()
 		fetched := v.clock()
 		k, err := v.store.Get(qctx, id)
@@ -161,7 +163,7 @@ func (v *Verifier) record(ctx context.Context, id string) (*Key, error) {
 		return nil, ctx.Err()
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, r.Err
+			return nil, pg.CallError(ctx, r.Err)
 		}
 		k, _ := r.Val.(*Key)
 		return k, nil

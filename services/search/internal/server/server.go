@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/pg"
@@ -270,18 +267,6 @@ func (s *Server) dbCtx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, s.cfg.DBTimeout)
 }
 
-// dbError turns a database call's failure into what the caller should see:
-// our own deadline expiring while the caller still waits means the
-// database is not answering (UNAVAILABLE), not that the caller gave up.
-func dbError(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return status.Error(codes.Unavailable, "database did not answer in time; retry shortly")
-	}
-	if pg.IsUnavailable(err) {
-		return status.Error(codes.Unavailable, "database unavailable; retry shortly")
-	}
-	return err
-}
+// dbError turns a database call's failure into what the caller should see
+// (see pg.CallError).
+func dbError(ctx context.Context, err error) error { return pg.CallError(ctx, err) }

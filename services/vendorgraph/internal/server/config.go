@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/pg"
 )
 
 // Config is the service's own configuration.
@@ -19,11 +20,15 @@ type Config struct {
 	// MaxImportLines bounds one import (BMCIS_VENDOR_IMPORT_MAX_LINES): an
 	// import is validated in memory before it is written.
 	MaxImportLines int
+	// DBTimeout bounds the database work of one lookup (BMCIS_VENDOR_DB_TIMEOUT):
+	// a database that stops answering gives UNAVAILABLE, never a hang.
+	DBTimeout time.Duration
 }
 
 // DefaultConfig is the configuration when no variable is set.
 func DefaultConfig() Config {
-	return Config{CacheSize: 1000, CacheTTL: 300 * time.Second, MatchThreshold: 0.4, MaxImportLines: 2_000_000}
+	return Config{CacheSize: 1000, CacheTTL: 300 * time.Second, MatchThreshold: 0.4, MaxImportLines: 2_000_000,
+		DBTimeout: pg.DefaultCallTimeout}
 }
 
 // LoadConfig reads the service's variables; problems are recorded in env.
@@ -36,5 +41,6 @@ func LoadConfig(env *config.Reader) Config {
 		// the indexes serve would already have dropped some candidates.
 		MatchThreshold: env.Float("BMCIS_VENDOR_MATCH_THRESHOLD", d.MatchThreshold, 0.3, 1),
 		MaxImportLines: env.Int("BMCIS_VENDOR_IMPORT_MAX_LINES", d.MaxImportLines, 1, 50_000_000),
+		DBTimeout:      env.Duration("BMCIS_VENDOR_DB_TIMEOUT", d.DBTimeout, 100*time.Millisecond, time.Minute),
 	}
 }

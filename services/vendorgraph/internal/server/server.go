@@ -25,6 +25,7 @@ import (
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/cache"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/graph"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/importer"
@@ -148,6 +149,14 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 	}, nil
 }
 
+// dbCtx bounds the database work of one call.
+func (s *Server) dbCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.DBTimeout <= 0 {
+		return context.WithTimeout(ctx, pg.DefaultCallTimeout)
+	}
+	return context.WithTimeout(ctx, s.cfg.DBTimeout)
+}
+
 // GetVendor returns a vendor's neighbourhood, from the cache when it can.
 func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequest) (*vendorgraphv1.GetVendorResponse, error) {
 	q, err := checkGetVendor(req)
@@ -158,9 +167,11 @@ func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequ
 		return hit, nil
 	}
 	epoch := s.cache.Epoch()
-	resp, err := s.lookup(ctx, q)
+	dctx, cancel := s.dbCtx(ctx)
+	defer cancel()
+	resp, err := s.lookup(dctx, q)
 	if err != nil {
-		return nil, err
+		return nil, pg.CallError(ctx, err)
 	}
 	if s.cache.Live() { // encoding costs; skip it when Put would drop the entry
 		s.cache.Put(q.key, encoded(cachedCopy(resp)), epoch)
@@ -287,9 +298,11 @@ func (s *Server) SuggestVendors(ctx context.Context, req *vendorgraphv1.SuggestV
 	case limit < 0 || limit > maxSuggestions:
 		return nil, grpcserver.InvalidArgument("limit", "must be 0 (default %d) to %d, got %d", defaultSuggestions, maxSuggestions, limit)
 	}
-	cands, err := s.store.Candidates(ctx, norm, s.cfg.MatchThreshold, int(limit))
+	dctx, cancel := s.dbCtx(ctx)
+	defer cancel()
+	cands, err := s.store.Candidates(dctx, norm, s.cfg.MatchThreshold, int(limit))
 	if err != nil {
-		return nil, err
+		return nil, pg.CallError(ctx, err)
 	}
 	resp := &vendorgraphv1.SuggestVendorsResponse{Suggestions: make([]*vendorgraphv1.VendorSuggestion, len(cands))}
 	for i, c := range cands {
@@ -300,9 +313,11 @@ func (s *Server) SuggestVendors(ctx context.Context, req *vendorgraphv1.SuggestV
 
 // GetGraphStatus counts the graph.
 func (s *Server) GetGraphStatus(ctx context.Context, _ *vendorgraphv1.GetGraphStatusRequest) (*vendorgraphv1.GetGraphStatusResponse, error) {
-	st, err := s.store.Status(ctx)
+	dctx, cancel := s.dbCtx(ctx)
+	defer cancel()
+	st, err := s.store.Status(dctx)
 	if err != nil {
-		return nil, err
+		return nil, pg.CallError(ctx, err)
 	}
 	resp := &vendorgraphv1.GetGraphStatusResponse{Vendors: st.Vendors, Entities: st.Entities, Relationships: st.Relationships}
 	if st.LastUpdated != nil {
