@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"hash/fnv"
 	"net/http"
 	"net/http/httptest"
@@ -39,11 +41,17 @@ type fakeEmbedder struct {
 	calls   atomic.Int32
 	texts   atomic.Int32
 	authBad atomic.Int32
+	down    atomic.Bool // answer every call with an error
 }
 
 func (f *fakeEmbedder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.calls.Add(1)
 	w.Header().Set("Content-Type", "application/json")
+	if f.down.Load() {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"message":"upstream detail at http://10.9.8.7/internal"}}`))
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/embeddings":
 		if r.Header.Get("Authorization") != "Bearer sk-test-key" {
@@ -197,4 +205,42 @@ func TestStartRefusesIncompatibleEmbeddings(t *testing.T) {
 	out = search(t, r3.client, &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3})
 	require.NotEmpty(t, out.Results)
 	_ = server.DefaultConfig
+}
+
+// While the embedding provider fails, hybrid ranks by BM25 alone and does not
+// cache that list; vector mode says the provider is unavailable without
+// repeating the provider's own text; recovery shows at once.
+func TestEmbedderOutageDegradesHybridWithoutCaching(t *testing.T) {
+	fake := &fakeEmbedder{t: t, an: analysis.NewEnglish()}
+	ts := httptest.NewServer(fake)
+	defer ts.Close()
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.Embedding.Provider, cfg.Embedding.URL, cfg.Embedding.Model, cfg.Embedding.APIKey = "openai", ts.URL, "text-embedding-3-small", "sk-test-key"
+	r := startReplica(t, pool, cfg)
+	mustIngest(t, r.client, corpus(12)...)
+
+	fake.down.Store(true)
+	req := &searchv1.SearchRequest{Query: "firewall vulnerability", Limit: 5}
+	for i := 0; i < 2; i++ {
+		out := search(t, r.client, req)
+		require.NotEmpty(t, out.Results)
+		require.False(t, out.CacheHit, "a degraded list is never cached")
+		for _, res := range out.Results {
+			require.Zero(t, res.VectorRank)
+		}
+	}
+	_, err := r.client.Search(context.Background(), &searchv1.SearchRequest{Query: "firewall vulnerability", Limit: 5,
+		Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR})
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.NotContains(t, err.Error(), "10.9.8.7")
+
+	fake.down.Store(false)
+	out := search(t, r.client, req)
+	require.False(t, out.CacheHit)
+	seen := false
+	for _, res := range out.Results {
+		seen = seen || res.VectorRank > 0
+	}
+	require.True(t, seen, "vector ranks are back as soon as the provider is")
 }

@@ -33,6 +33,9 @@ const (
 type ranked struct {
 	queryTerms []string
 	results    []rankedResult
+	// degraded marks a hybrid list ranked by BM25 alone because the query
+	// could not be embedded; it is never cached, so recovery shows at once.
+	degraded bool
 }
 
 type rankedResult struct {
@@ -96,7 +99,7 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		if err != nil {
 			return nil, err
 		}
-		if !req.GetNoCache() {
+		if !req.GetNoCache() && !rk.degraded {
 			s.cache.Put(key, epoch, rk)
 		}
 	}
@@ -142,6 +145,7 @@ func (s *Server) rank(ctx context.Context, q string, mode searchv1.RetrievalMode
 		provider string
 		dbTime   time.Duration
 		err      error
+		degraded bool
 	}
 	vecCh := make(chan vecOut, 1)
 	if useVec {
@@ -154,12 +158,21 @@ func (s *Server) rank(ctx context.Context, q string, mode searchv1.RetrievalMode
 				out.provider = active.Provider
 			}
 			if err != nil {
+				// The embedder's own text may name internal endpoints: log it,
+				// tell the caller less.
+				logging.FromContext(ctx).Warn("query embedding failed", "error", err.Error())
 				if mode == searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR {
-					out.err = status.Error(codes.Unavailable, "embedder unavailable: "+err.Error())
+					out.err = status.Error(codes.Unavailable, "the embedding provider is unavailable; retry shortly or use bm25 mode")
 				} else {
 					// Hybrid degrades to keyword ranking rather than failing.
-					logging.FromContext(ctx).Warn("query embedding failed; ranking by BM25 only", "error", err.Error())
+					out.degraded = true
 				}
+				vecCh <- out
+				return
+			}
+			if active == nil && mode == searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR {
+				out.err = status.Error(codes.FailedPrecondition,
+					"no embedding model is active yet (ingest documents, or run `bmcisctl reindex`); use bm25 or hybrid mode")
 				vecCh <- out
 				return
 			}
@@ -276,7 +289,8 @@ func (s *Server) rank(ctx context.Context, q string, mode searchv1.RetrievalMode
 	s.markDuplicates(fused, recs, vectors)
 	s.m.stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
 
-	rk := &ranked{queryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), results: make([]rankedResult, len(fused))}
+	rk := &ranked{queryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), results: make([]rankedResult, len(fused)),
+		degraded: vo.degraded}
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
 		if !ok {
