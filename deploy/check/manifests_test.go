@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -645,4 +646,30 @@ func hasBoth(types []networkingv1.PolicyType) bool {
 		eg = eg || t == networkingv1.PolicyTypeEgress
 	}
 	return in && eg
+}
+
+// GOMEMLIMIT sits below the container's memory limit, so the garbage
+// collector works before the kernel's OOM killer does.
+func TestGoMemLimitBelowContainerLimit(t *testing.T) {
+	checked := 0
+	for _, ov := range overlays {
+		for _, w := range check.Workloads(rendered(t, ov)) {
+			for _, c := range w.Containers() {
+				for _, e := range c.Env {
+					if e.Name != "GOMEMLIMIT" {
+						continue
+					}
+					require.True(t, strings.HasSuffix(e.Value, "MiB"), "%s %s: GOMEMLIMIT %q in MiB", ov, w.ID(), e.Value)
+					mib, err := strconv.ParseInt(strings.TrimSuffix(e.Value, "MiB"), 10, 64)
+					require.NoError(t, err)
+					limit := c.Resources.Limits.Memory()
+					require.False(t, limit.IsZero(), "%s %s has a memory limit", ov, w.ID())
+					require.LessOrEqual(t, float64(mib<<20), 0.9*float64(limit.Value()),
+						"%s %s: GOMEMLIMIT %s is over 90 %% of the %s limit", ov, w.ID(), e.Value, limit.String())
+					checked++
+				}
+			}
+		}
+	}
+	require.GreaterOrEqual(t, checked, 10, "every Go workload of both overlays sets GOMEMLIMIT")
 }

@@ -27,7 +27,6 @@ apt_install() {
 
 need=()
 [ -x "$PG_BIN/postgres" ] || need+=("postgresql-${PG_MAJOR}" "postgresql-contrib")
-[ -x "$PG_BIN/pg_config" ] || [ -x /usr/bin/pg_config ] || true
 [ -f "/usr/include/postgresql/${PG_MAJOR}/server/postgres.h" ] || need+=("postgresql-server-dev-${PG_MAJOR}")
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v make >/dev/null 2>&1 || need+=(make)

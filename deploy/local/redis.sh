@@ -7,7 +7,8 @@ set -euo pipefail
 
 PIDFILE=$RUN/redis.pid
 
-running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+# Asked of Redis itself: a PID file can outlive its process.
+running() { [ -f "$PIDFILE" ] && redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; }
 
 start() {
   if [ -n "${REDIS_URL:-}" ]; then log "using REDIS_URL"; return; fi

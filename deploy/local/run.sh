@@ -58,6 +58,10 @@ if ! bin/bmcisctl health -wait 30s "${addrs[@]}" >/dev/null; then
   show_logs "${names[@]}"
   exit 1
 fi
+# Healthy must mean the process just started, not an old one on that port.
+for name in "${names[@]}"; do
+  kill -0 "$(cat "$RUN/$name.pid")" 2>/dev/null || { log "$name exited (is its port taken by another process?)"; show_logs "$name"; exit 1; }
+done
 
 # wait_http NAME URL: wait up to 30 s for URL to answer 2xx.
 wait_http() {

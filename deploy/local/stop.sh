@@ -12,12 +12,16 @@ for pidfile in "$RUN"/*.pid; do
   [ "$name" = redis ] && continue
   pid=$(cat "$pidfile")
   rm -f "$pidfile"
+  # A PID file can outlive its process (a reboot): signal only our binary
+  # (shown as deleted once `make build` has replaced the file).
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
+  [ "$exe" = "$ROOT/bin/$name" ] || [ "$exe" = "$ROOT/bin/$name (deleted)" ] || continue
   if kill -TERM "$pid" 2>/dev/null; then
     pids+=("$pid")
     log "stopping $name"
   fi
 done
-for pid in "${pids[@]}"; do
+for pid in ${pids[@]+"${pids[@]}"}; do
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
 done
