@@ -3,12 +3,28 @@ package gateway
 // The MCP surface the product exposes through the MCP adapter: its tools,
 // resource templates and the service behind each. The dashboard shows it in
 // /api/health, /api/servers and /api/tools.
+//
+// The tools and resource templates are not written here: mcp_catalog.json is
+// a copy of the adapter's live tools/list and resources/templates/list
+// answers, kept exact by TestGatewayCatalog in the mcp-adapter module
+// (refresh it with `go test ./internal/tools -run TestGatewayCatalog
+// -update-catalog` there). Only which service answers each one is the
+// gateway's own knowledge (toolBackends, templateBackends).
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
 
 // Tool is one MCP tool.
 type Tool struct {
 	Name        string         `json:"name"`
+	Title       string         `json:"title,omitempty"`
 	Description string         `json:"description"`
 	InputSchema map[string]any `json:"inputSchema"`
+	Annotations map[string]any `json:"annotations,omitempty"`
 	// backend is the service whose RPC answers the tool.
 	backend string
 	// rpc is that service's method.
@@ -26,6 +42,7 @@ type Resource struct {
 // ResourceTemplate is a parameterised MCP resource.
 type ResourceTemplate struct {
 	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
 	URITemplate string `json:"uriTemplate"`
 	Description string `json:"description"`
 	ContentType string `json:"contentType"`
@@ -47,65 +64,100 @@ type Capabilities struct {
 	Prompts           []Prompt           `json:"prompts"`
 }
 
-var responseMode = map[string]any{
-	"type":        "string",
-	"enum":        []string{"ids_only", "metadata", "preview", "full"},
-	"default":     "metadata",
-	"description": "How much of each result to return.",
+//go:embed mcp_catalog.json
+var mcpCatalogJSON []byte
+
+// toolBackends names the service and RPC behind each adapter tool, in the
+// order the dashboard lists them (the progressive workflow's).
+var toolBackends = []struct{ name, backend, rpc string }{
+	{"semantic_search", Search, "Search"},
+	{"get_chunks", Search, "GetChunks"},
+	{"find_vendor_info", VendorGraph, "GetVendor"},
 }
 
-// tools are the MCP adapter's tools.
-var tools = []Tool{
-	{
-		Name: "semantic_search",
-		Description: "Hybrid search over the knowledge base (BM25 keywords and vector similarity, " +
-			"fused by reciprocal rank); returns ranked chunks at the chosen level of detail, with pagination.",
-		InputSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"query":         map[string]any{"type": "string", "minLength": 1, "maxLength": 500},
-				"top_k":         map[string]any{"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
-				"page_size":     map[string]any{"type": "integer", "minimum": 1, "maximum": 50},
-				"cursor":        map[string]any{"type": "string"},
-				"response_mode": responseMode,
-			},
-			"required": []string{"query"},
-		},
-		backend: Search, rpc: "Search",
-	},
-	{
-		Name:        "get_chunks",
-		Description: "Fetches whole chunks by id: the second step after a search that returned ids only.",
-		InputSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"chunk_ids": map[string]any{"type": "array", "items": map[string]any{"type": "integer"}, "minItems": 1, "maxItems": 100},
-			},
-			"required": []string{"chunk_ids"},
-		},
-		backend: Search, rpc: "GetChunks",
-	},
-	{
-		Name: "find_vendor_info",
-		Description: "Looks a vendor up in the knowledge graph: related entities, relationships and " +
-			"statistics, with suggestions when the name is unknown or ambiguous.",
-		InputSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"vendor_name":           map[string]any{"type": "string", "minLength": 1, "maxLength": 200},
-				"response_mode":         responseMode,
-				"include_relationships": map[string]any{"type": "boolean", "default": true},
-			},
-			"required": []string{"vendor_name"},
-		},
-		backend: VendorGraph, rpc: "GetVendor",
-	},
+// templateBackends names the service behind each resource template.
+var templateBackends = map[string]string{
+	"chunk":  Search,
+	"vendor": VendorGraph,
 }
 
-// resourceTemplates are the MCP adapter's resource templates.
-var resourceTemplates = []ResourceTemplate{
-	{Name: "chunk", URITemplate: "kb://chunks/{chunk_id}", Description: "One chunk of a document, by id.", ContentType: "application/json", backend: Search},
-	{Name: "vendor", URITemplate: "kb://vendors/{vendor_name}", Description: "A vendor's neighbourhood in the knowledge graph.", ContentType: "application/json", backend: VendorGraph},
+// tools and resourceTemplates are the MCP adapter's, from mcp_catalog.json.
+var tools, resourceTemplates = mustParseCatalog(mcpCatalogJSON)
+
+// catalogTool is a tool of mcp_catalog.json (outputSchema is left out: the
+// dashboard does not show it).
+type catalogTool struct {
+	Name        string         `json:"name"`
+	Title       string         `json:"title"`
+	Description string         `json:"description"`
+	InputSchema map[string]any `json:"inputSchema"`
+	Annotations map[string]any `json:"annotations"`
+}
+
+// parseCatalog reads the adapter's catalogue. Every tool and template must
+// have a backend: a new adapter tool fails the gateway's tests until it is
+// given one.
+func parseCatalog(raw []byte) ([]Tool, []ResourceTemplate, error) {
+	var c struct {
+		Tools             []catalogTool `json:"tools"`
+		ResourceTemplates []struct {
+			Name        string `json:"name"`
+			Title       string `json:"title"`
+			URITemplate string `json:"uriTemplate"`
+			Description string `json:"description"`
+			MIMEType    string `json:"mimeType"`
+		} `json:"resourceTemplates"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, nil, fmt.Errorf("mcp_catalog.json: %w", err)
+	}
+	if len(c.Tools) == 0 {
+		return nil, nil, fmt.Errorf("mcp_catalog.json: no tools")
+	}
+	ts := make([]Tool, 0, len(c.Tools))
+	for _, b := range toolBackends {
+		i := slices.IndexFunc(c.Tools, func(t catalogTool) bool { return t.Name == b.name })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("mcp_catalog.json: no tool %q (remove it from toolBackends)", b.name)
+		}
+		t := c.Tools[i]
+		if t.InputSchema == nil {
+			return nil, nil, fmt.Errorf("mcp_catalog.json: tool %q has no inputSchema", t.Name)
+		}
+		ts = append(ts, Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, Annotations: t.Annotations,
+			backend: b.backend, rpc: b.rpc,
+		})
+	}
+	if len(ts) != len(c.Tools) {
+		for _, t := range c.Tools {
+			if !slices.ContainsFunc(ts, func(x Tool) bool { return x.Name == t.Name }) {
+				return nil, nil, fmt.Errorf("mcp_catalog.json: tool %q has no backend in toolBackends", t.Name)
+			}
+		}
+		return nil, nil, fmt.Errorf("mcp_catalog.json: a tool is listed twice")
+	}
+	rts := make([]ResourceTemplate, 0, len(c.ResourceTemplates))
+	for _, rt := range c.ResourceTemplates {
+		b, ok := templateBackends[rt.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("mcp_catalog.json: resource template %q has no backend in templateBackends", rt.Name)
+		}
+		rts = append(rts, ResourceTemplate{
+			Name: rt.Name, Title: rt.Title, URITemplate: rt.URITemplate, Description: rt.Description,
+			ContentType: rt.MIMEType, backend: b,
+		})
+	}
+	return ts, rts, nil
+}
+
+func mustParseCatalog(raw []byte) ([]Tool, []ResourceTemplate) {
+	ts, rts, err := parseCatalog(raw)
+	if err != nil {
+		panic(err)
+	}
+	return ts, rts
 }
 
 // capabilitiesOf returns what a server exposes: the adapter everything, each

@@ -151,6 +151,17 @@ func (g *Gateway) handleError(ctx context.Context, _ *runtime.ServeMux, _ runtim
 			body.Code = "VENDOR_AMBIGUOUS"
 		}
 	}
+	if rt, ok := routeOf(r); ok && rt.Access == Admin && body.Code == CodeName(st.Code()) &&
+		(st.Code() == codes.Unauthenticated || st.Code() == codes.PermissionDenied) {
+		// An admin route's refusal reads the same whoever compared the
+		// token: the gateway (no token), its probe of the auth service
+		// (document deletion) or the auth service itself (/v1/keys).
+		body.Code = "ADMIN_TOKEN_INVALID"
+		if strings.TrimSpace(r.Header.Get(HeaderAdminToken)) == "" && r.Context().Value(adminTokenKey{}) == nil {
+			body.Code = "ADMIN_TOKEN_REQUIRED"
+		}
+		g.metrics.denials.WithLabelValues(body.Code).Inc()
+	}
 	if retryAfter < 0 && st.Code() == codes.ResourceExhausted {
 		retryAfter = 1
 	}

@@ -260,8 +260,11 @@ func TestAdminRoutes(t *testing.T) {
 	// A wrong token: refused by the auth service, which compares it.
 	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, "wrong-token")
 	require.Equal(t, 403, r.status)
-	require.Equal(t, "PERMISSION_DENIED", r.errBody(t).Code)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code, "the same code as document deletion")
 	require.Equal(t, []string{"wrong-token"}, s.auth.last().Get("x-bmcis-admin-token"))
+	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, "wrong-token")
+	require.Equal(t, 403, r.status)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
 	// The right one.
 	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, testAdminToken)
 	require.Equal(t, 200, r.status, "body: %s", r.body)

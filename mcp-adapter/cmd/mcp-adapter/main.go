@@ -87,8 +87,9 @@ func run() int {
 	case adapterconfig.TransportHTTP:
 		opts.Key = tools.APIKeyFromContext
 		opts.KeyHint = transport.HTTPKeyHint
-		h := transport.HTTPHandler(tools.New(opts), clients, logger)
-		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, logger); err != nil {
+		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
+		to := transport.ServerTimeouts{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout}
+		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())
 			return 1
 		}

@@ -191,7 +191,7 @@ func NewVendorAmbiguous(name string, candidates []string) *Error {
 		quoted[i] = "'" + c + "'"
 	}
 	e := newErr(VendorAmbiguous, false,
-		fmt.Sprintf("Ambiguous vendor name. Multiple matches found: [%s]", strings.Join(quoted, ", ")),
+		fmt.Sprintf("Ambiguous vendor name. Multiple matches found: [%s]. Please use full vendor name or a more specific term.", strings.Join(quoted, ", ")),
 		"Please use full vendor name or a more specific term.")
 	e.suggestions = nonNil(candidates)
 	e.Details = map[string]any{"vendor_name": name, "candidates": nonNil(candidates)}

@@ -60,7 +60,7 @@ func TestReferenceMessages(t *testing.T) {
 	require.Equal(t, "Invalid request parameters: top_k must be between 1 and 50", apierr.NewInvalidParams("top_k", "must be between 1 and 50", "").Message)
 	require.Equal(t, "Vendor 'XYZ' not found. Try using semantic_search first to find exact vendor names.", apierr.NewVendorNotFound("XYZ", nil).Message)
 	require.Equal(t, "semantic_search('XYZ vendors')", apierr.NewVendorNotFound("XYZ", nil).Suggestion)
-	require.Equal(t, "Ambiguous vendor name. Multiple matches found: ['Acme Corp', 'ACME Inc', 'Acme Ltd']",
+	require.Equal(t, "Ambiguous vendor name. Multiple matches found: ['Acme Corp', 'ACME Inc', 'Acme Ltd']. Please use full vendor name or a more specific term.",
 		apierr.NewVendorAmbiguous("Acme", []string{"Acme Corp", "ACME Inc", "Acme Ltd"}).Message)
 	require.Equal(t, "Response would use 25000 tokens, limit is 15000", apierr.NewTokenLimitExceeded(25000, 15000, "s").Message)
 }

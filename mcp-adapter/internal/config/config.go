@@ -29,6 +29,12 @@ type Config struct {
 	Transport string
 	// HTTPAddr is the listen address in http mode.
 	HTTPAddr string
+	// HTTPMaxBodyBytes caps an /mcp request body in http mode.
+	HTTPMaxBodyBytes int
+	// HTTPReadTimeout bounds reading a whole request, HTTPIdleTimeout a
+	// keep-alive connection's wait for the next one (http mode).
+	HTTPReadTimeout time.Duration
+	HTTPIdleTimeout time.Duration
 	// LogLevel is debug, info, warn or error; logs go to stderr.
 	LogLevel string
 
@@ -63,6 +69,9 @@ type Config struct {
 const (
 	EnvTransport           = "BMCIS_MCP_TRANSPORT"
 	EnvHTTPAddr            = "BMCIS_MCP_HTTP_ADDR"
+	EnvHTTPMaxBody         = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
+	EnvHTTPReadTimeout     = "BMCIS_MCP_HTTP_READ_TIMEOUT"
+	EnvHTTPIdleTimeout     = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
 	EnvLogLevel            = "BMCIS_LOG_LEVEL"
 	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
 	EnvVendorGraphAddr     = "BMCIS_VENDORGRAPH_ADDR"
@@ -102,6 +111,9 @@ func Load(env *config.Reader) Config {
 	c := Config{
 		Transport:          env.Enum(EnvTransport, TransportStdio, TransportStdio, TransportHTTP),
 		HTTPAddr:           env.Addr(EnvHTTPAddr, "127.0.0.1:8090"),
+		HTTPMaxBodyBytes:   env.Int(EnvHTTPMaxBody, 1<<20, 4<<10, 64<<20),
+		HTTPReadTimeout:    env.Duration(EnvHTTPReadTimeout, 30*time.Second, time.Second, 10*time.Minute),
+		HTTPIdleTimeout:    env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
 		LogLevel:           env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
 		SearchAddr:         env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
 		VendorGraphAddr:    env.Addr(EnvVendorGraphAddr, "127.0.0.1:50052"),

@@ -31,6 +31,9 @@ func TestDefaults(t *testing.T) {
 	require.True(t, c.CursorSecretGenerated, "stdio may run without a shared cursor secret")
 	require.Len(t, c.CursorSecret, 32)
 	require.Equal(t, "", c.APIKey)
+	require.Equal(t, 1<<20, c.HTTPMaxBodyBytes)
+	require.Equal(t, 30*time.Second, c.HTTPReadTimeout)
+	require.Equal(t, 120*time.Second, c.HTTPIdleTimeout)
 }
 
 func TestValues(t *testing.T) {
@@ -46,6 +49,9 @@ func TestValues(t *testing.T) {
 		config.EnvCategoryWeights:     "Security=1, docs = 0.4",
 		config.EnvDefaultResponseMode: "preview",
 		config.EnvAPIKey:              "bmcis_k_s",
+		config.EnvHTTPMaxBody:         "65536",
+		config.EnvHTTPReadTimeout:     "5s",
+		config.EnvHTTPIdleTimeout:     "1m",
 	})
 	c := config.Load(env)
 	require.NoError(t, env.Err())
@@ -59,6 +65,9 @@ func TestValues(t *testing.T) {
 	require.Equal(t, map[string]float64{"security": 1, "docs": 0.4}, c.Signals.CategoryWeights)
 	require.Equal(t, projection.Preview, c.DefaultResponseMode)
 	require.Equal(t, "bmcis_k_s", c.APIKey)
+	require.Equal(t, 65536, c.HTTPMaxBodyBytes)
+	require.Equal(t, 5*time.Second, c.HTTPReadTimeout)
+	require.Equal(t, time.Minute, c.HTTPIdleTimeout)
 }
 
 func TestInvalidValuesNameTheVariable(t *testing.T) {
@@ -72,6 +81,9 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		config.EnvCategoryWeights:     {config.EnvServiceToken: token, config.EnvCategoryWeights: "security=2"},
 		config.EnvDesktop:             {config.EnvServiceToken: token, config.EnvDesktop: "maybe"},
 		config.EnvDefaultResponseMode: {config.EnvServiceToken: token, config.EnvDefaultResponseMode: "all"},
+		config.EnvHTTPMaxBody:         {config.EnvServiceToken: token, config.EnvHTTPMaxBody: "1000000000"},
+		config.EnvHTTPReadTimeout:     {config.EnvServiceToken: token, config.EnvHTTPReadTimeout: "0s"},
+		config.EnvHTTPIdleTimeout:     {config.EnvServiceToken: token, config.EnvHTTPIdleTimeout: "forever"},
 	}
 	for name, vars := range cases {
 		t.Run(name, func(t *testing.T) {

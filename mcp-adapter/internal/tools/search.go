@@ -206,7 +206,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	if !page.CacheHit && s.opts.Thresholds.CacheMissSlow > 0 && backendTime > s.opts.Thresholds.CacheMissSlow {
 		base = append(base, warnings.NewCacheMissSlow(backendTime))
 	}
-	if w, ok := lowQuality(page.Hits, offset, s.opts.Thresholds.LowQuality); ok {
+	if w, ok := lowQuality(page, offset, s.opts.Thresholds.LowQuality); ok {
 		base = append(base, w)
 	}
 
@@ -219,23 +219,46 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	return s.resp.Success(call, env, content)
 }
 
-// lowQuality reports LOW_QUALITY_RESULTS when every hit of the page scores
-// under the threshold (or a first page is empty).
-func lowQuality(hits []model.Hit, offset int, threshold float64) (envelope.Warning, bool) {
-	if len(hits) == 0 {
-		if offset == 0 {
-			return warnings.NewNoResults(), true
-		}
+// lowQuality reports LOW_QUALITY_RESULTS on the first page only (offset
+// 0): when it is empty, or when its top result is weak on both absolute
+// signals, i.e. its similarity_score (cosine, not rank-based) is below the
+// threshold and it covers less than that share of the query terms (BM25
+// matched terms of the top hit / distinct query terms; 0 when BM25 did not
+// return it). hybrid_score is rank-based (the top of any non-empty ranking
+// scores high, deep ranks always low), so it says nothing about quality.
+// Later pages never warn: their quality was judged on the first.
+func lowQuality(page model.SearchPage, offset int, threshold float64) (envelope.Warning, bool) {
+	if offset != 0 {
 		return envelope.Warning{}, false
 	}
-	best := 0.0
-	for _, h := range hits {
-		best = max(best, h.HybridScore)
+	if len(page.Hits) == 0 {
+		return warnings.NewNoResults(), true
 	}
-	if best < threshold {
-		return warnings.NewLowQualityResults(best, threshold), true
+	top := page.Hits[0]
+	coverage := termCoverage(top, page.QueryTerms)
+	if top.SimilarityScore < threshold && coverage < threshold {
+		return warnings.NewLowQualityResults(top.SimilarityScore, coverage, threshold), true
 	}
 	return envelope.Warning{}, false
+}
+
+// termCoverage is the share of the distinct query terms the hit matched
+// (0 when there are no query terms; a hit BM25 did not return matched none).
+func termCoverage(h model.Hit, queryTerms []string) float64 {
+	terms := map[string]bool{}
+	for _, t := range queryTerms {
+		terms[t] = true
+	}
+	if len(terms) == 0 {
+		return 0
+	}
+	matched := 0
+	for t := range terms {
+		if slices.Contains(h.MatchedTerms, t) {
+			matched++
+		}
+	}
+	return float64(matched) / float64(len(terms))
 }
 
 // searchContent is a page of search results that can be cut short.

@@ -4,9 +4,11 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/bmcis/knowledge/platform/version"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
@@ -58,10 +62,21 @@ func APIKey(h http.Header) string {
 	return ""
 }
 
+// DefaultMaxBodyBytes is the default size limit of an /mcp request body.
+const DefaultMaxBodyBytes = 1 << 20
+
+// HealthName is the name /healthz reports.
+const HealthName = "bmcis-mcp-adapter"
+
 // HTTPHandler routes /mcp to the streamable HTTP server, /healthz to a
 // liveness probe and /readyz to a readiness probe that asks each backend's
-// gRPC health service.
-func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Logger) http.Handler {
+// gRPC health service. Request bodies on /mcp larger than maxBody bytes
+// (DefaultMaxBodyBytes when <= 0) answer 413 without reaching mcp-go, which
+// reads whole bodies into memory.
+func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Logger, maxBody int64) http.Handler {
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodyBytes
+	}
 	mcpHTTP := server.NewStreamableHTTPServer(m,
 		server.WithStateLess(true),
 		server.WithStreamableHTTPLogger(logger),
@@ -70,9 +85,9 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		}),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHTTP)
+	mux.Handle("/mcp", limitBody(mcpHTTP, maxBody))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": HealthName, "version": version.Version})
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		backends := clients.Health(r.Context(), time.Second)
@@ -87,19 +102,85 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 	return mux
 }
 
+// limitBody caps request bodies at max bytes (http.MaxBytesReader). A POST
+// body is read here, so that an oversized one answers 413 with a JSON-RPC
+// error whether or not it declared its length, instead of mcp-go's
+// generic parse error.
+func limitBody(h http.Handler, max int64) http.Handler {
+	tooLarge := func(w http.ResponseWriter) {
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{
+			"jsonrpc": "2.0",
+			"id":      nil,
+			"error": map[string]any{
+				"code":    -32600,
+				"message": fmt.Sprintf("request body exceeds %d bytes", max),
+			},
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			tooLarge(w)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					tooLarge(w)
+					return
+				}
+				http.Error(w, "reading the request body failed", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// ServerTimeouts bound how long the HTTP server waits on a client.
+type ServerTimeouts struct {
+	// Read is the most time reading a whole request, body included.
+	Read time.Duration
+	// Idle is how long a keep-alive connection waits for the next request.
+	Idle time.Duration
+}
+
 // ServeHTTP listens on addr until ctx ends, then shuts down gracefully.
-func ServeHTTP(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+// Zero timeouts take 30 s (read) and 120 s (idle). There is no write
+// timeout: a tool call's answer may stream for as long as its backends take.
+func ServeHTTP(ctx context.Context, addr string, h http.Handler, to ServerTimeouts, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, ln, newServer(h, to), logger)
+}
+
+func newServer(h http.Handler, to ServerTimeouts) *http.Server {
+	if to.Read <= 0 {
+		to.Read = 30 * time.Second
+	}
+	if to.Idle <= 0 {
+		to.Idle = 120 * time.Second
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, to.Read),
+		ReadTimeout:       to.Read,
+		IdleTimeout:       to.Idle,
+	}
+}
+
+func serve(ctx context.Context, ln net.Listener, srv *http.Server, logger *slog.Logger) error {
 	logger.Info("serving MCP over streamable HTTP", "addr", ln.Addr().String(), "endpoint", "/mcp")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

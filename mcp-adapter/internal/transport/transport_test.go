@@ -16,6 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/version"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/testfake"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
@@ -52,7 +54,7 @@ func newHTTP(t *testing.T) (*httptest.Server, *testfake.Env) {
 		Clients: env.Clients, Key: tools.APIKeyFromContext, KeyHint: transport.HTTPKeyHint,
 		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true, Logger: logger,
 	})
-	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger))
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 0))
 	t.Cleanup(srv.Close)
 	return srv, env
 }
@@ -119,6 +121,8 @@ func TestHealthEndpoints(t *testing.T) {
 	code, body := get("/healthz")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "ok", body["status"])
+	require.Equal(t, transport.HealthName, body["name"])
+	require.Equal(t, version.Version, body["version"])
 	code, body = get("/readyz")
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	env.Stop("vendorgraph")
@@ -169,4 +173,61 @@ func blockUntilClosed(t *testing.T) io.Reader {
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pw.Close() })
 	return pr
+}
+
+// TestBodyLimit: an oversized /mcp body answers 413, whether it declares
+// its length or is chunked, and the server goes on serving.
+func TestBodyLimit(t *testing.T) {
+	srv, _ := newHTTP(t)
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 2<<20) + `"}}`
+	post := func(body io.Reader, length int64) (int, map[string]any) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", body)
+		require.NoError(t, err)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, out := post(strings.NewReader(big), int64(len(big)))
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+	require.Contains(t, out["error"].(map[string]any)["message"], "exceeds 1048576 bytes")
+	// Chunked: no Content-Length to reject up front.
+	code, _ = post(io.MultiReader(strings.NewReader(big)), -1)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+
+	// Still serving, and a body under the limit reaches the MCP server.
+	env := call(t, srv.URL, map[string]string{"X-API-Key": testfake.KeyGood}, tools.ToolSemanticSearch,
+		map[string]any{"query": strings.Repeat("incident ", 40), "response_mode": "ids_only"})
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	code, _ = post(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), -1)
+	require.Equal(t, http.StatusOK, code)
+}
+
+func TestBodyLimitConfigurable(t *testing.T) {
+	env := testfake.Start(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := tools.New(tools.Options{Clients: env.Clients, Key: tools.APIKeyFromContext, Logger: logger})
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 100))
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 100) + `"}}`
+	resp, err := http.Post(srv.URL+"/mcp", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+}
+
+func TestServerTimeouts(t *testing.T) {
+	srv := transport.NewServer(http.NotFoundHandler(), transport.ServerTimeouts{})
+	require.Equal(t, 30*time.Second, srv.ReadTimeout)
+	require.Equal(t, 120*time.Second, srv.IdleTimeout)
+	require.Equal(t, 10*time.Second, srv.ReadHeaderTimeout)
+	srv = transport.NewServer(http.NotFoundHandler(), transport.ServerTimeouts{Read: 2 * time.Second, Idle: time.Minute})
+	require.Equal(t, 2*time.Second, srv.ReadTimeout)
+	require.Equal(t, 2*time.Second, srv.ReadHeaderTimeout)
+	require.Equal(t, time.Minute, srv.IdleTimeout)
 }

@@ -28,8 +28,9 @@ type Thresholds struct {
 	// WarnRatio is the share of MaxTokens above which TOKEN_LIMIT_WARNING
 	// fires (TOKEN_WARNING_THRESHOLD).
 	WarnRatio float64
-	// LowQuality is the fused score every result must be under for
-	// LOW_QUALITY_RESULTS (LOW_QUALITY_THRESHOLD).
+	// LowQuality is the bound under which both the top result's
+	// similarity score and its query-term coverage must fall, on a first
+	// page, for LOW_QUALITY_RESULTS (LOW_QUALITY_THRESHOLD).
 	LowQuality float64
 	// CacheMissSlow is the backend time above which a cache miss is
 	// reported (CACHE_MISS_SLOW_THRESHOLD).
@@ -71,11 +72,13 @@ func NewCacheMissSlow(elapsed time.Duration) envelope.Warning {
 		"The ranking is now cached: further pages and repeats of this query will be fast.")
 }
 
-// NewLowQualityResults reports a page where no result reaches the quality
-// threshold.
-func NewLowQualityResults(best, threshold float64) envelope.Warning {
+// NewLowQualityResults reports a first page whose top result is neither
+// semantically close (similarity below the threshold) nor a good keyword
+// match (covers less than the threshold's share of the query terms).
+func NewLowQualityResults(similarity, coverage, threshold float64) envelope.Warning {
 	return w(envelope.LevelInfo, LowQualityResults,
-		fmt.Sprintf("No high-confidence results: the best hybrid score is %.2f, below %.2f", best, threshold),
+		fmt.Sprintf("No high-confidence results: the top result's similarity score is %.2f and it matches %.0f%% of the query terms, both below %.2f",
+			similarity, coverage*100, threshold),
 		"Try different keywords, more specific terms, or the exact names used in the documents.")
 }
 

@@ -20,7 +20,7 @@ func TestWarnings(t *testing.T) {
 		{warnings.NewTokenLimitWarning(12500, 15000, "s"), envelope.LevelWarning, "TOKEN_LIMIT_WARNING", "Response approaching context window limit (12500/15000 tokens)"},
 		{warnings.NewTokenLimitExceeded(25000, 15000, "s"), envelope.LevelError, "TOKEN_LIMIT_EXCEEDED", "Response would use 25000 tokens, limit is 15000"},
 		{warnings.NewCacheMissSlow(456 * time.Millisecond), envelope.LevelInfo, "CACHE_MISS_SLOW", "Cache miss resulted in slower response (456ms)"},
-		{warnings.NewLowQualityResults(0.42, 0.5), envelope.LevelInfo, "LOW_QUALITY_RESULTS", "No high-confidence results: the best hybrid score is 0.42, below 0.50"},
+		{warnings.NewLowQualityResults(0.42, 0.25, 0.5), envelope.LevelInfo, "LOW_QUALITY_RESULTS", "No high-confidence results: the top result's similarity score is 0.42 and it matches 25% of the query terms, both below 0.50"},
 		{warnings.NewPartialResults("m", "s"), envelope.LevelWarning, "PARTIAL_RESULTS", "m"},
 		{warnings.NewDeprecatedParameter("top_k", "page_size"), envelope.LevelWarning, "DEPRECATED_PARAMETER", "Parameter 'top_k' is deprecated and was ignored because 'page_size' was also given"},
 		{warnings.NewRateLimiterDegraded(), envelope.LevelWarning, "RATE_LIMITER_DEGRADED", ""},

@@ -1,0 +1,4 @@
+package transport
+
+// NewServer exposes newServer to the tests.
+var NewServer = newServer
