@@ -57,6 +57,9 @@ type SearchOptions struct {
 	K int
 	// Category, when non-empty, keeps only chunks of that category.
 	Category string
+	// Categories, when non-empty, keeps only chunks of these categories
+	// (with Category, of any of them).
+	Categories []string
 }
 
 // ErrExists is returned by Add when the chunk id is already indexed.
@@ -193,6 +196,21 @@ func (ix *Index) ReplaceBatch(docs []Doc) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, d := range docs {
+		ix.removeLocked(d.ChunkID)
+		ix.addLocked(d)
+	}
+	ix.maybeCompactLocked()
+}
+
+// Update removes chunks and upserts others under one lock, so no search
+// sees a document between losing its old chunks and gaining its new ones.
+func (ix *Index) Update(remove []int64, upsert []Doc) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, id := range remove {
+		ix.removeLocked(id)
+	}
+	for _, d := range upsert {
 		ix.removeLocked(d.ChunkID)
 		ix.addLocked(d)
 	}
@@ -391,14 +409,34 @@ func (ix *Index) Search(terms []string, opts SearchOptions) []Hit {
 	if ix.live == 0 || len(terms) == 0 {
 		return nil
 	}
-	catFilter := opts.Category != ""
-	var wantCat uint32
-	if catFilter {
-		id, ok := ix.catIDs[opts.Category]
-		if !ok {
-			return nil
+	// One read lock covers the whole filtered search, so a multi-category
+	// query sees one state of the index.
+	wanted := opts.Categories
+	if opts.Category != "" {
+		wanted = append([]string{opts.Category}, wanted...)
+	}
+	catFilter := len(wanted) > 0
+	var wantCats []uint32
+	for _, c := range wanted {
+		if id, ok := ix.catIDs[c]; ok {
+			wantCats = append(wantCats, id)
 		}
-		wantCat = id
+	}
+	if catFilter && len(wantCats) == 0 {
+		return nil
+	}
+	// first short-cuts the common one-category filter in the posting loop.
+	var first uint32
+	if len(wantCats) > 0 {
+		first = wantCats[0]
+	}
+	wantCat := func(c uint32) bool {
+		for _, w := range wantCats {
+			if w == c {
+				return true
+			}
+		}
+		return false
 	}
 
 	// Distinct query terms with their multiplicity, in query order.
@@ -458,7 +496,7 @@ outer:
 		pl := &ix.postings[q.id]
 		tfs := pl.tfs[:len(pl.docs)]
 		for i, ord := range pl.docs {
-			if !alive[ord] || (catFilter && cats[ord] != wantCat) {
+			if !alive[ord] || (catFilter && (cats[ord] != first || len(wantCats) > 1) && !wantCat(cats[ord])) {
 				continue
 			}
 			tf := float32(tfs[i])

@@ -217,3 +217,32 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+func TestSearchSeveralCategoriesAndAtomicUpdate(t *testing.T) {
+	ix := New(DefaultParams())
+	ix.ReplaceBatch([]Doc{
+		{ChunkID: 1, Category: "a", Terms: []string{"wombat", "census"}},
+		{ChunkID: 2, Category: "b", Terms: []string{"wombat"}},
+		{ChunkID: 3, Category: "c", Terms: []string{"wombat", "wombat"}},
+	})
+	ids := func(hits []Hit) []int64 {
+		out := []int64{}
+		for _, h := range hits {
+			out = append(out, h.ChunkID)
+		}
+		return out
+	}
+	all := ids(ix.Search([]string{"wombat"}, SearchOptions{K: 10}))
+	require.ElementsMatch(t, []int64{1, 2, 3}, all)
+	require.ElementsMatch(t, []int64{1, 3}, ids(ix.Search([]string{"wombat"}, SearchOptions{K: 10, Categories: []string{"a", "c"}})))
+	require.ElementsMatch(t, []int64{2}, ids(ix.Search([]string{"wombat"}, SearchOptions{K: 10, Category: "b", Categories: []string{"zzz"}})))
+	require.Empty(t, ix.Search([]string{"wombat"}, SearchOptions{K: 10, Categories: []string{"zzz"}}))
+
+	// Replace chunk 1 by chunk 4 in one step: afterwards only the new one
+	// exists, and the collection statistics count it once.
+	ix.Update([]int64{1}, []Doc{{ChunkID: 4, Category: "a", Terms: []string{"census"}}})
+	require.False(t, ix.Contains(1))
+	require.True(t, ix.Contains(4))
+	require.Equal(t, 3, ix.Len())
+	require.Equal(t, []int64{4}, ids(ix.Search([]string{"census"}, SearchOptions{K: 10})))
+}

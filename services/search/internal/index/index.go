@@ -11,7 +11,6 @@ package index
 import (
 	"encoding/binary"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -136,9 +135,6 @@ func (ix *Index) Apply(b *Batch) {
 	for id := range docs {
 		drop(id)
 	}
-	if len(remove) > 0 {
-		ix.bm.RemoveBatch(remove)
-	}
 	for id, d := range docs {
 		ix.docs[id] = d
 		ix.incCat(d.Category)
@@ -147,7 +143,9 @@ func (ix *Index) Apply(b *Batch) {
 		ix.chunks[c.ID] = c
 		ix.textBytes += int64(len(c.Text) + len(c.Header))
 	}
-	ix.bm.ReplaceBatch(bdocs)
+	// Old and new chunks swap under one BM25 lock: a document is never seen
+	// half replaced.
+	ix.bm.Update(remove, bdocs)
 	if b.Generation > ix.generation {
 		ix.generation = b.Generation
 	}
@@ -232,29 +230,7 @@ func (ix *Index) Chunks(ids []int64) []*Chunk {
 // SearchBM25 returns the top k chunks for the analyzed query terms,
 // restricted to the given stored categories (all when empty).
 func (ix *Index) SearchBM25(terms []string, categories []string, k int) []bm25.Hit {
-	if len(categories) <= 1 {
-		cat := ""
-		if len(categories) == 1 {
-			cat = categories[0]
-		}
-		return ix.bm.Search(terms, bm25.SearchOptions{K: k, Category: cat})
-	}
-	// Scores are global (one collection), so per-category top-k lists merge
-	// exactly.
-	var all []bm25.Hit
-	for _, c := range categories {
-		all = append(all, ix.bm.Search(terms, bm25.SearchOptions{K: k, Category: c})...)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Score != all[j].Score {
-			return all[i].Score > all[j].Score
-		}
-		return all[i].ChunkID < all[j].ChunkID
-	})
-	if len(all) > k {
-		all = all[:k]
-	}
-	return all
+	return ix.bm.Search(terms, bm25.SearchOptions{K: k, Categories: categories})
 }
 
 // MatchedTerms returns which of the analyzed query terms occur in a chunk.
