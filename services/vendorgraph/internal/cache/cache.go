@@ -5,6 +5,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -156,8 +157,22 @@ func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channel, s
 	// Anything committed before LISTEN took effect was not announced to us.
 	c.setLive(true)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		// Wake up now and then to ping: a connection that died silently
+		// (a dropped route, a failed-over database) would otherwise leave
+		// the cache live while other replicas' imports go unannounced.
+		waitCtx, cancel := context.WithTimeout(ctx, listenerPing)
+		n, err := conn.WaitForNotification(waitCtx)
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				pingCtx, cancelPing := context.WithTimeout(ctx, 5*time.Second)
+				err = conn.Ping(pingCtx)
+				cancelPing()
+				if err == nil {
+					continue
+				}
+				return true, fmt.Errorf("ping listener connection: %w", err)
+			}
 			return true, fmt.Errorf("wait for notification: %w", err)
 		}
 		if self == "" || n.Payload != self {
@@ -165,3 +180,6 @@ func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channel, s
 		}
 	}
 }
+
+// listenerPing is how often an idle listener checks its connection.
+const listenerPing = 30 * time.Second
