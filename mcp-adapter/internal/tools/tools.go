@@ -6,6 +6,7 @@ package tools
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -237,13 +238,17 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		err error
 	}
 	ch := make(chan result, 1)
-	if call != nil {
+	// A key that cannot be a BMCIS key is certain to be refused: check it
+	// first, so garbage keys cost the backends nothing.
+	early := call != nil && wellFormedKey(key)
+	switch {
+	case call == nil:
+		ch <- result{}
+	case early:
 		go func() {
 			v, err := call(bctx)
 			ch <- result{v, err}
 		}()
-	} else {
-		ch <- result{}
 	}
 	resp, err := s.clients.Check(ctx, key, op)
 	if err != nil {
@@ -258,8 +263,31 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		cancel()
 		return zero, authInfo{}, s.denial(resp), nil
 	}
+	if call != nil && !early {
+		v, err := call(ctx)
+		return v, authInfo{degraded: resp.GetLimiterDegraded()}, nil, err
+	}
 	r := <-ch
 	return r.v, authInfo{degraded: resp.GetLimiterDegraded()}, nil, r.err
+}
+
+// wellFormedKey reports whether key has the shape of a BMCIS API key,
+// bmcis_<key id>_<secret> in lowercase letters and digits (docs/AUTH.md).
+func wellFormedKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, "bmcis_")
+	if !ok {
+		return false
+	}
+	id, secret, ok := strings.Cut(rest, "_")
+	if !ok || len(id) < 8 || len(secret) < 16 {
+		return false
+	}
+	for _, r := range id + secret {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) denial(resp *authv1.CheckResponse) *apierr.Error {
