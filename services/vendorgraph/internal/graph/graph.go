@@ -29,6 +29,12 @@ const MaxNeighbourhood = 20000
 // ErrTooLarge means a depth-2 neighbourhood exceeds MaxNeighbourhood.
 var ErrTooLarge = errors.New("neighbourhood too large")
 
+// querier is what a read needs of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // Store runs the graph's read queries.
 type Store struct {
 	pool *pgxpool.Pool
@@ -173,13 +179,21 @@ func (s *Store) Neighbourhood(ctx context.Context, v Vendor, depth int) (*Neighb
 	var strength map[UUID]float64
 	var entitiesSQL, edgesSQL string
 	var arg any
+	// Every read of one neighbourhood sees one snapshot, so an import that
+	// commits meanwhile never splits it (entities without their edges).
+	var q querier = s.pool
 	if depth >= 2 {
+		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return nil, fmt.Errorf("begin neighbourhood read: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		q = tx
 		// Two hops need the first hop's strengths to find the second.
-		var err error
-		if strength, err = s.directStrength(ctx, v.ID); err != nil {
+		if strength, err = directStrength(ctx, q, v.ID); err != nil {
 			return nil, err
 		}
-		if err := s.addSecondHop(ctx, v.ID, strength); err != nil {
+		if err := addSecondHop(ctx, q, v.ID, strength); err != nil {
 			return nil, err
 		}
 		ids := make([]UUID, 0, len(strength)+1)
@@ -200,6 +214,10 @@ func (s *Store) Neighbourhood(ctx context.Context, v Vendor, depth int) (*Neighb
 
 	n := &Neighbourhood{EntityTypes: map[string]int32{}, EdgeTypes: map[string]int32{}, LastUpdated: v.UpdatedAt}
 	batch := &pgx.Batch{}
+	if depth < 2 {
+		// One round trip still: the transaction travels in the batch.
+		batch.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+	}
 	batch.Queue(entitiesSQL, arg).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var nd Node
@@ -235,7 +253,10 @@ func (s *Store) Neighbourhood(ctx context.Context, v Vendor, depth int) (*Neighb
 		}
 		return rows.Err()
 	})
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	if depth < 2 {
+		batch.Queue("COMMIT")
+	}
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("load neighbourhood: %w", err)
 	}
 	if strength == nil {
@@ -335,8 +356,8 @@ func compareUUID(a, b UUID) int { return slices.Compare(a[:], b[:]) }
 
 // directStrength returns the one-hop strengths (see Neighbourhood), for
 // the depth-2 path, which needs them before it knows the members.
-func (s *Store) directStrength(ctx context.Context, vendor UUID) (map[UUID]float64, error) {
-	rows, err := s.pool.Query(ctx, `
+func directStrength(ctx context.Context, q querier, vendor UUID) (map[UUID]float64, error) {
+	rows, err := q.Query(ctx, `
 		SELECT source_id, target_id, confidence FROM relationships WHERE source_id = $1 OR target_id = $1`, vendor)
 	if err != nil {
 		return nil, fmt.Errorf("load vendor relationships: %w", err)
@@ -356,12 +377,12 @@ func (s *Store) directStrength(ctx context.Context, vendor UUID) (map[UUID]float
 }
 
 // addSecondHop adds the entities two hops from the vendor to strength.
-func (s *Store) addSecondHop(ctx context.Context, vendor UUID, strength map[UUID]float64) error {
+func addSecondHop(ctx context.Context, q querier, vendor UUID, strength map[UUID]float64) error {
 	first := make([]UUID, 0, len(strength))
 	for id := range strength {
 		first = append(first, id)
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		SELECT source_id, target_id, confidence FROM relationships
 		WHERE source_id = ANY($1::uuid[]) OR target_id = ANY($1::uuid[])`, first)
 	if err != nil {
