@@ -416,27 +416,19 @@ func (ix *Index) Search(terms []string, opts SearchOptions) []Hit {
 		wanted = append([]string{opts.Category}, wanted...)
 	}
 	catFilter := len(wanted) > 0
-	var wantCats []uint32
-	for _, c := range wanted {
-		if id, ok := ix.catIDs[c]; ok {
-			wantCats = append(wantCats, id)
-		}
-	}
-	if catFilter && len(wantCats) == 0 {
-		return nil
-	}
-	// first short-cuts the common one-category filter in the posting loop.
-	var first uint32
-	if len(wantCats) > 0 {
-		first = wantCats[0]
-	}
-	wantCat := func(c uint32) bool {
-		for _, w := range wantCats {
-			if w == c {
-				return true
+	// Category ids are dense, so membership is one slice load per posting.
+	var wantCat []bool
+	if catFilter {
+		wantCat = make([]bool, len(ix.catNames))
+		found := false
+		for _, c := range wanted {
+			if id, ok := ix.catIDs[c]; ok {
+				wantCat[id], found = true, true
 			}
 		}
-		return false
+		if !found {
+			return nil
+		}
 	}
 
 	// Distinct query terms with their multiplicity, in query order.
@@ -496,7 +488,7 @@ outer:
 		pl := &ix.postings[q.id]
 		tfs := pl.tfs[:len(pl.docs)]
 		for i, ord := range pl.docs {
-			if !alive[ord] || (catFilter && (cats[ord] != first || len(wantCats) > 1) && !wantCat(cats[ord])) {
+			if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
 				continue
 			}
 			tf := float32(tfs[i])
