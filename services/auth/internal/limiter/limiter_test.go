@@ -210,10 +210,12 @@ func TestBackendsAgree(t *testing.T) {
 		{Minute: 3, Hour: 17, Day: 101},
 		{Minute: 100, Hour: 1_000, Day: 10_000},
 		{Minute: 7, Hour: 13, Day: 10_000},
+		// Large enough that window × limit passes 2^53: exact only in int64.
+		{Minute: 1_000_000, Hour: 10_000_000, Day: 100_000_000},
 	}
-	for i := range 3_000 {
-		k := "k" + string(rune('0'+i%3))
-		lim := lims[i%3]
+	for i := range 4_000 {
+		k := "k" + string(rune('0'+i%4))
+		lim := lims[i%4]
 		dm := allow(t, mem, k, lim)
 		dr := allow(t, red, k, lim)
 		require.Equal(t, dm, dr, "call %d", i)
