@@ -205,11 +205,11 @@ func (s *Server) waitApplied(ctx context.Context, gen int64) error {
 }
 
 func (s *Server) sweepLoop(ctx context.Context) {
-	// At start: finish whatever a crashed or interrupted ingestion left. It
-	// trains only when no stream has begun meanwhile: a stream trains on its
-	// whole corpus when it ends, and training here would fix the model on the
-	// first few documents it wrote.
-	s.sweep(ctx, embedding.SweepOptions{Wait: false, Train: s.ingesting.Load() == 0, Bulk: true})
+	// At start: embed whatever a crashed or interrupted ingestion left, with
+	// the active model. It never trains: a stream starting now would have the
+	// model fixed on the first few documents it wrote. Training happens when
+	// an ingestion stream ends (on everything stored) or on `bmcisctl reindex`.
+	s.sweep(ctx, embedding.SweepOptions{Wait: false, Train: false, Bulk: true})
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {
