@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -134,10 +135,27 @@ func IsUnavailable(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
+// ReasonUnavailable is the ErrorInfo reason on every UNAVAILABLE caused by
+// the database, so callers (the MCP adapter's DB_CONNECTION) need not read
+// messages.
+const ReasonUnavailable = "DATABASE_UNAVAILABLE"
+
+// ErrorDomain is the ErrorInfo domain of database errors.
+const ErrorDomain = "db.bmcis"
+
+// unavailable builds the UNAVAILABLE status with its typed reason.
+func unavailable(msg string) *status.Status {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonUnavailable, Domain: ErrorDomain}); err == nil {
+		return d
+	}
+	return st
+}
+
 // ClassifyError maps a lost database to UNAVAILABLE for grpcserver.WithClassifier.
 func ClassifyError(err error) (*status.Status, bool) {
 	if IsUnavailable(err) {
-		return status.New(codes.Unavailable, "database unavailable; retry shortly"), true
+		return unavailable("database unavailable; retry shortly"), true
 	}
 	return nil, false
 }
@@ -155,10 +173,10 @@ func CallError(parent context.Context, err error) error {
 		return nil
 	}
 	if parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return status.Error(codes.Unavailable, "database did not answer in time; retry shortly")
+		return unavailable("database did not answer in time; retry shortly").Err()
 	}
 	if IsUnavailable(err) {
-		return status.Error(codes.Unavailable, "database unavailable; retry shortly")
+		return unavailable("database unavailable; retry shortly").Err()
 	}
 	return err
 }

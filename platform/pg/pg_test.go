@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -102,4 +103,11 @@ func TestCallError(t *testing.T) {
 		})
 	}
 	require.NoError(t, pg.CallError(live, nil))
+
+	// The database cause travels as a typed reason, not only as words.
+	st := status.Convert(pg.CallError(live, io.ErrUnexpectedEOF))
+	require.Len(t, st.Details(), 1)
+	info, ok := st.Details()[0].(*errdetails.ErrorInfo)
+	require.True(t, ok)
+	require.Equal(t, pg.ReasonUnavailable, info.GetReason())
 }

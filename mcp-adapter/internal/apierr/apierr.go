@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -248,7 +249,7 @@ func FromBackend(svc Service, err error) *Error {
 	msg := st.Message()
 	switch st.Code() {
 	case codes.Unavailable:
-		if strings.Contains(strings.ToLower(msg), "database") {
+		if databaseCause(st) {
 			return dbConnection(svc)
 		}
 		return NewServiceUnavailable(string(svc), "it cannot be reached", true)
@@ -302,4 +303,16 @@ func dbConnection(svc Service) *Error {
 	e := newErr(DBConnection, true, msg, "Retry after 5 seconds, with exponential backoff.")
 	e.Details = map[string]any{"service": string(svc)}
 	return e
+}
+
+// databaseCause reports whether an UNAVAILABLE came from the service's
+// database: the typed reason the services attach (platform/pg), or, from an
+// older service, the word in the message.
+func databaseCause(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "DATABASE_UNAVAILABLE" {
+			return true
+		}
+	}
+	return strings.Contains(strings.ToLower(st.Message()), "database")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,4 +77,11 @@ func TestEnvelopeMember(t *testing.T) {
 	require.Equal(t, []string{}, e.Suggestions)
 	require.NotNil(t, apierr.NewServiceUnavailable("x", "y", true).Envelope().Details)
 	require.Len(t, apierr.AllCodes, 13)
+}
+
+func TestDatabaseCauseIsTyped(t *testing.T) {
+	st, err := status.New(codes.Unavailable, "try later").WithDetails(&errdetails.ErrorInfo{Reason: "DATABASE_UNAVAILABLE", Domain: "db.bmcis"})
+	require.NoError(t, err)
+	require.Equal(t, apierr.DBConnection, apierr.FromBackend(apierr.Search, st.Err()).Code)
+	require.Equal(t, apierr.ServiceUnavailable, apierr.FromBackend(apierr.Search, status.Error(codes.Unavailable, "try later")).Code)
 }
