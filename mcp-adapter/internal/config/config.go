@@ -132,8 +132,7 @@ func Load(env *config.Reader) Config {
 		Desktop:        env.Bool(EnvDesktop, true),
 		ValidateOutput: env.Bool(EnvValidateOutput, false),
 	}
-	mode := env.Enum(EnvDefaultResponseMode, string(projection.Metadata),
-		string(projection.IDsOnly), string(projection.Metadata), string(projection.Preview), string(projection.Full))
+	mode := env.Enum(EnvDefaultResponseMode, string(projection.Metadata), projection.Names()...)
 	c.DefaultResponseMode = projection.Mode(mode)
 
 	c.Signals = signals.Config{

@@ -42,6 +42,58 @@ func (o Object) Keys() []string {
 	return keys
 }
 
+// Str returns the non-empty string value of key (a string, Text or
+// *string).
+func (o Object) Str(key string) (string, bool) {
+	v, _ := o.Get(key)
+	switch x := v.(type) {
+	case string:
+		return x, x != ""
+	case Text:
+		return x.S, x.S != ""
+	case *string:
+		if x != nil {
+			return *x, *x != ""
+		}
+	}
+	return "", false
+}
+
+// Int returns the integer value of key.
+func (o Object) Int(key string) (int, bool) {
+	v, _ := o.Get(key)
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case int32:
+		return int(x), true
+	}
+	return 0, false
+}
+
+// Float returns the float64 value of key.
+func (o Object) Float(key string) (float64, bool) {
+	v, _ := o.Get(key)
+	f, ok := v.(float64)
+	return f, ok
+}
+
+// Object returns the object value of key.
+func (o Object) Object(key string) (Object, bool) {
+	v, _ := o.Get(key)
+	x, ok := v.(Object)
+	return x, ok
+}
+
+// Objects returns the list-of-objects value of key.
+func (o Object) Objects(key string) ([]Object, bool) {
+	v, _ := o.Get(key)
+	x, ok := v.([]Object)
+	return x, ok
+}
+
 // MarshalJSON encodes the members in order, without HTML escaping.
 func (o Object) MarshalJSON() ([]byte, error) {
 	return appendObject(make([]byte, 0, 64*len(o)+2), o)

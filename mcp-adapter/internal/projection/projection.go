@@ -16,91 +16,8 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 )
 
-// Mode is a progressive-disclosure level.
-type Mode string
-
-// Response modes.
-const (
-	IDsOnly  Mode = "ids_only"
-	Metadata Mode = "metadata"
-	Preview  Mode = "preview"
-	Full     Mode = "full"
-)
-
-// Modes lists the modes from lightest to richest.
-var Modes = []Mode{IDsOnly, Metadata, Preview, Full}
-
-// ParseMode accepts a mode name (case-insensitive, surrounding blanks
-// ignored); "" yields def.
-func ParseMode(s string, def Mode) (Mode, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if s == "" {
-		return def, true
-	}
-	for _, m := range Modes {
-		if string(m) == s {
-			return m, true
-		}
-	}
-	return "", false
-}
-
 // SnippetLength is the maximum length of chunk_snippet, in characters.
 const SnippetLength = 200
-
-// Field whitelists, in output order. Search modes follow the reference;
-// get_chunks uses the same fields without the scores, which a fetch by id
-// does not have.
-var (
-	searchFields = map[Mode][]string{
-		IDsOnly:  {"chunk_id", "hybrid_score", "rank"},
-		Metadata: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks"},
-		Preview: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks",
-			"chunk_snippet", "context_header"},
-		Full: {"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type",
-			"source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count"},
-	}
-	chunkFields = map[Mode][]string{
-		IDsOnly:  {"chunk_id"},
-		Metadata: {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks"},
-		Preview:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks", "chunk_snippet", "context_header"},
-		Full: {"chunk_id", "chunk_text", "source_file", "source_category", "context_header", "chunk_index",
-			"total_chunks", "chunk_token_count"},
-	}
-	vendorFields = map[Mode][]string{
-		IDsOnly:  {"vendor_name", "entity_ids", "relationship_ids"},
-		Metadata: {"vendor_name", "statistics", "top_entities", "last_updated"},
-		Preview:  {"vendor_name", "entities", "relationships", "statistics"},
-		Full:     {"vendor_name", "entities", "relationships", "statistics"},
-	}
-)
-
-// SearchFields returns the whitelist of a search mode, in output order.
-func SearchFields(m Mode) []string { return slices.Clone(searchFields[m]) }
-
-// ChunkFields returns the whitelist of a get_chunks mode, in output order.
-func ChunkFields(m Mode) []string { return slices.Clone(chunkFields[m]) }
-
-// VendorFields returns the whitelist of a vendor mode, in output order.
-func VendorFields(m Mode) []string { return slices.Clone(vendorFields[m]) }
-
-// AllSearchFields lists every field any search mode may return.
-func AllSearchFields() []string { return union(searchFields) }
-
-// AllChunkFields lists every field any get_chunks mode may return.
-func AllChunkFields() []string { return union(chunkFields) }
-
-func union(m map[Mode][]string) []string {
-	var out []string
-	for _, mode := range Modes {
-		for _, f := range m[mode] {
-			if !slices.Contains(out, f) {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
 
 // Select narrows a mode's whitelist to the requested fields. No request
 // (nil or empty) keeps the whole whitelist. Fields keep whitelist order and
@@ -150,63 +67,25 @@ func nullable(s string) any {
 	return s
 }
 
-func chunkValue(c model.Chunk, field string) (any, bool) {
-	switch field {
-	case "chunk_id":
-		return c.ChunkID, true
-	case "source_file":
-		return c.SourceFile, true
-	case "source_category":
-		return nullable(c.SourceCategory), true
-	case "chunk_index":
-		return c.ChunkIndex, true
-	case "total_chunks":
-		return c.TotalChunks, true
-	case "chunk_snippet":
-		return Snippet(c.ChunkText, SnippetLength), true
-	case "context_header":
-		return nullable(c.ContextHeader), true
-	case "chunk_text":
-		return envelope.Text{S: c.ChunkText, Tokens: c.ChunkTokenCount}, true
-	case "chunk_token_count":
-		return c.ChunkTokenCount, true
+// project reads fields from src.
+func project(src *Source, fields []string) envelope.Object {
+	o := make(envelope.Object, 0, len(fields)+3)
+	for _, name := range fields {
+		if f, ok := Lookup(name); ok {
+			o.Set(name, f.Value(src))
+		}
 	}
-	return nil, false
+	return o
 }
 
 // Hit projects a search hit onto fields (a Select result).
 func Hit(h model.Hit, fields []string) envelope.Object {
-	o := make(envelope.Object, 0, len(fields)+3)
-	for _, f := range fields {
-		switch f {
-		case "hybrid_score":
-			o.Set(f, Score(h.HybridScore))
-		case "rank":
-			o.Set(f, h.Rank)
-		case "similarity_score":
-			o.Set(f, Score(h.SimilarityScore))
-		case "bm25_score":
-			o.Set(f, Score(h.BM25Score))
-		case "score_type":
-			o.Set(f, string(h.ScoreType))
-		default:
-			if v, ok := chunkValue(h.Chunk, f); ok {
-				o.Set(f, v)
-			}
-		}
-	}
-	return o
+	return project(&Source{Hit: h}, fields)
 }
 
 // Chunk projects a chunk fetched by id onto fields (a Select result).
 func Chunk(c model.Chunk, fields []string) envelope.Object {
-	o := make(envelope.Object, 0, len(fields))
-	for _, f := range fields {
-		if v, ok := chunkValue(c, f); ok {
-			o.Set(f, v)
-		}
-	}
-	return o
+	return project(&Source{Hit: model.Hit{Chunk: c}}, fields)
 }
 
 // Snippet returns the first max characters of text, cut back to the last
@@ -258,66 +137,45 @@ func collapseSpace(s string) string {
 	return b.String()
 }
 
-// Vendor caps per mode: preview shows at most 5 entities and 5
-// relationships, full at most 100 and 500. ids_only lists the ids of what
-// full would return.
-var vendorCaps = map[Mode][2]int{
-	IDsOnly:  {100, 500},
-	Metadata: {5, 5},
-	Preview:  {5, 5},
-	Full:     {100, 500},
-}
-
-// VendorCaps returns the entity and relationship caps of a vendor mode.
-func VendorCaps(m Mode) (entities, relationships int) {
-	c := vendorCaps[m]
-	return c[0], c[1]
-}
-
-// Vendor projects a vendor neighbourhood onto a mode's whitelist. Entity
-// and relationship lists are cut to the mode's caps.
+// Vendor projects a vendor neighbourhood onto a mode's fields. Entity and
+// relationship lists are cut to the mode's caps.
 func Vendor(v model.Vendor, m Mode, includeRelationships bool) envelope.Object {
-	maxE, maxR := VendorCaps(m)
-	o := envelope.Object{}
-	for _, f := range vendorFields[m] {
-		switch f {
-		case "vendor_name":
-			o.Set(f, v.VendorName)
-		case "entity_ids":
-			o.Set(f, nonNilStrings(capList(v.EntityIDs, maxE)))
-		case "relationship_ids":
-			ids := []string{}
+	spec := Of(m)
+	return project(&Source{Vendor: v, Mode: spec, Relationships: includeRelationships}, spec.Fields[VendorResult])
+}
+
+// VendorUnits counts the entities and relationships (objects or ids) a
+// vendor answer in mode m lists: what trimming to the token budget cuts.
+func VendorUnits(v model.Vendor, m Mode, includeRelationships bool) (entities, relationships int) {
+	spec := Of(m)
+	for _, name := range spec.Fields[VendorResult] {
+		f, _ := Lookup(name)
+		switch {
+		case f.List == nil:
+		case f.List.Relationships:
 			if includeRelationships {
-				ids = nonNilStrings(capList(v.RelationshipIDs, maxR))
+				relationships += min(f.List.Len(v), spec.Caps.Relationships)
 			}
-			o.Set(f, ids)
-		case "statistics":
-			o.Set(f, Statistics(v.Statistics))
-		case "top_entities":
-			top := make([]envelope.Object, 0, len(v.TopEntities))
-			for _, e := range capList(v.TopEntities, 5) {
-				top = append(top, entity(e, false))
-			}
-			o.Set(f, top)
-		case "last_updated":
-			o.Set(f, timestamp(v.LastUpdated))
-		case "entities":
-			list := make([]envelope.Object, 0, min(len(v.Entities), maxE))
-			for _, e := range capList(v.Entities, maxE) {
-				list = append(list, entity(e, m == Full))
-			}
-			o.Set(f, list)
-		case "relationships":
-			list := []envelope.Object{}
-			if includeRelationships {
-				for _, r := range capList(v.Relationships, maxR) {
-					list = append(list, relationship(r, m == Full))
-				}
-			}
-			o.Set(f, list)
+		default:
+			entities += min(f.List.Len(v), spec.Caps.Entities)
 		}
 	}
-	return o
+	return entities, relationships
+}
+
+// VendorKeep cuts the lists mode m shows to e entities and r relationships.
+func VendorKeep(v model.Vendor, m Mode, e, r int) model.Vendor {
+	for _, name := range Of(m).Fields[VendorResult] {
+		f, _ := Lookup(name)
+		switch {
+		case f.List == nil:
+		case f.List.Relationships:
+			f.List.Cut(&v, r)
+		default:
+			f.List.Cut(&v, e)
+		}
+	}
+	return v
 }
 
 // Statistics projects vendor statistics.

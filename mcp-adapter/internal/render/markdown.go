@@ -2,11 +2,11 @@ package render
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 )
 
@@ -162,7 +162,7 @@ func writeNextPage(w writer, env *envelope.Envelope, view View) {
 // resultsEnd is the 1-based rank of the page's last result.
 func resultsEnd(env *envelope.Envelope) int {
 	if n := len(env.Results); n > 0 {
-		if r, ok := intField(env.Results[n-1], "rank"); ok {
+		if r, ok := env.Results[n-1].Int("rank"); ok {
 			return r
 		}
 	}
@@ -172,7 +172,7 @@ func resultsEnd(env *envelope.Envelope) int {
 func writeChunks(w writer, env *envelope.Envelope, view View) {
 	summary := []string{}
 	if p := env.Pagination; p != nil && len(env.Results) > 0 {
-		first, _ := intField(env.Results[0], "rank")
+		first, _ := env.Results[0].Int("rank")
 		last := resultsEnd(env)
 		if first > 0 && last > 0 {
 			summary = append(summary, fmt.Sprintf("Results %d-%d of %d", first, last, p.TotalAvailable))
@@ -202,74 +202,83 @@ func writeChunks(w writer, env *envelope.Envelope, view View) {
 	}
 }
 
+// placed collects what the field registry renders at each place for a
+// result, in registry order; the heading is the first non-empty Head.
+type placed struct {
+	head   string
+	facts  []string
+	lines  []string
+	blocks []string
+	body   []envelope.Text
+}
+
+func place(r envelope.Object) placed {
+	var p placed
+	for _, f := range projection.Registry() {
+		v, ok := r.Get(f.Name)
+		if !ok {
+			continue
+		}
+		for _, md := range f.Markdown {
+			if md.Place == projection.Body {
+				if t, ok := v.(envelope.Text); ok {
+					p.body = append(p.body, t)
+				}
+				continue
+			}
+			s := md.Text(r, v)
+			if s == "" {
+				continue
+			}
+			switch md.Place {
+			case projection.Head:
+				if p.head == "" {
+					p.head = s
+				}
+			case projection.Fact:
+				p.facts = append(p.facts, s)
+			case projection.Line:
+				p.lines = append(p.lines, s)
+			case projection.Block:
+				p.blocks = append(p.blocks, s)
+			}
+		}
+	}
+	return p
+}
+
 func writeChunk(w writer, i int, r envelope.Object) {
 	n := i + 1
-	if rank, ok := intField(r, "rank"); ok {
+	if rank, ok := r.Int("rank"); ok {
 		n = rank
 	}
-	head := ""
-	if sf, ok := stringField(r, "source_file"); ok {
-		head = "**" + sf + "**"
-	} else if id, ok := intField(r, "chunk_id"); ok {
-		head = "chunk " + strconv.Itoa(id)
-	}
-	var facts []string
-	if sf, _ := stringField(r, "source_file"); sf != "" {
-		if id, ok := intField(r, "chunk_id"); ok {
-			facts = append(facts, "id "+strconv.Itoa(id))
-		}
-	}
-	if idx, ok := intField(r, "chunk_index"); ok {
-		part := "part " + strconv.Itoa(idx+1)
-		if total, ok := intField(r, "total_chunks"); ok {
-			part += "/" + strconv.Itoa(total)
-		}
-		facts = append(facts, part)
-	}
-	if s, ok := floatField(r, "hybrid_score"); ok {
-		facts = append(facts, "score "+strconv.FormatFloat(s, 'f', 3, 64))
-	}
-	if s, ok := floatField(r, "similarity_score"); ok {
-		facts = append(facts, "semantic "+strconv.FormatFloat(s, 'f', 3, 64))
-	}
-	if s, ok := floatField(r, "bm25_score"); ok {
-		facts = append(facts, "keyword "+strconv.FormatFloat(s, 'f', 3, 64))
-	}
-	if c, ok := stringField(r, "source_category"); ok {
-		facts = append(facts, c)
-	}
-	if t, ok := intField(r, "chunk_token_count"); ok {
-		facts = append(facts, strconv.Itoa(t)+" tokens")
-	}
-	line := fmt.Sprintf("%d. %s", n, head)
-	if len(facts) > 0 {
-		if head != "" {
+	p := place(r)
+	line := fmt.Sprintf("%d. %s", n, p.head)
+	if len(p.facts) > 0 {
+		if p.head != "" {
 			line += " · "
 		}
-		line += strings.Join(facts, " · ")
+		line += strings.Join(p.facts, " · ")
 	}
 	w.text(secResults, line+"\n")
-	if h, ok := stringField(r, "context_header"); ok {
-		w.text(secResults, "   Section: "+h+"\n")
+	for _, l := range p.lines {
+		w.text(secResults, "   "+l+"\n")
 	}
-	if s, ok := stringField(r, "chunk_snippet"); ok {
-		w.text(secResults, "   > "+s+"\n")
-	}
-	if conf, ok := objectField(r, "confidence"); ok {
-		overall, _ := floatField(conf, "overall")
+	if conf, ok := r.Object("confidence"); ok {
+		overall, _ := conf.Float("overall")
 		w.text(secResults, fmt.Sprintf("   Confidence %.2f", overall))
-		if rk, ok := objectField(r, "ranking"); ok {
-			if ex, ok := stringField(rk, "explanation"); ok {
+		if rk, ok := r.Object("ranking"); ok {
+			if ex, ok := rk.Str("explanation"); ok {
 				w.text(secResults, " · "+ex)
 			}
 		}
 		w.text(secResults, "\n")
-	} else if rk, ok := objectField(r, "ranking"); ok {
-		if ex, ok := stringField(rk, "explanation"); ok {
+	} else if rk, ok := r.Object("ranking"); ok {
+		if ex, ok := rk.Str("explanation"); ok {
 			w.text(secResults, "   "+ex+"\n")
 		}
 	}
-	if d, ok := objectField(r, "deduplication"); ok {
+	if d, ok := r.Object("deduplication"); ok {
 		dup, _ := d.Get("is_duplicate")
 		ids, _ := d.Get("similar_chunk_ids")
 		if list, _ := ids.([]int64); len(list) > 0 || dup == true {
@@ -280,12 +289,10 @@ func writeChunk(w writer, i int, r envelope.Object) {
 			w.text(secResults, s+"\n")
 		}
 	}
-	if v, ok := r.Get("chunk_text"); ok {
-		if t, ok := v.(envelope.Text); ok {
-			w.text(secResults, "\n")
-			w.known(secResults, t.S, t.Tokens)
-			w.text(secResults, "\n\n---\n")
-		}
+	for _, t := range p.body {
+		w.text(secResults, "\n")
+		w.known(secResults, t.S, t.Tokens)
+		w.text(secResults, "\n\n---\n")
 	}
 }
 
@@ -294,104 +301,19 @@ func writeVendor(w writer, env *envelope.Envelope, view View) {
 		w.text(secResults, "No vendor data.\n")
 		return
 	}
-	v := env.Results[0]
-	name, _ := stringField(v, "vendor_name")
-	facts := []string{"**" + name + "**"}
+	p := place(env.Results[0])
+	facts := []string{p.head}
 	if view.Mode != "" {
 		facts = append(facts, view.Mode+" mode")
 	}
-	if lu, ok := stringField(v, "last_updated"); ok {
-		facts = append(facts, "updated "+lu)
-	}
+	facts = append(facts, p.facts...)
 	w.text(secResults, strings.Join(facts, " · ")+"\n\n")
-	if st, ok := objectField(v, "statistics"); ok {
-		ec, _ := intField(st, "entity_count")
-		rc, _ := intField(st, "relationship_count")
-		w.text(secResults, fmt.Sprintf("Entities: %d · Relationships: %d\n", ec, rc))
-		if d, ok := st.Get("entity_type_distribution"); ok {
-			w.text(secResults, "Entity types: "+distribution(d)+"\n")
-		}
-		if d, ok := st.Get("relationship_type_distribution"); ok {
-			w.text(secResults, "Relationship types: "+distribution(d)+"\n")
-		}
-		w.text(secResults, "\n")
+	for _, l := range p.lines {
+		w.text(secResults, l+"\n")
 	}
-	names := map[string]string{}
-	for _, key := range []string{"top_entities", "entities"} {
-		list, ok := objectsField(v, key)
-		if !ok {
-			continue
-		}
-		label := "Top entities"
-		if key == "entities" {
-			label = "Entities"
-		}
-		w.text(secResults, fmt.Sprintf("### %s (%d)\n", label, len(list)))
-		for _, e := range list {
-			id, _ := stringField(e, "entity_id")
-			en, _ := stringField(e, "name")
-			names[id] = en
-			typ, _ := stringField(e, "entity_type")
-			conf, _ := floatField(e, "confidence")
-			line := fmt.Sprintf("- **%s** (%s, confidence %.2f)", en, typ, conf)
-			if sn, ok := stringField(e, "snippet"); ok {
-				line += ": " + sn
-			}
-			w.text(secResults, line+"\n")
-		}
-		w.text(secResults, "\n")
+	for _, b := range p.blocks {
+		w.text(secResults, b)
 	}
-	if list, ok := objectsField(v, "relationships"); ok {
-		w.text(secResults, fmt.Sprintf("### Relationships (%d)\n", len(list)))
-		for _, r := range list {
-			src, _ := stringField(r, "source_id")
-			dst, _ := stringField(r, "target_id")
-			typ, _ := stringField(r, "relationship_type")
-			line := fmt.Sprintf("- %s %s %s", label(names, src), typ, label(names, dst))
-			if m, ok := objectField(r, "metadata"); ok {
-				if c, ok := floatField(m, "confidence"); ok {
-					line += fmt.Sprintf(" (confidence %.2f)", c)
-				}
-			}
-			w.text(secResults, line+"\n")
-		}
-		w.text(secResults, "\n")
-	}
-	for _, key := range []string{"entity_ids", "relationship_ids"} {
-		if v, ok := v.Get(key); ok {
-			ids, _ := v.([]string)
-			w.text(secResults, fmt.Sprintf("%s (%d): %s\n", key, len(ids), strings.Join(ids, ", ")))
-		}
-	}
-}
-
-func label(names map[string]string, id string) string {
-	if n := names[id]; n != "" {
-		return n
-	}
-	return "`" + id + "`"
-}
-
-func distribution(v any) string {
-	m, _ := v.(map[string]int)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		if m[a] != m[b] {
-			return m[b] - m[a]
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }
 
 func joinInts(ids []int64) string {
@@ -400,65 +322,4 @@ func joinInts(ids []int64) string {
 		parts[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(parts, ", ")
-}
-
-func stringField(o envelope.Object, key string) (string, bool) {
-	v, ok := o.Get(key)
-	if !ok {
-		return "", false
-	}
-	switch x := v.(type) {
-	case string:
-		return x, x != ""
-	case envelope.Text:
-		return x.S, x.S != ""
-	case *string:
-		if x != nil {
-			return *x, *x != ""
-		}
-	}
-	return "", false
-}
-
-func intField(o envelope.Object, key string) (int, bool) {
-	v, ok := o.Get(key)
-	if !ok {
-		return 0, false
-	}
-	switch x := v.(type) {
-	case int:
-		return x, true
-	case int64:
-		return int(x), true
-	case int32:
-		return int(x), true
-	}
-	return 0, false
-}
-
-func floatField(o envelope.Object, key string) (float64, bool) {
-	v, ok := o.Get(key)
-	if !ok {
-		return 0, false
-	}
-	f, ok := v.(float64)
-	return f, ok
-}
-
-func objectField(o envelope.Object, key string) (envelope.Object, bool) {
-	v, ok := o.Get(key)
-	if !ok {
-		return nil, false
-	}
-	x, ok := v.(envelope.Object)
-	return x, ok
-}
-
-func objectsField(o envelope.Object, key string) ([]envelope.Object, bool) {
-	v, ok := o.Get(key)
-	if !ok {
-		return nil, false
-	}
-	x, ok := v.([]envelope.Object)
-	return x, ok
 }

@@ -5,39 +5,30 @@ import (
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/jschema"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
 )
 
 // The output schemas describe the envelope every answer uses, errors and
-// needsInput answers included. They use only keywords that mean the same
-// in JSON Schema draft-07 and 2020-12 and no $ref or format, so any MCP
-// client's validator reads them alike.
+// needsInput answers included (jschema says which keywords they use). The
+// result fields' schemas come from the field registry in projection.
 
-type schema = map[string]any
+type schema = jschema.S
 
-func obj(props schema, required ...string) schema {
-	if required == nil {
-		required = []string{}
-	}
-	return schema{"type": "object", "properties": props, "required": required, "additionalProperties": false}
-}
+var (
+	obj      = jschema.Obj
+	str      = jschema.Str
+	nullStr  = jschema.NullStr
+	integer  = jschema.Int
+	boolean  = jschema.Bool
+	unit     = jschema.Unit
+	arrayOf  = jschema.Array
+	enum     = jschema.Enum
+	nullable = jschema.Nullable
+)
 
-func str() schema             { return schema{"type": "string"} }
-func nullStr() schema         { return schema{"type": []string{"string", "null"}} }
-func integer(min int) schema  { return schema{"type": "integer", "minimum": min} }
-func boolean() schema         { return schema{"type": "boolean"} }
-func number() schema          { return schema{"type": "number"} }
-func unit() schema            { return schema{"type": "number", "minimum": 0, "maximum": 1} }
-func arrayOf(s schema) schema { return schema{"type": "array", "items": s} }
-func enum(vals ...string) schema {
-	return schema{"type": "string", "enum": vals}
-}
-func nullable(s schema) schema { return schema{"anyOf": []any{s, schema{"type": "null"}}} }
-
-const timestampPattern = `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
-
-func timestamp() schema { return schema{"type": "string", "pattern": timestampPattern} }
+func timestamp() schema { return jschema.Timestamp() }
 
 func metadataSchema() schema {
 	return obj(schema{
@@ -157,38 +148,15 @@ func envelopeSchema(result schema) schema {
 	}, "_metadata", "results", "pagination", "execution_context", "warnings")
 }
 
-// chunkFieldSchemas types every chunk and search result field.
-func chunkFieldSchemas() schema {
-	return schema{
-		"chunk_id":          integer(0),
-		"hybrid_score":      unit(),
-		"rank":              integer(1),
-		"source_file":       str(),
-		"source_category":   nullStr(),
-		"chunk_index":       integer(0),
-		"total_chunks":      integer(0),
-		"chunk_snippet":     str(),
-		"context_header":    nullStr(),
-		"chunk_text":        str(),
-		"similarity_score":  unit(),
-		"bm25_score":        unit(),
-		"score_type":        enum("hybrid", "bm25", "vector"),
-		"chunk_token_count": integer(0),
-	}
-}
-
 func searchResultSchema() schema {
-	props := schema{}
-	for _, f := range projection.AllSearchFields() {
-		props[f] = chunkFieldSchemas()[f]
-	}
+	props := projection.Properties(projection.AllSearchFields())
 	props["confidence"] = obj(schema{
 		"score_reliability": unit(), "source_quality": unit(), "recency": unit(), "overall": unit(),
 	}, "score_reliability", "source_quality", "recency", "overall")
 	props["ranking"] = obj(schema{
 		"percentile":   schema{"type": "integer", "minimum": 0, "maximum": 100},
 		"explanation":  str(),
-		"score_method": enum("hybrid", "bm25", "vector"),
+		"score_method": enum(projection.ScoreMethods()...),
 	}, "percentile", "explanation", "score_method")
 	props["deduplication"] = obj(schema{
 		"is_duplicate":      boolean(),
@@ -199,47 +167,12 @@ func searchResultSchema() schema {
 }
 
 func chunkResultSchema() schema {
-	props := schema{}
-	for _, f := range projection.AllChunkFields() {
-		props[f] = chunkFieldSchemas()[f]
-	}
-	return obj(props)
+	return obj(projection.Properties(projection.AllChunkFields()))
 }
 
 func vendorResultSchema() schema {
-	entity := obj(schema{
-		"entity_id":   str(),
-		"name":        str(),
-		"entity_type": str(),
-		"confidence":  unit(),
-		"snippet":     nullStr(),
-	}, "entity_id", "name", "entity_type", "confidence", "snippet")
-	relationship := obj(schema{
-		"relationship_id":   str(),
-		"source_id":         str(),
-		"target_id":         str(),
-		"relationship_type": str(),
-		"metadata": nullable(obj(schema{
-			"confidence":            unit(),
-			"relationship_metadata": schema{"type": "object"},
-		}, "confidence", "relationship_metadata")),
-	}, "relationship_id", "source_id", "target_id", "relationship_type", "metadata")
-	distribution := schema{"type": "object", "additionalProperties": integer(0)}
-	return obj(schema{
-		"vendor_name":      str(),
-		"entity_ids":       arrayOf(str()),
-		"relationship_ids": arrayOf(str()),
-		"statistics": obj(schema{
-			"entity_count":                   integer(0),
-			"relationship_count":             integer(0),
-			"entity_type_distribution":       distribution,
-			"relationship_type_distribution": distribution,
-		}, "entity_count", "relationship_count", "entity_type_distribution", "relationship_type_distribution"),
-		"top_entities":  arrayOf(entity),
-		"last_updated":  nullable(timestamp()),
-		"entities":      schema{"type": "array", "items": entity, "maxItems": 100},
-		"relationships": schema{"type": "array", "items": relationship, "maxItems": 500},
-	}, "vendor_name")
+	return obj(projection.Properties(projection.AllFields(projection.VendorResult)),
+		projection.CommonFields(projection.VendorResult)...)
 }
 
 // OutputSchema returns the output schema of a tool.

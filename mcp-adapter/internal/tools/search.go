@@ -81,7 +81,7 @@ func (s *Server) parseMode(a *args, def projection.Mode) (projection.Mode, bool)
 	raw := a.str("response_mode")
 	m, ok := projection.ParseMode(raw, def)
 	if !ok {
-		a.fail("response_mode", "must be one of ids_only, metadata, preview, full", "")
+		a.fail("response_mode", "must be one of "+projection.OneOf(), "")
 		return def, false
 	}
 	return m, strings.TrimSpace(raw) != ""
@@ -212,7 +212,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 
 	content := &searchContent{
 		s: s, p: p, page: page, offset: offset, queryHash: queryHash, fields: fields,
-		withSignals: s.opts.Desktop && p.mode != projection.IDsOnly && len(p.fields) == 0,
+		withSignals: s.opts.Desktop && projection.Of(p.mode).Signals && len(p.fields) == 0,
 		base:        base,
 	}
 	content.project()
@@ -296,7 +296,7 @@ func (c *searchContent) signalPage(hits []model.Hit) signals.Page {
 		Hits:           hits,
 		TotalAvailable: c.page.TotalAvailable,
 		QueryTerms:     c.page.QueryTerms,
-		Previews:       c.p.mode == projection.Preview || c.p.mode == projection.Full,
+		Previews:       projection.Of(c.p.mode).Previews,
 	}
 }
 
@@ -346,9 +346,8 @@ func (c *searchContent) NearLimit() string {
 }
 
 func lighterAdvice(mode projection.Mode, pageSize int) string {
-	i := slices.Index(projection.Modes, mode)
-	if i > 0 {
-		return fmt.Sprintf("Use '%s' mode or reduce page_size to %d", projection.Modes[i-1], max(pageSize/2, 1))
+	if lighter, ok := projection.Lighter(mode); ok {
+		return fmt.Sprintf("Use '%s' mode or reduce page_size to %d", lighter, max(pageSize/2, 1))
 	}
 	return fmt.Sprintf("Reduce page_size to %d", max(pageSize/2, 1))
 }
@@ -358,9 +357,7 @@ func lighterAdvice(mode projection.Mode, pageSize int) string {
 func (c *searchContent) Exceeded(needed, limit int) string {
 	suggestion := fmt.Sprintf("One result in '%s' mode needs about %d tokens, over the %d-token limit.", c.p.mode, needed, limit)
 	overhead := max(needed-pageTokens(c.page.Hits[:1], projection.SearchFields(c.p.mode)), 0)
-	i := slices.Index(projection.Modes, c.p.mode)
-	for j := i - 1; j >= 0; j-- {
-		m := projection.Modes[j]
+	for m, ok := projection.Lighter(c.p.mode); ok; m, ok = projection.Lighter(m) {
 		cost := overhead + pageTokens(c.page.Hits, projection.SearchFields(m))
 		if cost <= limit {
 			return suggestion + fmt.Sprintf(" Use '%s' mode: this page of %d results takes about %d tokens; then read single chunks with get_chunks in 'preview' mode.",

@@ -127,14 +127,6 @@ func readOnly(title string) mcp.ToolOption {
 	})
 }
 
-func modeNames() []string {
-	out := make([]string, len(projection.Modes))
-	for i, m := range projection.Modes {
-		out[i] = string(m)
-	}
-	return out
-}
-
 func formatOption() mcp.ToolOption {
 	return mcp.WithString("format",
 		mcp.Enum(string(render.JSON), string(render.Markdown), string(render.Both)),
@@ -146,7 +138,7 @@ func searchTool() mcp.Tool {
 	return mcp.NewTool(ToolSemanticSearch,
 		mcp.WithDescription("Use this first whenever you need information from the BMCIS knowledge base: it finds the document passages (chunks) most relevant to a natural-language question or keywords. "+
 			"Hybrid retrieval (BM25 keywords + vector similarity, fused by rank). "+
-			"Control the size of the answer with response_mode: ids_only (~10 tokens/result), metadata (default: file, category, position, score), preview (adds a 200-character snippet and section header) or full (whole text and all scores). "+
+			"Control the size of the answer with response_mode: "+projection.Describe(projection.SearchResult, projection.Metadata)+". "+
 			"Page with page_size (1-50, default 10) and the cursor of the previous answer; then read chosen chunks in full with get_chunks."),
 		readOnly("Search the knowledge base"),
 		mcp.WithString("query", mcp.Required(), mcp.MaxLength(500),
@@ -157,8 +149,8 @@ func searchTool() mcp.Tool {
 			mcp.Description("Deprecated: use page_size. Ignored when page_size is also given.")),
 		mcp.WithString("cursor",
 			mcp.Description("The pagination.cursor of the previous answer, to get the next page of the same query. Omit for the first page.")),
-		mcp.WithString("response_mode", mcp.Enum(modeNames()...), mcp.DefaultString(string(projection.Metadata)),
-			mcp.Description("Detail per result: ids_only, metadata (default), preview or full. With a cursor, defaults to the cursor's mode.")),
+		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
+			mcp.Description("Detail per result: "+projection.Describe(projection.Plain, projection.Metadata)+". With a cursor, defaults to the cursor's mode.")),
 		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllSearchFields()),
 			mcp.Description("Only these result fields (each must belong to the response_mode). Omitting it returns every field of the mode plus the confidence, ranking and deduplication signals.")),
 		formatOption(),
@@ -171,12 +163,12 @@ func vendorTool() mcp.Tool {
 	return mcp.NewTool(ToolFindVendorInfo,
 		mcp.WithDescription("Use this when you know a vendor's name and need what the vendor knowledge graph holds about it: related entities (products, people, organizations), relationships and statistics. "+
 			"Names are matched ignoring case and punctuation; an ambiguous or unknown name answers with the candidates to choose from (use semantic_search to discover vendor names). "+
-			"response_mode: ids_only (entity and relationship ids), metadata (default: statistics and top entities), preview (5 entities and 5 relationships) or full (up to 100 entities and 500 relationships)."),
+			"response_mode: "+projection.Describe(projection.VendorResult, projection.Metadata)+"."),
 		readOnly("Look up a vendor"),
 		mcp.WithString("vendor_name", mcp.Required(), mcp.MinLength(1), mcp.MaxLength(200),
 			mcp.Description("The vendor's name or alias, 1-200 characters.")),
-		mcp.WithString("response_mode", mcp.Enum(modeNames()...), mcp.DefaultString(string(projection.Metadata)),
-			mcp.Description("Detail level: ids_only, metadata (default), preview or full.")),
+		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
+			mcp.Description("Detail level: "+projection.Describe(projection.Plain, projection.Metadata)+".")),
 		mcp.WithBoolean("include_relationships", mcp.DefaultBool(true),
 			mcp.Description("Whether to return relationships (default true).")),
 		formatOption(),
@@ -189,12 +181,12 @@ func chunksTool() mcp.Tool {
 	return mcp.NewTool(ToolGetChunks,
 		mcp.WithDescription("Use this after semantic_search to read specific chunks by id, typically in full, once ids_only or metadata results have shown which ones matter: the last step of the progressive workflow. "+
 			"Returns the chunks in the order asked; ids that do not exist are reported in a warning. "+
-			"response_mode: ids_only, metadata, preview or full (default)."),
+			"response_mode: "+projection.Describe(projection.ChunkResult, projection.Full)+"."),
 		readOnly("Read chunks by id"),
 		mcp.WithArray("chunk_ids", mcp.Required(), mcp.WithIntegerItems(), mcp.MinItems(1), mcp.MaxItems(100),
 			mcp.Description("1-100 chunk ids from semantic_search results.")),
-		mcp.WithString("response_mode", mcp.Enum(modeNames()...), mcp.DefaultString(string(projection.Full)),
-			mcp.Description("Detail per chunk: ids_only, metadata, preview or full (default).")),
+		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Full)),
+			mcp.Description("Detail per chunk: "+projection.Describe(projection.Plain, projection.Full)+".")),
 		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllChunkFields()),
 			mcp.Description("Only these fields (each must belong to the response_mode).")),
 		formatOption(),

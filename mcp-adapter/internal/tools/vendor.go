@@ -152,17 +152,8 @@ type vendorContent struct {
 
 func newVendorContent(s *Server, v model.Vendor, p vendorParams, base []envelope.Warning) *vendorContent {
 	c := &vendorContent{s: s, v: v, p: p, base: base}
-	maxE, maxR := projection.VendorCaps(p.mode)
-	switch p.mode {
-	case projection.IDsOnly:
-		c.entities, c.relationships = min(len(v.EntityIDs), maxE), min(len(v.RelationshipIDs), maxR)
-	case projection.Preview, projection.Full:
-		c.entities, c.relationships = min(len(v.Entities), maxE), min(len(v.Relationships), maxR)
-	}
-	if !p.relationships {
-		c.relationships = 0
-	}
-	if p.mode == projection.IDsOnly || p.mode == projection.Full {
+	c.entities, c.relationships = projection.VendorUnits(v, p.mode, p.relationships)
+	if projection.Of(p.mode).CapsPartial {
 		c.capped = v.EntitiesTruncated || (p.relationships && v.RelationshipsTruncated)
 	}
 	return c
@@ -174,16 +165,9 @@ func (c *vendorContent) MinUnits() int { return 0 }
 func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
 	keepE := min(k, c.entities)
 	keepR := min(k-keepE, c.relationships)
-	v := c.v
-	switch c.p.mode {
-	case projection.IDsOnly:
-		v.EntityIDs = v.EntityIDs[:min(len(v.EntityIDs), keepE)]
-		v.RelationshipIDs = v.RelationshipIDs[:min(len(v.RelationshipIDs), keepR)]
-	case projection.Preview, projection.Full:
-		v.Entities = v.Entities[:min(len(v.Entities), keepE)]
-		v.Relationships = v.Relationships[:min(len(v.Relationships), keepR)]
-	}
-	env.Results = []envelope.Object{projection.Vendor(v, c.p.mode, c.p.relationships)}
+	v := projection.VendorKeep(c.v, c.p.mode, keepE, keepR)
+	result := projection.Vendor(v, c.p.mode, c.p.relationships)
+	env.Results = []envelope.Object{result}
 	env.Pagination = nil
 	env.Warnings = slices.Clone(c.base)
 	env.Metadata.Status = envelope.StatusSuccess
@@ -209,12 +193,11 @@ func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
 			"statistics counts the whole neighbourhood; use 'metadata' mode for the overview."))
 	}
 	if c.s.opts.Desktop {
+		// Entities shown as objects (with a confidence), whichever list.
 		shown := 0
-		switch c.p.mode {
-		case projection.Preview, projection.Full:
-			shown = keepE
-		case projection.Metadata:
-			shown = min(len(c.v.TopEntities), 5)
+		for _, key := range []string{"entities", "top_entities"} {
+			list, _ := result.Objects(key)
+			shown += len(list)
 		}
 		g := "entity_type"
 		env.Metadata.VisualHints = &envelope.VisualHints{
@@ -222,16 +205,13 @@ func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
 			GroupBy:            &g,
 			ShowConfidence:     shown > 0,
 			CollapseDuplicates: false,
-			ExpandablePreviews: c.p.mode == projection.Full,
+			ExpandablePreviews: projection.Of(c.p.mode).Details,
 		}
 	}
 }
 
 func (c *vendorContent) NearLimit() string {
-	if c.p.mode == projection.Full || c.p.mode == projection.IDsOnly {
-		return "Use 'preview' mode or include_relationships=false"
-	}
-	return "Use 'metadata' mode"
+	return projection.Of(c.p.mode).VendorAdvice
 }
 
 func (c *vendorContent) Exceeded(needed, limit int) string {
