@@ -80,10 +80,8 @@ func executionContextSchema() schema {
 
 func warningSchema() schema {
 	return obj(schema{
-		"level": enum(string(envelope.LevelInfo), string(envelope.LevelWarning), string(envelope.LevelError)),
-		"code": enum(warnings.TokenLimitWarning, warnings.TokenLimitExceeded, warnings.PartialResults,
-			warnings.CacheMissSlow, warnings.LowQualityResults, warnings.DeprecatedParameter,
-			warnings.RateLimiterDegraded, warnings.ResolvedByElicitation),
+		"level":      enum(string(envelope.LevelInfo), string(envelope.LevelWarning), string(envelope.LevelError)),
+		"code":       enum(warnings.Codes...),
 		"message":    str(),
 		"suggestion": nullStr(),
 	}, "level", "code", "message", "suggestion")

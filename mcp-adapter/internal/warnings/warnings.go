@@ -21,6 +21,10 @@ const (
 	ResolvedByElicitation = "RESOLVED_BY_ELICITATION"
 )
 
+// Codes lists every warning code; the output schemas' enum is read from it.
+var Codes = []string{TokenLimitWarning, TokenLimitExceeded, PartialResults, CacheMissSlow,
+	LowQualityResults, DeprecatedParameter, RateLimiterDegraded, ResolvedByElicitation}
+
 // Thresholds configure when warnings fire.
 type Thresholds struct {
 	// MaxTokens is the most tokens an answer may use (MAX_TOKENS_PER_RESPONSE).
