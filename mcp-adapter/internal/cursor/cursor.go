@@ -1,36 +1,51 @@
 // Package cursor issues and checks pagination cursors.
 //
-// A cursor is base64url(JSON{query_hash, offset, response_mode, page_size})
-// "." base64url(HMAC-SHA256(secret, payload)[:12]). Any replica holding the
-// same secret accepts any other replica's cursors, and nobody without the
-// secret can forge or alter one.
+// A cursor is base64url(payload || tag), about 20 characters, since every
+// character costs the caller tokens. The payload is binary: the response
+// mode's index in the mode table (0xff for none), the first 2 bytes of the
+// query hash, then the offset and the page size as unsigned varints. The tag
+// is HMAC-SHA256(secret, payload || full query hash) cut to 8 bytes. The
+// full hash is signed but not carried: a cursor replayed with another query
+// fails the tag, and the 2 bytes carried tell that case apart from an
+// altered cursor. Any replica holding the same secret accepts any other
+// replica's cursors, and nobody without the secret can forge or alter one
+// (a 64-bit tag: a forger gets one guess per request, each checked by the
+// server and rate-limited).
 package cursor
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 )
 
 // Cursor is the decoded position of the next page.
 type Cursor struct {
-	QueryHash    string `json:"query_hash"`
-	Offset       int    `json:"offset"`
-	ResponseMode string `json:"response_mode"`
-	PageSize     int    `json:"page_size"`
+	QueryHash    string
+	Offset       int
+	ResponseMode string
+	PageSize     int
 }
 
-// macLen is the length of the truncated tag (96 bits, the usual truncation
-// of HMAC-SHA256; every byte of a cursor costs the caller tokens).
-const macLen = 12
+// tagLen is the length of the truncated tag.
+const tagLen = 8
+
+// hashLen is how many bytes of the query hash a cursor carries.
+const hashLen = 2
+
+// noMode stands for a cursor without a response mode.
+const noMode = 0xff
 
 // maxLen bounds what Decode will look at.
-const maxLen = 1024
+const maxLen = 64
 
 // Codec signs and verifies cursors with one secret.
 type Codec struct {
@@ -45,17 +60,34 @@ func New(secret []byte) (*Codec, error) {
 	return &Codec{secret: append([]byte(nil), secret...)}, nil
 }
 
-// Encode returns the cursor string for c.
+// Encode returns the cursor string for c. Its QueryHash is a QueryHash
+// result.
 func (k *Codec) Encode(c Cursor) string {
-	payload, _ := json.Marshal(c) // a struct of strings and ints always encodes
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(k.tag(payload))
+	mode := byte(noMode)
+	if i := slices.Index(projection.Names(), c.ResponseMode); i >= 0 && i < noMode {
+		mode = byte(i)
+	}
+	qh, _ := hex.DecodeString(c.QueryHash)
+	payload := make([]byte, 0, 1+hashLen+2*binary.MaxVarintLen64+tagLen)
+	payload = append(payload, mode)
+	payload = append(payload, pad(qh)[:hashLen]...)
+	payload = binary.AppendUvarint(payload, uint64(max(c.Offset, 0)))
+	payload = binary.AppendUvarint(payload, uint64(max(c.PageSize, 0)))
+	return base64.RawURLEncoding.EncodeToString(append(payload, k.tag(payload, c.QueryHash)...))
 }
 
-func (k *Codec) tag(payload []byte) []byte {
+func pad(b []byte) []byte {
+	for len(b) < hashLen {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func (k *Codec) tag(payload []byte, queryHash string) []byte {
 	m := hmac.New(sha256.New, k.secret)
 	m.Write(payload)
-	return m.Sum(nil)[:macLen]
+	m.Write([]byte(queryHash))
+	return m.Sum(nil)[:tagLen]
 }
 
 // Problem says why a cursor was refused.
@@ -79,31 +111,36 @@ func (k *Codec) Decode(s, queryHash string) (Cursor, error) {
 	if s == "" || len(s) > maxLen {
 		return Cursor{}, &Error{Malformed}
 	}
-	payloadB64, tagB64, ok := strings.Cut(s, ".")
-	if !ok || strings.Contains(tagB64, ".") {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(raw) < 1+hashLen+2+tagLen {
 		return Cursor{}, &Error{Malformed}
 	}
-	enc := base64.RawURLEncoding
-	payload, err := enc.DecodeString(payloadB64)
-	if err != nil {
-		return Cursor{}, &Error{Malformed}
-	}
-	tag, err := enc.DecodeString(tagB64)
-	if err != nil || len(tag) != macLen {
-		return Cursor{}, &Error{Malformed}
-	}
-	if !hmac.Equal(tag, k.tag(payload)) {
+	payload, tag := raw[:len(raw)-tagLen], raw[len(raw)-tagLen:]
+	if !hmac.Equal(tag, k.tag(payload, queryHash)) {
+		qh, _ := hex.DecodeString(queryHash)
+		if !hmac.Equal(payload[1:1+hashLen], pad(qh)[:hashLen]) {
+			return Cursor{}, &Error{OtherQuery}
+		}
 		return Cursor{}, &Error{Tampered}
 	}
-	var c Cursor
-	dec := json.NewDecoder(strings.NewReader(string(payload)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.Offset < 0 || c.PageSize < 1 || c.QueryHash == "" {
+	c := Cursor{QueryHash: queryHash}
+	if m := int(payload[0]); m != noMode {
+		names := projection.Names()
+		if m >= len(names) {
+			return Cursor{}, &Error{Malformed}
+		}
+		c.ResponseMode = names[m]
+	}
+	rest := payload[1+hashLen:]
+	offset, n := binary.Uvarint(rest)
+	if n <= 0 {
 		return Cursor{}, &Error{Malformed}
 	}
-	if !hmac.Equal([]byte(c.QueryHash), []byte(queryHash)) {
-		return Cursor{}, &Error{OtherQuery}
+	size, m := binary.Uvarint(rest[n:])
+	if m <= 0 || n+m != len(rest) || offset > 1<<31 || size < 1 || size > 1<<16 {
+		return Cursor{}, &Error{Malformed}
 	}
+	c.Offset, c.PageSize = int(offset), int(size)
 	return c, nil
 }
 
