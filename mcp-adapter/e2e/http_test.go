@@ -40,8 +40,11 @@ func callTool(t testing.TB, c *client.Client, tool string, args map[string]any) 
 	req.Params.Arguments = args
 	res, err := c.CallTool(ctx, req)
 	require.NoError(t, err)
+	// The envelope is the structured content, whatever the text format.
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
 	var env map[string]any
-	require.NoError(t, json.Unmarshal([]byte(res.Content[len(res.Content)-1].(mcp.TextContent).Text), &env))
+	require.NoError(t, json.Unmarshal(raw, &env))
 	return env
 }
 

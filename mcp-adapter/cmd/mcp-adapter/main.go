@@ -74,6 +74,7 @@ func run() int {
 		Cursors:             codec,
 		Thresholds:          cfg.Thresholds,
 		DefaultResponseMode: cfg.DefaultResponseMode,
+		DefaultFormat:       cfg.DefaultFormat,
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
 		ValidateOutput:      cfg.ValidateOutput,

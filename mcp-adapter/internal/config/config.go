@@ -12,6 +12,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
 )
@@ -57,9 +58,11 @@ type Config struct {
 	AuthTimeout        time.Duration
 
 	DefaultResponseMode projection.Mode
-	Thresholds          warnings.Thresholds
-	Desktop             bool
-	Signals             signals.Config
+	// DefaultFormat is the content format of answers that name none.
+	DefaultFormat render.Format
+	Thresholds    warnings.Thresholds
+	Desktop       bool
+	Signals       signals.Config
 	// ValidateOutput makes the server check every structured answer
 	// against the tool's output schema (costly; for tests and debugging).
 	ValidateOutput bool
@@ -83,6 +86,7 @@ const (
 	EnvVendorGraphTimeout  = "BMCIS_VENDORGRAPH_TIMEOUT"
 	EnvAuthTimeout         = "BMCIS_AUTH_TIMEOUT"
 	EnvDefaultResponseMode = "DEFAULT_RESPONSE_MODE"
+	EnvDefaultFormat       = "BMCIS_DEFAULT_FORMAT"
 	EnvMaxTokens           = "MAX_TOKENS_PER_RESPONSE"
 	EnvWarnThreshold       = "TOKEN_WARNING_THRESHOLD"
 	EnvLowQuality          = "LOW_QUALITY_THRESHOLD"
@@ -134,6 +138,7 @@ func Load(env *config.Reader) Config {
 	}
 	mode := env.Enum(EnvDefaultResponseMode, string(projection.Metadata), projection.Names()...)
 	c.DefaultResponseMode = projection.Mode(mode)
+	c.DefaultFormat = render.Format(env.Enum(EnvDefaultFormat, string(render.DefaultFormat), render.Names()...))
 
 	c.Signals = signals.Config{
 		CategoryWeights:   categoryWeights(env),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 )
 
 const token = "service-token-0123456789"
@@ -26,6 +27,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 0.8, c.Thresholds.WarnRatio)
 	require.Equal(t, 0.5, c.Thresholds.LowQuality)
 	require.Equal(t, projection.Metadata, c.DefaultResponseMode)
+	require.Equal(t, render.Markdown, c.DefaultFormat)
 	require.True(t, c.Desktop)
 	require.True(t, c.Signals.IncludeConfidence)
 	require.True(t, c.CursorSecretGenerated, "stdio may run without a shared cursor secret")
@@ -48,6 +50,7 @@ func TestValues(t *testing.T) {
 		config.EnvDesktop:             "false",
 		config.EnvCategoryWeights:     "Security=1, docs = 0.4",
 		config.EnvDefaultResponseMode: "preview",
+		config.EnvDefaultFormat:       "json",
 		config.EnvAPIKey:              "bmcis_k_s",
 		config.EnvHTTPMaxBody:         "65536",
 		config.EnvHTTPReadTimeout:     "5s",
@@ -64,6 +67,7 @@ func TestValues(t *testing.T) {
 	require.False(t, c.Desktop)
 	require.Equal(t, map[string]float64{"security": 1, "docs": 0.4}, c.Signals.CategoryWeights)
 	require.Equal(t, projection.Preview, c.DefaultResponseMode)
+	require.Equal(t, render.JSON, c.DefaultFormat)
 	require.Equal(t, "bmcis_k_s", c.APIKey)
 	require.Equal(t, 65536, c.HTTPMaxBodyBytes)
 	require.Equal(t, 5*time.Second, c.HTTPReadTimeout)

@@ -49,12 +49,13 @@ type Envelope struct {
 
 // Metadata is _metadata.
 type Metadata struct {
-	Operation   string       `json:"operation"`
-	Version     string       `json:"version"`
-	Timestamp   string       `json:"timestamp"`
-	RequestID   string       `json:"request_id"`
-	Status      Status       `json:"status"`
-	Message     *string      `json:"message"`
+	Operation string `json:"operation"`
+	Version   string `json:"version"`
+	Timestamp string `json:"timestamp"`
+	RequestID string `json:"request_id"`
+	Status    Status `json:"status"`
+	// Message is left out on a plain success (the reference's Optional).
+	Message     *string      `json:"message,omitempty"`
 	VisualHints *VisualHints `json:"visual_hints,omitempty"`
 }
 
@@ -78,15 +79,17 @@ type Pagination struct {
 
 // ExecutionContext reports cost and timing.
 type ExecutionContext struct {
-	TokensEstimated  int             `json:"tokens_estimated"`
-	TokensUsed       int             `json:"tokens_used"`
-	CacheHit         bool            `json:"cache_hit"`
-	ExecutionTimeMS  float64         `json:"execution_time_ms"`
-	RequestID        string          `json:"request_id"`
+	TokensEstimated int     `json:"tokens_estimated"`
+	TokensUsed      int     `json:"tokens_used"`
+	CacheHit        bool    `json:"cache_hit"`
+	ExecutionTimeMS float64 `json:"execution_time_ms"`
+	RequestID       string  `json:"request_id"`
+	// The extended metrics below are written only where they say
+	// something (the reference has them "when available"): see
+	// respond.fill.
 	TokenBreakdown   *TokenBreakdown `json:"token_breakdown,omitempty"`
-	CacheKey         *string         `json:"cache_key"`
-	DatabaseTimeMS   float64         `json:"database_time_ms"`
-	FormattingTimeMS float64         `json:"formatting_time_ms"`
+	DatabaseTimeMS   float64         `json:"database_time_ms,omitempty"`
+	FormattingTimeMS float64         `json:"formatting_time_ms,omitempty"`
 }
 
 // TokenBreakdown splits tokens_estimated by part of the answer.

@@ -74,7 +74,9 @@ func TestEnvelopeShape(t *testing.T) {
 	require.ElementsMatch(t, []string{"_metadata", "results", "pagination", "execution_context", "warnings"}, keys(m))
 	require.Nil(t, m["pagination"], "pagination is null when not paginated")
 	require.Equal(t, "1970-01-01T00:00:00.000Z", m["_metadata"].(map[string]any)["timestamp"])
-	require.Contains(t, m["_metadata"], "message")
+	require.NotContains(t, m["_metadata"], "message", "a plain success has no status message")
+	require.ElementsMatch(t, []string{"tokens_estimated", "tokens_used", "cache_hit", "execution_time_ms", "request_id"},
+		keys(m["execution_context"].(map[string]any)), "extended metrics only where they say something")
 }
 
 func TestEstimateJSONWithinTenPercent(t *testing.T) {

@@ -25,8 +25,8 @@ func EstimateJSON(env *Envelope) TokenBreakdown {
 	// Timings and token counts are not final yet: price typical values.
 	ec := env.ExecutionContext
 	ec.TokensEstimated, ec.TokensUsed = placeholder(ec.TokensEstimated, 999), placeholder(ec.TokensUsed, 999)
-	ec.ExecutionTimeMS, ec.FormattingTimeMS = placeholderF(ec.ExecutionTimeMS, 12.34), placeholderF(ec.FormattingTimeMS, 0.56)
-	if ec.TokenBreakdown == nil {
+	ec.ExecutionTimeMS = placeholderF(ec.ExecutionTimeMS, 12.34)
+	if ec.TokenBreakdown != nil {
 		ec.TokenBreakdown = &TokenBreakdown{Results: 999, Metadata: 999, Pagination: 99, Warnings: 9}
 	}
 	meta := estimateMarshaled(&sink, env.Metadata) + estimateMarshaled(&sink, ec)

@@ -25,9 +25,6 @@ const (
 	SearchResult Kind = iota // semantic_search: a ranked chunk
 	ChunkResult              // get_chunks: a chunk fetched by id (no scores)
 	VendorResult             // find_vendor_info: a vendor's neighbourhood
-
-	// Plain describes modes without their summaries (parameter texts).
-	Plain Kind = -1
 )
 
 // Caps bound the entity and relationship lists of a vendor answer.

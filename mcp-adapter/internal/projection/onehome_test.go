@@ -63,7 +63,6 @@ func TestThrowawayModeIsPickedUpEverywhere(t *testing.T) {
 			props := tool["inputSchema"].(map[string]any)["properties"].(map[string]any)
 			mode := props["response_mode"].(map[string]any)
 			require.Contains(t, mode["enum"], "scores", name)
-			require.Contains(t, mode["description"], "or scores", name)
 			require.Contains(t, tool["description"], "scores", name)
 			if fields, ok := props["fields"].(map[string]any); ok {
 				require.Contains(t, fields["items"].(map[string]any)["enum"], "chunk_chars", name)

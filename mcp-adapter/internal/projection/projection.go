@@ -51,13 +51,14 @@ func Select(allowed []string, requested []string, mode Mode) ([]string, *apierr.
 	return out, nil
 }
 
-// Score rounds a 0..1 score to four decimals (enough to order results,
-// and it keeps numbers short).
+// Score rounds a 0..1 score to three decimals: cl100k spends a token per
+// three digits, and a fourth digit tells a model nothing (rank orders the
+// results).
 func Score(f float64) float64 {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0
 	}
-	return math.Round(f*1e4) / 1e4
+	return math.Round(f*1e3) / 1e3
 }
 
 func nullable(s string) any {

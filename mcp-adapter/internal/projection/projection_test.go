@@ -137,7 +137,8 @@ func TestParseMode(t *testing.T) {
 }
 
 func TestScoreAndNulls(t *testing.T) {
-	require.Equal(t, 0.8751, projection.Score(0.87514))
+	require.Equal(t, 0.875, projection.Score(0.87514))
+	require.Equal(t, 0.876, projection.Score(0.8756))
 	h := hit()
 	h.SourceCategory, h.ContextHeader = "", ""
 	o := projection.Hit(h, projection.SearchFields(projection.Preview))

@@ -32,11 +32,25 @@ const (
 // Formats lists every format.
 var Formats = []Format{JSON, Markdown, Both}
 
-// ParseFormat accepts a format name; "" yields JSON.
-func ParseFormat(s string) (Format, bool) {
+// DefaultFormat is the format of answers that name none, unless configured
+// otherwise (BMCIS_DEFAULT_FORMAT): the markdown carries the same answer for
+// about half the tokens of the JSON envelope (docs/MCP.md, Output formats).
+const DefaultFormat = Markdown
+
+// Names lists the format names.
+func Names() []string {
+	out := make([]string, len(Formats))
+	for i, f := range Formats {
+		out[i] = string(f)
+	}
+	return out
+}
+
+// ParseFormat accepts a format name; "" yields def.
+func ParseFormat(s string, def Format) (Format, bool) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if s == "" {
-		return JSON, true
+		return def, true
 	}
 	for _, f := range Formats {
 		if string(f) == s {

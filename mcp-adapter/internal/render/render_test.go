@@ -122,13 +122,13 @@ func TestMarkdownContent(t *testing.T) {
 }
 
 func TestParseFormatAndToolResult(t *testing.T) {
-	f, ok := render.ParseFormat("")
+	f, ok := render.ParseFormat("", render.Markdown)
 	require.True(t, ok)
-	require.Equal(t, render.JSON, f)
-	f, ok = render.ParseFormat(" Both ")
+	require.Equal(t, render.Markdown, f, "no format: the default given")
+	f, ok = render.ParseFormat(" Both ", render.Markdown)
 	require.True(t, ok)
 	require.Equal(t, render.Both, f)
-	_, ok = render.ParseFormat("html")
+	_, ok = render.ParseFormat("html", render.Markdown)
 	require.False(t, ok)
 
 	env := searchEnvelope(1, false)

@@ -224,10 +224,21 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope) {
 	ec := &env.ExecutionContext
 	ec.RequestID = call.RequestID
 	ec.CacheHit = call.CacheHit
+	// Extended metrics only where they say something: the database time
+	// when the database was read, the token breakdown when the budget
+	// shaped the answer (trimmed, or near or over the limit). The cache key
+	// tells a model nothing; it goes to the log (tools.logDone).
 	ec.DatabaseTimeMS = round2(call.DatabaseTimeMS)
-	ec.CacheKey = envelope.Ptr(call.CacheKey)
+	ec.TokenBreakdown = nil
+	budget := env.Metadata.Status == envelope.StatusPartial ||
+		hasWarning(env, warnings.TokenLimitWarning) || hasWarning(env, warnings.TokenLimitExceeded)
+	if budget {
+		ec.TokenBreakdown = &envelope.TokenBreakdown{} // priced by the estimate
+	}
 	b := render.Estimate(env, call.View, call.Format)
-	ec.TokenBreakdown = &b
+	if budget {
+		ec.TokenBreakdown = &b
+	}
 	ec.TokensEstimated = b.Total()
 }
 
@@ -239,9 +250,17 @@ func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, 
 	if formatStart.IsZero() {
 		formatStart = call.Started
 	}
-	ec.FormattingTimeMS = math.Max(ms(now.Sub(formatStart)), 0)
+	// Formatting time is reported when it is worth looking at.
+	ec.FormattingTimeMS = 0
+	if f := ms(now.Sub(formatStart)); f >= slowFormattingMS {
+		ec.FormattingTimeMS = f
+	}
 	return render.Render(env, call.View, call.Format)
 }
+
+// slowFormattingMS is the formatting time from which execution_context
+// reports it: below it, formatting is not where the time went.
+const slowFormattingMS = 10
 
 func ms(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000) }
 

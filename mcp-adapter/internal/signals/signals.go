@@ -131,46 +131,61 @@ func Percentile(rank, total int) int {
 func Tier(score float64) string {
 	switch {
 	case score >= 0.8:
-		return "Top-tier result"
+		return "Top"
 	case score >= 0.6:
-		return "High relevance"
+		return "High"
 	case score >= 0.4:
-		return "Moderate match"
+		return "Moderate"
 	}
-	return "Weak match"
+	return "Weak"
 }
 
-// Explanation says, in one line, why a hit ranks where it does.
+// Explanation says, in few words, why a hit ranks where it does: the tier
+// of its fused score, its rank on each retriever, and up to three of the
+// query's content words it matched (stop words say nothing and are left
+// out).
 func Explanation(h model.Hit) string {
 	var basis string
 	switch {
 	case h.ScoreType == model.ScoreBM25:
-		basis = fmt.Sprintf("keyword retrieval only (keyword #%d)", max(h.BM25Rank, h.Rank))
+		basis = fmt.Sprintf("keyword #%d only", max(h.BM25Rank, h.Rank))
 	case h.ScoreType == model.ScoreVector:
-		basis = fmt.Sprintf("semantic retrieval only (semantic #%d)", max(h.VectorRank, h.Rank))
+		basis = fmt.Sprintf("semantic #%d only", max(h.VectorRank, h.Rank))
 	case h.BM25Rank > 0 && h.VectorRank > 0:
-		strength := "semantic and keyword match"
-		if h.BM25Rank <= 10 && h.VectorRank <= 10 {
-			strength = "strong semantic and keyword match"
-		}
-		basis = fmt.Sprintf("%s (semantic #%d, keyword #%d)", strength, h.VectorRank, h.BM25Rank)
+		basis = fmt.Sprintf("semantic #%d, keyword #%d", h.VectorRank, h.BM25Rank)
 	case h.VectorRank > 0:
-		basis = fmt.Sprintf("semantic match only (semantic #%d, no keyword overlap)", h.VectorRank)
+		basis = fmt.Sprintf("semantic #%d, no keyword match", h.VectorRank)
 	case h.BM25Rank > 0:
-		basis = fmt.Sprintf("keyword match only (keyword #%d, weak semantic similarity)", h.BM25Rank)
+		basis = fmt.Sprintf("keyword #%d, weak semantic", h.BM25Rank)
 	default:
 		basis = "fused score"
 	}
 	s := Tier(h.HybridScore) + ": " + basis
-	if len(h.MatchedTerms) > 0 {
-		terms := h.MatchedTerms
-		if len(terms) > 3 {
-			terms = terms[:3]
+	var terms []string
+	for _, t := range h.MatchedTerms {
+		if !stopWords[strings.ToLower(t)] && len(terms) < 3 {
+			terms = append(terms, t)
 		}
+	}
+	if len(terms) > 0 {
 		s += "; matched " + strings.Join(terms, ", ")
 	}
 	return s
 }
+
+// stopWords are English function words: a match on them explains nothing.
+var stopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a about above after again against all am an and any are as at be because
+		been before being below between both but by can could did do does doing down during each few for from
+		further had has have having he her here hers him his how i if in into is it its itself just me more most
+		my no nor not now of off on once only or other our ours out over own same she should so some such than
+		that the their theirs them then there these they this those through to too under until up very was we
+		were what when where which while who whom why will with would you your yours`) {
+		m[w] = true
+	}
+	return m
+}()
 
 // Dedup is a hit's de-duplication block.
 type Dedup struct {
@@ -256,7 +271,8 @@ type Page struct {
 }
 
 // Annotate returns, for each hit of the page, the desktop members to append
-// to its result object: confidence (when enabled), ranking, deduplication.
+// to its result object: confidence (when enabled), ranking, and
+// deduplication when the hit has near duplicates.
 func (c Config) Annotate(p Page) [][]envelope.Field {
 	texts := make(map[int64]string, len(p.Hits))
 	for _, h := range p.Hits {
@@ -284,12 +300,15 @@ func (c Config) Annotate(p Page) [][]envelope.Field {
 			{Key: "explanation", Value: Explanation(h)},
 			{Key: "score_method", Value: method},
 		}})
-		d := DedupOf(h, texts)
-		fields = append(fields, envelope.Field{Key: "deduplication", Value: envelope.Object{
-			{Key: "is_duplicate", Value: d.IsDuplicate},
-			{Key: "similar_chunk_ids", Value: d.SimilarChunkIDs},
-			{Key: "confidence", Value: round2(d.Confidence)},
-		}})
+		// A hit with no near duplicate would carry the default block
+		// {false, [], 1}: it is left out, as the reference allows.
+		if d := DedupOf(h, texts); d.IsDuplicate || len(d.SimilarChunkIDs) > 0 {
+			fields = append(fields, envelope.Field{Key: "deduplication", Value: envelope.Object{
+				{Key: "is_duplicate", Value: d.IsDuplicate},
+				{Key: "similar_chunk_ids", Value: d.SimilarChunkIDs},
+				{Key: "confidence", Value: round2(d.Confidence)},
+			}})
+		}
 		out[i] = fields
 	}
 	return out
@@ -319,14 +338,15 @@ func (c Config) VisualHints(p Page) *envelope.VisualHints {
 	return vh
 }
 
-// QueryAnalysis splits the analyzed query terms into those the page's hits
-// matched and those none of them did.
+// QueryAnalysis splits the analyzed query's content words into those the
+// page's hits matched and those none of them did (stop words are left out:
+// whether "how" matched says nothing).
 func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 	matchedSet := map[string]bool{}
 	var order []string
 	for _, h := range p.Hits {
 		for _, t := range h.MatchedTerms {
-			if !matchedSet[t] {
+			if !matchedSet[t] && !stopWords[t] {
 				matchedSet[t] = true
 				order = append(order, t)
 			}
@@ -335,7 +355,7 @@ func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 	qa := &envelope.QueryAnalysis{MatchedTerms: []string{}, UnmatchedTerms: []string{}}
 	seen := map[string]bool{}
 	for _, t := range p.QueryTerms {
-		if seen[t] {
+		if seen[t] || stopWords[t] {
 			continue
 		}
 		seen[t] = true

@@ -68,12 +68,24 @@ func TestPercentileAndExplanation(t *testing.T) {
 	require.Equal(t, 0, signals.Percentile(42, 42))
 	require.Equal(t, 50, signals.Percentile(11, 21))
 	require.Equal(t, 100, signals.Percentile(1, 1))
-	require.Equal(t, "Top-tier result", signals.Tier(0.85))
-	require.Equal(t, "Weak match", signals.Tier(0.1))
-	ex := signals.Explanation(model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.9, BM25Rank: 1, VectorRank: 2, MatchedTerms: []string{"jwt", "token", "refresh", "extra"}})
-	require.Equal(t, "Top-tier result: strong semantic and keyword match (semantic #2, keyword #1); matched jwt, token, refresh", ex)
-	ex = signals.Explanation(model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.3, VectorRank: 5})
-	require.Equal(t, "Weak match: semantic match only (semantic #5, no keyword overlap)", ex)
+	require.Equal(t, "Top", signals.Tier(0.85))
+	require.Equal(t, "Weak", signals.Tier(0.1))
+	cases := []struct {
+		hit  model.Hit
+		want string
+	}{
+		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.9, BM25Rank: 1, VectorRank: 2, MatchedTerms: []string{"jwt", "token", "refresh", "extra"}},
+			"Top: semantic #2, keyword #1; matched jwt, token, refresh"},
+		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.7, BM25Rank: 3, VectorRank: 7, MatchedTerms: []string{"how", "do", "we", "handle", "suspected", "incident", "evidence"}},
+			"High: semantic #7, keyword #3; matched handle, suspected, incident"},
+		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.5, BM25Rank: 4, MatchedTerms: []string{"the", "and"}},
+			"Moderate: keyword #4, weak semantic"},
+		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.3, VectorRank: 5}, "Weak: semantic #5, no keyword match"},
+		{model.Hit{ScoreType: model.ScoreBM25, HybridScore: 0.3, BM25Rank: 2, Rank: 2}, "Weak: keyword #2 only"},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, signals.Explanation(tc.hit))
+	}
 }
 
 func TestDedup(t *testing.T) {
@@ -107,13 +119,16 @@ func TestPageSignals(t *testing.T) {
 
 	fields := cfg().Annotate(p)
 	require.Len(t, fields, 4)
-	require.Equal(t, []string{"confidence", "ranking", "deduplication"}, []string{fields[0][0].Key, fields[0][1].Key, fields[0][2].Key})
+	require.Equal(t, []string{"confidence", "ranking"}, []string{fields[0][0].Key, fields[0][1].Key}, "no near duplicate: no deduplication block")
+	require.Len(t, fields[0], 2)
+	require.Equal(t, []string{"confidence", "ranking", "deduplication"}, []string{fields[2][0].Key, fields[2][1].Key, fields[2][2].Key})
 	rk := fields[3][1].Value.(envelope.Object)
 	pct, _ := rk.Get("percentile")
 	require.Equal(t, signals.Percentile(4, 10), pct)
 	noConf := cfg()
 	noConf.IncludeConfidence = false
-	require.Len(t, noConf.Annotate(p)[0], 2)
+	require.Len(t, noConf.Annotate(p)[0], 1)
+	require.Len(t, noConf.Annotate(p)[2], 2)
 	for _, f := range fields {
 		conf := f[0].Value.(envelope.Object)
 		for _, kv := range conf {

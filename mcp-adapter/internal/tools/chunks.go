@@ -35,7 +35,7 @@ type chunksParams struct {
 func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 	a := newArgs(raw, "chunk_ids", "response_mode", "fields", "format")
 	p := chunksParams{}
-	p.format = parseFormat(a)
+	p.format = s.parseFormat(a)
 	ids := a.ints("chunk_ids")
 	p.mode, _ = s.parseMode(a, projection.Full)
 	p.fields = a.strings("fields")

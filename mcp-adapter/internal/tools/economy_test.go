@@ -12,50 +12,107 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
 
-// economyQuery is the demo-data query the token targets are measured on.
+// The token targets of docs/MCP.md (Token economy), measured on the demo
+// documents through the real stack with cl100k: a change that pushes a
+// figure over its target fails here.
+
+// economyQuery is the demo-data question the targets are measured on.
 const economyQuery = "how do we handle a suspected security incident"
 
-// figures measures an answer: its total tokens (the content blocks the
-// model reads) and its overhead, everything but the results.
-func figures(t *testing.T, a answer) (total, overhead int) {
+// Targets, in tokens, for a success page of 10 results.
+const (
+	maxDefaultOverhead = 120 // default format, everything but the results
+	maxJSONOverhead    = 150 // format "json", without the desktop page signals
+	// maxDesktopPageSignals bounds visual_hints + query_analysis.
+	maxDesktopPageSignals = 70
+	maxToolsList          = 900 // tools/list descriptions + input schemas
+)
+
+var maxDefaultTotal = map[string]int{"ids_only": 250, "metadata": 900, "preview": 1600}
+
+// economyPage answers the query twice and returns the second answer: a
+// success page with no warnings (the first may report a slow cache miss).
+func economyPage(t *testing.T, h *harness, args map[string]any) answer {
 	t.Helper()
-	total = int(a.execution()["tokens_used"].(float64))
-	results, err := json.Marshal(a.env["results"])
-	require.NoError(t, err)
-	return total, total - tokens.Count(string(results))
+	h.call(tools.ToolSemanticSearch, args)
+	a := h.call(tools.ToolSemanticSearch, args)
+	require.Equal(t, "success", a.status())
+	require.Empty(t, a.warningCodes(), "a success page without warnings")
+	require.Len(t, a.results(), 10)
+	checkTokens(t, a)
+	return a
 }
 
-func TestTokenEconomyFigures(t *testing.T) {
-	h := newReal(t)
-	for _, format := range []string{"", "json", "markdown"} {
-		for _, mode := range modes {
-			args := map[string]any{"query": economyQuery, "response_mode": mode, "page_size": 10}
-			if format != "" {
-				args["format"] = format
-			}
-			a := h.call(tools.ToolSemanticSearch, args)
-			total := int(a.execution()["tokens_used"].(float64))
-			results, _ := json.Marshal(a.env["results"])
-			var block string
-			if len(a.blocks) > 0 {
-				block = a.blocks[len(a.blocks)-1]
-			}
-			t.Logf("format=%q mode=%s total=%d results-json=%d cursor=%q", format, mode, total, tokens.Count(string(results)), a.pagination()["cursor"])
-			if mode == "metadata" {
-				t.Logf("%s", block[:min(len(block), 3000)])
-			}
+// markdownResults cuts the result lines out of a markdown answer: from the
+// first numbered result to the notes or the paging line.
+func markdownResults(t *testing.T, md string) string {
+	t.Helper()
+	start := strings.Index(md, "\n1. ")
+	require.Positive(t, start, "numbered results")
+	end := len(md)
+	for _, marker := range []string{"\n**Notes**", "\nNext page", "\nThis is the last page"} {
+		if i := strings.Index(md[start:], marker); i >= 0 {
+			end = min(end, start+i)
 		}
 	}
-	tl, err := h.cli.ListTools(t.Context(), mcp.ListToolsRequest{})
-	require.NoError(t, err)
-	var desc, input, output int
-	for _, tool := range tl.Tools {
-		desc += tokens.Count(tool.Description)
-		in, _ := json.Marshal(tool.InputSchema)
-		input += tokens.Count(string(in))
-		out, _ := json.Marshal(tool.RawOutputSchema)
-		output += tokens.Count(string(out))
-	}
-	t.Logf("tools/list: descriptions %d, input schemas %d, output schemas %d", desc, input, output)
-	_ = strings.TrimSpace
+	return md[start+1 : end]
+}
+
+func TestTokenTargets(t *testing.T) {
+	h := newReal(t)
+	t.Run("default format", func(t *testing.T) {
+		for _, mode := range []string{"ids_only", "metadata", "preview", "full"} {
+			a := economyPage(t, h, map[string]any{"query": economyQuery, "response_mode": mode, "page_size": 10})
+			require.Len(t, a.blocks, 1)
+			total := int(a.execution()["tokens_used"].(float64))
+			results := markdownResults(t, a.blocks[0])
+			overhead := tokens.Count(strings.Replace(a.blocks[0], results, "", 1))
+			t.Logf("default format, %s: %d tokens, overhead %d", mode, total, overhead)
+			require.LessOrEqual(t, overhead, maxDefaultOverhead, mode)
+			if limit, ok := maxDefaultTotal[mode]; ok {
+				require.LessOrEqual(t, total, limit, mode)
+			}
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		for _, mode := range []string{"ids_only", "metadata", "preview", "full"} {
+			a := economyPage(t, h, map[string]any{"query": economyQuery, "response_mode": mode, "page_size": 10, "format": "json"})
+			total := int(a.execution()["tokens_used"].(float64))
+			env := a.jsonBlock()
+			// The results array as written (member order matters to cl100k).
+			block := a.blocks[0]
+			from, to := strings.Index(block, `"results":[`), strings.Index(block, `],"pagination":`)
+			require.True(t, from > 0 && to > from)
+			overhead := tokens.Count(block[:from+len(`"results":`)] + block[to+1:])
+			// The page-level desktop signals (visual_hints, query_analysis)
+			// come on top in the modes that carry signals; they are
+			// measured, not part of the envelope's target (docs/MCP.md).
+			desktop := 0
+			if vh, ok := env["_metadata"].(map[string]any)["visual_hints"]; ok {
+				b, err := json.Marshal(map[string]any{"visual_hints": vh})
+				require.NoError(t, err)
+				desktop += tokens.Count(string(b))
+			}
+			if qa, ok := env["query_analysis"]; ok {
+				b, err := json.Marshal(map[string]any{"query_analysis": qa})
+				require.NoError(t, err)
+				desktop += tokens.Count(string(b))
+			}
+			t.Logf("json, %s: %d tokens, overhead %d, of which desktop page signals %d", mode, total, overhead, desktop)
+			require.LessOrEqual(t, overhead-desktop, maxJSONOverhead, mode)
+			require.LessOrEqual(t, desktop, maxDesktopPageSignals, mode)
+		}
+	})
+	t.Run("tools/list", func(t *testing.T) {
+		tl, err := h.cli.ListTools(t.Context(), mcp.ListToolsRequest{})
+		require.NoError(t, err)
+		total := 0
+		for _, tool := range tl.Tools {
+			in, err := json.Marshal(tool.InputSchema)
+			require.NoError(t, err)
+			total += tokens.Count(tool.Description) + tokens.Count(string(in))
+		}
+		t.Logf("tools/list: descriptions + input schemas %d tokens", total)
+		require.LessOrEqual(t, total, maxToolsList)
+	})
 }

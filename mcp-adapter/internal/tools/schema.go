@@ -45,7 +45,7 @@ func metadataSchema() schema {
 			"collapse_duplicates": boolean(),
 			"expandable_previews": boolean(),
 		}, "highlight_top", "group_by", "show_confidence", "collapse_duplicates", "expandable_previews"),
-	}, "operation", "version", "timestamp", "request_id", "status", "message")
+	}, "operation", "version", "timestamp", "request_id", "status")
 }
 
 func paginationSchema() schema {
@@ -71,11 +71,9 @@ func executionContextSchema() schema {
 			"pagination": integer(0),
 			"warnings":   integer(0),
 		}, "results", "metadata", "pagination", "warnings"),
-		"cache_key":          nullStr(),
 		"database_time_ms":   schema{"type": "number", "minimum": 0},
 		"formatting_time_ms": schema{"type": "number", "minimum": 0},
-	}, "tokens_estimated", "tokens_used", "cache_hit", "execution_time_ms", "request_id",
-		"token_breakdown", "cache_key", "database_time_ms", "formatting_time_ms")
+	}, "tokens_estimated", "tokens_used", "cache_hit", "execution_time_ms", "request_id")
 }
 
 func warningSchema() schema {

@@ -45,7 +45,7 @@ type searchParams struct {
 func (s *Server) parseSearch(raw any) (searchParams, *apierr.Error) {
 	a := newArgs(raw, "query", "top_k", "page_size", "cursor", "response_mode", "fields", "format")
 	p := searchParams{pageSize: DefaultPageSize}
-	p.format = parseFormat(a)
+	p.format = s.parseFormat(a)
 	p.query = strings.TrimSpace(a.str("query"))
 	topK, hasTopK := a.integer("top_k", 1, MaxPageSize)
 	size, hasSize := a.integer("page_size", 1, MaxPageSize)
@@ -68,11 +68,11 @@ func (s *Server) parseSearch(raw any) (searchParams, *apierr.Error) {
 	return p, nil
 }
 
-func parseFormat(a *args) render.Format {
-	f, ok := render.ParseFormat(a.str("format"))
+func (s *Server) parseFormat(a *args) render.Format {
+	f, ok := render.ParseFormat(a.str("format"), s.opts.DefaultFormat)
 	if !ok {
-		a.fail("format", "must be one of json, markdown, both", "")
-		return render.JSON
+		a.fail("format", "must be one of "+strings.Join(render.Names(), ", "), "")
+		return s.opts.DefaultFormat
 	}
 	return f
 }
@@ -330,7 +330,9 @@ func (c *searchContent) Keep(env *envelope.Envelope, k int) {
 				k, len(c.objects), c.s.opts.Thresholds.MaxTokens, next+1),
 			fmt.Sprintf("Use page_size %d to get whole pages in %s mode, or a lighter response_mode.", max(k, 1), c.p.mode)))
 	}
-	if c.s.opts.Desktop {
+	// The page-level desktop signals go with the per-result ones: a mode
+	// without signals (ids_only) gets neither.
+	if c.s.opts.Desktop && projection.Of(c.p.mode).Signals {
 		hits := c.page.Hits[:k]
 		sp := c.signalPage(hits)
 		env.Metadata.VisualHints = c.s.opts.Signals.VisualHints(sp)

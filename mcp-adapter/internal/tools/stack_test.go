@@ -154,6 +154,7 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 		KeyHint:             "Set BMCIS_API_KEY.",
 		Thresholds:          cfg.Thresholds,
 		DefaultResponseMode: cfg.DefaultResponseMode,
+		DefaultFormat:       cfg.DefaultFormat,
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
 	}

@@ -50,6 +50,9 @@ type Options struct {
 	Cursors             *cursor.Codec
 	Thresholds          warnings.Thresholds
 	DefaultResponseMode projection.Mode
+	// DefaultFormat is the format of answers that name none
+	// (render.DefaultFormat when empty).
+	DefaultFormat render.Format
 	// Desktop enables the desktop signals (ENABLE_DESKTOP_ENHANCEMENTS).
 	Desktop bool
 	Signals signals.Config
@@ -71,6 +74,7 @@ type Server struct {
 // New builds the MCP server with its tools and resource templates.
 func New(opts Options) *server.MCPServer {
 	s := newServer(opts)
+	opts = s.opts
 	srvOpts := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
@@ -82,9 +86,9 @@ func New(opts Options) *server.MCPServer {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
 	}
 	m := server.NewMCPServer(ServerName, version.Version, srvOpts...)
-	m.AddTool(searchTool(), s.semanticSearch)
-	m.AddTool(vendorTool(), s.findVendorInfo)
-	m.AddTool(chunksTool(), s.getChunks)
+	m.AddTool(searchTool(opts.DefaultFormat), s.semanticSearch)
+	m.AddTool(vendorTool(opts.DefaultFormat), s.findVendorInfo)
+	m.AddTool(chunksTool(opts.DefaultFormat), s.getChunks)
 	m.AddResourceTemplate(chunkTemplate(), s.readChunk)
 	m.AddResourceTemplate(vendorTemplate(), s.readVendor)
 	return m
@@ -99,6 +103,9 @@ func newServer(opts Options) *Server {
 	}
 	if opts.Signals.Now == nil {
 		opts.Signals.Now = opts.Now
+	}
+	if opts.DefaultFormat == "" {
+		opts.DefaultFormat = render.DefaultFormat
 	}
 	if opts.DefaultResponseMode == "" {
 		opts.DefaultResponseMode = projection.Metadata
@@ -127,69 +134,68 @@ func readOnly(title string) mcp.ToolOption {
 	})
 }
 
-func formatOption() mcp.ToolOption {
+func formatOption(def render.Format) mcp.ToolOption {
 	return mcp.WithString("format",
-		mcp.Enum(string(render.JSON), string(render.Markdown), string(render.Both)),
-		mcp.DefaultString(string(render.JSON)),
-		mcp.Description(`Content blocks: "json" (default) is the envelope as one JSON text block; "markdown" a readable rendering; "both" the markdown then the JSON block. structuredContent always carries the envelope.`))
+		mcp.Enum(render.Names()...),
+		mcp.DefaultString(string(def)),
+		mcp.Description(`"markdown" (compact), "json" (the envelope) or "both"; structuredContent always holds the envelope.`))
 }
 
-func searchTool() mcp.Tool {
+func searchTool(format render.Format) mcp.Tool {
 	return mcp.NewTool(ToolSemanticSearch,
-		mcp.WithDescription("Use this first whenever you need information from the BMCIS knowledge base: it finds the document passages (chunks) most relevant to a natural-language question or keywords. "+
-			"Hybrid retrieval (BM25 keywords + vector similarity, fused by rank). "+
-			"Control the size of the answer with response_mode: "+projection.Describe(projection.SearchResult, projection.Metadata)+". "+
-			"Page with page_size (1-50, default 10) and the cursor of the previous answer; then read chosen chunks in full with get_chunks."),
+		mcp.WithDescription("Use this first for information in the BMCIS knowledge base. It finds the document chunks most relevant to a question or keywords (BM25 + vector similarity, fused by rank). "+
+			"response_mode: "+projection.Describe(projection.SearchResult, projection.Metadata)+". "+
+			"Page with the previous answer's cursor; read chosen chunks in full with get_chunks."),
 		readOnly("Search the knowledge base"),
 		mcp.WithString("query", mcp.Required(), mcp.MaxLength(500),
-			mcp.Description("What to look for: a question or keywords, up to 500 characters.")),
+			mcp.Description("A question or keywords.")),
 		mcp.WithInteger("page_size", mcp.Min(1), mcp.Max(50), mcp.DefaultNumber(10),
-			mcp.Description("Results per page, 1-50 (default 10).")),
+			mcp.Description("Results per page.")),
 		mcp.WithInteger("top_k", mcp.Min(1), mcp.Max(50),
-			mcp.Description("Deprecated: use page_size. Ignored when page_size is also given.")),
+			mcp.Description("Deprecated alias of page_size.")),
 		mcp.WithString("cursor",
-			mcp.Description("The pagination.cursor of the previous answer, to get the next page of the same query. Omit for the first page.")),
+			mcp.Description("pagination.cursor of the previous answer to the same query.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
-			mcp.Description("Detail per result: "+projection.Describe(projection.Plain, projection.Metadata)+". With a cursor, defaults to the cursor's mode.")),
+			mcp.Description("Detail per result; with a cursor, the cursor's mode.")),
 		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllSearchFields()),
-			mcp.Description("Only these result fields (each must belong to the response_mode). Omitting it returns every field of the mode plus the confidence, ranking and deduplication signals.")),
-		formatOption(),
+			mcp.Description("Only these fields of the response_mode (no desktop signals). Default: all.")),
+		formatOption(format),
 		mcp.WithSchemaAdditionalProperties(false),
 		mcp.WithRawOutputSchema(OutputSchema(ToolSemanticSearch)),
 	)
 }
 
-func vendorTool() mcp.Tool {
+func vendorTool(format render.Format) mcp.Tool {
 	return mcp.NewTool(ToolFindVendorInfo,
-		mcp.WithDescription("Use this when you know a vendor's name and need what the vendor knowledge graph holds about it: related entities (products, people, organizations), relationships and statistics. "+
-			"Names are matched ignoring case and punctuation; an ambiguous or unknown name answers with the candidates to choose from (use semantic_search to discover vendor names). "+
+		mcp.WithDescription("Use this for a named vendor: its entities, relationships and statistics in the vendor graph. "+
+			"Names match ignoring case and punctuation; an ambiguous or unknown name answers with candidates. "+
 			"response_mode: "+projection.Describe(projection.VendorResult, projection.Metadata)+"."),
 		readOnly("Look up a vendor"),
 		mcp.WithString("vendor_name", mcp.Required(), mcp.MinLength(1), mcp.MaxLength(200),
-			mcp.Description("The vendor's name or alias, 1-200 characters.")),
+			mcp.Description("The vendor's name or alias.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
-			mcp.Description("Detail level: "+projection.Describe(projection.Plain, projection.Metadata)+".")),
+			mcp.Description("Detail level.")),
 		mcp.WithBoolean("include_relationships", mcp.DefaultBool(true),
-			mcp.Description("Whether to return relationships (default true).")),
-		formatOption(),
+			mcp.Description("Return relationships.")),
+		formatOption(format),
 		mcp.WithSchemaAdditionalProperties(false),
 		mcp.WithRawOutputSchema(OutputSchema(ToolFindVendorInfo)),
 	)
 }
 
-func chunksTool() mcp.Tool {
+func chunksTool(format render.Format) mcp.Tool {
 	return mcp.NewTool(ToolGetChunks,
-		mcp.WithDescription("Use this after semantic_search to read specific chunks by id, typically in full, once ids_only or metadata results have shown which ones matter: the last step of the progressive workflow. "+
-			"Returns the chunks in the order asked; ids that do not exist are reported in a warning. "+
+		mcp.WithDescription("Use this after semantic_search to read the chunks that matter, by id. "+
+			"Chunks come in the order asked; unknown ids are reported in a warning. "+
 			"response_mode: "+projection.Describe(projection.ChunkResult, projection.Full)+"."),
 		readOnly("Read chunks by id"),
 		mcp.WithArray("chunk_ids", mcp.Required(), mcp.WithIntegerItems(), mcp.MinItems(1), mcp.MaxItems(100),
-			mcp.Description("1-100 chunk ids from semantic_search results.")),
+			mcp.Description("chunk_id values from semantic_search.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Full)),
-			mcp.Description("Detail per chunk: "+projection.Describe(projection.Plain, projection.Full)+".")),
+			mcp.Description("Detail per chunk.")),
 		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllChunkFields()),
-			mcp.Description("Only these fields (each must belong to the response_mode).")),
-		formatOption(),
+			mcp.Description("Only these fields of the response_mode.")),
+		formatOption(format),
 		mcp.WithSchemaAdditionalProperties(false),
 		mcp.WithRawOutputSchema(OutputSchema(ToolGetChunks)),
 	)
@@ -309,6 +315,7 @@ func (s *Server) logDone(ctx context.Context, call *respond.Call, res *mcp.CallT
 		slog.String("tool", call.Operation),
 		slog.String("request_id", call.RequestID),
 		slog.String("status", status),
+		slog.String("cache_key", call.CacheKey),
 		slog.Float64("ms", float64(s.opts.Now().Sub(call.Started).Microseconds())/1000))
 }
 

@@ -34,7 +34,7 @@ type vendorParams struct {
 func (s *Server) parseVendor(raw any) (vendorParams, *apierr.Error) {
 	a := newArgs(raw, "vendor_name", "response_mode", "include_relationships", "format")
 	p := vendorParams{}
-	p.format = parseFormat(a)
+	p.format = s.parseFormat(a)
 	p.name = strings.TrimSpace(a.str("vendor_name"))
 	p.mode, _ = s.parseMode(a, s.opts.DefaultResponseMode)
 	p.relationships = a.boolean("include_relationships", true)
