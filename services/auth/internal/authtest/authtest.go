@@ -68,6 +68,7 @@ func Config() server.Config {
 		CacheTTL:      30 * time.Second,
 		CacheSize:     1_000,
 		LastUsedFlush: 50 * time.Millisecond,
+		KeyLifetime:   server.DefaultKeyLifetime,
 	}
 }
 

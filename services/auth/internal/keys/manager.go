@@ -98,8 +98,11 @@ type Rotation struct {
 	// Overlap is how long the old key keeps working; zero revokes it now.
 	Overlap time.Duration
 	// ExpiresIn is the new key's lifetime; nil keeps the old key's lifetime
-	// (created_at to expires_at), or no expiry if it had none.
+	// (created_at to expires_at), or DefaultLifetime if it had none.
 	ExpiresIn *time.Duration
+	// DefaultLifetime is the successor's lifetime when neither ExpiresIn nor
+	// the old key gives one; zero means no expiry.
+	DefaultLifetime time.Duration
 }
 
 // Rotate issues a successor with the same name, owner and limits; the old key
@@ -124,6 +127,9 @@ func (m *Manager) Rotate(ctx context.Context, id string, r Rotation) (Issued, *K
 			next.ExpiresAt = &t
 		case r.ExpiresIn == nil && old.ExpiresAt != nil:
 			t := now.Add(old.ExpiresAt.Sub(old.CreatedAt))
+			next.ExpiresAt = &t
+		case r.ExpiresIn == nil && r.DefaultLifetime > 0:
+			t := now.Add(r.DefaultLifetime)
 			next.ExpiresAt = &t
 		}
 		expiresAt, revokedAt := old.ExpiresAt, old.RevokedAt

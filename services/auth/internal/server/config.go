@@ -36,6 +36,10 @@ type Config struct {
 	// LastUsedFlush is how often last-use times are written
 	// (BMCIS_AUTH_LAST_USED_FLUSH).
 	LastUsedFlush time.Duration
+	// KeyLifetime is the lifetime of a key created without one, and of a
+	// rotated key whose predecessor had none (BMCIS_KEY_LIFETIME); zero
+	// means such keys never expire.
+	KeyLifetime time.Duration
 
 	// Clock, when set, replaces time.Now for key expiry, the key cache and the
 	// in-memory limiter; for tests.
@@ -44,6 +48,10 @@ type Config struct {
 	// server time; for tests only.
 	RedisTestClock func() time.Time
 }
+
+// DefaultKeyLifetime is the lifetime a key gets when nobody asks for one:
+// a forgotten key stops working on its own.
+const DefaultKeyLifetime = 90 * 24 * time.Hour
 
 // Default limits (per minute, hour, day).
 var defaultLimits = limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000}
@@ -65,6 +73,10 @@ func LoadConfig(env *config.Reader) Config {
 		CacheTTL:      env.Duration("BMCIS_AUTH_KEY_CACHE_TTL", keys.MaxCacheTTL, 0, keys.MaxCacheTTL),
 		CacheSize:     env.Int("BMCIS_AUTH_KEY_CACHE_SIZE", 10_000, 1, 10_000_000),
 		LastUsedFlush: env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
+		KeyLifetime:   env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
+	}
+	if c.KeyLifetime > 0 && c.KeyLifetime < minLifetime {
+		env.Failf("BMCIS_KEY_LIFETIME", "must be 0 (no expiry) or at least %s", minLifetime)
 	}
 	if c.RedisURL != "" {
 		if _, err := redis.ParseURL(c.RedisURL); err != nil {

@@ -21,6 +21,7 @@ func TestLoadConfig(t *testing.T) {
 		require.Empty(t, c.RedisURL)
 		require.Empty(t, c.AdminToken)
 		require.Equal(t, 30*time.Second, c.CacheTTL)
+		require.Equal(t, 90*24*time.Hour, c.KeyLifetime)
 	})
 	t.Run("overrides", func(t *testing.T) {
 		env := config.FromMap(map[string]string{
@@ -31,12 +32,14 @@ func TestLoadConfig(t *testing.T) {
 			"RATE_LIMIT_ON_REDIS_FAILURE": "CLOSED",
 			"BMCIS_ADMIN_TOKEN":           "0123456789abcdef0123",
 			"BMCIS_AUTH_KEY_CACHE_TTL":    "5s",
+			"BMCIS_KEY_LIFETIME":          "720h",
 		})
 		c := server.LoadConfig(env)
 		require.NoError(t, env.Err())
 		require.Equal(t, limiter.Limits{Minute: 10, Hour: 20, Day: 30}, c.Defaults)
 		require.False(t, c.FailOpen)
 		require.Equal(t, 5*time.Second, c.CacheTTL)
+		require.Equal(t, 30*24*time.Hour, c.KeyLifetime)
 	})
 	tests := []struct {
 		name, variable, value string
@@ -47,6 +50,7 @@ func TestLoadConfig(t *testing.T) {
 		{"unknown failure mode", "RATE_LIMIT_ON_REDIS_FAILURE", "maybe"},
 		{"short admin token", "BMCIS_ADMIN_TOKEN", "short"},
 		{"cache longer than the revocation bound", "BMCIS_AUTH_KEY_CACHE_TTL", "31s"},
+		{"key lifetime under a minute", "BMCIS_KEY_LIFETIME", "30s"},
 		{"bad redis url", "REDIS_URL", "http://user:hunter2hunter2@example"},
 	}
 	for _, tc := range tests {

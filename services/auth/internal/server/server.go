@@ -44,6 +44,7 @@ type Server struct {
 	defaults   limiter.Limits
 	adminToken [32]byte // SHA-256 of the token, so comparison time is independent of its length
 	hasAdmin   bool
+	lifetime   time.Duration
 	clock      func() time.Time
 	checks     *prometheus.CounterVec
 }
@@ -56,8 +57,10 @@ type Deps struct {
 	Limiter    limiter.Limiter
 	Defaults   limiter.Limits
 	AdminToken string
-	Clock      func() time.Time
-	Registerer prometheus.Registerer
+	// KeyLifetime is given to keys created without a lifetime; 0: none.
+	KeyLifetime time.Duration
+	Clock       func() time.Time
+	Registerer  prometheus.Registerer
 }
 
 // New returns a server.
@@ -70,7 +73,7 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{
 		verifier: d.Verifier, manager: d.Manager, usage: d.Usage, limiter: d.Limiter,
-		defaults: d.Defaults, clock: d.Clock,
+		defaults: d.Defaults, lifetime: d.KeyLifetime, clock: d.Clock,
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_auth_checks_total",
 			Help: "Check calls, by result (allowed or the denial reason).",
@@ -226,6 +229,9 @@ func (s *Server) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	if req.ExpiresIn == nil {
+		nk.ExpiresIn = s.lifetime
+	}
 	issued, err := s.manager.Create(ctx, nk)
 	if err != nil {
 		return nil, fmt.Errorf("create key: %w", err)
@@ -293,7 +299,7 @@ func (s *Server) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	rot := keys.Rotation{Overlap: defaultOverlap}
+	rot := keys.Rotation{Overlap: defaultOverlap, DefaultLifetime: s.lifetime}
 	if req.Overlap != nil {
 		if rot.Overlap, err = validDuration("overlap", req.GetOverlap(), 0, maxOverlap); err != nil {
 			return nil, err

@@ -114,6 +114,40 @@ func TestDenialReasons(t *testing.T) {
 	})
 }
 
+func TestDefaultKeyLifetime(t *testing.T) {
+	clk := authtest.NewClock()
+	cfg := testConfig(t, "memory", clk)
+	cfg.KeyLifetime = 2 * time.Hour
+	in := authtest.Start(t, cfg, authtest.NewDB(t))
+	admin := authtest.Admin(context.Background())
+
+	full, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "forgotten"})
+	require.Equal(t, clk.Now().Add(2*time.Hour), key.GetExpiresAt().AsTime(), "no lifetime asked: the service's")
+	_, asked := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "asked", ExpiresIn: durationpb.New(time.Hour)})
+	require.Equal(t, clk.Now().Add(time.Hour), asked.GetExpiresAt().AsTime(), "a lifetime asked wins")
+
+	listed, err := in.Client.ListKeys(admin, &authv1.ListKeysRequest{})
+	require.NoError(t, err)
+	require.Len(t, listed.GetKeys(), 2)
+	for _, k := range listed.GetKeys() {
+		require.NotNil(t, k.GetExpiresAt(), "ListKeys shows every key's expiry")
+	}
+
+	require.True(t, in.Check(t, full).GetAllowed())
+	clk.Advance(2 * time.Hour)
+	resp := in.Check(t, full)
+	require.False(t, resp.GetAllowed())
+	require.Equal(t, expired, resp.GetDenialReason())
+
+	t.Run("zero lifetime: no expiry", func(t *testing.T) {
+		cfg := testConfig(t, "memory", clk)
+		cfg.KeyLifetime = 0
+		in := authtest.Start(t, cfg, authtest.NewDB(t))
+		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "forever"})
+		require.Nil(t, key.GetExpiresAt())
+	})
+}
+
 func TestKeyLifecycle(t *testing.T) {
 	eachBackend(t, func(t *testing.T, backend string) {
 		clk := authtest.NewClock()
@@ -207,7 +241,8 @@ func TestRotation(t *testing.T) {
 		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
 		require.NoError(t, err)
 		require.Equal(t, clk.Now().Add(24*time.Hour), rot.GetPrevious().GetExpiresAt().AsTime())
-		require.Nil(t, rot.GetKey().GetExpiresAt(), "the old key had no expiry")
+		require.Equal(t, clk.Now().Add(server.DefaultKeyLifetime), rot.GetKey().GetExpiresAt().AsTime(),
+			"the old key had the default lifetime")
 	})
 	t.Run("overlap never extends the old key", func(t *testing.T) {
 		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "c", ExpiresIn: durationpb.New(time.Hour)})

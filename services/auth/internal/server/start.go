@@ -40,14 +40,15 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 	}
 	usage := keys.NewUsageRecorder(store, log)
 	s, err := New(Deps{
-		Verifier:   verifier,
-		Manager:    keys.NewManager(store, cfg.Clock, verifier.Forget),
-		Usage:      usage,
-		Limiter:    lim,
-		Defaults:   cfg.Defaults,
-		AdminToken: cfg.AdminToken,
-		Clock:      cfg.Clock,
-		Registerer: srv.Registry(),
+		Verifier:    verifier,
+		Manager:     keys.NewManager(store, cfg.Clock, verifier.Forget),
+		Usage:       usage,
+		Limiter:     lim,
+		Defaults:    cfg.Defaults,
+		AdminToken:  cfg.AdminToken,
+		KeyLifetime: cfg.KeyLifetime,
+		Clock:       cfg.Clock,
+		Registerer:  srv.Registry(),
 	})
 	if err != nil {
 		closeLimiter()

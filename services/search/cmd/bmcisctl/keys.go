@@ -134,7 +134,7 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	minute := fs.Int64("limit-minute", 0, "calls per minute (0: service default)")
 	hour := fs.Int64("limit-hour", 0, "calls per hour (0: service default)")
 	day := fs.Int64("limit-day", 0, "calls per day (0: service default)")
-	expires := fs.String("expires-in", "", "lifetime, e.g. 90d (default: no expiry)")
+	expires := fs.String("expires-in", "", "lifetime, e.g. 30d (default: the auth service's BMCIS_KEY_LIFETIME, 90d)")
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err

@@ -120,7 +120,7 @@ func TestKeysCreate(t *testing.T) {
 
 	code, _, _ = keysRun("create", "--name", "demo")
 	require.Equal(t, 0, code)
-	require.Nil(t, s.create.GetExpiresIn(), "no expiry unless asked")
+	require.Nil(t, s.create.GetExpiresIn(), "the service default unless asked")
 }
 
 func TestKeysList(t *testing.T) {
