@@ -144,3 +144,21 @@ func TestCLIIngestSearchEvalReindex(t *testing.T) {
 	code, _, _ = ctlRun(t, "search", "-queries", queries)
 	require.Equal(t, 2, code, "-queries needs -json")
 }
+
+func TestCLIIngestSkipsLinksOutOfTheRoot(t *testing.T) {
+	ctlServer(t)
+	outside := t.TempDir()
+	secret := ctlWrite(t, outside, "payroll.md", "# Payroll\n\nThe zebracorn salary table is confidential.\n")
+	root := t.TempDir()
+	ctlWrite(t, root, "hr/handbook.md", "# Handbook\n\nHolidays are booked in the portal.\n")
+	require.NoError(t, os.Symlink(secret, filepath.Join(root, "hr/payroll.md")))
+
+	code, out, errOut := ctlRun(t, "ingest", "-quiet", root)
+	require.Equal(t, 1, code, "a skipped link is a failure the operator sees; stderr: %s", errOut)
+	require.Contains(t, out, "written 1,")
+	require.Contains(t, out, "hr/payroll.md: symbolic link leads outside the ingestion root; skipped")
+
+	code, out, errOut = ctlRun(t, "search", "-limit", "5", "zebracorn salary")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "Payroll")
+}

@@ -116,13 +116,17 @@ func Walk0(paths []string, jsonl func(string), other func()) error {
 		case err != nil:
 			other()
 		case info.IsDir():
-			_ = filepath.WalkDir(p, func(fp string, d fs.DirEntry, err error) error {
+			root := p
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				root = real // as walkDir does
+			}
+			_ = filepath.WalkDir(root, func(fp string, d fs.DirEntry, err error) error {
 				if err != nil {
 					other()
 					return nil
 				}
 				if d.IsDir() {
-					if fp != p && strings.HasPrefix(d.Name(), ".") {
+					if fp != root && strings.HasPrefix(d.Name(), ".") {
 						return filepath.SkipDir
 					}
 					return nil
@@ -162,13 +166,31 @@ func kind(p string) fileKind {
 	return kindOther
 }
 
+// ErrOutsideRoot is the problem reported for a link that resolves outside
+// the directory being ingested: following it would let whoever can write
+// into the tree send any file the ingesting user can read.
+const ErrOutsideRoot = "symbolic link leads outside the ingestion root; skipped"
+
 func walkDir(root string, fn func(Item) error) error {
-	return filepath.WalkDir(root, func(fp string, d fs.DirEntry, err error) error {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err == nil {
+		realRoot, err = filepath.Abs(realRoot)
+	}
+	if err != nil {
+		return fn(Item{Where: root, Problem: err.Error()})
+	}
+	// Walk the resolved root (WalkDir does not enter a root that is a link)
+	// but name files under the root as given.
+	return filepath.WalkDir(realRoot, func(real string, d fs.DirEntry, err error) error {
+		fp := root
+		if r, rerr := filepath.Rel(realRoot, real); rerr == nil && r != "." {
+			fp = filepath.Join(root, r)
+		}
 		if err != nil {
 			return fn(Item{Where: fp, Problem: err.Error()})
 		}
 		if d.IsDir() {
-			if fp != root && strings.HasPrefix(d.Name(), ".") {
+			if real != realRoot && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -188,8 +210,40 @@ func walkDir(root string, fn func(Item) error) error {
 		if i := strings.IndexByte(rel, '/'); i > 0 {
 			folder = rel[:i]
 		}
-		return fn(readFile(fp, rel, folder))
+		read := real
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, ok, err := inside(realRoot, real)
+			switch {
+			case err != nil:
+				return fn(Item{Where: fp, Problem: err.Error()})
+			case !ok:
+				return fn(Item{Where: fp, Problem: ErrOutsideRoot})
+			}
+			// Read the resolved path, so the link cannot be swapped for one
+			// leading elsewhere between the check and the read.
+			read = target
+		}
+		it := readFile(read, rel, folder)
+		it.Where = fp
+		return fn(it)
 	})
+}
+
+// inside resolves the link fp and reports whether its target lies within
+// realRoot (itself resolved and absolute).
+func inside(realRoot, fp string) (string, bool, error) {
+	target, err := filepath.EvalSymlinks(fp)
+	if err != nil {
+		return "", false, err
+	}
+	if target, err = filepath.Abs(target); err != nil {
+		return "", false, err
+	}
+	rel, err := filepath.Rel(realRoot, target)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return target, false, nil
+	}
+	return target, true, nil
 }
 
 // readFile reads one markdown or text file.

@@ -84,6 +84,55 @@ func TestWalkTree(t *testing.T) {
 	require.Contains(t, docs, "runbook.md")
 }
 
+func TestSymlinksStayInsideTheRoot(t *testing.T) {
+	outside := t.TempDir()
+	put(t, outside, "secret.md", "# Secret\n\nnot for ingestion\n")
+	put(t, outside, "dir/more.md", "# More\n")
+	root := t.TempDir()
+	put(t, root, "hr/handbook.md", "# Handbook\n")
+	link := func(target, rel string) {
+		t.Helper()
+		require.NoError(t, os.Symlink(target, filepath.Join(root, rel)))
+	}
+	link(filepath.Join(outside, "secret.md"), "hr/escape.md")       // absolute, outside
+	link("../../"+filepath.Base(outside)+"/secret.md", "hr/rel.md") // relative, outside
+	link("handbook.md", "hr/alias.md")                              // relative, inside
+	link(filepath.Join(outside, "dir"), "hr/linked-dir")            // a directory outside: not descended
+	link(filepath.Join(root, "hr/escape.md"), "hr/chain.md")        // inside link to an outside link
+
+	docs, problems := collect(t, root)
+	require.Contains(t, docs, "hr/handbook.md")
+	require.Contains(t, docs, "hr/alias.md", "a link resolving inside the root is read")
+	require.Equal(t, "Handbook", docs["hr/alias.md"].Title)
+	for _, d := range docs {
+		require.NotContains(t, string(d.Content), "not for ingestion")
+		require.NotEqual(t, "More", d.Title)
+	}
+	tests := []struct{ name, rel string }{
+		{"absolute link out", "hr/escape.md"},
+		{"relative link out", "hr/rel.md"},
+		{"link to a link out", "hr/chain.md"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NotContains(t, docs, tc.rel)
+			require.Equal(t, ErrOutsideRoot, problems[filepath.Join(root, tc.rel)], "skipped and reported")
+		})
+	}
+	require.Len(t, docs, 2)
+	require.Len(t, problems, 3)
+	require.Equal(t, len(docs)+len(problems), Count([]string{root}), "progress counts the skipped links")
+
+	t.Run("a root that is itself a link", func(t *testing.T) {
+		via := filepath.Join(t.TempDir(), "via")
+		require.NoError(t, os.Symlink(root, via))
+		docs, problems := collect(t, via)
+		require.Contains(t, docs, "hr/alias.md")
+		require.Equal(t, ErrOutsideRoot, problems[filepath.Join(via, "hr/escape.md")])
+		require.Equal(t, len(docs)+len(problems), Count([]string{via}))
+	})
+}
+
 func TestJSONL(t *testing.T) {
 	dir := t.TempDir()
 	lines := []string{
