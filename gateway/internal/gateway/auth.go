@@ -69,7 +69,8 @@ func stripCredentials(r *http.Request) *http.Request {
 // authorize checks a request against what its route requires. It returns the
 // request to continue with (credentials stripped; for admin routes the token
 // attached for the upstream call) or the status to answer with.
-func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Access, operation, service string) (*http.Request, error) {
+// tool is what the route stands for in a key's tool scope (Route.ScopeTool).
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Access, operation, tool, service string) (*http.Request, error) {
 	ctx := r.Context()
 	switch access {
 	case Public:
@@ -91,7 +92,7 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 		r = stripCredentials(r)
 		return r.WithContext(context.WithValue(r.Context(), adminTokenKey{}, tok)), nil
 	default:
-		resp, err := g.check(ctx, apiKeyFrom(r.Header), operation)
+		resp, err := g.check(ctx, apiKeyFrom(r.Header), operation, tool)
 		if err != nil {
 			return nil, err
 		}
@@ -103,15 +104,16 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 			g.metrics.denials.WithLabelValues(denialName(resp.GetDenialReason())).Inc()
 			return nil, denialStatus(resp).Err()
 		}
-		return stripCredentials(r), nil
+		r = stripCredentials(r)
+		return r.WithContext(withReadScope(r.Context(), resp.GetScopes().GetCategories())), nil
 	}
 }
 
 // check calls auth.Check; a failure to get a verdict fails closed.
-func (g *Gateway) check(ctx context.Context, key, operation string) (*authv1.CheckResponse, error) {
+func (g *Gateway) check(ctx context.Context, key, operation, tool string) (*authv1.CheckResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
 	defer cancel()
-	resp, err := g.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation})
+	resp, err := g.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: tool})
 	if err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "auth check failed", "error", err.Error())
 		return nil, authUnavailable(err)

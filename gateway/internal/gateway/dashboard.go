@@ -42,7 +42,7 @@ func (g *Gateway) routes() http.Handler {
 					Err: newError(codes.Unimplemented, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path, nil).Err()})
 				return
 			}
-			r2, err := g.authorize(w, r, access, op, "")
+			r2, err := g.authorize(w, r, access, op, "", "")
 			if err != nil {
 				g.handleError(r.Context(), g.rest, nil, w, r, err)
 				return

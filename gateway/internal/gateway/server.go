@@ -130,7 +130,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	)
 	ctx := context.Background()
 	if err := errors.Join(
-		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, searchv1.NewSearchServiceClient(g.conns[Search])),
+		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, scopedSearch{searchv1.NewSearchServiceClient(g.conns[Search])}),
 		vendorgraphv1.RegisterVendorGraphServiceHandlerClient(ctx, g.rest, vendorgraphv1.NewVendorGraphServiceClient(g.conns[VendorGraph])),
 		authv1.RegisterAuthServiceHandlerClient(ctx, g.rest, g.authClient),
 	); err != nil {
@@ -206,7 +206,7 @@ func (g *Gateway) restAuth(next runtime.HandlerFunc) runtime.HandlerFunc {
 			rec.route = rt.Method + " " + rt.Path
 			rec.rt = &rt
 		}
-		r2, err := g.authorize(w, r, rt.Access, rt.Operation(), rt.Service)
+		r2, err := g.authorize(w, r, rt.Access, rt.Operation(), rt.ScopeTool(), rt.Service)
 		if err != nil {
 			g.handleError(r.Context(), g.rest, nil, w, r, err)
 			return

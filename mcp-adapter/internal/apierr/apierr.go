@@ -110,6 +110,17 @@ func NewAuthInvalid(reason, serviceMessage string) *Error {
 	return e
 }
 
+// NewToolNotAllowed is the answer to a key limited to other tools. The
+// contract has no code of its own for it: it is an AUTH_INVALID whose
+// message and details say which tools the key may use.
+func NewToolNotAllowed(tool string, allowed []string) *Error {
+	e := newErr(AuthInvalid, false,
+		fmt.Sprintf("This API key may not use %s; it may use: %s.", tool, strings.Join(allowed, ", ")),
+		"Use one of the tools this key may use, or ask your BMCIS administrator for a key that includes "+tool+".")
+	e.Details = map[string]any{"reason": "TOOL_NOT_ALLOWED", "tool": tool, "allowed_tools": allowed}
+	return e
+}
+
 // NewRateLimit is the answer to a call over a rate-limit tier.
 func NewRateLimit(remaining envelope.Remaining, resetInSeconds int) *Error {
 	e := newErr(RateLimit, true, "Rate limit exceeded",

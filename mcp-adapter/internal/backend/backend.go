@@ -109,7 +109,26 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.CheckResponse, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Auth)
 	defer cancel()
-	return c.Auth.Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: operation})
+	// The adapter's operations are its tool names: the auth service refuses
+	// a tool outside the key's tool scope.
+	return c.Auth.Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation})
+}
+
+type readScopeKey struct{}
+
+// WithReadScope returns ctx carrying the categories the caller's key may
+// read (none: every category). Every search read made with it sends them,
+// and the search service keeps results, totals and chunks inside them.
+func WithReadScope(ctx context.Context, categories []string) context.Context {
+	return context.WithValue(ctx, readScopeKey{}, categories)
+}
+
+func readScope(ctx context.Context) *searchv1.ReadScope {
+	cats, _ := ctx.Value(readScopeKey{}).([]string)
+	if len(cats) == 0 {
+		return nil
+	}
+	return &searchv1.ReadScope{Categories: cats}
 }
 
 // SearchPage runs one page of a hybrid query.
@@ -121,6 +140,7 @@ func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit in
 		Mode:   searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
 		Offset: int32(offset),
 		Limit:  int32(limit),
+		Scope:  readScope(ctx),
 	})
 	if err != nil {
 		return model.SearchPage{}, err
@@ -156,7 +176,7 @@ func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit in
 func (c *Clients) GetChunks(ctx context.Context, ids []int64) ([]model.Chunk, []int64, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
 	defer cancel()
-	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids})
+	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids, Scope: readScope(ctx)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,7 +191,7 @@ func (c *Clients) GetChunks(ctx context.Context, ids []int64) ([]model.Chunk, []
 func (c *Clients) Categories(ctx context.Context) ([]string, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
 	defer cancel()
-	resp, err := c.Search.ListCategories(ctx, &searchv1.ListCategoriesRequest{})
+	resp, err := c.Search.ListCategories(ctx, &searchv1.ListCategoriesRequest{Scope: readScope(ctx)})
 	if err != nil {
 		return nil, err
 	}

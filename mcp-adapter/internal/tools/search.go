@@ -112,7 +112,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 			return s.resp.Failure(call, aerr)
 		}
 		pre = &info
-		topics, _ := s.clients.Categories(ctx)
+		topics, _ := s.clients.Categories(info.scoped(ctx))
 		for i, t := range topics {
 			topics[i] = needsinput.Topic(t)
 		}
@@ -176,7 +176,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	)
 	if pre != nil {
 		info = *pre
-		page, berr = fetch(ctx)
+		page, berr = fetch(info.scoped(ctx))
 	} else {
 		page, info, aerr, berr = guarded(ctx, s, call.Operation, fetch)
 	}

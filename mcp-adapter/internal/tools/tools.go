@@ -6,6 +6,7 @@ package tools
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,6 +219,14 @@ func (s *Server) newCall(ctx context.Context, op string, format render.Format) (
 // authInfo is what an allowed auth check tells the answer.
 type authInfo struct {
 	degraded bool
+	// scopes limit what the key may read; nil for an unscoped key.
+	scopes *authv1.Scopes
+}
+
+// scoped returns ctx carrying the key's category scope: every search read
+// made with it stays inside the categories the key may read.
+func (a authInfo) scoped(ctx context.Context) context.Context {
+	return backend.WithReadScope(ctx, a.scopes.GetCategories())
 }
 
 // guarded runs the auth check and, concurrently, the backend call (nil for
@@ -259,14 +268,24 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	}
 	if !resp.GetAllowed() {
 		cancel()
-		return zero, authInfo{}, s.denial(resp), nil
+		return zero, authInfo{}, s.denial(resp, op), nil
 	}
-	if call != nil && !early {
-		v, err := call(ctx)
-		return v, authInfo{degraded: resp.GetLimiterDegraded()}, nil, err
+	info := authInfo{degraded: resp.GetLimiterDegraded(), scopes: resp.GetScopes()}
+	if tools := info.scopes.GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
+		// The auth service refuses this already; an answer remembered for
+		// another tool must not let it through.
+		cancel()
+		return zero, authInfo{}, apierr.NewToolNotAllowed(op, tools), nil
+	}
+	if call != nil && (!early || len(info.scopes.GetCategories()) > 0) {
+		// An early call ran without the key's category scope: its answer
+		// is dropped and the call made again inside the scope.
+		cancel()
+		v, err := call(info.scoped(ctx))
+		return v, info, nil, err
 	}
 	r := <-ch
-	return r.v, authInfo{degraded: resp.GetLimiterDegraded()}, nil, r.err
+	return r.v, info, nil, r.err
 }
 
 // wellFormedKey reports whether key has the shape of a BMCIS API key,
@@ -288,7 +307,7 @@ func wellFormedKey(key string) bool {
 	return true
 }
 
-func (s *Server) denial(resp *authv1.CheckResponse) *apierr.Error {
+func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 	switch resp.GetDenialReason() {
 	case authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED:
 		return apierr.NewAuthRequired(s.opts.KeyHint)
@@ -301,6 +320,8 @@ func (s *Server) denial(resp *authv1.CheckResponse) *apierr.Error {
 		return apierr.NewAuthInvalid("AUTH_EXPIRED", resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED:
 		return apierr.NewAuthInvalid("AUTH_REVOKED", resp.GetMessage())
+	case authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED:
+		return apierr.NewToolNotAllowed(op, resp.GetScopes().GetTools())
 	}
 	return apierr.NewAuthInvalid("AUTH_INVALID", resp.GetMessage())
 }

@@ -36,6 +36,7 @@ func NewManager(store *Store, clock Clock, forget func(id string)) *Manager {
 type NewKey struct {
 	Name, Owner string
 	Limits      Limits
+	Scopes      Scopes
 	// ExpiresIn is the lifetime; zero means no expiry.
 	ExpiresIn time.Duration
 }
@@ -53,7 +54,7 @@ func (m *Manager) now() time.Time { return m.clock().Truncate(time.Microsecond) 
 // Create issues a new key.
 func (m *Manager) Create(ctx context.Context, nk NewKey) (Issued, error) {
 	now := m.now()
-	k := &Key{Name: nk.Name, Owner: nk.Owner, Limits: nk.Limits, CreatedAt: now}
+	k := &Key{Name: nk.Name, Owner: nk.Owner, Limits: nk.Limits, Scopes: nk.Scopes, CreatedAt: now}
 	if nk.ExpiresIn > 0 {
 		t := now.Add(nk.ExpiresIn)
 		k.ExpiresAt = &t
@@ -105,7 +106,7 @@ type Rotation struct {
 	DefaultLifetime time.Duration
 }
 
-// Rotate issues a successor with the same name, owner and limits; the old key
+// Rotate issues a successor with the same name, owner, limits and scopes; the old key
 // expires after the overlap (never later than it would have anyway).
 func (m *Manager) Rotate(ctx context.Context, id string, r Rotation) (Issued, *Key, error) {
 	now := m.now()
@@ -120,7 +121,7 @@ func (m *Manager) Rotate(ctx context.Context, id string, r Rotation) (Issued, *K
 		}
 		full = g.Full
 		next := &Key{ID: g.ID, Hash: g.Hash[:], Name: old.Name, Owner: old.Owner,
-			Limits: old.Limits, RotatedFrom: old.ID, CreatedAt: now}
+			Limits: old.Limits, Scopes: old.Scopes, RotatedFrom: old.ID, CreatedAt: now}
 		switch {
 		case r.ExpiresIn != nil && *r.ExpiresIn > 0:
 			t := now.Add(*r.ExpiresIn)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,12 +19,24 @@ type Limits struct {
 	Minute, Hour, Day int64
 }
 
+// Scopes limit what a key may read; an empty list leaves that kind open.
+type Scopes struct {
+	Categories []string
+	Tools      []string
+}
+
+// AllowsTool reports whether the key may use tool.
+func (s Scopes) AllowsTool(tool string) bool {
+	return len(s.Tools) == 0 || slices.Contains(s.Tools, tool)
+}
+
 // Key is a stored key: everything but the secret, plus the secret's hash.
 type Key struct {
 	ID          string
 	Name        string
 	Owner       string
 	Limits      Limits
+	Scopes      Scopes
 	Hash        []byte
 	RotatedFrom string
 	CreatedAt   time.Time
@@ -63,7 +76,7 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 const keyColumns = `key_id, secret_hash, name, owner, limit_minute, limit_hour, limit_day,
-	rotated_from, created_at, last_used_at, expires_at, revoked_at`
+	rotated_from, created_at, last_used_at, expires_at, revoked_at, scope_categories, scope_tools`
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
@@ -77,7 +90,8 @@ func scanKey(row pgx.Row) (*Key, error) {
 		rotatedFrom *string
 	)
 	err := row.Scan(&k.ID, &k.Hash, &k.Name, &k.Owner, &lm, &lh, &ld,
-		&rotatedFrom, &k.CreatedAt, &k.LastUsedAt, &k.ExpiresAt, &k.RevokedAt)
+		&rotatedFrom, &k.CreatedAt, &k.LastUsedAt, &k.ExpiresAt, &k.RevokedAt,
+		&k.Scopes.Categories, &k.Scopes.Tools)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -104,6 +118,14 @@ func nullLimit(v int64) *int64 {
 		return nil
 	}
 	return &v
+}
+
+// nonNil stores an absent list as the empty array the columns require.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func nullString(s string) *string {
@@ -135,12 +157,14 @@ var errDuplicateID = errors.New("duplicate key id")
 
 func insert(ctx context.Context, q querier, k *Key) error {
 	row := q.QueryRow(ctx, `INSERT INTO api_keys (key_id, secret_hash, name, owner,
-			limit_minute, limit_hour, limit_day, rotated_from, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			limit_minute, limit_hour, limit_day, rotated_from, created_at, expires_at,
+			scope_categories, scope_tools)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (key_id) DO NOTHING
 		RETURNING key_id`,
 		k.ID, k.Hash, k.Name, k.Owner, nullLimit(k.Limits.Minute), nullLimit(k.Limits.Hour),
-		nullLimit(k.Limits.Day), nullString(k.RotatedFrom), k.CreatedAt, k.ExpiresAt)
+		nullLimit(k.Limits.Day), nullString(k.RotatedFrom), k.CreatedAt, k.ExpiresAt,
+		nonNil(k.Scopes.Categories), nonNil(k.Scopes.Tools))
 	var id string
 	if err := row.Scan(&id); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {

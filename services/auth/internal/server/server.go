@@ -32,7 +32,14 @@ const (
 	MsgAuthExpired  = "API key has expired. Please ask your administrator for a new key."
 	MsgAuthRevoked  = "API key has been revoked. Please ask your administrator for a new key."
 	MsgRateLimit    = "Rate limit exceeded"
+	// MsgToolNotAllowed starts the refusal of a tool outside the key's tool
+	// scope; the tools the key may use follow.
+	MsgToolNotAllowed = "This API key may not use this tool"
 )
+
+// Tools are the names a key's tool scope may list: the MCP tools, which the
+// REST routes also name for the reads they stand for.
+var Tools = []string{"semantic_search", "get_chunks", "find_vendor_info"}
 
 // Server answers AuthService calls.
 type Server struct {
@@ -108,6 +115,11 @@ func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.C
 	case keys.RevokedKey:
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED, MsgAuthRevoked, k, req), nil
 	}
+	// Before the limiter: a call the key may not make costs it nothing.
+	if !k.Scopes.AllowsTool(strings.TrimSpace(req.GetTool())) {
+		msg := MsgToolNotAllowed + "; it may use: " + strings.Join(k.Scopes.Tools, ", ") + "."
+		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED, msg, k, req), nil
+	}
 
 	limits := s.effectiveLimits(k.Limits)
 	d, err := s.limiter.Allow(ctx, k.ID, limits)
@@ -121,6 +133,7 @@ func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.C
 	resp := &authv1.CheckResponse{
 		Allowed:         d.Allowed,
 		Principal:       principal(k),
+		Scopes:          scopes(k.Scopes),
 		Limits:          rateLimits(limits),
 		ResetInSeconds:  ceilSeconds(d.Reset),
 		LimiterDegraded: d.Degraded,
@@ -152,6 +165,7 @@ func (s *Server) deny(ctx context.Context, reason authv1.DenialReason, msg strin
 	keyID := ""
 	if k != nil { // the secret matched: say who it was, for the caller's logs
 		resp.Principal = principal(k)
+		resp.Scopes = scopes(k.Scopes) // a tool refusal names the tools the key may use
 		keyID = k.ID
 	}
 	logging.FromContext(ctx).DebugContext(ctx, "check refused", "key_id", keyID,
@@ -198,6 +212,14 @@ func principal(k *keys.Key) *authv1.Principal {
 	return &authv1.Principal{KeyId: k.ID, Name: k.Name, Owner: k.Owner}
 }
 
+// scopes is nil for an unscoped key, so callers test one field.
+func scopes(sc keys.Scopes) *authv1.Scopes {
+	if len(sc.Categories) == 0 && len(sc.Tools) == 0 {
+		return nil
+	}
+	return &authv1.Scopes{Categories: sc.Categories, Tools: sc.Tools}
+}
+
 func rateLimits(l limiter.Limits) *authv1.RateLimits {
 	return &authv1.RateLimits{Minute: l.Minute, Hour: l.Hour, Day: l.Day}
 }
@@ -237,7 +259,8 @@ func (s *Server) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*
 		return nil, fmt.Errorf("create key: %w", err)
 	}
 	logging.FromContext(ctx).InfoContext(ctx, "key created", "key_id", issued.Key.ID,
-		"name", issued.Key.Name, "owner", issued.Key.Owner)
+		"name", issued.Key.Name, "owner", issued.Key.Owner,
+		"scope_categories", issued.Key.Scopes.Categories, "scope_tools", issued.Key.Scopes.Tools)
 	return &authv1.CreateKeyResponse{Key: apiKey(issued.Key), ApiKey: issued.Full}, nil
 }
 
@@ -334,6 +357,7 @@ func apiKey(k *keys.Key) *authv1.ApiKey {
 		Limits:      &authv1.RateLimits{Minute: k.Limits.Minute, Hour: k.Limits.Hour, Day: k.Limits.Day},
 		CreatedAt:   timestamppb.New(k.CreatedAt),
 		RotatedFrom: k.RotatedFrom,
+		Scopes:      scopes(k.Scopes),
 	}
 	if k.LastUsedAt != nil {
 		out.LastUsedAt = timestamppb.New(*k.LastUsedAt)

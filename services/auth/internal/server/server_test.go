@@ -13,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -146,6 +147,60 @@ func TestDefaultKeyLifetime(t *testing.T) {
 		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "forever"})
 		require.Nil(t, key.GetExpiresAt())
 	})
+}
+
+func TestKeyScopes(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	admin := authtest.Admin(context.Background())
+	check := func(key, tool string) *authv1.CheckResponse {
+		t.Helper()
+		resp, err := in.Client.Check(context.Background(), &authv1.CheckRequest{ApiKey: key, Operation: "test", Tool: tool})
+		require.NoError(t, err)
+		return resp
+	}
+
+	open, openKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "open"})
+	require.Nil(t, openKey.GetScopes())
+	scoped, scopedKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "scoped", Scopes: &authv1.Scopes{
+		Categories: []string{" security", "hr", "security"}, Tools: []string{"semantic_search", "get_chunks"}}})
+	want := &authv1.Scopes{Categories: []string{"security", "hr"}, Tools: []string{"semantic_search", "get_chunks"}}
+	require.True(t, proto.Equal(want, scopedKey.GetScopes()), "trimmed, de-duplicated, in order: %v", scopedKey.GetScopes())
+	catsOnly, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "cats", Scopes: &authv1.Scopes{Categories: []string{"hr"}}})
+
+	listed, err := in.Client.ListKeys(admin, &authv1.ListKeysRequest{Owner: "scoped"})
+	require.NoError(t, err)
+	require.True(t, proto.Equal(want, listed.GetKeys()[0].GetScopes()))
+
+	tests := []struct {
+		name, key, tool string
+		allowed         bool
+		scopes          *authv1.Scopes
+	}{
+		{"unscoped key, any tool", open, "find_vendor_info", true, nil},
+		{"unscoped key, no tool", open, "", true, nil},
+		{"scoped key, its tool", scoped, "get_chunks", true, want},
+		{"scoped key, another tool", scoped, "find_vendor_info", false, want},
+		{"scoped key, no tool named", scoped, "", false, want},
+		{"category-only key, any tool", catsOnly, "find_vendor_info", true, &authv1.Scopes{Categories: []string{"hr"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := check(tc.key, tc.tool)
+			require.Equal(t, tc.allowed, resp.GetAllowed())
+			require.True(t, proto.Equal(tc.scopes, resp.GetScopes()), "scopes: %v", resp.GetScopes())
+			if !tc.allowed {
+				require.Equal(t, authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED, resp.GetDenialReason())
+				require.Equal(t, server.MsgToolNotAllowed+"; it may use: semantic_search, get_chunks.", resp.GetMessage())
+			}
+		})
+	}
+	// One allowed check of the scoped key before this one; refusals took nothing.
+	require.Equal(t, int64(98), check(scoped, "semantic_search").GetRemaining().GetMinute())
+
+	rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: scopedKey.GetKeyId()})
+	require.NoError(t, err)
+	require.True(t, proto.Equal(want, rot.GetKey().GetScopes()), "rotation keeps the scopes")
+	require.False(t, check(rot.GetApiKey(), "find_vendor_info").GetAllowed())
 }
 
 func TestKeyLifecycle(t *testing.T) {
@@ -424,6 +479,23 @@ func TestValidation(t *testing.T) {
 			_, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId(), ExpiresIn: durationpb.New(0)})
 			return err
 		}, "expires_in"},
+		{"create: unknown tool in scope", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a",
+				Scopes: &authv1.Scopes{Tools: []string{"semantic_search", "delete_everything"}}})
+			return err
+		}, "scopes.tools"},
+		{"create: empty category in scope", func() error {
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Scopes: &authv1.Scopes{Categories: []string{" "}}})
+			return err
+		}, "scopes.categories"},
+		{"create: too many categories", func() error {
+			cats := make([]string, 51)
+			for i := range cats {
+				cats[i] = fmt.Sprintf("c%d", i)
+			}
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Scopes: &authv1.Scopes{Categories: cats}})
+			return err
+		}, "scopes.categories"},
 		{"list: long owner", func() error {
 			_, err := in.Client.ListKeys(admin, &authv1.ListKeysRequest{Owner: strings.Repeat("o", 101)})
 			return err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -96,5 +97,37 @@ func validateCreate(req *authv1.CreateKeyRequest) (keys.NewKey, error) {
 		}
 		nk.ExpiresIn = d
 	}
+	var err error
+	if nk.Scopes.Categories, err = validateList("scopes.categories", req.GetScopes().GetCategories(), nil); err != nil {
+		return nk, err
+	}
+	if nk.Scopes.Tools, err = validateList("scopes.tools", req.GetScopes().GetTools(), Tools); err != nil {
+		return nk, err
+	}
 	return nk, nil
+}
+
+// maxScopeEntries bounds a scope list; a key's record is read on every check.
+const maxScopeEntries = 50
+
+// validateList trims, checks and de-duplicates a scope list, keeping its
+// order; allowed, when set, is the closed set of names it may hold.
+func validateList(field string, in, allowed []string) ([]string, error) {
+	if len(in) > maxScopeEntries {
+		return nil, grpcserver.InvalidArgument(field, "must have at most %d entries", maxScopeEntries)
+	}
+	var out []string
+	for _, v := range in {
+		v = strings.TrimSpace(v)
+		if err := validateText(field, v, true); err != nil {
+			return nil, err
+		}
+		if allowed != nil && !slices.Contains(allowed, v) {
+			return nil, grpcserver.InvalidArgument(field, "entries must be among %s", strings.Join(allowed, ", "))
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }

@@ -30,6 +30,7 @@ func init() {
 func keysUsage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   bmcisctl keys create --name N [--owner O] [--limit-minute N] [--limit-hour N] [--limit-day N] [--expires-in 90d]
+                       [--categories security,hr] [--tools semantic_search,get_chunks]
   bmcisctl keys list [--owner O] [--all] [-q]
   bmcisctl keys revoke KEY_ID
   bmcisctl keys rotate KEY_ID [--overlap 24h] [--expires-in 90d]
@@ -135,6 +136,8 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	hour := fs.Int64("limit-hour", 0, "calls per hour (0: service default)")
 	day := fs.Int64("limit-day", 0, "calls per day (0: service default)")
 	expires := fs.String("expires-in", "", "lifetime, e.g. 30d (default: the auth service's BMCIS_KEY_LIFETIME, 90d)")
+	categories := fs.String("categories", "", "comma-separated document categories the key may read (default: all)")
+	tools := fs.String("tools", "", "comma-separated MCP tools the key may use: semantic_search, get_chunks, find_vendor_info (default: all)")
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err
@@ -147,6 +150,9 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	req := &authv1.CreateKeyRequest{Name: *name, Owner: *owner,
 		Limits: &authv1.RateLimits{Minute: *minute, Hour: *hour, Day: *day}}
+	if cats, tls := splitList(*categories), splitList(*tools); len(cats) > 0 || len(tls) > 0 {
+		req.Scopes = &authv1.Scopes{Categories: cats, Tools: tls}
+	}
 	if *expires != "" {
 		d, err := parseDays(*expires)
 		if err != nil {
@@ -167,8 +173,8 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// everything else on stderr.
 	fmt.Fprintln(stdout, resp.GetApiKey())
 	k := resp.GetKey()
-	fmt.Fprintf(stderr, "created key %s (name %q, owner %q, expires %s); it is shown only this once\n",
-		k.GetKeyId(), k.GetName(), k.GetOwner(), keysTime(k.GetExpiresAt(), "never"))
+	fmt.Fprintf(stderr, "created key %s (name %q, owner %q, expires %s, reads %s); it is shown only this once\n",
+		k.GetKeyId(), k.GetName(), k.GetOwner(), keysTime(k.GetExpiresAt(), "never"), keysScopes(k.GetScopes()))
 	return nil
 }
 
@@ -200,12 +206,12 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS (MIN/HOUR/DAY)\tCREATED\tLAST USED\tEXPIRES\tSTATUS")
+	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS (MIN/HOUR/DAY)\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tSCOPES")
 	now := time.Now()
 	for _, k := range resp.GetKeys() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
 			keysLimits(k.GetLimits()), keysTime(k.GetCreatedAt(), "-"), keysTime(k.GetLastUsedAt(), "never"),
-			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now))
+			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now), keysScopes(k.GetScopes()))
 	}
 	return tw.Flush()
 }
@@ -294,6 +300,32 @@ func keysLimits(l *authv1.RateLimits) string {
 		return strconv.FormatInt(v, 10)
 	}
 	return f(l.GetMinute()) + "/" + f(l.GetHour()) + "/" + f(l.GetDay())
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// keysScopes describes what a key may read, in one column.
+func keysScopes(sc *authv1.Scopes) string {
+	var parts []string
+	if c := sc.GetCategories(); len(c) > 0 {
+		parts = append(parts, "categories="+strings.Join(c, ","))
+	}
+	if t := sc.GetTools(); len(t) > 0 {
+		parts = append(parts, "tools="+strings.Join(t, ","))
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
 }
 
 func keysStatus(k *authv1.ApiKey, now time.Time) string {

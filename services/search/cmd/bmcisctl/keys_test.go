@@ -63,6 +63,7 @@ func (s *stubAuth) ListKeys(ctx context.Context, req *authv1.ListKeysRequest) (*
 	s.list = req
 	revoked := s.key("revokedrevokedre")
 	revoked.RevokedAt = timestamppb.New(s.created)
+	revoked.Scopes = &authv1.Scopes{Categories: []string{"security", "hr"}, Tools: []string{"semantic_search"}}
 	return &authv1.ListKeysResponse{Keys: []*authv1.ApiKey{s.key("abcdefghijklmnop"), revoked}}, nil
 }
 
@@ -121,6 +122,12 @@ func TestKeysCreate(t *testing.T) {
 	code, _, _ = keysRun("create", "--name", "demo")
 	require.Equal(t, 0, code)
 	require.Nil(t, s.create.GetExpiresIn(), "the service default unless asked")
+	require.Nil(t, s.create.GetScopes(), "no scope unless asked")
+
+	code, _, errOut = keysRun("create", "--name", "demo", "--categories", "security, hr,", "--tools", "semantic_search,get_chunks")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, []string{"security", "hr"}, s.create.GetScopes().GetCategories())
+	require.Equal(t, []string{"semantic_search", "get_chunks"}, s.create.GetScopes().GetTools())
 }
 
 func TestKeysList(t *testing.T) {
@@ -132,9 +139,12 @@ func TestKeysList(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3)
 	require.Contains(t, lines[0], "KEY ID")
+	require.Contains(t, lines[0], "SCOPES")
 	require.Contains(t, lines[1], "5/default/default")
 	require.Contains(t, lines[1], "active")
+	require.True(t, strings.HasSuffix(lines[1], "all"), lines[1])
 	require.Contains(t, lines[2], "revoked")
+	require.Contains(t, lines[2], "categories=security,hr tools=semantic_search")
 
 	code, out, _ = keysRun("list", "-q")
 	require.Equal(t, 0, code)

@@ -266,6 +266,24 @@ func (ix *Index) Generation() int64 {
 	return ix.generation
 }
 
+// CountIn counts the documents and chunks of the given categories (a read
+// scope's status; it walks every chunk, so it is not for the query path).
+func (ix *Index) CountIn(cats map[string]bool) (docs, chunks int) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for c, n := range ix.cats {
+		if cats[c] {
+			docs += n
+		}
+	}
+	for _, ch := range ix.chunks {
+		if cats[ch.Doc.Category] {
+			chunks++
+		}
+	}
+	return docs, chunks
+}
+
 // Categories lists non-empty category names with document counts.
 func (ix *Index) Categories() map[string]int {
 	ix.mu.RLock()

@@ -51,13 +51,14 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 			fromDB[c.ID] = rec
 		}
 	}
+	sc := s.readScope(req.GetScope())
 	resp := &searchv1.GetChunksResponse{}
 	for i, id := range ids {
 		r := recs[i]
 		if r == nil {
 			r = fromDB[id]
 		}
-		if r == nil {
+		if r == nil || !sc.allows(r.Doc.Category) { // out of scope: as if it did not exist
 			resp.MissingIds = append(resp.MissingIds, id)
 			continue
 		}
@@ -67,10 +68,14 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 }
 
 // ListCategories lists the categories this replica can filter on.
-func (s *Server) ListCategories(context.Context, *searchv1.ListCategoriesRequest) (*searchv1.ListCategoriesResponse, error) {
+func (s *Server) ListCategories(_ context.Context, req *searchv1.ListCategoriesRequest) (*searchv1.ListCategoriesResponse, error) {
+	sc := s.readScope(req.GetScope())
 	cats := s.ix.Categories()
 	resp := &searchv1.ListCategoriesResponse{Categories: make([]*searchv1.Category, 0, len(cats))}
 	for name, n := range cats {
+		if !sc.allows(name) {
+			continue
+		}
 		resp.Categories = append(resp.Categories, &searchv1.Category{Name: name, DocumentCount: int32(n)})
 	}
 	sort.Slice(resp.Categories, func(i, j int) bool { return resp.Categories[i].Name < resp.Categories[j].Name })
@@ -78,8 +83,11 @@ func (s *Server) ListCategories(context.Context, *searchv1.ListCategoriesRequest
 }
 
 // GetIndexStatus describes this replica's index and the live model.
-func (s *Server) GetIndexStatus(context.Context, *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
+func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	st := s.ix.Stats()
+	if sc := s.readScope(req.GetScope()); sc.limited {
+		st.Documents, st.Chunks = s.ix.CountIn(sc.allowed)
+	}
 	provider, model, dims := s.emb.Describe()
 	resp := &searchv1.GetIndexStatusResponse{
 		Documents: int64(st.Documents), Chunks: int64(st.Chunks),

@@ -68,13 +68,22 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	default:
 		return nil, grpcserver.InvalidArgument("mode", "unknown retrieval mode %d", mode)
 	}
+	// The key's scope narrows the category filter, so totals are counted
+	// inside it; a category outside it is as unknown as a missing one.
+	sc := s.readScope(req.GetScope())
 	var cats []string
 	for _, c := range req.GetCategories() {
-		names := s.ix.ResolveCategory(strings.TrimSpace(c))
+		names := sc.filter(s.ix.ResolveCategory(strings.TrimSpace(c)))
 		if len(names) == 0 {
 			return nil, grpcserver.InvalidArgument("categories", "unknown category %q (ListCategories lists them)", c)
 		}
 		cats = append(cats, names...)
+	}
+	if sc.limited && len(cats) == 0 {
+		if cats = sc.categories(); len(cats) == 0 {
+			// No category of the scope exists: nothing to find, not everything.
+			return &searchv1.SearchResponse{Mode: mode}, nil
+		}
 	}
 	sort.Strings(cats)
 	cats = dedupStrings(cats)

@@ -40,6 +40,8 @@ const (
 	DenialReason_DENIAL_REASON_AUTH_REVOKED DenialReason = 4
 	// A rate-limit tier is exhausted.
 	DenialReason_DENIAL_REASON_RATE_LIMIT DenialReason = 5
+	// The key is limited to tools and the call is for another one.
+	DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED DenialReason = 6
 )
 
 // Enum value maps for DenialReason.
@@ -51,14 +53,16 @@ var (
 		3: "DENIAL_REASON_AUTH_EXPIRED",
 		4: "DENIAL_REASON_AUTH_REVOKED",
 		5: "DENIAL_REASON_RATE_LIMIT",
+		6: "DENIAL_REASON_TOOL_NOT_ALLOWED",
 	}
 	DenialReason_value = map[string]int32{
-		"DENIAL_REASON_UNSPECIFIED":   0,
-		"DENIAL_REASON_AUTH_REQUIRED": 1,
-		"DENIAL_REASON_AUTH_INVALID":  2,
-		"DENIAL_REASON_AUTH_EXPIRED":  3,
-		"DENIAL_REASON_AUTH_REVOKED":  4,
-		"DENIAL_REASON_RATE_LIMIT":    5,
+		"DENIAL_REASON_UNSPECIFIED":      0,
+		"DENIAL_REASON_AUTH_REQUIRED":    1,
+		"DENIAL_REASON_AUTH_INVALID":     2,
+		"DENIAL_REASON_AUTH_EXPIRED":     3,
+		"DENIAL_REASON_AUTH_REVOKED":     4,
+		"DENIAL_REASON_RATE_LIMIT":       5,
+		"DENIAL_REASON_TOOL_NOT_ALLOWED": 6,
 	}
 )
 
@@ -95,7 +99,11 @@ type CheckRequest struct {
 	// The full key, `bmcis_<keyid>_<secret>`; empty when none was given.
 	ApiKey string `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
 	// What the call is for (a tool or route name), for metrics and logs.
-	Operation     string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// The MCP tool the call uses, or the one a REST route stands for
+	// (semantic_search, get_chunks, find_vendor_info). A key limited to tools
+	// is refused any other, and calls naming none.
+	Tool          string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,6 +152,13 @@ func (x *CheckRequest) GetOperation() string {
 	return ""
 }
 
+func (x *CheckRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
 // CheckResponse is the verdict.
 type CheckResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -165,8 +180,11 @@ type CheckResponse struct {
 	// True when the shared limiter (Redis) is unreachable and the service fell
 	// back to its configured open or closed behaviour.
 	LimiterDegraded bool `protobuf:"varint,8,opt,name=limiter_degraded,json=limiterDegraded,proto3" json:"limiter_degraded,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the key may read, when verified. The caller applies the category
+	// scope to every read it makes for the key.
+	Scopes        *Scopes `protobuf:"bytes,9,opt,name=scopes,proto3" json:"scopes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckResponse) Reset() {
@@ -255,6 +273,69 @@ func (x *CheckResponse) GetLimiterDegraded() bool {
 	return false
 }
 
+func (x *CheckResponse) GetScopes() *Scopes {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+// Scopes limit what a key may read. An empty list leaves that kind open.
+type Scopes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Document categories the key may read; search, chunk and category reads
+	// answer as if the others did not exist.
+	Categories []string `protobuf:"bytes,1,rep,name=categories,proto3" json:"categories,omitempty"`
+	// MCP tools the key may use.
+	Tools         []string `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Scopes) Reset() {
+	*x = Scopes{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Scopes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Scopes) ProtoMessage() {}
+
+func (x *Scopes) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Scopes.ProtoReflect.Descriptor instead.
+func (*Scopes) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Scopes) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *Scopes) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 // Principal identifies a verified key.
 type Principal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -270,7 +351,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +363,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +376,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{2}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Principal) GetKeyId() string {
@@ -334,7 +415,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +427,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +440,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{3}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RateLimits) GetMinute() int64 {
@@ -403,14 +484,16 @@ type ApiKey struct {
 	// Revocation time, if revoked.
 	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// The key this one replaced by rotation, if any.
-	RotatedFrom   string `protobuf:"bytes,9,opt,name=rotated_from,json=rotatedFrom,proto3" json:"rotated_from,omitempty"`
+	RotatedFrom string `protobuf:"bytes,9,opt,name=rotated_from,json=rotatedFrom,proto3" json:"rotated_from,omitempty"`
+	// What the key may read.
+	Scopes        *Scopes `protobuf:"bytes,10,opt,name=scopes,proto3" json:"scopes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +505,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +518,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -501,6 +584,13 @@ func (x *ApiKey) GetRotatedFrom() string {
 	return ""
 }
 
+func (x *ApiKey) GetScopes() *Scopes {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
 // CreateKeyRequest describes a new key.
 type CreateKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -510,15 +600,18 @@ type CreateKeyRequest struct {
 	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Per-key limits; a zero tier uses the service default.
 	Limits *RateLimits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
-	// Lifetime; no expiry when unset.
-	ExpiresIn     *durationpb.Duration `protobuf:"bytes,4,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// Lifetime; the service's default lifetime (90 days unless configured)
+	// when unset.
+	ExpiresIn *durationpb.Duration `protobuf:"bytes,4,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// What the key may read; unset: everything.
+	Scopes        *Scopes `protobuf:"bytes,5,opt,name=scopes,proto3" json:"scopes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +623,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +636,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -574,6 +667,13 @@ func (x *CreateKeyRequest) GetExpiresIn() *durationpb.Duration {
 	return nil
 }
 
+func (x *CreateKeyRequest) GetScopes() *Scopes {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
 // CreateKeyResponse carries the new key.
 type CreateKeyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -587,7 +687,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +699,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +712,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateKeyResponse) GetKey() *ApiKey {
@@ -642,7 +742,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +754,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +767,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListKeysRequest) GetOwner() string {
@@ -695,7 +795,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +807,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +820,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListKeysResponse) GetKeys() []*ApiKey {
@@ -741,7 +841,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +853,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +866,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -787,7 +887,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +899,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +912,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeKeyResponse) GetKey() *ApiKey {
@@ -837,7 +937,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +949,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +962,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RotateKeyRequest) GetKeyId() string {
@@ -901,7 +1001,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1013,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1026,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RotateKeyResponse) GetKey() *ApiKey {
@@ -954,10 +1054,11 @@ var File_bmcis_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n" +
+	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Y\n" +
 	"\fCheckRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12\x1c\n" +
-	"\toperation\x18\x02 \x01(\tR\toperation\"\xfe\x02\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\"\xad\x03\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12@\n" +
 	"\rdenial_reason\x18\x02 \x01(\x0e2\x1b.bmcis.auth.v1.DenialReasonR\fdenialReason\x12\x18\n" +
@@ -966,7 +1067,13 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\tremaining\x18\x05 \x01(\v2\x19.bmcis.auth.v1.RateLimitsR\tremaining\x121\n" +
 	"\x06limits\x18\x06 \x01(\v2\x19.bmcis.auth.v1.RateLimitsR\x06limits\x12(\n" +
 	"\x10reset_in_seconds\x18\a \x01(\x05R\x0eresetInSeconds\x12)\n" +
-	"\x10limiter_degraded\x18\b \x01(\bR\x0flimiterDegraded\"L\n" +
+	"\x10limiter_degraded\x18\b \x01(\bR\x0flimiterDegraded\x12-\n" +
+	"\x06scopes\x18\t \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\">\n" +
+	"\x06Scopes\x12\x1e\n" +
+	"\n" +
+	"categories\x18\x01 \x03(\tR\n" +
+	"categories\x12\x14\n" +
+	"\x05tools\x18\x02 \x03(\tR\x05tools\"L\n" +
 	"\tPrincipal\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -975,7 +1082,7 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"RateLimits\x12\x16\n" +
 	"\x06minute\x18\x01 \x01(\x03R\x06minute\x12\x12\n" +
 	"\x04hour\x18\x02 \x01(\x03R\x04hour\x12\x10\n" +
-	"\x03day\x18\x03 \x01(\x03R\x03day\"\x8e\x03\n" +
+	"\x03day\x18\x03 \x01(\x03R\x03day\"\xbd\x03\n" +
 	"\x06ApiKey\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -989,13 +1096,16 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
 	"\n" +
 	"revoked_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12!\n" +
-	"\frotated_from\x18\t \x01(\tR\vrotatedFrom\"\xa9\x01\n" +
+	"\frotated_from\x18\t \x01(\tR\vrotatedFrom\x12-\n" +
+	"\x06scopes\x18\n" +
+	" \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\"\xd8\x01\n" +
 	"\x10CreateKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x121\n" +
 	"\x06limits\x18\x03 \x01(\v2\x19.bmcis.auth.v1.RateLimitsR\x06limits\x128\n" +
 	"\n" +
-	"expires_in\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\"U\n" +
+	"expires_in\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\x12-\n" +
+	"\x06scopes\x18\x05 \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\"U\n" +
 	"\x11CreateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\"R\n" +
@@ -1016,14 +1126,15 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x11RotateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x121\n" +
-	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\xcc\x01\n" +
+	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\xf0\x01\n" +
 	"\fDenialReason\x12\x1d\n" +
 	"\x19DENIAL_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bDENIAL_REASON_AUTH_REQUIRED\x10\x01\x12\x1e\n" +
 	"\x1aDENIAL_REASON_AUTH_INVALID\x10\x02\x12\x1e\n" +
 	"\x1aDENIAL_REASON_AUTH_EXPIRED\x10\x03\x12\x1e\n" +
 	"\x1aDENIAL_REASON_AUTH_REVOKED\x10\x04\x12\x1c\n" +
-	"\x18DENIAL_REASON_RATE_LIMIT\x10\x052\xff\x03\n" +
+	"\x18DENIAL_REASON_RATE_LIMIT\x10\x05\x12\"\n" +
+	"\x1eDENIAL_REASON_TOOL_NOT_ALLOWED\x10\x062\xff\x03\n" +
 	"\vAuthService\x12B\n" +
 	"\x05Check\x12\x1b.bmcis.auth.v1.CheckRequest\x1a\x1c.bmcis.auth.v1.CheckResponse\x12c\n" +
 	"\tCreateKey\x12\x1f.bmcis.auth.v1.CreateKeyRequest\x1a .bmcis.auth.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12]\n" +
@@ -1046,59 +1157,63 @@ func file_bmcis_auth_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_bmcis_auth_v1_auth_proto_goTypes = []any{
 	(DenialReason)(0),             // 0: bmcis.auth.v1.DenialReason
 	(*CheckRequest)(nil),          // 1: bmcis.auth.v1.CheckRequest
 	(*CheckResponse)(nil),         // 2: bmcis.auth.v1.CheckResponse
-	(*Principal)(nil),             // 3: bmcis.auth.v1.Principal
-	(*RateLimits)(nil),            // 4: bmcis.auth.v1.RateLimits
-	(*ApiKey)(nil),                // 5: bmcis.auth.v1.ApiKey
-	(*CreateKeyRequest)(nil),      // 6: bmcis.auth.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 7: bmcis.auth.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 8: bmcis.auth.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 9: bmcis.auth.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),      // 10: bmcis.auth.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 11: bmcis.auth.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),      // 12: bmcis.auth.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),     // 13: bmcis.auth.v1.RotateKeyResponse
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*Scopes)(nil),                // 3: bmcis.auth.v1.Scopes
+	(*Principal)(nil),             // 4: bmcis.auth.v1.Principal
+	(*RateLimits)(nil),            // 5: bmcis.auth.v1.RateLimits
+	(*ApiKey)(nil),                // 6: bmcis.auth.v1.ApiKey
+	(*CreateKeyRequest)(nil),      // 7: bmcis.auth.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 8: bmcis.auth.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 9: bmcis.auth.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 10: bmcis.auth.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),      // 11: bmcis.auth.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 12: bmcis.auth.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),      // 13: bmcis.auth.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),     // 14: bmcis.auth.v1.RotateKeyResponse
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
 }
 var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
 	0,  // 0: bmcis.auth.v1.CheckResponse.denial_reason:type_name -> bmcis.auth.v1.DenialReason
-	3,  // 1: bmcis.auth.v1.CheckResponse.principal:type_name -> bmcis.auth.v1.Principal
-	4,  // 2: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
-	4,  // 3: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
-	4,  // 4: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
-	14, // 5: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	14, // 6: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
-	14, // 7: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 8: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	4,  // 9: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
-	15, // 10: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	5,  // 11: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	5,  // 12: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
-	5,  // 13: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	15, // 14: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
-	15, // 15: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	5,  // 16: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	5,  // 17: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
-	1,  // 18: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
-	6,  // 19: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
-	8,  // 20: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
-	10, // 21: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
-	12, // 22: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
-	2,  // 23: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
-	7,  // 24: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
-	9,  // 25: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
-	11, // 26: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
-	13, // 27: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 1: bmcis.auth.v1.CheckResponse.principal:type_name -> bmcis.auth.v1.Principal
+	5,  // 2: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
+	5,  // 3: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
+	3,  // 4: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
+	5,  // 5: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
+	15, // 6: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	15, // 7: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
+	15, // 8: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 9: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	3,  // 10: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
+	5,  // 11: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
+	16, // 12: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	3,  // 13: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
+	6,  // 14: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	6,  // 15: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
+	6,  // 16: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	16, // 17: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
+	16, // 18: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	6,  // 19: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	6,  // 20: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
+	1,  // 21: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
+	7,  // 22: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
+	9,  // 23: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
+	11, // 24: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
+	13, // 25: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
+	2,  // 26: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
+	8,  // 27: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
+	10, // 28: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
+	12, // 29: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
+	14, // 30: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_auth_v1_auth_proto_init() }
@@ -1112,7 +1227,7 @@ func file_bmcis_auth_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_auth_v1_auth_proto_rawDesc), len(file_bmcis_auth_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

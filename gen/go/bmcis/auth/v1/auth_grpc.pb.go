@@ -43,7 +43,7 @@ type AuthServiceClient interface {
 	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
 	// RevokeKey revokes a key; verified-key caches honour it within 30 s.
 	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
-	// RotateKey issues a new key for the same owner and limits; the old key
+	// RotateKey issues a new key for the same owner, limits and scopes; the old key
 	// keeps working for the overlap asked, then expires.
 	RotateKey(ctx context.Context, in *RotateKeyRequest, opts ...grpc.CallOption) (*RotateKeyResponse, error)
 }
@@ -123,7 +123,7 @@ type AuthServiceServer interface {
 	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
 	// RevokeKey revokes a key; verified-key caches honour it within 30 s.
 	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
-	// RotateKey issues a new key for the same owner and limits; the old key
+	// RotateKey issues a new key for the same owner, limits and scopes; the old key
 	// keeps working for the overlap asked, then expires.
 	RotateKey(context.Context, *RotateKeyRequest) (*RotateKeyResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()

@@ -147,7 +147,10 @@ type SearchRequest struct {
 	// Restricts results to these categories; each must exist.
 	Categories []string `protobuf:"bytes,5,rep,name=categories,proto3" json:"categories,omitempty"`
 	// Skips the result cache (for benchmarks and debugging).
-	NoCache       bool `protobuf:"varint,6,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"`
+	NoCache bool `protobuf:"varint,6,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"`
+	// What the caller's key may read; results, totals and the categories
+	// accepted above stay inside it.
+	Scope         *ReadScope `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +227,61 @@ func (x *SearchRequest) GetNoCache() bool {
 	return false
 }
 
+func (x *SearchRequest) GetScope() *ReadScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+// ReadScope limits a read to what one API key may see. The adapter and the
+// gateway set it from the key's auth.Check answer (the gateway replaces any
+// value a REST caller sent); unset or empty means everything.
+type ReadScope struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Categories the key may read; others answer as if they did not exist.
+	Categories    []string `protobuf:"bytes,1,rep,name=categories,proto3" json:"categories,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadScope) Reset() {
+	*x = ReadScope{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadScope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadScope) ProtoMessage() {}
+
+func (x *ReadScope) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadScope.ProtoReflect.Descriptor instead.
+func (*ReadScope) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReadScope) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
 // SearchResponse is one page of ranked results.
 type SearchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -247,7 +305,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[1]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +317,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[1]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +330,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{1}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SearchResponse) GetResults() []*SearchResult {
@@ -355,7 +413,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[2]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +425,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[2]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +438,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{2}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Chunk) GetChunkId() int64 {
@@ -491,7 +549,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[3]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +561,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[3]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +574,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{3}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SearchResult) GetChunk() *Chunk {
@@ -600,14 +658,16 @@ func (x *SearchResult) GetSimilarChunkIds() []int64 {
 type GetChunksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..100 chunk ids.
-	ChunkIds      []int64 `protobuf:"varint,1,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	ChunkIds []int64 `protobuf:"varint,1,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	// What the caller's key may read; chunks outside it are reported missing.
+	Scope         *ReadScope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetChunksRequest) Reset() {
 	*x = GetChunksRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[4]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +679,7 @@ func (x *GetChunksRequest) String() string {
 func (*GetChunksRequest) ProtoMessage() {}
 
 func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[4]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,12 +692,19 @@ func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksRequest.ProtoReflect.Descriptor instead.
 func (*GetChunksRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{4}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetChunksRequest) GetChunkIds() []int64 {
 	if x != nil {
 		return x.ChunkIds
+	}
+	return nil
+}
+
+func (x *GetChunksRequest) GetScope() *ReadScope {
+	if x != nil {
+		return x.Scope
 	}
 	return nil
 }
@@ -655,7 +722,7 @@ type GetChunksResponse struct {
 
 func (x *GetChunksResponse) Reset() {
 	*x = GetChunksResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +734,7 @@ func (x *GetChunksResponse) String() string {
 func (*GetChunksResponse) ProtoMessage() {}
 
 func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +747,7 @@ func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksResponse.ProtoReflect.Descriptor instead.
 func (*GetChunksResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetChunksResponse) GetChunks() []*Chunk {
@@ -721,7 +788,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +800,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +813,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Document) GetExternalId() string {
@@ -809,7 +876,7 @@ type IngestDocumentsRequest struct {
 
 func (x *IngestDocumentsRequest) Reset() {
 	*x = IngestDocumentsRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +888,7 @@ func (x *IngestDocumentsRequest) String() string {
 func (*IngestDocumentsRequest) ProtoMessage() {}
 
 func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +901,7 @@ func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IngestDocumentsRequest) GetDocument() *Document {
@@ -867,7 +934,7 @@ type IngestDocumentsResponse struct {
 
 func (x *IngestDocumentsResponse) Reset() {
 	*x = IngestDocumentsResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +946,7 @@ func (x *IngestDocumentsResponse) String() string {
 func (*IngestDocumentsResponse) ProtoMessage() {}
 
 func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +959,7 @@ func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IngestDocumentsResponse) GetDocumentsReceived() int32 {
@@ -959,7 +1026,7 @@ type IngestFailure struct {
 
 func (x *IngestFailure) Reset() {
 	*x = IngestFailure{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1038,7 @@ func (x *IngestFailure) String() string {
 func (*IngestFailure) ProtoMessage() {}
 
 func (x *IngestFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1051,7 @@ func (x *IngestFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestFailure.ProtoReflect.Descriptor instead.
 func (*IngestFailure) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IngestFailure) GetExternalId() string {
@@ -1019,7 +1086,7 @@ type DeleteDocumentRequest struct {
 
 func (x *DeleteDocumentRequest) Reset() {
 	*x = DeleteDocumentRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1098,7 @@ func (x *DeleteDocumentRequest) String() string {
 func (*DeleteDocumentRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1111,7 @@ func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteDocumentRequest) GetExternalId() string {
@@ -1065,7 +1132,7 @@ type DeleteDocumentResponse struct {
 
 func (x *DeleteDocumentResponse) Reset() {
 	*x = DeleteDocumentResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1144,7 @@ func (x *DeleteDocumentResponse) String() string {
 func (*DeleteDocumentResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1157,7 @@ func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
@@ -1100,16 +1167,18 @@ func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
 	return 0
 }
 
-// ListCategoriesRequest takes no arguments.
+// ListCategoriesRequest asks for the categories.
 type ListCategoriesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the caller's key may read; only those categories are listed.
+	Scope         *ReadScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1190,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1203,14 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListCategoriesRequest) GetScope() *ReadScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
 }
 
 // ListCategoriesResponse lists categories.
@@ -1148,7 +1224,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1236,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1249,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*Category {
@@ -1196,7 +1272,7 @@ type Category struct {
 
 func (x *Category) Reset() {
 	*x = Category{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1284,7 @@ func (x *Category) String() string {
 func (*Category) ProtoMessage() {}
 
 func (x *Category) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1297,7 @@ func (x *Category) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Category.ProtoReflect.Descriptor instead.
 func (*Category) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Category) GetName() string {
@@ -1238,16 +1314,18 @@ func (x *Category) GetDocumentCount() int32 {
 	return 0
 }
 
-// GetIndexStatusRequest takes no arguments.
+// GetIndexStatusRequest asks for the index status.
 type GetIndexStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the caller's key may read; document and chunk counts cover only it.
+	Scope         *ReadScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1337,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1350,14 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetIndexStatusRequest) GetScope() *ReadScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
 }
 
 // GetIndexStatusResponse describes the index.
@@ -1298,7 +1383,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1395,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1408,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetIndexStatusResponse) GetDocuments() int64 {
@@ -1379,7 +1464,7 @@ var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
-	"\x1cbmcis/search/v1/search.proto\x12\x0fbmcis.search.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x01\n" +
+	"\x1cbmcis/search/v1/search.proto\x12\x0fbmcis.search.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\x01\n" +
 	"\rSearchRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x122\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x1e.bmcis.search.v1.RetrievalModeR\x04mode\x12\x16\n" +
@@ -1388,7 +1473,12 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
 	"categories\x18\x05 \x03(\tR\n" +
 	"categories\x12\x19\n" +
-	"\bno_cache\x18\x06 \x01(\bR\anoCache\"\xb4\x02\n" +
+	"\bno_cache\x18\x06 \x01(\bR\anoCache\x120\n" +
+	"\x05scope\x18\a \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"+\n" +
+	"\tReadScope\x12\x1e\n" +
+	"\n" +
+	"categories\x18\x01 \x03(\tR\n" +
+	"categories\"\xb4\x02\n" +
 	"\x0eSearchResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.bmcis.search.v1.SearchResultR\aresults\x12'\n" +
 	"\x0ftotal_available\x18\x02 \x01(\x05R\x0etotalAvailable\x12\x1b\n" +
@@ -1431,9 +1521,10 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"vectorRank\x12!\n" +
 	"\fis_duplicate\x18\n" +
 	" \x01(\bR\visDuplicate\x12*\n" +
-	"\x11similar_chunk_ids\x18\v \x03(\x03R\x0fsimilarChunkIds\"/\n" +
+	"\x11similar_chunk_ids\x18\v \x03(\x03R\x0fsimilarChunkIds\"a\n" +
 	"\x10GetChunksRequest\x12\x1b\n" +
-	"\tchunk_ids\x18\x01 \x03(\x03R\bchunkIds\"d\n" +
+	"\tchunk_ids\x18\x01 \x03(\x03R\bchunkIds\x120\n" +
+	"\x05scope\x18\x02 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"d\n" +
 	"\x11GetChunksResponse\x12.\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x16.bmcis.search.v1.ChunkR\x06chunks\x12\x1f\n" +
 	"\vmissing_ids\x18\x02 \x03(\x03R\n" +
@@ -1469,16 +1560,18 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\"?\n" +
 	"\x16DeleteDocumentResponse\x12%\n" +
-	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"\x17\n" +
-	"\x15ListCategoriesRequest\"S\n" +
+	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"I\n" +
+	"\x15ListCategoriesRequest\x120\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"S\n" +
 	"\x16ListCategoriesResponse\x129\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\v2\x19.bmcis.search.v1.CategoryR\n" +
 	"categories\"E\n" +
 	"\bCategory\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
-	"\x0edocument_count\x18\x02 \x01(\x05R\rdocumentCount\"\x17\n" +
-	"\x15GetIndexStatusRequest\"\xc0\x02\n" +
+	"\x0edocument_count\x18\x02 \x01(\x05R\rdocumentCount\"I\n" +
+	"\x15GetIndexStatusRequest\x120\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"\xc0\x02\n" +
 	"\x16GetIndexStatusResponse\x12\x1c\n" +
 	"\tdocuments\x18\x01 \x01(\x03R\tdocuments\x12\x16\n" +
 	"\x06chunks\x18\x02 \x01(\x03R\x06chunks\x12+\n" +
@@ -1520,60 +1613,65 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
 	(*SearchRequest)(nil),           // 2: bmcis.search.v1.SearchRequest
-	(*SearchResponse)(nil),          // 3: bmcis.search.v1.SearchResponse
-	(*Chunk)(nil),                   // 4: bmcis.search.v1.Chunk
-	(*SearchResult)(nil),            // 5: bmcis.search.v1.SearchResult
-	(*GetChunksRequest)(nil),        // 6: bmcis.search.v1.GetChunksRequest
-	(*GetChunksResponse)(nil),       // 7: bmcis.search.v1.GetChunksResponse
-	(*Document)(nil),                // 8: bmcis.search.v1.Document
-	(*IngestDocumentsRequest)(nil),  // 9: bmcis.search.v1.IngestDocumentsRequest
-	(*IngestDocumentsResponse)(nil), // 10: bmcis.search.v1.IngestDocumentsResponse
-	(*IngestFailure)(nil),           // 11: bmcis.search.v1.IngestFailure
-	(*DeleteDocumentRequest)(nil),   // 12: bmcis.search.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),  // 13: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),   // 14: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),  // 15: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                // 16: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),   // 17: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 18: bmcis.search.v1.GetIndexStatusResponse
-	(*timestamppb.Timestamp)(nil),   // 19: google.protobuf.Timestamp
+	(*ReadScope)(nil),               // 3: bmcis.search.v1.ReadScope
+	(*SearchResponse)(nil),          // 4: bmcis.search.v1.SearchResponse
+	(*Chunk)(nil),                   // 5: bmcis.search.v1.Chunk
+	(*SearchResult)(nil),            // 6: bmcis.search.v1.SearchResult
+	(*GetChunksRequest)(nil),        // 7: bmcis.search.v1.GetChunksRequest
+	(*GetChunksResponse)(nil),       // 8: bmcis.search.v1.GetChunksResponse
+	(*Document)(nil),                // 9: bmcis.search.v1.Document
+	(*IngestDocumentsRequest)(nil),  // 10: bmcis.search.v1.IngestDocumentsRequest
+	(*IngestDocumentsResponse)(nil), // 11: bmcis.search.v1.IngestDocumentsResponse
+	(*IngestFailure)(nil),           // 12: bmcis.search.v1.IngestFailure
+	(*DeleteDocumentRequest)(nil),   // 13: bmcis.search.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),  // 14: bmcis.search.v1.DeleteDocumentResponse
+	(*ListCategoriesRequest)(nil),   // 15: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),  // 16: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                // 17: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),   // 18: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),  // 19: bmcis.search.v1.GetIndexStatusResponse
+	(*timestamppb.Timestamp)(nil),   // 20: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
-	5,  // 1: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
-	0,  // 2: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
-	19, // 3: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
-	4,  // 4: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
-	0,  // 5: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
-	4,  // 6: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
-	1,  // 7: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	19, // 8: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
-	11, // 10: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	16, // 11: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	19, // 12: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	2,  // 13: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	6,  // 14: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	9,  // 15: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	12, // 16: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	14, // 17: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	17, // 18: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	3,  // 19: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	7,  // 20: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	10, // 21: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	13, // 22: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	15, // 23: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	18, // 24: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	6,  // 2: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
+	0,  // 3: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
+	20, // 4: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 5: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
+	0,  // 6: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
+	3,  // 7: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	5,  // 8: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
+	1,  // 9: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
+	20, // 10: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 11: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
+	12, // 12: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	3,  // 13: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	17, // 14: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 15: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	20, // 16: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	2,  // 17: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	7,  // 18: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	10, // 19: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	13, // 20: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	15, // 21: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	18, // 22: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	4,  // 23: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	8,  // 24: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	11, // 25: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 26: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	16, // 27: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	19, // 28: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -1587,7 +1685,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

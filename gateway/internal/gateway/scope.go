@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
+
+// ScopeTool is the tool a route stands for in a key's tool scope: its own
+// MCP tool, else its service's (categories and index status are search
+// reads, suggestions and graph status vendor-graph reads). Admin routes and
+// the dashboard's own routes stand for none, so a tool-scoped key is
+// refused there.
+func (r Route) ScopeTool() string {
+	switch {
+	case r.Access != APIKey:
+		return ""
+	case r.Tool != "":
+		return r.Tool
+	case r.Service == Search:
+		return "semantic_search"
+	case r.Service == VendorGraph:
+		return "find_vendor_info"
+	}
+	return ""
+}
+
+type readScopeKey struct{}
+
+// withReadScope records the categories the caller's key may read (none:
+// every category) for the search calls of this request.
+func withReadScope(ctx context.Context, categories []string) context.Context {
+	return context.WithValue(ctx, readScopeKey{}, categories)
+}
+
+func readScope(ctx context.Context) *searchv1.ReadScope {
+	cats, _ := ctx.Value(readScopeKey{}).([]string)
+	if len(cats) == 0 {
+		return nil
+	}
+	return &searchv1.ReadScope{Categories: cats}
+}
+
+// scopedSearch sets the scope of every search read from the caller's key,
+// replacing any value the REST caller sent in the body or query string:
+// the scope is the key's, never the caller's to choose.
+type scopedSearch struct {
+	searchv1.SearchServiceClient
+}
+
+func (c scopedSearch) Search(ctx context.Context, in *searchv1.SearchRequest, opts ...grpc.CallOption) (*searchv1.SearchResponse, error) {
+	in.Scope = readScope(ctx)
+	return c.SearchServiceClient.Search(ctx, in, opts...)
+}
+
+func (c scopedSearch) GetChunks(ctx context.Context, in *searchv1.GetChunksRequest, opts ...grpc.CallOption) (*searchv1.GetChunksResponse, error) {
+	in.Scope = readScope(ctx)
+	return c.SearchServiceClient.GetChunks(ctx, in, opts...)
+}
+
+func (c scopedSearch) ListCategories(ctx context.Context, in *searchv1.ListCategoriesRequest, opts ...grpc.CallOption) (*searchv1.ListCategoriesResponse, error) {
+	in.Scope = readScope(ctx)
+	return c.SearchServiceClient.ListCategories(ctx, in, opts...)
+}
+
+func (c scopedSearch) GetIndexStatus(ctx context.Context, in *searchv1.GetIndexStatusRequest, opts ...grpc.CallOption) (*searchv1.GetIndexStatusResponse, error) {
+	in.Scope = readScope(ctx)
+	return c.SearchServiceClient.GetIndexStatus(ctx, in, opts...)
+}

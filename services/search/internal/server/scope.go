@@ -1,0 +1,52 @@
+package server
+
+import (
+	"slices"
+	"strings"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
+
+// scope is a request's read scope resolved to indexed category names. The
+// zero scope is open: every category.
+type scope struct {
+	limited bool
+	allowed map[string]bool
+}
+
+// readScope resolves the categories a caller's key may read the way the
+// category filter resolves its names (case-insensitively). A scope naming
+// only categories that do not exist yet allows nothing, not everything.
+func (s *Server) readScope(rs *searchv1.ReadScope) scope {
+	if len(rs.GetCategories()) == 0 {
+		return scope{}
+	}
+	sc := scope{limited: true, allowed: map[string]bool{}}
+	for _, c := range rs.GetCategories() {
+		for _, name := range s.ix.ResolveCategory(strings.TrimSpace(c)) {
+			sc.allowed[name] = true
+		}
+	}
+	return sc
+}
+
+// allows reports whether a chunk of category may be read.
+func (sc scope) allows(category string) bool { return !sc.limited || sc.allowed[category] }
+
+// filter keeps the names the scope allows.
+func (sc scope) filter(names []string) []string {
+	if !sc.limited {
+		return names
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return !sc.allowed[n] })
+}
+
+// categories lists the allowed names, sorted.
+func (sc scope) categories() []string {
+	out := make([]string, 0, len(sc.allowed))
+	for n := range sc.allowed {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
