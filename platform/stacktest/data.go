@@ -151,6 +151,8 @@ type Key struct {
 	PerMinute, PerHour, PerDay int
 	// ExpiresIn is bmcisctl's --expires-in ("90d", "1h"); empty for the default.
 	ExpiresIn string
+	// Categories and Tools are the key's read scopes; empty leaves them open.
+	Categories, Tools []string
 }
 
 // CreateKey creates an API key through the auth service's admin API (with
@@ -171,6 +173,12 @@ func (s *Stack) CreateKey(t testing.TB, k Key) string {
 	}
 	if k.ExpiresIn != "" {
 		args = append(args, "--expires-in", k.ExpiresIn)
+	}
+	if len(k.Categories) > 0 {
+		args = append(args, "--categories", strings.Join(k.Categories, ","))
+	}
+	if len(k.Tools) > 0 {
+		args = append(args, "--tools", strings.Join(k.Tools, ","))
 	}
 	key := strings.TrimSpace(s.Ctl(t, args...))
 	if !strings.HasPrefix(key, "bmcis_") {
