@@ -25,7 +25,7 @@ import (
 //	cd gateway && go test ./e2e -run '^$' -bench RESTOverheadAgainstServices -benchtime 1000x
 func BenchmarkRESTOverheadAgainstServices(b *testing.B) {
 	s := newStack(b, map[string]string{"BMCIS_GATEWAY_HEALTH_INTERVAL": "5s", "BMCIS_GATEWAY_STATS_INTERVAL": "10s"})
-	key := s.createKey(`{"name":"e2e-bench","limits":{"minute":1000000,"hour":1000000,"day":1000000}}`)
+	key := s.createKey(`{"name":"e2e-bench","limits":{"tiers":[{"tier":"minute","value":1000000},{"tier":"hour","value":1000000},{"tier":"day","value":1000000}]}}`)
 	s.ingest()
 	ctx := context.Background()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

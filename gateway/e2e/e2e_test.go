@@ -286,7 +286,7 @@ func TestAuthAgainstServices(t *testing.T) {
 		require.Equal(t, c.code, r.errBody(t).Code)
 	}
 
-	key := s.createKey(`{"name":"e2e-limited","limits":{"minute":2,"hour":100,"day":1000}}`)
+	key := s.createKey(`{"name":"e2e-limited","limits":{"tiers":[{"tier":"minute","value":2},{"tier":"hour","value":100},{"tier":"day","value":1000}]}}`)
 	var last response
 	for i := 0; i < 4; i++ {
 		last = s.do("GET", "/v1/categories", "", "Authorization", "Bearer "+key)

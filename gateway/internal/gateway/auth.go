@@ -16,6 +16,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 // Credential headers. They are read by the gateway and never forwarded as
@@ -193,11 +194,11 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 	}
 	meta := map[string]string{}
 	if resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_RATE_LIMIT {
-		for tier, v := range tiers(resp.GetRemaining()) {
-			meta["remaining_"+tier] = strconv.FormatInt(v, 10)
+		for _, t := range resp.GetRemaining().GetTiers() {
+			meta["remaining_"+t.GetTier()] = strconv.FormatInt(t.GetValue(), 10)
 		}
-		for tier, v := range tiers(resp.GetLimits()) {
-			meta["limit_"+tier] = strconv.FormatInt(v, 10)
+		for _, t := range resp.GetLimits().GetTiers() {
+			meta["limit_"+t.GetTier()] = strconv.FormatInt(t.GetValue(), 10)
 		}
 		meta["reset_in_seconds"] = strconv.FormatInt(int64(max(resp.GetResetInSeconds(), 1)), 10)
 	}
@@ -211,21 +212,27 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 	return status.FromProto(p)
 }
 
-func tiers(l *authv1.RateLimits) map[string]int64 {
-	if l == nil {
-		return nil
-	}
-	return map[string]int64{"minute": l.GetMinute(), "hour": l.GetHour(), "day": l.GetDay()}
-}
-
-// setRateLimitHeaders reports the minute tier, as most clients expect.
+// setRateLimitHeaders writes one pair of headers per tier the auth service
+// reports (X-RateLimit-Limit-Minute, X-RateLimit-Remaining-Minute, ...) and
+// the unsuffixed X-RateLimit-* of the first (shortest) tier, which is what
+// most clients read.
 func setRateLimitHeaders(w http.ResponseWriter, resp *authv1.CheckResponse) {
-	if resp.GetLimits() == nil || resp.GetLimits().GetMinute() <= 0 {
+	limits := resp.GetLimits().GetTiers()
+	if len(limits) == 0 || limits[0].GetValue() <= 0 {
 		return
 	}
+	remaining := map[string]int64{}
+	for _, t := range resp.GetRemaining().GetTiers() {
+		remaining[t.GetTier()] = max(t.GetValue(), 0)
+	}
 	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(resp.GetLimits().GetMinute(), 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(resp.GetRemaining().GetMinute(), 0), 10))
+	for _, t := range limits {
+		sfx := "-" + ratelimit.HeaderSuffix(t.GetTier())
+		h.Set("X-RateLimit-Limit"+sfx, strconv.FormatInt(t.GetValue(), 10))
+		h.Set("X-RateLimit-Remaining"+sfx, strconv.FormatInt(remaining[t.GetTier()], 10))
+	}
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(limits[0].GetValue(), 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining[limits[0].GetTier()], 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(max(resp.GetResetInSeconds(), 0)), 10))
 }
 

@@ -111,8 +111,8 @@ func (f *fakeAuth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1
 	if err := f.checkErr.get(); err != nil {
 		return nil, err
 	}
-	limits := &authv1.RateLimits{Minute: 100, Hour: 1000, Day: 10000}
-	resp := &authv1.CheckResponse{Limits: limits, Remaining: &authv1.RateLimits{Minute: 99, Hour: 999, Day: 9999}, ResetInSeconds: 42}
+	limits := rateLimits(100, 1000, 10000)
+	resp := &authv1.CheckResponse{Limits: limits, Remaining: rateLimits(99, 999, 9999), ResetInSeconds: 42}
 	switch req.GetApiKey() {
 	case "":
 		resp.DenialReason = authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED
@@ -126,7 +126,7 @@ func (f *fakeAuth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1
 	case keyLimited:
 		resp.DenialReason = authv1.DenialReason_DENIAL_REASON_RATE_LIMIT
 		resp.Message = "Rate limit exceeded"
-		resp.Remaining = &authv1.RateLimits{Minute: 0, Hour: 450, Day: 8500}
+		resp.Remaining = rateLimits(0, 450, 8500)
 		resp.ResetInSeconds = 17
 	default:
 		resp.DenialReason = authv1.DenialReason_DENIAL_REASON_AUTH_INVALID
@@ -453,3 +453,9 @@ func doReq(t testing.TB, method, url, body string, headers ...string) response {
 }
 
 func key(k string) []string { return []string{HeaderAPIKey, k} }
+
+// rateLimits is a minute/hour/day reply as the auth service sends it.
+func rateLimits(minute, hour, day int64) *authv1.RateLimits {
+	return &authv1.RateLimits{Tiers: []*authv1.TierLimit{
+		{Tier: "minute", Value: minute}, {Tier: "hour", Value: hour}, {Tier: "day", Value: day}}}
+}

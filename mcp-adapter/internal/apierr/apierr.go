@@ -128,7 +128,7 @@ func NewRateLimit(remaining envelope.Remaining, resetInSeconds int) *Error {
 	e.remaining = &remaining
 	e.resetInSeconds = &resetInSeconds
 	e.Details = map[string]any{
-		"remaining":        map[string]any{"minute": remaining.Minute, "hour": remaining.Hour, "day": remaining.Day},
+		"remaining":        remaining,
 		"reset_in_seconds": resetInSeconds,
 	}
 	return e

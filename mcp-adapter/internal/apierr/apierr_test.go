@@ -67,10 +67,10 @@ func TestReferenceMessages(t *testing.T) {
 }
 
 func TestEnvelopeMember(t *testing.T) {
-	e := apierr.NewRateLimit(envelope.Remaining{Minute: 0, Hour: 450, Day: 8500}, 35).Envelope()
+	e := apierr.NewRateLimit(envelope.NewRemaining([]envelope.TierCount{{Tier: "hour", Value: 450}, {Tier: "day", Value: 8500}}), 35).Envelope()
 	require.Equal(t, "RATE_LIMIT", e.Code)
 	require.True(t, e.Retryable)
-	require.Equal(t, &envelope.Remaining{Hour: 450, Day: 8500}, e.Remaining)
+	require.Equal(t, &envelope.Remaining{{Tier: "minute"}, {Tier: "hour", Value: 450}, {Tier: "day", Value: 8500}}, e.Remaining)
 	require.Equal(t, 35, *e.ResetInSeconds)
 	require.Equal(t, 35, e.Details["reset_in_seconds"])
 	e = apierr.NewVendorAmbiguous("a", nil).Envelope()

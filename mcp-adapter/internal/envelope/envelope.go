@@ -6,7 +6,11 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"time"
+
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 // Version is the envelope format version reported in _metadata.version.
@@ -132,11 +136,58 @@ type Error struct {
 	ResetInSeconds *int       `json:"reset_in_seconds,omitempty"`
 }
 
-// Remaining is the rate-limit budget left per tier.
-type Remaining struct {
-	Minute int64 `json:"minute"`
-	Hour   int64 `json:"hour"`
-	Day    int64 `json:"day"`
+// Remaining is the rate-limit budget left per tier, in tier order: a JSON
+// object keyed by tier name, {"minute": …, "hour": …, "day": …} for the
+// tiers of platform/ratelimit.
+type Remaining []TierCount
+
+// TierCount is one tier's units left.
+type TierCount struct {
+	Tier  string
+	Value int64
+}
+
+// NewRemaining lists every tier of platform/ratelimit (0 when the reply
+// lacks it, so the contract's keys are always there), then any further tier
+// the reply names, in its order.
+func NewRemaining(reply []TierCount) Remaining {
+	out := make(Remaining, 0, len(ratelimit.Tiers)+len(reply))
+	for _, t := range ratelimit.Tiers {
+		out = append(out, TierCount{Tier: t.Name})
+	}
+	for _, c := range reply {
+		i := slices.IndexFunc(out, func(x TierCount) bool { return x.Tier == c.Tier })
+		if i < 0 {
+			out = append(out, c)
+		} else {
+			out[i].Value = c.Value
+		}
+	}
+	return out
+}
+
+// Get returns tier's value (0 when absent).
+func (r Remaining) Get(tier string) int64 {
+	for _, c := range r {
+		if c.Tier == tier {
+			return c.Value
+		}
+	}
+	return 0
+}
+
+// MarshalJSON writes the tiers as one object, in tier order.
+func (r Remaining) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, c := range r {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, c.Tier)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, c.Value, 10)
+	}
+	return append(b, '}'), nil
 }
 
 // NeedsInputKind is the discriminator of a needsInput payload.

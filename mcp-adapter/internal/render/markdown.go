@@ -118,8 +118,11 @@ func writeError(w writer, env *envelope.Envelope) {
 		w.text(secMeta, "\nAllowed fields: "+strings.Join(e.AllowedFields, ", ")+"\n")
 	}
 	if e.Remaining != nil {
-		w.text(secMeta, fmt.Sprintf("\nRemaining: %d this minute, %d this hour, %d today.\n",
-			e.Remaining.Minute, e.Remaining.Hour, e.Remaining.Day))
+		parts := make([]string, len(*e.Remaining))
+		for i, c := range *e.Remaining {
+			parts[i] = fmt.Sprintf("%d this %s", c.Value, c.Tier)
+		}
+		w.text(secMeta, "\nRemaining: "+strings.Join(parts, ", ")+".\n")
 	}
 	if e.Retryable {
 		w.text(secMeta, "\nThis error is temporary; the call can be retried.\n")

@@ -112,12 +112,12 @@ func TestMarkdownContent(t *testing.T) {
 
 	errEnv := &envelope.Envelope{
 		Metadata: envelope.Metadata{Operation: "find_vendor_info", Status: envelope.StatusError, RequestID: "req_1"},
-		Error:    &envelope.Error{Code: "RATE_LIMIT", Message: "Rate limit exceeded", Retryable: true, Suggestion: envelope.Ptr("Wait."), Remaining: &envelope.Remaining{Hour: 3}},
+		Error:    &envelope.Error{Code: "RATE_LIMIT", Message: "Rate limit exceeded", Retryable: true, Suggestion: envelope.Ptr("Wait."), Remaining: &envelope.Remaining{{Tier: "minute"}, {Tier: "hour", Value: 3}, {Tier: "day"}}},
 	}
 	md = render.MarkdownText(errEnv, render.View{})
 	require.Contains(t, md, "## Error: RATE_LIMIT")
 	require.Contains(t, md, "Suggestion: Wait.")
-	require.Contains(t, md, "Remaining: 0 this minute, 3 this hour, 0 today.")
+	require.Contains(t, md, "Remaining: 0 this minute, 3 this hour, 0 this day.")
 	require.Contains(t, md, "req_1")
 }
 

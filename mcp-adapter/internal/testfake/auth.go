@@ -69,10 +69,10 @@ func (a *Auth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.Che
 	if err != nil {
 		return nil, err
 	}
-	limits := &authv1.RateLimits{Minute: 100, Hour: 1000, Day: 10000}
+	limits := RateLimits(100, 1000, 10000)
 	ok := &authv1.CheckResponse{
 		Allowed: true, Principal: &authv1.Principal{KeyId: "good", Name: "test", Owner: "tests"},
-		Remaining: &authv1.RateLimits{Minute: 99, Hour: 999, Day: 9999}, Limits: limits, ResetInSeconds: 60,
+		Remaining: RateLimits(99, 999, 9999), Limits: limits, ResetInSeconds: 60,
 	}
 	deny := func(r authv1.DenialReason, msg string) *authv1.CheckResponse {
 		return &authv1.CheckResponse{DenialReason: r, Message: msg, Limits: limits}
@@ -91,9 +91,15 @@ func (a *Auth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.Che
 		return deny(authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED, "the API key was revoked"), nil
 	case KeyLimited:
 		r := deny(authv1.DenialReason_DENIAL_REASON_RATE_LIMIT, "rate limit exceeded")
-		r.Remaining = &authv1.RateLimits{Minute: 0, Hour: 450, Day: 8500}
+		r.Remaining = RateLimits(0, 450, 8500)
 		r.ResetInSeconds = 35
 		return r, nil
 	}
 	return deny(authv1.DenialReason_DENIAL_REASON_AUTH_INVALID, "unknown API key"), nil
+}
+
+// RateLimits is a minute/hour/day reply as the auth service sends it.
+func RateLimits(minute, hour, day int64) *authv1.RateLimits {
+	return &authv1.RateLimits{Tiers: []*authv1.TierLimit{
+		{Tier: "minute", Value: minute}, {Tier: "hour", Value: hour}, {Tier: "day", Value: day}}}
 }

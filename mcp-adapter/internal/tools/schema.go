@@ -3,6 +3,8 @@ package tools
 import (
 	"encoding/json"
 
+	"github.com/bmcis/knowledge/platform/ratelimit"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/jschema"
@@ -91,16 +93,14 @@ func errorSchema() schema {
 		codes[i] = string(c)
 	}
 	return obj(schema{
-		"code":           enum(codes...),
-		"message":        str(),
-		"retryable":      boolean(),
-		"suggestion":     nullStr(),
-		"details":        schema{"type": "object"},
-		"allowed_fields": arrayOf(str()),
-		"suggestions":    arrayOf(str()),
-		"remaining": obj(schema{
-			"minute": integer(0), "hour": integer(0), "day": integer(0),
-		}, "minute", "hour", "day"),
+		"code":             enum(codes...),
+		"message":          str(),
+		"retryable":        boolean(),
+		"suggestion":       nullStr(),
+		"details":          schema{"type": "object"},
+		"allowed_fields":   arrayOf(str()),
+		"suggestions":      arrayOf(str()),
+		"remaining":        remainingSchema(),
 		"reset_in_seconds": integer(0),
 	}, "code", "message", "retryable", "suggestion", "details")
 }
@@ -190,4 +190,15 @@ func OutputSchema(tool string) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// remainingSchema has one property per rate-limit tier (platform/ratelimit).
+func remainingSchema() schema {
+	props := schema{}
+	names := make([]string, len(ratelimit.Tiers))
+	for i, t := range ratelimit.Tiers {
+		props[t.Name] = integer(0)
+		names[i] = t.Name
+	}
+	return obj(props, names...)
 }

@@ -312,10 +312,11 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 	case authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED:
 		return apierr.NewAuthRequired(s.opts.KeyHint)
 	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT:
-		rem := resp.GetRemaining()
-		return apierr.NewRateLimit(envelope.Remaining{
-			Minute: rem.GetMinute(), Hour: rem.GetHour(), Day: rem.GetDay(),
-		}, int(resp.GetResetInSeconds()))
+		var rem []envelope.TierCount
+		for _, t := range resp.GetRemaining().GetTiers() {
+			rem = append(rem, envelope.TierCount{Tier: t.GetTier(), Value: t.GetValue()})
+		}
+		return apierr.NewRateLimit(envelope.NewRemaining(rem), int(resp.GetResetInSeconds()))
 	case authv1.DenialReason_DENIAL_REASON_AUTH_EXPIRED:
 		return apierr.NewAuthInvalid("AUTH_EXPIRED", resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED:

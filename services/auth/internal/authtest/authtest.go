@@ -60,7 +60,7 @@ func RedisURL(t testing.TB) string {
 func Config() server.Config {
 	return server.Config{
 		AdminToken:    AdminToken,
-		Defaults:      limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000},
+		Defaults:      limiter.Defaults(),
 		RedisPrefix:   "bmcis:test:",
 		RedisTimeout:  time.Second,
 		FailOpen:      true,
@@ -169,6 +169,25 @@ func Start(t testing.TB, cfg server.Config, pool *pgxpool.Pool, opts ...Option) 
 	reg, _ := srv.Registry().(prometheus.Gatherer)
 	return &Instance{Addr: lis.Addr().String(), Client: authv1.NewAuthServiceClient(conn), Conn: conn,
 		Logs: logs, Registry: reg, stop: stop}
+}
+
+// Limits builds per-tier limits for a request: Limits("minute", 5, "day", 50).
+func Limits(kv ...any) *authv1.RateLimits {
+	out := &authv1.RateLimits{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Tiers = append(out.Tiers, &authv1.TierLimit{Tier: kv[i].(string), Value: int64(kv[i+1].(int))})
+	}
+	return out
+}
+
+// Tier returns one tier's value of l (0 when absent).
+func Tier(l *authv1.RateLimits, name string) int64 {
+	for _, t := range l.GetTiers() {
+		if t.GetTier() == name {
+			return t.GetValue()
+		}
+	}
+	return 0
 }
 
 // Admin returns a context carrying the admin token.

@@ -14,10 +14,9 @@ import (
 // ErrNotFound means no key has the id.
 var ErrNotFound = errors.New("key not found")
 
-// Limits are a key's own limits; zero means "the service default".
-type Limits struct {
-	Minute, Hour, Day int64
-}
+// Limits are a key's own limits by tier name (platform/ratelimit); a tier
+// absent or zero uses the service default.
+type Limits map[string]int64
 
 // Scopes limit what a key may read; an empty list leaves that kind open.
 type Scopes struct {
@@ -75,7 +74,10 @@ type Store struct {
 // NewStore returns a store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const keyColumns = `key_id, secret_hash, name, owner, limit_minute, limit_hour, limit_day,
+// keyColumns reads a key row and its per-tier limits (table api_key_limits).
+const keyColumns = `key_id, secret_hash, name, owner,
+	ARRAY(SELECT l.tier FROM api_key_limits l WHERE l.key_id = api_keys.key_id ORDER BY l.tier),
+	ARRAY(SELECT l.limit_value FROM api_key_limits l WHERE l.key_id = api_keys.key_id ORDER BY l.tier),
 	rotated_from, created_at, last_used_at, expires_at, revoked_at, scope_categories, scope_tools`
 
 // querier is what both a pool and a transaction offer.
@@ -86,10 +88,11 @@ type querier interface {
 func scanKey(row pgx.Row) (*Key, error) {
 	var (
 		k           Key
-		lm, lh, ld  *int32
+		tiers       []string
+		values      []int32
 		rotatedFrom *string
 	)
-	err := row.Scan(&k.ID, &k.Hash, &k.Name, &k.Owner, &lm, &lh, &ld,
+	err := row.Scan(&k.ID, &k.Hash, &k.Name, &k.Owner, &tiers, &values,
 		&rotatedFrom, &k.CreatedAt, &k.LastUsedAt, &k.ExpiresAt, &k.RevokedAt,
 		&k.Scopes.Categories, &k.Scopes.Tools)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -98,26 +101,16 @@ func scanKey(row pgx.Row) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.Limits = Limits{Minute: deref(lm), Hour: deref(lh), Day: deref(ld)}
+	if len(tiers) > 0 {
+		k.Limits = make(Limits, len(tiers))
+		for i, t := range tiers {
+			k.Limits[t] = int64(values[i])
+		}
+	}
 	if rotatedFrom != nil {
 		k.RotatedFrom = *rotatedFrom
 	}
 	return &k, nil
-}
-
-func deref(p *int32) int64 {
-	if p == nil {
-		return 0
-	}
-	return int64(*p)
-}
-
-// nullLimit stores 0 ("service default") as NULL.
-func nullLimit(v int64) *int64 {
-	if v == 0 {
-		return nil
-	}
-	return &v
 }
 
 // nonNil stores an absent list as the empty array the columns require.
@@ -155,16 +148,27 @@ func get(ctx context.Context, q querier, id string, forUpdate bool) (*Key, error
 // errDuplicateID is returned by insert when the random key id already exists.
 var errDuplicateID = errors.New("duplicate key id")
 
+// insert writes the key and its own limits in one statement (a zero limit,
+// "the service default", is not stored).
 func insert(ctx context.Context, q querier, k *Key) error {
-	row := q.QueryRow(ctx, `INSERT INTO api_keys (key_id, secret_hash, name, owner,
-			limit_minute, limit_hour, limit_day, rotated_from, created_at, expires_at,
-			scope_categories, scope_tools)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-		ON CONFLICT (key_id) DO NOTHING
-		RETURNING key_id`,
-		k.ID, k.Hash, k.Name, k.Owner, nullLimit(k.Limits.Minute), nullLimit(k.Limits.Hour),
-		nullLimit(k.Limits.Day), nullString(k.RotatedFrom), k.CreatedAt, k.ExpiresAt,
-		nonNil(k.Scopes.Categories), nonNil(k.Scopes.Tools))
+	tiers, values := []string{}, []int64{}
+	for t, v := range k.Limits {
+		if v > 0 {
+			tiers, values = append(tiers, t), append(values, v)
+		}
+	}
+	row := q.QueryRow(ctx, `WITH k AS (
+			INSERT INTO api_keys (key_id, secret_hash, name, owner, rotated_from, created_at, expires_at,
+				scope_categories, scope_tools)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (key_id) DO NOTHING
+			RETURNING key_id),
+		l AS (
+			INSERT INTO api_key_limits (key_id, tier, limit_value)
+			SELECT k.key_id, t.tier, t.v FROM k, unnest($10::text[], $11::int[]) AS t(tier, v))
+		SELECT key_id FROM k`,
+		k.ID, k.Hash, k.Name, k.Owner, nullString(k.RotatedFrom), k.CreatedAt, k.ExpiresAt,
+		nonNil(k.Scopes.Categories), nonNil(k.Scopes.Tools), tiers, values)
 	var id string
 	if err := row.Scan(&id); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -1,6 +1,10 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/bmcis/knowledge/platform/ratelimit"
+)
 
 // GCRA keeps, per tier, a theoretical arrival time (TAT): the instant at which
 // the tier would be completely refilled. With emission interval T = window /
@@ -20,55 +24,59 @@ type cell struct {
 	frac int64 // extra tat fraction, in units of 1/limit microsecond
 }
 
-// windowMicros returns a tier's window in microseconds.
-func windowMicros(t Tier) int64 { return t.Window().Microseconds() }
+// windowMicros returns tier i's window in microseconds.
+func windowMicros(i int) int64 { return ratelimit.Tiers[i].Window.Microseconds() }
 
 // evaluate applies one call at now (microseconds) to the cells. It returns the
 // decision and, when allowed, the cells to store; when refused the cells are
 // returned unchanged, so no tier is charged.
-func evaluate(cells [numTiers]cell, now int64, limits Limits) (Decision, [numTiers]cell) {
+func evaluate(cells []cell, now int64, limits Limits) (Decision, []cell) {
+	n := len(limits)
 	var (
-		next     [numTiers]cell
-		remAfter [numTiers]int64
+		next     = make([]cell, n)
+		remAfter = make([]int64, n)
 		allowed  = true
 		wait     int64
 		d        Decision
 	)
-	for t := Minute; t < numTiers; t++ {
-		w, l := windowMicros(t), limits.Get(t)
-		c := cells[t]
+	for t := range n {
+		w, l := windowMicros(t), limits[t]
+		var c cell
+		if t < len(cells) { // a tier added since the state was stored starts full
+			c = cells[t]
+		}
 		if c.frac >= l { // the limit was lowered since this was stored
 			c.frac = l - 1
 		}
 		if c.tat < now {
 			c = cell{tat: now}
 		}
-		n := cell{tat: c.tat + w/l, frac: c.frac + w%l}
-		if n.frac >= l {
-			n.frac -= l
-			n.tat++
+		nc := cell{tat: c.tat + w/l, frac: c.frac + w%l}
+		if nc.frac >= l {
+			nc.frac -= l
+			nc.tat++
 		}
-		if n.tat < now+w || (n.tat == now+w && n.frac == 0) {
-			next[t] = n
+		if nc.tat < now+w || (nc.tat == now+w && nc.frac == 0) {
+			next[t] = nc
 			// Units left = (now + window - TAT) / T, scaled by limit to stay exact.
-			remAfter[t] = ((now+w-n.tat)*l - n.frac) / w
+			remAfter[t] = ((now+w-nc.tat)*l - nc.frac) / w
 			continue
 		}
 		allowed = false
 		d.Exhausted = append(d.Exhausted, t)
 		remAfter[t] = -1
 		// The call would conform once now + window reaches the new TAT.
-		wt := n.tat - w - now
-		if n.frac > 0 {
+		wt := nc.tat - w - now
+		if nc.frac > 0 {
 			wt++
 		}
 		wait = max(wait, wt)
 	}
 	if allowed {
 		d.Allowed = true
-		d.Remaining = Limits{Minute: remAfter[Minute], Hour: remAfter[Hour], Day: remAfter[Day]}
-		full := next[Minute].tat - now
-		if next[Minute].frac > 0 {
+		d.Remaining = remAfter
+		full := next[0].tat - now
+		if next[0].frac > 0 {
 			full++
 		}
 		d.Reset = time.Duration(full) * time.Microsecond
@@ -76,13 +84,13 @@ func evaluate(cells [numTiers]cell, now int64, limits Limits) (Decision, [numTie
 	}
 	// Nothing was consumed: a conforming tier still has the unit this call
 	// would have taken.
-	var rem [numTiers]int64
+	rem := make(Limits, n)
 	for t := range rem {
 		if remAfter[t] >= 0 {
 			rem[t] = remAfter[t] + 1
 		}
 	}
-	d.Remaining = Limits{Minute: rem[Minute], Hour: rem[Hour], Day: rem[Day]}
+	d.Remaining = rem
 	d.Reset = time.Duration(wait) * time.Microsecond
 	return d, cells
 }

@@ -30,11 +30,11 @@ func (f *flaky) Allow(ctx context.Context, _ string, _ limiter.Limits) (limiter.
 	if f.down.Load() {
 		return limiter.Decision{}, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 	}
-	return limiter.Decision{Allowed: true, Remaining: limiter.Limits{Minute: 1, Hour: 1, Day: 1}}, nil
+	return limiter.Decision{Allowed: true, Remaining: limiter.Limits{1, 1, 1}}, nil
 }
 
 func TestGuard(t *testing.T) {
-	lim := limiter.Limits{Minute: 1, Hour: 1, Day: 1}
+	lim := limiter.Limits{1, 1, 1}
 	for _, failOpen := range []bool{true, false} {
 		name := "closed"
 		if failOpen {
@@ -96,7 +96,7 @@ func TestGuardToleratesIsolatedFailures(t *testing.T) {
 	backend := &flaky{}
 	g, err := limiter.NewGuard(backend, limiter.GuardConfig{Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	lim := limiter.Limits{Minute: 1, Hour: 1, Day: 1}
+	lim := limiter.Limits{1, 1, 1}
 	for range 5 {
 		backend.down.Store(true)
 		for range 2 {
@@ -123,7 +123,7 @@ func TestGuardPassesBusyOn(t *testing.T) {
 	g, err := limiter.NewGuard(busy{}, limiter.GuardConfig{Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	for range 5 {
-		_, err := g.Allow(context.Background(), "k", limiter.Limits{Minute: 1, Hour: 1, Day: 1})
+		_, err := g.Allow(context.Background(), "k", limiter.Limits{1, 1, 1})
 		require.ErrorIs(t, err, limiter.ErrBusy)
 	}
 	require.False(t, g.Degraded(), "local overload is not an unreachable backend")

@@ -1,5 +1,5 @@
-// Package limiter enforces per-key rate limits in three tiers (minute, hour,
-// day) with the Generic Cell Rate Algorithm. A call is allowed only when every
+// Package limiter enforces per-key rate limits in every tier of
+// platform/ratelimit (minute, hour, day) with the Generic Cell Rate Algorithm. A call is allowed only when every
 // tier allows it, and then consumes one unit from each tier, atomically: a
 // tier is never charged for a call another tier refused.
 //
@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 // ErrBusy means the backend could not be asked in time because this process
@@ -21,68 +23,34 @@ import (
 // so Guard passes it on instead of applying the failure mode.
 var ErrBusy = errors.New("rate limiter busy")
 
-// Tier names one rate-limit window.
-type Tier int
-
-// The tiers, in the order used everywhere (arrays, script arguments).
-const (
-	Minute Tier = iota
-	Hour
-	Day
-	numTiers
-)
-
-// String returns the tier's name as used in replies and logs.
-func (t Tier) String() string {
-	switch t {
-	case Minute:
-		return "minute"
-	case Hour:
-		return "hour"
-	case Day:
-		return "day"
-	}
-	return fmt.Sprintf("tier(%d)", int(t))
-}
-
-// Window returns the tier's window length.
-func (t Tier) Window() time.Duration {
-	switch t {
-	case Minute:
-		return time.Minute
-	case Hour:
-		return time.Hour
-	default:
-		return 24 * time.Hour
-	}
-}
+// Tiers are the rate-limit tiers, from the one list in platform/ratelimit;
+// Limits and every per-tier array here are indexed like it.
+func Tiers() []ratelimit.Tier { return ratelimit.Tiers }
 
 // MaxLimit bounds a tier's limit so the limiter's integer arithmetic (window
 // in microseconds times limit) cannot overflow int64.
 const MaxLimit = 100_000_000
 
-// Limits holds one number per tier.
-type Limits struct {
-	Minute, Hour, Day int64
-}
+// Limits holds one number per tier, indexed like Tiers().
+type Limits []int64
 
-// Get returns tier t's value.
-func (l Limits) Get(t Tier) int64 {
-	switch t {
-	case Minute:
-		return l.Minute
-	case Hour:
-		return l.Hour
-	default:
-		return l.Day
+// Defaults returns every tier's default limit.
+func Defaults() Limits {
+	l := make(Limits, len(ratelimit.Tiers))
+	for i, t := range ratelimit.Tiers {
+		l[i] = t.Default
 	}
+	return l
 }
 
-// Validate reports a limit outside 1..MaxLimit.
+// Validate reports a missing tier or a limit outside 1..MaxLimit.
 func (l Limits) Validate() error {
-	for t := Minute; t < numTiers; t++ {
-		if v := l.Get(t); v < 1 || v > MaxLimit {
-			return fmt.Errorf("%s limit must be between 1 and %d, got %d", t, MaxLimit, v)
+	if len(l) != len(ratelimit.Tiers) {
+		return fmt.Errorf("limits: %d values for %d tiers", len(l), len(ratelimit.Tiers))
+	}
+	for i, t := range ratelimit.Tiers {
+		if v := l[i]; v < 1 || v > MaxLimit {
+			return fmt.Errorf("%s limit must be between 1 and %d, got %d", t.Name, MaxLimit, v)
 		}
 	}
 	return nil
@@ -95,10 +63,11 @@ type Decision struct {
 	// Remaining is the units left in each tier after this call. A tier that
 	// refused reports 0.
 	Remaining Limits
-	// Exhausted lists the tiers that refused (empty when allowed).
-	Exhausted []Tier
+	// Exhausted lists the tiers that refused, by index (empty when allowed).
+	Exhausted []int
 	// Reset is, when refused, how long until every exhausted tier has a unit
-	// again; when allowed, how long until the minute tier is full again.
+	// again; when allowed, how long until the first (shortest) tier is full
+	// again.
 	Reset time.Duration
 	// Degraded is set by Guard when the backend was unreachable and the
 	// decision follows the configured failure mode instead of real counts.

@@ -105,7 +105,7 @@ func countAllowed(t *testing.T, l limiter.Limiter, key string, lim limiter.Limit
 }
 
 func TestWindows(t *testing.T) {
-	std := limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000}
+	std := limiter.Limits{100, 1_000, 10_000}
 	tests := []struct {
 		name string
 		run  func(t *testing.T, l limiter.Limiter, clk *clock)
@@ -113,13 +113,13 @@ func TestWindows(t *testing.T) {
 		{"burst of exactly the limit, then refused with reset", func(t *testing.T, l limiter.Limiter, clk *clock) {
 			first := allow(t, l, "k", std)
 			require.True(t, first.Allowed)
-			require.Equal(t, limiter.Limits{Minute: 99, Hour: 999, Day: 9_999}, first.Remaining)
+			require.Equal(t, limiter.Limits{99, 999, 9_999}, first.Remaining)
 			require.Equal(t, 600*time.Millisecond, first.Reset, "minute tier full again after one interval")
 			require.Equal(t, 99, countAllowed(t, l, "k", std, 99))
 			d := allow(t, l, "k", std)
 			require.False(t, d.Allowed)
-			require.Equal(t, []limiter.Tier{limiter.Minute}, d.Exhausted)
-			require.Equal(t, limiter.Limits{Minute: 0, Hour: 900, Day: 9_900}, d.Remaining)
+			require.Equal(t, []int{0}, d.Exhausted)
+			require.Equal(t, limiter.Limits{0, 900, 9_900}, d.Remaining)
 			require.Equal(t, 600*time.Millisecond, d.Reset)
 		}},
 		{"one unit back every window/limit", func(t *testing.T, l limiter.Limiter, clk *clock) {
@@ -149,14 +149,14 @@ func TestWindows(t *testing.T) {
 			require.Equal(t, 50, countAllowed(t, l, "k", std, 100))
 		}},
 		{"hour tier refuses while minute tier has units; nothing is charged", func(t *testing.T, l limiter.Limiter, clk *clock) {
-			lim := limiter.Limits{Minute: 100, Hour: 150, Day: 10_000}
+			lim := limiter.Limits{100, 150, 10_000}
 			require.Equal(t, 100, countAllowed(t, l, "k", lim, 100))
 			clk.Advance(time.Minute)
 			require.Equal(t, 52, countAllowed(t, l, "k", lim, 100), "150 plus what the hour tier regained in a minute (2.5)")
 			d := allow(t, l, "k", lim)
 			require.False(t, d.Allowed)
-			require.Equal(t, []limiter.Tier{limiter.Hour}, d.Exhausted)
-			require.Equal(t, int64(0), d.Remaining.Hour)
+			require.Equal(t, []int{1}, d.Exhausted)
+			require.Equal(t, int64(0), d.Remaining[1])
 			before := d.Remaining
 			for range 10 {
 				d = allow(t, l, "k", lim)
@@ -168,19 +168,19 @@ func TestWindows(t *testing.T) {
 			require.Equal(t, 12*time.Second, d.Reset)
 		}},
 		{"day tier", func(t *testing.T, l limiter.Limiter, clk *clock) {
-			lim := limiter.Limits{Minute: 1_000, Hour: 1_000, Day: 1_000}
+			lim := limiter.Limits{1_000, 1_000, 1_000}
 			require.Equal(t, 1_000, countAllowed(t, l, "k", lim, 1_001))
 			clk.Advance(time.Hour)
 			d := allow(t, l, "k", lim)
 			require.True(t, d.Allowed, "an hour gives back 1000/24 day units")
-			require.Equal(t, int64(40), d.Remaining.Day) // floor(41.67) - 1
+			require.Equal(t, int64(40), d.Remaining[2]) // floor(41.67) - 1
 			clk.Advance(23 * time.Hour)
 			require.Equal(t, 999, countAllowed(t, l, "k", lim, 1_001), "the unit taken an hour in comes back an hour after the day")
 			clk.Advance(24 * time.Hour)
 			require.Equal(t, 1_000, countAllowed(t, l, "k", lim, 1_001))
 		}},
 		{"limits that do not divide the window are exact", func(t *testing.T, l limiter.Limiter, clk *clock) {
-			lim := limiter.Limits{Minute: 7, Hour: 1_000, Day: 10_000}
+			lim := limiter.Limits{7, 1_000, 10_000}
 			require.Equal(t, 7, countAllowed(t, l, "k", lim, 10))
 			// 60 s / 7 = 8.571428... s per unit.
 			clk.Advance(8571428 * time.Microsecond)
@@ -207,11 +207,11 @@ func TestBackendsAgree(t *testing.T) {
 	bs := backends(t, clk)
 	mem, red := bs["memory"], bs["redis"]
 	lims := []limiter.Limits{
-		{Minute: 3, Hour: 17, Day: 101},
-		{Minute: 100, Hour: 1_000, Day: 10_000},
-		{Minute: 7, Hour: 13, Day: 10_000},
+		{3, 17, 101},
+		{100, 1_000, 10_000},
+		{7, 13, 10_000},
 		// Large enough that window × limit passes 2^53: exact only in int64.
-		{Minute: 1_000_000, Hour: 10_000_000, Day: 100_000_000},
+		{1_000_000, 10_000_000, 100_000_000},
 	}
 	for i := range 4_000 {
 		k := "k" + string(rune('0'+i%4))
@@ -237,7 +237,7 @@ func TestConcurrentExact(t *testing.T) {
 			for range 1_000 {
 				wg.Go(func() {
 					<-start
-					d, err := l.Allow(context.Background(), "hot", limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000})
+					d, err := l.Allow(context.Background(), "hot", limiter.Limits{100, 1_000, 10_000})
 					if err == nil && d.Allowed {
 						mu.Lock()
 						allowed++
@@ -255,7 +255,7 @@ func TestConcurrentExact(t *testing.T) {
 func TestMemorySweepsFullKeys(t *testing.T) {
 	clk := newClock()
 	m := limiter.NewMemory(clk.Now)
-	lim := limiter.Limits{Minute: 10, Hour: 10, Day: 10}
+	lim := limiter.Limits{10, 10, 10}
 	for i := range 100 {
 		allow(t, m, "k"+string(rune(i)), lim)
 	}
@@ -271,7 +271,7 @@ func TestMemorySweepsFullKeys(t *testing.T) {
 
 func TestInvalidLimits(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l limiter.Limiter, _ *clock) {
-		for _, lim := range []limiter.Limits{{}, {Minute: 1, Hour: 1}, {Minute: limiter.MaxLimit + 1, Hour: 1, Day: 1}} {
+		for _, lim := range []limiter.Limits{{}, {1, 1}, {limiter.MaxLimit + 1, 1, 1}} {
 			_, err := l.Allow(context.Background(), "k", lim)
 			require.Error(t, err)
 		}

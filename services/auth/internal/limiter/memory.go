@@ -18,7 +18,7 @@ type Memory struct {
 // rarely wait on the same mutex.
 type memShard struct {
 	mu        sync.Mutex
-	cells     map[string]*[numTiers]cell
+	cells     map[string][]cell
 	lastSweep int64
 }
 
@@ -35,7 +35,7 @@ func NewMemory(clock Clock) *Memory {
 	}
 	m := &Memory{clock: clock, seed: maphash.MakeSeed()}
 	for i := range m.shards {
-		m.shards[i].cells = make(map[string]*[numTiers]cell)
+		m.shards[i].cells = make(map[string][]cell)
 	}
 	return m
 }
@@ -52,18 +52,9 @@ func (m *Memory) Allow(_ context.Context, key string, limits Limits) (Decision, 
 	if now-sh.lastSweep > sweepEvery.Microseconds() {
 		sh.sweep(now)
 	}
-	var cur [numTiers]cell
-	st := sh.cells[key]
-	if st != nil {
-		cur = *st
-	}
-	d, next := evaluate(cur, now, limits)
+	d, next := evaluate(sh.cells[key], now, limits)
 	if d.Allowed {
-		if st == nil {
-			st = new([numTiers]cell)
-			sh.cells[key] = st
-		}
-		*st = next
+		sh.cells[key] = next
 	}
 	return d, nil
 }

@@ -8,74 +8,90 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
-// gcraScript is evaluate() in Lua: one call reads the three tiers of a key,
-// decides, and (only when every tier conforms) writes all three, atomically,
+// gcraScript is evaluate() in Lua: one call reads every tier of a key,
+// decides, and (only when every tier conforms) writes them all, atomically,
 // with Redis server time, so every replica sees the same clock and counts.
 //
-// KEYS[1]  the key's state hash (fields t1 f1 t2 f2 t3 f3: tat and frac per tier)
-// ARGV     window1 limit1 window2 limit2 window3 limit3 (microseconds, units)
-// ARGV[7]  optional fixed "now" in microseconds, for tests; empty in production
+// KEYS[1]  the key's state hash (fields <tier>:t and <tier>:f per tier: tat, frac)
+// ARGV[1]  optional fixed "now" in microseconds, for tests; empty in production
+// ARGV[2]  the number of tiers, n
+// ARGV     then per tier: name, window (microseconds), limit
 //
-// Returns {allowed, remaining1, remaining2, remaining3, reset_us, exhausted_mask}.
+// Returns {allowed, reset_us, exhausted_mask, remaining_1 .. remaining_n}.
 // Numbers are formatted with %.0f before being stored: Lua's default number
 // formatting keeps 14 digits, which would round microsecond timestamps.
 const gcraScript = `
 local now
-if ARGV[7] ~= nil and ARGV[7] ~= '' then
-  now = tonumber(ARGV[7])
+if ARGV[1] ~= nil and ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local f = redis.call('HMGET', KEYS[1], 't1', 'f1', 't2', 'f2', 't3', 'f3')
+local n = tonumber(ARGV[2])
+local names, fields = {}, {}
+for i = 1, n do
+  names[i] = ARGV[3 * i]
+  fields[2 * i - 1] = names[i] .. ':t'
+  fields[2 * i] = names[i] .. ':f'
+end
+local f = redis.call('HMGET', KEYS[1], unpack(fields))
 local allowed = true
 local nt, nf, rem = {}, {}, {}
 local wait, mask = 0, 0
-for i = 1, 3 do
-  local w = tonumber(ARGV[2 * i - 1])
-  local l = tonumber(ARGV[2 * i])
+for i = 1, n do
+  local w = tonumber(ARGV[3 * i + 1])
+  local l = tonumber(ARGV[3 * i + 2])
   local tat = tonumber(f[2 * i - 1]) or 0
   local fr = tonumber(f[2 * i]) or 0
   if fr >= l then fr = l - 1 end
   if tat < now then tat = now; fr = 0 end
   local q = math.floor(w / l)
-  local n = tat + q
+  local nx = tat + q
   local m = fr + (w - q * l)
-  if m >= l then m = m - l; n = n + 1 end
-  if n < now + w or (n == now + w and m == 0) then
-    nt[i] = n; nf[i] = m
-    rem[i] = math.floor(((now + w - n) * l - m) / w)
+  if m >= l then m = m - l; nx = nx + 1 end
+  if nx < now + w or (nx == now + w and m == 0) then
+    nt[i] = nx; nf[i] = m
+    rem[i] = math.floor(((now + w - nx) * l - m) / w)
     if rem[i] < 0 then rem[i] = 0 end
     if rem[i] > l - 1 then rem[i] = l - 1 end
   else
     allowed = false
     mask = mask + 2 ^ (i - 1)
     rem[i] = -1
-    local wt = n - w - now
+    local wt = nx - w - now
     if m > 0 then wt = wt + 1 end
     if wt > wait then wait = wt end
   end
 end
+local out = {}
 if not allowed then
-  for i = 1, 3 do
-    if rem[i] >= 0 then rem[i] = rem[i] + 1 else rem[i] = 0 end
+  out[1] = 0; out[2] = wait; out[3] = mask
+  for i = 1, n do
+    if rem[i] >= 0 then out[3 + i] = rem[i] + 1 else out[3 + i] = 0 end
   end
-  return {0, rem[1], rem[2], rem[3], wait, mask}
+  return out
 end
 local longest = 0
-for i = 1, 3 do
+local set = {}
+for i = 1, n do
   if nt[i] - now > longest then longest = nt[i] - now end
+  set[4 * i - 3] = names[i] .. ':t'
+  set[4 * i - 2] = string.format('%.0f', nt[i])
+  set[4 * i - 1] = names[i] .. ':f'
+  set[4 * i] = string.format('%.0f', nf[i])
 end
-redis.call('HSET', KEYS[1],
-  't1', string.format('%.0f', nt[1]), 'f1', string.format('%.0f', nf[1]),
-  't2', string.format('%.0f', nt[2]), 'f2', string.format('%.0f', nf[2]),
-  't3', string.format('%.0f', nt[3]), 'f3', string.format('%.0f', nf[3]))
+redis.call('HSET', KEYS[1], unpack(set))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.floor(longest / 1000) + 1000))
 local reset = nt[1] - now
 if nf[1] > 0 then reset = reset + 1 end
-return {1, rem[1], rem[2], rem[3], reset, 0}
+out[1] = 1; out[2] = reset; out[3] = 0
+for i = 1, n do out[3 + i] = rem[i] end
+return out
 `
 
 var script = redis.NewScript(gcraScript)
@@ -111,14 +127,16 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	if err := limits.Validate(); err != nil {
 		return Decision{}, err
 	}
-	args := make([]any, 0, 7)
-	for t := Minute; t < numTiers; t++ {
-		args = append(args, windowMicros(t), limits.Get(t))
-	}
+	n := len(limits)
+	args := make([]any, 0, 2+3*n)
 	if r.testClock != nil {
 		args = append(args, r.testClock().UnixMicro())
 	} else {
 		args = append(args, "")
+	}
+	args = append(args, n)
+	for i, t := range ratelimit.Tiers {
+		args = append(args, t.Name, windowMicros(i), limits[i])
 	}
 	res, err := script.Run(ctx, r.client, []string{r.prefix + key}, args...).Int64Slice()
 	if errors.Is(err, redis.ErrPoolTimeout) {
@@ -129,17 +147,17 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis rate-limit script: %w", err)
 	}
-	if len(res) != 6 {
-		return Decision{}, errors.New("redis rate-limit script: reply has " + strconv.Itoa(len(res)) + " values, want 6")
+	if len(res) != 3+n {
+		return Decision{}, errors.New("redis rate-limit script: reply has " + strconv.Itoa(len(res)) + " values, want " + strconv.Itoa(3+n))
 	}
 	d := Decision{
 		Allowed:   res[0] == 1,
-		Remaining: Limits{Minute: res[1], Hour: res[2], Day: res[3]},
-		Reset:     time.Duration(res[4]) * time.Microsecond,
+		Reset:     time.Duration(res[1]) * time.Microsecond,
+		Remaining: Limits(res[3:]),
 	}
-	for t := Minute; t < numTiers; t++ {
-		if res[5]&(1<<t) != 0 {
-			d.Exhausted = append(d.Exhausted, t)
+	for i := range n {
+		if res[2]&(1<<i) != 0 {
+			d.Exhausted = append(d.Exhausted, i)
 		}
 	}
 	return d, nil

@@ -29,7 +29,7 @@ func BenchmarkCheck(b *testing.B) {
 			}
 			in := authtest.Start(b, cfg, authtest.NewDB(b), authtest.LogTo(io.Discard, "info"))
 			full, _ := in.CreateKey(b, &authv1.CreateKeyRequest{Name: "bench",
-				Limits: &authv1.RateLimits{Minute: 100_000_000, Hour: 100_000_000, Day: 100_000_000}})
+				Limits: authtest.Limits("minute", 100_000_000, "hour", 100_000_000, "day", 100_000_000)})
 			req := &authv1.CheckRequest{ApiKey: full, Operation: "bench"}
 			ctx := context.Background()
 			for range 200 { // warm up connection, cache, script

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
@@ -15,7 +16,8 @@ type Config struct {
 	// AdminToken guards the key admin RPCs (BMCIS_ADMIN_TOKEN); empty
 	// disables them.
 	AdminToken string
-	// Defaults are the limits of keys without their own (BMCIS_RATE_LIMIT_*).
+	// Defaults are the limits of keys without their own, per tier
+	// (BMCIS_RATE_LIMIT_<TIER>).
 	Defaults limiter.Limits
 	// RedisURL selects the shared Redis limiter (REDIS_URL); empty selects the
 	// in-memory one.
@@ -53,18 +55,11 @@ type Config struct {
 // a forgotten key stops working on its own.
 const DefaultKeyLifetime = 90 * 24 * time.Hour
 
-// Default limits (per minute, hour, day).
-var defaultLimits = limiter.Limits{Minute: 100, Hour: 1_000, Day: 10_000}
-
 // LoadConfig reads the configuration; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
 	c := Config{
-		AdminToken: env.Secret("BMCIS_ADMIN_TOKEN", false, 16),
-		Defaults: limiter.Limits{
-			Minute: int64(env.Int("BMCIS_RATE_LIMIT_MINUTE", int(defaultLimits.Minute), 1, limiter.MaxLimit)),
-			Hour:   int64(env.Int("BMCIS_RATE_LIMIT_HOUR", int(defaultLimits.Hour), 1, limiter.MaxLimit)),
-			Day:    int64(env.Int("BMCIS_RATE_LIMIT_DAY", int(defaultLimits.Day), 1, limiter.MaxLimit)),
-		},
+		AdminToken:    env.Secret("BMCIS_ADMIN_TOKEN", false, 16),
+		Defaults:      make(limiter.Limits, len(ratelimit.Tiers)),
 		RedisURL:      env.String("REDIS_URL", ""),
 		RedisPrefix:   env.String("BMCIS_RATE_LIMIT_REDIS_PREFIX", "bmcis:rl:"),
 		RedisTimeout:  env.Duration("BMCIS_RATE_LIMIT_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, 10*time.Second),
@@ -74,6 +69,10 @@ func LoadConfig(env *config.Reader) Config {
 		CacheSize:     env.Int("BMCIS_AUTH_KEY_CACHE_SIZE", 10_000, 1, 10_000_000),
 		LastUsedFlush: env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
 		KeyLifetime:   env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
+	}
+	// One variable per tier: BMCIS_RATE_LIMIT_MINUTE, _HOUR, _DAY, ...
+	for i, t := range ratelimit.Tiers {
+		c.Defaults[i] = int64(env.Int(t.EnvName(), int(t.Default), 1, limiter.MaxLimit))
 	}
 	if c.KeyLifetime > 0 && c.KeyLifetime < minLifetime {
 		env.Failf("BMCIS_KEY_LIFETIME", "must be 0 (no expiry) or at least %s", minLifetime)

@@ -35,13 +35,13 @@ func TestRedisFailure(t *testing.T) {
 				rp.Kill()
 			}
 			in := authtest.Start(t, cfg, authtest.NewDB(t))
-			full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "r", Limits: &authv1.RateLimits{Minute: 1_000}})
+			full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "r", Limits: authtest.Limits("minute", 1_000)})
 
 			if !tc.downAtStartup {
 				resp := in.Check(t, full)
 				require.True(t, resp.GetAllowed())
 				require.False(t, resp.GetLimiterDegraded())
-				require.Equal(t, int64(999), resp.GetRemaining().GetMinute())
+				require.Equal(t, int64(999), authtest.Tier(resp.GetRemaining(), "minute"))
 				require.Equal(t, float64(0), in.Metric(t, "bmcis_auth_limiter_degraded", nil))
 				rp.Kill()
 			}
@@ -74,7 +74,7 @@ func TestRedisFailure(t *testing.T) {
 				return !resp.GetLimiterDegraded()
 			}, 10*time.Second, 20*time.Millisecond)
 			require.True(t, resp.GetAllowed())
-			require.Equal(t, int64(999), resp.GetRemaining().GetMinute(), "counting again (the restarted Redis kept no state)")
+			require.Equal(t, int64(999), authtest.Tier(resp.GetRemaining(), "minute"), "counting again (the restarted Redis kept no state)")
 			require.Equal(t, float64(0), in.Metric(t, "bmcis_auth_limiter_degraded", nil))
 			require.True(t, in.Logs.Contains("rate limiter recovered"))
 		})

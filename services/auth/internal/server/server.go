@@ -20,6 +20,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
@@ -151,7 +152,7 @@ func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.C
 	s.checks.WithLabelValues(reasonLabel(resp.DenialReason)).Inc()
 	tiers := make([]string, len(d.Exhausted))
 	for i, t := range d.Exhausted {
-		tiers[i] = t.String()
+		tiers[i] = ratelimit.Tiers[t].Name
 	}
 	logging.FromContext(ctx).DebugContext(ctx, "check refused", "key_id", k.ID,
 		"reason", reasonLabel(resp.DenialReason), "tiers", tiers, "degraded", d.Degraded,
@@ -175,17 +176,14 @@ func (s *Server) deny(ctx context.Context, reason authv1.DenialReason, msg strin
 
 // effectiveLimits fills a key's unset tiers with the service defaults.
 func (s *Server) effectiveLimits(own keys.Limits) limiter.Limits {
-	pick := func(v, def int64) int64 {
-		if v <= 0 {
-			return def
+	out := make(limiter.Limits, len(ratelimit.Tiers))
+	for i, t := range ratelimit.Tiers {
+		out[i] = s.defaults[i]
+		if v := own[t.Name]; v > 0 {
+			out[i] = min(v, limiter.MaxLimit)
 		}
-		return min(v, limiter.MaxLimit)
 	}
-	return limiter.Limits{
-		Minute: pick(own.Minute, s.defaults.Minute),
-		Hour:   pick(own.Hour, s.defaults.Hour),
-		Day:    pick(own.Day, s.defaults.Day),
-	}
+	return out
 }
 
 func reasonLabel(r authv1.DenialReason) string {
@@ -220,8 +218,22 @@ func scopes(sc keys.Scopes) *authv1.Scopes {
 	return &authv1.Scopes{Categories: sc.Categories, Tools: sc.Tools}
 }
 
+// rateLimits puts one value per tier on the wire, by name, in tier order.
 func rateLimits(l limiter.Limits) *authv1.RateLimits {
-	return &authv1.RateLimits{Minute: l.Minute, Hour: l.Hour, Day: l.Day}
+	out := &authv1.RateLimits{Tiers: make([]*authv1.TierLimit, len(l))}
+	for i, v := range l {
+		out.Tiers[i] = &authv1.TierLimit{Tier: ratelimit.Tiers[i].Name, Value: v}
+	}
+	return out
+}
+
+// ownLimits is a key's own limits on the wire: every tier, 0 for "default".
+func ownLimits(own keys.Limits) *authv1.RateLimits {
+	out := &authv1.RateLimits{Tiers: make([]*authv1.TierLimit, len(ratelimit.Tiers))}
+	for i, t := range ratelimit.Tiers {
+		out.Tiers[i] = &authv1.TierLimit{Tier: t.Name, Value: own[t.Name]}
+	}
+	return out
 }
 
 // requireAdmin checks the admin token in the call's metadata, in constant
@@ -354,7 +366,7 @@ func apiKey(k *keys.Key) *authv1.ApiKey {
 		KeyId:       k.ID,
 		Name:        k.Name,
 		Owner:       k.Owner,
-		Limits:      &authv1.RateLimits{Minute: k.Limits.Minute, Hour: k.Limits.Hour, Day: k.Limits.Day},
+		Limits:      ownLimits(k.Limits),
 		CreatedAt:   timestamppb.New(k.CreatedAt),
 		RotatedFrom: k.RotatedFrom,
 		Scopes:      scopes(k.Scopes),

@@ -67,7 +67,7 @@ func TestDenialReasons(t *testing.T) {
 		gone, goneKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "gone"})
 		_, err := in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: goneKey.GetKeyId()})
 		require.NoError(t, err)
-		tiny, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "tiny", Limits: &authv1.RateLimits{Minute: 1}})
+		tiny, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "tiny", Limits: authtest.Limits("minute", 1)})
 		clk.Advance(time.Hour) // "soon" expires
 		require.True(t, in.Check(t, tiny).GetAllowed())
 
@@ -103,8 +103,8 @@ func TestDenialReasons(t *testing.T) {
 				require.Equal(t, tc.principal, resp.GetPrincipal().GetName())
 				require.False(t, resp.GetLimiterDegraded())
 				if tc.reason == limited {
-					require.Equal(t, int64(0), resp.GetRemaining().GetMinute())
-					require.Equal(t, int64(999), resp.GetRemaining().GetHour())
+					require.Equal(t, int64(0), authtest.Tier(resp.GetRemaining(), "minute"))
+					require.Equal(t, int64(999), authtest.Tier(resp.GetRemaining(), "hour"))
 					require.Equal(t, int32(60), resp.GetResetInSeconds())
 				}
 			})
@@ -195,7 +195,7 @@ func TestKeyScopes(t *testing.T) {
 		})
 	}
 	// One allowed check of the scoped key before this one; refusals took nothing.
-	require.Equal(t, int64(98), check(scoped, "semantic_search").GetRemaining().GetMinute())
+	require.Equal(t, int64(98), authtest.Tier(check(scoped, "semantic_search").GetRemaining(), "minute"))
 
 	rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: scopedKey.GetKeyId()})
 	require.NoError(t, err)
@@ -308,7 +308,7 @@ func TestRotation(t *testing.T) {
 		require.Equal(t, clk.Now().Add(30*24*time.Hour), rot.GetKey().GetExpiresAt().AsTime())
 	})
 	t.Run("keeps per-key limits", func(t *testing.T) {
-		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "d", Limits: &authv1.RateLimits{Minute: 5, Day: 50}})
+		_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "d", Limits: authtest.Limits("minute", 5, "day", 50)})
 		rot, err := in.Client.RotateKey(admin, &authv1.RotateKeyRequest{KeyId: key.GetKeyId()})
 		require.NoError(t, err)
 		require.Equal(t, []int64{5, 0, 50}, tiers(rot.GetKey().GetLimits()))
@@ -440,11 +440,11 @@ func TestValidation(t *testing.T) {
 			return err
 		}, "owner"},
 		{"create: negative minute limit", func() error {
-			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Limits: &authv1.RateLimits{Minute: -1}})
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Limits: authtest.Limits("minute", -1)})
 			return err
 		}, "limits.minute"},
 		{"create: huge day limit", func() error {
-			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Limits: &authv1.RateLimits{Day: 1 << 40}})
+			_, err := in.Client.CreateKey(admin, &authv1.CreateKeyRequest{Name: "a", Limits: authtest.Limits("day", 1<<40)})
 			return err
 		}, "limits.day"},
 		{"create: negative lifetime", func() error {
@@ -531,7 +531,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 			}
 		}
 
-		full, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "leak", Limits: &authv1.RateLimits{Minute: 2}})
+		full, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "leak", Limits: authtest.Limits("minute", 2)})
 		remember(full)
 		for range 3 {
 			in.Check(t, full)
@@ -601,7 +601,7 @@ func TestConcurrentChecks(t *testing.T) {
 				}
 			}
 			in := authtest.Start(t, cfg, authtest.NewDB(t))
-			full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "hot", Limits: &authv1.RateLimits{Minute: 100}})
+			full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "hot", Limits: authtest.Limits("minute", 100)})
 			allowed, elapsed := burst(t, []*authtest.Instance{in}, full, 1_000)
 			requireExactly100(t, allowed, elapsed, tc.frozenClock)
 		})
@@ -625,13 +625,13 @@ func TestTwoInstancesShareRedis(t *testing.T) {
 			pool := authtest.NewDB(t)
 			a := authtest.Start(t, cfg, pool)
 			b := authtest.Start(t, cfg, pool)
-			full, _ := a.CreateKey(t, &authv1.CreateKeyRequest{Name: "shared", Limits: &authv1.RateLimits{Minute: 100}})
+			full, _ := a.CreateKey(t, &authv1.CreateKeyRequest{Name: "shared", Limits: authtest.Limits("minute", 100)})
 			allowed, elapsed := burst(t, []*authtest.Instance{a, b}, full, 1_000)
 			requireExactly100(t, allowed, elapsed, frozen)
 			// Both really served, and both count against the same key.
 			resp := b.Check(t, full)
 			require.False(t, resp.GetAllowed())
-			require.Equal(t, int64(0), resp.GetRemaining().GetMinute())
+			require.Equal(t, int64(0), authtest.Tier(resp.GetRemaining(), "minute"))
 		})
 	}
 }
@@ -707,14 +707,14 @@ func requireExactly100(t *testing.T, allowed int, elapsed time.Duration, frozen 
 func TestWindowThroughGRPC(t *testing.T) {
 	clk := authtest.NewClock()
 	cfg := testConfig(t, "memory", clk)
-	cfg.Defaults.Minute, cfg.Defaults.Hour = 10, 15
+	cfg.Defaults[0], cfg.Defaults[1] = 10, 15
 	in := authtest.Start(t, cfg, authtest.NewDB(t))
 	full, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "w"})
 
 	for i := range 10 {
 		resp := in.Check(t, full)
 		require.True(t, resp.GetAllowed(), "call %d", i)
-		require.Equal(t, int64(9-i), resp.GetRemaining().GetMinute())
+		require.Equal(t, int64(9-i), authtest.Tier(resp.GetRemaining(), "minute"))
 	}
 	resp := in.Check(t, full)
 	require.Equal(t, limited, resp.GetDenialReason())
@@ -736,8 +736,8 @@ func TestWindowThroughGRPC(t *testing.T) {
 	require.Equal(t, 4, n)
 	resp = in.Check(t, full)
 	require.Equal(t, limited, resp.GetDenialReason())
-	require.Equal(t, int64(0), resp.GetRemaining().GetHour())
-	require.Equal(t, int64(6), resp.GetRemaining().GetMinute(), "the refused calls took nothing from the minute tier")
+	require.Equal(t, int64(0), authtest.Tier(resp.GetRemaining(), "hour"))
+	require.Equal(t, int64(6), authtest.Tier(resp.GetRemaining(), "minute"), "the refused calls took nothing from the minute tier")
 	// 15 units used by t = 66 s put the hour tier's TAT at 3600 s; the next
 	// unit conforms at 3840 - 3600 = 240 s, 174 s from now.
 	require.Equal(t, int32(174), resp.GetResetInSeconds())
@@ -745,10 +745,10 @@ func TestWindowThroughGRPC(t *testing.T) {
 
 func TestPerKeyLimitsAndDefaults(t *testing.T) {
 	cfg := authtest.Config()
-	cfg.Defaults.Minute, cfg.Defaults.Hour, cfg.Defaults.Day = 3, 30, 300
+	cfg.Defaults = []int64{3, 30, 300}
 	in := authtest.Start(t, cfg, authtest.NewDB(t))
 	def, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "default"})
-	own, ownKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "own", Limits: &authv1.RateLimits{Minute: 5, Hour: 40}})
+	own, ownKey := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "own", Limits: authtest.Limits("minute", 5, "hour", 40)})
 	require.Equal(t, []int64{5, 40, 0}, tiers(ownKey.GetLimits()), "the key keeps 0 for 'service default'")
 	require.Equal(t, []int64{3, 30, 300}, tiers(in.Check(t, def).GetLimits()))
 	require.Equal(t, []int64{5, 40, 300}, tiers(in.Check(t, own).GetLimits()))
@@ -761,7 +761,9 @@ func TestPerKeyLimitsAndDefaults(t *testing.T) {
 	require.Equal(t, 5, n)
 }
 
-func tiers(l *authv1.RateLimits) []int64 { return []int64{l.GetMinute(), l.GetHour(), l.GetDay()} }
+func tiers(l *authv1.RateLimits) []int64 {
+	return []int64{authtest.Tier(l, "minute"), authtest.Tier(l, "hour"), authtest.Tier(l, "day")}
+}
 
 func stripProto(p *authv1.Principal) *authv1.Principal {
 	return &authv1.Principal{KeyId: p.GetKeyId(), Name: p.GetName(), Owner: p.GetOwner()}

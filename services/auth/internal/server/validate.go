@@ -11,6 +11,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
@@ -75,20 +76,23 @@ func validateCreate(req *authv1.CreateKeyRequest) (keys.NewKey, error) {
 	if nk.Owner == "" {
 		nk.Owner = nk.Name
 	}
-	l := req.GetLimits()
-	for _, f := range []struct {
-		name string
-		v    int64
-		dst  *int64
-	}{
-		{"limits.minute", l.GetMinute(), &nk.Limits.Minute},
-		{"limits.hour", l.GetHour(), &nk.Limits.Hour},
-		{"limits.day", l.GetDay(), &nk.Limits.Day},
-	} {
-		if f.v < 0 || f.v > limiter.MaxLimit {
-			return nk, grpcserver.InvalidArgument(f.name, "must be between 0 (service default) and %d", limiter.MaxLimit)
+	nk.Limits = keys.Limits{}
+	for _, tl := range req.GetLimits().GetTiers() {
+		name := strings.TrimSpace(tl.GetTier())
+		if ratelimit.Index(name) < 0 {
+			names := make([]string, len(ratelimit.Tiers))
+			for i, t := range ratelimit.Tiers {
+				names[i] = t.Name
+			}
+			return nk, grpcserver.InvalidArgument("limits.tiers", "tier must be one of %s", strings.Join(names, ", "))
 		}
-		*f.dst = f.v
+		if _, dup := nk.Limits[name]; dup {
+			return nk, grpcserver.InvalidArgument("limits.tiers", "tier %s is given twice", name)
+		}
+		if v := tl.GetValue(); v < 0 || v > limiter.MaxLimit {
+			return nk, grpcserver.InvalidArgument("limits."+name, "must be between 0 (service default) and %d", limiter.MaxLimit)
+		}
+		nk.Limits[name] = tl.GetValue()
 	}
 	if req.ExpiresIn != nil {
 		d, err := validDuration("expires_in", req.GetExpiresIn(), minLifetime, maxLifetime)

@@ -16,6 +16,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 const keysDefaultAddr = "127.0.0.1:50053"
@@ -28,8 +29,12 @@ func init() {
 }
 
 func keysUsage(w io.Writer) {
+	var limits []string
+	for _, t := range ratelimit.Tiers {
+		limits = append(limits, "[--"+t.FlagName()+" N]")
+	}
 	fmt.Fprint(w, `usage:
-  bmcisctl keys create --name N [--owner O] [--limit-minute N] [--limit-hour N] [--limit-day N] [--expires-in 90d]
+  bmcisctl keys create --name N [--owner O] `+strings.Join(limits, " ")+` [--expires-in 90d]
                        [--categories security,hr] [--tools semantic_search,get_chunks]
   bmcisctl keys list [--owner O] [--all] [-q]
   bmcisctl keys revoke KEY_ID
@@ -132,9 +137,11 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := newFlags("keys create", stderr)
 	name := fs.String("name", "", "key name (required), e.g. the application using it")
 	owner := fs.String("owner", "", "owner (default: the name); one owner may hold several keys")
-	minute := fs.Int64("limit-minute", 0, "calls per minute (0: service default)")
-	hour := fs.Int64("limit-hour", 0, "calls per hour (0: service default)")
-	day := fs.Int64("limit-day", 0, "calls per day (0: service default)")
+	// One flag per rate-limit tier: --limit-minute, --limit-hour, ...
+	limits := make([]*int64, len(ratelimit.Tiers))
+	for i, t := range ratelimit.Tiers {
+		limits[i] = fs.Int64(t.FlagName(), 0, "calls per "+t.Name+" (0: service default)")
+	}
 	expires := fs.String("expires-in", "", "lifetime, e.g. 30d (default: the auth service's BMCIS_KEY_LIFETIME, 90d)")
 	categories := fs.String("categories", "", "comma-separated document categories the key may read (default: all)")
 	tools := fs.String("tools", "", "comma-separated MCP tools the key may use: semantic_search, get_chunks, find_vendor_info (default: all)")
@@ -148,8 +155,12 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if strings.TrimSpace(*name) == "" {
 		return usageErrorf("--name is required")
 	}
-	req := &authv1.CreateKeyRequest{Name: *name, Owner: *owner,
-		Limits: &authv1.RateLimits{Minute: *minute, Hour: *hour, Day: *day}}
+	req := &authv1.CreateKeyRequest{Name: *name, Owner: *owner, Limits: &authv1.RateLimits{}}
+	for i, t := range ratelimit.Tiers {
+		if *limits[i] != 0 {
+			req.Limits.Tiers = append(req.Limits.Tiers, &authv1.TierLimit{Tier: t.Name, Value: *limits[i]})
+		}
+	}
 	if cats, tls := splitList(*categories), splitList(*tools); len(cats) > 0 || len(tls) > 0 {
 		req.Scopes = &authv1.Scopes{Categories: cats, Tools: tls}
 	}
@@ -206,7 +217,11 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS (MIN/HOUR/DAY)\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tSCOPES")
+	names := make([]string, len(ratelimit.Tiers))
+	for i, t := range ratelimit.Tiers {
+		names[i] = strings.ToUpper(t.Name)
+	}
+	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS ("+strings.Join(names, "/")+")\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tSCOPES")
 	now := time.Now()
 	for _, k := range resp.GetKeys() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
@@ -292,14 +307,18 @@ func keysTime(ts *timestamppb.Timestamp, none string) string {
 	return ts.AsTime().UTC().Format("2006-01-02 15:04Z")
 }
 
+// keysLimits shows a key's own limit per tier, in tier order.
 func keysLimits(l *authv1.RateLimits) string {
-	f := func(v int64) string {
-		if v == 0 {
-			return "default"
+	parts := make([]string, len(ratelimit.Tiers))
+	for i, t := range ratelimit.Tiers {
+		parts[i] = "default"
+		for _, tl := range l.GetTiers() {
+			if tl.GetTier() == t.Name && tl.GetValue() != 0 {
+				parts[i] = strconv.FormatInt(tl.GetValue(), 10)
+			}
 		}
-		return strconv.FormatInt(v, 10)
 	}
-	return f(l.GetMinute()) + "/" + f(l.GetHour()) + "/" + f(l.GetDay())
+	return strings.Join(parts, "/")
 }
 
 // splitList splits a comma-separated flag value, dropping empty entries.

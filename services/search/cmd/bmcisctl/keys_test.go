@@ -18,6 +18,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 const (
@@ -46,7 +47,7 @@ func (s *stubAuth) note(ctx context.Context) {
 
 func (s *stubAuth) key(id string) *authv1.ApiKey {
 	return &authv1.ApiKey{KeyId: id, Name: "demo", Owner: "ops", CreatedAt: timestamppb.New(s.created),
-		Limits: &authv1.RateLimits{Minute: 5}}
+		Limits: &authv1.RateLimits{Tiers: []*authv1.TierLimit{{Tier: "minute", Value: 5}}}}
 }
 
 func (s *stubAuth) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*authv1.CreateKeyResponse, error) {
@@ -114,7 +115,8 @@ func TestKeysCreate(t *testing.T) {
 	require.Contains(t, errOut, "abcdefghijklmnop")
 	require.Equal(t, "demo", s.create.GetName())
 	require.Equal(t, "ops", s.create.GetOwner())
-	require.Equal(t, []int64{5, 50, 500}, []int64{s.create.GetLimits().GetMinute(), s.create.GetLimits().GetHour(), s.create.GetLimits().GetDay()})
+	require.Equal(t, []*authv1.TierLimit{{Tier: "minute", Value: 5}, {Tier: "hour", Value: 50}, {Tier: "day", Value: 500}},
+		s.create.GetLimits().GetTiers())
 	require.Equal(t, 90*24*time.Hour, s.create.GetExpiresIn().AsDuration())
 	require.Equal(t, []string{keysTestAdmin}, s.md.Get(grpcclient.AdminTokenHeader))
 	require.Equal(t, []string{keysTestService}, s.md.Get(grpcclient.ServiceTokenHeader))
@@ -240,4 +242,25 @@ func TestParseDays(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// TestKeysFlagsFollowTheTierList adds a throwaway tier to the one tier list:
+// create grows a --limit-week flag that sends it, and list a column part.
+func TestKeysFlagsFollowTheTierList(t *testing.T) {
+	saved := ratelimit.Tiers
+	ratelimit.Tiers = append(append([]ratelimit.Tier(nil), saved...), ratelimit.Tier{Name: "week", Window: 7 * 24 * time.Hour, Default: 50_000})
+	t.Cleanup(func() { ratelimit.Tiers = saved })
+	s := startStubAuth(t)
+
+	code, _, errOut := keysRun("create", "--name", "demo", "--limit-week", "700", "--limit-minute", "5")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, []*authv1.TierLimit{{Tier: "minute", Value: 5}, {Tier: "week", Value: 700}}, s.create.GetLimits().GetTiers())
+
+	code, out, errOut := keysRun("list")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "LIMITS (MINUTE/HOUR/DAY/WEEK)")
+	require.Contains(t, out, "5/default/default/default")
+
+	_, _, errOut = keysRun("create", "--help")
+	require.Contains(t, errOut, "-limit-week")
 }

@@ -174,8 +174,8 @@ type CheckResponse struct {
 	Remaining *RateLimits `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	// Each tier's limit for this key.
 	Limits *RateLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
-	// Seconds until the exhausted tier (or, when allowed, the minute tier)
-	// has a unit again.
+	// Seconds until the exhausted tiers (or, when allowed, the shortest tier)
+	// have a unit again.
 	ResetInSeconds int32 `protobuf:"varint,7,opt,name=reset_in_seconds,json=resetInSeconds,proto3" json:"reset_in_seconds,omitempty"`
 	// True when the shared limiter (Redis) is unreachable and the service fell
 	// back to its configured open or closed behaviour.
@@ -400,15 +400,12 @@ func (x *Principal) GetOwner() string {
 	return ""
 }
 
-// RateLimits holds one number per tier.
+// RateLimits holds one number per rate-limit tier.
 type RateLimits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Per minute.
-	Minute int64 `protobuf:"varint,1,opt,name=minute,proto3" json:"minute,omitempty"`
-	// Per hour.
-	Hour int64 `protobuf:"varint,2,opt,name=hour,proto3" json:"hour,omitempty"`
-	// Per day.
-	Day           int64 `protobuf:"varint,3,opt,name=day,proto3" json:"day,omitempty"`
+	// One entry per tier, shortest window first (the auth service's tier
+	// list: minute, hour, day). A tier absent from a request means zero.
+	Tiers         []*TierLimit `protobuf:"bytes,4,rep,name=tiers,proto3" json:"tiers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,23 +440,64 @@ func (*RateLimits) Descriptor() ([]byte, []int) {
 	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *RateLimits) GetMinute() int64 {
+func (x *RateLimits) GetTiers() []*TierLimit {
 	if x != nil {
-		return x.Minute
+		return x.Tiers
 	}
-	return 0
+	return nil
 }
 
-func (x *RateLimits) GetHour() int64 {
-	if x != nil {
-		return x.Hour
-	}
-	return 0
+// TierLimit is one tier's number.
+type TierLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tier name, e.g. "minute".
+	Tier string `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	// The number: a limit, or units remaining.
+	Value         int64 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RateLimits) GetDay() int64 {
+func (x *TierLimit) Reset() {
+	*x = TierLimit{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierLimit) ProtoMessage() {}
+
+func (x *TierLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	if x != nil {
-		return x.Day
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierLimit.ProtoReflect.Descriptor instead.
+func (*TierLimit) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TierLimit) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *TierLimit) GetValue() int64 {
+	if x != nil {
+		return x.Value
 	}
 	return 0
 }
@@ -493,7 +531,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +543,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +556,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -611,7 +649,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +661,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +674,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -687,7 +725,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +737,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +750,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateKeyResponse) GetKey() *ApiKey {
@@ -742,7 +780,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +792,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +805,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListKeysRequest) GetOwner() string {
@@ -795,7 +833,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +845,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +858,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListKeysResponse) GetKeys() []*ApiKey {
@@ -841,7 +879,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +891,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +904,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -887,7 +925,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +937,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +950,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RevokeKeyResponse) GetKey() *ApiKey {
@@ -937,7 +975,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +987,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1000,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RotateKeyRequest) GetKeyId() string {
@@ -1001,7 +1039,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1051,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1064,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RotateKeyResponse) GetKey() *ApiKey {
@@ -1077,12 +1115,13 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\tPrincipal\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner\"J\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\"a\n" +
 	"\n" +
-	"RateLimits\x12\x16\n" +
-	"\x06minute\x18\x01 \x01(\x03R\x06minute\x12\x12\n" +
-	"\x04hour\x18\x02 \x01(\x03R\x04hour\x12\x10\n" +
-	"\x03day\x18\x03 \x01(\x03R\x03day\"\xbd\x03\n" +
+	"RateLimits\x12.\n" +
+	"\x05tiers\x18\x04 \x03(\v2\x18.bmcis.auth.v1.TierLimitR\x05tiersJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\x06minuteR\x04hourR\x03day\"5\n" +
+	"\tTierLimit\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"\xbd\x03\n" +
 	"\x06ApiKey\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1157,7 +1196,7 @@ func file_bmcis_auth_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_bmcis_auth_v1_auth_proto_goTypes = []any{
 	(DenialReason)(0),             // 0: bmcis.auth.v1.DenialReason
 	(*CheckRequest)(nil),          // 1: bmcis.auth.v1.CheckRequest
@@ -1165,17 +1204,18 @@ var file_bmcis_auth_v1_auth_proto_goTypes = []any{
 	(*Scopes)(nil),                // 3: bmcis.auth.v1.Scopes
 	(*Principal)(nil),             // 4: bmcis.auth.v1.Principal
 	(*RateLimits)(nil),            // 5: bmcis.auth.v1.RateLimits
-	(*ApiKey)(nil),                // 6: bmcis.auth.v1.ApiKey
-	(*CreateKeyRequest)(nil),      // 7: bmcis.auth.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 8: bmcis.auth.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 9: bmcis.auth.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 10: bmcis.auth.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),      // 11: bmcis.auth.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 12: bmcis.auth.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),      // 13: bmcis.auth.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),     // 14: bmcis.auth.v1.RotateKeyResponse
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*TierLimit)(nil),             // 6: bmcis.auth.v1.TierLimit
+	(*ApiKey)(nil),                // 7: bmcis.auth.v1.ApiKey
+	(*CreateKeyRequest)(nil),      // 8: bmcis.auth.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 9: bmcis.auth.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 10: bmcis.auth.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 11: bmcis.auth.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),      // 12: bmcis.auth.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 13: bmcis.auth.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),      // 14: bmcis.auth.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),     // 15: bmcis.auth.v1.RotateKeyResponse
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 }
 var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
 	0,  // 0: bmcis.auth.v1.CheckResponse.denial_reason:type_name -> bmcis.auth.v1.DenialReason
@@ -1183,37 +1223,38 @@ var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
 	5,  // 2: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
 	5,  // 3: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
 	3,  // 4: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
-	5,  // 5: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
-	15, // 6: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	15, // 7: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
-	15, // 8: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 9: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	3,  // 10: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
-	5,  // 11: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
-	16, // 12: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	3,  // 13: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
-	6,  // 14: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	6,  // 15: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
-	6,  // 16: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	16, // 17: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
-	16, // 18: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	6,  // 19: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	6,  // 20: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
-	1,  // 21: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
-	7,  // 22: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
-	9,  // 23: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
-	11, // 24: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
-	13, // 25: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
-	2,  // 26: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
-	8,  // 27: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
-	10, // 28: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
-	12, // 29: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
-	14, // 30: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	6,  // 5: bmcis.auth.v1.RateLimits.tiers:type_name -> bmcis.auth.v1.TierLimit
+	5,  // 6: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
+	16, // 7: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	16, // 8: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
+	16, // 9: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 10: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	3,  // 11: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
+	5,  // 12: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
+	17, // 13: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	3,  // 14: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
+	7,  // 15: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	7,  // 16: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
+	7,  // 17: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	17, // 18: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
+	17, // 19: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	7,  // 20: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	7,  // 21: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
+	1,  // 22: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
+	8,  // 23: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
+	10, // 24: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
+	12, // 25: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
+	14, // 26: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
+	2,  // 27: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
+	9,  // 28: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
+	11, // 29: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
+	13, // 30: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
+	15, // 31: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_auth_v1_auth_proto_init() }
@@ -1227,7 +1268,7 @@ func file_bmcis_auth_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_auth_v1_auth_proto_rawDesc), len(file_bmcis_auth_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
