@@ -90,9 +90,11 @@ func TestRoutesMatchDirectGRPC(t *testing.T) {
 	s.ingest()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	adminCtx := grpcclient.WithAdminToken(ctx, adminToken)
+	adminCtx := grpcclient.WithCredential(ctx, adminToken)
+	ingestCtx := grpcclient.WithCredential(ctx, ingestToken)
 	k := []string{gateway.HeaderAPIKey, key}
 	a := []string{gateway.HeaderAdminToken, adminToken}
+	in := []string{gateway.HeaderAdminToken, ingestToken}
 
 	cases := []struct {
 		name, method, path, body string
@@ -135,8 +137,8 @@ func TestRoutesMatchDirectGRPC(t *testing.T) {
 		{"rotate unknown key", "POST", "/v1/keys/nokey0000:rotate", `{"overlap":"0s"}`, a, func() (proto.Message, error) {
 			return s.auth.RotateKey(adminCtx, &authv1.RotateKeyRequest{KeyId: "nokey0000", Overlap: durationpb.New(0)})
 		}},
-		{"delete unknown document", "DELETE", "/v1/documents/no-such-doc", "", a, func() (proto.Message, error) {
-			return s.search.DeleteDocument(adminCtx, &searchv1.DeleteDocumentRequest{ExternalId: "no-such-doc"})
+		{"delete unknown document", "DELETE", "/v1/documents/no-such-doc", "", in, func() (proto.Message, error) {
+			return s.search.DeleteDocument(ingestCtx, &searchv1.DeleteDocumentRequest{ExternalId: "no-such-doc"})
 		}},
 	}
 	for _, c := range cases {

@@ -31,6 +31,7 @@ import (
 const (
 	serviceToken = stacktest.ServiceToken
 	adminToken   = stacktest.AdminToken
+	ingestToken  = stacktest.IngestToken
 )
 
 // serviceNames are the services behind the gateway, in its own names (the

@@ -76,7 +76,7 @@ func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) stri
 	env := map[string]string{
 		"BMCIS_MCP_TRANSPORT": "http",
 		"BMCIS_MCP_HTTP_ADDR": addr,
-		"BMCIS_CURSOR_SECRET": "e2e-cursor-secret-0123456789",
+		"BMCIS_CURSOR_SECRET": "e2e-cursor-secret-0123456789abcdef0123456789",
 		"BMCIS_LOG_LEVEL":     "warn",
 	}
 	for k, v := range extra {

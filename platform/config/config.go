@@ -75,11 +75,52 @@ func (r *Reader) Secret(name string, required bool, minLen int) string {
 	switch {
 	case !ok && required:
 		r.Failf(name, "required but not set")
-	case ok && len(v) < minLen:
-		r.Failf(name, "must be at least %d characters long", minLen)
+	case ok && r.insecureAllowed():
+		if len(v) < minLen {
+			r.Failf(name, "must be at least %d characters long", minLen)
+		}
+	case ok:
+		if why := weakSecret(v, minLen); why != "" {
+			r.Failf(name, "%s; generate one (openssl rand -hex 32), or set %s=true on a development machine", why, EnvAllowInsecureSecrets)
+		}
 	}
 	return v
 }
+
+// EnvAllowInsecureSecrets lets a development machine start with short or
+// placeholder secrets. Nothing else turns the checks off.
+const EnvAllowInsecureSecrets = "BMCIS_ALLOW_INSECURE_SECRETS"
+
+// MinSecretLen is the shortest secret a binary starts with outside
+// development: 32 bytes of a random hex string carry 128 bits.
+const MinSecretLen = 32
+
+// placeholderMarks are the parts of every placeholder this project has
+// published (examples, the dev overlay, docs): a secret containing one is known.
+var placeholderMarks = []string{"change_me", "changeme", "dev-only", "placeholder", "example", "insecure"}
+
+// weakSecret says why v must not be used as a secret, or "".
+func weakSecret(v string, minLen int) string {
+	lower := strings.ToLower(v)
+	for _, m := range placeholderMarks {
+		if strings.Contains(lower, m) {
+			return "is a published placeholder"
+		}
+	}
+	if n := max(minLen, MinSecretLen); len(v) < n {
+		return fmt.Sprintf("must be at least %d characters long", n)
+	}
+	return ""
+}
+
+func (r *Reader) insecureAllowed() bool {
+	v, _ := r.get(EnvAllowInsecureSecrets)
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// InsecureSecretsAllowed reports whether the development flag is set.
+func (r *Reader) InsecureSecretsAllowed() bool { return r.insecureAllowed() }
 
 // Int returns an integer in [lo, hi], or def when unset.
 func (r *Reader) Int(name string, def, lo, hi int) int {

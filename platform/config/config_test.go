@@ -39,7 +39,10 @@ func TestReaderCollectsEveryProblem(t *testing.T) {
 		{"bad duration", map[string]string{"D": "5"}, func(r *Reader) { r.Duration("D", 0, 0, time.Hour) }, `D: must be a duration`},
 		{"bad enum", map[string]string{"E": "disk"}, func(r *Reader) { r.Enum("E", "a", "a", "b") }, `E: must be one of a, b`},
 		{"bad addr", map[string]string{"A": "8080"}, func(r *Reader) { r.Addr("A", ":1") }, `A: must be host:port`},
-		{"short secret", map[string]string{"T": "abc"}, func(r *Reader) { r.Secret("T", true, 16) }, "T: must be at least 16 characters long"},
+		{"short secret", map[string]string{"T": "abc"}, func(r *Reader) { r.Secret("T", true, 16) }, "T: must be at least 32 characters long"},
+		{"short secret in dev", map[string]string{"T": "abc", EnvAllowInsecureSecrets: "true"}, func(r *Reader) { r.Secret("T", true, 16) }, "T: must be at least 16 characters long"},
+		{"placeholder", map[string]string{"T": "CHANGE_ME-service-token-at-least-16-chars-long"}, func(r *Reader) { r.Secret("T", true, 16) }, "T: is a published placeholder"},
+		{"dev-only value", map[string]string{"T": "dev-only-insecure-service-token-0123456789"}, func(r *Reader) { r.Secret("T", true, 16) }, "T: is a published placeholder"},
 		{"missing secret", nil, func(r *Reader) { r.Secret("T", true, 16) }, "T: required but not set"},
 	}
 	for _, tc := range tests {
@@ -63,4 +66,21 @@ func TestSecretNeverInMessages(t *testing.T) {
 	r.Secret("TOKEN", true, 16)
 	require.Error(t, r.Err())
 	require.NotContains(t, r.Err().Error(), "hunter2")
+}
+
+func TestSecretFailsClosed(t *testing.T) {
+	strong := "3f9a1c0d5e7b2a4c6e8f0a1b3c5d7e9f" // 32 random-looking hex characters
+	r := FromMap(map[string]string{"T": strong})
+	require.Equal(t, strong, r.Secret("T", true, 16))
+	require.NoError(t, r.Err())
+
+	// The development flag lets placeholders through, and nothing else does.
+	r = FromMap(map[string]string{"T": "dev-only-token-0123456789", EnvAllowInsecureSecrets: "true"})
+	r.Secret("T", true, 16)
+	require.NoError(t, r.Err())
+	for _, v := range []string{"false", "0", "yes-please"} {
+		r = FromMap(map[string]string{"T": "dev-only-token-0123456789", EnvAllowInsecureSecrets: v})
+		r.Secret("T", true, 16)
+		require.Error(t, r.Err(), v)
+	}
 }

@@ -1,6 +1,6 @@
 // Package grpcclient dials BMCIS services the one way every caller should:
-// plaintext inside the cluster, the internal service token on every call, and
-// the request id passed along.
+// the caller's own service credential on every call (platform/rpcauth says
+// what each role may do), and the request id passed along.
 package grpcclient
 
 import (
@@ -19,14 +19,29 @@ import (
 const (
 	ServiceTokenHeader = "x-bmcis-service-token"
 	RequestIDHeader    = "x-request-id"
-	AdminTokenHeader   = "x-bmcis-admin-token"
 )
 
-// serviceToken attaches the internal token to every call.
+// serviceToken attaches the caller's credential to every call: the
+// connection's own, or the one WithCredential put in the call's context.
 type serviceToken string
 
-func (t serviceToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+func (t serviceToken) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	if c, ok := ctx.Value(credentialKey{}).(string); ok {
+		return map[string]string{ServiceTokenHeader: c}, nil
+	}
+	if t == "" {
+		return nil, nil
+	}
 	return map[string]string{ServiceTokenHeader: string(t)}, nil
+}
+
+type credentialKey struct{}
+
+// WithCredential makes the calls made with ctx carry credential instead of
+// the connection's own: the gateway forwards an operator's admin or ingest
+// credential this way, holding none itself.
+func WithCredential(ctx context.Context, credential string) context.Context {
+	return context.WithValue(ctx, credentialKey{}, credential)
 }
 
 // RequireTransportSecurity is false: service-to-service traffic is plaintext
@@ -74,17 +89,10 @@ func Dial(addr, token string, extra ...grpc.DialOption) (*grpc.ClientConn, error
 		grpc.WithChainStreamInterceptor(propagateRequestIDStream),
 		grpc.WithDefaultServiceConfig(retryPolicy),
 	}
-	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(serviceToken(token)))
-	}
+	opts = append(opts, grpc.WithPerRPCCredentials(serviceToken(token)))
 	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
-}
-
-// WithAdminToken adds the admin token to an outgoing context.
-func WithAdminToken(ctx context.Context, token string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, AdminTokenHeader, token)
 }

@@ -2,11 +2,10 @@ package grpcserver
 
 import (
 	"context"
-	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,22 +16,20 @@ import (
 
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
 const (
 	// RequestIDHeader carries a caller's request id; the server echoes it
 	// (or the one it made up) in the response header.
 	RequestIDHeader = grpcclient.RequestIDHeader
-	// ServiceTokenHeader carries the internal service token.
+	// ServiceTokenHeader carries the caller's service credential.
 	ServiceTokenHeader = grpcclient.ServiceTokenHeader
 )
 
-// exempt reports whether a method skips the service token: health checks and
-// reflection must work for probes and for grpcurl without secrets.
-func exempt(fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
-		strings.HasPrefix(fullMethod, "/grpc.reflection.")
-}
+// exempt reports whether a method skips the credential check: health checks
+// and reflection must work for probes and for grpcurl without secrets.
+func exempt(fullMethod string) bool { return rpcauth.Exempt(fullMethod) }
 
 type metrics struct {
 	handled *prometheus.CounterVec
@@ -69,7 +66,7 @@ func newMetrics(reg prometheus.Registerer, service string) *metrics {
 // one log line.
 type edge struct {
 	log      *slog.Logger
-	token    []byte
+	access   *rpcauth.Verifier
 	classify Classifier
 	metrics  *metrics
 }
@@ -104,19 +101,30 @@ func validRequestID(s string) bool {
 	return true
 }
 
+// authorize applies rpcauth's table to the caller's credential.
 func (e *edge) authorize(ctx context.Context, method string) error {
-	if len(e.token) == 0 || exempt(method) {
+	if !e.access.Enabled() {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get(ServiceTokenHeader)
-	if len(vals) == 0 {
-		return status.Error(codes.Unauthenticated, "missing service token ("+ServiceTokenHeader+" metadata)")
+	cred := ""
+	if vals := md.Get(ServiceTokenHeader); len(vals) == 1 {
+		cred = vals[0]
 	}
-	if subtle.ConstantTimeCompare([]byte(vals[0]), e.token) != 1 {
-		return status.Error(codes.Unauthenticated, "invalid service token")
+	err := e.access.Authorize(method, cred)
+	var forbidden *rpcauth.ForbiddenError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rpcauth.ErrMissing):
+		return status.Error(codes.Unauthenticated, "missing service credential ("+ServiceTokenHeader+" metadata)")
+	case errors.Is(err, rpcauth.ErrUnknown):
+		return status.Error(codes.Unauthenticated, "invalid service credential")
+	case errors.As(err, &forbidden):
+		return status.Error(codes.PermissionDenied, forbidden.Error())
+	default:
+		return status.Error(codes.PermissionDenied, "no access rule allows "+method)
 	}
-	return nil
 }
 
 func (e *edge) finish(ctx context.Context, method, requestID string, start time.Time, err error) error {

@@ -1,6 +1,6 @@
 // Package grpcserver is the one way a BMCIS service starts: a gRPC server with
 // health checks, reflection, request ids, JSON logs, Prometheus metrics, panic
-// recovery, service-token checks and error mapping in a single interceptor,
+// recovery, per-role credential checks (platform/rpcauth) and error mapping in a single interceptor,
 // and a drain on SIGTERM.
 package grpcserver
 
@@ -28,6 +28,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/version"
 )
 
@@ -46,10 +47,15 @@ type Option func(*options)
 type options struct {
 	classify Classifier
 	logOut   io.Writer
+	table    rpcauth.Table
 }
 
 // WithClassifier maps domain errors (a lost database, say) to statuses.
 func WithClassifier(c Classifier) Option { return func(o *options) { o.classify = c } }
+
+// WithAccessTable replaces the product's RPC table (platform/rpcauth): for
+// tests of the server mechanism with services outside the product.
+func WithAccessTable(t rpcauth.Table) Option { return func(o *options) { o.table = t } }
 
 // WithLogOutput sends logs to w instead of stderr.
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
@@ -69,7 +75,11 @@ func New(s Settings, opts ...Option) *Server {
 	}, []string{"service", "version"})
 	buildInfo.WithLabelValues(s.Name, version.Version).Set(1)
 	reg.MustRegister(buildInfo)
-	e := &edge{log: log, token: []byte(s.ServiceToken), classify: o.classify, metrics: newMetrics(reg, s.Name)}
+	access := rpcauth.NewVerifier(s.Credentials)
+	if o.table != nil {
+		access = access.WithTable(o.table)
+	}
+	e := &edge{log: log, access: access, classify: o.classify, metrics: newMetrics(reg, s.Name)}
 	gs := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(e.unary),
 		grpc.ChainStreamInterceptor(e.stream),
@@ -89,6 +99,9 @@ func New(s Settings, opts ...Option) *Server {
 
 // GRPC returns the underlying server, to register services on.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Credentials returns the caller credentials the server accepts.
+func (s *Server) Credentials() rpcauth.Credentials { return s.settings.Credentials }
 
 // Logger returns the service logger.
 func (s *Server) Logger() *slog.Logger { return s.log }

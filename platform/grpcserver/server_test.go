@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -22,9 +23,21 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
-const token = "0123456789abcdef-test-token"
+const (
+	token       = "0123456789abcdef-test-token-read-role"
+	ingestToken = "0123456789abcdef-test-token-ingest-role"
+)
+
+// testTable gives the test service's methods rules of their own: EmptyCall
+// and UnaryCall for readers, StreamingOutputCall for ingest only.
+var testTable = rpcauth.Table{
+	"/grpc.testing.TestService/EmptyCall":           {rpcauth.Read},
+	"/grpc.testing.TestService/UnaryCall":           {rpcauth.Read},
+	"/grpc.testing.TestService/StreamingOutputCall": {rpcauth.Ingest},
+}
 
 var errLostDB = errors.New("lost the database at 10.0.0.7")
 
@@ -32,6 +45,11 @@ var errLostDB = errors.New("lost the database at 10.0.0.7")
 type testService struct {
 	testpb.UnimplementedTestServiceServer
 	release chan struct{}
+}
+
+// StreamingOutputCall sends nothing: the role tests only need it to succeed.
+func (s *testService) StreamingOutputCall(*testpb.StreamingOutputCallRequest, testpb.TestService_StreamingOutputCallServer) error {
+	return nil
 }
 
 func (s *testService) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
@@ -88,9 +106,10 @@ func start(t *testing.T, drain time.Duration) *harness {
 	t.Helper()
 	logs := &syncBuffer{}
 	srv := New(Settings{
-		Name: "test", LogLevel: "debug", ServiceToken: token,
-		DrainDelay: drain, ShutdownTimeout: 5 * time.Second,
-	}, WithLogOutput(logs), WithClassifier(func(err error) (*status.Status, bool) {
+		Name: "test", LogLevel: "debug",
+		Credentials: rpcauth.Credentials{rpcauth.Read: rpcauth.DigestOf(token), rpcauth.Ingest: rpcauth.DigestOf(ingestToken)},
+		DrainDelay:  drain, ShutdownTimeout: 5 * time.Second,
+	}, WithLogOutput(logs), WithAccessTable(testTable), WithClassifier(func(err error) (*status.Status, bool) {
 		if errors.Is(err, errLostDB) {
 			return status.New(codes.Unavailable, "database unavailable"), true
 		}
@@ -154,29 +173,83 @@ func TestHealthAndReflection(t *testing.T) {
 	require.Contains(t, names, "grpc.health.v1.Health")
 }
 
-func TestServiceToken(t *testing.T) {
+func TestServiceCredentialRoles(t *testing.T) {
 	h := start(t, 0)
 	ctx := context.Background()
 	target := h.conn.Target()
 	tests := []struct {
 		name  string
 		token string
+		call  func(testpb.TestServiceClient) error
 		want  codes.Code
 	}{
-		{"missing", "", codes.Unauthenticated},
-		{"wrong", "not-the-token-at-all", codes.Unauthenticated},
-		{"right", token, codes.OK},
+		{"missing", "", emptyCall, codes.Unauthenticated},
+		{"wrong", "not-the-token-at-all", emptyCall, codes.Unauthenticated},
+		{"read reads", token, emptyCall, codes.OK},
+		{"ingest may not read", ingestToken, emptyCall, codes.PermissionDenied},
+		{"read may not ingest", token, streamCall, codes.PermissionDenied},
+		{"ingest ingests", ingestToken, streamCall, codes.OK},
+		{"no rule: refused even for a valid credential", token, fullDuplexCall, codes.PermissionDenied},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := grpcclient.Dial(target, tc.token)
 			require.NoError(t, err)
 			defer conn.Close()
-			_, err = testpb.NewTestServiceClient(conn).EmptyCall(ctx, &testpb.Empty{})
+			err = tc.call(testpb.NewTestServiceClient(conn))
 			require.Equal(t, tc.want, status.Code(err), "error: %v", err)
 		})
 	}
+	// A caller's credential overrides the connection's own for one call.
+	conn, err := grpcclient.Dial(target, token)
+	require.NoError(t, err)
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+	_, err = client.EmptyCall(grpcclient.WithCredential(ctx, ingestToken), &testpb.Empty{})
+	require.Equal(t, codes.PermissionDenied, status.Code(err))
+	require.NoError(t, streamCall(testpb.NewTestServiceClient(&credConn{conn, ingestToken})))
 	require.NotContains(t, h.logs.String(), "not-the-token-at-all")
+}
+
+// credConn sends every call with another credential than the connection's.
+type credConn struct {
+	*grpc.ClientConn
+	cred string
+}
+
+func (c *credConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.ClientConn.NewStream(grpcclient.WithCredential(ctx, c.cred), desc, method, opts...)
+}
+
+func emptyCall(c testpb.TestServiceClient) error {
+	_, err := c.EmptyCall(context.Background(), &testpb.Empty{})
+	return err
+}
+
+// streamCall opens a server stream and reads to its end.
+func streamCall(c testpb.TestServiceClient) error {
+	s, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func fullDuplexCall(c testpb.TestServiceClient) error {
+	s, err := c.FullDuplexCall(context.Background())
+	if err != nil {
+		return err
+	}
+	_ = s.CloseSend()
+	_, err = s.Recv()
+	return err
 }
 
 func TestErrorMapping(t *testing.T) {

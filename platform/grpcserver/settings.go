@@ -1,9 +1,11 @@
 package grpcserver
 
 import (
+	"strings"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
 // Settings are what every service binary shares: where it listens, how it
@@ -18,9 +20,12 @@ type Settings struct {
 	MetricsAddr string
 	// LogLevel is debug, info, warn or error (BMCIS_LOG_LEVEL).
 	LogLevel string
-	// ServiceToken, when set, must arrive in ServiceTokenHeader on every call
-	// except health checks and reflection (BMCIS_SERVICE_TOKEN).
-	ServiceToken string
+	// Credentials are the digests of the caller credentials the service
+	// accepts, per role (BMCIS_READ_TOKEN_SHA256, BMCIS_INGEST_TOKEN_SHA256,
+	// BMCIS_ADMIN_TOKEN_SHA256). A call's credential arrives in
+	// ServiceTokenHeader; rpcauth's table says which roles may call what.
+	// Empty turns the checks off (unit-test harnesses only: Main requires them).
+	Credentials rpcauth.Credentials
 	// DrainDelay is how long the server reports NOT_SERVING before it stops
 	// accepting calls, so load balancers move away first (BMCIS_SHUTDOWN_DRAIN).
 	DrainDelay time.Duration
@@ -32,8 +37,8 @@ type Settings struct {
 type Defaults struct {
 	GRPCAddr    string
 	MetricsAddr string
-	// RequireServiceToken makes BMCIS_SERVICE_TOKEN mandatory.
-	RequireServiceToken bool
+	// RequireCredentials makes at least one role credential mandatory.
+	RequireCredentials bool
 }
 
 // LoadSettings reads the shared settings; problems are recorded in env.
@@ -43,8 +48,41 @@ func LoadSettings(env *config.Reader, name string, d Defaults) Settings {
 		GRPCAddr:        env.Addr("BMCIS_GRPC_ADDR", d.GRPCAddr),
 		MetricsAddr:     env.Addr("BMCIS_METRICS_ADDR", d.MetricsAddr),
 		LogLevel:        env.Enum("BMCIS_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
-		ServiceToken:    env.Secret("BMCIS_SERVICE_TOKEN", d.RequireServiceToken, 16),
+		Credentials:     loadCredentials(env, d.RequireCredentials),
 		DrainDelay:      env.Duration("BMCIS_SHUTDOWN_DRAIN", 2*time.Second, 0, 5*time.Minute),
 		ShutdownTimeout: env.Duration("BMCIS_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute),
 	}
+}
+
+// CredentialEnv names the variable holding a role's credential digest.
+func CredentialEnv(r rpcauth.Role) string {
+	return "BMCIS_" + strings.ToUpper(string(r)) + "_TOKEN_SHA256"
+}
+
+// loadCredentials reads each role's digest. Two roles sharing one credential
+// would give its holder both: refused outside development.
+func loadCredentials(env *config.Reader, required bool) rpcauth.Credentials {
+	creds := rpcauth.Credentials{}
+	seen := map[rpcauth.Digest]rpcauth.Role{}
+	for _, role := range rpcauth.Roles {
+		name := CredentialEnv(role)
+		v := env.String(name, "")
+		if v == "" {
+			continue
+		}
+		d, err := rpcauth.ParseDigest(v)
+		if err != nil {
+			env.Failf(name, "%v", err)
+			continue
+		}
+		if other, dup := seen[d]; dup && !env.InsecureSecretsAllowed() {
+			env.Failf(name, "is the same credential as %s: each role needs its own", CredentialEnv(other))
+		}
+		seen[d] = role
+		creds[role] = d
+	}
+	if required && len(creds) == 0 {
+		env.Failf(CredentialEnv(rpcauth.Read), "no caller credential is configured: set the SHA-256 of at least one role's credential")
+	}
+	return creds
 }

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
 )
 
@@ -54,11 +57,24 @@ const (
 	Auth        = "auth"
 )
 
-// Tokens every stack's services are started with.
+// Caller credentials of every stack, one per role (platform/rpcauth):
+// ServiceToken is the read credential the adapter and the gateway hold,
+// IngestToken bmcisctl's for writing, AdminToken key management's. The
+// services hold only their digests.
 const (
-	ServiceToken = "stacktest-service-token-0123456789abcdef"
-	AdminToken   = "stacktest-admin-token-0123456789abcdef"
+	ServiceToken = "stacktest-read-credential-0123456789abcdef"
+	IngestToken  = "stacktest-ingest-credential-0123456789abcdef"
+	AdminToken   = "stacktest-admin-credential-0123456789abcdef"
 )
+
+// credentialDigests is the services' side of the stack's credentials.
+func credentialDigests() map[string]string {
+	return map[string]string{
+		grpcserver.CredentialEnv(rpcauth.Read):   rpcauth.DigestOf(ServiceToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Ingest): rpcauth.DigestOf(IngestToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Admin):  rpcauth.DigestOf(AdminToken).String(),
+	}
+}
 
 // EnvRedisURL names the variable with the test Redis (`make test` sets it);
 // when set, auth shares its rate limiter through it, as in production.
@@ -269,12 +285,11 @@ func (s *Stack) env(name string, extra map[string]string) []string {
 		"DATABASE_URL":           s.DatabaseURL,
 		"BMCIS_GRPC_ADDR":        "127.0.0.1:0",
 		"BMCIS_METRICS_ADDR":     "127.0.0.1:0",
-		"BMCIS_SERVICE_TOKEN":    ServiceToken,
-		"BMCIS_ADMIN_TOKEN":      AdminToken,
 		"BMCIS_SHUTDOWN_DRAIN":   "0s",
 		"BMCIS_SHUTDOWN_TIMEOUT": "5s",
 		"BMCIS_LOG_LEVEL":        "info",
 	}
+	maps.Copy(vars, credentialDigests())
 	if r := os.Getenv(EnvRedisURL); r != "" && !s.opts.NoRedis && name == Auth {
 		vars["REDIS_URL"] = r
 	}
@@ -349,11 +364,13 @@ func (s *Stack) Close() {
 }
 
 // ClientEnv is the environment a client of the stack needs (bmcisctl, the
-// MCP adapter, the gateway): the service token, the admin token and each
-// running service's address as BMCIS_<NAME>_ADDR.
+// MCP adapter, the gateway): the read credential in BMCIS_SERVICE_TOKEN
+// (what the adapter and the gateway hold), bmcisctl's ingest and admin
+// credentials, and each running service's address as BMCIS_<NAME>_ADDR.
 func (s *Stack) ClientEnv() map[string]string {
 	out := map[string]string{
 		"BMCIS_SERVICE_TOKEN": ServiceToken,
+		"BMCIS_INGEST_TOKEN":  IngestToken,
 		"BMCIS_ADMIN_TOKEN":   AdminToken,
 	}
 	for _, svc := range s.all() {

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -20,8 +19,11 @@ import (
 )
 
 // Credential headers. They are read by the gateway and never forwarded as
-// such: the admin token travels on as x-bmcis-admin-token metadata to the
-// service that compares it, the API key only inside auth.Check.
+// such: an operator's credential (X-Admin-Token: the admin credential on key
+// routes, the ingest credential on document deletion) replaces the gateway's
+// own read credential for that one upstream call, and the service it reaches
+// decides by its role (platform/rpcauth); the API key goes only into
+// auth.Check.
 const (
 	HeaderAPIKey     = "X-API-Key"
 	HeaderAdminToken = "X-Admin-Token"
@@ -33,10 +35,6 @@ const AuthDomain = "auth.bmcis"
 
 // authCheckTimeout bounds one auth.Check or admin probe.
 const authCheckTimeout = 5 * time.Second
-
-// adminProbeOwner is the owner filter of the ListKeys call that checks an
-// admin token for routes whose service does not compare it itself.
-const adminProbeOwner = "bmcis-gateway-admin-probe"
 
 type adminTokenKey struct{}
 
@@ -83,15 +81,12 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 			return nil, newError(codes.Unauthenticated, "ADMIN_TOKEN_REQUIRED",
 				"this route needs the admin token in the "+HeaderAdminToken+" header", nil).Err()
 		}
-		if service != Auth {
-			// The auth service compares admin tokens; ask it before a
-			// destructive call to a service that does not.
-			if err := g.probeAdmin(ctx, tok); err != nil {
-				return nil, err
-			}
-		}
+		// The gateway holds no admin or ingest credential: the operator's
+		// goes upstream in place of its own, and the service's role table
+		// accepts or refuses it.
 		r = stripCredentials(r)
-		return r.WithContext(context.WithValue(r.Context(), adminTokenKey{}, tok)), nil
+		ctx = context.WithValue(grpcclient.WithCredential(r.Context(), tok), adminTokenKey{}, true)
+		return r.WithContext(ctx), nil
 	default:
 		resp, err := g.check(ctx, apiKeyFrom(r.Header), operation, tool)
 		if err != nil {
@@ -128,33 +123,6 @@ func authUnavailable(err error) error {
 	}
 	return newError(codes.Unavailable, "AUTH_UNAVAILABLE",
 		"the auth service could not check the credentials; try again", nil, retryInfo(1)).Err()
-}
-
-// probeAdmin has the auth service compare an admin token.
-func (g *Gateway) probeAdmin(ctx context.Context, tok string) error {
-	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
-	defer cancel()
-	_, err := g.authClient.ListKeys(grpcclient.WithAdminToken(cctx, tok), &authv1.ListKeysRequest{Owner: adminProbeOwner})
-	switch status.Code(err) {
-	case codes.OK:
-		return nil
-	case codes.Unauthenticated, codes.PermissionDenied:
-		g.metrics.denials.WithLabelValues("ADMIN_TOKEN_INVALID").Inc()
-		return newError(status.Code(err), "ADMIN_TOKEN_INVALID", "the admin token was not accepted", nil).Err()
-	default:
-		logging.FromContext(ctx).WarnContext(ctx, "admin token probe failed", "error", err.Error())
-		return authUnavailable(err)
-	}
-}
-
-// adminMetadata attaches the admin token of an admin route to the upstream
-// call (grpc-gateway builds the outgoing metadata itself, so it has to be
-// handed over here rather than through the context).
-func adminMetadata(ctx context.Context, _ *http.Request) metadata.MD {
-	if tok, ok := ctx.Value(adminTokenKey{}).(string); ok && tok != "" {
-		return metadata.Pairs(grpcclient.AdminTokenHeader, tok)
-	}
-	return nil
 }
 
 func denialName(r authv1.DenialReason) string {

@@ -153,9 +153,8 @@ func (g *Gateway) handleError(ctx context.Context, _ *runtime.ServeMux, _ runtim
 	}
 	if rt, ok := routeOf(r); ok && rt.Access == Admin && body.Code == CodeName(st.Code()) &&
 		(st.Code() == codes.Unauthenticated || st.Code() == codes.PermissionDenied) {
-		// An admin route's refusal reads the same whoever compared the
-		// token: the gateway (no token), its probe of the auth service
-		// (document deletion) or the auth service itself (/v1/keys).
+		// An admin route's refusal reads the same whoever refused it: the
+		// gateway (no credential) or the service the credential reached.
 		body.Code = "ADMIN_TOKEN_INVALID"
 		if strings.TrimSpace(r.Header.Get(HeaderAdminToken)) == "" && r.Context().Value(adminTokenKey{}) == nil {
 			body.Code = "ADMIN_TOKEN_REQUIRED"

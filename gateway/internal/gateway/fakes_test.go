@@ -33,11 +33,16 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
 const (
-	testServiceToken = "test-service-token-0123456789"
-	testAdminToken   = "test-admin-token-0123456789"
+	// The gateway's own (read) credential, and the operators' admin and
+	// ingest credentials; the fake services hold their digests and the real
+	// server edge applies the product's role table.
+	testServiceToken = "test-read-credential-0123456789abcdef"
+	testAdminToken   = "test-admin-credential-0123456789abcdef"
+	testIngestToken  = "test-ingest-credential-0123456789abcdef"
 	keyGood          = "bmcis_good_secret"
 	keyExpired       = "bmcis_expired_secret"
 	keyRevoked       = "bmcis_revoked_secret"
@@ -70,18 +75,6 @@ func (s *seen) reset() {
 	s.mu.Lock()
 	s.calls = nil
 	s.mu.Unlock()
-}
-
-func adminOK(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get("x-bmcis-admin-token")
-	if len(v) == 0 {
-		return status.Error(codes.Unauthenticated, "admin token required")
-	}
-	if v[0] != testAdminToken {
-		return status.Error(codes.PermissionDenied, "admin token not accepted")
-	}
-	return nil
 }
 
 type fakeAuth struct {
@@ -136,25 +129,16 @@ func (f *fakeAuth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1
 
 func (f *fakeAuth) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*authv1.CreateKeyResponse, error) {
 	f.record(ctx)
-	if err := adminOK(ctx); err != nil {
-		return nil, err
-	}
 	return &authv1.CreateKeyResponse{Key: &authv1.ApiKey{KeyId: "k1", Name: req.GetName(), CreatedAt: timestamppb.Now()}, ApiKey: "bmcis_k1_secret"}, nil
 }
 
 func (f *fakeAuth) ListKeys(ctx context.Context, _ *authv1.ListKeysRequest) (*authv1.ListKeysResponse, error) {
 	f.record(ctx)
-	if err := adminOK(ctx); err != nil {
-		return nil, err
-	}
 	return &authv1.ListKeysResponse{Keys: []*authv1.ApiKey{{KeyId: "k1", Name: "one"}}}, nil
 }
 
 func (f *fakeAuth) RevokeKey(ctx context.Context, req *authv1.RevokeKeyRequest) (*authv1.RevokeKeyResponse, error) {
 	f.record(ctx)
-	if err := adminOK(ctx); err != nil {
-		return nil, err
-	}
 	if req.GetKeyId() != "k1" {
 		return nil, status.Error(codes.NotFound, "no key "+req.GetKeyId())
 	}
@@ -163,9 +147,6 @@ func (f *fakeAuth) RevokeKey(ctx context.Context, req *authv1.RevokeKeyRequest) 
 
 func (f *fakeAuth) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) (*authv1.RotateKeyResponse, error) {
 	f.record(ctx)
-	if err := adminOK(ctx); err != nil {
-		return nil, err
-	}
 	return &authv1.RotateKeyResponse{Key: &authv1.ApiKey{KeyId: "k2"}, ApiKey: "bmcis_k2_secret", Previous: &authv1.ApiKey{KeyId: req.GetKeyId()}}, nil
 }
 
@@ -287,7 +268,9 @@ func startFake(t testing.TB, name string, register func(*grpcserver.Server), ext
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := grpcserver.New(grpcserver.Settings{Name: name, LogLevel: "error", ServiceToken: testServiceToken, ShutdownTimeout: time.Second},
+	srv := grpcserver.New(grpcserver.Settings{Name: name, LogLevel: "error", ShutdownTimeout: time.Second, Credentials: rpcauth.Credentials{
+		rpcauth.Read: rpcauth.DigestOf(testServiceToken), rpcauth.Ingest: rpcauth.DigestOf(testIngestToken), rpcauth.Admin: rpcauth.DigestOf(testAdminToken),
+	}},
 		grpcserver.WithLogOutput(io.Discard))
 	register(srv)
 	for _, c := range extra {

@@ -45,6 +45,7 @@ func TestRouteTableMatchesOpenAPI(t *testing.T) {
 func TestEveryRouteSucceeds(t *testing.T) {
 	s := newStack(t, nil)
 	admin := []string{HeaderAdminToken, testAdminToken}
+	ingest := []string{HeaderAdminToken, testIngestToken}
 	cases := []struct {
 		method, path, body string
 		headers            []string
@@ -53,7 +54,7 @@ func TestEveryRouteSucceeds(t *testing.T) {
 		{"POST", "/v1/search", `{"query":"cloud","mode":"RETRIEVAL_MODE_BM25","limit":5}`, key(keyGood), `"mode":"RETRIEVAL_MODE_BM25"`},
 		{"GET", "/v1/chunks?chunk_ids=101&chunk_ids=7", "", key(keyGood), `"missingIds":["7"]`},
 		{"GET", "/v1/chunks?chunkIds=101", "", key(keyGood), `"chunkId":"101"`},
-		{"DELETE", "/v1/documents/doc-1", "", admin, `"chunksDeleted":3`},
+		{"DELETE", "/v1/documents/doc-1", "", ingest, `"chunksDeleted":3`},
 		{"GET", "/v1/categories", "", key(keyGood), `"documentCount":2`},
 		{"GET", "/v1/index/status", "", key(keyGood), `"embedderProvider":"builtin"`},
 		{"GET", "/v1/vendors/Acme%20Corp?max_entities=3", "", key(keyGood), `"vendorName":"Acme Corp"`},
@@ -257,39 +258,48 @@ func TestAdminRoutes(t *testing.T) {
 	r := s.do("POST", "/v1/keys", `{"name":"x"}`, key(keyGood)...)
 	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_REQUIRED", r.errBody(t).Code)
-	// A wrong token: refused by the auth service, which compares it.
+	// A wrong credential: refused by the auth service's edge.
 	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, "wrong-token")
-	require.Equal(t, 403, r.status)
+	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code, "the same code as document deletion")
-	require.Equal(t, []string{"wrong-token"}, s.auth.last().Get("x-bmcis-admin-token"))
 	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, "wrong-token")
+	require.Equal(t, 401, r.status)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
+	// The gateway's own credential cannot stand in: an ingest credential is
+	// valid but not an admin's.
+	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, testIngestToken)
 	require.Equal(t, 403, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
-	// The right one.
+	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, testServiceToken)
+	require.Equal(t, 403, r.status, "the read credential is no admin's")
+	// The right one replaces the gateway's own credential upstream.
 	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, testAdminToken)
 	require.Equal(t, 200, r.status, "body: %s", r.body)
 	md := s.auth.last()
-	require.Equal(t, []string{testAdminToken}, md.Get("x-bmcis-admin-token"))
+	require.Equal(t, []string{testAdminToken}, md.Get("x-bmcis-service-token"))
 	require.Empty(t, md.Get("authorization"))
 	require.Empty(t, md.Get("x-admin-token"))
 	// Errors of admin RPCs map like any other.
 	r = s.do("POST", "/v1/keys/nope:revoke", `{}`, HeaderAdminToken, testAdminToken)
 	require.Equal(t, 404, r.status)
 
-	// Document deletion: the auth service vets the token before search is called.
+	// Document deletion takes the ingest credential; search's edge decides.
 	s.search.reset()
 	r = s.do("DELETE", "/v1/documents/doc-1", "", key(keyGood)...)
 	require.Equal(t, 401, r.status)
 	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, "wrong-token")
-	require.Equal(t, 403, r.status)
+	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
-	require.Empty(t, s.search.last())
 	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, testAdminToken)
+	require.Equal(t, 403, r.status, "key administrators do not delete documents")
+	require.Empty(t, s.search.last())
+	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, testIngestToken)
 	require.Equal(t, 200, r.status)
-	require.Equal(t, []string{testAdminToken}, s.search.last().Get("x-bmcis-admin-token"))
+	require.Equal(t, []string{testIngestToken}, s.search.last().Get("x-bmcis-service-token"))
 
 	// The token never appears in the logs.
 	require.NotContains(t, s.logs.String(), testAdminToken)
+	require.NotContains(t, s.logs.String(), testIngestToken)
 	require.NotContains(t, s.logs.String(), "wrong-token")
 }
 

@@ -115,7 +115,6 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 		runtime.WithErrorHandler(g.handleError),
 		runtime.WithRoutingErrorHandler(g.handleRoutingError),
 		runtime.WithMiddlewares(g.restAuth),
-		runtime.WithMetadata(adminMetadata),
 		// Nothing from the HTTP request reaches the services as metadata but
 		// what the gateway puts there (request id, admin token on admin routes).
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),

@@ -13,7 +13,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 )
 
-const token = "service-token-0123456789"
+const token = "service-token-0123456789abcdef0123456789"
 
 func TestDefaults(t *testing.T) {
 	env := platform.FromMap(map[string]string{config.EnvServiceToken: token})
@@ -43,7 +43,7 @@ func TestValues(t *testing.T) {
 		config.EnvServiceToken:        token,
 		config.EnvTransport:           "HTTP",
 		config.EnvHTTPAddr:            ":9000",
-		config.EnvCursorSecret:        "cursor-secret-0123456789",
+		config.EnvCursorSecret:        "cursor-secret-0123456789abcdef0123456789",
 		config.EnvMaxTokens:           "20000",
 		config.EnvWarnThreshold:       "0.9",
 		config.EnvCacheMissSlow:       "100ms",
@@ -60,7 +60,7 @@ func TestValues(t *testing.T) {
 	require.NoError(t, env.Err())
 	require.Equal(t, config.TransportHTTP, c.Transport)
 	require.Equal(t, ":9000", c.HTTPAddr)
-	require.Equal(t, []byte("cursor-secret-0123456789"), c.CursorSecret)
+	require.Equal(t, []byte("cursor-secret-0123456789abcdef0123456789"), c.CursorSecret)
 	require.Equal(t, 20000, c.Thresholds.MaxTokens)
 	require.Equal(t, 0.9, c.Thresholds.WarnRatio)
 	require.Equal(t, 100*time.Millisecond, c.Thresholds.CacheMissSlow)

@@ -135,7 +135,7 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 	}
 	vars := map[string]string{
 		adapterconfig.EnvServiceToken: r.token,
-		adapterconfig.EnvCursorSecret: "test-cursor-secret-0123456789",
+		adapterconfig.EnvCursorSecret: "test-cursor-secret-0123456789abcdef0123456789",
 	}
 	for k, v := range r.env {
 		vars[k] = v

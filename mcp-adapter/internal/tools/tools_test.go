@@ -786,7 +786,7 @@ func TestMisconfiguredBackends(t *testing.T) {
 	require.False(t, a.errObj()["retryable"].(bool))
 	require.Contains(t, a.errObj()["message"], "not implemented")
 
-	h = newReal(t, withServiceToken("not-the-service-token-0000"))
+	h = newReal(t, withServiceToken("not-the-service-token-0000-0123456789abcdef"))
 	a = h.call(tools.ToolFindVendorInfo, map[string]any{"vendor_name": "Hooli"})
 	require.Equal(t, "SERVICE_UNAVAILABLE", a.errCode(), "auth refuses the adapter itself")
 	require.Contains(t, a.errObj()["message"], "auth")

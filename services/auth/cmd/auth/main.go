@@ -25,7 +25,7 @@ func main() {
 			// Check is an oracle for key validity and spends a tenant's quota;
 			// only the adapter and the gateway call it, and they hold the
 			// service token, so auth is fenced like search and vendorgraph.
-			RequireServiceToken: true,
+			RequireCredentials: true,
 		},
 		Configure: func(env *config.Reader) {
 			db = pg.LoadConfig(env)

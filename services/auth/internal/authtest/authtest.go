@@ -29,15 +29,17 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 	"github.com/bmcis/knowledge/services/auth/internal/server"
 )
 
-// Tokens used by test servers.
+// Credentials of test servers: the read role (the adapter's and gateway's)
+// and the admin role (key management).
 const (
-	ServiceToken = "test-service-token-0123456789"
-	AdminToken   = "test-admin-token-0123456789abcdef"
+	ServiceToken = "test-read-credential-0123456789abcdef"
+	AdminToken   = "test-admin-credential-0123456789abcdef"
 )
 
 // EnvRedisURL names the variable with the shared test Redis (`make test`
@@ -55,11 +57,10 @@ func RedisURL(t testing.TB) string {
 	return u
 }
 
-// Config returns a service configuration for tests: default limits, admin
-// token set, in-memory limiter, fast last-use flushes.
+// Config returns a service configuration for tests: default limits,
+// in-memory limiter, fast last-use flushes.
 func Config() server.Config {
 	return server.Config{
-		AdminToken:    AdminToken,
 		Defaults:      limiter.Defaults(),
 		RedisPrefix:   "bmcis:test:",
 		RedisTimeout:  time.Second,
@@ -138,9 +139,12 @@ func Start(t testing.TB, cfg server.Config, pool *pgxpool.Pool, opts ...Option) 
 		opt(&o)
 	}
 	srv := grpcserver.New(grpcserver.Settings{
-		Name:            "auth",
-		LogLevel:        o.logLevel,
-		ServiceToken:    ServiceToken,
+		Name:     "auth",
+		LogLevel: o.logLevel,
+		Credentials: rpcauth.Credentials{
+			rpcauth.Read:  rpcauth.DigestOf(ServiceToken),
+			rpcauth.Admin: rpcauth.DigestOf(AdminToken),
+		},
 		ShutdownTimeout: 5 * time.Second,
 	}, grpcserver.WithLogOutput(o.logOut), grpcserver.WithClassifier(pg.ClassifyError))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,8 +194,8 @@ func Tier(l *authv1.RateLimits, name string) int64 {
 	return 0
 }
 
-// Admin returns a context carrying the admin token.
-func Admin(ctx context.Context) context.Context { return grpcclient.WithAdminToken(ctx, AdminToken) }
+// Admin returns a context whose calls carry the admin credential.
+func Admin(ctx context.Context) context.Context { return grpcclient.WithCredential(ctx, AdminToken) }
 
 // CreateKey creates a key through the admin RPC and returns the full key and
 // its description.

@@ -13,9 +13,6 @@ import (
 
 // Config is the auth service's own configuration.
 type Config struct {
-	// AdminToken guards the key admin RPCs (BMCIS_ADMIN_TOKEN); empty
-	// disables them.
-	AdminToken string
 	// Defaults are the limits of keys without their own, per tier
 	// (BMCIS_RATE_LIMIT_<TIER>).
 	Defaults limiter.Limits
@@ -58,7 +55,6 @@ const DefaultKeyLifetime = 90 * 24 * time.Hour
 // LoadConfig reads the configuration; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
 	c := Config{
-		AdminToken:    env.Secret("BMCIS_ADMIN_TOKEN", false, 16),
 		Defaults:      make(limiter.Limits, len(ratelimit.Tiers)),
 		RedisURL:      env.String("REDIS_URL", ""),
 		RedisPrefix:   env.String("BMCIS_RATE_LIMIT_REDIS_PREFIX", "bmcis:rl:"),

@@ -19,7 +19,6 @@ func TestLoadConfig(t *testing.T) {
 		require.Equal(t, limiter.Limits{100, 1_000, 10_000}, c.Defaults)
 		require.True(t, c.FailOpen)
 		require.Empty(t, c.RedisURL)
-		require.Empty(t, c.AdminToken)
 		require.Equal(t, 30*time.Second, c.CacheTTL)
 		require.Equal(t, 90*24*time.Hour, c.KeyLifetime)
 	})
@@ -30,7 +29,6 @@ func TestLoadConfig(t *testing.T) {
 			"BMCIS_RATE_LIMIT_DAY":        "30",
 			"REDIS_URL":                   "redis://:pw@127.0.0.1:6379/2",
 			"RATE_LIMIT_ON_REDIS_FAILURE": "CLOSED",
-			"BMCIS_ADMIN_TOKEN":           "0123456789abcdef0123",
 			"BMCIS_AUTH_KEY_CACHE_TTL":    "5s",
 			"BMCIS_KEY_LIFETIME":          "720h",
 		})
@@ -48,7 +46,6 @@ func TestLoadConfig(t *testing.T) {
 		{"word limit", "BMCIS_RATE_LIMIT_HOUR", "lots"},
 		{"huge limit", "BMCIS_RATE_LIMIT_DAY", "1000000000"},
 		{"unknown failure mode", "RATE_LIMIT_ON_REDIS_FAILURE", "maybe"},
-		{"short admin token", "BMCIS_ADMIN_TOKEN", "short"},
 		{"cache longer than the revocation bound", "BMCIS_AUTH_KEY_CACHE_TTL", "31s"},
 		{"key lifetime under a minute", "BMCIS_KEY_LIFETIME", "30s"},
 		{"bad redis url", "REDIS_URL", "http://user:hunter2hunter2@example"},

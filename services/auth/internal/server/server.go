@@ -4,8 +4,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,12 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
-	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
@@ -45,26 +41,23 @@ var Tools = []string{"semantic_search", "get_chunks", "find_vendor_info"}
 // Server answers AuthService calls.
 type Server struct {
 	authv1.UnimplementedAuthServiceServer
-	verifier   *keys.Verifier
-	manager    *keys.Manager
-	usage      *keys.UsageRecorder
-	limiter    limiter.Limiter
-	defaults   limiter.Limits
-	adminToken [32]byte // SHA-256 of the token, so comparison time is independent of its length
-	hasAdmin   bool
-	lifetime   time.Duration
-	clock      func() time.Time
-	checks     *prometheus.CounterVec
+	verifier *keys.Verifier
+	manager  *keys.Manager
+	usage    *keys.UsageRecorder
+	limiter  limiter.Limiter
+	defaults limiter.Limits
+	lifetime time.Duration
+	clock    func() time.Time
+	checks   *prometheus.CounterVec
 }
 
 // Deps are what a Server is built from.
 type Deps struct {
-	Verifier   *keys.Verifier
-	Manager    *keys.Manager
-	Usage      *keys.UsageRecorder
-	Limiter    limiter.Limiter
-	Defaults   limiter.Limits
-	AdminToken string
+	Verifier *keys.Verifier
+	Manager  *keys.Manager
+	Usage    *keys.UsageRecorder
+	Limiter  limiter.Limiter
+	Defaults limiter.Limits
 	// KeyLifetime is given to keys created without a lifetime; 0: none.
 	KeyLifetime time.Duration
 	Clock       func() time.Time
@@ -86,9 +79,6 @@ func New(d Deps) (*Server, error) {
 			Name: "bmcis_auth_checks_total",
 			Help: "Check calls, by result (allowed or the denial reason).",
 		}, []string{"result"}),
-	}
-	if d.AdminToken != "" {
-		s.adminToken, s.hasAdmin = sha256.Sum256([]byte(d.AdminToken)), true
 	}
 	if d.Registerer != nil {
 		if err := d.Registerer.Register(s.checks); err != nil {
@@ -236,29 +226,8 @@ func ownLimits(own keys.Limits) *authv1.RateLimits {
 	return out
 }
 
-// requireAdmin checks the admin token in the call's metadata, in constant
-// time.
-func (s *Server) requireAdmin(ctx context.Context) error {
-	if !s.hasAdmin {
-		return status.Error(codes.PermissionDenied, "key administration is disabled: the auth service has no BMCIS_ADMIN_TOKEN")
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get(grpcclient.AdminTokenHeader)
-	if len(vals) == 0 || vals[0] == "" {
-		return status.Error(codes.Unauthenticated, "admin token required ("+grpcclient.AdminTokenHeader+" metadata)")
-	}
-	got := sha256.Sum256([]byte(vals[0]))
-	if subtle.ConstantTimeCompare(got[:], s.adminToken[:]) != 1 {
-		return status.Error(codes.PermissionDenied, "invalid admin token")
-	}
-	return nil
-}
-
 // CreateKey issues a key; the reply is the only place its full text appears.
 func (s *Server) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*authv1.CreateKeyResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	nk, err := validateCreate(req)
 	if err != nil {
 		return nil, err
@@ -278,9 +247,6 @@ func (s *Server) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*
 
 // ListKeys lists keys, never their secrets (only hashes are stored anyway).
 func (s *Server) ListKeys(ctx context.Context, req *authv1.ListKeysRequest) (*authv1.ListKeysResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	owner := strings.TrimSpace(req.GetOwner())
 	if err := validateText("owner", owner, false); err != nil {
 		return nil, err
@@ -303,9 +269,6 @@ func (s *Server) ListKeys(ctx context.Context, req *authv1.ListKeysRequest) (*au
 // RevokeKey revokes a key: at once on this replica, within the key cache TTL
 // (at most 30 s) on every other.
 func (s *Server) RevokeKey(ctx context.Context, req *authv1.RevokeKeyRequest) (*authv1.RevokeKeyResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	id, err := validateKeyID(req.GetKeyId())
 	if err != nil {
 		return nil, err
@@ -327,9 +290,6 @@ const defaultOverlap = 24 * time.Hour
 
 // RotateKey issues a successor key; the old one expires after the overlap.
 func (s *Server) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) (*authv1.RotateKeyResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	id, err := validateKeyID(req.GetKeyId())
 	if err != nil {
 		return nil, err

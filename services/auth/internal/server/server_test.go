@@ -356,9 +356,6 @@ func TestRevocationBound(t *testing.T) {
 
 func TestAdminAuthorization(t *testing.T) {
 	in := authtest.Start(t, authtest.Config(), authtest.NewDB(t))
-	noAdminCfg := authtest.Config()
-	noAdminCfg.AdminToken = ""
-	noAdmin := authtest.Start(t, noAdminCfg, authtest.NewDB(t))
 	_, key := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "x"})
 
 	calls := map[string]func(ctx context.Context, c authv1.AuthServiceClient) error{
@@ -385,11 +382,11 @@ func TestAdminAuthorization(t *testing.T) {
 		ctx  context.Context
 		code codes.Code
 	}{
-		{"no admin token", in, context.Background(), codes.Unauthenticated},
-		{"wrong admin token", in, grpcclient.WithAdminToken(context.Background(), "not-the-admin-token-at-all"), codes.PermissionDenied},
-		{"admin token prefix", in, grpcclient.WithAdminToken(context.Background(), authtest.AdminToken[:20]), codes.PermissionDenied},
-		{"admin disabled", noAdmin, authtest.Admin(context.Background()), codes.PermissionDenied},
-		{"right admin token", in, authtest.Admin(context.Background()), codes.OK},
+		{"the read credential (the adapter's and gateway's)", in, context.Background(), codes.PermissionDenied},
+		{"no credential", in, grpcclient.WithCredential(context.Background(), ""), codes.Unauthenticated},
+		{"wrong credential", in, grpcclient.WithCredential(context.Background(), "not-the-admin-token-at-all"), codes.Unauthenticated},
+		{"admin credential prefix", in, grpcclient.WithCredential(context.Background(), authtest.AdminToken[:20]), codes.Unauthenticated},
+		{"admin credential", in, authtest.Admin(context.Background()), codes.OK},
 	}
 	// RevokeKey last, so RotateKey still has an active key to rotate.
 	for _, name := range []string{"CreateKey", "ListKeys", "RotateKey", "RevokeKey"} {
@@ -409,7 +406,7 @@ func TestServiceTokenRequired(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	_, err = authv1.NewAuthServiceClient(conn).Check(context.Background(), &authv1.CheckRequest{ApiKey: "x"})
 	require.Equal(t, codes.Unauthenticated, status.Code(err))
-	require.Contains(t, status.Convert(err).Message(), "service token")
+	require.Contains(t, status.Convert(err).Message(), "service credential")
 }
 
 func TestValidation(t *testing.T) {
@@ -556,8 +553,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 		_, err = in.Client.RevokeKey(admin, &authv1.RevokeKeyRequest{KeyId: rot.GetKey().GetKeyId()})
 		require.NoError(t, err)
 		in.Check(t, rot.GetApiKey())
-		// The admin token is a secret too.
-		_, err = in.Client.ListKeys(grpcclient.WithAdminToken(context.Background(), authtest.AdminToken+"x"), &authv1.ListKeysRequest{})
+		// The admin credential is a secret too.
+		_, err = in.Client.ListKeys(grpcclient.WithCredential(context.Background(), authtest.AdminToken+"x"), &authv1.ListKeysRequest{})
 		note(err)
 		secrets = append(secrets, authtest.AdminToken, authtest.ServiceToken)
 

@@ -12,6 +12,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
@@ -45,7 +46,6 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		Usage:       usage,
 		Limiter:     lim,
 		Defaults:    cfg.Defaults,
-		AdminToken:  cfg.AdminToken,
 		KeyLifetime: cfg.KeyLifetime,
 		Clock:       cfg.Clock,
 		Registerer:  srv.Registry(),
@@ -59,8 +59,8 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { usage.Run(flushCtx, cfg.LastUsedFlush) })
-	if cfg.AdminToken == "" {
-		log.Warn("BMCIS_ADMIN_TOKEN is not set: key administration RPCs are disabled")
+	if _, ok := srv.Credentials()[rpcauth.Admin]; !ok {
+		log.Warn("no admin credential is configured (BMCIS_ADMIN_TOKEN_SHA256): key administration is refused to every caller")
 	}
 	return func() {
 		stopFlush()

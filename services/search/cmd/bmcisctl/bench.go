@@ -46,7 +46,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	c, closeConn, err := searchDial(*addr)
+	c, closeConn, err := searchDial(*addr, envReadToken)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,11 @@ func benchIngest(ctx context.Context, c searchv1.SearchServiceClient, g *synth.G
 	}
 	fmt.Fprintf(stderr, "ingesting %d synthetic documents (%.1f MiB)...\n", len(docs), float64(bytes)/(1<<20))
 	t0 := time.Now()
-	stream, err := c.IngestDocuments(ctx)
+	ictx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return 0, err
+	}
+	stream, err := c.IngestDocuments(ictx)
 	if err != nil {
 		return 0, err
 	}

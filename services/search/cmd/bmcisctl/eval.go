@@ -46,7 +46,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	c, closeConn, err := searchDial(*addr)
+	c, closeConn, err := searchDial(*addr, envReadToken)
 	if err != nil {
 		return err
 	}

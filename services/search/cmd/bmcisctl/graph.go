@@ -26,7 +26,7 @@ const graphDefaultAddr = "127.0.0.1:50052"
 
 func init() {
 	commands["graph"] = command{
-		summary: "vendor graph: graph import FILE.jsonl | graph status (BMCIS_VENDORGRAPH_ADDR, BMCIS_SERVICE_TOKEN)",
+		summary: "vendor graph: graph import FILE.jsonl | graph status (BMCIS_VENDORGRAPH_ADDR, BMCIS_INGEST_TOKEN)",
 		run:     runGraph,
 	}
 }
@@ -34,7 +34,7 @@ func init() {
 func graphUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: bmcisctl graph import [-addr HOST:PORT] [-quiet] FILE.jsonl   (FILE may be - for stdin)")
 	fmt.Fprintln(w, "       bmcisctl graph status [-addr HOST:PORT]")
-	fmt.Fprintf(w, "  -addr defaults to BMCIS_VENDORGRAPH_ADDR or %s; BMCIS_SERVICE_TOKEN must be set.\n", graphDefaultAddr)
+	fmt.Fprintf(w, "  -addr defaults to BMCIS_VENDORGRAPH_ADDR or %s; the ingest credential comes from BMCIS_INGEST_TOKEN or .data/bmcisctl.json.\n", graphDefaultAddr)
 	fmt.Fprintln(w, "  The file format is described in docs/VENDORGRAPH.md.")
 }
 
@@ -56,11 +56,12 @@ func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return usageErrorf("unknown graph subcommand %q", args[0])
 }
 
-// graphClient dials vendorgraph with the service token.
+// graphClient dials vendorgraph with the ingest credential: graph commands
+// import and report status, both the ingest role's.
 func graphClient(addr string) (vendorgraphv1.VendorGraphServiceClient, func(), error) {
-	token := envOr("BMCIS_SERVICE_TOKEN", "")
-	if token == "" {
-		return nil, nil, usageErrorf("BMCIS_SERVICE_TOKEN is not set (make run keeps it in .data/service-token)")
+	token, err := credential(envIngestToken)
+	if err != nil {
+		return nil, nil, err
 	}
 	conn, err := grpcclient.Dial(addr, token)
 	if err != nil {

@@ -77,7 +77,7 @@ func startStubGraph(t *testing.T) *stubGraph {
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	t.Setenv("BMCIS_VENDORGRAPH_ADDR", lis.Addr().String())
-	t.Setenv("BMCIS_SERVICE_TOKEN", graphTestToken)
+	t.Setenv("BMCIS_INGEST_TOKEN", graphTestToken)
 	return stub
 }
 
@@ -156,10 +156,10 @@ func TestGraphImportBadInput(t *testing.T) {
 		})
 	}
 	t.Run("no token", func(t *testing.T) {
-		t.Setenv("BMCIS_SERVICE_TOKEN", "")
+		t.Setenv("BMCIS_INGEST_TOKEN", "")
 		code, _, stderr := runCLI(t, "graph", "import", long)
 		require.Equal(t, 2, code)
-		require.Contains(t, stderr, "BMCIS_SERVICE_TOKEN is not set")
+		require.Contains(t, stderr, "BMCIS_INGEST_TOKEN is not set")
 	})
 	t.Run("service down", func(t *testing.T) {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")

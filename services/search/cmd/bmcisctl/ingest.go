@@ -33,7 +33,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() == 0 {
 		return usageErrorf("give at least one PATH")
 	}
-	c, closeConn, err := searchDial(*addr)
+	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,8 @@ func keysUsage(w io.Writer) {
 
 create and rotate print the new key alone on stdout; it is shown only once.
 Durations take Go units plus days: 90d, 1d12h, 36h, 30m.
-Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN
-(required), BMCIS_SERVICE_TOKEN (sent when set; the auth service requires it).
+Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN (the
+admin credential); after make run both come from .data/bmcisctl.json.
 `)
 }
 
@@ -68,19 +68,19 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return sub(ctx, args[1:], stdout, stderr)
 }
 
-// keysClient dials the auth service and returns a context carrying the admin
-// token, bounded so a dead service does not hang the command.
+// keysClient dials the auth service with the admin credential, bounded so a
+// dead service does not hang the command.
 func keysClient(ctx context.Context) (authv1.AuthServiceClient, context.Context, func(), error) {
-	admin := envOr("BMCIS_ADMIN_TOKEN", "")
-	if admin == "" {
-		return nil, nil, nil, usageErrorf("BMCIS_ADMIN_TOKEN is not set (make run keeps it in .data/admin-token)")
-	}
-	addr := envOr("BMCIS_AUTH_ADDR", keysDefaultAddr)
-	conn, err := grpcclient.Dial(addr, envOr("BMCIS_SERVICE_TOKEN", ""))
+	admin, err := credential(envAdminToken)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(grpcclient.WithAdminToken(ctx, admin), 15*time.Second)
+	addr := envOr("BMCIS_AUTH_ADDR", keysDefaultAddr)
+	conn, err := grpcclient.Dial(addr, admin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	return authv1.NewAuthServiceClient(conn), ctx, func() { cancel(); _ = conn.Close() }, nil
 }
 

@@ -101,8 +101,13 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // envOr returns the environment variable or def.
+// envOr returns the variable's value, else the credentials file's value for
+// it (see credentials.go), else def.
 func envOr(name, def string) string {
 	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	if v, ok := fromFile(name); ok {
 		return v
 	}
 	return def

@@ -63,7 +63,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	c, closeConn, err := searchDial(*addr)
+	c, closeConn, err := searchDial(*addr, envReadToken)
 	if err != nil {
 		return err
 	}

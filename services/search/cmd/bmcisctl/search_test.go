@@ -18,18 +18,30 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/search/internal/server"
 )
 
-const ctlToken = "search-cli-test-token-0123456789"
+const (
+	ctlToken       = "search-cli-test-read-credential-0123456789"
+	ctlIngestToken = "search-cli-test-ingest-credential-0123456789"
+)
+
+// TestMain keeps the tests away from a developer's .data/bmcisctl.json:
+// every credential a test uses comes from its own environment.
+func TestMain(m *testing.M) {
+	os.Setenv(envCredentialsFile, filepath.Join(os.TempDir(), "bmcisctl-tests-no-credentials-file.json"))
+	os.Exit(m.Run())
+}
 
 // ctlServer runs a real search service on a fresh database and points the
-// CLI at it (BMCIS_SEARCH_ADDR, BMCIS_SERVICE_TOKEN, DATABASE_URL).
+// CLI at it (BMCIS_SEARCH_ADDR, the read and ingest credentials, DATABASE_URL).
 func ctlServer(t *testing.T) {
 	t.Helper()
 	pool, url := testdb.New(t)
-	srv := grpcserver.New(grpcserver.Settings{Name: "search-cli-test", LogLevel: "error", ServiceToken: ctlToken, ShutdownTimeout: 5 * time.Second},
+	srv := grpcserver.New(grpcserver.Settings{Name: "search-cli-test", LogLevel: "error", ShutdownTimeout: 5 * time.Second,
+		Credentials: rpcauth.Credentials{rpcauth.Read: rpcauth.DigestOf(ctlToken), rpcauth.Ingest: rpcauth.DigestOf(ctlIngestToken)}},
 		grpcserver.WithLogOutput(io.Discard), grpcserver.WithClassifier(pg.ClassifyError))
 	cfg := server.DefaultConfig()
 	cfg.PollInterval = 100 * time.Millisecond
@@ -45,6 +57,7 @@ func ctlServer(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	t.Setenv("BMCIS_SEARCH_ADDR", lis.Addr().String())
 	t.Setenv("BMCIS_SERVICE_TOKEN", ctlToken)
+	t.Setenv("BMCIS_INGEST_TOKEN", ctlIngestToken)
 	t.Setenv("DATABASE_URL", url)
 }
 

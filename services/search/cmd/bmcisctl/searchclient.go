@@ -21,11 +21,13 @@ const searchDefaultAddr = "127.0.0.1:50051"
 // searchAddrFlag is the -addr default of the search commands.
 func searchAddrFlag() string { return envOr("BMCIS_SEARCH_ADDR", searchDefaultAddr) }
 
-// searchDial connects to the search service with the service token.
-func searchDial(addr string) (searchv1.SearchServiceClient, func(), error) {
-	token := envOr("BMCIS_SERVICE_TOKEN", "")
-	if token == "" {
-		return nil, nil, usageErrorf("BMCIS_SERVICE_TOKEN is not set (make run keeps it in .data/service-token)")
+// searchDial connects to the search service; its calls present the
+// credential named by role (envReadToken or envIngestToken) unless a call's
+// context says otherwise (searchIngest always presents the ingest one).
+func searchDial(addr, role string) (searchv1.SearchServiceClient, func(), error) {
+	token, err := credential(role)
+	if err != nil {
+		return nil, nil, err
 	}
 	conn, err := grpcclient.Dial(addr, token, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
@@ -47,6 +49,10 @@ type searchIngestSummary struct {
 func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []string, progress func(sent, problems int)) (*searchIngestSummary, error) {
 	start := time.Now()
 	sum := &searchIngestSummary{}
+	ctx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return nil, err
+	}
 	stream, err := c.IngestDocuments(ctx)
 	if err != nil {
 		return nil, err

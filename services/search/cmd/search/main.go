@@ -18,9 +18,9 @@ func main() {
 	grpcserver.Main(grpcserver.Spec{
 		Name: "search",
 		Defaults: grpcserver.Defaults{
-			GRPCAddr:            ":50051",
-			MetricsAddr:         ":9091",
-			RequireServiceToken: true,
+			GRPCAddr:           ":50051",
+			MetricsAddr:        ":9091",
+			RequireCredentials: true,
 		},
 		Configure: func(env *config.Reader) {
 			db = pg.LoadConfig(env)

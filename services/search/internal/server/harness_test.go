@@ -21,6 +21,7 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/search/internal/server"
 )
@@ -59,7 +60,7 @@ func startReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) *replica 
 func tryStartReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) (*replica, error) {
 	t.Helper()
 	srv := grpcserver.New(grpcserver.Settings{
-		Name: "search-test", LogLevel: "error", ServiceToken: token, ShutdownTimeout: 5 * time.Second,
+		Name: "search-test", LogLevel: "error", Credentials: rpcauth.AllRoles(token), ShutdownTimeout: 5 * time.Second,
 	}, grpcserver.WithLogOutput(testLogOut), grpcserver.WithClassifier(pg.ClassifyError))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

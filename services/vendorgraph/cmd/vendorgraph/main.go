@@ -18,9 +18,9 @@ func main() {
 	grpcserver.Main(grpcserver.Spec{
 		Name: "vendorgraph",
 		Defaults: grpcserver.Defaults{
-			GRPCAddr:            ":50052",
-			MetricsAddr:         ":9092",
-			RequireServiceToken: true,
+			GRPCAddr:           ":50052",
+			MetricsAddr:        ":9092",
+			RequireCredentials: true,
 		},
 		Configure: func(env *config.Reader) {
 			db = pg.LoadConfig(env)

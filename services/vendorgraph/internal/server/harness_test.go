@@ -19,6 +19,7 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
 )
@@ -46,7 +47,7 @@ func newDB(t testing.TB) *pgxpool.Pool {
 func startReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) *replica {
 	t.Helper()
 	srv := grpcserver.New(grpcserver.Settings{
-		Name: "vendorgraph-test", LogLevel: "error", ServiceToken: token,
+		Name: "vendorgraph-test", LogLevel: "error", Credentials: rpcauth.AllRoles(token),
 		ShutdownTimeout: 5 * time.Second,
 	}, grpcserver.WithLogOutput(io.Discard), grpcserver.WithClassifier(pg.ClassifyError))
 	svc := server.New(pool, cfg)

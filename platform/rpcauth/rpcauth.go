@@ -1,0 +1,204 @@
+// Package rpcauth says who may call what: the one table of every product RPC
+// and the caller roles allowed to call it, and the verifier that turns a
+// presented service credential into its roles.
+//
+// Each caller holds the credential of one role: the adapter and the gateway
+// read, bmcisctl and operators ingest, key administrators admin. Services hold
+// only SHA-256 digests of the credentials they accept, so a service's
+// environment cannot be replayed as a caller's credential.
+package rpcauth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Role is what a caller may do.
+type Role string
+
+// The caller roles.
+const (
+	// Read is the adapter's and the gateway's: searching and looking up.
+	Read Role = "read"
+	// Ingest is bmcisctl's and operators': writing documents and the graph.
+	Ingest Role = "ingest"
+	// Admin manages API keys.
+	Admin Role = "admin"
+)
+
+// Roles lists every role, in the order their settings are documented.
+var Roles = []Role{Read, Ingest, Admin}
+
+// Table maps full gRPC method names to the roles allowed to call them.
+type Table map[string][]Role
+
+// rules maps every RPC of the product to the roles allowed to call it. An RPC
+// missing here is refused for every caller; a test in the gateway module
+// checks it against the generated service descriptors.
+var rules = Table{
+	"/bmcis.search.v1.SearchService/Search":          {Read},
+	"/bmcis.search.v1.SearchService/GetChunks":       {Read},
+	"/bmcis.search.v1.SearchService/ListCategories":  {Read},
+	"/bmcis.search.v1.SearchService/GetIndexStatus":  {Read, Ingest},
+	"/bmcis.search.v1.SearchService/IngestDocuments": {Ingest},
+	"/bmcis.search.v1.SearchService/DeleteDocument":  {Ingest},
+
+	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read},
+	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read},
+	"/bmcis.vendorgraph.v1.VendorGraphService/GetGraphStatus": {Read, Ingest},
+	"/bmcis.vendorgraph.v1.VendorGraphService/ImportGraph":    {Ingest},
+
+	"/bmcis.auth.v1.AuthService/Check":     {Read},
+	"/bmcis.auth.v1.AuthService/CreateKey": {Admin},
+	"/bmcis.auth.v1.AuthService/ListKeys":  {Admin},
+	"/bmcis.auth.v1.AuthService/RevokeKey": {Admin},
+	"/bmcis.auth.v1.AuthService/RotateKey": {Admin},
+}
+
+// Rule returns the roles allowed to call method, and whether it has a rule.
+func Rule(method string) ([]Role, bool) {
+	r, ok := rules[method]
+	return r, ok
+}
+
+// Methods returns every method with a rule, sorted.
+func Methods() []string {
+	out := make([]string, 0, len(rules))
+	for m := range rules {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Exempt reports whether a method needs no credential: health checks and
+// reflection serve probes and grpcurl, and reveal nothing.
+func Exempt(method string) bool {
+	return strings.HasPrefix(method, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(method, "/grpc.reflection.")
+}
+
+// Digest is the SHA-256 of a credential.
+type Digest [sha256.Size]byte
+
+// DigestOf hashes a credential.
+func DigestOf(credential string) Digest { return sha256.Sum256([]byte(credential)) }
+
+// String is the digest in lowercase hex, as the settings take it.
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// ParseDigest reads a digest in hex (64 characters).
+func ParseDigest(s string) (Digest, error) {
+	var d Digest
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != len(d) {
+		return d, errors.New("must be the SHA-256 of the credential in hex (64 characters)")
+	}
+	copy(d[:], b)
+	return d, nil
+}
+
+// Credentials are the digests a service accepts, per role. A role without a
+// digest cannot call the service.
+type Credentials map[Role]Digest
+
+// AllRoles gives one credential every role: for the harnesses that test a
+// single service's logic, where the caller plays every part. Production
+// settings refuse a credential shared by two roles.
+func AllRoles(credential string) Credentials {
+	d := DigestOf(credential)
+	c := Credentials{}
+	for _, r := range Roles {
+		c[r] = d
+	}
+	return c
+}
+
+// Errors of Authorize; the server edge maps them to gRPC codes.
+var (
+	// ErrMissing: no credential was presented.
+	ErrMissing = errors.New("missing service credential")
+	// ErrUnknown: the credential matches no role.
+	ErrUnknown = errors.New("invalid service credential")
+	// ErrNoRule: the method is not in the table, so nobody may call it.
+	ErrNoRule = errors.New("no access rule for this method")
+)
+
+// ForbiddenError: the credential is valid but its roles may not call the method.
+type ForbiddenError struct {
+	Method string
+	Roles  []Role
+}
+
+func (e *ForbiddenError) Error() string {
+	names := make([]string, len(e.Roles))
+	for i, r := range e.Roles {
+		names[i] = string(r)
+	}
+	return fmt.Sprintf("the %s credential may not call %s", strings.Join(names, "+"), e.Method)
+}
+
+// Verifier checks presented credentials against a service's Credentials.
+type Verifier struct {
+	creds Credentials
+	table Table
+}
+
+// NewVerifier returns a verifier of creds against the product's table; with
+// no credentials, Enabled is false.
+func NewVerifier(creds Credentials) *Verifier { return &Verifier{creds: creds, table: rules} }
+
+// WithTable returns a verifier of the same credentials against another
+// table: for tests of the mechanism on services outside the product.
+func (v *Verifier) WithTable(t Table) *Verifier { return &Verifier{creds: v.creds, table: t} }
+
+// Enabled reports whether any credential is configured.
+func (v *Verifier) Enabled() bool { return v != nil && len(v.creds) > 0 }
+
+// RolesOf returns the roles a credential holds. Every configured digest is
+// compared, in constant time, whatever matches: neither the credential's
+// length nor which role it holds shows in the time taken.
+func (v *Verifier) RolesOf(credential string) []Role {
+	got := DigestOf(credential)
+	var out []Role
+	for _, role := range Roles {
+		want, ok := v.creds[role]
+		if !ok {
+			continue
+		}
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+			out = append(out, role)
+		}
+	}
+	return out
+}
+
+// Authorize decides whether credential may call method.
+func (v *Verifier) Authorize(method, credential string) error {
+	if Exempt(method) {
+		return nil
+	}
+	allowed, ok := v.table[method]
+	if !ok {
+		return ErrNoRule
+	}
+	if credential == "" {
+		return ErrMissing
+	}
+	held := v.RolesOf(credential)
+	if len(held) == 0 {
+		return ErrUnknown
+	}
+	for _, r := range held {
+		if slices.Contains(allowed, r) {
+			return nil
+		}
+	}
+	return &ForbiddenError{Method: method, Roles: held}
+}

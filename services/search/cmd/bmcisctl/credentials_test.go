@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// writeCredentials writes a credentials file the way `make run` does.
+func writeCredentials(t *testing.T, path string, values map[string]string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	b, err := json.Marshal(values)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+}
+
+func TestCredentialsFileStandsInForTheEnvironment(t *testing.T) {
+	ctlServer(t)
+	docs := t.TempDir()
+	ctlWrite(t, docs, "security/a.md", "# Incident\n\nReport a suspected incident to the security desk at once.\n")
+
+	// Only the file knows the address and the credentials.
+	values := map[string]string{
+		"BMCIS_SEARCH_ADDR":   os.Getenv("BMCIS_SEARCH_ADDR"),
+		"BMCIS_SERVICE_TOKEN": ctlToken,
+		"BMCIS_INGEST_TOKEN":  ctlIngestToken,
+	}
+	for _, k := range []string{"BMCIS_SEARCH_ADDR", "BMCIS_SERVICE_TOKEN", "BMCIS_INGEST_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	// Found the way kubectl finds its config: .data/bmcisctl.json in the
+	// working directory or above it.
+	checkout := t.TempDir()
+	writeCredentials(t, filepath.Join(checkout, ".data", credentialsFileName), values)
+	nested := filepath.Join(checkout, "services", "search")
+	require.NoError(t, os.MkdirAll(nested, 0o755))
+	t.Chdir(nested)
+	t.Setenv(envCredentialsFile, "")
+
+	code, out, errOut := ctlRun(t, "ingest", docs)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "1 ")
+	code, out, errOut = ctlRun(t, "search", "-mode", "bm25", "suspected incident")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "security/a.md")
+
+	// The environment overrides the file.
+	t.Setenv("BMCIS_SERVICE_TOKEN", "not-the-read-credential-0123456789")
+	code, _, errOut = ctlRun(t, "search", "-mode", "bm25", "suspected incident")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "invalid service credential")
+}
+
+func TestCredentialsFileProblemsAreNamed(t *testing.T) {
+	t.Setenv("BMCIS_ADMIN_TOKEN", "")
+	bad := filepath.Join(t.TempDir(), "bmcisctl.json")
+	require.NoError(t, os.WriteFile(bad, []byte("not json"), 0o600))
+	t.Setenv(envCredentialsFile, bad)
+	_, err := credential(envAdminToken)
+	require.ErrorContains(t, err, "BMCIS_ADMIN_TOKEN is not set")
+	require.ErrorContains(t, err, "not a JSON object")
+
+	t.Setenv(envCredentialsFile, filepath.Join(t.TempDir(), "missing.json"))
+	_, err = credential(envAdminToken)
+	require.ErrorContains(t, err, "missing.json")
+}
