@@ -39,7 +39,11 @@ start() {
     mkdir -p "$PGDATA"
     [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PGDATA"
     chmod 700 "$PGDATA"
-    as_pg "$PG_BIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+    pwfile=$(mktemp)
+    pg_password >"$pwfile"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$pwfile"
+    as_pg "$PG_BIN/initdb" -D "$PGDATA" -U postgres --auth=scram-sha-256 --pwfile="$pwfile" -E UTF8 --locale=C.UTF-8 >/dev/null
+    rm -f "$pwfile"
   fi
   mkdir -p "$PG_RUN" "$(dirname "$PG_LOG")"
   [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PG_RUN" "$(dirname "$PG_LOG")"
@@ -51,10 +55,24 @@ start() {
       || { tail -n 20 "$PG_LOG" >&2; die "PostgreSQL did not start"; }
     log "PostgreSQL listening on 127.0.0.1:$PG_PORT"
   fi
+  require_password
   if [ "$(psql "$(local_db_url postgres)" -qAtc "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'")" != 1 ]; then
     psql "$(local_db_url postgres)" -qc "CREATE DATABASE $DB_NAME" >/dev/null
     log "created database $DB_NAME"
   fi
+}
+
+# require_password moves a cluster made before passwords (trust auth) to
+# scram-sha-256 with the generated password; a no-op once done.
+require_password() {
+  local hba=$PGDATA/pg_hba.conf
+  as_pg grep -qE '^[^#]*[[:space:]]trust([[:space:]]|$)' "$hba" || return 0
+  psql "postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable" -qc \
+    "SET password_encryption = 'scram-sha-256'; ALTER ROLE postgres PASSWORD '$(pg_password)'" >/dev/null
+  printf 'local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\nhost all all ::1/128 scram-sha-256\n' |
+    as_pg tee "$hba" >/dev/null
+  as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" reload >/dev/null
+  log "PostgreSQL now requires the generated password (scram-sha-256)"
 }
 
 stop() {

@@ -21,10 +21,19 @@ as_pg() {
   if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
+# The local cluster's superuser password (scram-sha-256; generated once).
+pg_password() { secret pg-password; }
+
 local_db_url() {
   local db=${1:-$DB_NAME}
-  printf 'postgres://postgres@127.0.0.1:%s/%s?sslmode=disable' "$PG_PORT" "$db"
+  printf 'postgres://postgres:%s@127.0.0.1:%s/%s?sslmode=disable' "$(pg_password)" "$PG_PORT" "$db"
 }
+
+# The local Redis's requirepass (generated once).
+redis_password() { secret redis-password; }
+
+# sha256 VALUE: the hex digest services are given instead of a credential.
+sha256() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
 # secret NAME: a random token kept in .data/NAME (created once, mode 0600).
 secret() {

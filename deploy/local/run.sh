@@ -10,11 +10,34 @@ cd "$ROOT"
 "$ROOT/deploy/local/redis.sh" start
 DATABASE_URL=$("$ROOT/deploy/local/db.sh" url)
 REDIS_URL=$("$ROOT/deploy/local/redis.sh" url)
-export DATABASE_URL REDIS_URL
-export BMCIS_SERVICE_TOKEN=${BMCIS_SERVICE_TOKEN:-$(secret service-token)}
-export BMCIS_ADMIN_TOKEN=${BMCIS_ADMIN_TOKEN:-$(secret admin-token)}
 
-bin/bmcisctl migrate up >&2
+# One credential per caller role (platform/rpcauth): the adapter and the
+# gateway hold the read one; bmcisctl (demo data, operators) the ingest and
+# admin ones, through .data/bmcisctl.json. The services hold only digests.
+READ_TOKEN=$(secret read-token)
+INGEST_TOKEN=$(secret ingest-token)
+ADMIN_TOKEN=$(secret admin-token)
+READ_SHA=$(sha256 "$READ_TOKEN")
+INGEST_SHA=$(sha256 "$INGEST_TOKEN")
+ADMIN_SHA=$(sha256 "$ADMIN_TOKEN")
+
+# The local stack's addresses and operator credentials, for bmcisctl run
+# anywhere in the checkout (it looks for .data/bmcisctl.json upward, like
+# kubectl's kubeconfig; the environment overrides it).
+(umask 077 && cat >"$DATA/bmcisctl.json.tmp" <<JSON
+{
+  "BMCIS_SEARCH_ADDR": "127.0.0.1:50051",
+  "BMCIS_VENDORGRAPH_ADDR": "127.0.0.1:50052",
+  "BMCIS_AUTH_ADDR": "127.0.0.1:50053",
+  "BMCIS_SERVICE_TOKEN": "$READ_TOKEN",
+  "BMCIS_INGEST_TOKEN": "$INGEST_TOKEN",
+  "BMCIS_ADMIN_TOKEN": "$ADMIN_TOKEN",
+  "DATABASE_URL": "$DATABASE_URL"
+}
+JSON
+) && mv -f "$DATA/bmcisctl.json.tmp" "$DATA/bmcisctl.json"
+
+DATABASE_URL=$DATABASE_URL bin/bmcisctl migrate up >&2
 
 "$ROOT/deploy/local/stop.sh" services
 
@@ -28,11 +51,22 @@ SERVICES=(
   "auth 50053 9093"
 )
 
+# creds NAME: the environment of a service: its database, and the digests of
+# the roles that may call it (search and vendorgraph: read, ingest; auth:
+# read, admin); auth alone gets Redis.
+creds() {
+  case $1 in
+    search | vendorgraph) echo "DATABASE_URL=$DATABASE_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA" ;;
+    auth) echo "DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADMIN_TOKEN_SHA256=$ADMIN_SHA" ;;
+  esac
+}
+
 # start NAME [VAR=VALUE...]: run bin/NAME in the background with extra env.
 start() {
   local name=$1
   shift
-  env "$@" nohup "bin/$name" >>"$LOGS/$name.log" 2>&1 &
+  env -u DATABASE_URL -u REDIS_URL -u BMCIS_SERVICE_TOKEN -u BMCIS_INGEST_TOKEN -u BMCIS_ADMIN_TOKEN \
+    "$@" nohup "bin/$name" >>"$LOGS/$name.log" 2>&1 &
   echo $! >"$RUN/$name.pid"
 }
 
@@ -48,7 +82,8 @@ names=()
 for entry in "${SERVICES[@]}"; do
   read -r name port mport <<<"$entry"
   [ -x "bin/$name" ] || continue
-  start "$name" BMCIS_GRPC_ADDR=127.0.0.1:$port BMCIS_METRICS_ADDR=127.0.0.1:$mport
+  # shellcheck disable=SC2046 # creds prints VAR=value words without spaces
+  start "$name" BMCIS_GRPC_ADDR=127.0.0.1:$port BMCIS_METRICS_ADDR=127.0.0.1:$mport $(creds "$name")
   addrs+=("127.0.0.1:$port")
   names+=("$name")
 done
@@ -79,13 +114,13 @@ if [ -x bin/mcp-adapter ]; then
   # The remote (streamable HTTP) transport; Claude Desktop starts its own copy
   # over stdio with the configuration printed below.
   start mcp-adapter BMCIS_MCP_TRANSPORT=http BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 \
-    BMCIS_CURSOR_SECRET="$(secret cursor-secret)"
+    BMCIS_SERVICE_TOKEN="$READ_TOKEN" BMCIS_CURSOR_SECRET="$(secret cursor-secret)"
   wait_http mcp-adapter http://127.0.0.1:8090/healthz
   http_up+=(mcp-adapter)
 fi
 if [ -x bin/gateway ]; then
   start gateway BMCIS_GATEWAY_ADDR=127.0.0.1:8080 BMCIS_GATEWAY_METRICS_ADDR=127.0.0.1:9094 \
-    BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090
+    BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 BMCIS_SERVICE_TOKEN="$READ_TOKEN"
   wait_http gateway http://127.0.0.1:8080/healthz
   http_up+=(gateway)
 fi
@@ -100,7 +135,8 @@ for entry in "${SERVICES[@]}"; do
 done
 [ -x bin/mcp-adapter ] && printf '  %-12s http://127.0.0.1:8090/mcp (streamable HTTP; key in X-API-Key)   log %s\n' mcp-adapter "$LOGS/mcp-adapter.log"
 [ -x bin/gateway ] && printf '  %-12s http://127.0.0.1:8080/ (dashboard; REST under /v1, OpenAPI at /openapi.json)   log %s\n' gateway "$LOGS/gateway.log"
-printf '  %-12s %s\n' postgres "$DATABASE_URL" redis "$REDIS_URL"
+printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (password in .data/pg-password)" redis "127.0.0.1:$REDIS_PORT (password in .data/redis-password)" \
+  bmcisctl "reads the addresses and operator credentials from .data/bmcisctl.json"
 echo
 echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"
 [ -x deploy/local/desktop-config.sh ] && deploy/local/desktop-config.sh
