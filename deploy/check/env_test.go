@@ -193,7 +193,10 @@ func firstLines(s string, n int) string {
 // Each DB-backed service and the Job get DATABASE_URL and each gRPC service
 // the service token from the Secret (never a literal value in a manifest).
 func TestSecretsComeFromSecrets(t *testing.T) {
-	secretVars := map[string]bool{"BMCIS_SERVICE_TOKEN": true, "BMCIS_ADMIN_TOKEN": true, "DATABASE_URL": true, "BMCIS_CURSOR_SECRET": true, "BMCIS_EMBEDDER_API_KEY": true}
+	secretVars := map[string]bool{
+		"BMCIS_SERVICE_TOKEN": true, "DATABASE_URL": true, "BMCIS_CURSOR_SECRET": true, "BMCIS_EMBEDDER_API_KEY": true,
+		"BMCIS_READ_TOKEN_SHA256": true, "BMCIS_INGEST_TOKEN_SHA256": true, "BMCIS_ADMIN_TOKEN_SHA256": true,
+	}
 	for _, ov := range overlays {
 		for _, w := range check.Workloads(rendered(t, ov)) {
 			for _, c := range w.Containers() {

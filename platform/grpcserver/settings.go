@@ -1,7 +1,6 @@
 package grpcserver
 
 import (
-	"strings"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
@@ -54,10 +53,15 @@ func LoadSettings(env *config.Reader, name string, d Defaults) Settings {
 	}
 }
 
-// CredentialEnv names the variable holding a role's credential digest.
-func CredentialEnv(r rpcauth.Role) string {
-	return "BMCIS_" + strings.ToUpper(string(r)) + "_TOKEN_SHA256"
+// credentialEnv names the variable holding each role's credential digest.
+var credentialEnv = map[rpcauth.Role]string{
+	rpcauth.Read:   "BMCIS_READ_TOKEN_SHA256",
+	rpcauth.Ingest: "BMCIS_INGEST_TOKEN_SHA256",
+	rpcauth.Admin:  "BMCIS_ADMIN_TOKEN_SHA256",
 }
+
+// CredentialEnv names the variable holding a role's credential digest.
+func CredentialEnv(r rpcauth.Role) string { return credentialEnv[r] }
 
 // loadCredentials reads each role's digest. Two roles sharing one credential
 // would give its holder both: refused outside development.
