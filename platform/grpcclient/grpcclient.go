@@ -8,10 +8,12 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/tlsconfig"
 )
 
 // Header names shared with grpcserver (kept here too so light binaries need
@@ -44,8 +46,8 @@ func WithCredential(ctx context.Context, credential string) context.Context {
 	return context.WithValue(ctx, credentialKey{}, credential)
 }
 
-// RequireTransportSecurity is false: service-to-service traffic is plaintext
-// inside the cluster network, fenced by NetworkPolicies.
+// RequireTransportSecurity is false: without TLS settings, service-to-service
+// traffic is plaintext inside the cluster network, fenced by NetworkPolicies.
 func (serviceToken) RequireTransportSecurity() bool { return false }
 
 // propagateRequestID forwards the caller's request id, so one id follows a
@@ -81,10 +83,19 @@ const retryPolicy = `{
 }`
 
 // Dial returns a client connection to addr ("host:port"). The connection is
-// lazy: it connects on first use and reconnects by itself.
+// lazy: it connects on first use and reconnects by itself. TLS follows
+// platform/tlsconfig's variables (plaintext when none is set).
 func Dial(addr, token string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	tlsCfg, err := tlsconfig.ClientFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	transport := insecure.NewCredentials()
+	if tlsCfg != nil {
+		transport = credentials.NewTLS(tlsCfg)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithChainUnaryInterceptor(propagateRequestID),
 		grpc.WithChainStreamInterceptor(propagateRequestIDStream),
 		grpc.WithDefaultServiceConfig(retryPolicy),

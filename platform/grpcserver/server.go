@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -80,7 +81,11 @@ func New(s Settings, opts ...Option) *Server {
 		access = access.WithTable(o.table)
 	}
 	e := &edge{log: log, access: access, classify: o.classify, metrics: newMetrics(reg, s.Name)}
-	gs := grpc.NewServer(
+	serverOpts := []grpc.ServerOption{}
+	if s.TLS != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(s.TLS)))
+	}
+	gs := grpc.NewServer(append(serverOpts,
 		grpc.ChainUnaryInterceptor(e.unary),
 		grpc.ChainStreamInterceptor(e.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -88,7 +93,7 @@ func New(s Settings, opts ...Option) *Server {
 		// after a while makes them reconnect, so replicas added by an
 		// autoscaler start receiving calls.
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 5 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second}),
-	)
+	)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

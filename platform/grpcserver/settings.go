@@ -1,10 +1,12 @@
 package grpcserver
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/rpcauth"
+	"github.com/bmcis/knowledge/platform/tlsconfig"
 )
 
 // Settings are what every service binary shares: where it listens, how it
@@ -30,6 +32,8 @@ type Settings struct {
 	DrainDelay time.Duration
 	// ShutdownTimeout bounds the wait for in-flight calls (BMCIS_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// TLS, when set, serves gRPC over TLS (platform/tlsconfig's variables).
+	TLS *tls.Config
 }
 
 // Defaults are a service's own default listen addresses.
@@ -48,6 +52,7 @@ func LoadSettings(env *config.Reader, name string, d Defaults) Settings {
 		MetricsAddr:     env.Addr("BMCIS_METRICS_ADDR", d.MetricsAddr),
 		LogLevel:        env.Enum("BMCIS_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		Credentials:     loadCredentials(env, d.RequireCredentials),
+		TLS:             loadTLS(env),
 		DrainDelay:      env.Duration("BMCIS_SHUTDOWN_DRAIN", 2*time.Second, 0, 5*time.Minute),
 		ShutdownTimeout: env.Duration("BMCIS_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute),
 	}
@@ -89,4 +94,14 @@ func loadCredentials(env *config.Reader, required bool) rpcauth.Credentials {
 		env.Failf(CredentialEnv(rpcauth.Read), "no caller credential is configured: set the SHA-256 of at least one role's credential")
 	}
 	return creds
+}
+
+// loadTLS reads the server's certificate files, if any.
+func loadTLS(env *config.Reader) *tls.Config {
+	cfg, err := tlsconfig.Server(env.String(tlsconfig.EnvCertFile, ""), env.String(tlsconfig.EnvKeyFile, ""),
+		env.String(tlsconfig.EnvClientCAFile, ""))
+	if err != nil {
+		env.Failf(tlsconfig.EnvCertFile, "%v", err)
+	}
+	return cfg
 }
