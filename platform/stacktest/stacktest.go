@@ -469,6 +469,12 @@ func (p *Service) Restart(t testing.TB) {
 	if err := p.stop(); err != nil {
 		t.Error(err)
 	}
+	p.Start(t)
+}
+
+// Start starts a stopped service again on its gRPC address.
+func (p *Service) Start(t testing.TB) {
+	t.Helper()
 	addr := p.Addr()
 	env := append(append([]string(nil), p.env...), "BMCIS_GRPC_ADDR="+addr)
 	var err error

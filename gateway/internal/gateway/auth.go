@@ -153,6 +153,8 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 		c, def = codes.PermissionDenied, "the API key has been revoked"
 	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT:
 		c, def = codes.ResourceExhausted, "rate limit exceeded"
+	case authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
+		c, def = codes.Unavailable, "rate limits cannot be counted right now; retry shortly"
 	default:
 		c, def = codes.PermissionDenied, "access denied"
 	}
@@ -174,7 +176,8 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 	if info, err := anypb.New(&errdetails.ErrorInfo{Reason: reason, Domain: AuthDomain, Metadata: meta}); err == nil {
 		p.Details = append(p.Details, info)
 	}
-	if resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_RATE_LIMIT {
+	switch resp.GetDenialReason() {
+	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT, authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
 		p.Details = append(p.Details, retryInfo(int64(max(resp.GetResetInSeconds(), 1))))
 	}
 	return status.FromProto(p)

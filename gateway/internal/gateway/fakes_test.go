@@ -47,6 +47,8 @@ const (
 	keyExpired       = "bmcis_expired_secret"
 	keyRevoked       = "bmcis_revoked_secret"
 	keyLimited       = "bmcis_limited_secret"
+	// keyUncounted: closed mode while the shared limiter is down.
+	keyUncounted = "bmcis_uncounted_secret"
 )
 
 // seen records the metadata of the calls a fake received.
@@ -121,6 +123,11 @@ func (f *fakeAuth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1
 		resp.Message = "Rate limit exceeded"
 		resp.Remaining = rateLimits(0, 450, 8500)
 		resp.ResetInSeconds = 17
+	case keyUncounted:
+		resp.DenialReason = authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE
+		resp.LimiterDegraded = true
+		resp.Remaining = nil
+		resp.ResetInSeconds = 1
 	default:
 		resp.DenialReason = authv1.DenialReason_DENIAL_REASON_AUTH_INVALID
 	}

@@ -186,6 +186,7 @@ func TestAPIKeyChecks(t *testing.T) {
 		{"expired key", key(keyExpired), 403, "AUTH_EXPIRED"},
 		{"revoked key", key(keyRevoked), 403, "AUTH_REVOKED"},
 		{"rate limited", key(keyLimited), 429, "RATE_LIMIT"},
+		{"limiter down, closed mode: retryable, not the key's quota", key(keyUncounted), 503, "LIMITER_UNAVAILABLE"},
 		{"bearer unknown", []string{"Authorization", "Bearer bmcis_nope"}, 401, "AUTH_INVALID"},
 		{"basic auth is no key", []string{"Authorization", "Basic Zm9vOmJhcg=="}, 401, "AUTH_REQUIRED"},
 		{"admin token is no API key", []string{HeaderAdminToken, testAdminToken}, 401, "AUTH_REQUIRED"},

@@ -53,8 +53,10 @@ func TestRedisFailure(t *testing.T) {
 				require.Nil(t, resp.GetRemaining(), "counts are unknown while degraded")
 				require.Equal(t, "r", resp.GetPrincipal().GetName(), "the key itself was verified")
 				if !tc.failOpen {
-					require.Equal(t, limited, resp.GetDenialReason())
-					require.Equal(t, "Rate limit exceeded", resp.GetMessage())
+					// Not the key's quota: its own, retryable reason.
+					require.Equal(t, authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE, resp.GetDenialReason())
+					require.NotEqual(t, limited, resp.GetDenialReason())
+					require.Contains(t, resp.GetMessage(), "retry")
 					require.Positive(t, resp.GetResetInSeconds())
 				}
 			}

@@ -29,6 +29,9 @@ const (
 	MsgAuthExpired  = "API key has expired. Please ask your administrator for a new key."
 	MsgAuthRevoked  = "API key has been revoked. Please ask your administrator for a new key."
 	MsgRateLimit    = "Rate limit exceeded"
+	// MsgLimiterUnavailable refuses a call that cannot be counted (closed
+	// mode while the shared limiter is down).
+	MsgLimiterUnavailable = "Rate limits cannot be counted right now; please retry shortly"
 	// MsgToolNotAllowed starts the refusal of a tool outside the key's tool
 	// scope; the tools the key may use follow.
 	MsgToolNotAllowed = "This API key may not use this tool"
@@ -139,6 +142,12 @@ func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.C
 	}
 	resp.DenialReason = authv1.DenialReason_DENIAL_REASON_RATE_LIMIT
 	resp.Message = MsgRateLimit
+	if d.Degraded {
+		// Refused because nothing can count the call, not because the key
+		// spent its quota: a different, retryable answer.
+		resp.DenialReason = authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE
+		resp.Message = MsgLimiterUnavailable
+	}
 	s.checks.WithLabelValues(reasonLabel(resp.DenialReason)).Inc()
 	tiers := make([]string, len(d.Exhausted))
 	for i, t := range d.Exhausted {

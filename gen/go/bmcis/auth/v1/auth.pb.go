@@ -42,6 +42,10 @@ const (
 	DenialReason_DENIAL_REASON_RATE_LIMIT DenialReason = 5
 	// The key is limited to tools and the call is for another one.
 	DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED DenialReason = 6
+	// The shared rate limiter cannot be reached and the deployment refuses
+	// calls while it cannot count them (RATE_LIMIT_ON_REDIS_FAILURE=closed).
+	// Not the key's fault and not its quota: retry shortly.
+	DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE DenialReason = 7
 )
 
 // Enum value maps for DenialReason.
@@ -54,15 +58,17 @@ var (
 		4: "DENIAL_REASON_AUTH_REVOKED",
 		5: "DENIAL_REASON_RATE_LIMIT",
 		6: "DENIAL_REASON_TOOL_NOT_ALLOWED",
+		7: "DENIAL_REASON_LIMITER_UNAVAILABLE",
 	}
 	DenialReason_value = map[string]int32{
-		"DENIAL_REASON_UNSPECIFIED":      0,
-		"DENIAL_REASON_AUTH_REQUIRED":    1,
-		"DENIAL_REASON_AUTH_INVALID":     2,
-		"DENIAL_REASON_AUTH_EXPIRED":     3,
-		"DENIAL_REASON_AUTH_REVOKED":     4,
-		"DENIAL_REASON_RATE_LIMIT":       5,
-		"DENIAL_REASON_TOOL_NOT_ALLOWED": 6,
+		"DENIAL_REASON_UNSPECIFIED":         0,
+		"DENIAL_REASON_AUTH_REQUIRED":       1,
+		"DENIAL_REASON_AUTH_INVALID":        2,
+		"DENIAL_REASON_AUTH_EXPIRED":        3,
+		"DENIAL_REASON_AUTH_REVOKED":        4,
+		"DENIAL_REASON_RATE_LIMIT":          5,
+		"DENIAL_REASON_TOOL_NOT_ALLOWED":    6,
+		"DENIAL_REASON_LIMITER_UNAVAILABLE": 7,
 	}
 )
 
@@ -1165,7 +1171,7 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x11RotateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x121\n" +
-	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\xf0\x01\n" +
+	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\x97\x02\n" +
 	"\fDenialReason\x12\x1d\n" +
 	"\x19DENIAL_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bDENIAL_REASON_AUTH_REQUIRED\x10\x01\x12\x1e\n" +
@@ -1173,7 +1179,8 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x1aDENIAL_REASON_AUTH_EXPIRED\x10\x03\x12\x1e\n" +
 	"\x1aDENIAL_REASON_AUTH_REVOKED\x10\x04\x12\x1c\n" +
 	"\x18DENIAL_REASON_RATE_LIMIT\x10\x05\x12\"\n" +
-	"\x1eDENIAL_REASON_TOOL_NOT_ALLOWED\x10\x062\xff\x03\n" +
+	"\x1eDENIAL_REASON_TOOL_NOT_ALLOWED\x10\x06\x12%\n" +
+	"!DENIAL_REASON_LIMITER_UNAVAILABLE\x10\a2\xff\x03\n" +
 	"\vAuthService\x12B\n" +
 	"\x05Check\x12\x1b.bmcis.auth.v1.CheckRequest\x1a\x1c.bmcis.auth.v1.CheckResponse\x12c\n" +
 	"\tCreateKey\x12\x1f.bmcis.auth.v1.CreateKeyRequest\x1a .bmcis.auth.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12]\n" +
