@@ -99,9 +99,7 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 
 	env := call.NewEnvelope()
 	var base []envelope.Warning
-	if info.degraded {
-		base = append(base, warnings.NewRateLimiterDegraded())
-	}
+	base = append(base, info.warnings()...)
 	c := &chunksContent{s: s, p: p, reply: reply, base: base}
 	c.objects = make([]envelope.Object, len(reply.chunks))
 	for i, ch := range reply.chunks {

@@ -200,9 +200,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	if p.deprecated {
 		base = append(base, warnings.NewDeprecatedParameter("top_k", "page_size"))
 	}
-	if info.degraded {
-		base = append(base, warnings.NewRateLimiterDegraded())
-	}
+	base = append(base, info.warnings()...)
 	if !page.CacheHit && s.opts.Thresholds.CacheMissSlow > 0 && backendTime > s.opts.Thresholds.CacheMissSlow {
 		base = append(base, warnings.NewCacheMissSlow(backendTime))
 	}

@@ -219,8 +219,23 @@ func (s *Server) newCall(ctx context.Context, op string, format render.Format) (
 // authInfo is what an allowed auth check tells the answer.
 type authInfo struct {
 	degraded bool
+	// staleKey: auth could not reach its database and vouched for the key
+	// from a cached record.
+	staleKey bool
 	// scopes limit what the key may read; nil for an unscoped key.
 	scopes *authv1.Scopes
+}
+
+// warnings are what the answer says about how the call was checked.
+func (a authInfo) warnings() []envelope.Warning {
+	var out []envelope.Warning
+	if a.degraded {
+		out = append(out, warnings.NewRateLimiterDegraded())
+	}
+	if a.staleKey {
+		out = append(out, warnings.NewAuthDegraded())
+	}
+	return out
 }
 
 // scoped returns ctx carrying the key's category scope: every search read
@@ -270,7 +285,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		cancel()
 		return zero, authInfo{}, s.denial(resp, op), nil
 	}
-	info := authInfo{degraded: resp.GetLimiterDegraded(), scopes: resp.GetScopes()}
+	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scopes: resp.GetScopes()}
 	if tools := info.scopes.GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
 		// The auth service refuses this already; an answer remembered for
 		// another tool must not let it through.

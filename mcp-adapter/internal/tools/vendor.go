@@ -120,9 +120,7 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 
 	env := call.NewEnvelope()
 	base := resolved
-	if info.degraded {
-		base = append(base, warnings.NewRateLimiterDegraded())
-	}
+	base = append(base, info.warnings()...)
 	content := newVendorContent(s, v, p, base)
 	return s.resp.Success(call, env, content)
 }

@@ -19,11 +19,12 @@ const (
 	DeprecatedParameter   = "DEPRECATED_PARAMETER"
 	RateLimiterDegraded   = "RATE_LIMITER_DEGRADED"
 	ResolvedByElicitation = "RESOLVED_BY_ELICITATION"
+	AuthDegraded          = "AUTH_DEGRADED"
 )
 
 // Codes lists every warning code; the output schemas' enum is read from it.
 var Codes = []string{TokenLimitWarning, TokenLimitExceeded, PartialResults, CacheMissSlow,
-	LowQualityResults, DeprecatedParameter, RateLimiterDegraded, ResolvedByElicitation}
+	LowQualityResults, DeprecatedParameter, RateLimiterDegraded, ResolvedByElicitation, AuthDegraded}
 
 // Thresholds configure when warnings fire.
 type Thresholds struct {
@@ -106,6 +107,14 @@ func NewRateLimiterDegraded() envelope.Warning {
 	return w(envelope.LevelWarning, RateLimiterDegraded,
 		"Rate limiting is degraded: the shared limiter is unreachable and the auth service fell back to its local policy",
 		"No action needed; limits may be enforced loosely until the limiter recovers.")
+}
+
+// NewAuthDegraded reports that the key was vouched for from a cached record
+// because the auth service's database is unreachable.
+func NewAuthDegraded() envelope.Warning {
+	return w(envelope.LevelWarning, AuthDegraded,
+		"Key checks are degraded: the auth database is unreachable and the key was accepted from a recent cached record",
+		"No action needed; a revocation made meanwhile applies once the database is back.")
 }
 
 // NewResolvedByElicitation reports that the user supplied a parameter when

@@ -61,15 +61,16 @@ func RedisURL(t testing.TB) string {
 // in-memory limiter, fast last-use flushes.
 func Config() server.Config {
 	return server.Config{
-		Defaults:      limiter.Defaults(),
-		RedisPrefix:   "bmcis:test:",
-		RedisTimeout:  time.Second,
-		FailOpen:      true,
-		RedisRetry:    100 * time.Millisecond,
-		CacheTTL:      30 * time.Second,
-		CacheSize:     1_000,
-		LastUsedFlush: 50 * time.Millisecond,
-		KeyLifetime:   server.DefaultKeyLifetime,
+		Defaults:       limiter.Defaults(),
+		RedisPrefix:    "bmcis:test:",
+		RedisTimeout:   time.Second,
+		FailOpen:       true,
+		RedisRetry:     100 * time.Millisecond,
+		CacheTTL:       30 * time.Second,
+		CacheSize:      1_000,
+		StaleKeyMaxAge: 10 * time.Minute,
+		LastUsedFlush:  50 * time.Millisecond,
+		KeyLifetime:    server.DefaultKeyLifetime,
 	}
 }
 

@@ -45,6 +45,10 @@ type VerifierConfig struct {
 	Clock Clock
 	// Registerer receives cache metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// StaleFor is how old a cached record may be and still answer while the
+	// database is unreachable (0: never). A revocation made meanwhile takes
+	// effect once the database answers again.
+	StaleFor time.Duration
 }
 
 // cached is a key record (or its absence) as loaded at fetched.
@@ -60,6 +64,7 @@ type cached struct {
 type Verifier struct {
 	store  *Store
 	ttl    time.Duration
+	stale  time.Duration
 	clock  Clock
 	cache  *lru.Cache[string, cached]
 	group  singleflight.Group
@@ -81,10 +86,10 @@ func NewVerifier(store *Store, c VerifierConfig) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key cache: %w", err)
 	}
-	v := &Verifier{store: store, ttl: c.CacheTTL, clock: c.Clock, cache: cache,
+	v := &Verifier{store: store, ttl: c.CacheTTL, stale: c.StaleFor, clock: c.Clock, cache: cache,
 		lookup: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_auth_key_lookups_total",
-			Help: "Key record lookups, by source (cache or database).",
+			Help: "Key record lookups, by source (cache, database, or stale: a cached record used while the database is unreachable).",
 		}, []string{"source"})}
 	if c.Registerer != nil {
 		if err := c.Registerer.Register(v.lookup); err != nil {
@@ -97,48 +102,75 @@ func NewVerifier(store *Store, c VerifierConfig) (*Verifier, error) {
 // Forget drops a key id from the cache.
 func (v *Verifier) Forget(id string) { v.cache.Remove(id) }
 
-// Verify checks a presented key. The returned key (for Valid, ExpiredKey and
-// RevokedKey) must not be modified. An error means the store could not be
-// asked; it never contains the presented key.
-func (v *Verifier) Verify(ctx context.Context, presented string) (Outcome, *Key, error) {
+// Verdict is the outcome of verifying a key.
+type Verdict struct {
+	Outcome Outcome
+	// Key is the record, for Valid, ExpiredKey and RevokedKey; it must not
+	// be modified.
+	Key *Key
+	// Stale: the database could not be asked and the verdict rests on a
+	// record older than the cache TTL (at most StaleFor old).
+	Stale bool
+}
+
+// Verify checks a presented key. An error means the store could not be
+// asked and no record fresh enough to stand in was cached; it never contains
+// the presented key.
+func (v *Verifier) Verify(ctx context.Context, presented string) (Verdict, error) {
 	id, secret, ok := Parse(presented)
 	if !ok {
-		return Invalid, nil, nil
+		return Verdict{Outcome: Invalid}, nil
 	}
-	k, err := v.record(ctx, id)
+	k, stale, err := v.record(ctx, id)
 	if err != nil {
-		return Invalid, nil, err
+		return Verdict{Outcome: Invalid}, err
 	}
 	if k == nil {
 		// Hash and compare anyway, so an unknown id costs what a wrong
 		// secret costs and timing does not reveal which ids exist.
 		secretMatches(secret, unknownHash[:])
-		return Invalid, nil, nil
+		return Verdict{Outcome: Invalid, Stale: stale}, nil
 	}
 	if !secretMatches(secret, k.Hash) {
-		return Invalid, nil, nil
+		return Verdict{Outcome: Invalid, Stale: stale}, nil
 	}
 	switch k.StatusAt(v.clock()) {
 	case Revoked:
-		return RevokedKey, k, nil
+		return Verdict{Outcome: RevokedKey, Key: k, Stale: stale}, nil
 	case Expired:
-		return ExpiredKey, k, nil
+		return Verdict{Outcome: ExpiredKey, Key: k, Stale: stale}, nil
 	}
-	return Valid, k, nil
+	return Verdict{Outcome: Valid, Key: k, Stale: stale}, nil
 }
 
 // unknownHash stands in for the hash of a key id that does not exist.
 var unknownHash = HashSecret("no such key")
 
 // record returns the key with id (nil when there is none), from the cache
-// when fresh; concurrent misses for one id share a single query.
-func (v *Verifier) record(ctx context.Context, id string) (*Key, error) {
-	if v.ttl > 0 {
-		if c, ok := v.cache.Get(id); ok && v.clock().Sub(c.fetched) < v.ttl {
-			v.lookup.WithLabelValues("cache").Inc()
-			return c.key, nil
-		}
+// when fresh; concurrent misses for one id share a single query. While the
+// database is unreachable, a cached record up to StaleFor old answers
+// instead (stale): a database outage must not lock every key out, including
+// calls that need no database at all.
+func (v *Verifier) record(ctx context.Context, id string) (*Key, bool, error) {
+	c, cachedOK := v.cache.Get(id)
+	if v.ttl > 0 && cachedOK && v.clock().Sub(c.fetched) < v.ttl {
+		v.lookup.WithLabelValues("cache").Inc()
+		return c.key, false, nil
 	}
+	k, err := v.query(ctx, id)
+	if err == nil {
+		return k, false, nil
+	}
+	dbDown := pg.IsUnavailable(err) || (ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded))
+	if dbDown && cachedOK && v.stale > 0 && v.clock().Sub(c.fetched) < v.stale {
+		v.lookup.WithLabelValues("stale").Inc()
+		return c.key, true, nil
+	}
+	return nil, false, pg.CallError(ctx, err)
+}
+
+// query loads one record from the database (and caches it).
+func (v *Verifier) query(ctx context.Context, id string) (*Key, error) {
 	ch := v.group.DoChan(id, func() (any, error) {
 		// Detached from the first caller's context: its cancellation must not
 		// fail the other callers sharing this query.
@@ -153,7 +185,7 @@ func (v *Verifier) record(ctx context.Context, id string) (*Key, error) {
 			return nil, err
 		}
 		v.lookup.WithLabelValues("database").Inc()
-		if v.ttl > 0 {
+		if v.ttl > 0 || v.stale > 0 {
 			v.cache.Add(id, cached{key: k, fetched: fetched})
 		}
 		return k, nil
@@ -163,7 +195,7 @@ func (v *Verifier) record(ctx context.Context, id string) (*Key, error) {
 		return nil, ctx.Err()
 	case r := <-ch:
 		if r.Err != nil {
-			return nil, pg.CallError(ctx, r.Err)
+			return nil, r.Err
 		}
 		k, _ := r.Val.(*Key)
 		return k, nil

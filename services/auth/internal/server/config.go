@@ -32,6 +32,9 @@ type Config struct {
 	// (BMCIS_AUTH_KEY_CACHE_TTL, BMCIS_AUTH_KEY_CACHE_SIZE).
 	CacheTTL  time.Duration
 	CacheSize int
+	// StaleKeyMaxAge is how old a cached key record may be and still answer
+	// while the database is unreachable (BMCIS_AUTH_STALE_KEY_MAX_AGE; 0: never).
+	StaleKeyMaxAge time.Duration
 	// LastUsedFlush is how often last-use times are written
 	// (BMCIS_AUTH_LAST_USED_FLUSH).
 	LastUsedFlush time.Duration
@@ -55,16 +58,17 @@ const DefaultKeyLifetime = 90 * 24 * time.Hour
 // LoadConfig reads the configuration; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
 	c := Config{
-		Defaults:      make(limiter.Limits, len(ratelimit.Tiers)),
-		RedisURL:      env.String("REDIS_URL", ""),
-		RedisPrefix:   env.String("BMCIS_RATE_LIMIT_REDIS_PREFIX", "bmcis:rl:"),
-		RedisTimeout:  env.Duration("BMCIS_RATE_LIMIT_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, 10*time.Second),
-		FailOpen:      env.Enum("RATE_LIMIT_ON_REDIS_FAILURE", "open", "open", "closed") == "open",
-		RedisRetry:    time.Second,
-		CacheTTL:      env.Duration("BMCIS_AUTH_KEY_CACHE_TTL", keys.MaxCacheTTL, 0, keys.MaxCacheTTL),
-		CacheSize:     env.Int("BMCIS_AUTH_KEY_CACHE_SIZE", 10_000, 1, 10_000_000),
-		LastUsedFlush: env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
-		KeyLifetime:   env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
+		Defaults:       make(limiter.Limits, len(ratelimit.Tiers)),
+		RedisURL:       env.String("REDIS_URL", ""),
+		RedisPrefix:    env.String("BMCIS_RATE_LIMIT_REDIS_PREFIX", "bmcis:rl:"),
+		RedisTimeout:   env.Duration("BMCIS_RATE_LIMIT_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, 10*time.Second),
+		FailOpen:       env.Enum("RATE_LIMIT_ON_REDIS_FAILURE", "open", "open", "closed") == "open",
+		RedisRetry:     time.Second,
+		CacheTTL:       env.Duration("BMCIS_AUTH_KEY_CACHE_TTL", keys.MaxCacheTTL, 0, keys.MaxCacheTTL),
+		StaleKeyMaxAge: env.Duration("BMCIS_AUTH_STALE_KEY_MAX_AGE", 10*time.Minute, 0, 24*time.Hour),
+		CacheSize:      env.Int("BMCIS_AUTH_KEY_CACHE_SIZE", 10_000, 1, 10_000_000),
+		LastUsedFlush:  env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
+		KeyLifetime:    env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
 	}
 	// One variable per tier: BMCIS_RATE_LIMIT_MINUTE, _HOUR, _DAY, ...
 	for i, t := range ratelimit.Tiers {

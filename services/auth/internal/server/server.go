@@ -97,10 +97,21 @@ func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.C
 	if presented == "" {
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, MsgAuthRequired, nil, req), nil
 	}
-	outcome, k, err := s.verifier.Verify(ctx, presented)
+	verdict, err := s.verifier.Verify(ctx, presented)
 	if err != nil {
 		return nil, fmt.Errorf("verify key: %w", err)
 	}
+	resp, err := s.decide(ctx, req, verdict)
+	if resp != nil {
+		resp.KeyRecordStale = verdict.Stale
+	}
+	return resp, err
+}
+
+// decide turns a verified key into Check's answer: its state, its tool
+// scope, then its rate limits.
+func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict keys.Verdict) (*authv1.CheckResponse, error) {
+	outcome, k := verdict.Outcome, verdict.Key
 	switch outcome {
 	case keys.Invalid:
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_INVALID, MsgAuthInvalid, nil, req), nil

@@ -777,14 +777,20 @@ func fieldViolation(t *testing.T, st *status.Status) string {
 }
 
 // TestDatabaseOutage: keys in the verified-key cache keep working while
-// PostgreSQL is unreachable; others get UNAVAILABLE, not a denial.
+// PostgreSQL is unreachable, past the cache's 30 s and up to the stale bound
+// (the answer says it rests on a stale record); others get UNAVAILABLE, not
+// a denial. Before, every key failed once its cache entry was 30 s old, so a
+// database outage became a total outage.
 func TestDatabaseOutage(t *testing.T) {
 	ctx := context.Background()
 	_, url := testdb.New(t)
 	pool, err := pg.Connect(ctx, pg.Config{URL: url, MaxConns: 4, ConnectTimeout: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	in := authtest.Start(t, authtest.Config(), pool)
+	clk := authtest.NewClock()
+	svcCfg := authtest.Config()
+	svcCfg.Clock = clk.Now
+	in := authtest.Start(t, svcCfg, pool)
 	cached, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "cached"})
 	cold, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "cold"})
 	require.True(t, in.Check(t, cached).GetAllowed())
@@ -804,7 +810,16 @@ func TestDatabaseOutage(t *testing.T) {
 	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", cfg.Database)
 	require.NoError(t, err)
 
-	require.True(t, in.Check(t, cached).GetAllowed(), "served from the cache")
+	resp := in.Check(t, cached)
+	require.True(t, resp.GetAllowed(), "served from the cache")
+	require.False(t, resp.GetKeyRecordStale(), "still within the cache's own lifetime")
+	clk.Advance(time.Minute)
+	resp = in.Check(t, cached)
+	require.True(t, resp.GetAllowed(), "past the cache TTL, the record still answers while the database is down")
+	require.True(t, resp.GetKeyRecordStale(), "and the answer says it is stale")
+	clk.Advance(10 * time.Minute)
+	_, err = in.Client.Check(ctx, &authv1.CheckRequest{ApiKey: cached})
+	require.Equal(t, codes.Unavailable, status.Code(err), "not beyond the stale bound: %v", err)
 	_, err = in.Client.Check(ctx, &authv1.CheckRequest{ApiKey: cold})
 	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	_, coldSecret, _ := keys.Parse(cold)
@@ -815,4 +830,7 @@ func TestDatabaseOutage(t *testing.T) {
 		resp, err := in.Client.Check(ctx, &authv1.CheckRequest{ApiKey: cold})
 		return err == nil && resp.GetAllowed()
 	}, 10*time.Second, 50*time.Millisecond)
+	resp = in.Check(t, cached)
+	require.True(t, resp.GetAllowed())
+	require.False(t, resp.GetKeyRecordStale(), "fresh again once the database answers")
 }

@@ -31,6 +31,7 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 	store := keys.NewStore(pool)
 	verifier, err := keys.NewVerifier(store, keys.VerifierConfig{
 		CacheTTL: cfg.CacheTTL, CacheSize: cfg.CacheSize, Clock: cfg.Clock, Registerer: srv.Registry(),
+		StaleFor: cfg.StaleKeyMaxAge,
 	})
 	if err != nil {
 		return nil, err

@@ -188,9 +188,14 @@ type CheckResponse struct {
 	LimiterDegraded bool `protobuf:"varint,8,opt,name=limiter_degraded,json=limiterDegraded,proto3" json:"limiter_degraded,omitempty"`
 	// What the key may read, when verified. The caller applies the category
 	// scope to every read it makes for the key.
-	Scopes        *Scopes `protobuf:"bytes,9,opt,name=scopes,proto3" json:"scopes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Scopes *Scopes `protobuf:"bytes,9,opt,name=scopes,proto3" json:"scopes,omitempty"`
+	// True when the database could not be asked and the verdict rests on a
+	// cached key record older than the usual cache lifetime (bounded by
+	// BMCIS_AUTH_STALE_KEY_MAX_AGE). A revocation made meanwhile applies once
+	// the database answers again.
+	KeyRecordStale bool `protobuf:"varint,10,opt,name=key_record_stale,json=keyRecordStale,proto3" json:"key_record_stale,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CheckResponse) Reset() {
@@ -284,6 +289,13 @@ func (x *CheckResponse) GetScopes() *Scopes {
 		return x.Scopes
 	}
 	return nil
+}
+
+func (x *CheckResponse) GetKeyRecordStale() bool {
+	if x != nil {
+		return x.KeyRecordStale
+	}
+	return false
 }
 
 // Scopes limit what a key may read. An empty list leaves that kind open.
@@ -1102,7 +1114,7 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\fCheckRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12\x1c\n" +
 	"\toperation\x18\x02 \x01(\tR\toperation\x12\x12\n" +
-	"\x04tool\x18\x03 \x01(\tR\x04tool\"\xad\x03\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\"\xd7\x03\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12@\n" +
 	"\rdenial_reason\x18\x02 \x01(\x0e2\x1b.bmcis.auth.v1.DenialReasonR\fdenialReason\x12\x18\n" +
@@ -1112,7 +1124,9 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x06limits\x18\x06 \x01(\v2\x19.bmcis.auth.v1.RateLimitsR\x06limits\x12(\n" +
 	"\x10reset_in_seconds\x18\a \x01(\x05R\x0eresetInSeconds\x12)\n" +
 	"\x10limiter_degraded\x18\b \x01(\bR\x0flimiterDegraded\x12-\n" +
-	"\x06scopes\x18\t \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\">\n" +
+	"\x06scopes\x18\t \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\x12(\n" +
+	"\x10key_record_stale\x18\n" +
+	" \x01(\bR\x0ekeyRecordStale\">\n" +
 	"\x06Scopes\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
