@@ -41,7 +41,7 @@ func TestWalkTree(t *testing.T) {
 	put(t, root, "top.md", "no heading at all")
 	put(t, root, "notes/plain.txt", "Just text.\r\nSecond line.")
 	put(t, root, "notes/dated.md", "---\nupdated_at: 2024-07-15\n---\n# Dated\n")
-	put(t, root, "notes/ignored.pdf", "%PDF")
+	put(t, root, "notes/ignored.bin", "%PDF")
 	put(t, root, ".git/config.md", "hidden")
 	put(t, root, "notes/.hidden.md", "hidden")
 	put(t, root, "bad/front.md", "---\ntitle: [unclosed\n---\nbody")
