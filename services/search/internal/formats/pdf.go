@@ -301,4 +301,3 @@ func escapeMarkdownLine(s string) string {
 	}
 	return s
 }
-
