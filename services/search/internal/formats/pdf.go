@@ -50,14 +50,7 @@ const pdfWorkers = 2
 func pdfInstance() (pdfium.Pdfium, error) {
 	pdfEngine.Lock()
 	if pdfEngine.pool == nil {
-		pool, err := webassembly.Init(webassembly.Config{
-			MinIdle: 0, MaxIdle: pdfWorkers, MaxTotal: pdfWorkers, ReuseWorkers: true,
-			RuntimeConfig: pdfRuntimeConfig(),
-			// No file system at all: documents arrive as bytes, and a
-			// parser of untrusted input has no business seeing the disk.
-			FSConfig: wazero.NewFSConfig(),
-			Stdout:   io.Discard, Stderr: io.Discard,
-		})
+		pool, err := newPDFPool(pdfRuntimeConfig())
 		if err != nil {
 			pdfEngine.Unlock()
 			return nil, fmt.Errorf("start PDF engine: %w", err)
@@ -67,6 +60,17 @@ func pdfInstance() (pdfium.Pdfium, error) {
 	pool := pdfEngine.pool
 	pdfEngine.Unlock()
 	return pool.GetInstanceWithContext(context.Background())
+}
+
+func newPDFPool(rc wazero.RuntimeConfig) (pdfium.Pool, error) {
+	return webassembly.Init(webassembly.Config{
+		MinIdle: 0, MaxIdle: pdfWorkers, MaxTotal: pdfWorkers, ReuseWorkers: true,
+		RuntimeConfig: rc,
+		// No file system at all: documents arrive as bytes, and a parser of
+		// untrusted input has no business seeing the disk.
+		FSConfig: wazero.NewFSConfig(),
+		Stdout:   io.Discard, Stderr: io.Discard,
+	})
 }
 
 // pdfRuntimeConfig is go-pdfium's runtime configuration (PDFium needs the
