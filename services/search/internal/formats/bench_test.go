@@ -4,20 +4,18 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
-
 	"github.com/bmcis/knowledge/services/search/internal/formats/sample"
 )
 
 // BenchmarkPDFEngineStart is the cost the first PDF pays: compiling PDFium
-// and starting one instance, without the compilation cache (-benchtime=1x:
+// and starting one instance, with an empty compilation cache (-benchtime=1x:
 // one start takes seconds).
 func BenchmarkPDFEngineStart(b *testing.B) {
-	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling)
 	for b.Loop() {
-		pool, err := newPDFPool(rc)
+		b.StopTimer()
+		b.Setenv("BMCIS_PDF_CACHE_DIR", b.TempDir())
+		b.StartTimer()
+		pool, err := newPDFPool(pdfRuntimeConfig())
 		if err != nil {
 			b.Fatal(err)
 		}

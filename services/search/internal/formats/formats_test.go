@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -211,5 +212,23 @@ func TestUnreadableFilesSayWhy(t *testing.T) {
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.reason)
 		})
+	}
+}
+
+// A PDF that keeps the engine busy past the bound is refused, and the
+// engine still reads the next one.
+func TestPDFTimeout(t *testing.T) {
+	pdf := sample.PDF(sample.Handbook)
+	_, err := extractPDF(pdf, "warm.pdf") // the engine is up before the bound shrinks
+	require.NoError(t, err)
+	defer func(d time.Duration) { pdfTimeout = d }(pdfTimeout)
+	pdfTimeout = time.Nanosecond
+	_, err = extractPDF(pdf, "slow.pdf")
+	require.ErrorContains(t, err, "PDF not read within 1ns")
+	pdfTimeout = time.Minute
+	for range pdfWorkers + 1 { // every worker slot is usable again
+		ex, err := extractPDF(pdf, "after.pdf")
+		require.NoError(t, err)
+		require.Equal(t, "Employee Handbook", ex.Title)
 	}
 }

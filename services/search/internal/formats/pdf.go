@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/klippa-app/go-pdfium"
 	pdfiumerrors "github.com/klippa-app/go-pdfium/errors"
@@ -79,7 +80,8 @@ func newPDFPool(rc wazero.RuntimeConfig) (pdfium.Pool, error) {
 // the user's cache directory; none when neither is writable (a read-only
 // container then compiles once per process).
 func pdfRuntimeConfig() wazero.RuntimeConfig {
-	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling)
+	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling).
+		WithCloseOnContextDone(true) // lets a timed-out extraction be interrupted
 	dir := os.Getenv("BMCIS_PDF_CACHE_DIR")
 	if dir == "" {
 		if base, err := os.UserCacheDir(); err == nil {
@@ -120,7 +122,40 @@ func extractPDF(data []byte, name string) (Extracted, error) {
 	if err != nil {
 		return Extracted{}, err
 	}
-	defer inst.Close()
+	type result struct {
+		ex  Extracted
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			// A killed instance may panic inside go-pdfium; the timeout
+			// below has already answered for this document.
+			if p := recover(); p != nil {
+				done <- result{err: fmt.Errorf("PDF engine failed: %v", p)}
+			}
+		}()
+		ex, err := readPDF(inst, data, name)
+		done <- result{ex, err}
+	}()
+	timer := time.NewTimer(pdfTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		_ = inst.Close()
+		return r.ex, r.err
+	case <-timer.C:
+		// Interrupts the running WebAssembly (CloseOnContextDone) and
+		// replaces the worker, so one hostile file cannot hold it.
+		_ = inst.Kill()
+		return Extracted{}, fmt.Errorf("PDF not read within %s (too complex or malformed)", pdfTimeout)
+	}
+}
+
+// pdfTimeout bounds reading one PDF: PDFium parses untrusted input.
+var pdfTimeout = 60 * time.Second
+
+func readPDF(inst pdfium.Pdfium, data []byte, name string) (Extracted, error) {
 	doc, err := inst.OpenDocument(&requests.OpenDocument{File: &data})
 	if err != nil {
 		switch {
