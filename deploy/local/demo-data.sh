@@ -7,7 +7,7 @@ cd "$ROOT"
 # Steps are added here as the services that own the data come to exist.
 
 # --- search: demo documents ---
-# 40 markdown pages. Idempotent: unchanged documents are skipped (content
+# 40 markdown pages and two each of PDF, DOCX and HTML. Idempotent: unchanged documents are skipped (content
 # hash), so this is a no-op after the first run. The first run also trains
 # the builtin embedder on them (a few seconds).
 if [ -x bin/search ]; then

@@ -23,6 +23,9 @@ import (
 const (
 	DemoDocsDir   = "services/search/demo/docs"
 	DemoGraphFile = "services/vendorgraph/demo/demo-graph.jsonl"
+	// DemoDocuments is how many documents DemoDocsDir holds: 40 markdown
+	// pages and two each of PDF, DOCX and HTML.
+	DemoDocuments = 46
 )
 
 // Ctl runs the built bmcisctl with the stack's client environment (service
@@ -94,12 +97,12 @@ func (s *Stack) Ingest(t testing.TB, paths ...string) IngestSummary {
 	return sum
 }
 
-// IngestDemoDocs ingests the 40 demo documents.
+// IngestDemoDocs ingests the demo documents.
 func (s *Stack) IngestDemoDocs(t testing.TB) IngestSummary {
 	t.Helper()
 	sum := s.Ingest(t, filepath.Join(RepoRoot(t), DemoDocsDir))
-	if sum.Documents != 40 || sum.Failed != 0 {
-		t.Fatalf("stacktest: demo documents: %+v, want 40 documents, none failed", sum)
+	if sum.Documents != DemoDocuments || sum.Failed != 0 {
+		t.Fatalf("stacktest: demo documents: %+v, want %d documents, none failed", sum, DemoDocuments)
 	}
 	return sum
 }

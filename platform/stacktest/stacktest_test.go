@@ -46,7 +46,7 @@ func TestSharedStackServesTheDemoData(t *testing.T) {
 		t.Fatalf("graph status: %q", out)
 	}
 	// Re-ingesting unchanged documents writes nothing.
-	if sum := s.IngestDemoDocs(t); sum.Unchanged != 40 || sum.Written != 0 {
+	if sum := s.IngestDemoDocs(t); sum.Unchanged != stacktest.DemoDocuments || sum.Written != 0 {
 		t.Fatalf("second ingest: %+v", sum)
 	}
 	out := s.Ctl(t, "search", "-addr", s.Addr(stacktest.Search), "incident response runbook")

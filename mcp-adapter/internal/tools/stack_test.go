@@ -2,7 +2,7 @@ package tools_test
 
 // The real stack: the search, vendorgraph and auth binaries built from this
 // repository (platform/stacktest) on a fresh migrated PostgreSQL, with the
-// 40 demo documents ingested and the demo vendor graph imported, plus one
+// the demo documents ingested and the demo vendor graph imported, plus one
 // synthetic vendor bigger than the full mode's caps. One stack serves the
 // whole package; tests that stop or break a service start processes of
 // their own.

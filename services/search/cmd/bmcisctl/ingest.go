@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/bmcis/knowledge/services/search/internal/formats"
 	"github.com/bmcis/knowledge/services/search/internal/source"
 )
 
 func init() {
 	commands["ingest"] = command{
-		summary: "ingest documents into search: ingest [-addr HOST:PORT] [-quiet] PATH... (dirs of .md/.txt, .jsonl files)",
+		summary: "ingest documents into search: ingest [-addr HOST:PORT] [-quiet] PATH... (dirs of .md/.txt/.html/.docx/.pdf, .jsonl files)",
 		run:     runIngest,
 	}
 }
@@ -21,10 +23,12 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bmcisctl ingest [-addr HOST:PORT] [-quiet] PATH...")
-		fmt.Fprintln(stderr, "  PATH is a directory tree of .md/.markdown/.txt files (source file = path relative to it,")
-		fmt.Fprintln(stderr, "  category = front matter `category:` or the first folder), or a JSON Lines file of")
+		fmt.Fprintf(stderr, "  PATH is a file, or a directory tree of files (%s; source file = path\n", strings.Join(formats.Extensions(), " "))
+		fmt.Fprintln(stderr, "  relative to it, category = front matter `category:` or the first folder), or a JSON Lines file of")
 		fmt.Fprintln(stderr, `  {"_id"|"id","title","text","category"?,"updated_at"?} records (e.g. a BEIR corpus.jsonl).`)
-		fmt.Fprintln(stderr, "  Unchanged documents are skipped; the exit status is 1 when any document failed.")
+		fmt.Fprintln(stderr, "  A file that cannot be read (corrupt, encrypted, no text, not what its extension says) is listed")
+		fmt.Fprintln(stderr, "  with its reason and the others go in; unchanged documents are skipped; the exit status is 1")
+		fmt.Fprintln(stderr, "  when any document failed.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {

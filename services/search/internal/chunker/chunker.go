@@ -26,6 +26,12 @@ const (
 	// Abstract is a title + text record (e.g. a JSONL abstract); the title
 	// is the context header and the text is chunked as plain text.
 	Abstract
+	// PagedMarkdown is markdown of a paged document (PDF): a line holding
+	// only a form feed starts the next page. Pages count from 1, the page
+	// joins the heading path after the title ("Handbook.pdf > p. 4 >
+	// Heading"), a heading's section carries over a page break, and no
+	// chunk spans two pages.
+	PagedMarkdown
 )
 
 // Options tune chunk sizes. Zero fields take the defaults.
@@ -83,6 +89,8 @@ type Chunk struct {
 	// OverlapTokens is the token count of the prefix of Text repeated from
 	// the previous chunk (0 when there is none).
 	OverlapTokens int
+	// Page is the 1-based page the chunk is on (PagedMarkdown), else 0.
+	Page int
 }
 
 // Chunker splits documents. It is safe for concurrent use.
@@ -128,7 +136,9 @@ func (c *Chunker) Split(format Format, title, text string) ([]Chunk, error) {
 	var units []unit
 	switch format {
 	case Markdown:
-		units = c.markdownUnits(title, text)
+		units = c.markdownUnits(title, text, false)
+	case PagedMarkdown:
+		units = c.markdownUnits(title, text, true)
 	case PlainText, Abstract:
 		units = c.textUnits(title, text)
 	default:
@@ -159,6 +169,7 @@ type unit struct {
 	path      []string
 	kind      unitKind
 	tokens    int
+	page      int
 }
 
 func (c *Chunker) newUnit(src string, start, end int, path []string, kind unitKind) unit {
@@ -168,6 +179,7 @@ func (c *Chunker) newUnit(src string, start, end int, path []string, kind unitKi
 // block is a structural span before size-based splitting.
 type block struct {
 	start, end int
+	page       int
 	path       []string
 	kind       unitKind
 	// fence lines of a code block, kept to re-wrap its parts.
@@ -196,16 +208,21 @@ func (c *Chunker) sizeBlocks(src string, blocks []block) []unit {
 	var units []unit
 	for _, b := range blocks {
 		u := c.newUnit(src, b.start, b.end, b.path, b.kind)
+		var us []unit
 		switch {
 		case u.tokens <= target:
-			units = append(units, u)
+			us = []unit{u}
 		case b.kind == code && u.tokens <= c.opts.MaxCodeTokens:
-			units = append(units, u) // kept whole, in a chunk of its own
+			us = []unit{u} // kept whole, in a chunk of its own
 		case b.kind == code:
-			units = append(units, c.splitCode(src, b)...)
+			us = c.splitCode(src, b)
 		default:
-			units = append(units, c.splitProse(src, b.start, b.end, b.path, b.kind)...)
+			us = c.splitProse(src, b.start, b.end, b.path, b.kind)
 		}
+		for i := range us {
+			us[i].page = b.page
+		}
+		units = append(units, us...)
 	}
 	return units
 }
@@ -329,7 +346,7 @@ func (c *Chunker) pack(src string, units []unit) []Chunk {
 			if text == "" {
 				text = src[u.start:u.end]
 			}
-			out = append(out, Chunk{Text: text, ContextHeader: header(u.path), Tokens: c.tok.Count(text)})
+			out = append(out, Chunk{Text: text, ContextHeader: header(u.path), Tokens: c.tok.Count(text), Page: u.page})
 			overlapStart, overlapTokens = -1, 0
 			i++
 			continue
@@ -369,7 +386,7 @@ func (c *Chunker) pack(src string, units []unit) []Chunk {
 			text = src[start:units[j-1].end]
 			n = c.tok.Count(text)
 		}
-		out = append(out, Chunk{Text: text, ContextHeader: header(u.path), Tokens: n, OverlapTokens: ov})
+		out = append(out, Chunk{Text: text, ContextHeader: header(u.path), Tokens: n, OverlapTokens: ov, Page: u.page})
 
 		overlapStart, overlapTokens = -1, 0
 		if j < len(units) && c.opts.OverlapTokens > 0 {

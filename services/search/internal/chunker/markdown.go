@@ -1,6 +1,7 @@
 package chunker
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -15,12 +16,19 @@ type headingEntry struct {
 // ATX and setext headings (which set the heading path), fenced code blocks
 // (``` or ~~~, kept whole) and paragraphs (everything else, split on blank
 // lines). Indented code, lists, tables and quotes are treated as prose.
-func (c *Chunker) markdownUnits(title, src string) []unit {
+func (c *Chunker) markdownUnits(title, src string, paged bool) []unit {
 	var stack []headingEntry
+	page := 0
+	if paged {
+		page = 1
+	}
 	path := func() []string {
-		p := make([]string, 0, len(stack)+1)
+		p := make([]string, 0, len(stack)+2)
 		if title != "" {
 			p = append(p, title)
+		}
+		if paged {
+			p = append(p, fmt.Sprintf("p. %d", page))
 		}
 		for _, h := range stack {
 			p = append(p, h.text)
@@ -32,7 +40,7 @@ func (c *Chunker) markdownUnits(title, src string) []unit {
 	paraStart, paraEnd := -1, -1
 	flushPara := func() {
 		if paraStart >= 0 {
-			blocks = append(blocks, block{start: paraStart, end: paraEnd, path: curPath, kind: prose})
+			blocks = append(blocks, block{start: paraStart, end: paraEnd, page: page, path: curPath, kind: prose})
 		}
 		paraStart, paraEnd = -1, -1
 	}
@@ -40,7 +48,7 @@ func (c *Chunker) markdownUnits(title, src string) []unit {
 		// A leading "# Title" that repeats the document title is the title
 		// itself, not a section: "Guide > Guide > Setup" would be noise.
 		if title != "" && len(stack) == 0 && level == 1 && strings.EqualFold(strings.TrimSpace(text), title) {
-			blocks = append(blocks, block{start: start, end: end, path: curPath, kind: heading})
+			blocks = append(blocks, block{start: start, end: end, page: page, path: curPath, kind: heading})
 			return
 		}
 		for len(stack) > 0 && stack[len(stack)-1].level >= level {
@@ -48,7 +56,7 @@ func (c *Chunker) markdownUnits(title, src string) []unit {
 		}
 		stack = append(stack, headingEntry{level: level, text: text})
 		curPath = path()
-		blocks = append(blocks, block{start: start, end: end, path: curPath, kind: heading})
+		blocks = append(blocks, block{start: start, end: end, page: page, path: curPath, kind: heading})
 	}
 
 	for ls := 0; ls < len(src); {
@@ -79,11 +87,18 @@ func (c *Chunker) markdownUnits(title, src string) []unit {
 				bodyEnd = bodyStart
 			}
 			blocks = append(blocks, block{
-				start: ls, end: end, path: curPath, kind: code,
+				start: ls, end: end, page: page, path: curPath, kind: code,
 				open: strings.TrimSpace(line), close: closeLine,
 				bodyStart: bodyStart, bodyEnd: bodyEnd,
 			})
 			ls = after
+			continue
+		}
+		if paged && line == "\f" {
+			flushPara()
+			page++
+			curPath = path()
+			ls = next
 			continue
 		}
 		if level, text, ok := atxHeading(line); ok {

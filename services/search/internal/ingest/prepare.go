@@ -15,6 +15,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/services/search/internal/formats"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
@@ -64,13 +65,21 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 	case len(bytes.TrimSpace(content)) == 0:
 		return fail("empty document")
 	}
-	if isBinary(content) {
-		return fail("binary content (NUL or control bytes)")
+	// The format registry says how these bytes become text: a refusal
+	// (corrupt, encrypted, not what its name says) is this document's
+	// failure, before anything is written.
+	f, err := formats.ForDocument(d)
+	if err != nil {
+		return fail("%v", err)
 	}
-	if !utf8.Valid(content) {
-		return fail("invalid UTF-8 at byte %d", invalidAt(content))
+	ex, err := f.Extract(content, src)
+	if err != nil {
+		return fail("%v", err)
 	}
 	title := strings.Join(strings.Fields(d.GetTitle()), " ")
+	if title == "" {
+		title = strings.Join(strings.Fields(ex.Title), " ")
+	}
 	category := strings.TrimSpace(d.GetCategory())
 	switch {
 	case len(title) > maxTitle:
@@ -78,16 +87,8 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 	case len(category) > maxCategory:
 		return fail("category longer than %d bytes", maxCategory)
 	}
-	var format chunker.Format
-	switch d.GetFormat() {
-	case searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED, searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN:
-		format = chunker.Markdown
-	case searchv1.ContentFormat_CONTENT_FORMAT_TEXT:
-		format = chunker.PlainText
-	default:
-		return fail("unknown content format %d", d.GetFormat())
-	}
-	text := Normalize(content)
+	format := ex.Layout
+	text := Normalize([]byte(ex.Text))
 	if strings.TrimSpace(text) == "" {
 		return fail("empty document")
 	}
@@ -138,31 +139,4 @@ func Normalize(b []byte) string {
 		s = strings.ReplaceAll(s, "\r", "\n")
 	}
 	return norm.NFC.String(s)
-}
-
-// isBinary reports content that is not text: a NUL byte in the first 8 KiB,
-// or more than 10% control characters other than tab, newlines and form feed.
-func isBinary(b []byte) bool {
-	head := b[:min(len(b), 8192)]
-	if bytes.IndexByte(head, 0) >= 0 {
-		return true
-	}
-	ctrl := 0
-	for _, c := range head {
-		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' || c == 0x7f {
-			ctrl++
-		}
-	}
-	return ctrl*10 > len(head)
-}
-
-func invalidAt(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n <= 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }

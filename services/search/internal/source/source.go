@@ -1,37 +1,36 @@
-// Package source reads documents to ingest from the file system:
-// directory trees of markdown (.md, .markdown) and plain-text (.txt) files,
-// and JSON Lines files of {"_id"|"id", "title", "text", "category"?,
-// "updated_at"?} records (so a BEIR corpus.jsonl ingests as it is).
+// Package source reads documents to ingest from the file system: directory
+// trees of files in any single-document format of the formats registry
+// (markdown, text, HTML, DOCX, PDF, ...), and JSON Lines files of {"_id"|"id",
+// "title", "text", "category"?, "updated_at"?} records (so a BEIR
+// corpus.jsonl ingests as it is). Files are sent as they are, named by
+// format; the service extracts their text.
 //
 // For files found in a tree: the source file is the path relative to the
 // root given (slash-separated) and is also the external id; the category is
 // front matter `category:` or else the first folder; the title is front
-// matter `title:`, else the first heading, else the file name; updated_at
-// comes from front matter. JSON Lines files are read only when named
-// directly (a BEIR folder also holds queries.jsonl); their source file is
-// the file's name and the external id the record's _id (or id).
+// matter `title:`, else the first heading, else the file name (formats
+// without front matter leave it to the service, which reads the file's own
+// title); updated_at comes from front matter. JSON Lines files are read only
+// when named directly (a BEIR folder also holds queries.jsonl); their source
+// file is the file's name and the external id the record's _id (or id).
 package source
 
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/formats"
 )
 
 // MaxFileBytes is the largest file sent: one gRPC message carries one
@@ -39,13 +38,7 @@ import (
 const MaxFileBytes = 3 << 20
 
 // Item is one document read, or a problem with one input.
-type Item struct {
-	// Where names the input: a path, or "file.jsonl:LINE".
-	Where string
-	// Doc is nil when Problem is set.
-	Doc     *searchv1.Document
-	Problem string
-}
+type Item = formats.Record
 
 // Walk reads every PATH and calls fn for each document or problem, in a
 // deterministic order. It stops at the first error fn returns.
@@ -64,17 +57,18 @@ func Walk(paths []string, fn func(Item) error) error {
 			}
 			continue
 		}
-		switch kind(p) {
-		case kindJSONL:
-			if err := readJSONL(p, fn); err != nil {
+		f, ok := formats.ForPath(p)
+		switch {
+		case !ok:
+			if err := fn(Item{Where: p, Problem: "not a file of a known format (" + strings.Join(formats.Extensions(), ", ") + ")"}); err != nil {
 				return err
 			}
-		case kindMarkdown, kindText:
-			if err := fn(readFile(p, filepath.Base(p), "")); err != nil {
+		case f.Records != nil:
+			if err := readRecords(p, f, fn); err != nil {
 				return err
 			}
 		default:
-			if err := fn(Item{Where: p, Problem: "not a .md, .markdown, .txt or .jsonl file"}); err != nil {
+			if err := fn(readFile(p, filepath.Base(p), "")); err != nil {
 				return err
 			}
 		}
@@ -131,12 +125,12 @@ func Walk0(paths []string, jsonl func(string), other func()) error {
 					}
 					return nil
 				}
-				if k := kind(fp); (k == kindMarkdown || k == kindText) && !strings.HasPrefix(d.Name(), ".") {
+				if inTree(fp) && !strings.HasPrefix(d.Name(), ".") {
 					other()
 				}
 				return nil
 			})
-		case kind(p) == kindJSONL:
+		case isContainer(p):
 			jsonl(p)
 		default:
 			other()
@@ -145,25 +139,16 @@ func Walk0(paths []string, jsonl func(string), other func()) error {
 	return nil
 }
 
-type fileKind int
+// inTree reports a file a directory walk reads: one document in a
+// registered format (containers such as JSON Lines only when named).
+func inTree(p string) bool {
+	f, ok := formats.ForPath(p)
+	return ok && f.Extract != nil
+}
 
-const (
-	kindOther fileKind = iota
-	kindMarkdown
-	kindText
-	kindJSONL
-)
-
-func kind(p string) fileKind {
-	switch strings.ToLower(filepath.Ext(p)) {
-	case ".md", ".markdown":
-		return kindMarkdown
-	case ".txt":
-		return kindText
-	case ".jsonl", ".ndjson":
-		return kindJSONL
-	}
-	return kindOther
+func isContainer(p string) bool {
+	f, ok := formats.ForPath(p)
+	return ok && f.Records != nil
 }
 
 // ErrOutsideRoot is the problem reported for a link that resolves outside
@@ -198,7 +183,7 @@ func walkDir(root string, fn func(Item) error) error {
 		if strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
-		if k := kind(fp); k != kindMarkdown && k != kindText {
+		if !inTree(fp) {
 			return nil
 		}
 		rel, err := filepath.Rel(root, fp)
@@ -246,7 +231,7 @@ func inside(realRoot, fp string) (string, bool, error) {
 	return target, true, nil
 }
 
-// readFile reads one markdown or text file.
+// readFile reads one file of a single-document format (chosen by rel).
 func readFile(fp, rel, folder string) Item {
 	it := Item{Where: fp}
 	info, err := os.Stat(fp)
@@ -278,34 +263,39 @@ type frontMatter struct {
 	UpdatedAt string `yaml:"updated_at"`
 }
 
-// ParseFile builds the document of a markdown or text file: rel is its
-// path relative to the ingestion root, folder its first folder ("" at the
-// root).
+// ParseFile builds the document of one file: rel is its path relative to
+// the ingestion root (its extension picks the format), folder its first
+// folder ("" at the root). Front matter is read for the formats that have
+// it; other formats travel as bytes for the service to extract.
 func ParseFile(rel, folder string, data []byte) (*searchv1.Document, error) {
-	format := searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN
-	if kind(rel) == kindText {
-		format = searchv1.ContentFormat_CONTENT_FORMAT_TEXT
+	f, ok := formats.ForPath(rel)
+	if !ok || f.Extract == nil {
+		return nil, fmt.Errorf("not a file of a known format (%s)", strings.Join(formats.Extensions(), ", "))
+	}
+	doc := &searchv1.Document{ExternalId: rel, SourceFile: rel, Category: folder, Content: data, FormatName: f.Name, Format: f.Legacy}
+	if !f.FrontMatter {
+		return doc, nil
 	}
 	fm, body, err := splitFrontMatter(data)
 	if err != nil {
 		return nil, err
 	}
-	doc := &searchv1.Document{ExternalId: rel, SourceFile: rel, Category: folder, Content: body, Format: format}
+	doc.Content = body
 	if fm != nil {
 		if c := strings.TrimSpace(fm.Category); c != "" {
 			doc.Category = c
 		}
 		doc.Title = strings.TrimSpace(fm.Title)
 		if fm.UpdatedAt != "" {
-			ts, err := parseTime(fm.UpdatedAt)
+			ts, err := formats.ParseTime(fm.UpdatedAt)
 			if err != nil {
 				return nil, fmt.Errorf("front matter updated_at: %v", err)
 			}
 			doc.UpdatedAt = timestamppb.New(ts)
 		}
 	}
-	if doc.Title == "" && format == searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN {
-		doc.Title = firstHeading(body)
+	if doc.Title == "" && f.Legacy == searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN {
+		doc.Title = formats.FirstHeading(string(body))
 	}
 	if doc.Title == "" {
 		base := path.Base(rel)
@@ -341,129 +331,11 @@ func splitFrontMatter(data []byte) (*frontMatter, []byte, error) {
 	return nil, data, nil // no closing line: not front matter
 }
 
-func firstHeading(body []byte) string {
-	inFence := false
-	for _, line := range strings.Split(string(body), "\n") {
-		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			inFence = !inFence
-			continue
-		}
-		if inFence || !strings.HasPrefix(t, "#") {
-			continue
-		}
-		h := strings.TrimLeft(t, "#")
-		if len(t)-len(h) <= 6 && (h == "" || h[0] == ' ' || h[0] == '\t') {
-			if h = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(h), "#")); h != "" && utf8.ValidString(h) {
-				return h
-			}
-		}
-	}
-	return ""
-}
-
-func parseTime(s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time or a date", s)
-}
-
-type jsonRecord struct {
-	UID       json.RawMessage `json:"_id"`
-	ID        json.RawMessage `json:"id"`
-	Title     string          `json:"title"`
-	Text      *string         `json:"text"`
-	Category  string          `json:"category"`
-	UpdatedAt string          `json:"updated_at"`
-}
-
-func readJSONL(p string, fn func(Item) error) error {
-	f, err := os.Open(p)
+func readRecords(p string, f *formats.Format, fn func(Item) error) error {
+	r, err := os.Open(p)
 	if err != nil {
 		return fn(Item{Where: p, Problem: err.Error()})
 	}
-	defer f.Close()
-	return ReadJSONL(f, filepath.Base(p), fn)
-}
-
-// ReadJSONL reads JSON Lines records from r; name is the source file.
-func ReadJSONL(r io.Reader, name string, fn func(Item) error) error {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for lineNo := 1; ; lineNo++ {
-		line, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			if ferr := fn(parseRecord(name, lineNo, line)); ferr != nil {
-				return ferr
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fn(Item{Where: fmt.Sprintf("%s:%d", name, lineNo), Problem: err.Error()})
-		}
-	}
-}
-
-func parseRecord(name string, lineNo int, line []byte) Item {
-	it := Item{Where: fmt.Sprintf("%s:%d", name, lineNo)}
-	switch {
-	case len(line) > MaxFileBytes:
-		it.Problem = fmt.Sprintf("too large: %d bytes (at most %d fit in one message)", len(line), MaxFileBytes)
-		return it
-	case !utf8.Valid(line):
-		it.Problem = "invalid UTF-8"
-		return it
-	}
-	var rec jsonRecord
-	if err := json.Unmarshal(line, &rec); err != nil {
-		it.Problem = "invalid JSON: " + err.Error()
-		return it
-	}
-	id := jsonID(rec.UID)
-	if id == "" {
-		id = jsonID(rec.ID)
-	}
-	if id == "" {
-		it.Problem = `missing "_id" or "id"`
-		return it
-	}
-	if rec.Text == nil {
-		it.Problem = fmt.Sprintf(`record %s has no "text"`, id)
-		return it
-	}
-	doc := &searchv1.Document{ExternalId: id, SourceFile: name, Title: strings.TrimSpace(rec.Title),
-		Category: strings.TrimSpace(rec.Category), Content: []byte(*rec.Text), Format: searchv1.ContentFormat_CONTENT_FORMAT_TEXT}
-	if rec.UpdatedAt != "" {
-		ts, err := parseTime(rec.UpdatedAt)
-		if err != nil {
-			it.Problem = fmt.Sprintf("record %s: updated_at: %v", id, err)
-			return it
-		}
-		doc.UpdatedAt = timestamppb.New(ts)
-	}
-	it.Doc = doc
-	return it
-}
-
-// jsonID accepts a string or a number.
-func jsonID(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return strings.TrimSpace(s)
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		if _, err := strconv.ParseFloat(string(n), 64); err == nil {
-			return n.String()
-		}
-	}
-	return ""
+	defer r.Close()
+	return f.Records(r, filepath.Base(p), fn)
 }

@@ -41,7 +41,7 @@ func TestWalkTree(t *testing.T) {
 	put(t, root, "top.md", "no heading at all")
 	put(t, root, "notes/plain.txt", "Just text.\r\nSecond line.")
 	put(t, root, "notes/dated.md", "---\nupdated_at: 2024-07-15\n---\n# Dated\n")
-	put(t, root, "notes/ignored.pdf", "%PDF")
+	put(t, root, "notes/ignored.bin", "%PDF")
 	put(t, root, ".git/config.md", "hidden")
 	put(t, root, "notes/.hidden.md", "hidden")
 	put(t, root, "bad/front.md", "---\ntitle: [unclosed\n---\nbody")
@@ -175,4 +175,43 @@ func TestJSONL(t *testing.T) {
 func TestMissingPathIsAProblem(t *testing.T) {
 	_, problems := collect(t, filepath.Join(t.TempDir(), "nope"))
 	require.Len(t, problems, 1)
+}
+
+func TestWalkSendsEveryRegisteredFormat(t *testing.T) {
+	root := t.TempDir()
+	put(t, root, "hr/handbook.pdf", "%PDF-1.4 bytes the service reads")
+	put(t, root, "hr/policy.DOCX", "PK zip bytes")
+	put(t, root, "web/page.htm", "<html><body><p>x</p></body></html>")
+	put(t, root, "web/notes.md", "---\ntitle: Notes\n---\n# Other\n")
+	put(t, root, "web/image.png", "not a document")
+	put(t, root, "data/corpus.jsonl", `{"_id": "1", "text": "t"}`+"\n")
+
+	require.Equal(t, 4, Count([]string{root}), "containers and unknown files are not found in trees")
+	docs, problems := collect(t, root)
+	require.Empty(t, problems)
+	tests := []struct {
+		id, format, title, category string
+		legacy                      searchv1.ContentFormat
+	}{
+		{"hr/handbook.pdf", "pdf", "", "hr", searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED},
+		{"hr/policy.DOCX", "docx", "", "hr", searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED},
+		{"web/page.htm", "html", "", "web", searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED},
+		{"web/notes.md", "markdown", "Notes", "web", searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN},
+	}
+	require.Len(t, docs, len(tests))
+	for _, tc := range tests {
+		t.Run(tc.id, func(t *testing.T) {
+			d := docs[tc.id]
+			require.NotNil(t, d)
+			require.Equal(t, tc.format, d.FormatName)
+			require.Equal(t, tc.legacy, d.Format)
+			require.Equal(t, tc.title, d.Title, "the service reads the title of binary formats")
+			require.Equal(t, tc.category, d.Category)
+		})
+	}
+	require.Equal(t, []byte("%PDF-1.4 bytes the service reads"), docs["hr/handbook.pdf"].Content, "sent as they are")
+
+	docs, problems = collect(t, filepath.Join(root, "data/corpus.jsonl"), filepath.Join(root, "web/image.png"))
+	require.Equal(t, "text", docs["1"].FormatName)
+	require.Contains(t, problems[filepath.Join(root, "web/image.png")], "not a file of a known format (.docx, .htm, .html, .jsonl, .markdown, .md, .ndjson, .pdf, .txt, .xhtml)")
 }

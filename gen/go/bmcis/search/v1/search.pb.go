@@ -776,12 +776,17 @@ type Document struct {
 	// Title (front matter, first heading, or the JSON `title`).
 	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
 	// Raw content. Bytes, not string, so invalid UTF-8 reaches the service and
-	// is reported as a bad document instead of breaking the stream.
+	// is reported as a bad document instead of breaking the stream, and so
+	// binary formats (format_name) travel unchanged.
 	Content []byte `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
-	// Markup of content.
+	// Markup of content, for clients that do not set format_name.
 	Format ContentFormat `protobuf:"varint,6,opt,name=format,proto3,enum=bmcis.search.v1.ContentFormat" json:"format,omitempty"`
 	// When the document last changed; ingestion time when unset.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// A format registered with the service ("markdown", "text", "html",
+	// "docx", "pdf"); when set it wins over format, and content holds the
+	// file's bytes as they are (binary for docx and pdf).
+	FormatName    string `protobuf:"bytes,8,opt,name=format_name,json=formatName,proto3" json:"format_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +868,13 @@ func (x *Document) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Document) GetFormatName() string {
+	if x != nil {
+		return x.FormatName
+	}
+	return ""
 }
 
 // IngestDocumentsRequest carries one document of the stream.
@@ -1528,7 +1540,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x11GetChunksResponse\x12.\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x16.bmcis.search.v1.ChunkR\x06chunks\x12\x1f\n" +
 	"\vmissing_ids\x18\x02 \x03(\x03R\n" +
-	"missingIds\"\x8b\x02\n" +
+	"missingIds\"\xac\x02\n" +
 	"\bDocument\x12\x1f\n" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\x12\x1f\n" +
@@ -1539,7 +1551,9 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\acontent\x18\x05 \x01(\fR\acontent\x126\n" +
 	"\x06format\x18\x06 \x01(\x0e2\x1e.bmcis.search.v1.ContentFormatR\x06format\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"O\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
+	"\vformat_name\x18\b \x01(\tR\n" +
+	"formatName\"O\n" +
 	"\x16IngestDocumentsRequest\x125\n" +
 	"\bdocument\x18\x01 \x01(\v2\x19.bmcis.search.v1.DocumentR\bdocument\"\xce\x02\n" +
 	"\x17IngestDocumentsResponse\x12-\n" +

@@ -1,0 +1,66 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
+)
+
+func init() {
+	Register(Format{
+		Name:        "text",
+		Extensions:  []string{".txt"},
+		MediaTypes:  []string{"text/plain"},
+		FrontMatter: true,
+		Legacy:      searchv1.ContentFormat_CONTENT_FORMAT_TEXT,
+		Extract: func(data []byte, _ string) (Extracted, error) {
+			if err := CheckText(data); err != nil {
+				return Extracted{}, err
+			}
+			return Extracted{Text: string(data), Layout: chunker.PlainText}, nil
+		},
+	})
+}
+
+// CheckText refuses content that is not UTF-8 text: the check every
+// text-based format makes before reading its bytes.
+func CheckText(b []byte) error {
+	if isBinary(b) {
+		return errors.New("binary content (NUL or control bytes)")
+	}
+	if !utf8.Valid(b) {
+		return fmt.Errorf("invalid UTF-8 at byte %d", invalidAt(b))
+	}
+	return nil
+}
+
+// isBinary reports content that is not text: a NUL byte in the first 8 KiB,
+// or more than 10% control characters other than tab, newlines and form feed.
+func isBinary(b []byte) bool {
+	head := b[:min(len(b), 8192)]
+	if bytes.IndexByte(head, 0) >= 0 {
+		return true
+	}
+	ctrl := 0
+	for _, c := range head {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' || c == 0x7f {
+			ctrl++
+		}
+	}
+	return ctrl*10 > len(head)
+}
+
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
