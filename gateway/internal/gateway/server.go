@@ -130,7 +130,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	)
 	ctx := context.Background()
 	if err := errors.Join(
-		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, searchv1.NewSearchServiceClient(g.conns[Search])),
+		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, searchDefaults{searchv1.NewSearchServiceClient(g.conns[Search])}),
 		vendorgraphv1.RegisterVendorGraphServiceHandlerClient(ctx, g.rest, vendorgraphv1.NewVendorGraphServiceClient(g.conns[VendorGraph])),
 		authv1.RegisterAuthServiceHandlerClient(ctx, g.rest, g.authClient),
 	); err != nil {

@@ -1,0 +1,41 @@
+package origin_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/origin"
+)
+
+func TestAllows(t *testing.T) {
+	p := origin.New("127.0.0.1:8090", "https://App.example.com/")
+	cases := []struct {
+		origin string
+		want   bool
+	}{
+		{"", true},
+		{"https://app.example.com", true},
+		{"http://localhost:8090", true},
+		{"http://127.0.0.1:8090", true},
+		{"http://[::1]:8090", true},
+		{"http://localhost:8091", false},
+		{"https://evil.example.com", false},
+		{"http://app.example.com", false},
+		{"null", false},
+	}
+	for _, c := range cases {
+		t.Run(c.origin, func(t *testing.T) {
+			require.Equal(t, c.want, p.Allows(c.origin))
+		})
+	}
+	require.True(t, origin.New(":8080", "*").Allows("https://anything.example"))
+	require.False(t, origin.New("").Allows("http://localhost"), "no port, no own origins")
+}
+
+func TestValidate(t *testing.T) {
+	require.NoError(t, origin.Validate([]string{"*", "https://a.example.com", "http://localhost:3000/"}))
+	for _, bad := range []string{"a.example.com", "ftp://a.example.com", "https://a.example.com/path", "https://u@a.example.com"} {
+		require.Error(t, origin.Validate([]string{bad}), bad)
+	}
+}
