@@ -19,6 +19,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/version"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
@@ -88,7 +89,8 @@ func run() int {
 		opts.Key = tools.APIKeyFromContext
 		opts.KeyHint = transport.HTTPKeyHint
 		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
-		to := transport.ServerTimeouts{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout}
+		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
+		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, MaxConns: cfg.HTTPMaxConns}
 		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())
 			return 1

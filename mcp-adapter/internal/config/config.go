@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/origin"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
@@ -35,6 +36,11 @@ type Config struct {
 	// keep-alive connection's wait for the next one (http mode).
 	HTTPReadTimeout time.Duration
 	HTTPIdleTimeout time.Duration
+	// HTTPMaxConns caps open connections in http mode.
+	HTTPMaxConns int
+	// AllowedOrigins are the browser origins allowed in http mode besides
+	// the listener's own loopback origins; "*" allows all.
+	AllowedOrigins []string
 	// LogLevel is debug, info, warn or error; logs go to stderr.
 	LogLevel string
 
@@ -72,6 +78,8 @@ const (
 	EnvHTTPMaxBody         = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
 	EnvHTTPReadTimeout     = "BMCIS_MCP_HTTP_READ_TIMEOUT"
 	EnvHTTPIdleTimeout     = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
+	EnvHTTPMaxConns        = "BMCIS_MCP_HTTP_MAX_CONNS"
+	EnvAllowedOrigins      = "BMCIS_MCP_ALLOWED_ORIGINS"
 	EnvLogLevel            = "BMCIS_LOG_LEVEL"
 	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
 	EnvVendorGraphAddr     = "BMCIS_VENDORGRAPH_ADDR"
@@ -114,6 +122,8 @@ func Load(env *config.Reader) Config {
 		HTTPMaxBodyBytes:   env.Int(EnvHTTPMaxBody, 1<<20, 4<<10, 64<<20),
 		HTTPReadTimeout:    env.Duration(EnvHTTPReadTimeout, 30*time.Second, time.Second, 10*time.Minute),
 		HTTPIdleTimeout:    env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
+		HTTPMaxConns:       env.Int(EnvHTTPMaxConns, 512, 1, 1_000_000),
+		AllowedOrigins:     env.List(EnvAllowedOrigins, nil),
 		LogLevel:           env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
 		SearchAddr:         env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
 		VendorGraphAddr:    env.Addr(EnvVendorGraphAddr, "127.0.0.1:50052"),
@@ -131,6 +141,9 @@ func Load(env *config.Reader) Config {
 		},
 		Desktop:        env.Bool(EnvDesktop, true),
 		ValidateOutput: env.Bool(EnvValidateOutput, false),
+	}
+	if err := origin.Validate(c.AllowedOrigins); err != nil {
+		env.Failf(EnvAllowedOrigins, "%v", err)
 	}
 	mode := env.Enum(EnvDefaultResponseMode, string(projection.Metadata),
 		string(projection.IDsOnly), string(projection.Metadata), string(projection.Preview), string(projection.Full))
