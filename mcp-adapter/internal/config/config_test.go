@@ -35,6 +35,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 30*time.Second, c.HTTPReadTimeout)
 	require.Equal(t, 120*time.Second, c.HTTPIdleTimeout)
 	require.Equal(t, 512, c.HTTPMaxConns)
+	require.Equal(t, 5*time.Second, c.AllowCacheTTL)
 	require.Empty(t, c.AllowedOrigins)
 }
 
@@ -91,6 +92,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		config.EnvHTTPReadTimeout:     {config.EnvServiceToken: token, config.EnvHTTPReadTimeout: "0s"},
 		config.EnvHTTPIdleTimeout:     {config.EnvServiceToken: token, config.EnvHTTPIdleTimeout: "forever"},
 		config.EnvHTTPMaxConns:        {config.EnvServiceToken: token, config.EnvHTTPMaxConns: "0"},
+		config.EnvAllowCacheTTL:       {config.EnvServiceToken: token, config.EnvAllowCacheTTL: "1h"},
 		config.EnvAllowedOrigins:      {config.EnvServiceToken: token, config.EnvAllowedOrigins: "claude.ai"},
 	}
 	for name, vars := range cases {

@@ -21,6 +21,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/stacktest"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
@@ -156,6 +157,7 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 		DefaultResponseMode: cfg.DefaultResponseMode,
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
+		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
 	}
 	h := startHarness(t, o, clientOpts, opts...)
 	h.stack = s

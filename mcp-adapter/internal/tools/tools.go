@@ -6,7 +6,6 @@ package tools
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -16,6 +15,7 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/version"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
@@ -53,6 +53,9 @@ type Options struct {
 	// Desktop enables the desktop signals (ENABLE_DESKTOP_ENHANCEMENTS).
 	Desktop bool
 	Signals signals.Config
+	// AllowCache remembers keys auth allowed a moment ago, whose calls may
+	// then start while they are checked; nil waits for every check.
+	AllowCache *allowcache.Cache
 	// ValidateOutput checks structured answers against the output schemas.
 	ValidateOutput bool
 	Logger         *slog.Logger
@@ -89,6 +92,17 @@ func New(opts Options) *server.MCPServer {
 	m.AddResourceTemplate(vendorTemplate(), s.readVendor)
 	return m
 }
+
+// Catalog is the server's tools and resource templates without their
+// handlers: the bridge (stdio to a remote endpoint) lists these and
+// forwards the calls.
+func Catalog() ([]mcp.Tool, []mcp.ResourceTemplate) {
+	return []mcp.Tool{searchTool(), vendorTool(), chunksTool()},
+		[]mcp.ResourceTemplate{chunkTemplate(), vendorTemplate()}
+}
+
+// Instructions are the server's instructions to the model.
+func Instructions() string { return instructions }
 
 func newServer(opts Options) *Server {
 	if opts.Logger == nil {
@@ -222,9 +236,10 @@ type authInfo struct {
 	degraded bool
 }
 
-// guarded runs the auth check and, concurrently, the backend call (nil for
-// none). Nothing from the backend is used unless auth allowed the call; a
-// denial cancels the backend call.
+// guarded runs the auth check, then the backend call (nil for none): no
+// backend work starts for a key auth has not allowed. A key this replica
+// allowed for op a moment ago (Options.AllowCache) may start its call while
+// the check runs; a denial still cancels it and nothing from it is used.
 func guarded[T any](ctx context.Context, s *Server, op string, call func(context.Context) (T, error)) (T, authInfo, *apierr.Error, error) {
 	var zero T
 	key := s.opts.Key(ctx)
@@ -238,13 +253,8 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		err error
 	}
 	ch := make(chan result, 1)
-	// A key that cannot be a BMCIS key is certain to be refused: check it
-	// first, so garbage keys cost the backends nothing.
-	early := call != nil && wellFormedKey(key)
-	switch {
-	case call == nil:
-		ch <- result{}
-	case early:
+	early := call != nil && s.opts.AllowCache.Take(key, op)
+	if early {
 		go func() {
 			v, err := call(bctx)
 			ch <- result{v, err}
@@ -253,6 +263,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	resp, err := s.clients.Check(ctx, key, op)
 	if err != nil {
 		cancel()
+		s.opts.AllowCache.Forget(key, op)
 		e := apierr.FromBackend(apierr.Auth, err)
 		if e.Code != apierr.ServiceUnavailable {
 			e = apierr.NewServiceUnavailable("auth", "the key could not be checked", true)
@@ -261,33 +272,25 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	}
 	if !resp.GetAllowed() {
 		cancel()
+		s.opts.AllowCache.Forget(key, op)
 		return zero, authInfo{}, s.denial(resp), nil
 	}
-	if call != nil && !early {
-		v, err := call(ctx)
-		return v, authInfo{degraded: resp.GetLimiterDegraded()}, nil, err
+	if resp.GetLimiterDegraded() {
+		s.opts.AllowCache.Forget(key, op) // remaining units unknown
+	} else {
+		rem := resp.GetRemaining()
+		s.opts.AllowCache.Allowed(key, op, min(rem.GetMinute(), rem.GetHour(), rem.GetDay()))
 	}
-	r := <-ch
-	return r.v, authInfo{degraded: resp.GetLimiterDegraded()}, nil, r.err
-}
-
-// wellFormedKey reports whether key has the shape of a BMCIS API key,
-// bmcis_<key id>_<secret> in lowercase letters and digits (docs/AUTH.md).
-func wellFormedKey(key string) bool {
-	rest, ok := strings.CutPrefix(key, "bmcis_")
-	if !ok {
-		return false
+	info := authInfo{degraded: resp.GetLimiterDegraded()}
+	switch {
+	case call == nil:
+		return zero, info, nil, nil
+	case early:
+		r := <-ch
+		return r.v, info, nil, r.err
 	}
-	id, secret, ok := strings.Cut(rest, "_")
-	if !ok || len(id) < 8 || len(secret) < 16 {
-		return false
-	}
-	for _, r := range id + secret {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
+	v, err := call(ctx)
+	return v, info, nil, err
 }
 
 func (s *Server) denial(resp *authv1.CheckResponse) *apierr.Error {
