@@ -5,18 +5,21 @@
 #   desktop-config.sh          where to put it, then the JSON
 #   desktop-config.sh print    the JSON alone on stdout (to paste or redirect)
 #
-# Claude Desktop starts its own bin/mcp-adapter over stdio with the demo API
-# key (.data/demo-api-key, created by demo-data.sh), the service token
-# (.data/service-token) and the service addresses; run.sh separately runs
-# the adapter over streamable HTTP on 127.0.0.1:8090 for remote clients and
-# the dashboard. The JSON holds secrets: keep it private.
+# Claude Desktop starts its own bin/mcp-adapter over stdio in bridge mode:
+# it forwards every call to the adapter's streamable-HTTP endpoint that
+# run.sh starts on 127.0.0.1:8090, with the demo API key
+# (.data/demo-api-key, created by demo-data.sh). The configuration holds
+# only the endpoint's URL and that key: no service credential and no
+# service address. Keep it private all the same (the key is a secret).
+#
+# Overrides: BMCIS_MCP_URL (the endpoint), BMCIS_MCP_ADAPTER_BIN (the
+# adapter binary), BMCIS_DATA_DIR (where demo-api-key is).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-SEARCH_ADDR=${BMCIS_SEARCH_ADDR:-127.0.0.1:50051}
-VENDORGRAPH_ADDR=${BMCIS_VENDORGRAPH_ADDR:-127.0.0.1:50052}
-AUTH_ADDR=${BMCIS_AUTH_ADDR:-127.0.0.1:50053}
+MCP_URL=${BMCIS_MCP_URL:-http://127.0.0.1:8090/mcp}
+ADAPTER_BIN=${BMCIS_MCP_ADAPTER_BIN:-$ROOT/bin/mcp-adapter}
 
 # json_string VALUE: VALUE as a JSON string literal.
 json_string() {
@@ -31,20 +34,16 @@ json_string() {
 print_config() {
   local key_file=$DATA/demo-api-key
   [ -s "$key_file" ] || die "$key_file is missing: run \`make run\` (demo-data.sh creates the demo API key)"
-  local key token
+  local key
   key=$(cat "$key_file")
-  token=${BMCIS_SERVICE_TOKEN:-$(secret service-token)}
   cat <<EOF
 {
   "mcpServers": {
     "bmcis-knowledge": {
-      "command": $(json_string "$ROOT/bin/mcp-adapter"),
+      "command": $(json_string "$ADAPTER_BIN"),
       "env": {
-        "BMCIS_API_KEY": $(json_string "$key"),
-        "BMCIS_SERVICE_TOKEN": $(json_string "$token"),
-        "BMCIS_SEARCH_ADDR": $(json_string "$SEARCH_ADDR"),
-        "BMCIS_VENDORGRAPH_ADDR": $(json_string "$VENDORGRAPH_ADDR"),
-        "BMCIS_AUTH_ADDR": $(json_string "$AUTH_ADDR")
+        "BMCIS_MCP_URL": $(json_string "$MCP_URL"),
+        "BMCIS_API_KEY": $(json_string "$key")
       }
     }
   }
@@ -64,8 +63,8 @@ case "${1:-}" in
     config=$(print_config)
     echo
     echo "  Claude Desktop: add this to claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/,"
-    echo "  Windows: %APPDATA%\\Claude\\) and restart Desktop; it starts $ROOT/bin/mcp-adapter over stdio."
-    echo "  It holds the demo API key and the service token: keep it private. Print it again (JSON only) with"
+    echo "  Windows: %APPDATA%\\Claude\\) and restart Desktop; it starts $ADAPTER_BIN over stdio, which forwards"
+    echo "  to $MCP_URL with the demo API key (and nothing else: keep the key private). Print it again (JSON only) with"
     echo "  deploy/local/desktop-config.sh print"
     echo
     echo "$config"

@@ -107,6 +107,10 @@ func TestRoutesMatchDirectGRPC(t *testing.T) {
 		{"search bm25", "POST", "/v1/search", `{"query":"object storage","mode":"RETRIEVAL_MODE_BM25","limit":3}`, k, func() (proto.Message, error) {
 			return s.search.Search(ctx, &searchv1.SearchRequest{Query: "object storage", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 3})
 		}},
+		// An omitted limit is the documented default, not a 400.
+		{"search default limit", "POST", "/v1/search", `{"query":"cloud providers"}`, k, func() (proto.Message, error) {
+			return s.search.Search(ctx, &searchv1.SearchRequest{Query: "cloud providers", Limit: gateway.DefaultSearchLimit})
+		}},
 		{"search empty query", "POST", "/v1/search", `{"query":""}`, k, func() (proto.Message, error) {
 			return s.search.Search(ctx, &searchv1.SearchRequest{})
 		}},

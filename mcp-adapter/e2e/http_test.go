@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +110,52 @@ func TestAdapterBinaryOverHTTP(t *testing.T) {
 	require.Equal(t, "success", status(env), "the other tools keep working")
 	code0, _ = get("/healthz")
 	require.Equal(t, http.StatusOK, code0, "liveness does not depend on the backends")
+}
+
+// The binary's HTTP listener: GET /mcp without a key answers 405 at once
+// and ends (no event stream held open), a foreign Origin gets 403 on every
+// path, the listener's own origin and no Origin pass, and an unsupported
+// MCP-Protocol-Version is 400.
+func TestAdapterBinaryHTTPGuards(t *testing.T) {
+	s := demo(t)
+	a := adapterHTTP(t, s, map[string]string{"BMCIS_MCP_ALLOWED_ORIGINS": "https://claude.example.com"})
+	do := func(method, path, body string, headers ...string) (int, string) {
+		req, err := http.NewRequest(method, a+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		require.NoError(t, err, "%s %s must answer and end", method, path)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	const list = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for range 50 {
+		code, _ := do(http.MethodGet, "/mcp", "", "Accept", "text/event-stream")
+		require.Equal(t, http.StatusMethodNotAllowed, code)
+	}
+	cases := []struct {
+		name, method, path string
+		headers            []string
+		want               int
+	}{
+		{"no origin", http.MethodPost, "/mcp", nil, http.StatusOK},
+		{"allowed origin", http.MethodPost, "/mcp", []string{"Origin", "https://claude.example.com"}, http.StatusOK},
+		{"own origin", http.MethodPost, "/mcp", []string{"Origin", strings.Replace(a, "127.0.0.1", "localhost", 1)}, http.StatusOK},
+		{"bad origin", http.MethodPost, "/mcp", []string{"Origin", "https://evil.example.com"}, http.StatusForbidden},
+		{"bad origin on readyz", http.MethodGet, "/readyz", []string{"Origin", "https://evil.example.com"}, http.StatusForbidden},
+		{"unsupported protocol version", http.MethodPost, "/mcp", []string{"MCP-Protocol-Version", "1999-01-01"}, http.StatusBadRequest},
+		{"supported protocol version", http.MethodPost, "/mcp", []string{"MCP-Protocol-Version", "2025-06-18"}, http.StatusOK},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := do(c.method, c.path, list, c.headers...)
+			require.Equal(t, c.want, code, body)
+		})
+	}
 }

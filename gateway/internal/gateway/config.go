@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/origin"
 )
 
 // Backend names, used in routes, health entries, stats and configuration.
@@ -47,6 +48,10 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed to call the gateway
 	// (BMCIS_GATEWAY_CORS_ORIGINS); none by default.
 	CORSOrigins []string
+	// AllowedOrigins may call the gateway from a browser without CORS
+	// headers (BMCIS_GATEWAY_ALLOWED_ORIGINS): an Origin neither here, in
+	// CORSOrigins nor one of the listener's own loopback origins answers 403.
+	AllowedOrigins []string
 	// MaxBodyBytes caps a request body (BMCIS_GATEWAY_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// RequestTimeout bounds one request's work, upstream calls included
@@ -104,6 +109,7 @@ func LoadConfig(env *config.Reader) Config {
 		LogLevel:        env.Enum("BMCIS_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		ServiceToken:    env.Secret("BMCIS_SERVICE_TOKEN", false, 16),
 		CORSOrigins:     env.List("BMCIS_GATEWAY_CORS_ORIGINS", nil),
+		AllowedOrigins:  env.List("BMCIS_GATEWAY_ALLOWED_ORIGINS", nil),
 		MaxBodyBytes:    int64(env.Int("BMCIS_GATEWAY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)),
 		RequestTimeout:  env.Duration("BMCIS_GATEWAY_REQUEST_TIMEOUT", 30*time.Second, 100*time.Millisecond, 10*time.Minute),
 		ReadTimeout:     env.Duration("BMCIS_GATEWAY_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
@@ -124,14 +130,11 @@ func LoadConfig(env *config.Reader) Config {
 	mcpAddr := env.Addr("BMCIS_MCP_HTTP_ADDR", DefaultMCPHTTPAddr)
 	c.MCPHealthURL = optionalURL(env, "BMCIS_MCP_HEALTH_URL", "http://"+mcpAddr+"/healthz")
 	c.MCPMetricsURL = optionalURL(env, "BMCIS_MCP_METRICS_URL", Off)
-	for _, o := range c.CORSOrigins {
-		if o == "*" {
-			continue // allowed, but only when spelled out
-		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			env.Failf("BMCIS_GATEWAY_CORS_ORIGINS", "%q is not an origin such as https://dash.example.com", o)
-		}
+	if err := origin.Validate(c.CORSOrigins); err != nil {
+		env.Failf("BMCIS_GATEWAY_CORS_ORIGINS", "%v", err)
+	}
+	if err := origin.Validate(c.AllowedOrigins); err != nil {
+		env.Failf("BMCIS_GATEWAY_ALLOWED_ORIGINS", "%v", err)
 	}
 	if c.HealthTimeout > c.HealthInterval*4 {
 		env.Failf("BMCIS_GATEWAY_HEALTH_TIMEOUT", "must be at most 4 times BMCIS_GATEWAY_HEALTH_INTERVAL")

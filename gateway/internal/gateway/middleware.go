@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/origin"
 )
 
 // recorder follows one request through the middleware chain: what route it
@@ -198,20 +199,29 @@ const (
 	corsMaxAge       = "600"
 )
 
-// cors answers preflights and labels responses for allowed origins only.
-// The allow-list comes from BMCIS_GATEWAY_CORS_ORIGINS; "*" works only when
-// configured explicitly. Credentials (cookies) are never allowed: the API
-// authenticates with headers.
+// cors refuses a browser Origin that is not allowed (403, every route: a
+// page must not drive the API with a key it does not hold) and labels
+// responses for the CORS origins. Allowed are BMCIS_GATEWAY_CORS_ORIGINS,
+// BMCIS_GATEWAY_ALLOWED_ORIGINS and the listener's own loopback origins; no
+// Origin (curl, SDKs) passes. CORS headers go to BMCIS_GATEWAY_CORS_ORIGINS
+// only; "*" works only when configured explicitly. Credentials (cookies)
+// are never allowed: the API authenticates with headers.
 func (g *Gateway) cors(next http.Handler) http.Handler {
 	wildcard := slices.Contains(g.cfg.CORSOrigins, "*")
+	policy := origin.New(g.cfg.Addr, append(slices.Clone(g.cfg.CORSOrigins), g.cfg.AllowedOrigins...)...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin == "" {
+		from := r.Header.Get("Origin")
+		if from == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if !policy.AllowsRequest(r) {
+			g.handleError(r.Context(), g.rest, nil, w, r,
+				newError(codes.PermissionDenied, "ORIGIN_NOT_ALLOWED", "origin "+from+" is not allowed", nil).Err())
+			return
+		}
 		w.Header().Add("Vary", "Origin")
-		allowed := wildcard || slices.Contains(g.cfg.CORSOrigins, origin)
+		allowed := wildcard || slices.Contains(g.cfg.CORSOrigins, from)
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 		if !allowed {
 			if preflight {
@@ -219,7 +229,7 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 					rec.route = "OPTIONS *"
 				}
 				g.handleError(r.Context(), g.rest, nil, w, r,
-					newError(codes.PermissionDenied, "CORS_ORIGIN_NOT_ALLOWED", "origin "+origin+" is not allowed", nil).Err())
+					newError(codes.PermissionDenied, "CORS_ORIGIN_NOT_ALLOWED", "origin "+from+" is not allowed", nil).Err())
 				return
 			}
 			next.ServeHTTP(w, r) // no CORS headers: the browser keeps the response from the page
@@ -228,7 +238,7 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 		if wildcard {
 			w.Header().Set("Access-Control-Allow-Origin", "*")
 		} else {
-			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Set("Access-Control-Allow-Origin", from)
 		}
 		w.Header().Set("Access-Control-Expose-Headers", corsExpose)
 		if preflight {

@@ -129,7 +129,8 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	)
 	ctx := context.Background()
 	if err := errors.Join(
-		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, scopedSearch{searchv1.NewSearchServiceClient(g.conns[Search])}),
+		// The caller's read scope, then the documented defaults of omitted fields.
+		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, scopedSearch{searchDefaults{searchv1.NewSearchServiceClient(g.conns[Search])}}),
 		vendorgraphv1.RegisterVendorGraphServiceHandlerClient(ctx, g.rest, vendorgraphv1.NewVendorGraphServiceClient(g.conns[VendorGraph])),
 		authv1.RegisterAuthServiceHandlerClient(ctx, g.rest, g.authClient),
 	); err != nil {

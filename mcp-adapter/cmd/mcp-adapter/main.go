@@ -2,7 +2,13 @@
 // stateless and fans tool calls out to the search, vendorgraph and auth
 // services.
 //
-// It speaks MCP over stdio by default (Claude Desktop starts it; the API key
+// With BMCIS_MCP_URL set it runs as a bridge (what Claude Desktop uses): MCP
+// over stdio, forwarded with the user's BMCIS_API_KEY to the deployed
+// streamable-HTTP endpoint; it then needs no service credential and no
+// backend address. Without it (direct mode, for operators and tests) it
+// talks gRPC to the services.
+//
+// Direct mode speaks MCP over stdio by default (Claude Desktop starts it; the API key
 // comes from BMCIS_API_KEY) or over streamable HTTP with
 // BMCIS_MCP_TRANSPORT=http (the key comes with each request). Configuration
 // is read from the environment; an invalid value exits with status 2 and a
@@ -19,9 +25,12 @@ import (
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/version"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/bridge"
 	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
@@ -49,6 +58,9 @@ func run() int {
 	if err := tokens.Init(); err != nil {
 		logger.Error("tokenizer", "error", err.Error())
 		return 1
+	}
+	if cfg.Mode == adapterconfig.ModeBridge {
+		return runBridge(cfg, logger)
 	}
 	clients, err := backend.Dial(backend.Addrs{
 		Search: cfg.SearchAddr, VendorGraph: cfg.VendorGraphAddr, Auth: cfg.AuthAddr,
@@ -78,6 +90,7 @@ func run() int {
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
 		ValidateOutput:      cfg.ValidateOutput,
+		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
 		Logger:              logger,
 	}
 
@@ -89,7 +102,8 @@ func run() int {
 		opts.Key = tools.APIKeyFromContext
 		opts.KeyHint = transport.HTTPKeyHint
 		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
-		to := transport.ServerTimeouts{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout}
+		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
+		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, MaxConns: cfg.HTTPMaxConns}
 		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())
 			return 1
@@ -106,6 +120,25 @@ func run() int {
 			logger.Error("stdio", "error", err.Error())
 			return 1
 		}
+	}
+	return 0
+}
+
+// runBridge serves stdio and forwards to the remote endpoint (bridge mode).
+func runBridge(cfg adapterconfig.Config, logger *slog.Logger) int {
+	if cfg.APIKey == "" {
+		logger.Warn("BMCIS_API_KEY is not set: every tool call will answer AUTH_REQUIRED")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b := bridge.New(bridge.Options{
+		URL: cfg.MCPURL, APIKey: cfg.APIKey, KeyHint: transport.StdioKeyHint, Timeout: cfg.MCPTimeout, Logger: logger,
+	})
+	defer b.Close()
+	logger.Info("serving MCP over stdio, bridged to the remote endpoint", "version", version.Version, "url", cfg.MCPURL)
+	if err := transport.ServeStdio(ctx, b.Server(), os.Stdin, os.Stdout, logger); err != nil {
+		logger.Error("stdio", "error", err.Error())
+		return 1
 	}
 	return 0
 }

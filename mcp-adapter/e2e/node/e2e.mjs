@@ -1,37 +1,25 @@
 // End-to-end check of the MCP adapter from outside Go: the official MCP
-// TypeScript SDK client starts the adapter binary over stdio, lists its
-// tools, calls each of them and reads a resource. The SDK validates every
+// TypeScript SDK client starts the adapter binary over stdio exactly as
+// Claude Desktop would from a claude_desktop_config.json, lists its tools,
+// calls each of them and reads a resource. The SDK validates every
 // structuredContent against the tool's outputSchema (for errors too) once
 // the tools have been listed, so a schema mismatch fails the call.
 //
-// Environment: ADAPTER_BIN (the mcp-adapter binary), BMCIS_API_KEY,
-// BMCIS_SERVICE_TOKEN, BMCIS_SEARCH_ADDR, BMCIS_VENDORGRAPH_ADDR,
-// BMCIS_AUTH_ADDR. Run by mcp-adapter/e2e (go test) against the real
-// services with the demo data; prints "N passed, M failed" last.
+// Environment: DESKTOP_CONFIG, the Desktop configuration JSON (as
+// deploy/local/desktop-config.sh prints it); its bmcis-knowledge server's
+// command and env are used unchanged (the SDK adds only HOME, PATH and the
+// like, as Desktop does). Run by mcp-adapter/e2e (go test) against the
+// real services with the demo data; prints "N passed, M failed" last.
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const need = (name) => {
-  const v = process.env[name];
-  if (!v) {
-    console.error(`${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-};
-
-const adapterEnv = {
-  PATH: process.env.PATH ?? "",
-  BMCIS_API_KEY: need("BMCIS_API_KEY"),
-  BMCIS_SERVICE_TOKEN: need("BMCIS_SERVICE_TOKEN"),
-  BMCIS_SEARCH_ADDR: need("BMCIS_SEARCH_ADDR"),
-  BMCIS_VENDORGRAPH_ADDR: need("BMCIS_VENDORGRAPH_ADDR"),
-  BMCIS_AUTH_ADDR: need("BMCIS_AUTH_ADDR"),
-  BMCIS_LOG_LEVEL: "warn",
-};
-const bin = need("ADAPTER_BIN");
+if (!process.env.DESKTOP_CONFIG) {
+  console.error("DESKTOP_CONFIG is not set");
+  process.exit(2);
+}
+const server = JSON.parse(process.env.DESKTOP_CONFIG).mcpServers["bmcis-knowledge"];
 
 let passed = 0;
 let failed = 0;
@@ -54,7 +42,7 @@ async function connect(elicit) {
   if (elicit) {
     client.setRequestHandler(ElicitRequestSchema, elicit);
   }
-  const transport = new StdioClientTransport({ command: bin, args: [], env: adapterEnv, stderr: "pipe" });
+  const transport = new StdioClientTransport({ command: server.command, args: server.args ?? [], env: server.env, stderr: "pipe" });
   let stderr = "";
   transport.stderr?.on("data", (d) => { stderr += d; });
   await client.connect(transport);

@@ -5,11 +5,13 @@ package config
 
 import (
 	"crypto/rand"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/origin"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
@@ -23,8 +25,22 @@ const (
 	TransportHTTP  = "http"
 )
 
+// Modes: direct talks gRPC to the services (operators, tests, and the
+// HTTP server itself); bridge forwards stdio to a remote MCP endpoint
+// (Claude Desktop), selected by setting BMCIS_MCP_URL.
+const (
+	ModeDirect = "direct"
+	ModeBridge = "bridge"
+)
+
 // Config is every setting of the adapter.
 type Config struct {
+	// Mode is ModeBridge when MCPURL is set, else ModeDirect.
+	Mode string
+	// MCPURL is the remote streamable-HTTP endpoint of bridge mode.
+	MCPURL string
+	// MCPTimeout bounds each request to MCPURL.
+	MCPTimeout time.Duration
 	// Transport is stdio (Claude Desktop launches the binary) or http
 	// (streamable HTTP).
 	Transport string
@@ -36,6 +52,11 @@ type Config struct {
 	// keep-alive connection's wait for the next one (http mode).
 	HTTPReadTimeout time.Duration
 	HTTPIdleTimeout time.Duration
+	// HTTPMaxConns caps open connections in http mode.
+	HTTPMaxConns int
+	// AllowedOrigins are the browser origins allowed in http mode besides
+	// the listener's own loopback origins; "*" allows all.
+	AllowedOrigins []string
 	// LogLevel is debug, info, warn or error; logs go to stderr.
 	LogLevel string
 
@@ -56,6 +77,9 @@ type Config struct {
 	SearchTimeout      time.Duration
 	VendorGraphTimeout time.Duration
 	AuthTimeout        time.Duration
+	// AllowCacheTTL is how long a key auth allowed may start its next
+	// calls' backend work while they are checked; 0 waits for every check.
+	AllowCacheTTL time.Duration
 
 	DefaultResponseMode projection.Mode
 	// DefaultFormat is the content format of answers that name none.
@@ -71,10 +95,14 @@ type Config struct {
 // Environment variable names.
 const (
 	EnvTransport           = "BMCIS_MCP_TRANSPORT"
+	EnvMCPURL              = "BMCIS_MCP_URL"
+	EnvMCPTimeout          = "BMCIS_MCP_TIMEOUT"
 	EnvHTTPAddr            = "BMCIS_MCP_HTTP_ADDR"
 	EnvHTTPMaxBody         = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
 	EnvHTTPReadTimeout     = "BMCIS_MCP_HTTP_READ_TIMEOUT"
 	EnvHTTPIdleTimeout     = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
+	EnvHTTPMaxConns        = "BMCIS_MCP_HTTP_MAX_CONNS"
+	EnvAllowedOrigins      = "BMCIS_MCP_ALLOWED_ORIGINS"
 	EnvLogLevel            = "BMCIS_LOG_LEVEL"
 	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
 	EnvVendorGraphAddr     = "BMCIS_VENDORGRAPH_ADDR"
@@ -85,6 +113,7 @@ const (
 	EnvSearchTimeout       = "BMCIS_SEARCH_TIMEOUT"
 	EnvVendorGraphTimeout  = "BMCIS_VENDORGRAPH_TIMEOUT"
 	EnvAuthTimeout         = "BMCIS_AUTH_TIMEOUT"
+	EnvAllowCacheTTL       = "BMCIS_AUTH_ALLOW_CACHE_TTL"
 	EnvDefaultResponseMode = "DEFAULT_RESPONSE_MODE"
 	EnvDefaultFormat       = "BMCIS_DEFAULT_FORMAT"
 	EnvMaxTokens           = "MAX_TOKENS_PER_RESPONSE"
@@ -112,21 +141,31 @@ var DefaultCategoryWeights = map[string]float64{
 
 // Load reads the configuration; env.Err() then holds every problem.
 func Load(env *config.Reader) Config {
+	mcpURL := strings.TrimSpace(env.String(EnvMCPURL, ""))
+	bridge := mcpURL != ""
 	c := Config{
-		Transport:          env.Enum(EnvTransport, TransportStdio, TransportStdio, TransportHTTP),
-		HTTPAddr:           env.Addr(EnvHTTPAddr, "127.0.0.1:8090"),
-		HTTPMaxBodyBytes:   env.Int(EnvHTTPMaxBody, 1<<20, 4<<10, 64<<20),
-		HTTPReadTimeout:    env.Duration(EnvHTTPReadTimeout, 30*time.Second, time.Second, 10*time.Minute),
-		HTTPIdleTimeout:    env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
-		LogLevel:           env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
-		SearchAddr:         env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
-		VendorGraphAddr:    env.Addr(EnvVendorGraphAddr, "127.0.0.1:50052"),
-		AuthAddr:           env.Addr(EnvAuthAddr, "127.0.0.1:50053"),
-		ServiceToken:       env.Secret(EnvServiceToken, true, 16),
+		Mode:             ModeDirect,
+		MCPURL:           mcpURL,
+		MCPTimeout:       env.Duration(EnvMCPTimeout, 30*time.Second, time.Second, 10*time.Minute),
+		Transport:        env.Enum(EnvTransport, TransportStdio, TransportStdio, TransportHTTP),
+		HTTPAddr:         env.Addr(EnvHTTPAddr, "127.0.0.1:8090"),
+		HTTPMaxBodyBytes: env.Int(EnvHTTPMaxBody, 1<<20, 4<<10, 64<<20),
+		HTTPReadTimeout:  env.Duration(EnvHTTPReadTimeout, 30*time.Second, time.Second, 10*time.Minute),
+		HTTPIdleTimeout:  env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
+		HTTPMaxConns:     env.Int(EnvHTTPMaxConns, 512, 1, 1_000_000),
+		AllowedOrigins:   env.List(EnvAllowedOrigins, nil),
+		LogLevel:         env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
+		SearchAddr:       env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
+		VendorGraphAddr:  env.Addr(EnvVendorGraphAddr, "127.0.0.1:50052"),
+		AuthAddr:         env.Addr(EnvAuthAddr, "127.0.0.1:50053"),
+		// The bridge holds no service credential: it reaches the product
+		// as a remote client does, with the user's key only.
+		ServiceToken:       env.Secret(EnvServiceToken, !bridge, 16),
 		APIKey:             env.String(EnvAPIKey, ""),
 		SearchTimeout:      env.Duration(EnvSearchTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
 		VendorGraphTimeout: env.Duration(EnvVendorGraphTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
 		AuthTimeout:        env.Duration(EnvAuthTimeout, 2*time.Second, 50*time.Millisecond, time.Minute),
+		AllowCacheTTL:      env.Duration(EnvAllowCacheTTL, 5*time.Second, 0, 30*time.Second),
 		Thresholds: warnings.Thresholds{
 			MaxTokens:     env.Int(EnvMaxTokens, warnings.Defaults.MaxTokens, 1000, 1_000_000),
 			WarnRatio:     env.Float(EnvWarnThreshold, warnings.Defaults.WarnRatio, 0.1, 1),
@@ -135,6 +174,19 @@ func Load(env *config.Reader) Config {
 		},
 		Desktop:        env.Bool(EnvDesktop, true),
 		ValidateOutput: env.Bool(EnvValidateOutput, false),
+	}
+	if bridge {
+		c.Mode = ModeBridge
+		u, err := url.Parse(mcpURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			env.Failf(EnvMCPURL, "must be the endpoint's http(s) URL, such as https://kb.example.com/mcp")
+		}
+		if c.Transport != TransportStdio {
+			env.Failf(EnvTransport, "must be stdio when %s is set (bridge mode)", EnvMCPURL)
+		}
+	}
+	if err := origin.Validate(c.AllowedOrigins); err != nil {
+		env.Failf(EnvAllowedOrigins, "%v", err)
 	}
 	mode := env.Enum(EnvDefaultResponseMode, string(projection.Metadata), projection.Names()...)
 	c.DefaultResponseMode = projection.Mode(mode)

@@ -36,6 +36,9 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 1<<20, c.HTTPMaxBodyBytes)
 	require.Equal(t, 30*time.Second, c.HTTPReadTimeout)
 	require.Equal(t, 120*time.Second, c.HTTPIdleTimeout)
+	require.Equal(t, 512, c.HTTPMaxConns)
+	require.Equal(t, 5*time.Second, c.AllowCacheTTL)
+	require.Empty(t, c.AllowedOrigins)
 }
 
 func TestValues(t *testing.T) {
@@ -55,6 +58,8 @@ func TestValues(t *testing.T) {
 		config.EnvHTTPMaxBody:         "65536",
 		config.EnvHTTPReadTimeout:     "5s",
 		config.EnvHTTPIdleTimeout:     "1m",
+		config.EnvHTTPMaxConns:        "64",
+		config.EnvAllowedOrigins:      "https://claude.example.com, http://localhost:3000",
 	})
 	c := config.Load(env)
 	require.NoError(t, env.Err())
@@ -72,6 +77,8 @@ func TestValues(t *testing.T) {
 	require.Equal(t, 65536, c.HTTPMaxBodyBytes)
 	require.Equal(t, 5*time.Second, c.HTTPReadTimeout)
 	require.Equal(t, time.Minute, c.HTTPIdleTimeout)
+	require.Equal(t, 64, c.HTTPMaxConns)
+	require.Equal(t, []string{"https://claude.example.com", "http://localhost:3000"}, c.AllowedOrigins)
 }
 
 func TestInvalidValuesNameTheVariable(t *testing.T) {
@@ -88,6 +95,9 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		config.EnvHTTPMaxBody:         {config.EnvServiceToken: token, config.EnvHTTPMaxBody: "1000000000"},
 		config.EnvHTTPReadTimeout:     {config.EnvServiceToken: token, config.EnvHTTPReadTimeout: "0s"},
 		config.EnvHTTPIdleTimeout:     {config.EnvServiceToken: token, config.EnvHTTPIdleTimeout: "forever"},
+		config.EnvHTTPMaxConns:        {config.EnvServiceToken: token, config.EnvHTTPMaxConns: "0"},
+		config.EnvAllowCacheTTL:       {config.EnvServiceToken: token, config.EnvAllowCacheTTL: "1h"},
+		config.EnvAllowedOrigins:      {config.EnvServiceToken: token, config.EnvAllowedOrigins: "claude.ai"},
 	}
 	for name, vars := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,3 +33,42 @@ func BenchmarkSemanticSearchMetadata(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAuthFirst is what authenticating before any backend work costs
+// a tool call against the real services (demo stack, in-process MCP
+// client): "check-then-call" waits for auth.Check before the backend call
+// (allow cache off); "allow-cache" lets a key allowed a moment ago run
+// both at once (the default). docs/BENCHMARKS.md records the figures.
+func BenchmarkAuthFirst(b *testing.B) {
+	calls := []struct {
+		name string
+		args map[string]any
+	}{
+		{tools.ToolSemanticSearch, map[string]any{"query": "incident severity levels", "page_size": 10}},
+		{tools.ToolFindVendorInfo, map[string]any{"vendor_name": "Globex"}},
+	}
+	for _, c := range calls {
+		for _, mode := range []string{"check-then-call", "allow-cache"} {
+			b.Run(c.name+"/"+mode, func(b *testing.B) {
+				var hopts []harnessOpt
+				if mode == "check-then-call" {
+					hopts = append(hopts, func(o *tools.Options) { o.AllowCache = nil })
+				}
+				h := newRealWithClient(b, nil, nil, hopts)
+				req := mcp.CallToolRequest{}
+				req.Params.Name = c.name
+				req.Params.Arguments = c.args
+				ctx := context.Background()
+				if _, err := h.cli.CallTool(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := h.cli.CallTool(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

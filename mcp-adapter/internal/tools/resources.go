@@ -61,7 +61,7 @@ func (s *Server) readChunk(ctx context.Context, req mcp.ReadResourceRequest) ([]
 	ctx, call := s.newCall(ctx, ToolGetChunks, p.format)
 	res := s.chunks(ctx, call, p, perr)
 	s.logDone(ctx, call, res)
-	return resourceContents(req.Params.URI, res), nil
+	return ResourceContents(req.Params.URI, res), nil
 }
 
 func (s *Server) readVendor(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
@@ -73,12 +73,12 @@ func (s *Server) readVendor(ctx context.Context, req mcp.ReadResourceRequest) ([
 	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
 	res := s.vendor(ctx, mcp.CallToolRequest{}, call, p, perr, false)
 	s.logDone(ctx, call, res)
-	return resourceContents(req.Params.URI, res), nil
+	return ResourceContents(req.Params.URI, res), nil
 }
 
-// resourceContents turns a format "both" answer into resource contents:
+// ResourceContents turns a format "both" answer into resource contents:
 // the markdown, then the envelope JSON.
-func resourceContents(uri string, res *mcp.CallToolResult) []mcp.ResourceContents {
+func ResourceContents(uri string, res *mcp.CallToolResult) []mcp.ResourceContents {
 	out := make([]mcp.ResourceContents, 0, 2)
 	mimes := []string{"text/markdown", "application/json"}
 	if len(res.Content) == 1 {

@@ -21,6 +21,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/stacktest"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
@@ -157,6 +158,7 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 		DefaultFormat:       cfg.DefaultFormat,
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
+		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
 	}
 	h := startHarness(t, o, clientOpts, opts...)
 	h.stack = s

@@ -7,7 +7,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -17,6 +16,7 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/version"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
@@ -57,6 +57,9 @@ type Options struct {
 	// Desktop enables the desktop signals (ENABLE_DESKTOP_ENHANCEMENTS).
 	Desktop bool
 	Signals signals.Config
+	// AllowCache remembers keys auth allowed a moment ago, whose calls may
+	// then start while they are checked; nil waits for every check.
+	AllowCache *allowcache.Cache
 	// ValidateOutput checks structured answers against the output schemas.
 	ValidateOutput bool
 	Logger         *slog.Logger
@@ -94,6 +97,17 @@ func New(opts Options) *server.MCPServer {
 	m.AddResourceTemplate(vendorTemplate(), s.readVendor)
 	return m
 }
+
+// Catalog is the server's tools and resource templates without their
+// handlers: the bridge (stdio to a remote endpoint) lists these and
+// forwards the calls.
+func Catalog() ([]mcp.Tool, []mcp.ResourceTemplate) {
+	return []mcp.Tool{searchTool(render.DefaultFormat), vendorTool(render.DefaultFormat), chunksTool(render.DefaultFormat)},
+		[]mcp.ResourceTemplate{chunkTemplate(), vendorTemplate()}
+}
+
+// Instructions are the server's instructions to the model.
+func Instructions() string { return instructions }
 
 func newServer(opts Options) *Server {
 	if opts.Logger == nil {
@@ -244,9 +258,10 @@ func (a authInfo) scoped(ctx context.Context) context.Context {
 	return backend.WithReadScope(ctx, a.scopes.GetCategories())
 }
 
-// guarded runs the auth check and, concurrently, the backend call (nil for
-// none). Nothing from the backend is used unless auth allowed the call; a
-// denial cancels the backend call.
+// guarded runs the auth check, then the backend call (nil for none): no
+// backend work starts for a key auth has not allowed. A key this replica
+// allowed for op a moment ago (Options.AllowCache) may start its call while
+// the check runs; a denial still cancels it and nothing from it is used.
 func guarded[T any](ctx context.Context, s *Server, op string, call func(context.Context) (T, error)) (T, authInfo, *apierr.Error, error) {
 	var zero T
 	key := s.opts.Key(ctx)
@@ -260,13 +275,8 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		err error
 	}
 	ch := make(chan result, 1)
-	// A key that cannot be a BMCIS key is certain to be refused: check it
-	// first, so garbage keys cost the backends nothing.
-	early := call != nil && wellFormedKey(key)
-	switch {
-	case call == nil:
-		ch <- result{}
-	case early:
+	early := call != nil && s.opts.AllowCache.Take(key, op)
+	if early {
 		go func() {
 			v, err := call(bctx)
 			ch <- result{v, err}
@@ -275,6 +285,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	resp, err := s.clients.Check(ctx, key, op)
 	if err != nil {
 		cancel()
+		s.opts.AllowCache.Forget(key, op)
 		e := apierr.FromBackend(apierr.Auth, err)
 		if e.Code != apierr.ServiceUnavailable {
 			e = apierr.NewServiceUnavailable("auth", "the key could not be checked", true)
@@ -283,6 +294,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	}
 	if !resp.GetAllowed() {
 		cancel()
+		s.opts.AllowCache.Forget(key, op)
 		return zero, authInfo{}, s.denial(resp, op), nil
 	}
 	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scopes: resp.GetScopes()}
@@ -290,36 +302,39 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		// The auth service refuses this already; an answer remembered for
 		// another tool must not let it through.
 		cancel()
+		s.opts.AllowCache.Forget(key, op)
 		return zero, authInfo{}, apierr.NewToolNotAllowed(op, tools), nil
 	}
-	if call != nil && (!early || len(info.scopes.GetCategories()) > 0) {
-		// An early call ran without the key's category scope: its answer
-		// is dropped and the call made again inside the scope.
-		cancel()
-		v, err := call(info.scoped(ctx))
-		return v, info, nil, err
+	scoped := len(info.scopes.GetCategories()) > 0
+	if resp.GetLimiterDegraded() || scoped {
+		// Units unknown, or an early start would run outside the key's
+		// category scope: such keys always wait for their check.
+		s.opts.AllowCache.Forget(key, op)
+	} else {
+		s.opts.AllowCache.Allowed(key, op, leastRemaining(resp.GetRemaining()))
 	}
-	r := <-ch
-	return r.v, info, nil, r.err
+	switch {
+	case call == nil:
+		return zero, info, nil, nil
+	case early && !scoped:
+		r := <-ch
+		return r.v, info, nil, r.err
+	}
+	cancel() // an early call made outside the scope is dropped
+	v, err := call(info.scoped(ctx))
+	return v, info, nil, err
 }
 
-// wellFormedKey reports whether key has the shape of a BMCIS API key,
-// bmcis_<key id>_<secret> in lowercase letters and digits (docs/AUTH.md).
-func wellFormedKey(key string) bool {
-	rest, ok := strings.CutPrefix(key, "bmcis_")
-	if !ok {
-		return false
-	}
-	id, secret, ok := strings.Cut(rest, "_")
-	if !ok || len(id) < 8 || len(secret) < 16 {
-		return false
-	}
-	for _, r := range id + secret {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
-			return false
+// leastRemaining is the fewest units left in any tier: how many calls the
+// allow cache may start early before the next check says otherwise.
+func leastRemaining(r *authv1.RateLimits) int64 {
+	least := int64(-1)
+	for _, t := range r.GetTiers() {
+		if least < 0 || t.GetValue() < least {
+			least = t.GetValue()
 		}
 	}
-	return true
+	return max(least, 0)
 }
 
 func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/net/netutil"
 
+	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/version"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
@@ -85,7 +87,7 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		}),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", limitBody(mcpHTTP, maxBody))
+	mux.Handle("/mcp", postOnly(limitBody(mcpHTTP, maxBody)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": HealthName, "version": version.Version})
 	})
@@ -100,6 +102,44 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		writeJSON(w, code, map[string]any{"status": state, "backends": backends})
 	})
 	return mux
+}
+
+// postOnly answers anything but POST on /mcp with 405 at once. The server
+// is stateless: a GET event stream could carry nothing (no session has
+// anything to push), yet mcp-go would hold it open for ever, one socket
+// and goroutine per request, for anyone, without a key. DELETE has no
+// session to end.
+func postOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]any{
+				"jsonrpc": "2.0",
+				"id":      nil,
+				"error":   map[string]any{"code": -32600, "message": r.Method + " is not allowed on /mcp: this server is stateless, send requests with POST"},
+			})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// CheckOrigin refuses a request whose Origin header the policy does not
+// allow with 403, on every path of the listener, before any work; a
+// request without Origin (not from a browser) passes. The MCP
+// streamable-HTTP transport requires this against DNS rebinding.
+func CheckOrigin(p origin.Policy, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); !p.AllowsRequest(r) {
+			writeJSON(w, http.StatusForbidden, map[string]any{
+				"jsonrpc": "2.0",
+				"id":      nil,
+				"error":   map[string]any{"code": -32600, "message": "origin " + o + " is not allowed"},
+			})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // limitBody caps request bodies at max bytes (http.MaxBytesReader). A POST
@@ -146,26 +186,42 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ServerTimeouts bound how long the HTTP server waits on a client.
-type ServerTimeouts struct {
+// ServerLimits bound how long the HTTP server waits on a client and how
+// many clients it holds.
+type ServerLimits struct {
 	// Read is the most time reading a whole request, body included.
 	Read time.Duration
 	// Idle is how long a keep-alive connection waits for the next request.
 	Idle time.Duration
+	// MaxConns caps open connections; further ones wait in the listen
+	// backlog until one closes. Zero means DefaultMaxConns.
+	MaxConns int
 }
+
+// DefaultMaxConns is the default cap on open connections.
+const DefaultMaxConns = 512
 
 // ServeHTTP listens on addr until ctx ends, then shuts down gracefully.
 // Zero timeouts take 30 s (read) and 120 s (idle). There is no write
 // timeout: a tool call's answer may stream for as long as its backends take.
-func ServeHTTP(ctx context.Context, addr string, h http.Handler, to ServerTimeouts, logger *slog.Logger) error {
+func ServeHTTP(ctx context.Context, addr string, h http.Handler, to ServerLimits, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, ln, newServer(h, to), logger)
+	return serve(ctx, LimitListener(ln, to.MaxConns), newServer(h, to), logger)
 }
 
-func newServer(h http.Handler, to ServerTimeouts) *http.Server {
+// LimitListener caps the connections open at once on ln (n <= 0:
+// DefaultMaxConns).
+func LimitListener(ln net.Listener, n int) net.Listener {
+	if n <= 0 {
+		n = DefaultMaxConns
+	}
+	return netutil.LimitListener(ln, n)
+}
+
+func newServer(h http.Handler, to ServerLimits) *http.Server {
 	if to.Read <= 0 {
 		to.Read = 30 * time.Second
 	}

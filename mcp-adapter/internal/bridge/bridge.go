@@ -1,0 +1,285 @@
+// Package bridge is the adapter's bridge mode: an MCP server on stdio for
+// Claude Desktop whose calls go, with the user's own API key, to the
+// deployed streamable-HTTP endpoint, the way any remote client reaches the
+// product. The machine running it holds no service credential and no
+// backend address.
+//
+// initialize, tools/list and resources/templates/list are answered from
+// the catalogue compiled into the binary, so the server starts and lists
+// its tools even when the endpoint is down. tools/call and resources/read
+// are forwarded (mcp-go's streamable-HTTP client, which negotiates the
+// stateless protocol when the endpoint speaks it); when the endpoint cannot
+// be reached, times out or refuses the connection, the answer is the usual
+// SERVICE_UNAVAILABLE envelope, never a dead server. A question the
+// endpoint asks mid-call (elicitation, as a multi round-trip request) is
+// put to the Desktop user when the Desktop declared elicitation.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	mcptransport "github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/version"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+// Service names the endpoint in SERVICE_UNAVAILABLE answers.
+const Service = "BMCIS MCP endpoint"
+
+// Options configure the bridge.
+type Options struct {
+	// URL is the remote streamable-HTTP endpoint, e.g. https://kb.example.com/mcp.
+	URL string
+	// APIKey is the user's key, sent as X-API-Key on every request; when
+	// empty, calls answer AUTH_REQUIRED with KeyHint without reaching the
+	// endpoint.
+	APIKey  string
+	KeyHint string
+	// Timeout bounds each HTTP request to the endpoint.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Bridge forwards an MCP session to the remote endpoint.
+type Bridge struct {
+	opts Options
+	log  *slog.Logger
+	resp *respond.Responder
+
+	mu sync.Mutex
+	// Two remote clients, connected on first use: one declares
+	// elicitation (for a Desktop that did), one does not, so the endpoint
+	// never asks a question the Desktop cannot put to the user.
+	plain, eliciting *client.Client
+}
+
+// New returns the bridge; Server is its stdio-facing MCP server.
+func New(opts Options) *Bridge {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	return &Bridge{opts: opts, log: opts.Logger, resp: &respond.Responder{Thresholds: warnings.Defaults}}
+}
+
+// Server builds the MCP server the Desktop talks to.
+func (b *Bridge) Server() *server.MCPServer {
+	m := server.NewMCPServer(tools.ServerName, version.Version,
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithElicitation(),
+		server.WithRecovery(),
+		server.WithInstructions(tools.Instructions()),
+	)
+	ts, templates := tools.Catalog()
+	for _, t := range ts {
+		m.AddTool(t, b.callTool)
+	}
+	for _, t := range templates {
+		m.AddResourceTemplate(t, b.readResource)
+	}
+	return m
+}
+
+// Close ends the remote clients.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range []*client.Client{b.plain, b.eliciting} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	b.plain, b.eliciting = nil, nil
+}
+
+// client returns a connected remote client, connecting it first when
+// needed; a failed connection is retried on the next call.
+func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slot := &b.plain
+	if elicit {
+		slot = &b.eliciting
+	}
+	if *slot != nil {
+		return *slot, nil
+	}
+	trans, err := mcptransport.NewStreamableHTTP(b.opts.URL,
+		mcptransport.WithHTTPHeaders(map[string]string{"X-API-Key": b.opts.APIKey}),
+		mcptransport.WithHTTPTimeout(b.opts.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: %w", b.opts.URL, err)
+	}
+	var copts []client.ClientOption
+	if elicit {
+		copts = append(copts, client.WithElicitationHandler(desktopElicitation{}))
+	}
+	c := client.NewClient(trans, copts...)
+	ictx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	if err := c.Start(ictx); err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: tools.ServerName + "-bridge", Version: version.Version}
+	if _, err := c.Initialize(ictx, init); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	b.log.Info("connected to the MCP endpoint", "url", b.opts.URL, "protocol", c.ProtocolVersion())
+	*slot = c
+	return c, nil
+}
+
+// drop forgets a client after a transport failure, so the next call
+// connects afresh.
+func (b *Bridge) drop(c *client.Client) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, slot := range []**client.Client{&b.plain, &b.eliciting} {
+		if *slot == c {
+			_ = c.Close()
+			*slot = nil
+		}
+	}
+}
+
+// desktopElicitation puts the endpoint's question to the Desktop user
+// through the stdio session of the call being forwarded.
+type desktopElicitation struct{}
+
+func (desktopElicitation) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}, nil
+	}
+	res, err := srv.RequestElicitation(ctx, req)
+	if err != nil || res == nil {
+		// The Desktop could not be asked: the endpoint answers as it does
+		// for a declined question (the needs_input envelope).
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}, nil
+	}
+	return res, nil
+}
+
+// desktopElicits reports whether the Desktop declared elicitation.
+func desktopElicits(ctx context.Context) bool {
+	s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
+	return ok && s.GetClientCapabilities().Elicitation != nil
+}
+
+func (b *Bridge) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if b.opts.APIKey == "" {
+		return b.failure(req.Params.Name, formatOf(req), apierr.NewAuthRequired(b.opts.KeyHint)), nil
+	}
+	c, err := b.client(ctx, desktopElicits(ctx))
+	if err != nil {
+		return b.unavailable(ctx, req.Params.Name, formatOf(req), err), nil
+	}
+	fwd := mcp.CallToolRequest{}
+	fwd.Params.Name = req.Params.Name
+	fwd.Params.Arguments = req.Params.Arguments
+	res, err := c.CallTool(ctx, fwd)
+	if err != nil {
+		if rpcErr(err) {
+			return nil, err // the endpoint's own answer to a bad request
+		}
+		b.drop(c)
+		return b.unavailable(ctx, req.Params.Name, formatOf(req), err), nil
+	}
+	return res, nil
+}
+
+func (b *Bridge) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	// The resources answer like their tools, format "both".
+	tool := tools.ToolGetChunks
+	if strings.HasPrefix(req.Params.URI, "kb://vendors/") {
+		tool = tools.ToolFindVendorInfo
+	}
+	if b.opts.APIKey == "" {
+		return tools.ResourceContents(req.Params.URI, b.failure(tool, render.Both, apierr.NewAuthRequired(b.opts.KeyHint))), nil
+	}
+	c, err := b.client(ctx, false)
+	if err == nil {
+		fwd := mcp.ReadResourceRequest{}
+		fwd.Params.URI = req.Params.URI
+		var res *mcp.ReadResourceResult
+		if res, err = c.ReadResource(ctx, fwd); err == nil {
+			return res.Contents, nil
+		}
+		if rpcErr(err) {
+			return nil, err
+		}
+		b.drop(c)
+	}
+	return tools.ResourceContents(req.Params.URI, b.unavailable(ctx, tool, render.Both, err)), nil
+}
+
+// rpcErr reports whether err is a JSON-RPC error the endpoint answered
+// (the request reached it and was refused as such), as opposed to a
+// transport failure, a timeout or an HTTP error without a JSON-RPC body.
+func rpcErr(err error) bool {
+	var te *mcptransport.Error
+	return !errors.As(err, &te) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// unavailable is the SERVICE_UNAVAILABLE answer for a call the endpoint
+// did not answer. The cause goes to the log (stderr), a plain reason to
+// the user.
+func (b *Bridge) unavailable(ctx context.Context, tool string, format render.Format, cause error) *mcp.CallToolResult {
+	why, retryable := "it could not be reached; check BMCIS_MCP_URL and the network", true
+	var authErr *mcptransport.AuthorizationRequiredError
+	var netErr net.Error
+	switch {
+	case errors.Is(cause, context.Canceled):
+		why = "the call was cancelled"
+	case errors.Is(cause, context.DeadlineExceeded), errors.As(cause, &netErr) && netErr.Timeout():
+		why = "it did not answer in time"
+	case errors.As(cause, &authErr), errors.Is(cause, mcptransport.ErrUnauthorized):
+		why, retryable = "it refused the connection (HTTP 401); check BMCIS_MCP_URL", false
+	case errors.As(cause, &netErr):
+	default:
+		why = "it answered with an error"
+	}
+	res := b.failure(tool, format, apierr.NewServiceUnavailable(Service, why, retryable))
+	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "error", cause.Error())
+	return res
+}
+
+// failure is an error envelope answered by the bridge itself.
+func (b *Bridge) failure(tool string, format render.Format, e *apierr.Error) *mcp.CallToolResult {
+	call := &respond.Call{Operation: tool, RequestID: logging.NewRequestID(), Started: time.Now(), Format: format, View: render.View{Tool: tool}}
+	return b.resp.Failure(call, e)
+}
+
+// formatOf is the call's format argument (the default format when absent
+// or invalid).
+func formatOf(req mcp.CallToolRequest) render.Format {
+	s, _ := req.GetArguments()["format"].(string)
+	f, ok := render.ParseFormat(s, render.DefaultFormat)
+	if !ok {
+		return render.DefaultFormat
+	}
+	return f
+}

@@ -1,0 +1,162 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/bridge"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/testfake"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// endpoint is the adapter's streamable-HTTP server over stand-in backends.
+func endpoint(t *testing.T) string {
+	env := testfake.Start(t)
+	codec, err := cursor.New([]byte("0123456789abcdef0123"))
+	require.NoError(t, err)
+	m := tools.New(tools.Options{
+		Clients: env.Clients, Key: tools.APIKeyFromContext, KeyHint: transport.HTTPKeyHint,
+		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true, Logger: quiet,
+	})
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, quiet, 0))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// desktop connects an MCP client to the bridge's server, as Claude Desktop
+// does over stdio.
+func desktop(t *testing.T, o bridge.Options) *client.Client {
+	o.Logger = quiet
+	if o.KeyHint == "" {
+		o.KeyHint = transport.StdioKeyHint
+	}
+	b := bridge.New(o)
+	t.Cleanup(b.Close)
+	c, err := client.NewInProcessClient(b.Server())
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "desktop", Version: "1"}
+	_, err = c.Initialize(ctx, init)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func callTool(t *testing.T, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	require.NoError(t, err)
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var env map[string]any
+	require.NoError(t, json.Unmarshal(b, &env))
+	return res, env
+}
+
+func errCode(env map[string]any) string {
+	e, _ := env["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func TestForwardsToTheEndpoint(t *testing.T) {
+	c := desktop(t, bridge.Options{URL: endpoint(t), APIKey: testfake.KeyGood})
+	ctx := context.Background()
+	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.Tools, 3)
+
+	res, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "incident", "page_size": 3, "response_mode": "ids_only"})
+	require.False(t, res.IsError)
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	require.Len(t, env["results"], 3)
+	require.NotNil(t, res.StructuredContent, "structuredContent crosses the bridge")
+	cur := env["pagination"].(map[string]any)["cursor"].(string)
+	_, env = callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "incident", "cursor": cur})
+	require.Equal(t, 4.0, env["results"].([]any)[0].(map[string]any)["rank"])
+
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = "kb://chunks/1001"
+	read, err := c.ReadResource(ctx, rr)
+	require.NoError(t, err)
+	require.Len(t, read.Contents, 2)
+
+	// The endpoint's own denials come back unchanged.
+	c2 := desktop(t, bridge.Options{URL: endpoint(t), APIKey: "bmcis_wrong_key"})
+	_, env = callTool(t, c2, tools.ToolGetChunks, map[string]any{"chunk_ids": []any{1001}})
+	require.Equal(t, "AUTH_INVALID", errCode(env))
+}
+
+func TestFailuresAreEnvelopes(t *testing.T) {
+	dead := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		require.NoError(t, l.Close())
+		return "http://" + addr + "/mcp"
+	}()
+	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "upstream down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(unavailable.Close)
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hang); slow.Close() })
+
+	cases := []struct {
+		name, url, key, code, message string
+	}{
+		{"unreachable", dead, testfake.KeyGood, "SERVICE_UNAVAILABLE", "could not be reached"},
+		{"HTTP 503", unavailable.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "answered with an error"},
+		{"timeout", slow.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "did not answer in time"},
+		{"no key", dead, "", "AUTH_REQUIRED", "API key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := desktop(t, bridge.Options{URL: tc.url, APIKey: tc.key, Timeout: time.Second})
+			for _, tool := range []string{tools.ToolSemanticSearch, tools.ToolGetChunks} {
+				res, env := callTool(t, c, tool, map[string]any{"query": "backups", "chunk_ids": []any{1}, "format": "markdown"})
+				require.True(t, res.IsError)
+				require.Equal(t, tc.code, errCode(env), "%v", env)
+				require.Contains(t, env["error"].(map[string]any)["message"], tc.message)
+				require.Equal(t, tool, env["_metadata"].(map[string]any)["operation"])
+				require.Len(t, res.Content, 1, "format markdown: one text block")
+			}
+			rr := mcp.ReadResourceRequest{}
+			rr.Params.URI = "kb://vendors/Acme"
+			read, err := c.ReadResource(context.Background(), rr)
+			require.NoError(t, err, "a resource read is answered too")
+			var env map[string]any
+			require.NoError(t, json.Unmarshal([]byte(read.Contents[len(read.Contents)-1].(mcp.TextResourceContents).Text), &env))
+			require.Equal(t, tc.code, errCode(env))
+		})
+	}
+}
