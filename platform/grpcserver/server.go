@@ -29,6 +29,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/version"
 )
@@ -140,7 +141,16 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		// Browsers' pages (DNS rebinding included) may not read it either.
+		policy := origin.New(ml.Addr().String())
+		checked := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !policy.AllowsRequest(r) {
+				http.Error(w, "origin not allowed", http.StatusForbidden)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+		metricsSrv = &http.Server{Handler: checked, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("metrics server stopped", "error", err.Error())
