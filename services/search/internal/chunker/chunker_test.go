@@ -5,8 +5,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/cl100k"
 )
+
+func mustTok(t testing.TB) *cl100k.Tokenizer {
+	t.Helper()
+	tok, err := cl100k.Load()
+	require.NoError(t, err)
+	return tok
+}
+
+// referenceEncoder is tiktoken-go itself, the reference for token counts.
+func referenceEncoder(t testing.TB) *tiktoken.Tiktoken {
+	t.Helper()
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+	enc, err := tiktoken.GetEncoding("cl100k_base")
+	require.NoError(t, err)
+	return enc
+}
 
 func newTestChunker(t testing.TB, opts Options) *Chunker {
 	t.Helper()

@@ -1,4 +1,9 @@
-package chunker
+// Package cl100k counts and encodes cl100k_base tokens, the encoding the
+// chunker sizes chunks with and the MCP adapter prices answers with. It is
+// the one tokenizer of the project: both agree on a chunk's token count
+// because they run this code. It depends only on the embedded merge table
+// (tiktoken-go-loader), so the adapter stays light.
+package cl100k
 
 import (
 	"fmt"
@@ -19,7 +24,7 @@ import (
 // regexp2 over []rune conversions, and measured ~0.7M tokens/s on SciFact,
 // i.e. the chunker would spend most of ingestion there. This hand-written
 // pre-tokenizer plus a piece cache is several times faster (see benchmarks).
-// The merge ranks still come from tiktoken-go-loader's embedded (offline)
+// The merge ranks come from tiktoken-go-loader's embedded (offline)
 // cl100k_base file, so nothing is fetched at run time.
 //
 // A Tokenizer is safe for concurrent use.
@@ -29,24 +34,31 @@ type Tokenizer struct {
 }
 
 var (
-	cl100kOnce sync.Once
-	cl100k     *Tokenizer
-	cl100kErr  error
+	loadOnce sync.Once
+	shared   *Tokenizer
+	loadErr  error
 )
 
-// CL100K returns the shared cl100k_base tokenizer, loading the embedded
-// merge table on first use (~100 ms).
-func CL100K() (*Tokenizer, error) {
-	cl100kOnce.Do(func() {
+// Load returns the shared tokenizer, parsing the embedded merge table on
+// first use (~100 ms).
+func Load() (*Tokenizer, error) {
+	loadOnce.Do(func() {
 		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe("cl100k_base.tiktoken")
 		if err != nil {
-			cl100kErr = fmt.Errorf("load cl100k_base ranks: %w", err)
+			loadErr = fmt.Errorf("load cl100k_base ranks: %w", err)
 			return
 		}
-		cl100k = &Tokenizer{ranks: ranks}
-		cl100k.cache.init()
+		shared = &Tokenizer{ranks: ranks}
+		shared.cache.init()
 	})
-	return cl100k, cl100kErr
+	return shared, loadErr
+}
+
+// IsToken reports whether piece is one entry of the vocabulary; the
+// adapter's estimator prices such a piece as one token.
+func (t *Tokenizer) IsToken(piece []byte) bool {
+	_, ok := t.ranks[string(piece)]
+	return ok
 }
 
 // Count returns the number of cl100k tokens of text.
