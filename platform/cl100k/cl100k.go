@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/bmcis/knowledge/platform/memo"
 )
 
 // Tokenizer is a cl100k_base byte-pair encoder. It produces exactly the
@@ -30,7 +32,9 @@ import (
 // A Tokenizer is safe for concurrent use.
 type Tokenizer struct {
 	ranks map[string]int
-	cache pieceCache
+	// cache holds token counts of pieces that are not single tokens (long
+	// or rare words).
+	cache *memo.Table[int]
 }
 
 var (
@@ -48,8 +52,7 @@ func Load() (*Tokenizer, error) {
 			loadErr = fmt.Errorf("load cl100k_base ranks: %w", err)
 			return
 		}
-		shared = &Tokenizer{ranks: ranks}
-		shared.cache.init()
+		shared = &Tokenizer{ranks: ranks, cache: memo.New[int](1 << 13)}
 	})
 	return shared, loadErr
 }
@@ -102,11 +105,11 @@ func (t *Tokenizer) pieceTokens(p string) int {
 	if _, ok := t.ranks[p]; ok {
 		return 1
 	}
-	if n, ok := t.cache.get(p); ok {
+	if n, ok := t.cache.Get(p); ok {
 		return n
 	}
 	n := len(bytePairEncode([]byte(p), t.ranks))
-	t.cache.put(p, n)
+	t.cache.Put(p, n)
 	return n
 }
 
@@ -355,50 +358,4 @@ func bytePairEncode(piece []byte, ranks map[string]int) []int {
 		out[i] = ranks[string(piece[parts[i].start:parts[i+1].start])]
 	}
 	return out
-}
-
-// pieceCache memoizes token counts of pieces that are not single tokens
-// (long or rare words). Bounded and sharded like the analyzer's stem cache.
-type pieceCache struct {
-	shards [16]pieceShard
-}
-
-type pieceShard struct {
-	mu sync.RWMutex
-	m  map[string]int
-}
-
-const pieceShardCap = 1 << 14
-
-func (c *pieceCache) init() {
-	for i := range c.shards {
-		c.shards[i].m = make(map[string]int, 256)
-	}
-}
-
-func pieceShardOf(s string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return int(h & 15)
-}
-
-func (c *pieceCache) get(p string) (int, bool) {
-	s := &c.shards[pieceShardOf(p)]
-	s.mu.RLock()
-	n, ok := s.m[p]
-	s.mu.RUnlock()
-	return n, ok
-}
-
-func (c *pieceCache) put(p string, n int) {
-	s := &c.shards[pieceShardOf(p)]
-	s.mu.Lock()
-	if len(s.m) >= pieceShardCap {
-		s.m = make(map[string]int, 256)
-	}
-	s.m[strings.Clone(p)] = n
-	s.mu.Unlock()
 }
