@@ -70,19 +70,31 @@ type Metrics struct {
 	Cache *prometheus.CounterVec
 }
 
+// Vectors is the database side of ranking (store.Store).
+type Vectors interface {
+	VectorSearch(ctx context.Context, q store.VectorQuery) ([]store.VectorHit, error)
+	Embeddings(ctx context.Context, ids []int64) (map[int64][]float32, error)
+}
+
+// QueryEmbedder embeds queries with the active model (embedding.Manager).
+type QueryEmbedder interface {
+	EmbedQuery(ctx context.Context, q string) ([]float32, *embedding.Active, error)
+	Current() *embedding.Active
+}
+
 // Engine is safe for concurrent use.
 type Engine struct {
 	cfg   Config
 	ix    *index.Index
-	st    *store.Store
-	emb   *embedding.Manager
+	st    Vectors
+	emb   QueryEmbedder
 	cache *lrucache.Cache[string, *Ranked]
 	m     Metrics
 }
 
-// New returns an engine over a replica's index, the store (vectors) and the
-// embedding manager (query embeddings).
-func New(cfg Config, ix *index.Index, st *store.Store, emb *embedding.Manager, m Metrics) *Engine {
+// New returns an engine over a replica's index, the stored vectors and the
+// query embedder.
+func New(cfg Config, ix *index.Index, st Vectors, emb QueryEmbedder, m Metrics) *Engine {
 	return &Engine{cfg: cfg, ix: ix, st: st, emb: emb, m: m,
 		cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
 }

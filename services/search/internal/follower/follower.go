@@ -14,16 +14,27 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
+// Feed is the change feed in the database (store.Store).
+type Feed interface {
+	ChangesSince(ctx context.Context, since int64, onChunk func(store.Chunk) error) (*store.Changes, error)
+	Listen(ctx context.Context, log *slog.Logger, notify func(), connected func(bool))
+}
+
+// Models loads the active embedding model (embedding.Manager).
+type Models interface {
+	Sync(ctx context.Context, activeRow int64) (bool, error)
+	Describe() (provider, model string, dims int)
+}
+
 // Config is a follower's wiring.
 type Config struct {
 	Index     *index.Index
-	Store     *store.Store
-	Embedding *embedding.Manager
+	Store     Feed
+	Embedding Models
 	Log       *slog.Logger
 	// PollInterval is the change-feed poll period.
 	PollInterval time.Duration

@@ -38,10 +38,23 @@ type Server struct {
 	ix     *index.Index
 	emb    *embedding.Manager
 	ck     *chunker.Chunker
-	engine *engine.Engine
-	feed   *follower.Follower
+	engine ranker
+	feed   replicaFeed
 	sweeps *embedding.Scheduler
 	m      *metrics
+}
+
+// ranker is what the gRPC layer asks of the engine.
+type ranker interface {
+	Search(ctx context.Context, q engine.Query) (rk *engine.Ranked, cacheHit bool, dbTime time.Duration, err error)
+}
+
+// replicaFeed is what the gRPC layer asks of the change-feed follower.
+type replicaFeed interface {
+	Run(ctx context.Context)
+	Sync(ctx context.Context) (bool, error)
+	WaitApplied(ctx context.Context, gen int64) error
+	Listening() bool
 }
 
 // Open checks that stored vectors fit the configured embedder (refusing to
@@ -66,12 +79,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	}
 	cfg.EfSearch = max(cfg.EfSearch, cfg.Candidates)
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, ix: index.New(an, bm25.DefaultParams())}
-	s.m = newMetrics(reg, func() float64 { return float64(s.engine.CachedLists()) })
-	s.engine = engine.New(cfg.engine(), s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache})
+	var eng *engine.Engine
+	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
+	eng = engine.New(cfg.engine(), s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache})
+	s.engine = eng
 	s.feed = follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,
 		PollInterval: cfg.PollInterval, Applied: s.m.feedApplied,
 		Changed: func(st index.Stats) {
-			s.engine.Invalidate()
+			eng.Invalidate()
 			s.m.setIndex(st)
 		}})
 	s.sweeps = embedding.NewScheduler(emb, cfg.SweepInterval, cfg.DBTimeout, s.m.embedded, func(ctx context.Context) error {
