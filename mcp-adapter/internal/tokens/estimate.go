@@ -4,6 +4,8 @@ import (
 	"math"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/bmcis/knowledge/platform/cl100k"
 )
 
 // The estimator mimics the two stages of cl100k_base in one streaming pass.
@@ -273,11 +275,11 @@ func inVocabulary(piece []byte) bool {
 	if len(piece) == 1 {
 		return true // every byte is a token
 	}
-	if _, err := encoder(); err != nil || vocab == nil {
+	tok, err := cl100k.Load()
+	if err != nil {
 		return false
 	}
-	_, ok := vocab[string(piece)]
-	return ok
+	return tok.IsToken(piece)
 }
 
 // EstimateText approximates Count(text) without running the encoder.

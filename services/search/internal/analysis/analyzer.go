@@ -8,11 +8,12 @@ package analysis
 
 import (
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/kljensen/snowball/english"
+
+	"github.com/bmcis/knowledge/platform/memo"
 )
 
 // StopList selects the English stop-word list.
@@ -47,12 +48,12 @@ type Options struct {
 type Analyzer struct {
 	opts  Options
 	stop  map[string]struct{}
-	cache stemCache
+	cache *memo.Table[string] // word -> term
 }
 
 // New returns an English analyzer with the given options.
 func New(opts Options) *Analyzer {
-	a := &Analyzer{opts: opts, stop: map[string]struct{}{}}
+	a := &Analyzer{opts: opts, stop: map[string]struct{}{}, cache: memo.New[string](1 << 14)}
 	var list []string
 	switch opts.Stop {
 	case StopLucene:
@@ -63,7 +64,6 @@ func New(opts Options) *Analyzer {
 	for _, w := range list {
 		a.stop[w] = struct{}{}
 	}
-	a.cache.init()
 	return a
 }
 
@@ -316,7 +316,7 @@ func (a *Analyzer) finish(lower []byte) (string, bool) {
 	if a.opts.MinLength > 0 && utf8.RuneCount(lower) < a.opts.MinLength {
 		return "", false
 	}
-	if t, ok := a.cache.get(lower); ok {
+	if t, ok := a.cache.GetBytes(lower); ok {
 		return t, true
 	}
 	w := string(lower)
@@ -324,7 +324,7 @@ func (a *Analyzer) finish(lower []byte) (string, bool) {
 	if !a.opts.NoStem && !isNumeric(lower) {
 		t = english.Stem(w, true)
 	}
-	a.cache.put(w, t)
+	a.cache.Put(w, t)
 	return t, true
 }
 
@@ -335,52 +335,4 @@ func isNumeric(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// stemCache memoizes word -> term. Vocabularies are Zipfian, so a bounded
-// cache answers almost every lookup; shards cut lock contention when many
-// goroutines analyze at once. A full shard is simply reset, which is cheaper
-// than LRU bookkeeping and good enough for a Zipfian stream.
-type stemCache struct {
-	shards [32]stemShard
-}
-
-type stemShard struct {
-	mu sync.RWMutex
-	m  map[string]string
-}
-
-const stemShardCap = 1 << 14
-
-func (c *stemCache) init() {
-	for i := range c.shards {
-		c.shards[i].m = make(map[string]string, 256)
-	}
-}
-
-func shardOf(b []byte) int {
-	h := uint32(2166136261)
-	for _, c := range b {
-		h ^= uint32(c)
-		h *= 16777619
-	}
-	return int(h & 31)
-}
-
-func (c *stemCache) get(b []byte) (string, bool) {
-	s := &c.shards[shardOf(b)]
-	s.mu.RLock()
-	t, ok := s.m[string(b)]
-	s.mu.RUnlock()
-	return t, ok
-}
-
-func (c *stemCache) put(w, t string) {
-	s := &c.shards[shardOf([]byte(w))]
-	s.mu.Lock()
-	if len(s.m) >= stemShardCap {
-		s.m = make(map[string]string, 256)
-	}
-	s.m[w] = t
-	s.mu.Unlock()
 }

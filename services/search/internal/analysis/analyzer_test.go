@@ -102,22 +102,6 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 }
 
-func TestStemCacheBounded(t *testing.T) {
-	a := NewEnglish()
-	var sb strings.Builder
-	for i := 0; i < 40*stemShardCap; i++ {
-		sb.WriteString("w")
-		for n := i; n > 0; n /= 26 {
-			sb.WriteByte(byte('a' + n%26))
-		}
-		sb.WriteByte(' ')
-	}
-	a.Terms(sb.String())
-	for i := range a.cache.shards {
-		require.LessOrEqual(t, len(a.cache.shards[i].m), stemShardCap)
-	}
-}
-
 var benchText = strings.Repeat("Alterations of the architecture of cerebral white matter in the developing human brain can affect cortical development and result in functional disabilities. A line scan diffusion-weighted magnetic resonance imaging (MRI) sequence with diffusion tensor analysis was applied to measure the apparent diffusion coefficient. ", 6)
 
 // BenchmarkTerms measures analysis of a ~300-token chunk.

@@ -41,22 +41,3 @@ func BenchmarkChunkMarkdown(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "chunks/s")
 	b.ReportMetric(float64(c.Tokenizer().Count(doc))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
-
-// BenchmarkChunkSciFact chunks 1,000 SciFact abstracts (one chunk each,
-// mostly) — the per-document overhead case.
-func BenchmarkChunkSciFact(b *testing.B) {
-	texts := loadSciFactTexts(b, 1000)
-	c := newTestChunker(b, DefaultOptions())
-	b.ReportAllocs()
-	n := 0
-	for b.Loop() {
-		for _, t := range texts {
-			chunks, err := c.Split(Abstract, "", t)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += len(chunks)
-		}
-	}
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "chunks/s")
-}

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/bmcis/knowledge/platform/cl100k"
 )
 
 // Format is the kind of source text.
@@ -95,12 +97,12 @@ type Chunk struct {
 
 // Chunker splits documents. It is safe for concurrent use.
 type Chunker struct {
-	tok  *Tokenizer
+	tok  *cl100k.Tokenizer
 	opts Options
 }
 
 // New returns a chunker using tok for all token counting.
-func New(tok *Tokenizer, opts Options) (*Chunker, error) {
+func New(tok *cl100k.Tokenizer, opts Options) (*Chunker, error) {
 	if tok == nil {
 		return nil, errors.New("chunker: nil tokenizer")
 	}
@@ -116,7 +118,7 @@ func New(tok *Tokenizer, opts Options) (*Chunker, error) {
 
 // NewDefault returns a chunker with DefaultOptions and the cl100k tokenizer.
 func NewDefault() (*Chunker, error) {
-	tok, err := CL100K()
+	tok, err := cl100k.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func NewDefault() (*Chunker, error) {
 func (c *Chunker) Options() Options { return c.opts }
 
 // Tokenizer returns the tokenizer used for counting.
-func (c *Chunker) Tokenizer() *Tokenizer { return c.tok }
+func (c *Chunker) Tokenizer() *cl100k.Tokenizer { return c.tok }
 
 // Split chunks a document of the given format. title (may be empty) is the
 // root of every context header.

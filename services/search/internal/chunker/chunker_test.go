@@ -5,12 +5,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/cl100k"
 )
 
 func newTestChunker(t testing.TB, opts Options) *Chunker {
 	t.Helper()
-	c, err := New(mustTok(t), opts)
+	tok, err := cl100k.Load()
+	require.NoError(t, err)
+	c, err := New(tok, opts)
 	require.NoError(t, err)
 	return c
 }
@@ -130,8 +136,12 @@ func TestOversizedCodeBlockIsRefenced(t *testing.T) {
 }
 
 func TestOverlapAndSizes(t *testing.T) {
-	tok := mustTok(t)
-	ref := referenceEncoder(t)
+	tok, err := cl100k.Load()
+	require.NoError(t, err)
+	// tiktoken-go itself is the reference for the counts.
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+	ref, err := tiktoken.GetEncoding("cl100k_base")
+	require.NoError(t, err)
 	doc := "# Long\n\n" + sentences("alpha", 40) + "\n\n" + sentences("beta", 25) + "\n\nword " + strings.Repeat("supercalifragilistic ", 400)
 	tests := []struct {
 		name string
@@ -266,9 +276,11 @@ func TestMarkdownEdgeCases(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	_, err := New(nil, DefaultOptions())
 	require.Error(t, err)
-	_, err = New(mustTok(t), Options{TargetTokens: 100, OverlapTokens: 60})
+	tok, err := cl100k.Load()
+	require.NoError(t, err)
+	_, err = New(tok, Options{TargetTokens: 100, OverlapTokens: 60})
 	require.ErrorContains(t, err, "overlap")
-	_, err = New(mustTok(t), Options{TargetTokens: 100, OverlapTokens: 10, MaxCodeTokens: 50})
+	_, err = New(tok, Options{TargetTokens: 100, OverlapTokens: 10, MaxCodeTokens: 50})
 	require.ErrorContains(t, err, "max code")
 	c := newTestChunker(t, DefaultOptions())
 	_, err = c.Split(Format(99), "", "x")

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/cl100k"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/chunker"
@@ -76,7 +77,7 @@ type Pipeline struct {
 // embedder when cfg.Embed.Dims > 0.
 func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg, analyzer: analysis.New(cfg.Analyzer), index: bm25.New(cfg.BM25), Timings: map[string]time.Duration{}}
-	ck, err := chunker.CL100K()
+	ck, err := cl100k.Load()
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

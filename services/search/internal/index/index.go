@@ -81,17 +81,18 @@ type Batch struct {
 	Deleted    []int64 // document ids
 }
 
-// Apply publishes a batch: documents in it replace their previous version
-// (all of its chunks), deleted documents disappear. Text analysis runs in
-// parallel before any lock is taken.
-func (ix *Index) Apply(b *Batch) {
-	docs := make(map[int64]*Document, len(b.Documents))
-	for _, d := range b.Documents {
+// Records turns stored rows into index records: one Document per document
+// row, and one Chunk per chunk row of those documents (rows of other
+// documents are skipped), each document listing its chunks in row order.
+// It is the one place where a stored chunk becomes a record.
+func Records(documents []store.Document, rows []store.Chunk) (map[int64]*Document, []*Chunk) {
+	docs := make(map[int64]*Document, len(documents))
+	for _, d := range documents {
 		docs[d.ID] = &Document{ID: d.ID, ExternalID: d.ExternalID, SourceFile: d.SourceFile, Category: d.Category,
 			Title: d.Title, UpdatedAt: d.UpdatedAt, Generation: d.Generation}
 	}
-	chunks := make([]*Chunk, 0, len(b.Chunks))
-	for _, c := range b.Chunks {
+	chunks := make([]*Chunk, 0, len(rows))
+	for _, c := range rows {
 		d := docs[c.DocumentID]
 		if d == nil {
 			continue
@@ -100,15 +101,22 @@ func (ix *Index) Apply(b *Batch) {
 		if len(c.Hash) >= 8 {
 			h = binary.BigEndian.Uint64(c.Hash)
 		}
-		ch := &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
-			Header: c.Header, Text: c.Text, Hash: h}
 		d.Chunks = append(d.Chunks, c.ID)
-		chunks = append(chunks, ch)
+		chunks = append(chunks, &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
+			Header: c.Header, Text: c.Text, Hash: h})
 	}
+	return docs, chunks
+}
+
+// Apply publishes a batch: documents in it replace their previous version
+// (all of its chunks), deleted documents disappear. Text analysis runs in
+// parallel before any lock is taken.
+func (ix *Index) Apply(b *Batch) {
+	docs, chunks := Records(b.Documents, b.Chunks)
 	bdocs := make([]bm25.Doc, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(store.IndexedText(c.Header, c.Text))}
+		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
 	})
 
 	ix.mu.Lock()

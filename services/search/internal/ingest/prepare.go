@@ -120,11 +120,11 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 	row := &store.DocumentRow{
 		ExternalID: id, SourceFile: src, Category: category, Title: title,
 		ContentHash: h.Sum(nil), UpdatedAt: updated,
-		Chunks: make([]store.ChunkRow, len(chunks)),
+		Chunks: make([]store.Chunk, len(chunks)),
 	}
 	for i, c := range chunks {
 		sum := sha256.Sum256([]byte(c.Text))
-		row.Chunks[i] = store.ChunkRow{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: sum[:]}
+		row.Chunks[i] = store.Chunk{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: sum[:]}
 	}
 	return row, nil
 }

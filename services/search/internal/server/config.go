@@ -5,6 +5,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
+	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 )
 
@@ -92,21 +93,11 @@ func LoadConfig(env *config.Reader) Config {
 	return c
 }
 
-// fusionFor returns the RRF options for the active provider: its preset,
-// with any configured field overriding it.
-func (c Config) fusionFor(provider string) fusion.Options {
-	o := fusion.DefaultOptions()
-	if provider == embedding.ProviderBuiltin {
-		o = fusion.BuiltinOptions()
+// engine is the ranking part of the configuration.
+func (c Config) engine() engine.Config {
+	return engine.Config{
+		Candidates: c.Candidates, EfSearch: c.EfSearch, MaxScanTuples: c.MaxScanTuples,
+		DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
+		Provider: c.Embedding.Provider, CacheSize: c.CacheSize, CacheTTL: c.CacheTTL,
 	}
-	if c.Fusion.K > 0 {
-		o.K = c.Fusion.K
-	}
-	if c.Fusion.BM25Weight > 0 {
-		o.BM25Weight = c.Fusion.BM25Weight
-	}
-	if c.Fusion.VectorWeight > 0 {
-		o.VectorWeight = c.Fusion.VectorWeight
-	}
-	return o
 }

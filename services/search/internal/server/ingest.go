@@ -34,8 +34,7 @@ type ingestResult struct {
 // failure ends the stream with its status (documents already written stay).
 func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
 	start := time.Now()
-	s.ingesting.Add(1)
-	defer s.ingesting.Add(-1)
+	defer s.sweeps.StreamStarted()()
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 
@@ -144,21 +143,20 @@ func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.Inge
 	}
 	sctx := stream.Context()
 	if maxGen > 0 {
-		if err := s.waitApplied(sctx, maxGen); err != nil {
+		if err := s.feed.WaitApplied(sctx, maxGen); err != nil {
 			return dbError(sctx, err)
 		}
 	}
 	// Embed what was written (and train first when no model is active and
 	// no other stream of this replica is still running).
 	if resp.DocumentsWritten > 0 || s.emb.Current() == nil {
-		rep, err := s.sweep(sctx, embedding.SweepOptions{Wait: true, Train: s.ingesting.Load() == 1, Bulk: true})
+		_, err := s.sweeps.Sweep(sctx, embedding.SweepOptions{Wait: true, Train: s.sweeps.OnlyStream(), Bulk: true})
 		if err != nil {
 			if sctx.Err() != nil {
 				return sctx.Err()
 			}
 			return status.Errorf(codes.Unavailable, "documents were stored but embedding them failed (%v); they are searchable by keyword and will be embedded by the next sweep or re-ingestion", err)
 		}
-		_ = rep
 	}
 	resp.Seconds = time.Since(start).Seconds()
 	return stream.SendAndClose(resp)

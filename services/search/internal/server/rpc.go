@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"sort"
 	"strings"
@@ -41,14 +40,9 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 		if err != nil {
 			return nil, dbError(ctx, err)
 		}
-		for _, c := range chunks {
-			d := docs[c.DocumentID]
-			rec := &index.Chunk{ID: c.ID, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens), Header: c.Header, Text: c.Text,
-				Doc: &index.Document{ID: d.ID, ExternalID: d.ExternalID, SourceFile: d.SourceFile, Category: d.Category, Title: d.Title, UpdatedAt: d.UpdatedAt}}
-			if len(c.Hash) >= 8 {
-				rec.Hash = binary.BigEndian.Uint64(c.Hash)
-			}
-			fromDB[c.ID] = rec
+		_, recs := index.Records(docs, chunks)
+		for _, r := range recs {
+			fromDB[r.ID] = r
 		}
 	}
 	sc := s.readScope(req.GetScope())
@@ -117,7 +111,7 @@ func (s *Server) DeleteDocument(ctx context.Context, req *searchv1.DeleteDocumen
 		return nil, dbError(ctx, err)
 	}
 	dctx, cancel = s.dbCtx(ctx)
-	err = s.waitApplied(dctx, res.Generation)
+	err = s.feed.WaitApplied(dctx, res.Generation)
 	cancel()
 	if err != nil {
 		return nil, dbError(ctx, err)

@@ -34,7 +34,7 @@ type Document struct {
 	Generation int64
 }
 
-// Chunk is a stored chunk as replicas see it.
+// Chunk is a stored chunk: what a replica reads, and what ingestion writes.
 type Chunk struct {
 	ID         int64
 	DocumentID int64

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pgvector/pgvector-go"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
 )
 
 // EmbedSession is a connection holding the embedding advisory lock: only
@@ -87,23 +89,13 @@ func (e *EmbedSession) PendingTexts(ctx context.Context, modelRow int64, all boo
 	var id int64
 	var hdr, txt string
 	_, err = pgx.ForEachRow(rows, []any{&id, &hdr, &txt}, func() error {
-		out = append(out, ChunkText{ID: id, Text: IndexedText(hdr, txt)})
+		out = append(out, ChunkText{ID: id, Text: analysis.IndexedText(hdr, txt)})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read chunks to embed: %w", err)
 	}
 	return out, nil
-}
-
-// IndexedText is what BM25 and the embedders see of a chunk: its context
-// header (whose root is the document title) on a line before its text.
-// Measured on SciFact, the title in the indexed text is worth +0.02 nDCG@10.
-func IndexedText(header, text string) string {
-	if header == "" {
-		return text
-	}
-	return header + "\n" + text
 }
 
 // StartStage creates (or empties) the session's staging table for vectors
@@ -266,7 +258,7 @@ func (e *EmbedSession) AllTexts(ctx context.Context, fn func(id int64, text stri
 	var id int64
 	var hdr, txt string
 	_, err = pgx.ForEachRow(rows, []any{&id, &hdr, &txt}, func() error {
-		fn(id, IndexedText(hdr, txt))
+		fn(id, analysis.IndexedText(hdr, txt))
 		return nil
 	})
 	if err != nil {

@@ -9,15 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ChunkRow is one chunk to store.
-type ChunkRow struct {
-	Index  int
-	Header string
-	Text   string
-	Tokens int
-	Hash   []byte
-}
-
 // DocumentRow is one document to store with all of its chunks.
 type DocumentRow struct {
 	ExternalID  string
@@ -27,7 +18,9 @@ type DocumentRow struct {
 	ContentHash []byte
 	// UpdatedAt is when the document last changed; zero means now.
 	UpdatedAt time.Time
-	Chunks    []ChunkRow
+	// Chunks are written in order; their ID, DocumentID and Total are
+	// assigned by the write.
+	Chunks []Chunk
 }
 
 // WriteResult says what WriteDocument did.

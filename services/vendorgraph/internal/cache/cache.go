@@ -8,103 +8,37 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bmcis/knowledge/platform/lrucache"
 )
 
-// Cache is an LRU of replies with a TTL. It serves entries only while it is
-// live, that is while it knows it will hear about changes: a replica that
-// lost its LISTEN connection could miss another replica's import, so until
-// it listens again it neither serves nor stores.
+// Cache is an LRU of replies with a TTL (lrucache). It serves entries only
+// while it is live, that is while it knows it will hear about changes: a
+// replica that lost its LISTEN connection could miss another replica's
+// import, so until it listens again it neither serves nor stores.
 //
 // A reply computed from data read before an invalidation must not be stored
 // after it: callers take Epoch before reading and Put stores only if no
 // invalidation happened since.
 type Cache[K comparable, V any] struct {
-	lru *expirable.LRU[K, V] // nil when disabled
-
-	mu    sync.Mutex // orders Put against Invalidate
-	epoch atomic.Uint64
-	live  atomic.Bool
+	*lrucache.Cache[K, V]
 }
 
 // New returns a cache of at most size entries, each kept at most ttl. A size
 // of 0 disables it. The cache starts live; Watch makes it depend on a LISTEN
 // connection.
 func New[K comparable, V any](size int, ttl time.Duration) *Cache[K, V] {
-	c := &Cache[K, V]{}
-	if size > 0 {
-		c.lru = expirable.NewLRU[K, V](size, nil, ttl)
-	}
-	c.live.Store(true)
-	return c
-}
-
-// Enabled reports whether the cache stores anything at all.
-func (c *Cache[K, V]) Enabled() bool { return c.lru != nil }
-
-// Live reports whether the cache serves entries now.
-func (c *Cache[K, V]) Live() bool { return c.lru != nil && c.live.Load() }
-
-// Get returns a fresh entry.
-func (c *Cache[K, V]) Get(k K) (V, bool) {
-	if !c.Live() {
-		var zero V
-		return zero, false
-	}
-	return c.lru.Get(k)
-}
-
-// Epoch returns the invalidation count, to pass to Put.
-func (c *Cache[K, V]) Epoch() uint64 { return c.epoch.Load() }
-
-// Put stores v unless the cache was invalidated since epoch was read.
-func (c *Cache[K, V]) Put(k K, v V, epoch uint64) {
-	if c.lru == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.live.Load() || c.epoch.Load() != epoch {
-		return
-	}
-	c.lru.Add(k, v)
-}
-
-// Invalidate drops every entry.
-func (c *Cache[K, V]) Invalidate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.epoch.Add(1)
-	if c.lru != nil {
-		c.lru.Purge()
-	}
-}
-
-// Len returns the number of entries held.
-func (c *Cache[K, V]) Len() int {
-	if c.lru == nil {
-		return 0
-	}
-	return c.lru.Len()
+	return &Cache[K, V]{lrucache.New[K, V](size, ttl)}
 }
 
 // Suspend stops the cache serving and storing until Watch listens: a
 // replica that may share the database with others calls it at start, so no
 // reply is cached before it can hear about their imports.
-func (c *Cache[K, V]) Suspend() { c.setLive(false) }
-
-func (c *Cache[K, V]) setLive(live bool) {
-	c.mu.Lock()
-	c.live.Store(live)
-	c.mu.Unlock()
-	c.Invalidate()
-}
+func (c *Cache[K, V]) Suspend() { c.SetLive(false) }
 
 // Watch keeps a connection LISTENing on channel and invalidates the cache on
 // each notification, until ctx ends. Notifications whose payload is self come
@@ -113,14 +47,14 @@ func (c *Cache[K, V]) setLive(live bool) {
 // LISTEN succeeds, and stops being live whenever the connection is lost;
 // Watch reconnects with backoff. It returns when ctx ends.
 func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channel, self string, log *slog.Logger) {
-	if c.lru == nil {
+	if !c.Enabled() {
 		return
 	}
-	c.setLive(false)
+	c.SetLive(false)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		listened, err := c.listen(ctx, pool, channel, self)
-		c.setLive(false)
+		c.SetLive(false)
 		if listened {
 			backoff = 100 * time.Millisecond
 		}
@@ -155,7 +89,7 @@ func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channel, s
 		return false, fmt.Errorf("listen on %s: %w", channel, err)
 	}
 	// Anything committed before LISTEN took effect was not announced to us.
-	c.setLive(true)
+	c.SetLive(true)
 	for {
 		// Wake up now and then to ping: a connection that died silently
 		// (a dropped route, a failed-over database) would otherwise leave

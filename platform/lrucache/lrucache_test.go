@@ -1,4 +1,4 @@
-package cache
+package lrucache
 
 import (
 	"testing"
@@ -9,13 +9,12 @@ import (
 
 func TestPutAfterInvalidateIsDropped(t *testing.T) {
 	c := New[string, int](10, time.Minute)
-	epoch := c.Epoch()
-	c.Put("a", 1, epoch)
+	c.Put("a", 1, c.Epoch())
 	v, ok := c.Get("a")
 	require.True(t, ok)
 	require.Equal(t, 1, v)
 
-	// A reply computed from data read before an invalidation must not land.
+	// A value computed from data read before an invalidation must not land.
 	stale := c.Epoch()
 	c.Invalidate()
 	_, ok = c.Get("a")
@@ -23,34 +22,38 @@ func TestPutAfterInvalidateIsDropped(t *testing.T) {
 	c.Put("b", 2, stale)
 	_, ok = c.Get("b")
 	require.False(t, ok)
-	c.Put("b", 2, c.Epoch())
-	_, ok = c.Get("b")
+	c.Put("b", 3, c.Epoch())
+	v, ok = c.Get("b")
 	require.True(t, ok)
+	require.Equal(t, 3, v)
 }
 
 func TestNotLiveServesNothing(t *testing.T) {
 	c := New[string, int](10, time.Minute)
 	c.Put("a", 1, c.Epoch())
-	c.setLive(false)
+	c.SetLive(false)
+	require.False(t, c.Live())
 	_, ok := c.Get("a")
 	require.False(t, ok)
 	c.Put("b", 2, c.Epoch())
-	c.setLive(true)
+	c.SetLive(true)
 	require.Zero(t, c.Len(), "nothing stored while not live, and going live starts empty")
 }
 
-func TestLRUBoundAndDisabled(t *testing.T) {
-	c := New[int, int](3, time.Minute)
-	for i := 0; i < 5; i++ {
+func TestBoundsTTLAndDisabled(t *testing.T) {
+	c := New[int, int](2, 50*time.Millisecond)
+	for i := 0; i < 3; i++ {
 		c.Put(i, i, c.Epoch())
 	}
-	require.Equal(t, 3, c.Len())
+	require.Equal(t, 2, c.Len())
 	_, ok := c.Get(0)
 	require.False(t, ok, "least recently used entry evicted")
+	require.Eventually(t, func() bool { _, ok := c.Get(2); return !ok }, 2*time.Second, 10*time.Millisecond, "entries expire")
 
 	off := New[int, int](0, time.Minute)
 	off.Put(1, 1, off.Epoch())
 	_, ok = off.Get(1)
-	require.False(t, ok)
+	require.False(t, ok, "size 0 disables the cache")
 	require.False(t, off.Enabled())
+	require.False(t, off.Live())
 }

@@ -1,4 +1,9 @@
-package chunker
+// Package cl100k counts and encodes cl100k_base tokens, the encoding the
+// chunker sizes chunks with and the MCP adapter prices answers with. It is
+// the one tokenizer of the project: both agree on a chunk's token count
+// because they run this code. It depends only on the embedded merge table
+// (tiktoken-go-loader), so the adapter stays light.
+package cl100k
 
 import (
 	"fmt"
@@ -9,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/bmcis/knowledge/platform/memo"
 )
 
 // Tokenizer is a cl100k_base byte-pair encoder. It produces exactly the
@@ -19,34 +26,42 @@ import (
 // regexp2 over []rune conversions, and measured ~0.7M tokens/s on SciFact,
 // i.e. the chunker would spend most of ingestion there. This hand-written
 // pre-tokenizer plus a piece cache is several times faster (see benchmarks).
-// The merge ranks still come from tiktoken-go-loader's embedded (offline)
+// The merge ranks come from tiktoken-go-loader's embedded (offline)
 // cl100k_base file, so nothing is fetched at run time.
 //
 // A Tokenizer is safe for concurrent use.
 type Tokenizer struct {
 	ranks map[string]int
-	cache pieceCache
+	// cache holds token counts of pieces that are not single tokens (long
+	// or rare words).
+	cache *memo.Table[int]
 }
 
 var (
-	cl100kOnce sync.Once
-	cl100k     *Tokenizer
-	cl100kErr  error
+	loadOnce sync.Once
+	shared   *Tokenizer
+	loadErr  error
 )
 
-// CL100K returns the shared cl100k_base tokenizer, loading the embedded
-// merge table on first use (~100 ms).
-func CL100K() (*Tokenizer, error) {
-	cl100kOnce.Do(func() {
+// Load returns the shared tokenizer, parsing the embedded merge table on
+// first use (~100 ms).
+func Load() (*Tokenizer, error) {
+	loadOnce.Do(func() {
 		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe("cl100k_base.tiktoken")
 		if err != nil {
-			cl100kErr = fmt.Errorf("load cl100k_base ranks: %w", err)
+			loadErr = fmt.Errorf("load cl100k_base ranks: %w", err)
 			return
 		}
-		cl100k = &Tokenizer{ranks: ranks}
-		cl100k.cache.init()
+		shared = &Tokenizer{ranks: ranks, cache: memo.New[int](1 << 13)}
 	})
-	return cl100k, cl100kErr
+	return shared, loadErr
+}
+
+// IsToken reports whether piece is one entry of the vocabulary; the
+// adapter's estimator prices such a piece as one token.
+func (t *Tokenizer) IsToken(piece []byte) bool {
+	_, ok := t.ranks[string(piece)]
+	return ok
 }
 
 // Count returns the number of cl100k tokens of text.
@@ -90,11 +105,11 @@ func (t *Tokenizer) pieceTokens(p string) int {
 	if _, ok := t.ranks[p]; ok {
 		return 1
 	}
-	if n, ok := t.cache.get(p); ok {
+	if n, ok := t.cache.Get(p); ok {
 		return n
 	}
 	n := len(bytePairEncode([]byte(p), t.ranks))
-	t.cache.put(p, n)
+	t.cache.Put(p, n)
 	return n
 }
 
@@ -343,50 +358,4 @@ func bytePairEncode(piece []byte, ranks map[string]int) []int {
 		out[i] = ranks[string(piece[parts[i].start:parts[i+1].start])]
 	}
 	return out
-}
-
-// pieceCache memoizes token counts of pieces that are not single tokens
-// (long or rare words). Bounded and sharded like the analyzer's stem cache.
-type pieceCache struct {
-	shards [16]pieceShard
-}
-
-type pieceShard struct {
-	mu sync.RWMutex
-	m  map[string]int
-}
-
-const pieceShardCap = 1 << 14
-
-func (c *pieceCache) init() {
-	for i := range c.shards {
-		c.shards[i].m = make(map[string]int, 256)
-	}
-}
-
-func pieceShardOf(s string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return int(h & 15)
-}
-
-func (c *pieceCache) get(p string) (int, bool) {
-	s := &c.shards[pieceShardOf(p)]
-	s.mu.RLock()
-	n, ok := s.m[p]
-	s.mu.RUnlock()
-	return n, ok
-}
-
-func (c *pieceCache) put(p string, n int) {
-	s := &c.shards[pieceShardOf(p)]
-	s.mu.Lock()
-	if len(s.m) >= pieceShardCap {
-		s.m = make(map[string]int, 256)
-	}
-	s.m[strings.Clone(p)] = n
-	s.mu.Unlock()
 }

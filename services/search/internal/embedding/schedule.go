@@ -1,0 +1,108 @@
+package embedding
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Scheduler decides when a replica runs embedding sweeps: one at a time;
+// at start; every Interval while chunks lack a vector (or the vector index
+// is missing) and no ingestion stream of this replica runs; and when a
+// stream ends (Sweep).
+type Scheduler struct {
+	m        *Manager
+	log      *slog.Logger
+	interval time.Duration
+	timeout  time.Duration
+	embedded prometheus.Counter
+	after    func(context.Context) error
+
+	mu      sync.Mutex // one sweep at a time
+	streams atomic.Int32
+}
+
+// NewScheduler returns a scheduler of m's sweeps. dbTimeout bounds its
+// checks for pending work; embedded counts the chunks it embedded; after
+// runs once a sweep succeeded, to publish its result locally.
+func NewScheduler(m *Manager, interval, dbTimeout time.Duration, embedded prometheus.Counter, after func(context.Context) error, log *slog.Logger) *Scheduler {
+	return &Scheduler{m: m, log: log, interval: interval, timeout: dbTimeout, embedded: embedded, after: after}
+}
+
+// StreamStarted records an ingestion stream until the returned func is
+// called; periodic sweeps wait while any runs.
+func (s *Scheduler) StreamStarted() (done func()) {
+	s.streams.Add(1)
+	return func() { s.streams.Add(-1) }
+}
+
+// OnlyStream reports whether exactly one ingestion stream runs: the one
+// asking may train, since no other stream is still adding the corpus.
+func (s *Scheduler) OnlyStream() bool { return s.streams.Load() == 1 }
+
+// Run sweeps at start and then periodically, until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	// At start: embed whatever a crashed or interrupted ingestion left, with
+	// the active model. It never trains: a stream starting now would have the
+	// model fixed on the first few documents it wrote. Training happens when
+	// an ingestion stream ends (on everything stored) or on `bmcisctl reindex`.
+	_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: true})
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.streams.Load() > 0 {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.timeout)
+		pending, err := s.m.st.HasUnembedded(pctx)
+		if err == nil && !pending && s.m.Current() != nil {
+			var ok bool
+			ok, err = s.m.st.VectorIndexExists(pctx)
+			pending = !ok
+		}
+		cancel()
+		if err != nil || !pending {
+			continue
+		}
+		// Never trains: a stream running on another replica may still be
+		// adding the corpus the model should be trained on.
+		_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: false})
+	}
+}
+
+// Sweep runs one embedding sweep and publishes its result locally.
+func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep, err := s.m.Sweep(ctx, opt)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("embedding sweep failed", "error", err.Error())
+		}
+		return rep, err
+	}
+	if rep.Trained {
+		// Training's dense matrices are garbage now; hand the pages back.
+		debug.FreeOSMemory()
+	}
+	if rep.Embedded > 0 || rep.Trained || rep.Rebuilt {
+		s.embedded.Add(float64(rep.Embedded))
+		s.log.Info("embedding sweep", "model", rep.Model, "embedded", rep.Embedded, "trained", rep.Trained,
+			"trained_on", rep.TrainedOn, "index_rebuilt", rep.Rebuilt, "train_s", rep.TrainTime.Seconds(),
+			"embed_s", rep.EmbedTime.Seconds(), "write_s", rep.WriteTime.Seconds(), "index_s", rep.IndexTime.Seconds())
+	}
+	if err := s.after(ctx); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}

@@ -1,0 +1,179 @@
+// Package engine ranks a query: BM25 over this replica's in-memory index and
+// pgvector nearest neighbours run concurrently, RRF fuses them, near
+// duplicates are flagged, and the whole ranked list is cached so later
+// pages cost no database work. It knows nothing of gRPC: the server
+// validates requests, resolves categories and maps the list to protos.
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bmcis/knowledge/platform/lrucache"
+	"github.com/bmcis/knowledge/services/search/internal/embedding"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/bmcis/knowledge/services/search/internal/index"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// Mode is which retrievers rank a query.
+type Mode int
+
+// The retrieval modes.
+const (
+	Hybrid Mode = iota
+	BM25
+	Vector
+)
+
+// Errors of a vector-mode query; the server gives them their status codes.
+var (
+	// ErrEmbedderUnavailable: the query could not be embedded (hybrid
+	// queries degrade to BM25 instead).
+	ErrEmbedderUnavailable = errors.New("the embedding provider is unavailable")
+	// ErrNoModel: no embedding model is active yet.
+	ErrNoModel = errors.New("no embedding model is active yet")
+)
+
+// Config is what ranking needs of the service configuration.
+type Config struct {
+	// Candidates is how many chunks each retriever contributes.
+	Candidates int
+	// EfSearch and MaxScanTuples tune the HNSW scan (store.VectorQuery).
+	EfSearch      int
+	MaxScanTuples int
+	// DBTimeout bounds each database call of a search.
+	DBTimeout time.Duration
+	// DedupWindow is how many top results are compared by embedding cosine.
+	DedupWindow int
+	// Fusion overrides the active provider's RRF preset field by field
+	// (zero fields keep the preset).
+	Fusion fusion.Options
+	// Provider is the configured embedder, the preset used while no model
+	// has answered a query yet.
+	Provider string
+	// CacheSize (0 disables) and CacheTTL bound the ranked-list cache.
+	CacheSize int
+	CacheTTL  time.Duration
+}
+
+// Metrics are the engine's instruments, registered by the caller.
+type Metrics struct {
+	// Stage observes seconds per stage (bm25, embed, vector, dedup_vectors, dedup).
+	Stage *prometheus.HistogramVec
+	// Cache counts cache lookups by result (hit, miss).
+	Cache *prometheus.CounterVec
+}
+
+// Vectors is the database side of ranking (store.Store).
+type Vectors interface {
+	VectorSearch(ctx context.Context, q store.VectorQuery) ([]store.VectorHit, error)
+	Embeddings(ctx context.Context, ids []int64) (map[int64][]float32, error)
+}
+
+// QueryEmbedder embeds queries with the active model (embedding.Manager).
+type QueryEmbedder interface {
+	EmbedQuery(ctx context.Context, q string) ([]float32, *embedding.Active, error)
+	Current() *embedding.Active
+}
+
+// Engine is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	ix    *index.Index
+	st    Vectors
+	emb   QueryEmbedder
+	cache *lrucache.Cache[string, *Ranked]
+	m     Metrics
+}
+
+// New returns an engine over a replica's index, the stored vectors and the
+// query embedder.
+func New(cfg Config, ix *index.Index, st Vectors, emb QueryEmbedder, m Metrics) *Engine {
+	return &Engine{cfg: cfg, ix: ix, st: st, emb: emb, m: m,
+		cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
+}
+
+// Query is one validated search.
+type Query struct {
+	// Text is the query after analysis.NormalizeQuery.
+	Text string
+	Mode Mode
+	// Categories are stored category names, sorted and distinct; empty
+	// means all.
+	Categories []string
+	// NoCache ranks afresh and stores nothing.
+	NoCache bool
+}
+
+// Ranked is a query's whole ranked candidate list: everything a page
+// needs, chunk records included, so a page is cut without database work.
+type Ranked struct {
+	// QueryTerms are the query's words as typed, lower-cased.
+	QueryTerms []string
+	Results    []Result
+	// degraded marks a hybrid list ranked by BM25 alone because the query
+	// could not be embedded; it is never cached, so recovery shows at once.
+	degraded bool
+}
+
+// Result is one ranked chunk.
+type Result struct {
+	Chunk *index.Chunk
+	fusion.Result
+	// Matched are the query words as typed that occur in the chunk.
+	Matched []string
+}
+
+// Search returns the ranked list of q, from the cache when it holds it,
+// and how long the database calls of an uncached ranking took.
+func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool, dbTime time.Duration, err error) {
+	key := strconv.Itoa(int(q.Mode)) + "\x00" + strings.Join(q.Categories, "\x01") + "\x00" + q.Text
+	epoch := e.cache.Epoch()
+	if !q.NoCache {
+		if rk, ok := e.cache.Get(key); ok {
+			e.m.Cache.WithLabelValues("hit").Inc()
+			return rk, true, 0, nil
+		}
+		e.m.Cache.WithLabelValues("miss").Inc()
+	}
+	rk, dbTime, err = e.rank(ctx, q)
+	if err != nil {
+		return nil, false, dbTime, err
+	}
+	if !q.NoCache && !rk.degraded {
+		e.cache.Put(key, rk, epoch)
+	}
+	return rk, false, dbTime, nil
+}
+
+// Invalidate drops every cached list; the replica calls it whenever
+// anything a ranking depends on changed (documents, vectors, the model).
+func (e *Engine) Invalidate() { e.cache.Invalidate() }
+
+// CachedLists is the number of ranked lists held.
+func (e *Engine) CachedLists() int { return e.cache.Len() }
+
+// fusionFor returns the RRF options for the active provider: its preset,
+// with any configured field overriding it.
+func (c Config) fusionFor(provider string) fusion.Options {
+	o := fusion.DefaultOptions()
+	if provider == embedding.ProviderBuiltin {
+		o = fusion.BuiltinOptions()
+	}
+	if c.Fusion.K > 0 {
+		o.K = c.Fusion.K
+	}
+	if c.Fusion.BM25Weight > 0 {
+		o.BM25Weight = c.Fusion.BM25Weight
+	}
+	if c.Fusion.VectorWeight > 0 {
+		o.VectorWeight = c.Fusion.VectorWeight
+	}
+	return o
+}

@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/bmcis/knowledge/services/search/internal/index"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// rank computes the whole ranked candidate list of a query. The vector
+// side (query embedding + HNSW query, which also returns its hits'
+// vectors for duplicate detection) runs concurrently with BM25.
+func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration, error) {
+	q, mode, cats := query.Text, query.Mode, query.Categories
+	qts := e.ix.Analyzer().QueryTerms(q)
+	var terms, distinct []string
+	for _, t := range qts {
+		distinct = append(distinct, t.Term)
+		for i := 0; i < t.Count; i++ {
+			terms = append(terms, t.Term)
+		}
+	}
+	k := e.cfg.Candidates
+	useBM25 := mode != Vector
+	useVec := mode != BM25
+	haveModel := e.emb.Current() != nil
+
+	type vecOut struct {
+		hits     []store.VectorHit
+		provider string
+		dbTime   time.Duration
+		err      error
+		degraded bool
+	}
+	vecCh := make(chan vecOut, 1)
+	if useVec {
+		go func() {
+			var out vecOut
+			t0 := time.Now()
+			vec, active, err := e.emb.EmbedQuery(ctx, q)
+			e.m.Stage.WithLabelValues("embed").Observe(time.Since(t0).Seconds())
+			if active != nil {
+				out.provider = active.Provider
+			}
+			if err != nil {
+				// The embedder's own text may name internal endpoints: log it,
+				// tell the caller less.
+				logging.FromContext(ctx).Warn("query embedding failed", "error", err.Error())
+				if mode == Vector {
+					out.err = ErrEmbedderUnavailable
+				} else {
+					// Hybrid degrades to keyword ranking rather than failing.
+					out.degraded = true
+				}
+				vecCh <- out
+				return
+			}
+			if active == nil && mode == Vector {
+				out.err = ErrNoModel
+				vecCh <- out
+				return
+			}
+			if vec != nil {
+				dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
+				t1 := time.Now()
+				out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: k, Categories: cats,
+					EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true})
+				out.dbTime = time.Since(t1)
+				e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())
+				if err != nil {
+					out.err = fmt.Errorf("vector search: %w", err)
+				}
+				cancel()
+			}
+			vecCh <- out
+		}()
+	}
+	var bmHits []bm25.Hit
+	type embOut struct {
+		vecs   map[int64][]float32
+		dbTime time.Duration
+		err    error
+	}
+	embCh := make(chan embOut, 1)
+	if useBM25 {
+		t0 := time.Now()
+		bmHits = e.ix.SearchBM25(terms, cats, k)
+		e.m.Stage.WithLabelValues("bm25").Observe(time.Since(t0).Seconds())
+		// Vectors of the top BM25 hits, for near-duplicate detection, in
+		// keyword mode only: in hybrid mode the HNSW query returns the
+		// vectors of its hits, and a second concurrent query would slow it
+		// down more than the extra duplicates it could find are worth.
+		w := min(len(bmHits), e.cfg.DedupWindow)
+		if haveModel && w > 1 && !useVec {
+			ids := make([]int64, w)
+			for i := range ids {
+				ids[i] = bmHits[i].ChunkID
+			}
+			go func() {
+				dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
+				defer cancel()
+				t1 := time.Now()
+				vecs, err := e.st.Embeddings(dctx, ids)
+				d := time.Since(t1)
+				e.m.Stage.WithLabelValues("dedup_vectors").Observe(d.Seconds())
+				if err != nil {
+					err = fmt.Errorf("read vectors for duplicates: %w", err)
+				}
+				embCh <- embOut{vecs: vecs, dbTime: d, err: err}
+			}()
+		} else {
+			embCh <- embOut{}
+		}
+	} else {
+		embCh <- embOut{}
+	}
+	var vo vecOut
+	if useVec {
+		vo = <-vecCh
+	}
+	eo := <-embCh
+	dbTime := max(vo.dbTime, eo.dbTime)
+	if vo.err != nil {
+		return nil, dbTime, vo.err
+	}
+	if eo.err != nil {
+		return nil, dbTime, eo.err
+	}
+
+	bmC := make([]fusion.Candidate, 0, len(bmHits))
+	matched := make(map[int64][]string, len(bmHits))
+	for _, h := range bmHits {
+		bmC = append(bmC, fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score})
+		matched[h.ChunkID] = h.MatchedTerms
+	}
+	vectors := eo.vecs
+	if vectors == nil {
+		vectors = map[int64][]float32{}
+	}
+	vecC := make([]fusion.Candidate, 0, len(vo.hits))
+	for i, h := range vo.hits {
+		vecC = append(vecC, fusion.Candidate{ChunkID: h.ChunkID, Score: h.Cosine})
+		if i < e.cfg.DedupWindow && h.Vector != nil {
+			vectors[h.ChunkID] = h.Vector
+		}
+	}
+	var fused []fusion.Result
+	switch mode {
+	case BM25:
+		fused = fusion.FromBM25(bmC)
+	case Vector:
+		fused = fusion.FromVector(vecC)
+	default:
+		provider := vo.provider
+		if provider == "" {
+			provider = e.cfg.Provider
+		}
+		fused = fusion.RRF(bmC, vecC, e.cfg.fusionFor(provider))
+	}
+	// Keep what this replica has loaded: a vector hit committed after the
+	// last feed poll is left out until the poll brings it in.
+	ids := make([]int64, len(fused))
+	for i, r := range fused {
+		ids[i] = r.ChunkID
+	}
+	recs := e.ix.Chunks(ids)
+	kept := fused[:0]
+	keptRecs := recs[:0]
+	for i, r := range fused {
+		if recs[i] != nil {
+			kept = append(kept, r)
+			keptRecs = append(keptRecs, recs[i])
+		}
+	}
+	fused, recs = kept, keptRecs
+
+	t0 := time.Now()
+	e.markDuplicates(fused, recs, vectors)
+	e.m.Stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
+
+	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
+		degraded: vo.degraded}
+	for i, r := range fused {
+		m, ok := matched[r.ChunkID]
+		if !ok {
+			m = e.ix.MatchedTerms(r.ChunkID, distinct)
+		}
+		rk.Results[i] = Result{Chunk: recs[i], Result: r, Matched: analysis.OriginalWords(qts, m)}
+	}
+	return rk, dbTime, nil
+}
+
+// markDuplicates flags near-duplicates (fusion.MarkDuplicates): identical
+// content hashes over the whole list, and embedding cosine > 0.95 among the
+// top DedupWindow results whose vectors are at hand: in hybrid and vector
+// mode those the HNSW query returned (the top DedupWindow of the vector
+// list), in keyword mode the top DedupWindow BM25 hits.
+func (e *Engine) markDuplicates(rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) {
+	w := min(len(rs), e.cfg.DedupWindow)
+	info := make(map[int64]fusion.DupInfo, w)
+	for i := 0; i < w; i++ {
+		info[rs[i].ChunkID] = fusion.DupInfo{ContentHash: hashKey(recs[i].Hash), Vector: vectors[rs[i].ChunkID]}
+	}
+	fusion.MarkDuplicates(rs[:w], info, fusion.DefaultDuplicateCosine)
+	// Beyond the window: identical content only, against every higher result.
+	seen := make(map[uint64][]int64, len(rs))
+	for i := range rs {
+		h := recs[i].Hash
+		if i >= w && h != 0 {
+			if prev := seen[h]; len(prev) > 0 {
+				rs[i].IsDuplicate = true
+				rs[i].SimilarChunkIDs = append(rs[i].SimilarChunkIDs, prev...)
+			}
+		}
+		if h != 0 {
+			seen[h] = append(seen[h], rs[i].ChunkID)
+		}
+	}
+}
+
+func hashKey(h uint64) string {
+	if h == 0 {
+		return ""
+	}
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(h >> (56 - 8*i))
+	}
+	return string(b[:])
+}
+
+func lowerAll(s []string) []string {
+	for i := range s {
+		s[i] = strings.ToLower(s[i])
+	}
+	return s
+}
