@@ -16,6 +16,7 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
+	"github.com/bmcis/knowledge/platform/readscope"
 )
 
 // Credential headers. They are read by the gateway and never forwarded as
@@ -101,7 +102,7 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 			return nil, denialStatus(resp).Err()
 		}
 		r = stripCredentials(r)
-		return r.WithContext(withReadScope(r.Context(), resp.GetScopes().GetCategories())), nil
+		return r.WithContext(readscope.With(r.Context(), resp.GetScopes().GetCategories())), nil
 	}
 }
 

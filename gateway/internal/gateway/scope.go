@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/readscope"
 )
 
 // ScopeTool is the tool a route stands for in a key's tool scope: its own
@@ -27,17 +28,10 @@ func (r Route) ScopeTool() string {
 	return ""
 }
 
-type readScopeKey struct{}
-
-// withReadScope records the categories the caller's key may read (none:
-// every category) for the search calls of this request.
-func withReadScope(ctx context.Context, categories []string) context.Context {
-	return context.WithValue(ctx, readScopeKey{}, categories)
-}
-
+// readScope is the search scope of the caller's key (platform/readscope).
 func readScope(ctx context.Context) *searchv1.ReadScope {
-	cats, _ := ctx.Value(readScopeKey{}).([]string)
-	if len(cats) == 0 {
+	cats := readscope.Categories(ctx)
+	if cats == nil {
 		return nil
 	}
 	return &searchv1.ReadScope{Categories: cats}

@@ -25,6 +25,7 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/readscope"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 )
@@ -114,18 +115,11 @@ func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.Che
 	return c.Auth.Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation})
 }
 
-type readScopeKey struct{}
-
-// WithReadScope returns ctx carrying the categories the caller's key may
-// read (none: every category). Every search read made with it sends them,
-// and the search service keeps results, totals and chunks inside them.
-func WithReadScope(ctx context.Context, categories []string) context.Context {
-	return context.WithValue(ctx, readScopeKey{}, categories)
-}
-
+// readScope is the search scope of the caller's key (platform/readscope):
+// every search read made with ctx sends it.
 func readScope(ctx context.Context) *searchv1.ReadScope {
-	cats, _ := ctx.Value(readScopeKey{}).([]string)
-	if len(cats) == 0 {
+	cats := readscope.Categories(ctx)
+	if cats == nil {
 		return nil
 	}
 	return &searchv1.ReadScope{Categories: cats}

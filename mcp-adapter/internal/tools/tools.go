@@ -14,6 +14,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/readscope"
 	"github.com/bmcis/knowledge/platform/version"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
@@ -255,7 +256,7 @@ func (a authInfo) warnings() []envelope.Warning {
 // scoped returns ctx carrying the key's category scope: every search read
 // made with it stays inside the categories the key may read.
 func (a authInfo) scoped(ctx context.Context) context.Context {
-	return backend.WithReadScope(ctx, a.scopes.GetCategories())
+	return readscope.With(ctx, a.scopes.GetCategories())
 }
 
 // guarded runs the auth check, then the backend call (nil for none): no
