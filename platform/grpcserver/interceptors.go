@@ -80,7 +80,6 @@ func (e *edge) begin(ctx context.Context, method string) (context.Context, strin
 	if id == "" {
 		id = logging.NewRequestID()
 	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, id))
 	log := e.log.With("request_id", id, "method", method)
 	ctx = logging.WithRequestID(ctx, id)
 	ctx = logging.WithLogger(ctx, log)
@@ -168,6 +167,15 @@ func (e *edge) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 			resp, err = nil, e.recovered(ctx, p)
 		}
 		err = e.finish(ctx, info.FullMethod, id, start, err)
+		// The request id goes back in the header of a reply, but in the
+		// trailer of a failure: a failure with a header is not
+		// "trailers-only", and clients then take it as committed and never
+		// retry it, so a brief UNAVAILABLE would reach every caller.
+		if err == nil {
+			_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, id))
+		} else {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(RequestIDHeader, id))
+		}
 	}()
 	if err := e.authorize(ctx, info.FullMethod); err != nil {
 		return nil, err
@@ -185,6 +193,7 @@ func (w *wrappedStream) Context() context.Context { return w.ctx }
 func (e *edge) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start := time.Now()
 	ctx, id := e.begin(ss.Context(), info.FullMethod)
+	_ = ss.SetHeader(metadata.Pairs(RequestIDHeader, id))
 	defer func() {
 		if p := recover(); p != nil {
 			err = e.recovered(ctx, p)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,8 @@ var errLostDB = errors.New("lost the database at 10.0.0.7")
 type testService struct {
 	testpb.UnimplementedTestServiceServer
 	release chan struct{}
+	// flaky counts calls of size 7, which answer UNAVAILABLE twice, then OK.
+	flaky atomic.Int32
 }
 
 // StreamingOutputCall sends nothing: the role tests only need it to succeed.
@@ -70,6 +73,10 @@ func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) 
 		return nil, fmt.Errorf("slow: %w", context.DeadlineExceeded)
 	case 6:
 		<-s.release // held open to test draining
+	case 7:
+		if s.flaky.Add(1) <= 2 {
+			return nil, status.Error(codes.Unavailable, "briefly unavailable")
+		}
 	}
 	return &testpb.SimpleResponse{}, nil
 }
@@ -305,6 +312,13 @@ func TestRequestIDEchoedAndLogged(t *testing.T) {
 	_, err = testpb.NewTestServiceClient(h.conn).EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&header))
 	require.NoError(t, err)
 	require.Regexp(t, `^req_[0-9a-f]{16}$`, header.Get(RequestIDHeader)[0])
+
+	// A failure carries it in the trailer (so the failure stays retryable).
+	var trailer metadata.MD
+	ctx = metadata.AppendToOutgoingContext(context.Background(), RequestIDHeader, "req_failing")
+	_, err = testpb.NewTestServiceClient(h.conn).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 4}, grpc.Trailer(&trailer))
+	require.Error(t, err)
+	require.Equal(t, []string{"req_failing"}, trailer.Get(RequestIDHeader))
 }
 
 // On shutdown the server reports NOT_SERVING during the drain delay, lets the
@@ -343,4 +357,18 @@ func TestMetricsExposeBuildInfoAndCalls(t *testing.T) {
 	require.True(t, seen["bmcis_build_info"])
 	require.True(t, seen["bmcis_grpc_server_handled_total"])
 	require.True(t, seen["bmcis_grpc_server_handling_seconds"])
+}
+
+// A call the server answers UNAVAILABLE is retried by every client dialed
+// with platform/grpcclient, up to 3 attempts in all (docs/MCP.md): the
+// caller sees the third attempt's answer, and the server saw three calls.
+func TestClientsRetryUnavailable(t *testing.T) {
+	h := start(t, 0)
+	require.NoError(t, h.call(t, 7), "two UNAVAILABLE answers, then OK: the caller sees OK")
+	require.Equal(t, int32(3), h.svc.flaky.Load(), "three attempts reached the server")
+
+	h.svc.flaky.Store(-1) // three UNAVAILABLE answers in a row: all attempts spent
+	err := h.call(t, 7)
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.Equal(t, int32(2), h.svc.flaky.Load(), "no fourth attempt")
 }
