@@ -27,6 +27,14 @@ const (
 	ServiceTokenHeader = grpcclient.ServiceTokenHeader
 )
 
+// slowFailure is how long an UNAVAILABLE answer may take and still be
+// worth a client's retry (platform/grpcclient retries UNAVAILABLE).
+const slowFailure = 500 * time.Millisecond
+
+// retryPushbackHeader is gRPC's server pushback: a negative value tells the
+// client not to retry.
+const retryPushbackHeader = "grpc-retry-pushback-ms"
+
 // exempt reports whether a method skips the credential check: health checks
 // and reflection must work for probes and for grpcurl without secrets.
 func exempt(fullMethod string) bool { return rpcauth.Exempt(fullMethod) }
@@ -171,9 +179,15 @@ func (e *edge) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 		// trailer of a failure: a failure with a header is not
 		// "trailers-only", and clients then take it as committed and never
 		// retry it, so a brief UNAVAILABLE would reach every caller.
-		if err == nil {
+		switch {
+		case err == nil:
 			_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, id))
-		} else {
+		case status.Code(err) == codes.Unavailable && time.Since(start) > slowFailure:
+			// A failure that already made the caller wait (a database that
+			// stopped answering) is not retried: three attempts would triple
+			// the wait instead of answering fast.
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(RequestIDHeader, id, retryPushbackHeader, "-1"))
+		default:
 			_ = grpc.SetTrailer(ctx, metadata.Pairs(RequestIDHeader, id))
 		}
 	}()

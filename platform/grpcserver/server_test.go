@@ -77,6 +77,10 @@ func (s *testService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) 
 		if s.flaky.Add(1) <= 2 {
 			return nil, status.Error(codes.Unavailable, "briefly unavailable")
 		}
+	case 8:
+		s.flaky.Add(1)
+		time.Sleep(600 * time.Millisecond) // a dependency that stopped answering
+		return nil, status.Error(codes.Unavailable, "database did not answer in time")
 	}
 	return &testpb.SimpleResponse{}, nil
 }
@@ -371,4 +375,11 @@ func TestClientsRetryUnavailable(t *testing.T) {
 	err := h.call(t, 7)
 	require.Equal(t, codes.Unavailable, status.Code(err))
 	require.Equal(t, int32(2), h.svc.flaky.Load(), "no fourth attempt")
+
+	// An UNAVAILABLE that already made the caller wait is not retried: a
+	// hung dependency answers in one timeout, not three.
+	h.svc.flaky.Store(0)
+	err = h.call(t, 8)
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.Equal(t, int32(1), h.svc.flaky.Load(), "one attempt")
 }
