@@ -36,8 +36,10 @@ const (
 	LevelError   Level = "error"
 )
 
-// TimestampLayout is RFC 3339 with milliseconds and an explicit zone.
-const TimestampLayout = "2006-01-02T15:04:05.000Z07:00"
+// TimestampLayout is RFC 3339 to the second with an explicit zone, as the
+// reference shows it: milliseconds cost 2 tokens on every answer and
+// execution_context already times the call.
+const TimestampLayout = "2006-01-02T15:04:05Z07:00"
 
 // Envelope is the whole answer of a tool call.
 type Envelope struct {
@@ -63,13 +65,64 @@ type Metadata struct {
 	VisualHints *VisualHints `json:"visual_hints,omitempty"`
 }
 
-// VisualHints tell a client how the results may be laid out.
+// VisualHints tell a client how the results may be laid out. A member at
+// its default (HintDefaults, also the output schema's "default") is left
+// out when written: see VisualHints.Compact.
 type VisualHints struct {
 	HighlightTop       int     `json:"highlight_top"`
 	GroupBy            *string `json:"group_by"`
 	ShowConfidence     bool    `json:"show_confidence"`
 	CollapseDuplicates bool    `json:"collapse_duplicates"`
 	ExpandablePreviews bool    `json:"expandable_previews"`
+}
+
+// HintDefaults are the visual hints a client assumes for a member left
+// out: the common search layout (the top 3 highlighted, grouped by
+// category, confidence shown; nothing to collapse, no previews to expand).
+var HintDefaults = VisualHints{HighlightTop: 3, GroupBy: Ptr("source_category"), ShowConfidence: true}
+
+// Hints returns v, or nil when every member is at its default, so that
+// _metadata leaves visual_hints out.
+func Hints(v *VisualHints) *VisualHints {
+	if len(v.Compact()) == 0 {
+		return nil
+	}
+	return v
+}
+
+// MarshalJSON writes only the members that differ from their defaults.
+func (v VisualHints) MarshalJSON() ([]byte, error) {
+	o := v.Compact()
+	if o == nil {
+		o = Object{}
+	}
+	return o.MarshalJSON()
+}
+
+// Compact returns the members that differ from HintDefaults, in the
+// reference's order, or nil when every member is at its default (the
+// reference has the hints "when available"; a default says nothing).
+func (v *VisualHints) Compact() Object {
+	if v == nil {
+		return nil
+	}
+	var o Object
+	if v.HighlightTop != HintDefaults.HighlightTop {
+		o = append(o, Field{Key: "highlight_top", Value: v.HighlightTop})
+	}
+	if (v.GroupBy == nil) != (HintDefaults.GroupBy == nil) || (v.GroupBy != nil && *v.GroupBy != *HintDefaults.GroupBy) {
+		o = append(o, Field{Key: "group_by", Value: v.GroupBy})
+	}
+	if v.ShowConfidence != HintDefaults.ShowConfidence {
+		o = append(o, Field{Key: "show_confidence", Value: v.ShowConfidence})
+	}
+	if v.CollapseDuplicates != HintDefaults.CollapseDuplicates {
+		o = append(o, Field{Key: "collapse_duplicates", Value: v.CollapseDuplicates})
+	}
+	if v.ExpandablePreviews != HintDefaults.ExpandablePreviews {
+		o = append(o, Field{Key: "expandable_previews", Value: v.ExpandablePreviews})
+	}
+	return o
 }
 
 // Pagination is the paging state of a paginated answer.

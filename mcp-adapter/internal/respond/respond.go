@@ -228,7 +228,7 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope) {
 	// when the database was read, the token breakdown when the budget
 	// shaped the answer (trimmed, or near or over the limit). The cache key
 	// tells a model nothing; it goes to the log (tools.logDone).
-	ec.DatabaseTimeMS = round2(call.DatabaseTimeMS)
+	ec.DatabaseTimeMS = fewerDigits(call.DatabaseTimeMS)
 	ec.TokenBreakdown = nil
 	budget := env.Metadata.Status == envelope.StatusPartial ||
 		hasWarning(env, warnings.TokenLimitWarning) || hasWarning(env, warnings.TokenLimitExceeded)
@@ -245,7 +245,7 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope) {
 func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, error) {
 	now := time.Now()
 	ec := &env.ExecutionContext
-	ec.ExecutionTimeMS = math.Max(ms(now.Sub(call.Started)), 0.01)
+	ec.ExecutionTimeMS = math.Max(fewerDigits(ms(now.Sub(call.Started))), 0.1)
 	formatStart := call.BackendDone
 	if formatStart.IsZero() {
 		formatStart = call.Started
@@ -253,7 +253,7 @@ func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, 
 	// Formatting time is reported when it is worth looking at.
 	ec.FormattingTimeMS = 0
 	if f := ms(now.Sub(formatStart)); f >= slowFormattingMS {
-		ec.FormattingTimeMS = f
+		ec.FormattingTimeMS = fewerDigits(f)
 	}
 	return render.Render(env, call.View, call.Format)
 }
@@ -274,3 +274,13 @@ func hasWarning(env *envelope.Envelope, code string) bool {
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
+
+// fewerDigits rounds a time in milliseconds to whole milliseconds, or to a
+// tenth below 1 ms: the digits past that say nothing to a reader and cost
+// tokens on every answer ("1.05" is 2 tokens more than "1").
+func fewerDigits(ms float64) float64 {
+	if ms < 1 {
+		return math.Round(ms*10) / 10
+	}
+	return math.Round(ms)
+}

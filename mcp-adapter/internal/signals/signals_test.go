@@ -116,6 +116,8 @@ func TestPageSignals(t *testing.T) {
 	qa := signals.QueryAnalysis(p)
 	require.Equal(t, []string{"jwt", "refresh"}, qa.MatchedTerms)
 	require.Equal(t, []string{"rotation"}, qa.UnmatchedTerms)
+	p.QueryTerms = []string{"jwt", "refresh"}
+	require.Nil(t, signals.QueryAnalysis(p), "every term matched: nothing to say")
 
 	fields := cfg().Annotate(p)
 	require.Len(t, fields, 4)

@@ -40,13 +40,14 @@ func metadataSchema() schema {
 		"request_id": schema{"type": "string", "minLength": 1},
 		"status":     enum(string(envelope.StatusSuccess), string(envelope.StatusPartial), string(envelope.StatusError)),
 		"message":    nullStr(),
+		// Only the hints that differ from their defaults are written.
 		"visual_hints": obj(schema{
-			"highlight_top":       integer(0),
-			"group_by":            nullStr(),
-			"show_confidence":     boolean(),
-			"collapse_duplicates": boolean(),
-			"expandable_previews": boolean(),
-		}, "highlight_top", "group_by", "show_confidence", "collapse_duplicates", "expandable_previews"),
+			"highlight_top":       withDefault(integer(0), envelope.HintDefaults.HighlightTop),
+			"group_by":            withDefault(nullStr(), *envelope.HintDefaults.GroupBy),
+			"show_confidence":     withDefault(boolean(), envelope.HintDefaults.ShowConfidence),
+			"collapse_duplicates": withDefault(boolean(), envelope.HintDefaults.CollapseDuplicates),
+			"expandable_previews": withDefault(boolean(), envelope.HintDefaults.ExpandablePreviews),
+		}),
 	}, "operation", "version", "timestamp", "request_id", "status")
 }
 
@@ -122,6 +123,12 @@ func needsInputSchema() schema {
 			"field":       str(),
 		}, "label", "value", "field")),
 	}, "kind", "type", "message", "needsInput", "options")
+}
+
+// withDefault annotates s with the value a left-out member stands for.
+func withDefault(s schema, v any) schema {
+	s["default"] = v
+	return s
 }
 
 func queryAnalysisSchema() schema {

@@ -333,10 +333,11 @@ func (c *searchContent) Keep(env *envelope.Envelope, k int) {
 	if c.s.opts.Desktop && projection.Of(c.p.mode).Signals {
 		hits := c.page.Hits[:k]
 		sp := c.signalPage(hits)
-		env.Metadata.VisualHints = c.s.opts.Signals.VisualHints(sp)
+		vh := c.s.opts.Signals.VisualHints(sp)
 		if !c.s.opts.Signals.IncludeConfidence || !c.withSignals {
-			env.Metadata.VisualHints.ShowConfidence = false
+			vh.ShowConfidence = false
 		}
+		env.Metadata.VisualHints = envelope.Hints(vh)
 		env.QueryAnalysis = signals.QueryAnalysis(sp)
 	}
 }

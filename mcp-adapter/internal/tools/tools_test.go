@@ -146,8 +146,14 @@ func TestSemanticSearchModesAndFormats(t *testing.T) {
 						require.Nil(t, a.env["query_analysis"], "no desktop signals in ids_only")
 						require.Nil(t, a.env["_metadata"].(map[string]any)["visual_hints"])
 					} else {
-						require.NotNil(t, a.env["query_analysis"])
-						require.NotNil(t, a.env["_metadata"].(map[string]any)["visual_hints"])
+						// Page signals at their defaults are left out:
+						// what is written says something.
+						if qa, ok := a.env["query_analysis"].(map[string]any); ok {
+							require.NotEmpty(t, qa["unmatched_terms"])
+						}
+						if vh, ok := a.env["_metadata"].(map[string]any)["visual_hints"].(map[string]any); ok {
+							require.NotEmpty(t, vh)
+						}
 					}
 				})
 			}
@@ -988,8 +994,11 @@ func TestSignalsAreDerivedFromRetrievers(t *testing.T) {
 		require.LessOrEqual(t, p, prev, "percentiles fall with rank")
 		prev = p
 	}
+	require.Nil(t, a.env["query_analysis"], "every query term matched: the default is left out")
+	a = h.call(tools.ToolSemanticSearch, map[string]any{"query": "incident zyxqwv", "page_size": 5, "response_mode": "metadata"})
 	qa := a.env["query_analysis"].(map[string]any)
-	require.Contains(t, qa["matched_terms"], "incident")
+	require.Equal(t, []any{"incident"}, qa["matched_terms"])
+	require.Equal(t, []any{"zyxqwv"}, qa["unmatched_terms"])
 }
 
 func TestDuplicatesAreFlagged(t *testing.T) {

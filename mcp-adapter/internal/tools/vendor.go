@@ -198,13 +198,13 @@ func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
 			shown += len(list)
 		}
 		g := "entity_type"
-		env.Metadata.VisualHints = &envelope.VisualHints{
+		env.Metadata.VisualHints = envelope.Hints(&envelope.VisualHints{
 			HighlightTop:       min(shown, 3),
 			GroupBy:            &g,
 			ShowConfidence:     shown > 0,
 			CollapseDuplicates: false,
 			ExpandablePreviews: projection.Of(c.p.mode).Details,
-		}
+		})
 	}
 }
 
