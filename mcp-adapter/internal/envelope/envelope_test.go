@@ -73,7 +73,7 @@ func TestEnvelopeShape(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &m))
 	require.ElementsMatch(t, []string{"_metadata", "results", "pagination", "execution_context", "warnings"}, keys(m))
 	require.Nil(t, m["pagination"], "pagination is null when not paginated")
-	require.Equal(t, "1970-01-01T00:00:00.000Z", m["_metadata"].(map[string]any)["timestamp"])
+	require.Equal(t, "1970-01-01T00:00:00Z", m["_metadata"].(map[string]any)["timestamp"])
 	require.NotContains(t, m["_metadata"], "message", "a plain success has no status message")
 	require.ElementsMatch(t, []string{"tokens_estimated", "tokens_used", "cache_hit", "execution_time_ms", "request_id"},
 		keys(m["execution_context"].(map[string]any)), "extended metrics only where they say something")
@@ -112,4 +112,15 @@ func keys(m map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestVisualHintsWriteOnlyWhatDiffers(t *testing.T) {
+	def := envelope.HintDefaults
+	require.Nil(t, envelope.Hints(&def), "all defaults: visual_hints is left out")
+	vh := envelope.HintDefaults
+	vh.CollapseDuplicates = true
+	vh.GroupBy = nil
+	b, err := envelope.Marshal(envelope.Hints(&vh))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"group_by":null,"collapse_duplicates":true}`, string(b))
 }

@@ -68,6 +68,9 @@ type View struct {
 	Mode string
 	// Tool is the tool to call for the next page.
 	Tool string
+	// ChunkLinks is how many leading results get a resource_link block to
+	// kb://chunks/{id} (see Links).
+	ChunkLinks int
 }
 
 // Output is a rendered answer.
@@ -77,8 +80,45 @@ type Output struct {
 	// JSON is the final envelope encoding (structuredContent), whatever the
 	// format.
 	JSON []byte
-	// TokensUsed is the exact token count of Blocks.
+	// Links are resource_link blocks, after the text blocks.
+	Links []mcp.ResourceLink
+	// TokensUsed is the exact token count of Blocks and Links.
 	TokensUsed int
+}
+
+// ChunkURIPrefix starts the URI of a chunk resource (kb://chunks/{id}).
+const ChunkURIPrefix = "kb://chunks/"
+
+// Links are the resource_link blocks of the first view.ChunkLinks results
+// that have a chunk_id and no chunk_text: a client can open the chunk in
+// full with one click, and a result that already carries its text needs no
+// link. Each costs about 20 tokens, so only the few worth reading get one.
+func Links(env *envelope.Envelope, view View) []mcp.ResourceLink {
+	var out []mcp.ResourceLink
+	for _, r := range env.Results {
+		if len(out) >= view.ChunkLinks {
+			break
+		}
+		id, ok := r.Int("chunk_id")
+		if _, full := r.Get("chunk_text"); !ok || full {
+			continue
+		}
+		s := strconv.Itoa(id)
+		out = append(out, mcp.NewResourceLink(ChunkURIPrefix+s, "chunk "+s, "", ""))
+	}
+	return out
+}
+
+// linkTokens is the cl100k count of the links as they travel (their JSON).
+func linkTokens(links []mcp.ResourceLink) int {
+	n := 0
+	for _, l := range links {
+		b, err := json.Marshal(l)
+		if err == nil {
+			n += tokens.Count(string(b))
+		}
+	}
+	return n
 }
 
 // Estimate estimates, part by part, the tokens the blocks of format f will
@@ -95,6 +135,8 @@ func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdo
 		b.Pagination += j.Pagination
 		b.Warnings += j.Warnings
 	}
+	// The links are short and few: counted, not estimated.
+	b.Results += linkTokens(Links(env, view))
 	return b
 }
 
@@ -103,12 +145,14 @@ func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdo
 // block that count describes the block itself: the count is solved so the
 // number written is the number of tokens of the text that contains it.
 func Render(env *envelope.Envelope, view View, f Format) (*Output, error) {
-	out := &Output{}
-	mdTokens := 0
+	out := &Output{Links: Links(env, view)}
+	// mdTokens counts everything but the JSON block: the markdown and the
+	// links.
+	mdTokens := linkTokens(out.Links)
 	if f == Markdown || f == Both {
 		md := MarkdownText(env, view)
 		out.Blocks = append(out.Blocks, md)
-		mdTokens = tokens.Count(md)
+		mdTokens += tokens.Count(md)
 	}
 	if f == Markdown {
 		env.ExecutionContext.TokensUsed = mdTokens
@@ -180,9 +224,12 @@ func numberTokens(n int) int {
 // ToolResult wraps a rendered answer for MCP: text blocks, the envelope as
 // structuredContent, and isError for error envelopes.
 func ToolResult(out *Output, env *envelope.Envelope) *mcp.CallToolResult {
-	content := make([]mcp.Content, len(out.Blocks))
-	for i, b := range out.Blocks {
-		content[i] = mcp.NewTextContent(b)
+	content := make([]mcp.Content, 0, len(out.Blocks)+len(out.Links))
+	for _, b := range out.Blocks {
+		content = append(content, mcp.NewTextContent(b))
+	}
+	for _, l := range out.Links {
+		content = append(content, l)
 	}
 	return &mcp.CallToolResult{
 		Content:           content,

@@ -133,6 +133,8 @@ type answer struct {
 	res    *mcp.CallToolResult
 	env    map[string]any // from structuredContent
 	blocks []string
+	// links are the resource_link blocks, which follow the text blocks.
+	links []mcp.ResourceLink
 }
 
 func (h *harness) call(tool string, args map[string]any) answer {
@@ -154,8 +156,13 @@ func (h *harness) decode(tool string, res *mcp.CallToolResult) answer {
 		h.t.Logf("no structured content: %+v", res)
 	}
 	for _, c := range res.Content {
+		if l, ok := c.(mcp.ResourceLink); ok {
+			a.links = append(a.links, l)
+			continue
+		}
+		require.Empty(h.t, a.links, "resource links come after the text")
 		tc, ok := c.(mcp.TextContent)
-		require.True(h.t, ok, "content must be text")
+		require.True(h.t, ok, "content must be text or resource links")
 		a.blocks = append(a.blocks, tc.Text)
 	}
 	raw, err := json.Marshal(res.StructuredContent)

@@ -155,6 +155,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	}
 	call.View.Mode = string(p.mode)
 	call.View.Title = fmt.Sprintf("Search results for %q", p.query)
+	call.View.ChunkLinks = chunkLinks
 
 	fields, ferr := projection.Select(projection.SearchFields(p.mode), p.fields, p.mode)
 
@@ -341,6 +342,10 @@ func (c *searchContent) Keep(env *envelope.Envelope, k int) {
 		env.QueryAnalysis = signals.QueryAnalysis(sp)
 	}
 }
+
+// chunkLinks is how many leading results get a resource_link to
+// kb://chunks/{id}: the few a progressive reader opens (docs/MCP.md).
+const chunkLinks = 3
 
 func (c *searchContent) NearLimit() string {
 	return lighterAdvice(c.p.mode, c.p.pageSize)

@@ -6,6 +6,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -48,6 +49,11 @@ func checkTokens(t *testing.T, a answer) {
 	total := 0
 	for _, b := range a.blocks {
 		total += tokens.Count(b)
+	}
+	for _, l := range a.links {
+		b, err := json.Marshal(l)
+		require.NoError(t, err)
+		total += tokens.Count(string(b))
 	}
 	ec := a.execution()
 	used := int(ec["tokens_used"].(float64))

@@ -14,7 +14,7 @@ import (
 
 func init() {
 	commands["eval"] = command{
-		summary: "measure retrieval quality through the service: eval -beir DIR [-split train] [-modes bm25,vector,hybrid]",
+		summary: "measure retrieval quality through the service: eval -beir DIR [-split train] [-modes bm25,vector,hybrid]; with -tokens, tokens-to-answer through the MCP adapter",
 		run:     runEval,
 	}
 }
@@ -28,6 +28,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noIngest := fs.Bool("no-ingest", false, "do not (re-)ingest the corpus first")
 	parallel := fs.Int("parallel", 4, "queries in flight")
 	quiet := fs.Bool("quiet", false, "no progress bar while ingesting")
+	tokens := fs.Bool("tokens", false, "measure tokens per query and success@10 through the MCP adapter (naive full-mode search vs progressive search + get_chunks of the top 3) instead of retrieval quality")
+	adapter := fs.String("adapter", envOr("BMCIS_MCP_ADAPTER_BIN", "mcp-adapter"), "with -tokens: the MCP adapter binary, started over stdio with this environment (BMCIS_API_KEY and the service addresses, or BMCIS_MCP_URL; BMCIS_MCP_ADAPTER_BIN)")
+	maxQueries := fs.Int("queries", 0, "with -tokens: only the first N judged queries (0: all)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +67,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "corpus: %d documents (%d written, %d unchanged, %d failed), %d chunks written, %.1f s\n",
 			sum.Resp.DocumentsReceived, sum.Resp.DocumentsWritten, sum.Resp.DocumentsUnchanged,
 			int(sum.Resp.DocumentsFailed)+len(sum.Problems), sum.Resp.ChunksWritten, sum.Seconds)
+	}
+	if *tokens {
+		if *maxQueries < 0 {
+			return usageErrorf("-queries must be 0 or more")
+		}
+		return runTokenEval(ctx, c, ds, filepath.Base(filepath.Clean(*dir)), *split,
+			tokenEvalOptions{adapter: *adapter, maxQueries: *maxQueries,
+				adapterEnv: []string{"BMCIS_LOG_LEVEL=" + envOr("BMCIS_LOG_LEVEL", "warn")}}, stdout, stderr)
 	}
 	qs := make([]searchQuery, len(ds.Queries))
 	for i, q := range ds.Queries {
