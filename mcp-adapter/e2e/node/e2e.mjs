@@ -55,8 +55,10 @@ async function connect(elicit) {
 function envelope(result) {
   const env = result.structuredContent;
   assert.ok(env && typeof env === "object", "structuredContent is the envelope");
-  const last = result.content.at(-1);
-  assert.equal(last.type, "text");
+  // resource_link blocks (kb://chunks/{id}) follow the text blocks.
+  const texts = result.content.filter((c) => c.type === "text");
+  assert.deepEqual(result.content.slice(0, texts.length), texts, "text blocks first");
+  const last = texts.at(-1);
   if (last.text.startsWith("{")) {
     assert.deepEqual(JSON.parse(last.text), env, "the JSON block is the envelope");
   }
@@ -74,6 +76,10 @@ const call = async (name, args) => envelope(await client.callTool({ name, argume
 try {
   await check("initialize names the server", async () => {
     assert.equal(client.getServerVersion()?.name, "bmcis-knowledge");
+    assert.equal(client.getServerVersion()?.title, "BMCIS Knowledge");
+    assert.match(client.getServerVersion()?.icons?.[0]?.src ?? "", /^data:image\/svg\+xml;base64,/);
+    assert.ok(client.getServerCapabilities()?.prompts, "prompts capability");
+    assert.ok(client.getServerCapabilities()?.completions, "completions capability");
     assert.ok(client.getServerCapabilities()?.tools, "tools capability");
     assert.ok(client.getInstructions()?.includes("semantic_search"));
   });
@@ -86,6 +92,8 @@ try {
       assert.equal(t.annotations?.destructiveHint, false, t.name);
       assert.equal(t.annotations?.idempotentHint, true, t.name);
       assert.equal(t.outputSchema?.type, "object", t.name);
+      assert.ok(t.title, t.name);
+      assert.equal(t.icons?.[0]?.mimeType, "image/svg+xml", t.name);
       assert.ok(t.description.startsWith("Use this "), t.name);
     }
   });
@@ -117,6 +125,39 @@ try {
     assert.equal(ids.length, 5);
   });
 
+  await check("semantic_search links its top results as resource_link blocks", async () => {
+    const res = await client.callTool({ name: "semantic_search", arguments: { query: "suspected security incident evidence", response_mode: "ids_only", page_size: 5 } });
+    const env = envelope(res);
+    const links = res.content.filter((c) => c.type === "resource_link");
+    assert.deepEqual(links.map((l) => l.uri), env.results.slice(0, 3).map((r) => `kb://chunks/${r.chunk_id}`));
+    for (const l of links) {
+      assert.equal(l.name, l.uri.replace("kb://chunks/", "chunk "));
+      assert.ok(!("description" in l) && !("mimeType" in l), "no empty optional members");
+    }
+    const opened = await client.readResource({ uri: links[0].uri });
+    assert.equal(JSON.parse(opened.contents.at(-1).text).results[0].chunk_id, env.results[0].chunk_id);
+    const full = await client.callTool({ name: "semantic_search", arguments: { query: "suspected security incident evidence", response_mode: "full", page_size: 2 } });
+    assert.equal(full.content.filter((c) => c.type === "resource_link").length, 0, "full results carry their text");
+  });
+
+  await check("prompts: research a vendor, find and cite", async () => {
+    const { prompts } = await client.listPrompts();
+    assert.deepEqual(prompts.map((p) => p.name).sort(), ["find_and_cite", "research_vendor"]);
+    for (const p of prompts) assert.ok(p.title && p.arguments[0].required, p.name);
+    const got = await client.getPrompt({ name: "research_vendor", arguments: { vendor_name: "Globex" } });
+    assert.equal(got.messages[0].role, "user");
+    assert.match(got.messages[0].content.text, /find_vendor_info with vendor_name "Globex"/);
+    const cite = await client.getPrompt({ name: "find_and_cite", arguments: { question: "How do we rotate keys?" } });
+    assert.match(cite.messages[0].content.text, /kb:\/\/chunks\//);
+  });
+
+  await check("completion/complete: vendor_name from the graph (prompt and template)", async () => {
+    for (const ref of [{ type: "ref/prompt", name: "research_vendor" }, { type: "ref/resource", uri: "kb://vendors/{vendor_name}" }]) {
+      const { completion } = await client.complete({ ref, argument: { name: "vendor_name", value: "acm" } });
+      for (const want of ["ACME Inc", "Acme Corp", "Acme Ltd"]) assert.ok(completion.values.includes(want), `${ref.type}: ${want} in ${completion.values}`);
+    }
+  });
+
   await check("semantic_search pages with the cursor", async () => {
     const first = await call("semantic_search", { query: "vendor security questionnaire", response_mode: "ids_only", page_size: 3 });
     const next = await call("semantic_search", { query: "vendor security questionnaire", cursor: first.pagination.cursor });
@@ -126,11 +167,13 @@ try {
 
   await check("semantic_search markdown and both formats", async () => {
     const md = await client.callTool({ name: "semantic_search", arguments: { query: "mfa rollout", format: "markdown", page_size: 2 } });
-    assert.equal(md.content.length, 1);
+    const texts = (r) => r.content.filter((c) => c.type === "text");
+    assert.equal(texts(md).length, 1);
+    assert.equal(md.content.length, 3, "and 2 resource links");
     assert.ok(md.content[0].text.startsWith("## "));
     envelope(md);
     const both = await client.callTool({ name: "semantic_search", arguments: { query: "mfa rollout", format: "both", page_size: 2 } });
-    assert.equal(both.content.length, 2);
+    assert.equal(texts(both).length, 2);
     envelope(both);
   });
 

@@ -83,13 +83,17 @@ func New(opts Options) *Bridge {
 
 // Server builds the MCP server the Desktop talks to.
 func (b *Bridge) Server() *server.MCPServer {
-	m := server.NewMCPServer(tools.ServerName, version.Version,
+	opts := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithElicitation(),
 		server.WithRecovery(),
 		server.WithInstructions(tools.Instructions()),
-	)
+		server.WithPromptCompletionProvider(forwardCompletions{b}),
+		server.WithResourceCompletionProvider(forwardCompletions{b}),
+	}
+	m := server.NewMCPServer(tools.ServerName, version.Version, append(opts, tools.Presentation()...)...)
+	m.AddPrompts(tools.Prompts()...)
 	ts, templates := tools.Catalog()
 	for _, t := range ts {
 		m.AddTool(t, b.callTool)
@@ -208,7 +212,43 @@ func (b *Bridge) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		b.drop(c)
 		return b.unavailable(ctx, req.Params.Name, formatOf(req), err), nil
 	}
+	render.Compact(res.Content)
 	return res, nil
+}
+
+// forwardCompletions asks the endpoint for the completions it offers
+// (vendor names from its graph); nothing when it cannot be reached, since
+// completion is a typing aid.
+type forwardCompletions struct{ b *Bridge }
+
+func (f forwardCompletions) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, cc mcp.CompleteContext) (*mcp.Completion, error) {
+	return f.forward(ctx, mcp.PromptReference{Type: "ref/prompt", Name: name}, arg, cc), nil
+}
+
+func (f forwardCompletions) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cc mcp.CompleteContext) (*mcp.Completion, error) {
+	return f.forward(ctx, mcp.ResourceReference{Type: "ref/resource", URI: uri}, arg, cc), nil
+}
+
+func (f forwardCompletions) forward(ctx context.Context, ref any, arg mcp.CompleteArgument, cc mcp.CompleteContext) *mcp.Completion {
+	empty := &mcp.Completion{Values: []string{}}
+	if f.b.opts.APIKey == "" || !tools.Completes(ref, arg) {
+		return empty
+	}
+	c, err := f.b.client(ctx, false)
+	if err != nil {
+		return empty
+	}
+	req := mcp.CompleteRequest{}
+	req.Params.Ref, req.Params.Argument, req.Params.Context = ref, arg, cc
+	res, err := c.Complete(ctx, req)
+	if err != nil {
+		if !rpcErr(err) {
+			f.b.drop(c)
+		}
+		f.b.log.WarnContext(ctx, "MCP endpoint completion failed", "error", err.Error())
+		return empty
+	}
+	return &res.Completion
 }
 
 func (b *Bridge) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {

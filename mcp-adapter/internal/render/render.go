@@ -81,7 +81,7 @@ type Output struct {
 	// format.
 	JSON []byte
 	// Links are resource_link blocks, after the text blocks.
-	Links []mcp.ResourceLink
+	Links []Link
 	// TokensUsed is the exact token count of Blocks and Links.
 	TokensUsed int
 }
@@ -93,8 +93,8 @@ const ChunkURIPrefix = "kb://chunks/"
 // that have a chunk_id and no chunk_text: a client can open the chunk in
 // full with one click, and a result that already carries its text needs no
 // link. Each costs about 20 tokens, so only the few worth reading get one.
-func Links(env *envelope.Envelope, view View) []mcp.ResourceLink {
-	var out []mcp.ResourceLink
+func Links(env *envelope.Envelope, view View) []Link {
+	var out []Link
 	for _, r := range env.Results {
 		if len(out) >= view.ChunkLinks {
 			break
@@ -104,13 +104,43 @@ func Links(env *envelope.Envelope, view View) []mcp.ResourceLink {
 			continue
 		}
 		s := strconv.Itoa(id)
-		out = append(out, mcp.NewResourceLink(ChunkURIPrefix+s, "chunk "+s, "", ""))
+		out = append(out, Link{mcp.NewResourceLink(ChunkURIPrefix+s, "chunk "+s, "", "")})
 	}
 	return out
 }
 
+// Link is a resource_link block written without the empty optional
+// members mcp-go always writes ("description":"","mimeType":""), which
+// cost 6 tokens a link and say nothing.
+type Link struct{ mcp.ResourceLink }
+
+// MarshalJSON writes type, uri, name and only the optional members set.
+func (l Link) MarshalJSON() ([]byte, error) {
+	type compact struct {
+		Type        string `json:"type"`
+		URI         string `json:"uri"`
+		Name        string `json:"name"`
+		Title       string `json:"title,omitempty"`
+		Description string `json:"description,omitempty"`
+		MIMEType    string `json:"mimeType,omitempty"`
+		Size        *int64 `json:"size,omitempty"`
+	}
+	r := l.ResourceLink
+	return json.Marshal(compact{r.Type, r.URI, r.Name, r.Title, r.Description, r.MIMEType, r.Size})
+}
+
+// Compact rewrites the resource links of content as Link, so that an
+// answer passed on (the bridge) travels as the endpoint wrote it.
+func Compact(content []mcp.Content) {
+	for i, c := range content {
+		if l, ok := c.(mcp.ResourceLink); ok && l.Meta == nil && l.Annotations == nil {
+			content[i] = Link{l}
+		}
+	}
+}
+
 // linkTokens is the cl100k count of the links as they travel (their JSON).
-func linkTokens(links []mcp.ResourceLink) int {
+func linkTokens(links []Link) int {
 	n := 0
 	for _, l := range links {
 		b, err := json.Marshal(l)

@@ -86,7 +86,10 @@ func New(opts Options) *server.MCPServer {
 		server.WithElicitation(),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
+		server.WithPromptCompletionProvider(vendorCompletions{s}),
+		server.WithResourceCompletionProvider(vendorCompletions{s}),
 	}
+	srvOpts = append(srvOpts, Presentation()...)
 	if opts.ValidateOutput {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
 	}
@@ -96,6 +99,7 @@ func New(opts Options) *server.MCPServer {
 	m.AddTool(chunksTool(opts.DefaultFormat), s.getChunks)
 	m.AddResourceTemplate(chunkTemplate(), s.readChunk)
 	m.AddResourceTemplate(vendorTemplate(), s.readVendor)
+	m.AddPrompts(Prompts()...)
 	return m
 }
 
@@ -162,7 +166,7 @@ func searchTool(format render.Format) mcp.Tool {
 		mcp.WithDescription("Use this first for information in the BMCIS knowledge base. It finds the document chunks most relevant to a question or keywords (BM25 + vector similarity, fused by rank). "+
 			"response_mode: "+projection.Describe(projection.SearchResult, projection.Metadata)+". "+
 			"Page with the previous answer's cursor; read chosen chunks in full with get_chunks."),
-		readOnly("Search the knowledge base"),
+		toolPresentation("Search the knowledge base"),
 		mcp.WithString("query", mcp.Required(), mcp.MaxLength(500),
 			mcp.Description("A question or keywords.")),
 		mcp.WithInteger("page_size", mcp.Min(1), mcp.Max(50), mcp.DefaultNumber(10),
@@ -186,7 +190,7 @@ func vendorTool(format render.Format) mcp.Tool {
 		mcp.WithDescription("Use this for a named vendor: its entities, relationships and statistics in the vendor graph. "+
 			"Names match ignoring case and punctuation; an ambiguous or unknown name answers with candidates. "+
 			"response_mode: "+projection.Describe(projection.VendorResult, projection.Metadata)+"."),
-		readOnly("Look up a vendor"),
+		toolPresentation("Look up a vendor"),
 		mcp.WithString("vendor_name", mcp.Required(), mcp.MinLength(1), mcp.MaxLength(200),
 			mcp.Description("The vendor's name or alias.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
@@ -204,7 +208,7 @@ func chunksTool(format render.Format) mcp.Tool {
 		mcp.WithDescription("Use this after semantic_search to read the chunks that matter, by id. "+
 			"Chunks come in the order asked; unknown ids are reported in a warning. "+
 			"response_mode: "+projection.Describe(projection.ChunkResult, projection.Full)+"."),
-		readOnly("Read chunks by id"),
+		toolPresentation("Read chunks by id"),
 		mcp.WithArray("chunk_ids", mcp.Required(), mcp.WithIntegerItems(), mcp.MinItems(1), mcp.MaxItems(100),
 			mcp.Description("chunk_id values from semantic_search.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Full)),

@@ -23,6 +23,7 @@ import (
 	"github.com/bmcis/knowledge/platform/stacktest"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
@@ -51,7 +52,7 @@ func checkTokens(t *testing.T, a answer) {
 		total += tokens.Count(b)
 	}
 	for _, l := range a.links {
-		b, err := json.Marshal(l)
+		b, err := json.Marshal(render.Link{ResourceLink: l})
 		require.NoError(t, err)
 		total += tokens.Count(string(b))
 	}
