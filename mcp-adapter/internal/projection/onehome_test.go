@@ -104,7 +104,9 @@ func TestThrowawayModeIsPickedUpEverywhere(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &out))
 		var blocks []string
 		for _, c := range res.Content {
-			blocks = append(blocks, c.(mcp.TextContent).Text)
+			if tc, ok := c.(mcp.TextContent); ok { // resource links follow
+				blocks = append(blocks, tc.Text)
+			}
 		}
 		return out, blocks
 	}
