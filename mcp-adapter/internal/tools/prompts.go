@@ -16,33 +16,37 @@ const (
 	PromptFindAndCite    = "find_and_cite"
 )
 
+// workflow is one prompt: its title and description, its one required
+// argument and the handler that writes the instructions.
+type workflow struct {
+	name, title, description string
+	arg, argTitle, argHelp   string
+	handler                  server.PromptHandlerFunc
+}
+
+var workflows = []workflow{
+	{PromptResearchVendor, "Research a vendor", "What the knowledge base and the vendor graph say about one vendor, with sources.",
+		"vendor_name", "Vendor", "The vendor's name or alias (completes from the vendor graph).", researchVendor},
+	{PromptFindAndCite, "Find and cite", "Answer a question from the knowledge base, citing the chunks used.",
+		"question", "Question", "What to find out.", findAndCite},
+}
+
 // Prompts are the workflow prompts. They need no backend: the model then
 // makes the calls, each checked as usual, so the bridge serves them too.
 func Prompts() []server.ServerPrompt {
-	return []server.ServerPrompt{
-		{
-			Prompt: mcp.NewPrompt(PromptResearchVendor,
-				mcp.WithPromptTitle("Research a vendor"),
-				mcp.WithPromptDescription("What the knowledge base and the vendor graph say about one vendor, with sources."),
+	out := make([]server.ServerPrompt, len(workflows))
+	for i, w := range workflows {
+		out[i] = server.ServerPrompt{
+			Prompt: mcp.NewPrompt(w.name,
+				mcp.WithPromptTitle(w.title),
+				mcp.WithPromptDescription(w.description),
 				mcp.WithPromptIcons(Icon()),
-				mcp.WithArgument("vendor_name", mcp.RequiredArgument(),
-					mcp.ArgumentTitle("Vendor"),
-					mcp.ArgumentDescription("The vendor's name or alias (completes from the vendor graph).")),
+				mcp.WithArgument(w.arg, mcp.RequiredArgument(), mcp.ArgumentTitle(w.argTitle), mcp.ArgumentDescription(w.argHelp)),
 			),
-			Handler: researchVendor,
-		},
-		{
-			Prompt: mcp.NewPrompt(PromptFindAndCite,
-				mcp.WithPromptTitle("Find and cite"),
-				mcp.WithPromptDescription("Answer a question from the knowledge base, citing the chunks used."),
-				mcp.WithPromptIcons(Icon()),
-				mcp.WithArgument("question", mcp.RequiredArgument(),
-					mcp.ArgumentTitle("Question"),
-					mcp.ArgumentDescription("What to find out.")),
-			),
-			Handler: findAndCite,
-		},
+			Handler: w.handler,
+		}
 	}
+	return out
 }
 
 // promptArg is a required prompt argument, trimmed.
