@@ -37,6 +37,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *dir == "" {
 		return usageErrorf("-beir DIR is required")
 	}
+	if *maxQueries < 0 {
+		return usageErrorf("-queries must be 0 (all) or more, not %d", *maxQueries)
+	}
 	var ms []searchv1.RetrievalMode
 	for _, m := range strings.Split(*modes, ",") {
 		mode, err := parseSearchMode(strings.TrimSpace(m))
@@ -69,9 +72,6 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			int(sum.Resp.DocumentsFailed)+len(sum.Problems), sum.Resp.ChunksWritten, sum.Seconds)
 	}
 	if *tokens {
-		if *maxQueries < 0 {
-			return usageErrorf("-queries must be 0 or more")
-		}
 		return runTokenEval(ctx, c, ds, filepath.Base(filepath.Clean(*dir)), *split,
 			tokenEvalOptions{adapter: *adapter, maxQueries: *maxQueries,
 				adapterEnv: []string{"BMCIS_LOG_LEVEL=" + envOr("BMCIS_LOG_LEVEL", "warn")}}, stdout, stderr)
