@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
@@ -24,6 +25,9 @@ const (
 	maxDefaultOverhead = 120 // default format, everything but the results
 	maxJSONOverhead    = 150 // format "json", desktop page signals included
 	maxToolsList       = 900 // tools/list descriptions + input schemas
+	// maxLinks bounds the resource_link blocks of a page (3 links),
+	// counted in the totals, not in the overhead.
+	maxLinks = 60
 	// maxJSONOverheadUnmatched: format "json" when a query word matched
 	// nothing, so query_analysis is written (docs/MCP.md).
 	maxJSONOverheadUnmatched = 175
@@ -68,8 +72,15 @@ func TestTokenTargets(t *testing.T) {
 			total := int(a.execution()["tokens_used"].(float64))
 			results := markdownResults(t, a.blocks[0])
 			overhead := tokens.Count(strings.Replace(a.blocks[0], results, "", 1))
-			t.Logf("default format, %s: %d tokens, overhead %d", mode, total, overhead)
+			links := 0
+			for _, l := range a.links {
+				b, err := json.Marshal(render.Link{ResourceLink: l})
+				require.NoError(t, err)
+				links += tokens.Count(string(b))
+			}
+			t.Logf("default format, %s: %d tokens, overhead %d, %d resource links %d", mode, total, overhead, len(a.links), links)
 			require.LessOrEqual(t, overhead, maxDefaultOverhead, mode)
+			require.LessOrEqual(t, links, maxLinks, mode)
 			if limit, ok := maxDefaultTotal[mode]; ok {
 				require.LessOrEqual(t, total, limit, mode)
 			}
