@@ -139,3 +139,36 @@ func TestParseFormatAndToolResult(t *testing.T) {
 	require.True(t, res.IsError)
 	require.Equal(t, json.RawMessage(out.JSON), res.StructuredContent)
 }
+
+func TestResourceLinks(t *testing.T) {
+	view := render.View{Title: "t", Mode: "metadata", Tool: "semantic_search", ChunkLinks: 3}
+	for _, f := range render.Formats {
+		env := searchEnvelope(5, false)
+		out, err := render.Render(env, view, f)
+		require.NoError(t, err)
+		require.Len(t, out.Links, 3, f)
+		n := 0
+		for i, l := range out.Links {
+			require.Equal(t, fmt.Sprintf("kb://chunks/%d", 1000+i), l.URI)
+			b, err := json.Marshal(l)
+			require.NoError(t, err)
+			require.JSONEq(t, fmt.Sprintf(`{"type":"resource_link","uri":"kb://chunks/%d","name":"chunk %d"}`, 1000+i, 1000+i), string(b),
+				"no empty description or mimeType")
+			n += tokens.Count(string(b))
+		}
+		blocks := 0
+		for _, b := range out.Blocks {
+			blocks += tokens.Count(b)
+		}
+		require.Equal(t, blocks+n, env.ExecutionContext.TokensUsed, "%s: tokens_used counts the links", f)
+		res := render.ToolResult(out, env)
+		require.Len(t, res.Content, len(out.Blocks)+3, "links after the text")
+	}
+	out, err := render.Render(searchEnvelope(5, true), view, render.Markdown)
+	require.NoError(t, err)
+	require.Empty(t, out.Links, "results that carry their text get no link")
+	view.ChunkLinks = 0
+	out, err = render.Render(searchEnvelope(5, false), view, render.Markdown)
+	require.NoError(t, err)
+	require.Empty(t, out.Links)
+}
