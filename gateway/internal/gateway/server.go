@@ -27,6 +27,7 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/tracing"
 	"github.com/bmcis/knowledge/platform/version"
 )
 
@@ -268,7 +269,7 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 
 func (g *Gateway) httpServer() *http.Server {
 	return &http.Server{
-		Handler:           g.handler,
+		Handler:           tracing.HTTPHandler(g.handler, "gateway"),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       g.cfg.ReadTimeout,
 		WriteTimeout:      g.cfg.RequestTimeout + 10*time.Second,

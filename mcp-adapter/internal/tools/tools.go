@@ -22,6 +22,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/mcptrace"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
@@ -86,6 +87,7 @@ func New(opts Options) *server.MCPServer {
 		server.WithElicitation(),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
+		mcptrace.ServerOption(),
 	}
 	if opts.ValidateOutput {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
