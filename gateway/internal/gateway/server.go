@@ -170,7 +170,8 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.MCPMetricsURL != "" {
 		g.collector.targets = append(g.collector.targets, struct{ name, url string }{MCPAdapter, cfg.MCPMetricsURL})
 	}
-	g.handler = g.routes()
+	// Every request but probes gets a server span (platform/tracing).
+	g.handler = tracing.HTTPHandler(g.routes(), "gateway")
 	return g, nil
 }
 
@@ -269,7 +270,7 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 
 func (g *Gateway) httpServer() *http.Server {
 	return &http.Server{
-		Handler:           tracing.HTTPHandler(g.handler, "gateway"),
+		Handler:           g.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       g.cfg.ReadTimeout,
 		WriteTimeout:      g.cfg.RequestTimeout + 10*time.Second,
