@@ -22,7 +22,9 @@ import (
 	"github.com/bmcis/knowledge/platform/tracing"
 )
 
-type emptyService struct{ testpb.UnimplementedTestServiceServer }
+type emptyService struct {
+	testpb.UnimplementedTestServiceServer
+}
 
 func (emptyService) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, error) {
 	return &testpb.Empty{}, nil
