@@ -82,25 +82,11 @@ func TestOneToolCallIsOneTrace(t *testing.T) {
 	}, 15*time.Second, 50*time.Millisecond, "the trace never held search's database spans and its root")
 	time.Sleep(300 * time.Millisecond) // the last batches of every process
 
+	// One root, the adapter's MCP request.
+	root, byID := otlp.RequireOneTree(t, traceID)
+	require.Equal(t, "mcp-adapter", root.Service)
+	require.Equal(t, "mcp.tools/call", root.Name)
 	spans := otlp.Trace(traceID)
-	byID := map[string]stacktest.Span{}
-	for _, sp := range spans {
-		byID[sp.SpanID] = sp
-	}
-	// One root, the adapter's MCP request; every other span's parent is in
-	// the trace.
-	var roots []stacktest.Span
-	for _, sp := range spans {
-		if sp.ParentID == "" {
-			roots = append(roots, sp)
-			continue
-		}
-		_, ok := byID[sp.ParentID]
-		require.True(t, ok, "span %s/%s has a parent outside the trace", sp.Service, sp.Name)
-	}
-	require.Len(t, roots, 1)
-	require.Equal(t, "mcp-adapter", roots[0].Service)
-	require.Equal(t, "mcp.tools/call", roots[0].Name)
 
 	// Each search database span descends from search's server span, the
 	// adapter's client call and the tool span.

@@ -169,3 +169,27 @@ func (r *OTLPReceiver) Trace(traceID string) []Span {
 	}
 	return out
 }
+
+// RequireOneTree fails the test unless the spans received of traceID form
+// one tree: a single root, and every other span's parent in the trace. It
+// returns the root and the spans by span id.
+func (r *OTLPReceiver) RequireOneTree(t testing.TB, traceID string) (root Span, byID map[string]Span) {
+	t.Helper()
+	spans := r.Trace(traceID)
+	byID = make(map[string]Span, len(spans))
+	for _, s := range spans {
+		byID[s.SpanID] = s
+	}
+	var roots []Span
+	for _, s := range spans {
+		if s.ParentID == "" {
+			roots = append(roots, s)
+		} else if _, ok := byID[s.ParentID]; !ok {
+			t.Fatalf("stacktest: span %s %q of trace %s has a parent outside the trace", s.Service, s.Name, traceID)
+		}
+	}
+	if len(roots) != 1 {
+		t.Fatalf("stacktest: trace %s has %d roots, want 1: %v", traceID, len(roots), roots)
+	}
+	return roots[0], byID
+}
