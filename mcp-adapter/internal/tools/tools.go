@@ -87,11 +87,12 @@ func New(opts Options) *server.MCPServer {
 		server.WithElicitation(),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
-		mcptrace.ServerOption(),
 	}
 	if opts.ValidateOutput {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
 	}
+	// Spans for every MCP request and tool call (platform/tracing).
+	srvOpts = append(srvOpts, mcptrace.ServerOption())
 	m := server.NewMCPServer(ServerName, version.Version, srvOpts...)
 	m.AddTool(searchTool(opts.DefaultFormat), s.semanticSearch)
 	m.AddTool(vendorTool(opts.DefaultFormat), s.findVendorInfo)
