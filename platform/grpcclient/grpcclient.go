@@ -1,6 +1,6 @@
 // Package grpcclient dials BMCIS services the one way every caller should:
 // the caller's own service credential on every call (platform/rpcauth says
-// what each role may do), and the request id passed along.
+// what each role may do), and the request id and trace context passed along.
 package grpcclient
 
 import (
@@ -16,6 +16,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/tlsconfig"
+	"github.com/bmcis/knowledge/platform/tracing"
 )
 
 // Header names shared with grpcserver (kept here too so light binaries need
@@ -114,6 +115,9 @@ func Dial(addr, token string, extra ...grpc.DialOption) (*grpc.ClientConn, error
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(transport),
 		grpc.WithConnectParams(reconnect),
+		// A client span per call; its trace context goes along as
+		// traceparent metadata (platform/tracing).
+		grpc.WithStatsHandler(tracing.ClientHandler()),
 		grpc.WithChainUnaryInterceptor(propagateRequestID),
 		grpc.WithChainStreamInterceptor(propagateRequestIDStream),
 		grpc.WithDefaultServiceConfig(retryPolicy),

@@ -31,6 +31,7 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/rpcauth"
+	"github.com/bmcis/knowledge/platform/tracing"
 	"github.com/bmcis/knowledge/platform/version"
 )
 
@@ -87,6 +88,9 @@ func New(s Settings, opts ...Option) *Server {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(s.TLS)))
 	}
 	gs := grpc.NewServer(append(serverOpts,
+		// Spans start before the interceptors run, so the request's log
+		// lines carry its trace id.
+		grpc.StatsHandler(tracing.ServerHandler()),
 		grpc.ChainUnaryInterceptor(e.unary),
 		grpc.ChainStreamInterceptor(e.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -223,6 +227,12 @@ func run(spec Spec) int {
 	srv := New(settings, spec.Options...)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := tracing.Start(ctx, settings.Tracing, spec.Name, srv.log)
+	if err != nil {
+		srv.log.Error("start failed", "error", err.Error())
+		return 1
+	}
+	defer stopTracing()
 
 	cleanup, err := spec.Start(ctx, srv)
 	if err != nil {

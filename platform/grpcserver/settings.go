@@ -7,6 +7,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/tlsconfig"
+	"github.com/bmcis/knowledge/platform/tracing"
 )
 
 // Settings are what every service binary shares: where it listens, how it
@@ -34,6 +35,8 @@ type Settings struct {
 	ShutdownTimeout time.Duration
 	// TLS, when set, serves gRPC over TLS (platform/tlsconfig's variables).
 	TLS *tls.Config
+	// Tracing says where spans go (OTEL_* variables, platform/tracing).
+	Tracing tracing.Config
 }
 
 // Defaults are a service's own default listen addresses.
@@ -53,6 +56,7 @@ func LoadSettings(env *config.Reader, name string, d Defaults) Settings {
 		LogLevel:        env.Enum("BMCIS_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		Credentials:     loadCredentials(env, d.RequireCredentials),
 		TLS:             loadTLS(env),
+		Tracing:         tracing.LoadConfig(env),
 		DrainDelay:      env.Duration("BMCIS_SHUTDOWN_DRAIN", 2*time.Second, 0, 5*time.Minute),
 		ShutdownTimeout: env.Duration("BMCIS_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute),
 	}

@@ -1,5 +1,6 @@
 // Package logging sets up structured JSON logs and carries the request id and
-// a request-scoped logger through a context.
+// a request-scoped logger through a context. A line logged inside a traced
+// call carries its trace_id and span_id (OpenTelemetry, platform/tracing).
 package logging
 
 import (
@@ -27,7 +28,7 @@ func New(w io.Writer, service, level string) *slog.Logger {
 		lvl = slog.LevelInfo
 	}
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
-	return slog.New(h).With("service", service)
+	return slog.New(traceHandler{next: h}).With("service", service)
 }
 
 type ctxKey int
@@ -66,10 +67,12 @@ func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
 	return context.WithValue(ctx, loggerKey, l)
 }
 
-// FromContext returns the logger stored in ctx, or slog.Default().
+// FromContext returns the logger stored in ctx, or slog.Default(). Its
+// lines carry ctx's trace and span ids even when logged without a context.
 func FromContext(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
-		return l
+	l, ok := ctx.Value(loggerKey).(*slog.Logger)
+	if !ok {
+		l = slog.Default()
 	}
-	return slog.Default()
+	return bindSpan(l, ctx)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,6 +65,9 @@ func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 	if c.ConnectTimeout > 0 {
 		pc.ConnConfig.ConnectTimeout = c.ConnectTimeout
 	}
+	// Queries made inside a traced call get spans (platform/tracing); the
+	// statement is recorded, its arguments never are.
+	pc.ConnConfig.Tracer = otelpgx.NewTracer()
 	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		if err := pgxvec.RegisterTypes(ctx, conn); err != nil {
 			return fmt.Errorf("register pgvector types (is the vector extension installed? run `bmcisctl migrate`): %w", err)

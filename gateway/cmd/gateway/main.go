@@ -15,6 +15,7 @@ import (
 	"github.com/bmcis/knowledge/gateway/internal/gateway"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/tracing"
 )
 
 func main() {
@@ -24,12 +25,19 @@ func main() {
 func run() int {
 	env := config.FromEnv()
 	cfg := gateway.LoadConfig(env)
+	traceCfg := tracing.LoadConfig(env)
 	if err := env.Err(); err != nil {
 		fmt.Fprintf(os.Stderr, "gateway: %v\n", err)
 		return 2
 	}
 	log := logging.New(os.Stderr, "gateway", cfg.LogLevel)
 	slog.SetDefault(log)
+	stopTracing, err := tracing.Start(context.Background(), traceCfg, "gateway", log)
+	if err != nil {
+		log.Error("start failed", "error", err.Error())
+		return 1
+	}
+	defer stopTracing()
 
 	g, err := gateway.New(cfg, log)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/tracing"
 	"github.com/bmcis/knowledge/platform/version"
 )
 
@@ -169,7 +170,8 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.MCPMetricsURL != "" {
 		g.collector.targets = append(g.collector.targets, struct{ name, url string }{MCPAdapter, cfg.MCPMetricsURL})
 	}
-	g.handler = g.routes()
+	// Every request but probes gets a server span (platform/tracing).
+	g.handler = tracing.HTTPHandler(g.routes(), "gateway")
 	return g, nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
+	"github.com/bmcis/knowledge/platform/tracing"
 	"github.com/bmcis/knowledge/platform/version"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
@@ -47,6 +48,7 @@ func run() int {
 	}
 	env := config.FromEnv()
 	cfg := adapterconfig.Load(env)
+	traceCfg := tracing.LoadConfig(env)
 	if err := env.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcp-adapter:", err)
 		return 2
@@ -54,6 +56,12 @@ func run() int {
 	// stdout carries the protocol on stdio: logs always go to stderr.
 	logger := logging.New(os.Stderr, "mcp-adapter", cfg.LogLevel)
 	slog.SetDefault(logger)
+	stopTracing, err := tracing.Start(context.Background(), traceCfg, "mcp-adapter", logger)
+	if err != nil {
+		logger.Error("tracing", "error", err.Error())
+		return 1
+	}
+	defer stopTracing()
 
 	if err := tokens.Init(); err != nil {
 		logger.Error("tokenizer", "error", err.Error())
@@ -103,6 +111,7 @@ func run() int {
 		opts.KeyHint = transport.HTTPKeyHint
 		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
+		h = tracing.HTTPHandler(h, "mcp-adapter")
 		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, MaxConns: cfg.HTTPMaxConns}
 		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())

@@ -22,6 +22,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/mcptrace"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
@@ -93,6 +94,8 @@ func New(opts Options) *server.MCPServer {
 	if opts.ValidateOutput {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
 	}
+	// Spans for every MCP request and tool call (platform/tracing).
+	srvOpts = append(srvOpts, mcptrace.ServerOption())
 	m := server.NewMCPServer(ServerName, version.Version, srvOpts...)
 	m.AddTool(searchTool(opts.DefaultFormat), s.semanticSearch)
 	m.AddTool(vendorTool(opts.DefaultFormat), s.findVendorInfo)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -96,6 +97,12 @@ func newLimiter(cfg Config, srv *grpcserver.Server) (limiter.Limiter, func(), er
 	opts.PoolTimeout = max(opts.PoolTimeout, 2*time.Second)
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
+	// Spans for the limiter's commands (platform/tracing): the command name
+	// only, never its keys or arguments, and no per-command stack walk.
+	if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+		_ = client.Close()
+		return nil, nil, fmt.Errorf("trace Redis calls: %w", err)
+	}
 	var ropts []limiter.RedisOption
 	if cfg.RedisTestClock != nil {
 		ropts = append(ropts, limiter.WithTestClock(cfg.RedisTestClock))
