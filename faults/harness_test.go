@@ -1,0 +1,363 @@
+package faults_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/stacktest"
+)
+
+// EnvRun turns the suite on; without it every test is skipped, so that
+// `make test` stays fast and `make test-faults` runs it alone.
+const EnvRun = "BMCIS_FAULTS"
+
+// recoveryBound is how soon after a fault clears clients must succeed again.
+const recoveryBound = 2 * time.Second
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+func requireSuite(t *testing.T) {
+	t.Helper()
+	if os.Getenv(EnvRun) != "1" {
+		t.Skipf("fault suite: set %s=1 (make test-faults)", EnvRun)
+	}
+}
+
+// envOptions shape one scenario's system.
+type envOptions struct {
+	// RedisMode "" keeps auth's limiter in memory; "open" or "closed" puts
+	// it on a private Redis with that failure mode.
+	RedisMode string
+	// AuthReplicas is how many auth processes share the database (and the
+	// Redis); the adapter is given the first. 0 means 1.
+	AuthReplicas int
+	// Demo loads the demo documents and vendor graph.
+	Demo bool
+	// SearchEnv is added to search's environment.
+	SearchEnv map[string]string
+}
+
+// env is one scenario's system: a private PostgreSQL (and Redis), the three
+// services, and an API key with limits no load reaches.
+type env struct {
+	pg    *stacktest.Postgres
+	redis *stacktest.Redis
+	stack *stacktest.Stack
+	auths []*stacktest.Service
+	key   string
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	requireSuite(t)
+	began := time.Now()
+	e := &env{pg: stacktest.StartPostgres(t)}
+	t.Logf("private PostgreSQL ready in %s", time.Since(began))
+	authEnv := map[string]string{
+		// A short key cache, so that the database outage reaches auth within
+		// the scenario (stale records then keep serving, with a warning).
+		"BMCIS_AUTH_KEY_CACHE_TTL": "1s",
+	}
+	if o.RedisMode != "" {
+		e.redis = stacktest.StartRedis(t)
+		authEnv["REDIS_URL"] = e.redis.URL()
+		authEnv["RATE_LIMIT_ON_REDIS_FAILURE"] = o.RedisMode
+		authEnv["BMCIS_RATE_LIMIT_REDIS_TIMEOUT"] = "200ms"
+	}
+	e.stack = stacktest.Start(t, stacktest.Options{
+		DatabaseURL: e.pg.URL(),
+		NoRedis:     true,
+		ServiceEnv:  map[string]map[string]string{stacktest.Auth: authEnv, stacktest.Search: o.SearchEnv},
+	})
+	e.auths = []*stacktest.Service{e.stack.Service(stacktest.Auth)}
+	for i := 1; i < max(1, o.AuthReplicas); i++ {
+		e.auths = append(e.auths, e.stack.StartService(t, stacktest.Auth, authEnv))
+	}
+	t.Logf("services up at %s", time.Since(began))
+	if o.Demo {
+		e.stack.IngestDemoDocs(t)
+		e.stack.ImportDemoGraph(t)
+		t.Logf("demo data loaded at %s", time.Since(began))
+	}
+	e.key = e.stack.CreateKey(t, stacktest.Key{Name: "faults", PerMinute: 10_000_000, PerHour: 10_000_000, PerDay: 100_000_000})
+	return e
+}
+
+// adapter is a running mcp-adapter binary over streamable HTTP.
+type adapter struct {
+	base string
+	logs *syncBuffer
+	http *http.Client
+}
+
+// startAdapter runs the adapter binary against the stack; authAddr, when
+// set, is the auth replica it uses.
+func (e *env) startAdapter(t *testing.T, authAddr string) *adapter {
+	t.Helper()
+	bin := stacktest.Binary(t, "mcp-adapter")
+	addr := freeAddr(t)
+	vars := e.stack.ClientEnv()
+	delete(vars, "BMCIS_ADMIN_TOKEN")
+	delete(vars, "BMCIS_INGEST_TOKEN")
+	vars["BMCIS_MCP_TRANSPORT"] = "http"
+	vars["BMCIS_MCP_HTTP_ADDR"] = addr
+	vars["BMCIS_CURSOR_SECRET"] = "faults-cursor-secret-0123456789abcdef0123456789"
+	vars["BMCIS_LOG_LEVEL"] = "warn"
+	if authAddr != "" {
+		vars["BMCIS_AUTH_ADDR"] = authAddr
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = os.Environ()
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	a := &adapter{base: "http://" + addr, logs: &syncBuffer{}, http: &http.Client{Timeout: 30 * time.Second}}
+	cmd.Stderr = a.logs
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("--- mcp-adapter log\n%s", a.logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(a.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return a
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("mcp-adapter exited:\n%s", a.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcp-adapter did not answer /healthz in 30 s:\n%s", a.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// result is one tool call as a client sees it.
+type result struct {
+	// Status is the envelope's _metadata.status ("success", "error", ...).
+	Status string
+	// Code is the envelope's error code ("" on success).
+	Code string
+	// Retryable is the error's retryable flag.
+	Retryable bool
+	// Warnings are the envelope's warning codes.
+	Warnings []string
+	// Envelope is the whole structured content.
+	Envelope map[string]any
+	// Transport is a failure below MCP (HTTP, JSON-RPC); the system must
+	// never produce one.
+	Transport error
+}
+
+var rpcID atomic.Int64
+
+// call calls one tool over MCP (JSON-RPC over POST /mcp; the adapter is
+// stateless, so no session is needed) with key.
+func (a *adapter) call(key, tool string, args map[string]any) result {
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": rpcID.Add(1), "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args},
+	})
+	req, err := http.NewRequest(http.MethodPost, a.base+"/mcp", bytes.NewReader(body))
+	if err != nil {
+		return result{Transport: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return result{Transport: err}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return result{Transport: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return result{Transport: fmt.Errorf("HTTP %d: %s", resp.StatusCode, raw)}
+	}
+	// A streamable HTTP reply is JSON or one SSE event carrying it.
+	if i := bytes.Index(raw, []byte("data: ")); i >= 0 && !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		raw = raw[i+len("data: "):]
+		if j := bytes.IndexByte(raw, '\n'); j >= 0 {
+			raw = raw[:j]
+		}
+	}
+	var rpc struct {
+		Error  *struct{ Message string }
+		Result struct {
+			StructuredContent map[string]any `json:"structuredContent"`
+		}
+	}
+	if err := json.Unmarshal(raw, &rpc); err != nil {
+		return result{Transport: fmt.Errorf("decode %q: %w", raw, err)}
+	}
+	if rpc.Error != nil {
+		return result{Transport: fmt.Errorf("JSON-RPC error: %s", rpc.Error.Message)}
+	}
+	r := result{Envelope: rpc.Result.StructuredContent}
+	if md, ok := r.Envelope["_metadata"].(map[string]any); ok {
+		r.Status, _ = md["status"].(string)
+	}
+	if ws, ok := r.Envelope["warnings"].([]any); ok {
+		for _, w := range ws {
+			if m, ok := w.(map[string]any); ok {
+				c, _ := m["code"].(string)
+				r.Warnings = append(r.Warnings, c)
+			}
+		}
+	}
+	if e, ok := r.Envelope["error"].(map[string]any); ok {
+		r.Code, _ = e["code"].(string)
+		r.Retryable, _ = e["retryable"].(bool)
+	}
+	if r.Status == "" {
+		r.Transport = fmt.Errorf("no envelope in %s", raw)
+	}
+	return r
+}
+
+func (r result) ok() bool { return r.Transport == nil && r.Code == "" && r.Status != "error" }
+
+func (r result) String() string {
+	if r.Transport != nil {
+		return "transport: " + r.Transport.Error()
+	}
+	if r.Code != "" {
+		return fmt.Sprintf("%s %s (retryable %t)", r.Status, r.Code, r.Retryable)
+	}
+	return fmt.Sprintf("%s %v", r.Status, r.Warnings)
+}
+
+// load runs calls from workers until stop closes, at most max calls in all,
+// and records each result with its start time.
+type load struct {
+	mu      sync.Mutex
+	results []timed
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+type timed struct {
+	start, end time.Time
+	r          result
+}
+
+func startLoad(workers, maxCalls int, call func(i int) result) *load {
+	l := &load{stop: make(chan struct{})}
+	var n atomic.Int64
+	for range workers {
+		l.done.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				i := int(n.Add(1))
+				if i > maxCalls {
+					return
+				}
+				start := time.Now()
+				r := call(i)
+				l.mu.Lock()
+				l.results = append(l.results, timed{start: start, end: time.Now(), r: r})
+				l.mu.Unlock()
+				time.Sleep(20 * time.Millisecond) // a steady load, not a flood of the 2 CI cores
+			}
+		})
+	}
+	return l
+}
+
+func (l *load) finish() []timed {
+	close(l.stop)
+	l.done.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]timed(nil), l.results...)
+}
+
+// waitOK calls until one succeeds and returns when it started, failing the
+// test after limit.
+func waitOK(t *testing.T, limit time.Duration, call func() result) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last result
+	for time.Since(start) < limit {
+		last = call()
+		if last.ok() {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no success within %s; last: %s", limit, last)
+	return 0
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
