@@ -45,8 +45,8 @@ type envOptions struct {
 	// AuthReplicas is how many auth processes share the database (and the
 	// Redis); the adapter is given the first. 0 means 1.
 	AuthReplicas int
-	// Demo loads the demo documents and vendor graph.
-	Demo bool
+	// Data loads a few documents (smallDocs) and the demo vendor graph.
+	Data bool
 	// SearchEnv is added to search's environment.
 	SearchEnv map[string]string
 }
@@ -88,13 +88,24 @@ func newEnv(t *testing.T, o envOptions) *env {
 		e.auths = append(e.auths, e.stack.StartService(t, stacktest.Auth, authEnv))
 	}
 	t.Logf("services up at %s", time.Since(began))
-	if o.Demo {
-		e.stack.IngestDemoDocs(t)
+	if o.Data {
+		e.stack.IngestDocs(t, smallDocs)
 		e.stack.ImportDemoGraph(t)
-		t.Logf("demo data loaded at %s", time.Since(began))
+		t.Logf("data loaded at %s", time.Since(began))
 	}
 	e.key = e.stack.CreateKey(t, stacktest.Key{Name: "faults", PerMinute: 10_000_000, PerHour: 10_000_000, PerDay: 100_000_000})
 	return e
+}
+
+// smallDocs is the scenarios' corpus: small, so that loading it costs little
+// of the suite's time; the demo graph gives the vendor lookups.
+var smallDocs = map[string]string{
+	"operations/incidents.md": "# Incident severity levels\n\nSEV1 is a full outage; SEV2 a degraded service; SEV3 a minor fault. Escalate SEV1 to the on-call lead at once.\n",
+	"operations/backups.md":   "# Backup retention policy\n\nNightly backups are kept for 35 days, monthly ones for a year. Restores are tested every quarter.\n",
+	"security/keys.md":        "# Key rotation\n\nAPI keys expire after 90 days. Rotate a key before it expires; revoke a leaked key at once.\n",
+	"security/encryption.md":  "# Encryption at rest\n\nEvery volume is encrypted with AES-256; keys live in the KMS and rotate yearly.\n",
+	"vendors/contracts.md":    "# Vendor contracts\n\nContracts with strategic vendors are reviewed every year by procurement and legal.\n",
+	"vendors/onboarding.md":   "# Vendor onboarding\n\nA new vendor passes a security review and signs the data processing agreement before access.\n",
 }
 
 // adapter is a running mcp-adapter binary over streamable HTTP.

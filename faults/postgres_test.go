@@ -30,7 +30,7 @@ func (a *adapter) readyz(t *testing.T) (int, map[string]string) {
 // back, uncached searches, vendor lookups (and the vendor cache) and health
 // are back.
 func TestPostgresStoppedUnderLoad(t *testing.T) {
-	e := newEnv(t, envOptions{Demo: true})
+	e := newEnv(t, envOptions{Data: true})
 	a := e.startAdapter(t, "")
 	cachedQuery := map[string]any{"query": "incident severity levels"}
 	require.True(t, a.call(e.key, "semantic_search", cachedQuery).ok())
