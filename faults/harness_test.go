@@ -6,17 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/platform/stacktest"
 )
@@ -111,7 +106,6 @@ var smallDocs = map[string]string{
 // adapter is a running mcp-adapter binary over streamable HTTP.
 type adapter struct {
 	base string
-	logs *syncBuffer
 	http *http.Client
 }
 
@@ -119,59 +113,12 @@ type adapter struct {
 // set, is the auth replica it uses.
 func (e *env) startAdapter(t *testing.T, authAddr string) *adapter {
 	t.Helper()
-	bin := stacktest.Binary(t, "mcp-adapter")
-	addr := freeAddr(t)
-	vars := e.stack.ClientEnv()
-	delete(vars, "BMCIS_ADMIN_TOKEN")
-	delete(vars, "BMCIS_INGEST_TOKEN")
-	vars["BMCIS_MCP_TRANSPORT"] = "http"
-	vars["BMCIS_MCP_HTTP_ADDR"] = addr
-	vars["BMCIS_CURSOR_SECRET"] = "faults-cursor-secret-0123456789abcdef0123456789"
-	vars["BMCIS_LOG_LEVEL"] = "warn"
+	extra := map[string]string{}
 	if authAddr != "" {
-		vars["BMCIS_AUTH_ADDR"] = authAddr
+		extra["BMCIS_AUTH_ADDR"] = authAddr
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = os.Environ()
-	for k, v := range vars {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	a := &adapter{base: "http://" + addr, logs: &syncBuffer{}, http: &http.Client{Timeout: 30 * time.Second}}
-	cmd.Stderr = a.logs
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- mcp-adapter log\n%s", a.logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(a.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("mcp-adapter exited:\n%s", a.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcp-adapter did not answer /healthz in 30 s:\n%s", a.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a := e.stack.StartAdapterHTTP(t, extra)
+	return &adapter{base: a.Base, http: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // result is one tool call as a client sees it.
@@ -336,35 +283,6 @@ func waitOK(t *testing.T, limit time.Duration, call func() result) time.Duration
 	}
 	t.Fatalf("no success within %s; last: %s", limit, last)
 	return 0
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {

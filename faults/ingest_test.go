@@ -59,14 +59,14 @@ func (e *env) stored(t *testing.T) (docs, withoutChunks int) {
 }
 
 // ingestCmd is `bmcisctl ingest` on path against the stack's search.
-func (e *env) ingestCmd(t *testing.T, path string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func (e *env) ingestCmd(t *testing.T, path string) (*exec.Cmd, *stacktest.SyncBuffer, *stacktest.SyncBuffer) {
 	t.Helper()
 	cmd := exec.Command(stacktest.Binary(t, "bmcisctl"), "ingest", "-quiet", "-addr", e.stack.Addr(stacktest.Search), path)
 	cmd.Env = os.Environ()
 	for k, v := range e.stack.ClientEnv() {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &stacktest.SyncBuffer{}, &stacktest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd, stdout, stderr
 }
