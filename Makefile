@@ -53,6 +53,10 @@ test: db ## run every module's tests against the real database and Redis
 		(cd $$m && go test $(GO_TEST_FLAGS) ./...); \
 	done
 
+.PHONY: test-faults
+test-faults: ## the fault suite (faults/): real binaries on a private PostgreSQL and Redis it breaks
+	@BMCIS_FAULTS=1 go test $(GO_TEST_FLAGS) -v -timeout 10m ./faults/
+
 .PHONY: generate
 generate: ## regenerate Go, gateway and OpenAPI code from proto/
 	@rm -rf gen/go gen/openapi/*.json

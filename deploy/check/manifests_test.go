@@ -186,6 +186,13 @@ func TestContainerPolicy(t *testing.T) {
 			if isBMCIS(t, x.c.Image) && grpcServices[check.ImageBinary(x.c.Image)] {
 				for kind, p := range probes {
 					require.NotNil(t, p.GRPC, "%s: %s probe is a native gRPC probe (grpc.health.v1)", x.c.Name, kind)
+					// The services' database health (platform/grpcserver's
+					// DatabaseHealthService) must not drive a probe: a
+					// database outage would restart, or unroute, every pod
+					// (docs/DEPLOY.md, probes).
+					if p.GRPC.Service != nil {
+						require.NotEqual(t, "bmcis.database", *p.GRPC.Service, "%s: %s probe", x.c.Name, kind)
+					}
 				}
 			}
 		}},

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/rpcauth"
@@ -130,6 +131,46 @@ func (s *Server) SetServing(serving bool) {
 	for name := range s.grpc.GetServiceInfo() {
 		s.health.SetServingStatus(name, st)
 	}
+}
+
+// DatabaseHealthService is the gRPC health service name that reports the
+// service's database: NOT_SERVING while PostgreSQL does not answer (with
+// platform/dbhealth's hysteresis), SERVING otherwise. The overall status
+// ("") and the services' own names stay SERVING in a database outage, so
+// Kubernetes neither restarts the pods nor takes them out of the Service:
+// they keep serving what needs no database, and answer the rest with a
+// typed, retryable UNAVAILABLE.
+const DatabaseHealthService = dbhealth.HealthService
+
+// WatchDatabase pings db until ctx ends and publishes the outcome as the
+// health of DatabaseHealthService and the gauge bmcis_database_up; it logs
+// each change. It blocks: run it in a goroutine.
+func (s *Server) WatchDatabase(ctx context.Context, db dbhealth.Pinger) {
+	up := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bmcis_database_up",
+		Help: "1 while the service's PostgreSQL answers, 0 during an outage (after the health hysteresis).",
+	})
+	if err := s.registry.Register(up); err != nil {
+		s.log.Error("register bmcis_database_up", "error", err.Error())
+	}
+	first := true
+	dbhealth.Watch(ctx, db, dbhealth.DefaultOptions(), func(ok bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if ok {
+			st = healthpb.HealthCheckResponse_SERVING
+			up.Set(1)
+			if !first {
+				s.log.Info("database reachable again: health " + DatabaseHealthService + " SERVING")
+			}
+		} else {
+			up.Set(0)
+			s.log.Warn("database unreachable: health " + DatabaseHealthService + " NOT_SERVING")
+		}
+		first = false
+		if ctx.Err() == nil {
+			s.health.SetServingStatus(DatabaseHealthService, st)
+		}
+	})
 }
 
 // Serve listens on lis and serves until ctx ends, then drains: health turns

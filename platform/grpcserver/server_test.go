@@ -383,3 +383,42 @@ func TestClientsRetryUnavailable(t *testing.T) {
 	require.Equal(t, codes.Unavailable, status.Code(err))
 	require.Equal(t, int32(1), h.svc.flaky.Load(), "one attempt")
 }
+
+type switchablePinger struct{ down atomic.Bool }
+
+func (p *switchablePinger) Ping(context.Context) error {
+	if p.down.Load() {
+		return errors.New("dial tcp 127.0.0.1:5432: connection refused")
+	}
+	return nil
+}
+
+// TestDatabaseHealthIsItsOwnService: a database outage turns the
+// DatabaseHealthService name NOT_SERVING, while the overall status (what
+// liveness and readiness probes ask) stays SERVING; it comes back by itself.
+func TestDatabaseHealthIsItsOwnService(t *testing.T) {
+	h := start(t, 0)
+	db := &switchablePinger{}
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); h.srv.WatchDatabase(ctx, db) }()
+	t.Cleanup(func() { cancel(); <-watched })
+	health := healthpb.NewHealthClient(h.conn)
+	statusOf := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+		require.NoError(t, err)
+		return resp.GetStatus()
+	}
+	require.Eventually(t, func() bool { return statusOf(DatabaseHealthService) == healthpb.HealthCheckResponse_SERVING }, 2*time.Second, 10*time.Millisecond)
+
+	db.down.Store(true)
+	require.Eventually(t, func() bool { return statusOf(DatabaseHealthService) == healthpb.HealthCheckResponse_NOT_SERVING }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, statusOf(""), "liveness must not depend on the database")
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, statusOf("grpc.testing.TestService"))
+	require.Contains(t, h.logs.String(), "database unreachable")
+
+	db.down.Store(false)
+	back := time.Now()
+	require.Eventually(t, func() bool { return statusOf(DatabaseHealthService) == healthpb.HealthCheckResponse_SERVING }, 5*time.Second, 10*time.Millisecond)
+	require.Less(t, time.Since(back), 2*time.Second)
+}

@@ -42,12 +42,13 @@ type Table map[string][]Role
 // missing here is refused for every caller; a test in the gateway module
 // checks it against the generated service descriptors.
 var rules = Table{
-	"/bmcis.search.v1.SearchService/Search":          {Read},
-	"/bmcis.search.v1.SearchService/GetChunks":       {Read},
-	"/bmcis.search.v1.SearchService/ListCategories":  {Read},
-	"/bmcis.search.v1.SearchService/GetIndexStatus":  {Read, Ingest},
-	"/bmcis.search.v1.SearchService/IngestDocuments": {Ingest},
-	"/bmcis.search.v1.SearchService/DeleteDocument":  {Ingest},
+	"/bmcis.search.v1.SearchService/Search":               {Read},
+	"/bmcis.search.v1.SearchService/GetChunks":            {Read},
+	"/bmcis.search.v1.SearchService/ListCategories":       {Read},
+	"/bmcis.search.v1.SearchService/GetIndexStatus":       {Read, Ingest},
+	"/bmcis.search.v1.SearchService/IngestDocuments":      {Ingest},
+	"/bmcis.search.v1.SearchService/IngestDocumentsAcked": {Ingest},
+	"/bmcis.search.v1.SearchService/DeleteDocument":       {Ingest},
 
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read},
 	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read},

@@ -462,6 +462,38 @@ func (p *Service) stop() error {
 	}
 }
 
+// Kill kills the process (SIGKILL: no drain, connections dropped) and
+// waits for it to end; Start brings it back on the same address.
+func (p *Service) Kill(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	cmd, exit := p.cmd, p.exit
+	p.mu.Unlock()
+	_ = cmd.Process.Kill()
+	<-exit
+}
+
+// Signal sends sig to the process (SIGTERM to drain it) without waiting.
+func (p *Service) Signal(sig os.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	return cmd.Process.Signal(sig)
+}
+
+// Wait waits up to d for the process to end and reports whether it did.
+func (p *Service) Wait(d time.Duration) bool {
+	p.mu.Lock()
+	exit := p.exit
+	p.mu.Unlock()
+	select {
+	case <-exit:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 // Restart stops the process and starts it again on the same gRPC address,
 // so clients dialed to it reconnect.
 func (p *Service) Restart(t testing.TB) {

@@ -24,6 +24,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/readscope"
 
@@ -81,20 +82,33 @@ func (c *Clients) Close() {
 	}
 }
 
+// DatabaseUnavailable is a backend's health state while it serves but
+// reports its PostgreSQL unreachable (health service dbhealth.HealthService).
+const DatabaseUnavailable = "DATABASE_UNAVAILABLE"
+
 // Health asks each backend's gRPC health service, within timeout, and
-// returns "SERVING", "NOT_SERVING" or the failure per backend.
+// returns "SERVING", "NOT_SERVING", DatabaseUnavailable or the failure per
+// backend. A backend without a database health service (NotFound) is judged
+// by its overall status alone.
 func (c *Clients) Health(ctx context.Context, timeout time.Duration) map[string]string {
 	out := map[string]string{}
 	for name, cc := range c.conns {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
+		hc := healthpb.NewHealthClient(cc)
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		switch {
 		case err != nil:
 			out[name] = status.Code(err).String()
+		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+			out[name] = resp.GetStatus().String()
 		default:
 			out[name] = resp.GetStatus().String()
+			db, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: dbhealth.HealthService})
+			if err == nil && db.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+				out[name] = DatabaseUnavailable
+			}
 		}
+		cancel()
 	}
 	return out
 }

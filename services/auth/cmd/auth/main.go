@@ -43,6 +43,8 @@ func main() {
 				pool.Close()
 				return nil, err
 			}
+			// Health name bmcis.database reports PostgreSQL; ends with ctx (SIGTERM).
+			go srv.WatchDatabase(ctx, pool)
 			return func() {
 				stop()
 				pool.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -44,8 +45,29 @@ type searchIngestSummary struct {
 	Seconds  float64
 }
 
-// searchIngest streams every document under paths to the service.
-// progress (may be nil) is called after each document sent.
+// ingestInterruptedError is an ingestion that ended early (the connection
+// lost, the service or its database gone): Acked is what the service had
+// acknowledged as committed, never more than is stored.
+type ingestInterruptedError struct {
+	Sent  int
+	Acked *searchv1.IngestDocumentsProgress
+	Err   error
+}
+
+func (e *ingestInterruptedError) Error() string {
+	a := e.Acked
+	return fmt.Sprintf("%v\ningestion interrupted after %d document(s) sent: %d committed (acknowledged: %d written, %d unchanged, %d failed); "+
+		"the others may or may not be stored: re-run the same command to finish (stored documents are skipped as unchanged)",
+		e.Err, e.Sent, a.GetDocumentsWritten()+a.GetDocumentsUnchanged(), a.GetDocumentsWritten(), a.GetDocumentsUnchanged(), a.GetDocumentsFailed())
+}
+
+func (e *ingestInterruptedError) Unwrap() error { return e.Err }
+
+// searchIngest streams every document under paths to the service, which
+// acknowledges committed documents as it goes (IngestDocumentsAcked). An
+// ingestion that ends early returns an *ingestInterruptedError with the
+// acknowledged counts. progress (may be nil) is called after each document
+// sent.
 func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []string, progress func(sent, problems int)) (*searchIngestSummary, error) {
 	start := time.Now()
 	sum := &searchIngestSummary{}
@@ -53,19 +75,40 @@ func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []s
 	if err != nil {
 		return nil, err
 	}
-	stream, err := c.IngestDocuments(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.IngestDocumentsAcked(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Acknowledgements arrive while documents are sent.
+	var acked atomic.Pointer[searchv1.IngestDocumentsProgress]
+	acked.Store(&searchv1.IngestDocumentsProgress{})
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			p, err := stream.Recv()
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			acked.Store(p)
+			if p.GetSummary() != nil {
+				recvDone <- nil
+				return
+			}
+		}
+	}()
+	interrupted := func(err error) error {
+		return &ingestInterruptedError{Sent: sum.Sent, Acked: acked.Load(), Err: err}
+	}
 	errStop := errors.New("stop")
-	var sendErr error
 	err = source.Walk(paths, func(it source.Item) error {
 		if it.Doc == nil {
 			sum.Problems = append(sum.Problems, it)
 		} else {
 			if err := stream.Send(&searchv1.IngestDocumentsRequest{Document: it.Doc}); err != nil {
-				sendErr = err
-				return errStop
+				return errStop // the stream ended: Recv has its status
 			}
 			sum.Sent++
 		}
@@ -75,16 +118,25 @@ func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []s
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return nil, err
+		cancel()
+		<-recvDone
+		return nil, interrupted(err)
 	}
-	resp, err := stream.CloseAndRecv()
-	if err != nil {
-		if sendErr != nil && !errors.Is(sendErr, io.EOF) {
-			return nil, sendErr
+	if err == nil {
+		if err := stream.CloseSend(); err != nil {
+			cancel()
+			<-recvDone
+			return nil, interrupted(err)
 		}
-		return nil, err
 	}
-	sum.Resp = resp
+	if err := <-recvDone; err != nil {
+		return nil, interrupted(err)
+	}
+	last := acked.Load()
+	if last.GetSummary() == nil {
+		return nil, interrupted(errors.New("the service ended the stream without a summary"))
+	}
+	sum.Resp = last.GetSummary()
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
 }

@@ -38,6 +38,8 @@ func main() {
 				return nil, err
 			}
 			searchv1.RegisterSearchServiceServer(srv.GRPC(), svc)
+			// Health name bmcis.database reports PostgreSQL; ends with ctx (SIGTERM).
+			go srv.WatchDatabase(ctx, pool)
 			runCtx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); svc.Run(runCtx) }()

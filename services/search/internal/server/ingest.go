@@ -33,9 +33,75 @@ type ingestResult struct {
 // none is active). A bad document is reported in failures; a database
 // failure ends the stream with its status (documents already written stay).
 func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
+	resp, err := s.ingestStream(stream.Context(), stream.Recv, nil)
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(resp)
+}
+
+// ackInterval is how often IngestDocumentsAcked reports progress (when
+// anything changed): often enough that a lost connection leaves little
+// unacknowledged, rarely enough to cost nothing.
+const ackInterval = 100 * time.Millisecond
+
+// IngestDocumentsAcked is IngestDocuments that acknowledges committed
+// documents while the stream runs (cumulative counts, every ackInterval),
+// then sends the summary. A client that loses the connection knows that at
+// least the last acknowledged documents are stored.
+func (s *Server) IngestDocumentsAcked(stream grpc.BidiStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsProgress]) error {
+	var mu sync.Mutex
+	var counts, sent searchv1.IngestDocumentsProgress
+	ack := func(written, unchanged, failed int32) {
+		mu.Lock()
+		counts.DocumentsWritten, counts.DocumentsUnchanged, counts.DocumentsFailed = written, unchanged, failed
+		mu.Unlock()
+	}
+	// One goroutine sends acknowledgements (gRPC allows one sender beside
+	// the receiver); it stops before the summary is sent.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(ackInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			p := &searchv1.IngestDocumentsProgress{DocumentsWritten: counts.DocumentsWritten,
+				DocumentsUnchanged: counts.DocumentsUnchanged, DocumentsFailed: counts.DocumentsFailed}
+			mu.Unlock()
+			if p.DocumentsWritten == sent.DocumentsWritten && p.DocumentsUnchanged == sent.DocumentsUnchanged &&
+				p.DocumentsFailed == sent.DocumentsFailed {
+				continue
+			}
+			if stream.Send(p) != nil {
+				return // the stream is gone; ingestStream sees it too
+			}
+			sent.DocumentsWritten, sent.DocumentsUnchanged, sent.DocumentsFailed = p.DocumentsWritten, p.DocumentsUnchanged, p.DocumentsFailed
+		}
+	}()
+	resp, err := s.ingestStream(stream.Context(), stream.Recv, ack)
+	close(stop)
+	<-stopped
+	if err != nil {
+		return err
+	}
+	return stream.Send(&searchv1.IngestDocumentsProgress{DocumentsWritten: resp.DocumentsWritten,
+		DocumentsUnchanged: resp.DocumentsUnchanged, DocumentsFailed: resp.DocumentsFailed, Summary: resp})
+}
+
+// ingestStream is both ingestion RPCs: it reads documents with recv until
+// io.EOF, and calls ack (when not nil) with the cumulative counts after
+// each document is committed, found unchanged or rejected.
+func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.IngestDocumentsRequest, error),
+	ack func(written, unchanged, failed int32)) (*searchv1.IngestDocumentsResponse, error) {
 	start := time.Now()
 	defer s.sweeps.StreamStarted()()
-	ctx, cancel := context.WithCancel(stream.Context())
+	ctx, cancel := context.WithCancel(streamCtx)
 	defer cancel()
 
 	workers := max(1, s.cfg.IngestWorkers)
@@ -96,12 +162,15 @@ func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.Inge
 				resp.DocumentsUnchanged++
 				s.m.ingestDocs.WithLabelValues("unchanged").Inc()
 			}
+			if ack != nil && r.err == nil {
+				ack(resp.DocumentsWritten, resp.DocumentsUnchanged, resp.DocumentsFailed)
+			}
 		}
 	}()
 
 	var recvErr error
 	for {
-		req, err := stream.Recv()
+		req, err := recv()
 		if err == io.EOF {
 			break
 		}
@@ -133,18 +202,18 @@ func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.Inge
 	}
 	<-collected
 	if recvErr != nil {
-		return recvErr
+		return nil, recvErr
 	}
 	if firstErr != nil {
-		if errors.Is(firstErr, context.Canceled) && stream.Context().Err() != nil {
-			return stream.Context().Err()
+		if errors.Is(firstErr, context.Canceled) && streamCtx.Err() != nil {
+			return nil, streamCtx.Err()
 		}
-		return firstErr
+		return nil, firstErr
 	}
-	sctx := stream.Context()
+	sctx := streamCtx
 	if maxGen > 0 {
 		if err := s.feed.WaitApplied(sctx, maxGen); err != nil {
-			return dbError(sctx, err)
+			return nil, dbError(sctx, err)
 		}
 	}
 	// Embed what was written (and train first when no model is active and
@@ -153,11 +222,11 @@ func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.Inge
 		_, err := s.sweeps.Sweep(sctx, embedding.SweepOptions{Wait: true, Train: s.sweeps.OnlyStream(), Bulk: true})
 		if err != nil {
 			if sctx.Err() != nil {
-				return sctx.Err()
+				return nil, sctx.Err()
 			}
-			return status.Errorf(codes.Unavailable, "documents were stored but embedding them failed (%v); they are searchable by keyword and will be embedded by the next sweep or re-ingestion", err)
+			return nil, status.Errorf(codes.Unavailable, "documents were stored but embedding them failed (%v); they are searchable by keyword and will be embedded by the next sweep or re-ingestion", err)
 		}
 	}
 	resp.Seconds = time.Since(start).Seconds()
-	return stream.SendAndClose(resp)
+	return resp, nil
 }

@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +224,51 @@ func TestDemoCorpus(t *testing.T) {
 	st, err := r.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(st.EmbedderModel, "builtin:lsa-v1:256:"), st.EmbedderModel)
+}
+
+// IngestDocumentsAcked acknowledges as it goes: counts only grow, and the
+// last message carries the same summary IngestDocuments would answer; a
+// second run finds everything unchanged.
+func TestIngestDocumentsAckedAcknowledges(t *testing.T) {
+	rep, _ := start(t)
+	run := func(docs []*searchv1.Document) []*searchv1.IngestDocumentsProgress {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		stream, err := rep.client.IngestDocumentsAcked(ctx)
+		require.NoError(t, err)
+		for _, d := range docs {
+			require.NoError(t, stream.Send(&searchv1.IngestDocumentsRequest{Document: d}))
+		}
+		require.NoError(t, stream.CloseSend())
+		var got []*searchv1.IngestDocumentsProgress
+		for {
+			p, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return got
+			}
+			require.NoError(t, err)
+			got = append(got, p)
+		}
+	}
+	var docs []*searchv1.Document
+	for i := range 60 {
+		docs = append(docs, md(fmt.Sprintf("acked-%d.md", i), "acked", fmt.Sprintf("Doc %d", i), fmt.Sprintf("# Doc %d\n\nText about topic %d.\n", i, i)))
+	}
+	docs = append(docs, md("empty.md", "acked", "Empty", "   "))
+	got := run(docs)
+	require.NotEmpty(t, got)
+	last := got[len(got)-1]
+	require.NotNil(t, last.GetSummary())
+	require.EqualValues(t, 61, last.GetSummary().GetDocumentsReceived())
+	require.EqualValues(t, 60, last.GetDocumentsWritten())
+	require.EqualValues(t, 1, last.GetDocumentsFailed())
+	require.Equal(t, last.GetDocumentsWritten(), last.GetSummary().GetDocumentsWritten())
+	for i := 1; i < len(got); i++ {
+		require.GreaterOrEqual(t, got[i].GetDocumentsWritten(), got[i-1].GetDocumentsWritten(), "counts only grow")
+		if i < len(got)-1 {
+			require.Nil(t, got[i-1].GetSummary(), "only the last message has the summary")
+		}
+	}
+	again := run(docs)
+	require.EqualValues(t, 60, again[len(again)-1].GetDocumentsUnchanged())
 }

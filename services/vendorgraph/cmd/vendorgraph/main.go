@@ -36,6 +36,8 @@ func main() {
 			// Ends with ctx (SIGTERM), before the pool is closed.
 			go svc.WatchChanges(ctx, srv.Logger())
 			vendorgraphv1.RegisterVendorGraphServiceServer(srv.GRPC(), svc)
+			// Health name bmcis.database reports PostgreSQL; ends with ctx (SIGTERM).
+			go srv.WatchDatabase(ctx, pool)
 			srv.Logger().Info("vendorgraph configured", "cache_size", cfg.CacheSize,
 				"cache_ttl", cfg.CacheTTL.String(), "match_threshold", cfg.MatchThreshold,
 				"import_max_lines", cfg.MaxImportLines)

@@ -52,6 +52,7 @@ func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channel, se
 	}
 	c.SetLive(false)
 	backoff := 100 * time.Millisecond
+	failures := 0
 	for ctx.Err() == nil {
 		listened, err := c.listen(ctx, pool, channel, self)
 		c.SetLive(false)
@@ -61,14 +62,22 @@ func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channel, se
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("cache invalidation listener lost; cache off until it reconnects",
-			"error", err.Error(), "retry_in", backoff.String())
+		if listened {
+			failures = 0
+		}
+		failures++
+		// Attempts repeat every half second in an outage: say so once,
+		// then about once a minute.
+		if failures == 1 || failures%120 == 0 {
+			log.Warn("cache invalidation listener lost; cache off until it reconnects",
+				"error", err.Error(), "retry_in", backoff.String(), "attempts", failures)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 30*time.Second)
+		backoff = min(backoff*2, maxListenBackoff)
 	}
 }
 
@@ -114,6 +123,11 @@ func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channel, s
 		}
 	}
 }
+
+// maxListenBackoff bounds the wait between LISTEN attempts. It is short so
+// that the cache comes back within about a second of the database, however
+// long the outage was; an attempt is one connection try, cheap to repeat.
+const maxListenBackoff = 500 * time.Millisecond
 
 // listenerPing is how often an idle listener checks its connection.
 const listenerPing = 30 * time.Second

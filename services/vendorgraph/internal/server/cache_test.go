@@ -1,14 +1,18 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
 )
 
@@ -146,4 +150,35 @@ func TestCacheOffWhileListenerIsDown(t *testing.T) {
 	resp, err := rep.client.GetVendor(ctx, req)
 	require.NoError(t, err)
 	require.False(t, resp.GetCacheHit(), "entries from before the outage were dropped")
+}
+
+// TestCacheBackSoonAfterDatabaseOutage: while the database refuses
+// connections the listener keeps failing; once it accepts them again the
+// cache must be live within 2 s, however long the outage was (the
+// listener's retry backoff is bounded). The outage here (4 s) is long
+// enough for an exponential backoff without a small cap to sleep past it.
+func TestCacheBackSoonAfterDatabaseOutage(t *testing.T) {
+	pool := newDB(t)
+	rep := startReplica(t, pool, server.DefaultConfig())
+	ctx := ctxT(t)
+	var db string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db))
+	admin, err := pgxpool.New(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	allow := func(on bool) {
+		_, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, pgx.Identifier{db}.Sanitize(), on))
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { allow(true) })
+
+	allow(false) // new connections (the listener's included) are refused
+	_, err = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !rep.svc.CacheLive() }, 5*time.Second, time.Millisecond)
+	time.Sleep(4 * time.Second)
+	allow(true)
+	back := time.Now()
+	require.Eventually(t, rep.svc.CacheLive, 5*time.Second, 10*time.Millisecond, "listener never came back")
+	require.LessOrEqual(t, time.Since(back), 2*time.Second, "cache live again only %s after the database accepted connections", time.Since(back))
 }

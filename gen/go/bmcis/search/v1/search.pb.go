@@ -1023,6 +1023,82 @@ func (x *IngestDocumentsResponse) GetSeconds() float64 {
 	return 0
 }
 
+// IngestDocumentsProgress acknowledges documents of an IngestDocumentsAcked
+// stream. The counts are cumulative and only ever grow; a document is
+// counted once its transaction has committed (or it was found unchanged,
+// or rejected).
+type IngestDocumentsProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Documents committed (new or changed) so far.
+	DocumentsWritten int32 `protobuf:"varint,1,opt,name=documents_written,json=documentsWritten,proto3" json:"documents_written,omitempty"`
+	// Documents found unchanged so far (already stored).
+	DocumentsUnchanged int32 `protobuf:"varint,2,opt,name=documents_unchanged,json=documentsUnchanged,proto3" json:"documents_unchanged,omitempty"`
+	// Documents rejected so far.
+	DocumentsFailed int32 `protobuf:"varint,3,opt,name=documents_failed,json=documentsFailed,proto3" json:"documents_failed,omitempty"`
+	// The whole stream's summary: set on the last message only.
+	Summary       *IngestDocumentsResponse `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestDocumentsProgress) Reset() {
+	*x = IngestDocumentsProgress{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestDocumentsProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestDocumentsProgress) ProtoMessage() {}
+
+func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestDocumentsProgress.ProtoReflect.Descriptor instead.
+func (*IngestDocumentsProgress) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *IngestDocumentsProgress) GetDocumentsWritten() int32 {
+	if x != nil {
+		return x.DocumentsWritten
+	}
+	return 0
+}
+
+func (x *IngestDocumentsProgress) GetDocumentsUnchanged() int32 {
+	if x != nil {
+		return x.DocumentsUnchanged
+	}
+	return 0
+}
+
+func (x *IngestDocumentsProgress) GetDocumentsFailed() int32 {
+	if x != nil {
+		return x.DocumentsFailed
+	}
+	return 0
+}
+
+func (x *IngestDocumentsProgress) GetSummary() *IngestDocumentsResponse {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
 // IngestFailure says why a document was rejected.
 type IngestFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1038,7 +1114,7 @@ type IngestFailure struct {
 
 func (x *IngestFailure) Reset() {
 	*x = IngestFailure{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1126,7 @@ func (x *IngestFailure) String() string {
 func (*IngestFailure) ProtoMessage() {}
 
 func (x *IngestFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1139,7 @@ func (x *IngestFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestFailure.ProtoReflect.Descriptor instead.
 func (*IngestFailure) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IngestFailure) GetExternalId() string {
@@ -1098,7 +1174,7 @@ type DeleteDocumentRequest struct {
 
 func (x *DeleteDocumentRequest) Reset() {
 	*x = DeleteDocumentRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1186,7 @@ func (x *DeleteDocumentRequest) String() string {
 func (*DeleteDocumentRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1199,7 @@ func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteDocumentRequest) GetExternalId() string {
@@ -1144,7 +1220,7 @@ type DeleteDocumentResponse struct {
 
 func (x *DeleteDocumentResponse) Reset() {
 	*x = DeleteDocumentResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1232,7 @@ func (x *DeleteDocumentResponse) String() string {
 func (*DeleteDocumentResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1245,7 @@ func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
@@ -1190,7 +1266,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1278,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1291,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListCategoriesRequest) GetScope() *ReadScope {
@@ -1236,7 +1312,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1324,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1337,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*Category {
@@ -1284,7 +1360,7 @@ type Category struct {
 
 func (x *Category) Reset() {
 	*x = Category{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1372,7 @@ func (x *Category) String() string {
 func (*Category) ProtoMessage() {}
 
 func (x *Category) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1385,7 @@ func (x *Category) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Category.ProtoReflect.Descriptor instead.
 func (*Category) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Category) GetName() string {
@@ -1337,7 +1413,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1425,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1438,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetIndexStatusRequest) GetScope() *ReadScope {
@@ -1395,7 +1471,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1483,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1496,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetIndexStatusResponse) GetDocuments() int64 {
@@ -1563,7 +1639,12 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x10documents_failed\x18\x04 \x01(\x05R\x0fdocumentsFailed\x12%\n" +
 	"\x0echunks_written\x18\x05 \x01(\x05R\rchunksWritten\x12:\n" +
 	"\bfailures\x18\x06 \x03(\v2\x1e.bmcis.search.v1.IngestFailureR\bfailures\x12\x18\n" +
-	"\aseconds\x18\a \x01(\x01R\aseconds\"i\n" +
+	"\aseconds\x18\a \x01(\x01R\aseconds\"\xe6\x01\n" +
+	"\x17IngestDocumentsProgress\x12+\n" +
+	"\x11documents_written\x18\x01 \x01(\x05R\x10documentsWritten\x12/\n" +
+	"\x13documents_unchanged\x18\x02 \x01(\x05R\x12documentsUnchanged\x12)\n" +
+	"\x10documents_failed\x18\x03 \x01(\x05R\x0fdocumentsFailed\x12B\n" +
+	"\asummary\x18\x04 \x01(\v2(.bmcis.search.v1.IngestDocumentsResponseR\asummary\"i\n" +
 	"\rIngestFailure\x12\x1f\n" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\x12\x1f\n" +
@@ -1602,13 +1683,14 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xc2\x05\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xb1\x06\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
 	"\tGetChunks\x12!.bmcis.search.v1.GetChunksRequest\x1a\".bmcis.search.v1.GetChunksResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/chunks\x12f\n" +
-	"\x0fIngestDocuments\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsResponse(\x01\x12\x86\x01\n" +
+	"\x0fIngestDocuments\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsResponse(\x01\x12m\n" +
+	"\x14IngestDocumentsAcked\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsProgress(\x010\x01\x12\x86\x01\n" +
 	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/documents/{external_id}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/statusB\xbc\x01\n" +
@@ -1627,7 +1709,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
@@ -1641,51 +1723,55 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*Document)(nil),                // 9: bmcis.search.v1.Document
 	(*IngestDocumentsRequest)(nil),  // 10: bmcis.search.v1.IngestDocumentsRequest
 	(*IngestDocumentsResponse)(nil), // 11: bmcis.search.v1.IngestDocumentsResponse
-	(*IngestFailure)(nil),           // 12: bmcis.search.v1.IngestFailure
-	(*DeleteDocumentRequest)(nil),   // 13: bmcis.search.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),  // 14: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),   // 15: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),  // 16: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                // 17: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),   // 18: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 19: bmcis.search.v1.GetIndexStatusResponse
-	(*timestamppb.Timestamp)(nil),   // 20: google.protobuf.Timestamp
+	(*IngestDocumentsProgress)(nil), // 12: bmcis.search.v1.IngestDocumentsProgress
+	(*IngestFailure)(nil),           // 13: bmcis.search.v1.IngestFailure
+	(*DeleteDocumentRequest)(nil),   // 14: bmcis.search.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),  // 15: bmcis.search.v1.DeleteDocumentResponse
+	(*ListCategoriesRequest)(nil),   // 16: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),  // 17: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                // 18: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),   // 19: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),  // 20: bmcis.search.v1.GetIndexStatusResponse
+	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	6,  // 2: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 3: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
-	20, // 4: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 4: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 5: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 6: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 7: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	5,  // 8: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 9: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	20, // 10: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 10: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	9,  // 11: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
-	12, // 12: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	3,  // 13: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	17, // 14: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 15: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	20, // 16: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	2,  // 17: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	7,  // 18: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	10, // 19: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	13, // 20: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	15, // 21: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	18, // 22: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	4,  // 23: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	8,  // 24: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	11, // 25: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 26: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	16, // 27: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	19, // 28: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 12: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	11, // 13: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
+	3,  // 14: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	18, // 15: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 16: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	21, // 17: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	2,  // 18: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	7,  // 19: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	10, // 20: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	10, // 21: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	14, // 22: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	16, // 23: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	19, // 24: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	4,  // 25: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	8,  // 26: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	11, // 27: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	12, // 28: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	15, // 29: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	17, // 30: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	20, // 31: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -1699,7 +1785,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

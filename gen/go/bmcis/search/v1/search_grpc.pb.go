@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SearchService_Search_FullMethodName          = "/bmcis.search.v1.SearchService/Search"
-	SearchService_GetChunks_FullMethodName       = "/bmcis.search.v1.SearchService/GetChunks"
-	SearchService_IngestDocuments_FullMethodName = "/bmcis.search.v1.SearchService/IngestDocuments"
-	SearchService_DeleteDocument_FullMethodName  = "/bmcis.search.v1.SearchService/DeleteDocument"
-	SearchService_ListCategories_FullMethodName  = "/bmcis.search.v1.SearchService/ListCategories"
-	SearchService_GetIndexStatus_FullMethodName  = "/bmcis.search.v1.SearchService/GetIndexStatus"
+	SearchService_Search_FullMethodName               = "/bmcis.search.v1.SearchService/Search"
+	SearchService_GetChunks_FullMethodName            = "/bmcis.search.v1.SearchService/GetChunks"
+	SearchService_IngestDocuments_FullMethodName      = "/bmcis.search.v1.SearchService/IngestDocuments"
+	SearchService_IngestDocumentsAcked_FullMethodName = "/bmcis.search.v1.SearchService/IngestDocumentsAcked"
+	SearchService_DeleteDocument_FullMethodName       = "/bmcis.search.v1.SearchService/DeleteDocument"
+	SearchService_ListCategories_FullMethodName       = "/bmcis.search.v1.SearchService/ListCategories"
+	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
 )
 
 // SearchServiceClient is the client API for SearchService service.
@@ -44,6 +45,11 @@ type SearchServiceClient interface {
 	// written in its own transaction. Unchanged documents (same content hash)
 	// are skipped; a bad document is reported and the others still go in.
 	IngestDocuments(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[IngestDocumentsRequest, IngestDocumentsResponse], error)
+	// IngestDocumentsAcked is IngestDocuments with acknowledgements: while
+	// the documents stream in, the service reports how many are committed, so
+	// a client that loses the connection knows what is stored (at least the
+	// last acknowledged counts). The last message carries the summary.
+	IngestDocumentsAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestDocumentsRequest, IngestDocumentsProgress], error)
 	// DeleteDocument removes a document and its chunks.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
@@ -93,6 +99,19 @@ func (c *searchServiceClient) IngestDocuments(ctx context.Context, opts ...grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SearchService_IngestDocumentsClient = grpc.ClientStreamingClient[IngestDocumentsRequest, IngestDocumentsResponse]
 
+func (c *searchServiceClient) IngestDocumentsAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestDocumentsRequest, IngestDocumentsProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SearchService_ServiceDesc.Streams[1], SearchService_IngestDocumentsAcked_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[IngestDocumentsRequest, IngestDocumentsProgress]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SearchService_IngestDocumentsAckedClient = grpc.BidiStreamingClient[IngestDocumentsRequest, IngestDocumentsProgress]
+
 func (c *searchServiceClient) DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteDocumentResponse)
@@ -140,6 +159,11 @@ type SearchServiceServer interface {
 	// written in its own transaction. Unchanged documents (same content hash)
 	// are skipped; a bad document is reported and the others still go in.
 	IngestDocuments(grpc.ClientStreamingServer[IngestDocumentsRequest, IngestDocumentsResponse]) error
+	// IngestDocumentsAcked is IngestDocuments with acknowledgements: while
+	// the documents stream in, the service reports how many are committed, so
+	// a client that loses the connection knows what is stored (at least the
+	// last acknowledged counts). The last message carries the summary.
+	IngestDocumentsAcked(grpc.BidiStreamingServer[IngestDocumentsRequest, IngestDocumentsProgress]) error
 	// DeleteDocument removes a document and its chunks.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
@@ -164,6 +188,9 @@ func (UnimplementedSearchServiceServer) GetChunks(context.Context, *GetChunksReq
 }
 func (UnimplementedSearchServiceServer) IngestDocuments(grpc.ClientStreamingServer[IngestDocumentsRequest, IngestDocumentsResponse]) error {
 	return status.Error(codes.Unimplemented, "method IngestDocuments not implemented")
+}
+func (UnimplementedSearchServiceServer) IngestDocumentsAcked(grpc.BidiStreamingServer[IngestDocumentsRequest, IngestDocumentsProgress]) error {
+	return status.Error(codes.Unimplemented, "method IngestDocumentsAcked not implemented")
 }
 func (UnimplementedSearchServiceServer) DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteDocument not implemented")
@@ -237,6 +264,13 @@ func _SearchService_IngestDocuments_Handler(srv interface{}, stream grpc.ServerS
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SearchService_IngestDocumentsServer = grpc.ClientStreamingServer[IngestDocumentsRequest, IngestDocumentsResponse]
+
+func _SearchService_IngestDocumentsAcked_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SearchServiceServer).IngestDocumentsAcked(&grpc.GenericServerStream[IngestDocumentsRequest, IngestDocumentsProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SearchService_IngestDocumentsAckedServer = grpc.BidiStreamingServer[IngestDocumentsRequest, IngestDocumentsProgress]
 
 func _SearchService_DeleteDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteDocumentRequest)
@@ -324,6 +358,12 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "IngestDocuments",
 			Handler:       _SearchService_IngestDocuments_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "IngestDocumentsAcked",
+			Handler:       _SearchService_IngestDocumentsAcked_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 	},
