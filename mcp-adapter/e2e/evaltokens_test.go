@@ -40,7 +40,7 @@ func TestEvalTokens(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ctl, "eval", "-tokens", "-quiet", "-beir", dir, "-queries", queries, "-adapter", adapter)
-	cmd.Env = adapterEnv(s, map[string]string{"BMCIS_API_KEY": k})
+	cmd.Env = s.AdapterEnv(map[string]string{"BMCIS_API_KEY": k})
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -33,13 +33,12 @@ func TestOneToolCallIsOneTrace(t *testing.T) {
 	s.Service(stacktest.Search).WaitLog(t, "builtin embedder trained", 10*time.Second)
 	key := s.CreateKey(t, stacktest.Key{Name: "trace-e2e"})
 
-	var adapterLog syncWriter
-	adapterLog.w = &strings.Builder{}
+	var adapterLog stacktest.SyncBuffer
 	env := map[string]string{"BMCIS_API_KEY": key, "BMCIS_LOG_LEVEL": "info"}
 	for k, v := range otlp.Env("http/protobuf") {
 		env[k] = v
 	}
-	c, err := client.NewStdioMCPClientWithOptions(stacktest.Binary(t, "mcp-adapter"), adapterEnv(s, env), nil,
+	c, err := client.NewStdioMCPClientWithOptions(stacktest.Binary(t, "mcp-adapter"), s.AdapterEnv(env), nil,
 		mcptransport.WithCommandStderrWriter(&adapterLog))
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -139,11 +138,4 @@ func TestOneToolCallIsOneTrace(t *testing.T) {
 
 func kindName(k tracepb.Span_SpanKind) string {
 	return strings.ToLower(strings.TrimPrefix(k.String(), "SPAN_KIND_"))
-}
-
-// String returns what was written so far.
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }
