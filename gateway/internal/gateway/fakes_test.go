@@ -222,6 +222,11 @@ func (f *fakeSearch) GetIndexStatus(ctx context.Context, _ *searchv1.GetIndexSta
 	return &searchv1.GetIndexStatusResponse{Documents: 2, Chunks: 5, EmbedderProvider: "builtin"}, nil
 }
 
+func (f *fakeSearch) ListSources(ctx context.Context, _ *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {
+	f.record(ctx)
+	return &searchv1.ListSourcesResponse{Sources: []*searchv1.Source{{Name: "handbook", Root: "/srv/handbook", DocumentCount: 4}}}, nil
+}
+
 type fakeVendor struct {
 	vendorgraphv1.UnimplementedVendorGraphServiceServer
 	seen

@@ -57,6 +57,7 @@ func TestEveryRouteSucceeds(t *testing.T) {
 		{"DELETE", "/v1/documents/doc-1", "", ingest, `"chunksDeleted":3`},
 		{"GET", "/v1/categories", "", key(keyGood), `"documentCount":2`},
 		{"GET", "/v1/index/status", "", key(keyGood), `"embedderProvider":"builtin"`},
+		{"GET", "/v1/sources", "", key(keyGood), `"name":"handbook"`},
 		{"GET", "/v1/vendors/Acme%20Corp?max_entities=3", "", key(keyGood), `"vendorName":"Acme Corp"`},
 		{"GET", "/v1/vendor-suggestions?text=acm&limit=3", "", key(keyGood), `"name":"Acme Corp"`},
 		{"GET", "/v1/graph/status", "", key(keyGood), `"relationships":"2"`},

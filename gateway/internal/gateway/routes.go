@@ -67,6 +67,7 @@ var Routes = []Route{
 	{"DELETE", "/v1/documents/{external_id}", Search, "DeleteDocument", Admin, ""},
 	{"GET", "/v1/categories", Search, "ListCategories", APIKey, ""},
 	{"GET", "/v1/index/status", Search, "GetIndexStatus", APIKey, ""},
+	{"GET", "/v1/sources", Search, "ListSources", APIKey, ""},
 	{"GET", "/v1/vendors/{name}", VendorGraph, "GetVendor", APIKey, "find_vendor_info"},
 	{"GET", "/v1/vendor-suggestions", VendorGraph, "SuggestVendors", APIKey, ""},
 	{"GET", "/v1/graph/status", VendorGraph, "GetGraphStatus", APIKey, ""},
