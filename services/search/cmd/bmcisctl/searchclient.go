@@ -47,6 +47,28 @@ type searchIngestSummary struct {
 // searchIngest streams every document under paths to the service.
 // progress (may be nil) is called after each document sent.
 func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []string, progress func(sent, problems int)) (*searchIngestSummary, error) {
+	return searchIngestPlan(ctx, c, ingestPlan{walk: func(emit func(source.Item) error, _ func(string) error) error {
+		return source.Walk(paths, emit)
+	}}, progress)
+}
+
+// ingestPlan is what one ingestion stream sends: the items walk emits, after
+// the sync header when sync is set (walk may then also name kept files).
+type ingestPlan struct {
+	sync *searchv1.SyncSource
+	walk func(emit func(source.Item) error, keep func(externalID string) error) error
+}
+
+// ingestPartBytes is the content carried per message: well under gRPC's
+// 4 MiB default, so a document of any size streams in parts.
+const ingestPartBytes = 1 << 20
+
+// keepBatch is how many kept ids go in one message.
+const keepBatch = 2000
+
+// searchIngestPlan is the one ingestion client path (ingest, sync): it
+// streams the plan's documents, big ones in parts, and returns the summary.
+func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan ingestPlan, progress func(sent, problems int)) (*searchIngestSummary, error) {
 	start := time.Now()
 	sum := &searchIngestSummary{}
 	ctx, err := withCredential(ctx, envIngestToken)
@@ -59,21 +81,50 @@ func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []s
 	}
 	errStop := errors.New("stop")
 	var sendErr error
-	err = source.Walk(paths, func(it source.Item) error {
-		if it.Doc == nil {
-			sum.Problems = append(sum.Problems, it)
-		} else {
-			if err := stream.Send(&searchv1.IngestDocumentsRequest{Document: it.Doc}); err != nil {
-				sendErr = err
-				return errStop
-			}
-			sum.Sent++
-		}
-		if progress != nil {
-			progress(sum.Sent, len(sum.Problems))
+	send := func(req *searchv1.IngestDocumentsRequest) error {
+		if err := stream.Send(req); err != nil {
+			sendErr = err
+			return errStop
 		}
 		return nil
-	})
+	}
+	var keep []string
+	flushKeep := func() error {
+		if len(keep) == 0 {
+			return nil
+		}
+		err := send(&searchv1.IngestDocumentsRequest{KeepExternalIds: keep})
+		keep = nil
+		return err
+	}
+	if plan.sync != nil {
+		err = send(&searchv1.IngestDocumentsRequest{Sync: plan.sync})
+	}
+	if err == nil {
+		err = plan.walk(func(it source.Item) error {
+			if it.Doc == nil {
+				sum.Problems = append(sum.Problems, it)
+			} else {
+				if err := sendDocument(send, it.Doc); err != nil {
+					return err
+				}
+				sum.Sent++
+			}
+			if progress != nil {
+				progress(sum.Sent, len(sum.Problems))
+			}
+			return nil
+		}, func(id string) error {
+			keep = append(keep, id)
+			if len(keep) >= keepBatch {
+				return flushKeep()
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = flushKeep()
+	}
 	if err != nil && !errors.Is(err, errStop) {
 		return nil, err
 	}
@@ -87,6 +138,29 @@ func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []s
 	sum.Resp = resp
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// sendDocument sends d, in parts of ingestPartBytes when its content is
+// bigger (Document.content_size, then content_part messages).
+func sendDocument(send func(*searchv1.IngestDocumentsRequest) error, d *searchv1.Document) error {
+	content := d.GetContent()
+	if len(content) <= ingestPartBytes {
+		return send(&searchv1.IngestDocumentsRequest{Document: d})
+	}
+	// The first part travels in d itself (Send marshals before returning,
+	// so no copy of a big document is made).
+	d.Content, d.ContentSize = content[:ingestPartBytes], int64(len(content))
+	err := send(&searchv1.IngestDocumentsRequest{Document: d})
+	d.Content, d.ContentSize = content, 0
+	if err != nil {
+		return err
+	}
+	for off := ingestPartBytes; off < len(content); off += ingestPartBytes {
+		if err := send(&searchv1.IngestDocumentsRequest{ContentPart: content[off:min(off+ingestPartBytes, len(content))]}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isTerminalWriter reports whether w is a character device (a terminal).
