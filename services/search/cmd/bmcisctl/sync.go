@@ -197,10 +197,8 @@ func watchTree(ctx context.Context, root string, interval, debounce time.Duratio
 func scanTree(root string) (treeState, error) {
 	st := treeState{}
 	err := source.WalkTree(root, func(string, source.FileState) bool { return true },
-		func(rel string, fst source.FileState, it source.Item) error {
-			if it.Problem == "" {
-				st[rel] = fst
-			}
+		func(rel string, fst source.FileState, _ source.Item) error {
+			st[rel] = fst // problems too: syncPass records them the same way
 			return nil
 		})
 	return st, err
