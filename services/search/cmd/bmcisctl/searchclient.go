@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/docparts"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/services/search/internal/source"
 )
@@ -59,10 +60,6 @@ type ingestPlan struct {
 	walk func(emit func(source.Item) error, keep func(externalID string) error) error
 }
 
-// ingestPartBytes is the content carried per message: well under gRPC's
-// 4 MiB default, so a document of any size streams in parts.
-const ingestPartBytes = 1 << 20
-
 // keepBatch is how many kept ids go in one message.
 const keepBatch = 2000
 
@@ -105,7 +102,7 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 			if it.Doc == nil {
 				sum.Problems = append(sum.Problems, it)
 			} else {
-				if err := sendDocument(send, it.Doc); err != nil {
+				if err := docparts.Send(send, it.Doc); err != nil {
 					return err
 				}
 				sum.Sent++
@@ -138,29 +135,6 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 	sum.Resp = resp
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
-}
-
-// sendDocument sends d, in parts of ingestPartBytes when its content is
-// bigger (Document.content_size, then content_part messages).
-func sendDocument(send func(*searchv1.IngestDocumentsRequest) error, d *searchv1.Document) error {
-	content := d.GetContent()
-	if len(content) <= ingestPartBytes {
-		return send(&searchv1.IngestDocumentsRequest{Document: d})
-	}
-	// The first part travels in d itself (Send marshals before returning,
-	// so no copy of a big document is made).
-	d.Content, d.ContentSize = content[:ingestPartBytes], int64(len(content))
-	err := send(&searchv1.IngestDocumentsRequest{Document: d})
-	d.Content, d.ContentSize = content, 0
-	if err != nil {
-		return err
-	}
-	for off := ingestPartBytes; off < len(content); off += ingestPartBytes {
-		if err := send(&searchv1.IngestDocumentsRequest{ContentPart: content[off:min(off+ingestPartBytes, len(content))]}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // isTerminalWriter reports whether w is a character device (a terminal).
