@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -220,6 +221,25 @@ func (f *fakeSearch) ListCategories(ctx context.Context, _ *searchv1.ListCategor
 func (f *fakeSearch) GetIndexStatus(ctx context.Context, _ *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	f.record(ctx)
 	return &searchv1.GetIndexStatusResponse{Documents: 2, Chunks: 5, EmbedderProvider: "builtin"}, nil
+}
+
+// IngestDocuments reassembles documents sent in parts and counts them.
+func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
+	f.record(stream.Context())
+	resp := &searchv1.IngestDocumentsResponse{}
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(resp)
+		}
+		if err != nil {
+			return err
+		}
+		if req.GetDocument() != nil {
+			resp.DocumentsReceived++
+			resp.DocumentsWritten++
+		}
+	}
 }
 
 func (f *fakeSearch) ListSources(ctx context.Context, _ *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {

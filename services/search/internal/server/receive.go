@@ -13,6 +13,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/services/search/internal/formats"
 	"github.com/bmcis/knowledge/services/search/internal/ingest"
 )
 
@@ -134,6 +135,16 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 		id = strings.TrimSpace(d.GetSourceFile())
 	}
 	j := ingestJob{doc: d, budget: rx.budget}
+	unknown := false
+	if rx.sync != nil && d.GetFormatName() == "" && d.GetFormat() == searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED {
+		// Files of a source (an upload does not know the formats) are
+		// read by their names, as bmcisctl does.
+		if f, ok := formats.ForPath(d.GetSourceFile()); ok && f.Extract != nil {
+			d.FormatName = f.Name
+		} else {
+			unknown = true
+		}
+	}
 	if rx.sync != nil && id != "" {
 		d.ExternalId = rx.syncID(id)
 		rx.seen[d.ExternalId] = struct{}{}
@@ -141,10 +152,13 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 	}
 	size := max(d.GetContentSize(), int64(len(d.GetContent())))
 	limit := int64(rx.s.cfg.MaxDocumentBytes)
-	if size > limit {
+	if size > limit || unknown {
 		// Refused before its bytes arrive; the parts still to come are skipped.
-		rx.results <- ingestResult{failure: &ingest.Failure{ExternalID: d.GetExternalId(), SourceFile: d.GetSourceFile(),
-			Reason: fmt.Sprintf("too large: %d bytes (limit %d, BMCIS_SEARCH_MAX_DOCUMENT_BYTES)", size, limit)}}
+		reason := fmt.Sprintf("too large: %d bytes (limit %d, BMCIS_SEARCH_MAX_DOCUMENT_BYTES)", size, limit)
+		if unknown {
+			reason = "not a file of a known format (" + strings.Join(formats.Extensions(), ", ") + ")"
+		}
+		rx.results <- ingestResult{failure: &ingest.Failure{ExternalID: d.GetExternalId(), SourceFile: d.GetSourceFile(), Reason: reason}}
 		if d.GetContentSize() > int64(len(d.GetContent())) {
 			rx.pending, rx.pendingSize, rx.pendingGot, rx.pendingDrop = &j, d.GetContentSize(), int64(len(d.GetContent())), true
 		}
