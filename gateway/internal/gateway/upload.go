@@ -31,6 +31,11 @@ const (
 	maxZipExpansion = 4
 )
 
+// maxUploads bounds uploads in progress: each holds its body and one file
+// in memory (up to twice BMCIS_GATEWAY_MAX_UPLOAD_BYTES), so two fit the
+// gateway's memory limit with room for the rest.
+const maxUploads = 2
+
 func isUploadPath(p string) bool {
 	return strings.HasPrefix(p, "/v1/sources/") && strings.HasSuffix(p, "/files") && strings.Count(p, "/") == 4
 }
@@ -48,6 +53,14 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	fail := func(httpStatus int, c codes.Code, reason, msg string) {
 		g.handleError(ctx, g.rest, nil, w, r, &runtime.HTTPStatusError{HTTPStatus: httpStatus, Err: newError(c, reason, msg, nil).Err()})
+	}
+	select {
+	case g.uploads <- struct{}{}:
+		defer func() { <-g.uploads }()
+	default:
+		g.handleError(ctx, g.rest, nil, w, r, newError(codes.ResourceExhausted, "UPLOAD_BUSY",
+			"two uploads are already in progress; retry shortly", nil, retryInfo(2)).Err())
+		return
 	}
 	source := r.PathValue("name")
 	file := r.URL.Query().Get("file")
