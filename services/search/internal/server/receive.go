@@ -165,7 +165,7 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 		d.Content = nil
 		return nil
 	}
-	j.held = max64(size, 1)
+	j.held = max(size, 1)
 	if err := rx.budget.Acquire(rx.ctx, j.held); err != nil {
 		return nil // the stream is ending; the caller reports why
 	}
@@ -178,13 +178,6 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 	}
 	rx.dispatch(j)
 	return nil
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // addPart appends the next part of the pending document's content.
