@@ -34,6 +34,7 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("sync", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
 	watch := fs.Bool("watch", false, "keep following changes until interrupted")
+	fs.Int64Var(&source.MaxFileBytes, "max-file-bytes", source.MaxFileBytes, "largest file read (the service's BMCIS_SEARCH_MAX_DOCUMENT_BYTES decides what it accepts)")
 	interval := fs.Duration("interval", time.Second, "with -watch: how often the folder is scanned")
 	debounce := fs.Duration("debounce", time.Second, "with -watch: how long a change must stay still before it is synced")
 	fs.Usage = func() {
