@@ -2,11 +2,10 @@ package docparts
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 )
 
 func TestSend(t *testing.T) {
@@ -14,36 +13,38 @@ func TestSend(t *testing.T) {
 		name  string
 		size  int
 		parts int
+		total int64
 	}{
-		{"empty", 0, 1},
-		{"one part", PartBytes, 1},
-		{"two parts", PartBytes + 1, 2},
-		{"five parts", 4*PartBytes + 7, 5},
+		{"empty", 0, 1, 0},
+		{"one part", PartBytes, 1, 0},
+		{"two parts", PartBytes + 1, 2, PartBytes + 1},
+		{"five parts", 4*PartBytes + 7, 5, 4*PartBytes + 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			content := bytes.Repeat([]byte{'x'}, tc.size)
-			d := &searchv1.Document{ExternalId: "a.md", Content: content}
 			var got []byte
-			var msgs int
-			require.NoError(t, Send(func(r *searchv1.IngestDocumentsRequest) error {
+			msgs := 0
+			require.NoError(t, Send(content, func(head []byte, total int64) error {
 				msgs++
-				if msgs == 1 {
-					require.Equal(t, "a.md", r.GetDocument().GetExternalId())
-					if tc.parts > 1 {
-						require.EqualValues(t, tc.size, r.GetDocument().GetContentSize())
-					}
-					got = append(got, r.GetDocument().GetContent()...)
-					return nil
-				}
-				require.Nil(t, r.GetDocument())
-				require.LessOrEqual(t, len(r.GetContentPart()), PartBytes)
-				got = append(got, r.GetContentPart()...)
+				require.Equal(t, tc.total, total)
+				got = append(got, head...)
 				return nil
-			}, d))
+			}, func(part []byte) error {
+				msgs++
+				require.LessOrEqual(t, len(part), PartBytes)
+				got = append(got, part...)
+				return nil
+			}))
 			require.Equal(t, tc.parts, msgs)
 			require.True(t, bytes.Equal(content, got))
-			require.Zero(t, d.GetContentSize(), "the document is restored")
-			require.Len(t, d.GetContent(), tc.size)
 		})
 	}
+	t.Run("stops at the first error", func(t *testing.T) {
+		stop := errors.New("stop")
+		calls := 0
+		err := Send(make([]byte, 3*PartBytes), func([]byte, int64) error { return nil },
+			func([]byte) error { calls++; return stop })
+		require.ErrorIs(t, err, stop)
+		require.Equal(t, 1, calls)
+	})
 }

@@ -161,6 +161,8 @@ func (f *fakeAuth) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) 
 type fakeSearch struct {
 	searchv1.UnimplementedSearchServiceServer
 	seen
+	mu       sync.Mutex
+	uploaded map[string][]byte // documents received by IngestDocuments, reassembled
 }
 
 // Search scripts its answer from the query: "code:N" fails with gRPC code N,
@@ -227,6 +229,12 @@ func (f *fakeSearch) GetIndexStatus(ctx context.Context, _ *searchv1.GetIndexSta
 func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
 	f.record(stream.Context())
 	resp := &searchv1.IngestDocumentsResponse{}
+	var last string
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.uploaded == nil {
+		f.uploaded = map[string][]byte{}
+	}
 	for {
 		req, err := stream.Recv()
 		if err == io.EOF {
@@ -235,10 +243,13 @@ func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.
 		if err != nil {
 			return err
 		}
-		if req.GetDocument() != nil {
+		if d := req.GetDocument(); d != nil {
 			resp.DocumentsReceived++
 			resp.DocumentsWritten++
+			last = d.GetSourceFile()
+			f.uploaded[last] = append([]byte(nil), d.GetContent()...)
 		}
+		f.uploaded[last] = append(f.uploaded[last], req.GetContentPart()...)
 	}
 }
 

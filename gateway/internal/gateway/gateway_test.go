@@ -434,3 +434,14 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 	c.i += n
 	return n, nil
 }
+
+// A file bigger than one gRPC message reaches the service in parts, whole.
+func TestUploadSendsBigFilesInParts(t *testing.T) {
+	s := newStack(t, nil)
+	body := strings.Repeat("0123456789abcdef", 3<<16) // 3 MiB
+	r := s.do("POST", "/v1/sources/big/files?file=big.txt", body, HeaderAdminToken, testIngestToken)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	s.search.mu.Lock()
+	defer s.search.mu.Unlock()
+	require.Equal(t, body, string(s.search.uploaded["big.txt"]))
+}

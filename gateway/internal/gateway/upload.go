@@ -118,7 +118,12 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 		if f == nil {
 			break
 		}
-		sendErr = docparts.Send(stream.Send, &searchv1.Document{ExternalId: f.name, SourceFile: f.name, Content: f.data})
+		sendErr = docparts.Send(f.data, func(head []byte, total int64) error {
+			return stream.Send(&searchv1.IngestDocumentsRequest{Document: &searchv1.Document{
+				ExternalId: f.name, SourceFile: f.name, Content: head, ContentSize: total}})
+		}, func(part []byte) error {
+			return stream.Send(&searchv1.IngestDocumentsRequest{ContentPart: part})
+		})
 	}
 	if zipErr != nil {
 		// Files already sent stay (each is its own transaction); say so.

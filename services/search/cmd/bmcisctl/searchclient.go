@@ -102,7 +102,7 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 			if it.Doc == nil {
 				sum.Problems = append(sum.Problems, it)
 			} else {
-				if err := docparts.Send(send, it.Doc); err != nil {
+				if err := sendDocument(send, it.Doc); err != nil {
 					return err
 				}
 				sum.Sent++
@@ -135,6 +135,20 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 	sum.Resp = resp
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// sendDocument sends d, in parts when it is big (platform/docparts). The
+// first part travels in d itself, restored after Send has marshalled it,
+// so no copy of a big document is made.
+func sendDocument(send func(*searchv1.IngestDocumentsRequest) error, d *searchv1.Document) error {
+	content := d.GetContent()
+	defer func() { d.Content, d.ContentSize = content, 0 }()
+	return docparts.Send(content, func(head []byte, total int64) error {
+		d.Content, d.ContentSize = head, total
+		return send(&searchv1.IngestDocumentsRequest{Document: d})
+	}, func(part []byte) error {
+		return send(&searchv1.IngestDocumentsRequest{ContentPart: part})
+	})
 }
 
 // isTerminalWriter reports whether w is a character device (a terminal).
