@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/gateway/internal/browsertest"
+	"github.com/bmcis/knowledge/gateway/internal/gateway"
 )
 
 // The dashboard in headless Chromium against the running services: status
@@ -18,6 +19,9 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	s := newStack(t, nil)
 	key := s.createKey(`{"name":"e2e-browser"}`)
 	s.ingest()
+	up := s.do("POST", "/v1/sources/handbook/files?file=docs.zip", zipOf(t, map[string]string{
+		"a.md": "# A\n\nFirst handbook page.\n", "b.md": "# B\n\nSecond handbook page.\n"}), gateway.HeaderAdminToken, ingestToken)
+	require.Equal(t, 200, up.status, "%s", up.body)
 
 	p := browsertest.Launch(t)
 	p.Navigate(s.url + "/")
@@ -45,4 +49,13 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	require.Regexp(t, `^[01]\.\d{3}$`, rows[0][3], "hybrid score")
 	require.Contains(t, strings.ToLower(strings.Join(rows[0], " ")), "aws, azure and google cloud platform", "the cloud providers page ranks first")
 	p.WaitFor(`document.querySelectorAll("#rpc-table tbody tr").length > 0`, 15*time.Second)
+
+	// The uploaded source, with its documents and last sync.
+	p.WaitFor(`document.querySelectorAll("#sources-table tbody tr").length === 1`, 15*time.Second)
+	var src [][]string
+	p.MustEval(`[...document.querySelectorAll("#sources-table tbody tr")].map(tr => [...tr.cells].map(td => td.textContent))`, &src)
+	require.Equal(t, "handbook", src[0][0])
+	require.Equal(t, "2", src[0][1], "documents")
+	require.NotEqual(t, "never", src[0][3], "last sync")
+	require.Equal(t, []string{"2", "0", "0", "0", "upload"}, src[0][4:])
 }

@@ -49,6 +49,11 @@ var rules = Table{
 	"/bmcis.search.v1.SearchService/IngestDocuments":      {Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocumentsAcked": {Ingest},
 	"/bmcis.search.v1.SearchService/DeleteDocument":       {Ingest},
+	// Listing sources is a read: the dashboard (gateway, read credential)
+	// shows them, and bmcisctl sources (ingest credential) lists them after
+	// a sync. It reveals names, counts and sync times, no content; a scoped
+	// key sees only its categories' counts and no roots.
+	"/bmcis.search.v1.SearchService/ListSources": {Read, Ingest},
 
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read},
 	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read},

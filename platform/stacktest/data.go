@@ -40,12 +40,13 @@ func (s *Stack) Ctl(t testing.TB, args ...string) string {
 	return out
 }
 
-func (s *Stack) ctl(args ...string) (string, error) {
+// CtlCommand prepares the built bmcisctl with the stack's client
+// environment, for a caller that runs it in the background (sync -watch)
+// and interrupts it.
+func (s *Stack) CtlCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	if err := buildBinaries("bmcisctl"); err != nil {
-		return "", err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(build.dir, "bmcisctl"), args...)
 	cmd.Env = os.Environ()
 	for k, v := range s.ClientEnv() {
@@ -53,6 +54,16 @@ func (s *Stack) ctl(args ...string) (string, error) {
 	}
 	if root, err := repoRoot(); err == nil {
 		cmd.Dir = root
+	}
+	return cmd, nil
+}
+
+func (s *Stack) ctl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd, err := s.CtlCommand(ctx, args...)
+	if err != nil {
+		return "", err
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -417,6 +417,16 @@ func (p *Service) MetricsAddr() string {
 // MetricsURL is http://MetricsAddr/metrics.
 func (p *Service) MetricsURL() string { return "http://" + p.MetricsAddr() + "/metrics" }
 
+// PID is the running process's id (0 when not started).
+func (p *Service) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Logs returns the last lines the process wrote to stderr.
 func (p *Service) Logs() string { return p.logs.String() }
 

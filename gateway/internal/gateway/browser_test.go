@@ -49,6 +49,15 @@ func TestDashboardInChromium(t *testing.T) {
 
 	p.WaitFor(`document.querySelectorAll("#rpc-table tbody tr").length > 0`, 10*time.Second)
 	p.WaitFor(`document.querySelector("#latency-chart svg") !== null`, 10*time.Second)
+
+	// Sources: documents, chunks, last sync and what it did.
+	p.WaitFor(`document.querySelectorAll("#sources-table tbody tr").length === 1`, 10*time.Second)
+	var src [][]string
+	p.MustEval(`[...document.querySelectorAll("#sources-table tbody tr")].map(tr => [...tr.cells].map(td => td.textContent))`, &src)
+	require.Equal(t, "handbook", src[0][0])
+	require.Equal(t, []string{"4", "9"}, src[0][1:3])
+	require.Contains(t, src[0][3], "2026")
+	require.Equal(t, []string{"2", "2", "0", "1", "/srv/handbook"}, src[0][4:])
 	dom := p.DOM()
 	require.Contains(t, dom, "semantic_search")
 	require.NotContains(t, dom, keyGood, "the key is never written into the page")

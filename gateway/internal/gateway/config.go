@@ -54,6 +54,10 @@ type Config struct {
 	AllowedOrigins []string
 	// MaxBodyBytes caps a request body (BMCIS_GATEWAY_MAX_BODY_BYTES).
 	MaxBodyBytes int64
+	// MaxUploadBytes caps the body of the upload route, one file or a zip
+	// (BMCIS_GATEWAY_MAX_UPLOAD_BYTES, default 64 MiB); a zip may expand to
+	// four times it.
+	MaxUploadBytes int64
 	// RequestTimeout bounds one request's work, upstream calls included
 	// (BMCIS_GATEWAY_REQUEST_TIMEOUT).
 	RequestTimeout time.Duration
@@ -111,6 +115,7 @@ func LoadConfig(env *config.Reader) Config {
 		CORSOrigins:     env.List("BMCIS_GATEWAY_CORS_ORIGINS", nil),
 		AllowedOrigins:  env.List("BMCIS_GATEWAY_ALLOWED_ORIGINS", nil),
 		MaxBodyBytes:    int64(env.Int("BMCIS_GATEWAY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)),
+		MaxUploadBytes:  int64(env.Int("BMCIS_GATEWAY_MAX_UPLOAD_BYTES", 64<<20, 1<<10, 1<<30)),
 		RequestTimeout:  env.Duration("BMCIS_GATEWAY_REQUEST_TIMEOUT", 30*time.Second, 100*time.Millisecond, 10*time.Minute),
 		ReadTimeout:     env.Duration("BMCIS_GATEWAY_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
 		IdleTimeout:     env.Duration("BMCIS_GATEWAY_IDLE_TIMEOUT", 2*time.Minute, time.Second, time.Hour),
@@ -244,6 +249,7 @@ func (c Config) Effective() map[string]any {
 			"serviceToken":    redactSecret(c.ServiceToken),
 			"corsOrigins":     origins,
 			"maxBodyBytes":    c.MaxBodyBytes,
+			"maxUploadBytes":  c.MaxUploadBytes,
 			"requestTimeout":  c.RequestTimeout.String(),
 			"readTimeout":     c.ReadTimeout.String(),
 			"idleTimeout":     c.IdleTimeout.String(),

@@ -59,6 +59,7 @@ func (g *Gateway) routes() http.Handler {
 	local("GET", "/api/tools", Public, "", g.apiTools)
 	local("GET", "/api/config", APIKey, "rest.dashboard.config", g.apiConfig)
 	local("GET", "/api/stats", APIKey, "rest.dashboard.stats", g.apiStats)
+	local("POST", UploadPath, Admin, "", g.upload)
 	local("GET", "/openapi.json", Public, "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -295,6 +296,11 @@ func openAPIDocument() ([]byte, error) {
 		"required": []any{"code", "message", "details"},
 	}
 	paths, _ := doc["paths"].(map[string]any)
+	if paths == nil {
+		paths = map[string]any{}
+		doc["paths"] = paths
+	}
+	addUploadOperation(paths, defs)
 	for path, v := range paths {
 		ops, _ := v.(map[string]any)
 		for method, o := range ops {
@@ -332,3 +338,45 @@ func (g *Gateway) Stats(ctx context.Context) StatsResponse {
 
 // Tools returns what /api/tools shows.
 func (g *Gateway) Tools() []ToolSummary { return g.toolSummaries() }
+
+// addUploadOperation documents the upload route, which the gateway serves
+// itself (a client stream has no transcoding).
+func addUploadOperation(paths, defs map[string]any) {
+	num := func(desc string) map[string]any {
+		return map[string]any{"type": "integer", "format": "int32", "description": desc}
+	}
+	defs["v1IngestFailure"] = map[string]any{"type": "object", "properties": map[string]any{
+		"externalId": map[string]any{"type": "string"},
+		"sourceFile": map[string]any{"type": "string"},
+		"reason":     map[string]any{"type": "string", "description": "Why the file was not ingested (unknown format, corrupt, too large, ...)."},
+	}}
+	defs["v1IngestDocumentsResponse"] = map[string]any{"type": "object", "properties": map[string]any{
+		"documentsReceived":  num("Files received."),
+		"documentsWritten":   num("Files written (new or changed)."),
+		"documentsUnchanged": num("Files whose content had not changed."),
+		"documentsFailed":    num("Files rejected; see failures."),
+		"documentsDeleted":   num("Always 0 for an upload: it deletes nothing."),
+		"chunksWritten":      num("Chunks written."),
+		"failures":           map[string]any{"type": "array", "items": map[string]any{"$ref": "#/definitions/v1IngestFailure"}},
+		"seconds":            map[string]any{"type": "number", "format": "double"},
+	}}
+	paths[UploadPath] = map[string]any{"post": map[string]any{
+		"operationId": "SearchService_UploadFiles",
+		"summary":     "Upload one file, or a zip of files, into a named source (ingest credential in X-Admin-Token).",
+		"description": "The body is the file's bytes; ?file= names it and its extension picks the format. A .zip is unpacked: " +
+			"entries with absolute paths, '..', backslashes or links refuse the whole archive, hidden files are skipped, " +
+			"at most 10000 entries, each at most BMCIS_GATEWAY_MAX_UPLOAD_BYTES, all together at most four times it. " +
+			"Files become documents NAME:path of the source; nothing is deleted. A file that cannot be read is listed in failures and the others go in.",
+		"tags":     []any{"SearchService"},
+		"consumes": []any{"application/octet-stream", "application/zip"},
+		"parameters": []any{
+			map[string]any{"name": "name", "in": "path", "required": true, "type": "string", "description": "Source name: 1..64 of a-z 0-9 . _ -"},
+			map[string]any{"name": "file", "in": "query", "required": true, "type": "string", "description": "File name, e.g. handbook.pdf or docs.zip"},
+			map[string]any{"name": "body", "in": "body", "required": true, "schema": map[string]any{"type": "string", "format": "binary"}},
+		},
+		"responses": map[string]any{"200": map[string]any{
+			"description": "What went in.",
+			"schema":      map[string]any{"$ref": "#/definitions/v1IngestDocumentsResponse"},
+		}},
+	}}
+}

@@ -95,7 +95,10 @@ func retryInfo(seconds int64) *anypb.Any {
 // errTooLarge marks a request whose body passed the size limit; the body
 // reader records it in the request context so the error handler answers 413
 // whatever the decoder made of it.
-type bodyState struct{ tooLarge bool }
+type bodyState struct {
+	tooLarge bool
+	limit    int64 // the body limit of the request's route
+}
 
 type bodyStateKey struct{}
 
@@ -118,7 +121,7 @@ func (g *Gateway) handleError(ctx context.Context, _ *runtime.ServeMux, _ runtim
 	st := status.Convert(err)
 	if bs := bodyStateFrom(r.Context()); bs != nil && bs.tooLarge {
 		st = newError(codes.InvalidArgument, "REQUEST_TOO_LARGE",
-			"request body is larger than "+strconv.FormatInt(g.cfg.MaxBodyBytes, 10)+" bytes", nil)
+			"request body is larger than "+strconv.FormatInt(bs.limit, 10)+" bytes", nil)
 		httpStatus = http.StatusRequestEntityTooLarge
 	}
 	st = g.sanitize(ctx, r, st)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -160,6 +161,8 @@ func (f *fakeAuth) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) 
 type fakeSearch struct {
 	searchv1.UnimplementedSearchServiceServer
 	seen
+	mu       sync.Mutex
+	uploaded map[string][]byte // documents received by IngestDocuments, reassembled
 }
 
 // Search scripts its answer from the query: "code:N" fails with gRPC code N,
@@ -220,6 +223,40 @@ func (f *fakeSearch) ListCategories(ctx context.Context, _ *searchv1.ListCategor
 func (f *fakeSearch) GetIndexStatus(ctx context.Context, _ *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	f.record(ctx)
 	return &searchv1.GetIndexStatusResponse{Documents: 2, Chunks: 5, EmbedderProvider: "builtin"}, nil
+}
+
+// IngestDocuments reassembles documents sent in parts and counts them.
+func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
+	f.record(stream.Context())
+	resp := &searchv1.IngestDocumentsResponse{}
+	var last string
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.uploaded == nil {
+		f.uploaded = map[string][]byte{}
+	}
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(resp)
+		}
+		if err != nil {
+			return err
+		}
+		if d := req.GetDocument(); d != nil {
+			resp.DocumentsReceived++
+			resp.DocumentsWritten++
+			last = d.GetSourceFile()
+			f.uploaded[last] = append([]byte(nil), d.GetContent()...)
+		}
+		f.uploaded[last] = append(f.uploaded[last], req.GetContentPart()...)
+	}
+}
+
+func (f *fakeSearch) ListSources(ctx context.Context, _ *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {
+	f.record(ctx)
+	return &searchv1.ListSourcesResponse{Sources: []*searchv1.Source{{Name: "handbook", Root: "/srv/handbook", DocumentCount: 4, ChunkCount: 9,
+		LastSyncAt: timestamppb.New(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), LastWritten: 2, LastUnchanged: 2, LastDeleted: 1}}}, nil
 }
 
 type fakeVendor struct {

@@ -156,19 +156,23 @@ func (g *Gateway) security(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
-		if r.ContentLength > g.cfg.MaxBodyBytes {
-			bs := &bodyState{tooLarge: true}
+		limit := g.cfg.MaxBodyBytes
+		if r.Method == http.MethodPost && isUploadPath(r.URL.Path) {
+			limit = g.cfg.MaxUploadBytes
+		}
+		if r.ContentLength > limit {
+			bs := &bodyState{tooLarge: true, limit: limit}
 			r = r.WithContext(context.WithValue(r.Context(), bodyStateKey{}, bs))
 			g.handleError(r.Context(), g.rest, nil, w, r, errors.New("request too large"))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
 		defer cancel()
-		bs := &bodyState{}
+		bs := &bodyState{limit: limit}
 		ctx = context.WithValue(ctx, bodyStateKey{}, bs)
 		r = r.WithContext(ctx)
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &limitedBody{rc: http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), state: bs}
+			r.Body = &limitedBody{rc: http.MaxBytesReader(w, r.Body, limit), state: bs}
 		}
 		next.ServeHTTP(w, r)
 	})

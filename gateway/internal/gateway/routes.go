@@ -67,6 +67,11 @@ var Routes = []Route{
 	{"DELETE", "/v1/documents/{external_id}", Search, "DeleteDocument", Admin, ""},
 	{"GET", "/v1/categories", Search, "ListCategories", APIKey, ""},
 	{"GET", "/v1/index/status", Search, "GetIndexStatus", APIKey, ""},
+	{"GET", "/v1/sources", Search, "ListSources", APIKey, ""},
+	// The upload route streams a file or a zip's files into IngestDocuments
+	// (gateway code, not transcoding: see upload.go); its OpenAPI entry is
+	// added by openAPIDocument.
+	{"POST", UploadPath, Search, "IngestDocuments", Admin, ""},
 	{"GET", "/v1/vendors/{name}", VendorGraph, "GetVendor", APIKey, "find_vendor_info"},
 	{"GET", "/v1/vendor-suggestions", VendorGraph, "SuggestVendors", APIKey, ""},
 	{"GET", "/v1/graph/status", VendorGraph, "GetGraphStatus", APIKey, ""},

@@ -63,3 +63,8 @@ func (c scopedSearch) GetIndexStatus(ctx context.Context, in *searchv1.GetIndexS
 	in.Scope = readScope(ctx)
 	return c.SearchServiceClient.GetIndexStatus(ctx, in, opts...)
 }
+
+func (c scopedSearch) ListSources(ctx context.Context, in *searchv1.ListSourcesRequest, opts ...grpc.CallOption) (*searchv1.ListSourcesResponse, error) {
+	in.Scope = readScope(ctx)
+	return c.SearchServiceClient.ListSources(ctx, in, opts...)
+}

@@ -47,6 +47,7 @@ type Gateway struct {
 
 	conns      map[string]*grpc.ClientConn
 	authClient authv1.AuthServiceClient
+	uploads    chan struct{} // slots of the upload route (maxUploads)
 	rest       *runtime.ServeMux
 	handler    http.Handler
 	openapi    []byte
@@ -95,7 +96,8 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, log: log, started: time.Now(), conns: map[string]*grpc.ClientConn{}, metrics: newMetrics()}
+	g := &Gateway{cfg: cfg, log: log, started: time.Now(), conns: map[string]*grpc.ClientConn{}, metrics: newMetrics(),
+		uploads: make(chan struct{}, maxUploads)}
 	for _, b := range cfg.Backends {
 		conn, err := grpcclient.Dial(b.Addr, cfg.ServiceToken)
 		if err != nil {

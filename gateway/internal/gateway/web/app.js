@@ -1,6 +1,6 @@
 // Operator dashboard. Plain JavaScript, no build step, no third-party code.
-// Everything it shows comes from /api/health, /api/tools, /api/stats and
-// POST /v1/search on this origin. Text is always inserted as text, never HTML.
+// Everything it shows comes from /api/health, /api/tools, /api/stats,
+// GET /v1/sources and POST /v1/search on this origin. Text is always inserted as text, never HTML.
 "use strict";
 
 (function () {
@@ -215,6 +215,36 @@
     $("stats-status").className = "muted";
   }
 
+  // --- sources (folders synced with bmcisctl sync, uploads) ---
+  function fmtDateTime(iso) { return iso ? new Date(iso).toLocaleString() : "never"; }
+  async function loadSources() {
+    const status = $("sources-status");
+    const table = $("sources-table");
+    if (!currentKey()) {
+      status.className = "muted";
+      status.textContent = "Sources need an API key.";
+      table.classList.add("hidden");
+      return;
+    }
+    try {
+      const { data } = await call("GET", "/v1/sources", undefined, true);
+      const num = (v) => el("td", { class: "num" }, v);
+      const rows = (data.sources || []).map((s) => el("tr", { "data-source": s.name },
+        el("td", {}, el("code", {}, s.name)), num(fmtNum(s.documentCount)), num(fmtNum(s.chunkCount)),
+        el("td", {}, fmtDateTime(s.lastSyncAt)), num(fmtNum(s.lastWritten)), num(fmtNum(s.lastUnchanged)),
+        num(fmtNum(s.lastFailed)), num(fmtNum(s.lastDeleted)), el("td", { class: "muted" }, s.root || "")));
+      fill(table.tBodies[0], rows);
+      table.classList.toggle("hidden", rows.length === 0);
+      status.className = "muted";
+      status.textContent = rows.length ? rows.length + " source" + (rows.length === 1 ? "" : "s") :
+        "No sources yet: bmcisctl sync NAME PATH mirrors a folder.";
+    } catch (err) {
+      table.classList.add("hidden");
+      status.className = "error-msg";
+      status.textContent = describe(err);
+    }
+  }
+
   // --- search console ---
   async function search(ev) {
     if (ev) ev.preventDefault();
@@ -265,13 +295,13 @@
       setApiKey(k);
       $("api-key").value = "";
       showKeyState();
-      loadStats();
+      loadStats(); loadSources();
     });
-    $("key-forget").addEventListener("click", () => { setApiKey(""); showKeyState(); loadStats(); });
+    $("key-forget").addEventListener("click", () => { setApiKey(""); showKeyState(); loadStats(); loadSources(); });
     $("search-form").addEventListener("submit", search);
     showKeyState();
-    loadHealth(); loadTools(); loadStats();
-    setInterval(() => { loadHealth(); loadTools(); loadStats(); }, POLL_MS);
+    loadHealth(); loadTools(); loadStats(); loadSources();
+    setInterval(() => { loadHealth(); loadTools(); loadStats(); loadSources(); }, POLL_MS);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init); else init();
 })();

@@ -21,6 +21,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("ingest", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	fs.Int64Var(&source.MaxFileBytes, "max-file-bytes", source.MaxFileBytes, "largest file read (the service's BMCIS_SEARCH_MAX_DOCUMENT_BYTES decides what it accepts)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bmcisctl ingest [-addr HOST:PORT] [-quiet] PATH...")
 		fmt.Fprintf(stderr, "  PATH is a file, or a directory tree of files (%s; source file = path\n", strings.Join(formats.Extensions(), " "))

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/docparts"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/services/search/internal/source"
 )
@@ -63,12 +64,29 @@ func (e *ingestInterruptedError) Error() string {
 
 func (e *ingestInterruptedError) Unwrap() error { return e.Err }
 
-// searchIngest streams every document under paths to the service, which
-// acknowledges committed documents as it goes (IngestDocumentsAcked). An
-// ingestion that ends early returns an *ingestInterruptedError with the
-// acknowledged counts. progress (may be nil) is called after each document
-// sent.
+// searchIngest streams every document under paths to the service.
+// progress (may be nil) is called after each document sent.
 func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []string, progress func(sent, problems int)) (*searchIngestSummary, error) {
+	return searchIngestPlan(ctx, c, ingestPlan{walk: func(emit func(source.Item) error, _ func(string) error) error {
+		return source.Walk(paths, emit)
+	}}, progress)
+}
+
+// ingestPlan is what one ingestion stream sends: the items walk emits, after
+// the sync header when sync is set (walk may then also name kept files).
+type ingestPlan struct {
+	sync *searchv1.SyncSource
+	walk func(emit func(source.Item) error, keep func(externalID string) error) error
+}
+
+// keepBatch is how many kept ids go in one message.
+const keepBatch = 2000
+
+// searchIngestPlan is the one ingestion client path (ingest, sync): it
+// streams the plan's documents, big ones in parts, while the service
+// acknowledges committed documents (IngestDocumentsAcked). An ingestion that
+// ends early returns an *ingestInterruptedError with the acknowledged counts.
+func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan ingestPlan, progress func(sent, problems int)) (*searchIngestSummary, error) {
 	start := time.Now()
 	sum := &searchIngestSummary{}
 	ctx, err := withCredential(ctx, envIngestToken)
@@ -103,20 +121,49 @@ func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []s
 		return &ingestInterruptedError{Sent: sum.Sent, Acked: acked.Load(), Err: err}
 	}
 	errStop := errors.New("stop")
-	err = source.Walk(paths, func(it source.Item) error {
-		if it.Doc == nil {
-			sum.Problems = append(sum.Problems, it)
-		} else {
-			if err := stream.Send(&searchv1.IngestDocumentsRequest{Document: it.Doc}); err != nil {
-				return errStop // the stream ended: Recv has its status
-			}
-			sum.Sent++
-		}
-		if progress != nil {
-			progress(sum.Sent, len(sum.Problems))
+	send := func(req *searchv1.IngestDocumentsRequest) error {
+		if err := stream.Send(req); err != nil {
+			return errStop // the stream ended: Recv has its status
 		}
 		return nil
-	})
+	}
+	var keep []string
+	flushKeep := func() error {
+		if len(keep) == 0 {
+			return nil
+		}
+		err := send(&searchv1.IngestDocumentsRequest{KeepExternalIds: keep})
+		keep = nil
+		return err
+	}
+	if plan.sync != nil {
+		err = send(&searchv1.IngestDocumentsRequest{Sync: plan.sync})
+	}
+	if err == nil {
+		err = plan.walk(func(it source.Item) error {
+			if it.Doc == nil {
+				sum.Problems = append(sum.Problems, it)
+			} else {
+				if err := sendDocument(send, it.Doc); err != nil {
+					return err
+				}
+				sum.Sent++
+			}
+			if progress != nil {
+				progress(sum.Sent, len(sum.Problems))
+			}
+			return nil
+		}, func(id string) error {
+			keep = append(keep, id)
+			if len(keep) >= keepBatch {
+				return flushKeep()
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = flushKeep()
+	}
 	if err != nil && !errors.Is(err, errStop) {
 		cancel()
 		<-recvDone
@@ -139,6 +186,20 @@ func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []s
 	sum.Resp = last.GetSummary()
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// sendDocument sends d, in parts when it is big (platform/docparts). The
+// first part travels in d itself, restored after Send has marshalled it,
+// so no copy of a big document is made.
+func sendDocument(send func(*searchv1.IngestDocumentsRequest) error, d *searchv1.Document) error {
+	content := d.GetContent()
+	defer func() { d.Content, d.ContentSize = content, 0 }()
+	return docparts.Send(content, func(head []byte, total int64) error {
+		d.Content, d.ContentSize = head, total
+		return send(&searchv1.IngestDocumentsRequest{Document: d})
+	}, func(part []byte) error {
+		return send(&searchv1.IngestDocumentsRequest{ContentPart: part})
+	})
 }
 
 // isTerminalWriter reports whether w is a character device (a terminal).

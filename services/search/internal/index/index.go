@@ -41,6 +41,8 @@ type Chunk struct {
 	Tokens int32
 	Header string
 	Text   string
+	// Page is the 1-based page of a paged format (PDF), else 0.
+	Page int32
 	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
 	// to flag identical content in a result list.
 	Hash uint64
@@ -103,7 +105,7 @@ func Records(documents []store.Document, rows []store.Chunk) (map[int64]*Documen
 		}
 		d.Chunks = append(d.Chunks, c.ID)
 		chunks = append(chunks, &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
-			Header: c.Header, Text: c.Text, Hash: h})
+			Header: c.Header, Text: c.Text, Page: int32(c.Page), Hash: h})
 	}
 	return docs, chunks
 }

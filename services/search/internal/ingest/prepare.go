@@ -124,7 +124,7 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 	}
 	for i, c := range chunks {
 		sum := sha256.Sum256([]byte(c.Text))
-		row.Chunks[i] = store.Chunk{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: sum[:]}
+		row.Chunks[i] = store.Chunk{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: sum[:], Page: c.Page}
 	}
 	return row, nil
 }

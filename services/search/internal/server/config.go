@@ -38,7 +38,10 @@ type Config struct {
 	// IngestWorkers is how many documents of a stream are written at once
 	// (BMCIS_SEARCH_INGEST_WORKERS).
 	IngestWorkers int
-	// MaxDocumentBytes rejects bigger documents (BMCIS_SEARCH_MAX_DOCUMENT_BYTES).
+	// MaxDocumentBytes rejects bigger documents (BMCIS_SEARCH_MAX_DOCUMENT_BYTES,
+	// default 64 MiB). Documents over gRPC's 4 MiB message limit arrive in
+	// parts (Document.content_size); it is also the stream's budget of
+	// content received but not yet written.
 	MaxDocumentBytes int
 	// PollInterval is the change-feed poll period, the fallback when a
 	// notification is lost (BMCIS_SEARCH_POLL_INTERVAL).
@@ -61,7 +64,7 @@ func DefaultConfig() Config {
 		EfSearch:   100, MaxScanTuples: 20000,
 		DBTimeout:     1500 * time.Millisecond,
 		IngestTimeout: 60 * time.Second, IngestWorkers: 4,
-		MaxDocumentBytes: 2 << 20,
+		MaxDocumentBytes: 64 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
 		DedupWindow: 50,
 	}
@@ -80,7 +83,7 @@ func LoadConfig(env *config.Reader) Config {
 		DBTimeout:        env.Duration("BMCIS_SEARCH_DB_TIMEOUT", d.DBTimeout, 50*time.Millisecond, time.Minute),
 		IngestTimeout:    env.Duration("BMCIS_SEARCH_INGEST_TIMEOUT", d.IngestTimeout, time.Second, time.Hour),
 		IngestWorkers:    env.Int("BMCIS_SEARCH_INGEST_WORKERS", d.IngestWorkers, 1, 64),
-		MaxDocumentBytes: env.Int("BMCIS_SEARCH_MAX_DOCUMENT_BYTES", d.MaxDocumentBytes, 1024, 3<<20),
+		MaxDocumentBytes: env.Int("BMCIS_SEARCH_MAX_DOCUMENT_BYTES", d.MaxDocumentBytes, 1024, 1<<30),
 		PollInterval:     env.Duration("BMCIS_SEARCH_POLL_INTERVAL", d.PollInterval, 50*time.Millisecond, time.Minute),
 		SweepInterval:    env.Duration("BMCIS_SEARCH_SWEEP_INTERVAL", d.SweepInterval, time.Second, time.Hour),
 		DedupWindow:      d.DedupWindow,

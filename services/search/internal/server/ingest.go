@@ -3,11 +3,10 @@ package server
 import (
 	"context"
 	"errors"
-	"hash/fnv"
-	"io"
-	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -105,30 +104,18 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 	defer cancel()
 
 	workers := max(1, s.cfg.IngestWorkers)
-	jobs := make([]chan *searchv1.Document, workers)
+	jobs := make([]chan ingestJob, workers)
 	results := make(chan ingestResult, 64)
 	var wg sync.WaitGroup
 	lim := ingest.Limits{MaxBytes: s.cfg.MaxDocumentBytes}
 	for i := range jobs {
-		jobs[i] = make(chan *searchv1.Document, 8)
+		jobs[i] = make(chan ingestJob, 8)
 		wg.Add(1)
-		go func(in <-chan *searchv1.Document) {
+		go func(in <-chan ingestJob) {
 			defer wg.Done()
-			for d := range in {
-				row, fail := ingest.Prepare(s.ck, d, lim)
-				if fail != nil {
-					results <- ingestResult{failure: fail}
-					continue
-				}
-				if ctx.Err() != nil {
-					results <- ingestResult{err: ctx.Err()}
-					continue
-				}
-				wctx, wcancel := context.WithTimeout(ctx, s.cfg.IngestTimeout)
-				res, err := s.st.WriteDocument(wctx, *row)
-				err = dbError(ctx, err)
-				wcancel()
-				results <- ingestResult{write: res, chunks: len(row.Chunks), err: err}
+			for j := range in {
+				results <- s.ingestOne(ctx, j, lim)
+				j.release()
 			}
 		}(jobs[i])
 	}
@@ -168,35 +155,9 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 		}
 	}()
 
-	var recvErr error
-	for {
-		req, err := recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			recvErr = err
-			break
-		}
-		resp.DocumentsReceived++
-		d := req.GetDocument()
-		if d == nil {
-			d = &searchv1.Document{}
-		}
-		h := fnv.New32a()
-		key := strings.TrimSpace(d.GetExternalId())
-		if key == "" {
-			key = strings.TrimSpace(d.GetSourceFile())
-		}
-		_, _ = h.Write([]byte(key))
-		select {
-		case jobs[h.Sum32()%uint32(workers)] <- d:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
+	rx := &receiver{s: s, ctx: ctx, recv: recv, resp: resp, results: results, jobs: jobs,
+		budget: semaphore.NewWeighted(int64(max(lim.MaxBytes, 1<<20)))}
+	recvErr := rx.run()
 	for _, j := range jobs {
 		close(j)
 	}
@@ -209,6 +170,13 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 			return nil, streamCtx.Err()
 		}
 		return nil, firstErr
+	}
+	if rx.sync != nil {
+		gen, err := s.finishSync(streamCtx, rx, resp)
+		if err != nil {
+			return nil, err
+		}
+		maxGen = max(maxGen, gen)
 	}
 	sctx := streamCtx
 	if maxGen > 0 {
@@ -229,4 +197,66 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 	}
 	resp.Seconds = time.Since(start).Seconds()
 	return resp, nil
+}
+
+// ingestOne prepares and writes one document.
+func (s *Server) ingestOne(ctx context.Context, j ingestJob, lim ingest.Limits) ingestResult {
+	row, fail := ingest.Prepare(s.ck, j.doc, lim)
+	if fail != nil {
+		return ingestResult{failure: fail}
+	}
+	row.Source = j.source
+	if ctx.Err() != nil {
+		return ingestResult{err: ctx.Err()}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, s.cfg.IngestTimeout)
+	defer wcancel()
+	res, err := s.st.WriteDocument(wctx, *row)
+	if errors.Is(err, store.ErrOtherSource) {
+		return ingestResult{failure: &ingest.Failure{ExternalID: row.ExternalID, SourceFile: row.SourceFile, Reason: err.Error()}}
+	}
+	return ingestResult{write: res, chunks: len(row.Chunks), err: dbError(ctx, err)}
+}
+
+// finishSync ends a sync stream: a mirror deletes the source's documents
+// that were neither sent nor kept (through the one deletion path,
+// Store.DeleteDocument), then the sync is recorded. It returns the highest
+// generation it committed.
+func (s *Server) finishSync(ctx context.Context, rx *receiver, resp *searchv1.IngestDocumentsResponse) (int64, error) {
+	name := rx.sync.GetName()
+	var maxGen int64
+	if rx.sync.GetMirror() {
+		keep := make([]string, 0, len(rx.seen))
+		for id := range rx.seen {
+			keep = append(keep, id)
+		}
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.IngestTimeout)
+		gone, err := s.st.SourceDocumentsExcept(dctx, name, keep)
+		cancel()
+		if err != nil {
+			return 0, dbError(ctx, err)
+		}
+		for _, id := range gone {
+			dctx, cancel := s.dbCtx(ctx)
+			res, err := s.st.DeleteDocument(dctx, id)
+			cancel()
+			if errors.Is(err, store.ErrNotFound) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return 0, dbError(ctx, err)
+			}
+			resp.DocumentsDeleted++
+			maxGen = max(maxGen, res.Generation)
+		}
+	}
+	dctx, cancel := s.dbCtx(ctx)
+	err := s.st.FinishSync(dctx, name, store.SyncCounts{
+		Written: int(resp.DocumentsWritten), Unchanged: int(resp.DocumentsUnchanged) + rx.kept,
+		Failed: int(resp.DocumentsFailed), Deleted: int(resp.DocumentsDeleted)})
+	cancel()
+	if err != nil {
+		return 0, dbError(ctx, err)
+	}
+	return maxGen, nil
 }

@@ -88,7 +88,10 @@ func TestIngestAndSearchEveryMode(t *testing.T) {
 }
 
 func TestIngestBadDocumentsAreReportedOthersGoIn(t *testing.T) {
-	r, _ := start(t)
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.MaxDocumentBytes = 2 << 20 // the limit is a setting (default 64 MiB)
+	r := startReplica(t, pool, cfg)
 	big := md("big.md", "", "Big", strings.Repeat("word ", 3<<20/5))
 	docs := []*searchv1.Document{
 		md("good-1.md", "ops", "Good one", "# Good one\n\nThe payroll runbook explains payroll steps."),

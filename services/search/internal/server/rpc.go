@@ -118,3 +118,34 @@ func (s *Server) DeleteDocument(ctx context.Context, req *searchv1.DeleteDocumen
 	}
 	return &searchv1.DeleteDocumentResponse{ChunksDeleted: int32(res.Chunks)}, nil
 }
+
+// ListSources lists the named sources with their counts and last sync. A
+// scoped key counts only the documents it may read, and does not see the
+// sources' roots (paths on the machines that synced them).
+func (s *Server) ListSources(ctx context.Context, req *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {
+	sc := s.readScope(req.GetScope())
+	var cats []string
+	if sc.limited {
+		cats = sc.categories()
+	}
+	dctx, cancel := s.dbCtx(ctx)
+	srcs, err := s.st.Sources(dctx, cats)
+	cancel()
+	if err != nil {
+		return nil, dbError(ctx, err)
+	}
+	resp := &searchv1.ListSourcesResponse{Sources: make([]*searchv1.Source, 0, len(srcs))}
+	for _, src := range srcs {
+		p := &searchv1.Source{Name: src.Name, Root: src.Root, DocumentCount: int32(src.Documents), ChunkCount: int32(src.Chunks),
+			LastWritten: int32(src.LastSync.Written), LastUnchanged: int32(src.LastSync.Unchanged),
+			LastFailed: int32(src.LastSync.Failed), LastDeleted: int32(src.LastSync.Deleted)}
+		if sc.limited {
+			p.Root = ""
+		}
+		if !src.LastSyncAt.IsZero() {
+			p.LastSyncAt = timestamppb.New(src.LastSyncAt)
+		}
+		resp.Sources = append(resp.Sources, p)
+	}
+	return resp, nil
+}

@@ -143,6 +143,7 @@ func chunkProto(c *index.Chunk) *searchv1.Chunk {
 		ChunkIndex:      c.Index,
 		TotalChunks:     c.Total,
 		ChunkTokenCount: c.Tokens,
+		Page:            c.Page,
 		UpdatedAt:       timestamppb.New(c.Doc.UpdatedAt),
 	}
 }

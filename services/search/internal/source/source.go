@@ -25,6 +25,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -33,9 +34,10 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/formats"
 )
 
-// MaxFileBytes is the largest file sent: one gRPC message carries one
-// document and gRPC's default limit is 4 MiB.
-const MaxFileBytes = 3 << 20
+// MaxFileBytes is the largest file read: the service's default document
+// limit (BMCIS_SEARCH_MAX_DOCUMENT_BYTES); bigger documents travel in parts
+// of one stream, so gRPC's 4 MiB message limit does not bound them.
+var MaxFileBytes int64 = 64 << 20
 
 // Item is one document read, or a problem with one input.
 type Item = formats.Record
@@ -157,12 +159,27 @@ func isContainer(p string) bool {
 const ErrOutsideRoot = "symbolic link leads outside the ingestion root; skipped"
 
 func walkDir(root string, fn func(Item) error) error {
+	return WalkTree(root, nil, func(_ string, _ FileState, it Item) error { return fn(it) })
+}
+
+// FileState is what a sync compares between passes: a file with the same
+// size and modification time is not read again.
+type FileState struct {
+	Size    int64
+	ModTime time.Time
+}
+
+// WalkTree walks the directory tree under root as Walk does, giving fn each
+// file's path relative to root (slash-separated, also its external id) and
+// state. A file for which skip (may be nil) says true is not read: fn gets
+// an Item with neither Doc nor Problem.
+func WalkTree(root string, skip func(rel string, st FileState) bool, fn func(rel string, st FileState, it Item) error) error {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err == nil {
 		realRoot, err = filepath.Abs(realRoot)
 	}
 	if err != nil {
-		return fn(Item{Where: root, Problem: err.Error()})
+		return fn(".", FileState{}, Item{Where: root, Problem: err.Error()})
 	}
 	// Walk the resolved root (WalkDir does not enter a root that is a link)
 	// but name files under the root as given.
@@ -171,8 +188,12 @@ func walkDir(root string, fn func(Item) error) error {
 		if r, rerr := filepath.Rel(realRoot, real); rerr == nil && r != "." {
 			fp = filepath.Join(root, r)
 		}
+		relOf := func() string {
+			r, _ := filepath.Rel(root, fp)
+			return filepath.ToSlash(r)
+		}
 		if err != nil {
-			return fn(Item{Where: fp, Problem: err.Error()})
+			return fn(relOf(), FileState{}, Item{Where: fp, Problem: err.Error()})
 		}
 		if d.IsDir() {
 			if real != realRoot && strings.HasPrefix(d.Name(), ".") {
@@ -188,7 +209,7 @@ func walkDir(root string, fn func(Item) error) error {
 		}
 		rel, err := filepath.Rel(root, fp)
 		if err != nil {
-			return fn(Item{Where: fp, Problem: err.Error()})
+			return fn(fp, FileState{}, Item{Where: fp, Problem: err.Error()})
 		}
 		rel = filepath.ToSlash(rel)
 		folder := ""
@@ -200,17 +221,24 @@ func walkDir(root string, fn func(Item) error) error {
 			target, ok, err := inside(realRoot, real)
 			switch {
 			case err != nil:
-				return fn(Item{Where: fp, Problem: err.Error()})
+				return fn(rel, FileState{}, Item{Where: fp, Problem: err.Error()})
 			case !ok:
-				return fn(Item{Where: fp, Problem: ErrOutsideRoot})
+				return fn(rel, FileState{}, Item{Where: fp, Problem: ErrOutsideRoot})
 			}
 			// Read the resolved path, so the link cannot be swapped for one
 			// leading elsewhere between the check and the read.
 			read = target
 		}
+		var st FileState
+		if info, err := os.Stat(read); err == nil {
+			st = FileState{Size: info.Size(), ModTime: info.ModTime()}
+		}
+		if skip != nil && skip(rel, st) {
+			return fn(rel, st, Item{Where: fp})
+		}
 		it := readFile(read, rel, folder)
 		it.Where = fp
-		return fn(it)
+		return fn(rel, st, it)
 	})
 }
 
@@ -240,7 +268,7 @@ func readFile(fp, rel, folder string) Item {
 		return it
 	}
 	if info.Size() > MaxFileBytes {
-		it.Problem = fmt.Sprintf("too large: %d bytes (at most %d fit in one message)", info.Size(), MaxFileBytes)
+		it.Problem = fmt.Sprintf("too large: %d bytes (limit %d)", info.Size(), MaxFileBytes)
 		return it
 	}
 	data, err := os.ReadFile(fp)

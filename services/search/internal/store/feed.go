@@ -44,6 +44,8 @@ type Chunk struct {
 	Text       string
 	Tokens     int
 	Hash       []byte
+	// Page is the 1-based page of a paged format (PDF), else 0.
+	Page int
 }
 
 // Tombstone is a deleted document.
@@ -104,14 +106,14 @@ func (s *Store) ChangesSince(ctx context.Context, since int64, onChunk func(Chun
 			return err
 		}
 		if len(ch.Documents) > 0 {
-			q := `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash
+			q := `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash, c.page
 				FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1 ORDER BY c.document_id, c.chunk_index`
 			rows, err := tx.Query(ctx, q, since)
 			if err != nil {
 				return err
 			}
 			var c Chunk
-			_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash}, func() error {
+			_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash, &c.Page}, func() error {
 				out := c
 				c.Hash = nil
 				return onChunk(out)

@@ -145,7 +145,7 @@ func (s *Store) Embeddings(ctx context.Context, ids []int64) (map[int64][]float3
 // ChunksByID reads chunks with their documents, for ids a replica has not
 // loaded yet.
 func (s *Store) ChunksByID(ctx context.Context, ids []int64) ([]Chunk, []Document, error) {
-	rows, err := s.pool.Query(ctx, `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash,
+	rows, err := s.pool.Query(ctx, `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash, c.page,
 			d.external_id, d.source_file, d.category, d.title, d.updated_at, d.ingested_at, d.generation
 		FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY($1)`, ids)
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Store) ChunksByID(ctx context.Context, ids []int64) ([]Chunk, []Documen
 	seen := map[int64]bool{}
 	var c Chunk
 	var d Document
-	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash,
+	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash, &c.Page,
 		&d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation}, func() error {
 		chunks = append(chunks, c)
 		c.Hash = nil

@@ -11,10 +11,14 @@ import (
 
 // DocumentRow is one document to store with all of its chunks.
 type DocumentRow struct {
-	ExternalID  string
-	SourceFile  string
-	Category    string
-	Title       string
+	ExternalID string
+	SourceFile string
+	Category   string
+	Title      string
+	// Source is the named source the document belongs to ("" for plain
+	// ingestion). A document of one source is never overwritten by a write
+	// naming another (ErrOtherSource).
+	Source      string
 	ContentHash []byte
 	// UpdatedAt is when the document last changed; zero means now.
 	UpdatedAt time.Time
@@ -32,19 +36,23 @@ type WriteResult struct {
 }
 
 const upsertDocument = `
-INSERT INTO documents AS d (external_id, source_file, category, title, content_hash, chunk_count, updated_at, ingested_at)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), now())
+INSERT INTO documents AS d (external_id, source_file, category, title, content_hash, chunk_count, updated_at, ingested_at, source)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), now(), $8)
 ON CONFLICT (external_id) DO UPDATE SET
     source_file = EXCLUDED.source_file, category = EXCLUDED.category, title = EXCLUDED.title,
     content_hash = EXCLUDED.content_hash, chunk_count = EXCLUDED.chunk_count,
     updated_at = EXCLUDED.updated_at, ingested_at = now()
-WHERE d.content_hash <> EXCLUDED.content_hash
+WHERE d.content_hash <> EXCLUDED.content_hash AND d.source = EXCLUDED.source
 RETURNING id`
 
+// ErrOtherSource is returned when a write names a document that belongs to
+// another source (or to none while the write names one).
+var ErrOtherSource = errors.New("the document belongs to another source")
+
 const insertChunks = `
-INSERT INTO chunks (document_id, category, chunk_index, total_chunks, context_header, text, token_count, content_hash)
-SELECT $1, $2, u.i, $3, u.h, u.t, u.n, u.c
-FROM unnest($4::int[], $5::text[], $6::text[], $7::int[], $8::bytea[]) AS u(i, h, t, n, c)`
+INSERT INTO chunks (document_id, category, chunk_index, total_chunks, context_header, text, token_count, content_hash, page)
+SELECT $1, $2, u.i, $3, u.h, u.t, u.n, u.c, u.p
+FROM unnest($4::int[], $5::text[], $6::text[], $7::int[], $8::bytea[], $9::int[]) AS u(i, h, t, n, c, p)`
 
 // bumpGeneration is the tail of every writing transaction: the lock makes
 // generation order equal commit order (it is held until COMMIT).
@@ -68,7 +76,7 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	// Round trip 1: begin and upsert the document row if its hash changed.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(upsertDocument, d.ExternalID, d.SourceFile, d.Category, d.Title, d.ContentHash, len(d.Chunks), updated)
+	b.Queue(upsertDocument, d.ExternalID, d.SourceFile, d.Category, d.Title, d.ContentHash, len(d.Chunks), updated, d.Source)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	var docID int64
@@ -77,7 +85,16 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	}
 	closeErr := br.Close()
 	if errors.Is(err, pgx.ErrNoRows) && closeErr == nil {
+		// Unchanged, or owned by another source: the row says which.
+		var owner string
+		err = conn.QueryRow(ctx, `SELECT source FROM documents WHERE external_id = $1`, d.ExternalID).Scan(&owner)
 		rollback(conn)
+		switch {
+		case err != nil:
+			return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
+		case owner != d.Source:
+			return WriteResult{}, fmt.Errorf("%w (%q)", ErrOtherSource, owner)
+		}
 		return WriteResult{}, nil
 	}
 	if err == nil {
@@ -90,15 +107,15 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 
 	// Round trip 2: replace the chunks, take the generation, announce, commit.
 	n := len(d.Chunks)
-	idx, tok := make([]int32, n), make([]int32, n)
+	idx, tok, page := make([]int32, n), make([]int32, n), make([]int32, n)
 	hdr, txt := make([]string, n), make([]string, n)
 	hashes := make([][]byte, n)
 	for i, c := range d.Chunks {
-		idx[i], tok[i], hdr[i], txt[i], hashes[i] = int32(c.Index), int32(c.Tokens), c.Header, c.Text, c.Hash
+		idx[i], tok[i], hdr[i], txt[i], hashes[i], page[i] = int32(c.Index), int32(c.Tokens), c.Header, c.Text, c.Hash, int32(c.Page)
 	}
 	b = &pgx.Batch{}
 	b.Queue("DELETE FROM chunks WHERE document_id = $1", docID)
-	b.Queue(insertChunks, docID, d.Category, n, idx, hdr, txt, tok, hashes)
+	b.Queue(insertChunks, docID, d.Category, n, idx, hdr, txt, tok, hashes, page)
 	b.Queue("SELECT pg_advisory_xact_lock($1)", feedLockKey)
 	b.Queue(bumpGeneration, docID)
 	b.Queue("SELECT pg_notify($1, $2)", Channel, "d")

@@ -406,7 +406,9 @@ type Chunk struct {
 	// cl100k token count of chunk_text.
 	ChunkTokenCount int32 `protobuf:"varint,10,opt,name=chunk_token_count,json=chunkTokenCount,proto3" json:"chunk_token_count,omitempty"`
 	// When the document last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// 1-based page the chunk is on, for paged formats (PDF); 0 otherwise.
+	Page          int32 `protobuf:"varint,12,opt,name=page,proto3" json:"page,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -516,6 +518,13 @@ func (x *Chunk) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Chunk) GetPage() int32 {
+	if x != nil {
+		return x.Page
+	}
+	return 0
 }
 
 // SearchResult is a chunk with its scores.
@@ -786,7 +795,11 @@ type Document struct {
 	// A format registered with the service ("markdown", "text", "html",
 	// "docx", "pdf"); when set it wins over format, and content holds the
 	// file's bytes as they are (binary for docx and pdf).
-	FormatName    string `protobuf:"bytes,8,opt,name=format_name,json=formatName,proto3" json:"format_name,omitempty"`
+	FormatName string `protobuf:"bytes,8,opt,name=format_name,json=formatName,proto3" json:"format_name,omitempty"`
+	// Total size of content when it does not fit in one message: content
+	// holds the first part and the following messages' content_part the rest,
+	// in order, until content_size bytes have arrived. 0: content is whole.
+	ContentSize   int64 `protobuf:"varint,9,opt,name=content_size,json=contentSize,proto3" json:"content_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -877,13 +890,30 @@ func (x *Document) GetFormatName() string {
 	return ""
 }
 
-// IngestDocumentsRequest carries one document of the stream.
+func (x *Document) GetContentSize() int64 {
+	if x != nil {
+		return x.ContentSize
+	}
+	return 0
+}
+
+// IngestDocumentsRequest carries one document of the stream, or a part of
+// one, or the sync header, or names of unchanged files of a synced source.
 type IngestDocumentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The document.
-	Document      *Document `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Document *Document `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	// First message only: the stream's documents belong to this named source.
+	Sync *SyncSource `protobuf:"bytes,2,opt,name=sync,proto3" json:"sync,omitempty"`
+	// The next part of the content of the last document sent (see
+	// Document.content_size).
+	ContentPart []byte `protobuf:"bytes,3,opt,name=content_part,json=contentPart,proto3" json:"content_part,omitempty"`
+	// Sync streams only: external ids (as sent, before the source prefix) of
+	// files still present but not resent because the client saw no change.
+	// A mirroring sync keeps them and deletes the source's other documents.
+	KeepExternalIds []string `protobuf:"bytes,4,rep,name=keep_external_ids,json=keepExternalIds,proto3" json:"keep_external_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *IngestDocumentsRequest) Reset() {
@@ -923,6 +953,94 @@ func (x *IngestDocumentsRequest) GetDocument() *Document {
 	return nil
 }
 
+func (x *IngestDocumentsRequest) GetSync() *SyncSource {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
+func (x *IngestDocumentsRequest) GetContentPart() []byte {
+	if x != nil {
+		return x.ContentPart
+	}
+	return nil
+}
+
+func (x *IngestDocumentsRequest) GetKeepExternalIds() []string {
+	if x != nil {
+		return x.KeepExternalIds
+	}
+	return nil
+}
+
+// SyncSource makes an ingestion stream a sync of a named source. Its
+// documents' external ids become "NAME:ID", so sources never share or
+// overwrite each other's documents.
+type SyncSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source name: 1..64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Where the source lives (a folder path, or "upload"), as shown by ListSources.
+	Root string `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	// Mirror: when the stream ends without error, the source's documents that
+	// were neither sent nor kept are deleted (their files are gone).
+	Mirror        bool `protobuf:"varint,3,opt,name=mirror,proto3" json:"mirror,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncSource) Reset() {
+	*x = SyncSource{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncSource) ProtoMessage() {}
+
+func (x *SyncSource) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncSource.ProtoReflect.Descriptor instead.
+func (*SyncSource) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SyncSource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SyncSource) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *SyncSource) GetMirror() bool {
+	if x != nil {
+		return x.Mirror
+	}
+	return false
+}
+
 // IngestDocumentsResponse summarizes a whole ingestion stream.
 type IngestDocumentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -939,14 +1057,16 @@ type IngestDocumentsResponse struct {
 	// One entry per rejected document.
 	Failures []*IngestFailure `protobuf:"bytes,6,rep,name=failures,proto3" json:"failures,omitempty"`
 	// Wall time of the stream in seconds.
-	Seconds       float64 `protobuf:"fixed64,7,opt,name=seconds,proto3" json:"seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Seconds float64 `protobuf:"fixed64,7,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// Documents of the synced source deleted because their files are gone.
+	DocumentsDeleted int32 `protobuf:"varint,8,opt,name=documents_deleted,json=documentsDeleted,proto3" json:"documents_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *IngestDocumentsResponse) Reset() {
 	*x = IngestDocumentsResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1078,7 @@ func (x *IngestDocumentsResponse) String() string {
 func (*IngestDocumentsResponse) ProtoMessage() {}
 
 func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1091,7 @@ func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IngestDocumentsResponse) GetDocumentsReceived() int32 {
@@ -1023,6 +1143,13 @@ func (x *IngestDocumentsResponse) GetSeconds() float64 {
 	return 0
 }
 
+func (x *IngestDocumentsResponse) GetDocumentsDeleted() int32 {
+	if x != nil {
+		return x.DocumentsDeleted
+	}
+	return 0
+}
+
 // IngestDocumentsProgress acknowledges documents of an IngestDocumentsAcked
 // stream. The counts are cumulative and only ever grow; a document is
 // counted once its transaction has committed (or it was found unchanged,
@@ -1043,7 +1170,7 @@ type IngestDocumentsProgress struct {
 
 func (x *IngestDocumentsProgress) Reset() {
 	*x = IngestDocumentsProgress{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1182,7 @@ func (x *IngestDocumentsProgress) String() string {
 func (*IngestDocumentsProgress) ProtoMessage() {}
 
 func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1195,7 @@ func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsProgress.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsProgress) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IngestDocumentsProgress) GetDocumentsWritten() int32 {
@@ -1114,7 +1241,7 @@ type IngestFailure struct {
 
 func (x *IngestFailure) Reset() {
 	*x = IngestFailure{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1253,7 @@ func (x *IngestFailure) String() string {
 func (*IngestFailure) ProtoMessage() {}
 
 func (x *IngestFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1266,7 @@ func (x *IngestFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestFailure.ProtoReflect.Descriptor instead.
 func (*IngestFailure) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IngestFailure) GetExternalId() string {
@@ -1174,7 +1301,7 @@ type DeleteDocumentRequest struct {
 
 func (x *DeleteDocumentRequest) Reset() {
 	*x = DeleteDocumentRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1313,7 @@ func (x *DeleteDocumentRequest) String() string {
 func (*DeleteDocumentRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1326,7 @@ func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteDocumentRequest) GetExternalId() string {
@@ -1220,7 +1347,7 @@ type DeleteDocumentResponse struct {
 
 func (x *DeleteDocumentResponse) Reset() {
 	*x = DeleteDocumentResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1359,7 @@ func (x *DeleteDocumentResponse) String() string {
 func (*DeleteDocumentResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1372,7 @@ func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
@@ -1266,7 +1393,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1405,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1418,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListCategoriesRequest) GetScope() *ReadScope {
@@ -1312,7 +1439,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1451,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1464,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*Category {
@@ -1360,7 +1487,7 @@ type Category struct {
 
 func (x *Category) Reset() {
 	*x = Category{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1499,7 @@ func (x *Category) String() string {
 func (*Category) ProtoMessage() {}
 
 func (x *Category) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1512,7 @@ func (x *Category) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Category.ProtoReflect.Descriptor instead.
 func (*Category) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Category) GetName() string {
@@ -1413,7 +1540,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1552,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1565,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetIndexStatusRequest) GetScope() *ReadScope {
@@ -1471,7 +1598,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1610,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1623,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetIndexStatusResponse) GetDocuments() int64 {
@@ -1548,6 +1675,216 @@ func (x *GetIndexStatusResponse) GetLastChangeAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListSourcesRequest asks for the named sources.
+type ListSourcesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the caller's key may read; document counts cover only it.
+	Scope         *ReadScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSourcesRequest) Reset() {
+	*x = ListSourcesRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSourcesRequest) ProtoMessage() {}
+
+func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
+func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListSourcesRequest) GetScope() *ReadScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+// ListSourcesResponse lists the sources by name.
+type ListSourcesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sources.
+	Sources       []*Source `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSourcesResponse) Reset() {
+	*x = ListSourcesResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSourcesResponse) ProtoMessage() {}
+
+func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
+func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListSourcesResponse) GetSources() []*Source {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// Source is a named source of documents and its last sync.
+type Source struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name given to `bmcisctl sync` or the upload route.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Folder path (on the syncing machine) or "upload".
+	Root string `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	// Documents of the source stored now.
+	DocumentCount int32 `protobuf:"varint,3,opt,name=document_count,json=documentCount,proto3" json:"document_count,omitempty"`
+	// Chunks of those documents.
+	ChunkCount int32 `protobuf:"varint,4,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	// When the last sync or upload of this source completed (unset: never).
+	LastSyncAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_sync_at,json=lastSyncAt,proto3" json:"last_sync_at,omitempty"`
+	// Documents the last sync wrote (new or changed).
+	LastWritten int32 `protobuf:"varint,6,opt,name=last_written,json=lastWritten,proto3" json:"last_written,omitempty"`
+	// Documents the last sync found unchanged (or kept without resending).
+	LastUnchanged int32 `protobuf:"varint,7,opt,name=last_unchanged,json=lastUnchanged,proto3" json:"last_unchanged,omitempty"`
+	// Files the last sync could not ingest (see its failures).
+	LastFailed int32 `protobuf:"varint,8,opt,name=last_failed,json=lastFailed,proto3" json:"last_failed,omitempty"`
+	// Documents the last sync deleted because their files were gone.
+	LastDeleted   int32 `protobuf:"varint,9,opt,name=last_deleted,json=lastDeleted,proto3" json:"last_deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Source) Reset() {
+	*x = Source{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Source) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Source) ProtoMessage() {}
+
+func (x *Source) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Source.ProtoReflect.Descriptor instead.
+func (*Source) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Source) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Source) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *Source) GetDocumentCount() int32 {
+	if x != nil {
+		return x.DocumentCount
+	}
+	return 0
+}
+
+func (x *Source) GetChunkCount() int32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
+func (x *Source) GetLastSyncAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSyncAt
+	}
+	return nil
+}
+
+func (x *Source) GetLastWritten() int32 {
+	if x != nil {
+		return x.LastWritten
+	}
+	return 0
+}
+
+func (x *Source) GetLastUnchanged() int32 {
+	if x != nil {
+		return x.LastUnchanged
+	}
+	return 0
+}
+
+func (x *Source) GetLastFailed() int32 {
+	if x != nil {
+		return x.LastFailed
+	}
+	return 0
+}
+
+func (x *Source) GetLastDeleted() int32 {
+	if x != nil {
+		return x.LastDeleted
+	}
+	return 0
+}
+
 var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
@@ -1575,7 +1912,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\vquery_terms\x18\x05 \x03(\tR\n" +
 	"queryTerms\x12$\n" +
 	"\x0esearch_time_ms\x18\x06 \x01(\x01R\fsearchTimeMs\x12(\n" +
-	"\x10database_time_ms\x18\a \x01(\x01R\x0edatabaseTimeMs\"\x94\x03\n" +
+	"\x10database_time_ms\x18\a \x01(\x01R\x0edatabaseTimeMs\"\xa8\x03\n" +
 	"\x05Chunk\x12\x19\n" +
 	"\bchunk_id\x18\x01 \x01(\x03R\achunkId\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
@@ -1593,7 +1930,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x11chunk_token_count\x18\n" +
 	" \x01(\x05R\x0fchunkTokenCount\x129\n" +
 	"\n" +
-	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xae\x03\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x12\n" +
+	"\x04page\x18\f \x01(\x05R\x04page\"\xae\x03\n" +
 	"\fSearchResult\x12,\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.bmcis.search.v1.ChunkR\x05chunk\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12!\n" +
@@ -1616,7 +1954,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x11GetChunksResponse\x12.\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x16.bmcis.search.v1.ChunkR\x06chunks\x12\x1f\n" +
 	"\vmissing_ids\x18\x02 \x03(\x03R\n" +
-	"missingIds\"\xac\x02\n" +
+	"missingIds\"\xcf\x02\n" +
 	"\bDocument\x12\x1f\n" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\x12\x1f\n" +
@@ -1629,9 +1967,18 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
 	"\vformat_name\x18\b \x01(\tR\n" +
-	"formatName\"O\n" +
+	"formatName\x12!\n" +
+	"\fcontent_size\x18\t \x01(\x03R\vcontentSize\"\xcf\x01\n" +
 	"\x16IngestDocumentsRequest\x125\n" +
-	"\bdocument\x18\x01 \x01(\v2\x19.bmcis.search.v1.DocumentR\bdocument\"\xce\x02\n" +
+	"\bdocument\x18\x01 \x01(\v2\x19.bmcis.search.v1.DocumentR\bdocument\x12/\n" +
+	"\x04sync\x18\x02 \x01(\v2\x1b.bmcis.search.v1.SyncSourceR\x04sync\x12!\n" +
+	"\fcontent_part\x18\x03 \x01(\fR\vcontentPart\x12*\n" +
+	"\x11keep_external_ids\x18\x04 \x03(\tR\x0fkeepExternalIds\"L\n" +
+	"\n" +
+	"SyncSource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12\x16\n" +
+	"\x06mirror\x18\x03 \x01(\bR\x06mirror\"\xfb\x02\n" +
 	"\x17IngestDocumentsResponse\x12-\n" +
 	"\x12documents_received\x18\x01 \x01(\x05R\x11documentsReceived\x12+\n" +
 	"\x11documents_written\x18\x02 \x01(\x05R\x10documentsWritten\x12/\n" +
@@ -1639,7 +1986,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x10documents_failed\x18\x04 \x01(\x05R\x0fdocumentsFailed\x12%\n" +
 	"\x0echunks_written\x18\x05 \x01(\x05R\rchunksWritten\x12:\n" +
 	"\bfailures\x18\x06 \x03(\v2\x1e.bmcis.search.v1.IngestFailureR\bfailures\x12\x18\n" +
-	"\aseconds\x18\a \x01(\x01R\aseconds\"\xe6\x01\n" +
+	"\aseconds\x18\a \x01(\x01R\aseconds\x12+\n" +
+	"\x11documents_deleted\x18\b \x01(\x05R\x10documentsDeleted\"\xe6\x01\n" +
 	"\x17IngestDocumentsProgress\x12+\n" +
 	"\x11documents_written\x18\x01 \x01(\x05R\x10documentsWritten\x12/\n" +
 	"\x13documents_unchanged\x18\x02 \x01(\x05R\x12documentsUnchanged\x12)\n" +
@@ -1674,7 +2022,24 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0eembedder_model\x18\x04 \x01(\tR\rembedderModel\x12/\n" +
 	"\x13embedder_dimensions\x18\x05 \x01(\x05R\x12embedderDimensions\x12)\n" +
 	"\x10index_generation\x18\x06 \x01(\x03R\x0findexGeneration\x12@\n" +
-	"\x0elast_change_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastChangeAt*~\n" +
+	"\x0elast_change_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastChangeAt\"F\n" +
+	"\x12ListSourcesRequest\x120\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"H\n" +
+	"\x13ListSourcesResponse\x121\n" +
+	"\asources\x18\x01 \x03(\v2\x17.bmcis.search.v1.SourceR\asources\"\xc4\x02\n" +
+	"\x06Source\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12%\n" +
+	"\x0edocument_count\x18\x03 \x01(\x05R\rdocumentCount\x12\x1f\n" +
+	"\vchunk_count\x18\x04 \x01(\x05R\n" +
+	"chunkCount\x12<\n" +
+	"\flast_sync_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastSyncAt\x12!\n" +
+	"\flast_written\x18\x06 \x01(\x05R\vlastWritten\x12%\n" +
+	"\x0elast_unchanged\x18\a \x01(\x05R\rlastUnchanged\x12\x1f\n" +
+	"\vlast_failed\x18\b \x01(\x05R\n" +
+	"lastFailed\x12!\n" +
+	"\flast_deleted\x18\t \x01(\x05R\vlastDeleted*~\n" +
 	"\rRetrievalMode\x12\x1e\n" +
 	"\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RETRIEVAL_MODE_HYBRID\x10\x01\x12\x17\n" +
@@ -1683,7 +2048,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xb1\x06\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xa0\a\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -1693,7 +2058,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x14IngestDocumentsAcked\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsProgress(\x010\x01\x12\x86\x01\n" +
 	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/documents/{external_id}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
-	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/statusB\xbc\x01\n" +
+	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
+	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sourcesB\xbc\x01\n" +
 	"\x13com.bmcis.search.v1B\vSearchProtoP\x01Z:github.com/bmcis/knowledge/gen/go/bmcis/search/v1;searchv1\xa2\x02\x03BSX\xaa\x02\x0fBmcis.Search.V1\xca\x02\x0fBmcis\\Search\\V1\xe2\x02\x1bBmcis\\Search\\V1\\GPBMetadata\xea\x02\x11Bmcis::Search::V1b\x06proto3"
 
 var (
@@ -1709,7 +2075,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
@@ -1722,56 +2088,66 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*GetChunksResponse)(nil),       // 8: bmcis.search.v1.GetChunksResponse
 	(*Document)(nil),                // 9: bmcis.search.v1.Document
 	(*IngestDocumentsRequest)(nil),  // 10: bmcis.search.v1.IngestDocumentsRequest
-	(*IngestDocumentsResponse)(nil), // 11: bmcis.search.v1.IngestDocumentsResponse
-	(*IngestDocumentsProgress)(nil), // 12: bmcis.search.v1.IngestDocumentsProgress
-	(*IngestFailure)(nil),           // 13: bmcis.search.v1.IngestFailure
-	(*DeleteDocumentRequest)(nil),   // 14: bmcis.search.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),  // 15: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),   // 16: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),  // 17: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                // 18: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),   // 19: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 20: bmcis.search.v1.GetIndexStatusResponse
-	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
+	(*SyncSource)(nil),              // 11: bmcis.search.v1.SyncSource
+	(*IngestDocumentsResponse)(nil), // 12: bmcis.search.v1.IngestDocumentsResponse
+	(*IngestDocumentsProgress)(nil), // 13: bmcis.search.v1.IngestDocumentsProgress
+	(*IngestFailure)(nil),           // 14: bmcis.search.v1.IngestFailure
+	(*DeleteDocumentRequest)(nil),   // 15: bmcis.search.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),  // 16: bmcis.search.v1.DeleteDocumentResponse
+	(*ListCategoriesRequest)(nil),   // 17: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),  // 18: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                // 19: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),   // 20: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),  // 21: bmcis.search.v1.GetIndexStatusResponse
+	(*ListSourcesRequest)(nil),      // 22: bmcis.search.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),     // 23: bmcis.search.v1.ListSourcesResponse
+	(*Source)(nil),                  // 24: bmcis.search.v1.Source
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	6,  // 2: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 3: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
-	21, // 4: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 4: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 5: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 6: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 7: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	5,  // 8: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 9: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	21, // 10: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 10: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	9,  // 11: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
-	13, // 12: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	11, // 13: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
-	3,  // 14: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	18, // 15: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 16: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	21, // 17: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	2,  // 18: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	7,  // 19: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	10, // 20: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	10, // 21: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	14, // 22: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	16, // 23: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	19, // 24: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	4,  // 25: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	8,  // 26: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	11, // 27: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	12, // 28: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	15, // 29: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	17, // 30: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	20, // 31: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 12: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
+	14, // 13: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	12, // 14: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
+	3,  // 15: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	19, // 16: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 17: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	25, // 18: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	24, // 20: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	25, // 21: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	2,  // 22: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	7,  // 23: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	10, // 24: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	10, // 25: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	15, // 26: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	17, // 27: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	20, // 28: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	22, // 29: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	4,  // 30: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	8,  // 31: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	12, // 32: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	13, // 33: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	16, // 34: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	18, // 35: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	21, // 36: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	23, // 37: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -1785,7 +2161,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

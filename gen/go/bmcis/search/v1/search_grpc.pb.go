@@ -26,6 +26,7 @@ const (
 	SearchService_DeleteDocument_FullMethodName       = "/bmcis.search.v1.SearchService/DeleteDocument"
 	SearchService_ListCategories_FullMethodName       = "/bmcis.search.v1.SearchService/ListCategories"
 	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
+	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
 )
 
 // SearchServiceClient is the client API for SearchService service.
@@ -56,6 +57,9 @@ type SearchServiceClient interface {
 	ListCategories(ctx context.Context, in *ListCategoriesRequest, opts ...grpc.CallOption) (*ListCategoriesResponse, error)
 	// GetIndexStatus reports what is indexed and which embedding model is live.
 	GetIndexStatus(ctx context.Context, in *GetIndexStatusRequest, opts ...grpc.CallOption) (*GetIndexStatusResponse, error)
+	// ListSources lists the named sources (folders mirrored by `bmcisctl
+	// sync`, uploads) with their document counts and last sync.
+	ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error)
 }
 
 type searchServiceClient struct {
@@ -142,6 +146,16 @@ func (c *searchServiceClient) GetIndexStatus(ctx context.Context, in *GetIndexSt
 	return out, nil
 }
 
+func (c *searchServiceClient) ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSourcesResponse)
+	err := c.cc.Invoke(ctx, SearchService_ListSources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SearchServiceServer is the server API for SearchService service.
 // All implementations must embed UnimplementedSearchServiceServer
 // for forward compatibility.
@@ -170,6 +184,9 @@ type SearchServiceServer interface {
 	ListCategories(context.Context, *ListCategoriesRequest) (*ListCategoriesResponse, error)
 	// GetIndexStatus reports what is indexed and which embedding model is live.
 	GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error)
+	// ListSources lists the named sources (folders mirrored by `bmcisctl
+	// sync`, uploads) with their document counts and last sync.
+	ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error)
 	mustEmbedUnimplementedSearchServiceServer()
 }
 
@@ -200,6 +217,9 @@ func (UnimplementedSearchServiceServer) ListCategories(context.Context, *ListCat
 }
 func (UnimplementedSearchServiceServer) GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetIndexStatus not implemented")
+}
+func (UnimplementedSearchServiceServer) ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSources not implemented")
 }
 func (UnimplementedSearchServiceServer) mustEmbedUnimplementedSearchServiceServer() {}
 func (UnimplementedSearchServiceServer) testEmbeddedByValue()                       {}
@@ -326,6 +346,24 @@ func _SearchService_GetIndexStatus_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SearchService_ListSources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).ListSources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_ListSources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).ListSources(ctx, req.(*ListSourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SearchService_ServiceDesc is the grpc.ServiceDesc for SearchService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -352,6 +390,10 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetIndexStatus",
 			Handler:    _SearchService_GetIndexStatus_Handler,
+		},
+		{
+			MethodName: "ListSources",
+			Handler:    _SearchService_ListSources_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -40,13 +40,36 @@ func (d Doc) Text() string {
 
 // PDF lays the outline out with the standard Helvetica fonts: one PDF page
 // per outline page, headings larger and bold. Text must be ASCII.
-func PDF(d Doc) []byte {
+func PDF(d Doc) []byte { return pdf(d, 0) }
+
+// BigPDF is PDF(d) grown to about size bytes by a grey-scale image of
+// incompressible noise on the first page, as scanned or illustrated PDFs
+// are: big files whose text is a small part.
+func BigPDF(d Doc, size int) []byte { return pdf(d, size) }
+
+func pdf(d Doc, size int) []byte {
 	var objs []string // 1-based object bodies
 	add := func(body string) int { objs = append(objs, body); return len(objs) }
 	catalog := add("") // filled below
 	pagesObj := add("")
 	fontBody := add("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
 	fontBold := add("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
+	image := ""
+	if size > 0 {
+		const width = 1024
+		height := max(1, size/width)
+		noise := make([]byte, width*height)
+		x := uint32(2463534242)
+		for i := range noise { // xorshift: deterministic, incompressible
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			noise[i] = byte(x)
+		}
+		im := add(fmt.Sprintf("<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 /Length %d >>\nstream\n%s\nendstream",
+			width, height, len(noise), noise))
+		image = fmt.Sprintf(" /XObject << /Im1 %d 0 R >>", im)
+	}
 	var kids []string
 	for _, page := range d.Pages {
 		var s strings.Builder
@@ -55,9 +78,14 @@ func PDF(d Doc) []byte {
 			fmt.Fprintf(&s, "BT /%s %.1f Tf 56 %.1f Td (%s) Tj ET\n", font, size, y, pdfEscape(text))
 			y -= size * 1.45
 		}
+		res := ""
 		if len(kids) == 0 {
 			line("F2", 22, d.Title)
 			y -= 8
+			if image != "" {
+				s.WriteString("q 483 0 0 120 56 40 cm /Im1 Do Q\n")
+				res = image
+			}
 		}
 		for _, bl := range page {
 			if bl.Level > 0 {
@@ -72,8 +100,8 @@ func PDF(d Doc) []byte {
 		}
 		stream := s.String()
 		content := add(fmt.Sprintf("<< /Length %d >>\nstream\n%sendstream", len(stream), stream))
-		p := add(fmt.Sprintf("<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 %d 0 R /F2 %d 0 R >> >> /Contents %d 0 R >>",
-			pagesObj, fontBody, fontBold, content))
+		p := add(fmt.Sprintf("<< /Type /Page /Parent %d 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 %d 0 R /F2 %d 0 R >>%s >> /Contents %d 0 R >>",
+			pagesObj, fontBody, fontBold, res, content))
 		kids = append(kids, fmt.Sprintf("%d 0 R", p))
 	}
 	objs[catalog-1] = fmt.Sprintf("<< /Type /Catalog /Pages %d 0 R >>", pagesObj)

@@ -1,0 +1,241 @@
+package gateway
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/docparts"
+)
+
+// UploadPath is the upload route: one file, or a zip of files, into a named
+// source, for the ingest role (the operator's credential in X-Admin-Token,
+// as on document deletion; the gateway holds none).
+const UploadPath = "/v1/sources/{name}/files"
+
+// Zip guards: an archive may not hold more entries than this, nor expand
+// to more than maxZipExpansion times the upload limit in all.
+const (
+	maxZipEntries   = 10000
+	maxZipExpansion = 4
+)
+
+// maxUploads bounds uploads in progress: each holds its body and one file
+// in memory (up to twice BMCIS_GATEWAY_MAX_UPLOAD_BYTES), so two fit the
+// gateway's memory limit with room for the rest.
+const maxUploads = 2
+
+func isUploadPath(p string) bool {
+	return strings.HasPrefix(p, "/v1/sources/") && strings.HasSuffix(p, "/files") && strings.Count(p, "/") == 4
+}
+
+// uploadFile is one file of an upload.
+type uploadFile struct {
+	name string
+	data []byte
+}
+
+// upload streams the body (file=NAME in the query; NAME ending in .zip is
+// unpacked) into IngestDocuments as a sync of source {name} that adds and
+// replaces files and deletes nothing.
+func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	fail := func(httpStatus int, c codes.Code, reason, msg string) {
+		g.handleError(ctx, g.rest, nil, w, r, &runtime.HTTPStatusError{HTTPStatus: httpStatus, Err: newError(c, reason, msg, nil).Err()})
+	}
+	select {
+	case g.uploads <- struct{}{}:
+		defer func() { <-g.uploads }()
+	default:
+		g.handleError(ctx, g.rest, nil, w, r, newError(codes.ResourceExhausted, "UPLOAD_BUSY",
+			"two uploads are already in progress; retry shortly", nil, retryInfo(2)).Err())
+		return
+	}
+	source := r.PathValue("name")
+	file := r.URL.Query().Get("file")
+	if file == "" {
+		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_UPLOAD", "give the file's name in ?file= (its extension picks the format; .zip is unpacked)")
+		return
+	}
+	if err := checkUploadName(file); err != nil {
+		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_UPLOAD", "file: "+err.Error())
+		return
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, "UPLOAD_TOO_LARGE",
+				"the upload is larger than "+strconv.FormatInt(g.cfg.MaxUploadBytes, 10)+" bytes (BMCIS_GATEWAY_MAX_UPLOAD_BYTES)")
+			return
+		}
+		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_UPLOAD", "could not read the upload")
+		return
+	}
+	var next func() (*uploadFile, error)
+	if strings.EqualFold(path.Ext(file), ".zip") {
+		next, err = zipFiles(data, g.cfg.MaxUploadBytes)
+		if err != nil {
+			fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_ZIP", err.Error())
+			return
+		}
+	} else {
+		done := false
+		next = func() (*uploadFile, error) {
+			if done {
+				return nil, nil
+			}
+			done = true
+			return &uploadFile{name: path.Base(file), data: data}, nil
+		}
+	}
+
+	client := searchv1.NewSearchServiceClient(g.conns[Search])
+	stream, err := client.IngestDocuments(ctx)
+	if err != nil {
+		g.handleError(ctx, g.rest, nil, w, r, err)
+		return
+	}
+	sendErr := stream.Send(&searchv1.IngestDocumentsRequest{Sync: &searchv1.SyncSource{Name: source, Root: "upload"}})
+	var zipErr error
+	for sendErr == nil {
+		f, err := next()
+		if err != nil {
+			zipErr = err
+			break
+		}
+		if f == nil {
+			break
+		}
+		sendErr = docparts.Send(f.data, func(head []byte, total int64) error {
+			return stream.Send(&searchv1.IngestDocumentsRequest{Document: &searchv1.Document{
+				ExternalId: f.name, SourceFile: f.name, Content: head, ContentSize: total}})
+		}, func(part []byte) error {
+			return stream.Send(&searchv1.IngestDocumentsRequest{ContentPart: part})
+		})
+	}
+	if zipErr != nil {
+		// Files already sent stay (each is its own transaction); say so.
+		_, _ = stream.CloseAndRecv()
+		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_ZIP", zipErr.Error()+" (the files before it went in)")
+		return
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		g.handleError(ctx, g.rest, nil, w, r, err) // the service's status says why (a send error shows here too)
+		return
+	}
+	body, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
+	if err != nil {
+		g.handleError(ctx, g.rest, nil, w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// checkUploadName refuses names that could leave the source's namespace or
+// mean something else on a file system: absolute, "..", backslashes,
+// control characters.
+func checkUploadName(name string) error {
+	switch {
+	case name == "" || len(name) > 1024:
+		return fmt.Errorf("%q: a name is 1..1024 bytes", name)
+	case strings.ContainsAny(name, "\\\x00") || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%q: backslashes and control characters are not allowed", name)
+	case strings.HasPrefix(name, "/"):
+		return fmt.Errorf("%q: absolute paths are not allowed", name)
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." || el == "." || el == "" {
+			return fmt.Errorf("%q: path traversal (., .. or empty elements) is not allowed", name)
+		}
+	}
+	return nil
+}
+
+// zipFiles checks a zip archive's directory and returns an iterator over
+// its regular, non-hidden files, each read only when reached (one file in
+// memory at a time). A file's size is enforced while reading, whatever the
+// archive declares, so a bomb stops at the limit.
+func zipFiles(data []byte, limit int64) (func() (*uploadFile, error), error) {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, fmt.Errorf("not a zip archive: %v", err)
+	}
+	if len(zr.File) > maxZipEntries {
+		return nil, fmt.Errorf("the archive holds %d entries (at most %d)", len(zr.File), maxZipEntries)
+	}
+	var files []*zip.File
+	var declared uint64
+	for _, f := range zr.File {
+		if strings.HasSuffix(f.Name, "/") || f.FileInfo().IsDir() {
+			continue
+		}
+		if err := checkUploadName(f.Name); err != nil {
+			return nil, fmt.Errorf("entry %v", err)
+		}
+		if !f.Mode().IsRegular() {
+			return nil, fmt.Errorf("entry %q is not a regular file (links are not accepted)", f.Name)
+		}
+		if hidden(f.Name) {
+			continue
+		}
+		if f.UncompressedSize64 > uint64(limit) {
+			return nil, fmt.Errorf("entry %q declares %d bytes (at most %d per file)", f.Name, f.UncompressedSize64, limit)
+		}
+		declared += f.UncompressedSize64
+		if declared > uint64(limit)*maxZipExpansion {
+			return nil, fmt.Errorf("the archive expands to more than %d bytes", uint64(limit)*maxZipExpansion)
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		return nil, errors.New("the archive holds no files")
+	}
+	i := 0
+	return func() (*uploadFile, error) {
+		if i == len(files) {
+			return nil, nil
+		}
+		f := files[i]
+		i++
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %v", f.Name, err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(io.LimitReader(rc, int64(f.UncompressedSize64)+1))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("entry %q: %v", f.Name, err)
+		case uint64(len(b)) > f.UncompressedSize64:
+			return nil, fmt.Errorf("entry %q expands beyond its declared %d bytes", f.Name, f.UncompressedSize64)
+		}
+		return &uploadFile{name: f.Name, data: b}, nil
+	}, nil
+}
+
+// hidden reports a path with an element starting with "." or the
+// "__MACOSX" folder macOS adds to archives: skipped, as bmcisctl skips
+// hidden files.
+func hidden(name string) bool {
+	for _, el := range strings.Split(name, "/") {
+		if strings.HasPrefix(el, ".") || el == "__MACOSX" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sync/semaphore"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/services/search/internal/formats"
+	"github.com/bmcis/knowledge/services/search/internal/ingest"
+)
+
+// SourceNameRE is what a source name may be (the sources table checks it too).
+var SourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+const maxSourceRoot = 4096
+
+// ingestJob is one whole document for a worker, holding its share of the
+// stream's content budget until written.
+type ingestJob struct {
+	doc    *searchv1.Document
+	source string
+	budget *semaphore.Weighted
+	held   int64
+}
+
+func (j ingestJob) release() {
+	if j.held > 0 {
+		j.budget.Release(j.held)
+	}
+}
+
+// receiver reads an ingestion stream: the optional sync header, documents
+// (reassembling those sent in parts), and kept ids of a sync. Content in
+// flight (received, not yet written) is bounded by budget, so a stream of
+// big documents holds about one maximum-size document at a time.
+type receiver struct {
+	s       *Server
+	ctx     context.Context
+	recv    func() (*searchv1.IngestDocumentsRequest, error)
+	resp    *searchv1.IngestDocumentsResponse
+	results chan<- ingestResult
+	jobs    []chan ingestJob
+	budget  *semaphore.Weighted
+
+	sync *searchv1.SyncSource
+	seen map[string]struct{} // external ids (prefixed) sent or kept in a sync
+	kept int
+
+	pending     *ingestJob // a document whose content is still arriving
+	pendingSize int64
+	pendingGot  int64
+	pendingDrop bool // too large: parts are counted, not kept
+}
+
+// run receives until the client closes the stream; a protocol error is an
+// InvalidArgument status, a stream error is returned as is.
+func (rx *receiver) run() error {
+	first := true
+	for {
+		req, err := rx.recv()
+		if err == io.EOF {
+			if rx.pending != nil {
+				rx.pending.release()
+				return grpcserver.InvalidArgument("content_part", "the stream ended after %d of the %d bytes of %q", rx.pendingGot, rx.pendingSize, rx.pending.doc.GetExternalId())
+			}
+			return nil
+		}
+		if err != nil {
+			rx.releasePending()
+			return err
+		}
+		if err := rx.handle(req, first); err != nil {
+			rx.releasePending()
+			return err
+		}
+		first = false
+		if rx.ctx.Err() != nil {
+			rx.releasePending()
+			return nil // a write failed; the caller reports it
+		}
+	}
+}
+
+func (rx *receiver) releasePending() {
+	if rx.pending != nil {
+		rx.pending.release()
+		rx.pending = nil
+	}
+}
+
+func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) error {
+	if sy := req.GetSync(); sy != nil {
+		if !first {
+			return grpcserver.InvalidArgument("sync", "only the first message of a stream may carry it")
+		}
+		if err := rx.startSync(sy); err != nil {
+			return err
+		}
+	}
+	if keep := req.GetKeepExternalIds(); len(keep) > 0 {
+		if rx.sync == nil {
+			return grpcserver.InvalidArgument("keep_external_ids", "only a sync stream may keep documents")
+		}
+		for _, k := range keep {
+			rx.seen[rx.syncID(strings.TrimSpace(k))] = struct{}{}
+			rx.kept++
+		}
+	}
+	if part := req.GetContentPart(); len(part) > 0 {
+		if err := rx.addPart(part); err != nil {
+			return err
+		}
+	}
+	d := req.GetDocument()
+	if d == nil {
+		if req.GetSync() != nil || len(req.GetKeepExternalIds()) > 0 || len(req.GetContentPart()) > 0 {
+			return nil
+		}
+		d = &searchv1.Document{} // an empty message is an empty (failing) document
+	}
+	if rx.pending != nil {
+		return grpcserver.InvalidArgument("document", "a document arrived before the last %d bytes of %q", rx.pendingSize-rx.pendingGot, rx.pending.doc.GetExternalId())
+	}
+	rx.resp.DocumentsReceived++
+	id := strings.TrimSpace(d.GetExternalId())
+	if id == "" {
+		id = strings.TrimSpace(d.GetSourceFile())
+	}
+	j := ingestJob{doc: d, budget: rx.budget}
+	unknown := false
+	if rx.sync != nil && d.GetFormatName() == "" && d.GetFormat() == searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED {
+		// Files of a source (an upload does not know the formats) are
+		// read by their names, as bmcisctl does.
+		if f, ok := formats.ForPath(d.GetSourceFile()); ok && f.Extract != nil {
+			d.FormatName = f.Name
+		} else {
+			unknown = true
+		}
+	}
+	if rx.sync != nil && id != "" {
+		d.ExternalId = rx.syncID(id)
+		rx.seen[d.ExternalId] = struct{}{}
+		j.source = rx.sync.GetName()
+	}
+	size := max(d.GetContentSize(), int64(len(d.GetContent())))
+	limit := int64(rx.s.cfg.MaxDocumentBytes)
+	if size > limit || unknown {
+		// Refused before its bytes arrive; the parts still to come are skipped.
+		reason := fmt.Sprintf("too large: %d bytes (limit %d, BMCIS_SEARCH_MAX_DOCUMENT_BYTES)", size, limit)
+		if unknown {
+			reason = "not a file of a known format (" + strings.Join(formats.Extensions(), ", ") + ")"
+		}
+		rx.results <- ingestResult{failure: &ingest.Failure{ExternalID: d.GetExternalId(), SourceFile: d.GetSourceFile(), Reason: reason}}
+		if d.GetContentSize() > int64(len(d.GetContent())) {
+			rx.pending, rx.pendingSize, rx.pendingGot, rx.pendingDrop = &j, d.GetContentSize(), int64(len(d.GetContent())), true
+		}
+		d.Content = nil
+		return nil
+	}
+	j.held = max(size, 1)
+	if err := rx.budget.Acquire(rx.ctx, j.held); err != nil {
+		return nil // the stream is ending; the caller reports why
+	}
+	if d.GetContentSize() > int64(len(d.GetContent())) {
+		buf := make([]byte, len(d.GetContent()), d.GetContentSize())
+		copy(buf, d.GetContent())
+		d.Content = buf
+		rx.pending, rx.pendingSize, rx.pendingGot, rx.pendingDrop = &j, d.GetContentSize(), int64(len(buf)), false
+		return nil
+	}
+	rx.dispatch(j)
+	return nil
+}
+
+// addPart appends the next part of the pending document's content.
+func (rx *receiver) addPart(part []byte) error {
+	p := rx.pending
+	if p == nil {
+		return grpcserver.InvalidArgument("content_part", "no document is waiting for content (set content_size on the document first)")
+	}
+	if rx.pendingGot+int64(len(part)) > rx.pendingSize {
+		return grpcserver.InvalidArgument("content_part", "more content than the %d bytes content_size says for %q", rx.pendingSize, p.doc.GetExternalId())
+	}
+	rx.pendingGot += int64(len(part))
+	if !rx.pendingDrop {
+		p.doc.Content = append(p.doc.Content, part...)
+	}
+	if rx.pendingGot == rx.pendingSize {
+		rx.pending = nil
+		if !rx.pendingDrop {
+			rx.dispatch(*p)
+		}
+	}
+	return nil
+}
+
+// dispatch queues a whole document; documents with the same id go to the
+// same worker, so they keep their order.
+func (rx *receiver) dispatch(j ingestJob) {
+	h := fnv.New32a()
+	key := strings.TrimSpace(j.doc.GetExternalId())
+	if key == "" {
+		key = strings.TrimSpace(j.doc.GetSourceFile())
+	}
+	_, _ = h.Write([]byte(key))
+	select {
+	case rx.jobs[h.Sum32()%uint32(len(rx.jobs))] <- j:
+	case <-rx.ctx.Done():
+		j.release()
+	}
+}
+
+// startSync validates the sync header and records the source.
+func (rx *receiver) startSync(sy *searchv1.SyncSource) error {
+	name := sy.GetName()
+	if !SourceNameRE.MatchString(name) {
+		return grpcserver.InvalidArgument("sync.name", "%q is not a source name (1..64 of a-z 0-9 . _ -, starting with a letter or digit)", name)
+	}
+	if len(sy.GetRoot()) > maxSourceRoot {
+		return grpcserver.InvalidArgument("sync.root", "longer than %d bytes", maxSourceRoot)
+	}
+	dctx, cancel := rx.s.dbCtx(rx.ctx)
+	err := rx.s.st.EnsureSource(dctx, name, sy.GetRoot())
+	cancel()
+	if err != nil {
+		return dbError(rx.ctx, err)
+	}
+	rx.sync = sy
+	rx.seen = map[string]struct{}{}
+	return nil
+}
+
+// syncID is the stored external id of a synced document: the source name
+// is its namespace.
+func (rx *receiver) syncID(id string) string { return rx.sync.GetName() + ":" + id }

@@ -1,0 +1,227 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/formats/sample"
+)
+
+// sendAll streams raw requests and returns the response.
+func sendAll(t testing.TB, c searchv1.SearchServiceClient, reqs ...*searchv1.IngestDocumentsRequest) (*searchv1.IngestDocumentsResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream, err := c.IngestDocuments(ctx)
+	require.NoError(t, err)
+	for _, r := range reqs {
+		if err := stream.Send(r); err != nil {
+			break // the server ended the stream; CloseAndRecv says why
+		}
+	}
+	return stream.CloseAndRecv()
+}
+
+func syncHeader(name string) *searchv1.IngestDocumentsRequest {
+	return &searchv1.IngestDocumentsRequest{Sync: &searchv1.SyncSource{Name: name, Root: "/srv/" + name, Mirror: true}}
+}
+
+func doc(d *searchv1.Document) *searchv1.IngestDocumentsRequest {
+	return &searchv1.IngestDocumentsRequest{Document: d}
+}
+
+func bm25IDs(t testing.TB, c searchv1.SearchServiceClient, q string) []string {
+	t.Helper()
+	ids := dedupe(docIDs(search(t, c, &searchv1.SearchRequest{Query: q, Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25})))
+	sort.Strings(ids)
+	return ids
+}
+
+// A mirroring sync adds, updates and deletes the documents of its own
+// source only: another source with the same file names, and plainly
+// ingested documents, are never touched.
+func TestSyncMirrorsOneSourceOnly(t *testing.T) {
+	r, _ := start(t)
+	ctx := context.Background()
+	mustIngest(t, r.client, md("a.md", "", "Plain", "# Plain\n\nThe plain walrus document."))
+
+	resp, err := sendAll(t, r.client, syncHeader("handbook"),
+		doc(md("a.md", "", "A", "# A\n\nThe first walrus page.")),
+		doc(md("b.md", "", "B", "# B\n\nThe narwhal page.")))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, resp.DocumentsWritten)
+	resp, err = sendAll(t, r.client, syncHeader("wiki"),
+		doc(md("a.md", "", "A", "# A\n\nThe wiki walrus page.")),
+		doc(md("b.md", "", "B", "# B\n\nThe wiki narwhal page.")))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, resp.DocumentsWritten)
+	require.Equal(t, []string{"a.md", "handbook:a.md", "wiki:a.md"}, bm25IDs(t, r.client, "walrus"))
+
+	// handbook: a.md kept unchanged (not resent), b.md gone, c.md new.
+	resp, err = sendAll(t, r.client, syncHeader("handbook"),
+		&searchv1.IngestDocumentsRequest{KeepExternalIds: []string{"a.md"}},
+		doc(md("c.md", "", "C", "# C\n\nThe new beluga page.")))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.DocumentsWritten)
+	require.EqualValues(t, 1, resp.DocumentsDeleted)
+	require.Equal(t, []string{"wiki:b.md"}, bm25IDs(t, r.client, "narwhal"))
+	require.Equal(t, []string{"a.md", "handbook:a.md", "wiki:a.md"}, bm25IDs(t, r.client, "walrus"))
+	require.Equal(t, []string{"handbook:c.md"}, bm25IDs(t, r.client, "beluga"))
+
+	// An empty mirror empties its source and nothing else.
+	resp, err = sendAll(t, r.client, syncHeader("wiki"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, resp.DocumentsDeleted)
+	require.Equal(t, []string{"a.md", "handbook:a.md"}, bm25IDs(t, r.client, "walrus"))
+
+	// A plain ingest cannot overwrite a synced document.
+	resp = mustIngest(t, r.client, md("handbook:a.md", "", "Hijack", "# Hijack\n\nOverwritten orca."))
+	require.EqualValues(t, 1, resp.DocumentsFailed)
+	require.Contains(t, resp.Failures[0].Reason, "belongs to another source")
+	require.Empty(t, bm25IDs(t, r.client, "orca"))
+
+	list, err := r.client.ListSources(ctx, &searchv1.ListSourcesRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.Sources, 2)
+	hb, wiki := list.Sources[0], list.Sources[1]
+	require.Equal(t, "handbook", hb.Name)
+	require.Equal(t, "/srv/handbook", hb.Root)
+	require.EqualValues(t, 2, hb.DocumentCount)
+	require.NotNil(t, hb.LastSyncAt)
+	require.EqualValues(t, 1, hb.LastWritten)
+	require.EqualValues(t, 1, hb.LastUnchanged)
+	require.EqualValues(t, 1, hb.LastDeleted)
+	require.Equal(t, "wiki", wiki.Name)
+	require.Zero(t, wiki.DocumentCount)
+	require.EqualValues(t, 2, wiki.LastDeleted)
+
+	// A scoped key sees counts of its categories only, and no roots.
+	scoped, err := r.client.ListSources(ctx, &searchv1.ListSourcesRequest{Scope: &searchv1.ReadScope{Categories: []string{"nothing-here"}}})
+	require.NoError(t, err)
+	require.Zero(t, scoped.Sources[0].DocumentCount)
+	require.Empty(t, scoped.Sources[0].Root)
+}
+
+// A file that fails in a sync keeps its previous version: only gone files
+// are deleted.
+func TestSyncKeepsTheOldVersionOfAFailedFile(t *testing.T) {
+	r, _ := start(t)
+	_, err := sendAll(t, r.client, syncHeader("docs"), doc(md("a.md", "", "A", "# A\n\nThe dugong page.")))
+	require.NoError(t, err)
+	resp, err := sendAll(t, r.client, syncHeader("docs"), doc(md("a.md", "", "A", "   ")))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.DocumentsFailed)
+	require.Zero(t, resp.DocumentsDeleted)
+	require.Equal(t, []string{"docs:a.md"}, bm25IDs(t, r.client, "dugong"))
+}
+
+func TestSyncHeaderIsChecked(t *testing.T) {
+	r, _ := start(t)
+	for _, tc := range []struct {
+		name string
+		reqs []*searchv1.IngestDocumentsRequest
+		want string
+	}{
+		{"bad name", []*searchv1.IngestDocumentsRequest{{Sync: &searchv1.SyncSource{Name: "Bad Name"}}}, "not a source name"},
+		{"header not first", []*searchv1.IngestDocumentsRequest{doc(md("a.md", "", "A", "# A\n\ntext")), syncHeader("docs")}, "only the first message"},
+		{"keep without sync", []*searchv1.IngestDocumentsRequest{{KeepExternalIds: []string{"a.md"}}}, "only a sync stream"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sendAll(t, r.client, tc.reqs...)
+			requireCode(t, err, codes.InvalidArgument)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// A document bigger than one gRPC message arrives in parts; the limit is a
+// setting, checked before the parts arrive; broken part sequences are
+// refused with a clear error.
+func TestDocumentInParts(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.MaxDocumentBytes = 8 << 20
+	r := startReplica(t, pool, cfg)
+
+	var body strings.Builder
+	body.WriteString("# Big\n\n")
+	for body.Len() < 6<<20 { // over gRPC's 4 MiB message limit
+		body.WriteString("Plain filler sentence about warehouses and pallets. ")
+	}
+	body.WriteString("\n\nThe very last paragraph names the okapi.\n")
+	content := []byte(body.String())
+	parts := func(id string, b []byte, size int64) []*searchv1.IngestDocumentsRequest {
+		const part = 1 << 20
+		d := md(id, "", "Big", "")
+		d.Content, d.ContentSize = b[:part], size
+		out := []*searchv1.IngestDocumentsRequest{doc(d)}
+		for off := part; off < len(b); off += part {
+			out = append(out, &searchv1.IngestDocumentsRequest{ContentPart: b[off:min(off+part, len(b))]})
+		}
+		return out
+	}
+	resp, err := sendAll(t, r.client, append(parts("big.md", content, int64(len(content))), doc(md("small.md", "", "S", "# S\n\nsmall okapi")))...)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, resp.DocumentsWritten, "failures: %v", resp.Failures)
+	require.Equal(t, []string{"big.md", "small.md"}, bm25IDs(t, r.client, "okapi"))
+
+	tooBig := bytes.Repeat([]byte("x "), 5<<20)
+	resp, err = sendAll(t, r.client, append(parts("huge.md", tooBig, int64(len(tooBig))), doc(md("after.md", "", "S", "# S\n\nafter the huge one")))...)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.DocumentsFailed)
+	require.Contains(t, resp.Failures[0].Reason, "too large: 10485760 bytes (limit 8388608")
+	require.EqualValues(t, 1, resp.DocumentsWritten)
+
+	_, err = sendAll(t, r.client, parts("cut.md", content, int64(len(content)))[:3]...)
+	requireCode(t, err, codes.InvalidArgument)
+	require.Contains(t, err.Error(), "the stream ended after")
+	_, err = sendAll(t, r.client, &searchv1.IngestDocumentsRequest{ContentPart: []byte("stray")})
+	requireCode(t, err, codes.InvalidArgument)
+	require.Contains(t, err.Error(), "no document is waiting for content")
+	_, err = sendAll(t, r.client, append(parts("short.md", content, 3<<19), doc(md("x.md", "", "X", "x")))...)
+	requireCode(t, err, codes.InvalidArgument)
+	require.Contains(t, err.Error(), "more content than")
+}
+
+// A PDF chunk carries its page as a field, not only in the context header.
+func TestPDFChunksHaveTheirPage(t *testing.T) {
+	r, _ := start(t)
+	pdf := &searchv1.Document{ExternalId: "hr/handbook.pdf", SourceFile: "hr/handbook.pdf", Content: sample.PDF(sample.Handbook), FormatName: "pdf"}
+	resp := mustIngest(t, r.client, pdf, md("notes.md", "", "Notes", "# Notes\n\nThe phishing notes."))
+	require.EqualValues(t, 2, resp.DocumentsWritten, "failures: %v", resp.Failures)
+	out := search(t, r.client, &searchv1.SearchRequest{Query: "phishing report button", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25})
+	pageRE := regexp.MustCompile(`> p\. (\d+)`)
+	pages := map[int64]int32{}
+	seen := map[int32]bool{}
+	var ids []int64
+	for _, res := range out.Results {
+		ch := res.Chunk
+		pages[ch.ChunkId] = ch.Page
+		ids = append(ids, ch.ChunkId)
+		if ch.DocumentId != "hr/handbook.pdf" {
+			require.Zero(t, ch.Page, ch.DocumentId)
+			continue
+		}
+		m := pageRE.FindStringSubmatch(ch.ContextHeader)
+		require.NotNil(t, m, ch.ContextHeader)
+		require.Equal(t, m[1], strconv.Itoa(int(ch.Page)), "the field and the header agree")
+		seen[ch.Page] = true
+	}
+	require.True(t, seen[3], "the phishing section is on page 3: %v", seen)
+	got, err := r.client.GetChunks(context.Background(), &searchv1.GetChunksRequest{ChunkIds: ids})
+	require.NoError(t, err)
+	require.Len(t, got.Chunks, len(ids))
+	for _, ch := range got.Chunks {
+		require.Equal(t, pages[ch.ChunkId], ch.Page)
+	}
+}

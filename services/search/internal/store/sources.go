@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Source is a named source with its live counts and its last sync.
+type Source struct {
+	Name       string
+	Root       string
+	Documents  int
+	Chunks     int
+	LastSyncAt time.Time // zero: no sync completed yet
+	LastSync   SyncCounts
+}
+
+// SyncCounts is what one sync did.
+type SyncCounts struct {
+	Written, Unchanged, Failed, Deleted int
+}
+
+// EnsureSource records a source (or updates its root) before its documents
+// are written, so a sync cut short still shows in the list.
+func (s *Store) EnsureSource(ctx context.Context, name, root string) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO sources (name, root) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET root = EXCLUDED.root`, name, root)
+	if err != nil {
+		return fmt.Errorf("record source %q: %w", name, err)
+	}
+	return nil
+}
+
+// FinishSync records a completed sync of a source.
+func (s *Store) FinishSync(ctx context.Context, name string, c SyncCounts) error {
+	_, err := s.pool.Exec(ctx, `UPDATE sources SET last_sync_at = now(), last_written = $2, last_unchanged = $3,
+		last_failed = $4, last_deleted = $5 WHERE name = $1`, name, c.Written, c.Unchanged, c.Failed, c.Deleted)
+	if err != nil {
+		return fmt.Errorf("record sync of %q: %w", name, err)
+	}
+	return nil
+}
+
+// SourceDocumentsExcept lists the external ids of source's documents that
+// are not in keep: what a mirroring sync deletes.
+func (s *Store) SourceDocumentsExcept(ctx context.Context, source string, keep []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT external_id FROM documents
+		WHERE source = $1 AND NOT (external_id = ANY($2::text[])) ORDER BY external_id`, source, keep)
+	if err != nil {
+		return nil, fmt.Errorf("list documents of source %q: %w", source, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list documents of source %q: %w", source, err)
+	}
+	return ids, nil
+}
+
+// Sources lists every source by name with its document and chunk counts;
+// when categories is non-nil only documents in those categories count.
+func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, error) {
+	rows, err := s.pool.Query(ctx, `SELECT s.name, s.root, coalesce(d.docs, 0), coalesce(d.chunks, 0), s.last_sync_at,
+			s.last_written, s.last_unchanged, s.last_failed, s.last_deleted
+		FROM sources s LEFT JOIN (
+			SELECT source, count(*) AS docs, sum(chunk_count) AS chunks FROM documents
+			WHERE source <> '' AND ($1::text[] IS NULL OR category = ANY($1::text[])) GROUP BY source
+		) d ON d.source = s.name
+		ORDER BY s.name`, categories)
+	if err != nil {
+		return nil, fmt.Errorf("list sources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Source, error) {
+		var src Source
+		var last *time.Time
+		err := r.Scan(&src.Name, &src.Root, &src.Documents, &src.Chunks, &last,
+			&src.LastSync.Written, &src.LastSync.Unchanged, &src.LastSync.Failed, &src.LastSync.Deleted)
+		if last != nil {
+			src.LastSyncAt = *last
+		}
+		return src, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sources: %w", err)
+	}
+	return out, nil
+}
