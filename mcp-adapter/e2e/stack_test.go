@@ -72,7 +72,10 @@ func freeAddr(t testing.TB) string {
 func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) string {
 	t.Helper()
 	bin := stacktest.Binary(t, "mcp-adapter")
-	addr := freeAddr(t)
+	addr := extra["BMCIS_MCP_HTTP_ADDR"] // a test that must know it first
+	if addr == "" {
+		addr = freeAddr(t)
+	}
 	env := map[string]string{
 		"BMCIS_MCP_TRANSPORT": "http",
 		"BMCIS_MCP_HTTP_ADDR": addr,
