@@ -121,57 +121,11 @@ func TestDesktopBundle(t *testing.T) {
 	resolve.Stderr = &stderr
 	config, err := resolve.Output()
 	require.NoError(t, err, "resolve-config.mjs: %s", stderr.String())
-	var parsed struct {
-		MCPServers map[string]struct {
-			Command string            `json:"command"`
-			Env     map[string]string `json:"env"`
-		} `json:"mcpServers"`
-	}
-	require.NoError(t, json.Unmarshal(config, &parsed))
-	srv := parsed.MCPServers["bmcis-knowledge"]
+	srv := desktopServer(t, config)
 	require.True(t, strings.HasPrefix(srv.Command, unpacked+string(os.PathSeparator)+filepath.Join("server", platform)), srv.Command)
 	require.Equal(t, map[string]string{"BMCIS_MCP_URL": base + "/mcp", "BMCIS_API_KEY": k}, srv.Env,
 		"bridge mode: the endpoint and the user's own key, nothing else")
 
-	dir := nodeClientDir(t, npm)
-	run := exec.CommandContext(ctx, node, "e2e.mjs")
-	run.Dir = dir
-	run.Env = append(os.Environ(), "DESKTOP_CONFIG="+string(config))
-	out, err = run.CombinedOutput()
-	t.Logf("node e2e.mjs:\n%s", out)
-	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Regexp(t, `^\d+ passed, 0 failed$`, lines[len(lines)-1])
+	out = runNodeE2E(ctx, t, node, nodeClientDir(t, npm), config)
 	require.NotContains(t, string(out), k, "the key never reaches the output")
-}
-
-// nodeTools returns node and npm, or skips the test without them.
-func nodeTools(t *testing.T) (node, npm string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: this test needs Node.js 18 or later and npm (Debian: apt-get install nodejs npm)")
-	}
-	npm, err = exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not installed (Debian: apt-get install npm)")
-	}
-	return node, npm
-}
-
-// nodeClientDir is a clean install of node/ (the MCP SDK client, as
-// locked) outside the source tree, removed when the test ends.
-func nodeClientDir(t *testing.T, npm string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "e2e.mjs"} {
-		b, err := os.ReadFile(filepath.Join("node", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
-	}
-	install := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm ci:\n%s", out)
-	return dir
 }
