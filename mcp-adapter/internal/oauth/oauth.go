@@ -100,7 +100,15 @@ type Verifier struct {
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier // nil until the key set URL is known
+	// failedAt and failure remember a failed discovery for
+	// discoveryBackoff, so that while the issuer is down requests answer
+	// at once instead of queueing behind one slow attempt after another.
+	failedAt time.Time
+	failure  error
 }
+
+// discoveryBackoff is how long a failed discovery is not retried.
+const discoveryBackoff = 2 * time.Second
 
 // New returns a Verifier; it fetches nothing until the first token.
 func New(cfg Config) *Verifier {
@@ -169,10 +177,14 @@ func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, err
 	if v.verifier != nil {
 		return v.verifier, nil
 	}
+	if v.failure != nil && time.Since(v.failedAt) < discoveryBackoff {
+		return nil, v.failure
+	}
 	jwks := v.cfg.JWKSURL
 	if jwks == "" {
 		var err error
 		if jwks, err = v.discover(ctx); err != nil {
+			v.failedAt, v.failure = time.Now(), err
 			return nil, err
 		}
 	}
