@@ -86,9 +86,11 @@ func TestOAuthResourceServer(t *testing.T) {
 		"BMCIS_OAUTH_ISSUER":   issuers.Issuer,
 		"BMCIS_OAUTH_RESOURCE": resource,
 		"BMCIS_OAUTH_SCOPES":   "kb:read,kb:read:security",
+		"BMCIS_LOG_LEVEL":      "info", // every call logged, for the check at the end
 	})
 	metadataURL := base + "/.well-known/oauth-protected-resource/mcp"
 
+	var tokens []string // every token issued, for the log check
 	token := func(issuer, client, scope, res string) string {
 		t.Helper()
 		form := url.Values{"grant_type": {"client_credentials"}, "scope": {scope}, "resource": {res}}
@@ -107,6 +109,7 @@ func TestOAuthResourceServer(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
 		require.NoError(t, json.Unmarshal(raw, &body))
 		require.Equal(t, "Bearer", body.TokenType)
+		tokens = append(tokens, body.AccessToken)
 		return body.AccessToken
 	}
 	// post sends an MCP initialize with headers and returns the status and
@@ -231,7 +234,14 @@ func TestOAuthResourceServer(t *testing.T) {
 		require.Equal(t, "AUTH_INVALID", code(env))
 	})
 
-	require.NotContains(t, authSvc.Logs(), clientSecret)
+	// Tokens and the client secret reach no log: the adapter logs why a
+	// token was refused, never the token.
+	logs := adapterLog(base) + authSvc.Logs()
+	require.Contains(t, logs, "access token refused")
+	for _, secret := range append(tokens, clientSecret) {
+		require.NotContains(t, logs, secret)
+		require.NotContains(t, logs, strings.Split(secret, ".")[len(strings.Split(secret, "."))-1], "a token's signature")
+	}
 }
 
 // oidcProviderDir installs e2e/oidc (oidc-provider and the Node.js it

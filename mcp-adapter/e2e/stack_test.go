@@ -88,7 +88,8 @@ func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) stri
 	cmd := exec.Command(bin)
 	cmd.Env = adapterEnv(s, env)
 	var logs strings.Builder
-	cmd.Stderr = &syncWriter{w: &logs}
+	stderr := &syncWriter{w: &logs}
+	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -105,6 +106,7 @@ func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) stri
 		}
 	})
 	base := "http://" + addr
+	adapterLogs.Store(base, stderr)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(base + "/healthz")
@@ -126,6 +128,18 @@ func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) stri
 	}
 }
 
+// adapterLogs holds each adapterHTTP process's stderr by base URL.
+var adapterLogs sync.Map
+
+// adapterLog is what the adapter at base has logged so far.
+func adapterLog(base string) string {
+	w, ok := adapterLogs.Load(base)
+	if !ok {
+		return ""
+	}
+	return w.(*syncWriter).String()
+}
+
 type syncWriter struct {
 	mu sync.Mutex
 	w  *strings.Builder
@@ -135,4 +149,10 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }
