@@ -31,6 +31,10 @@ build: ## build every binary into bin/
 	@for b in $(BINARIES); do go build -trimpath -ldflags '$(LDFLAGS)' -o bin/$${b%%=*} $${b#*=}; done
 	@echo "built: $$(ls bin | tr '\n' ' ')"
 
+.PHONY: mcpb
+mcpb: ## build the Claude Desktop extension bundle bin/bmcis-knowledge.mcpb (all platforms; needs npm)
+	@MCPB_LDFLAGS='$(LDFLAGS)' deploy/mcpb/build.sh
+
 .PHONY: run
 run: build ## build, start PostgreSQL/Redis, migrate, load demo data, start every service
 	@deploy/local/run.sh

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,42 +24,15 @@ import (
 // nothing else), against an adapter serving streamable HTTP over the real
 // services. direct: the operators' mode, gRPC to the services.
 func TestNodeSDKClientOverStdio(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the MCP TypeScript SDK end-to-end test needs Node.js 18 or later and npm (Debian: apt-get install nodejs npm)")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not installed: the MCP TypeScript SDK end-to-end test needs it to install @modelcontextprotocol/sdk (Debian: apt-get install npm)")
-	}
+	node, npm := nodeTools(t)
 	s := demo(t)
 	k := key(t)
 	bin := stacktest.Binary(t, "mcp-adapter")
-
-	// A clean install of the locked dependencies, outside the source tree.
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "e2e.mjs"} {
-		b, err := os.ReadFile(filepath.Join("node", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
-	}
+	dir := nodeClientDir(t, npm)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm ci:\n%s", out)
 
-	runNode := func(t *testing.T, config []byte) {
-		run := exec.CommandContext(ctx, node, "e2e.mjs")
-		run.Dir = dir
-		run.Env = append(os.Environ(), "DESKTOP_CONFIG="+string(config))
-		out, err := run.CombinedOutput()
-		t.Logf("node e2e.mjs:\n%s", out)
-		require.NoError(t, err)
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		require.Regexp(t, `^\d+ passed, 0 failed$`, lines[len(lines)-1])
-	}
+	runNode := func(t *testing.T, config []byte) { runNodeE2E(ctx, t, node, dir, config) }
 
 	t.Run("bridge", func(t *testing.T) {
 		base := adapterHTTP(t, s, nil)
@@ -70,14 +42,7 @@ func TestNodeSDKClientOverStdio(t *testing.T) {
 		script.Env = append(os.Environ(), "BMCIS_DATA_DIR="+data, "BMCIS_MCP_URL="+base+"/mcp", "BMCIS_MCP_ADAPTER_BIN="+bin)
 		config, err := script.Output()
 		require.NoError(t, err)
-		var parsed struct {
-			MCPServers map[string]struct {
-				Command string            `json:"command"`
-				Env     map[string]string `json:"env"`
-			} `json:"mcpServers"`
-		}
-		require.NoError(t, json.Unmarshal(config, &parsed))
-		srv := parsed.MCPServers["bmcis-knowledge"]
+		srv := desktopServer(t, config)
 		require.Equal(t, bin, srv.Command)
 		require.Equal(t, map[string]string{"BMCIS_MCP_URL": base + "/mcp", "BMCIS_API_KEY": k}, srv.Env,
 			"the Desktop holds the endpoint and its own key, nothing else")

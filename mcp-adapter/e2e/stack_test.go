@@ -39,5 +39,19 @@ func key(t testing.TB) string {
 // returns its base URL; it is stopped when the test ends.
 func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) string {
 	t.Helper()
-	return s.StartAdapterHTTP(t, extra).Base
+	a := s.StartAdapterHTTP(t, extra)
+	adapterLogs.Store(a.Base, a)
+	return a.Base
+}
+
+// adapterLogs holds each adapterHTTP process by base URL.
+var adapterLogs sync.Map
+
+// adapterLog is what the adapter at base has logged so far.
+func adapterLog(base string) string {
+	a, ok := adapterLogs.Load(base)
+	if !ok {
+		return ""
+	}
+	return a.(*stacktest.Adapter).Logs()
 }

@@ -44,7 +44,10 @@ func (a *Adapter) Logs() string { return a.logs.String() }
 func (s *Stack) StartAdapterHTTP(t testing.TB, extra map[string]string) *Adapter {
 	t.Helper()
 	bin := Binary(t, "mcp-adapter")
-	addr := FreeAddr(t)
+	addr := extra["BMCIS_MCP_HTTP_ADDR"] // a test that must know it before the start
+	if addr == "" {
+		addr = FreeAddr(t)
+	}
 	env := map[string]string{
 		"BMCIS_MCP_TRANSPORT": "http",
 		"BMCIS_MCP_HTTP_ADDR": addr,
@@ -54,6 +57,7 @@ func (s *Stack) StartAdapterHTTP(t testing.TB, extra map[string]string) *Adapter
 	for k, v := range extra {
 		env[k] = v
 	}
+	env["BMCIS_MCP_HTTP_ADDR"] = addr
 	cmd := exec.Command(bin)
 	cmd.Env = s.AdapterEnv(env)
 	a := &Adapter{Base: "http://" + addr, logs: &SyncBuffer{}}

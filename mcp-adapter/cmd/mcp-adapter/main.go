@@ -34,6 +34,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/bridge"
 	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
@@ -110,6 +111,11 @@ func run() int {
 		opts.Key = tools.APIKeyFromContext
 		opts.KeyHint = transport.HTTPKeyHint
 		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
+		if cfg.OAuth.Issuer != "" {
+			v := oauth.New(oauth.Config{Issuer: cfg.OAuth.Issuer, Resource: cfg.OAuth.Resource, JWKSURL: cfg.OAuth.JWKSURL, Scopes: cfg.OAuth.Scopes})
+			h = transport.WithOAuth(v, h, logger)
+			logger.Info("OAuth resource server", "issuer", cfg.OAuth.Issuer, "resource", cfg.OAuth.Resource, "metadata", v.MetadataURL())
+		}
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
 		h = tracing.HTTPHandler(h, "mcp-adapter")
 		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, MaxConns: cfg.HTTPMaxConns}

@@ -29,6 +29,7 @@ import (
 	"github.com/bmcis/knowledge/platform/readscope"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 )
 
 // Timeouts are the per-call deadlines.
@@ -126,7 +127,13 @@ func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.Che
 	defer cancel()
 	// The adapter's operations are its tool names: the auth service refuses
 	// a tool outside the key's tool scope.
-	return c.Auth.Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation})
+	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation}
+	if id, ok := oauth.FromContext(ctx); ok {
+		// A verified access token: auth decides on its subject and scopes.
+		req.ApiKey = ""
+		req.Oauth = &authv1.OAuthSubject{Issuer: id.Issuer, Subject: id.Subject, Scopes: id.Scopes, ClientId: id.ClientID}
+	}
+	return c.Auth.Check(ctx, req)
 }
 
 // readScope is the search scope of the caller's key (platform/readscope):

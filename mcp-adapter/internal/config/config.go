@@ -5,12 +5,14 @@ package config
 
 import (
 	"crypto/rand"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/oauthscope"
 	"github.com/bmcis/knowledge/platform/origin"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
@@ -87,9 +89,24 @@ type Config struct {
 	Thresholds    warnings.Thresholds
 	Desktop       bool
 	Signals       signals.Config
+	// OAuth makes the HTTP endpoint an OAuth 2.1 resource server when
+	// OAuth.Issuer is set (http transport only).
+	OAuth OAuthConfig
 	// ValidateOutput makes the server check every structured answer
 	// against the tool's output schema (costly; for tests and debugging).
 	ValidateOutput bool
+}
+
+// OAuthConfig is the resource-server side of OAuth (internal/oauth).
+type OAuthConfig struct {
+	// Issuer is the authorization server's issuer URL; empty: OAuth off.
+	Issuer string
+	// Resource is this endpoint's public URL: the audience tokens carry.
+	Resource string
+	// JWKSURL overrides the key set URL found in the issuer's metadata.
+	JWKSURL string
+	// Scopes are advertised to clients (default kb:read).
+	Scopes []string
 }
 
 // Environment variable names.
@@ -126,6 +143,10 @@ const (
 	EnvDefaultWeight       = "BMCIS_DEFAULT_CATEGORY_WEIGHT"
 	EnvRecencyHalfLife     = "BMCIS_RECENCY_HALF_LIFE"
 	EnvValidateOutput      = "BMCIS_MCP_VALIDATE_OUTPUT"
+	EnvOAuthIssuer         = "BMCIS_OAUTH_ISSUER"
+	EnvOAuthResource       = "BMCIS_OAUTH_RESOURCE"
+	EnvOAuthJWKSURL        = "BMCIS_OAUTH_JWKS_URL"
+	EnvOAuthScopes         = "BMCIS_OAUTH_SCOPES"
 )
 
 // DefaultCategoryWeights rate the demo corpus's categories; override them
@@ -185,6 +206,7 @@ func Load(env *config.Reader) Config {
 			env.Failf(EnvTransport, "must be stdio when %s is set (bridge mode)", EnvMCPURL)
 		}
 	}
+	c.OAuth = loadOAuth(env, c.Transport)
 	if err := origin.Validate(c.AllowedOrigins); err != nil {
 		env.Failf(EnvAllowedOrigins, "%v", err)
 	}
@@ -232,4 +254,52 @@ func categoryWeights(env *config.Reader) map[string]float64 {
 		out[name] = w
 	}
 	return out
+}
+
+// loadOAuth reads the OAuth resource-server settings: all or nothing, on
+// the http transport only.
+func loadOAuth(env *config.Reader, transport string) OAuthConfig {
+	o := OAuthConfig{
+		Issuer:   strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
+		Resource: strings.TrimSpace(env.String(EnvOAuthResource, "")),
+		JWKSURL:  strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
+		Scopes:   env.List(EnvOAuthScopes, []string{oauthscope.Read}),
+	}
+	if o.Issuer == "" {
+		for _, name := range []string{EnvOAuthResource, EnvOAuthJWKSURL} {
+			if strings.TrimSpace(env.String(name, "")) != "" {
+				env.Failf(name, "is set but %s is not", EnvOAuthIssuer)
+			}
+		}
+		return o
+	}
+	if transport != TransportHTTP {
+		env.Failf(EnvOAuthIssuer, "needs %s=http (OAuth protects the HTTP endpoint)", EnvTransport)
+	}
+	if !webURL(o.Issuer) {
+		env.Failf(EnvOAuthIssuer, "must be the issuer's https URL (http only on loopback), exactly as in its tokens")
+	}
+	if o.Resource == "" {
+		env.Failf(EnvOAuthResource, "is required with %s: this endpoint's public URL, such as https://kb.example.com/mcp", EnvOAuthIssuer)
+	} else if u, err := url.Parse(o.Resource); err != nil || !webURL(o.Resource) || u.Fragment != "" || u.RawQuery != "" {
+		env.Failf(EnvOAuthResource, "must be this endpoint's https URL without query or fragment (http only on loopback)")
+	}
+	if o.JWKSURL != "" && !webURL(o.JWKSURL) {
+		env.Failf(EnvOAuthJWKSURL, "must be an https URL (http only on loopback)")
+	}
+	return o
+}
+
+// webURL accepts https URLs, and http ones on loopback (tests, local runs).
+func webURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil {
+		return false
+	}
+	if u.Scheme == "https" {
+		return true
+	}
+	h := u.Hostname()
+	ip := net.ParseIP(h)
+	return u.Scheme == "http" && (h == "localhost" || (ip != nil && ip.IsLoopback()))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/bmcis/knowledge/platform/version"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
 
@@ -83,6 +84,11 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		server.WithStateLess(true),
 		server.WithStreamableHTTPLogger(logger),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if id, ok := oauth.FromContext(r.Context()); ok {
+				// WithOAuth verified an access token: the credential the
+				// tools see names the identity, never the token.
+				return oauth.WithIdentity(tools.WithAPIKey(ctx, id.CacheKey()), id)
+			}
 			return tools.WithAPIKey(ctx, APIKey(r.Header))
 		}),
 	)

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net"
+	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +44,10 @@ type Config struct {
 	// rotated key whose predecessor had none (BMCIS_KEY_LIFETIME); zero
 	// means such keys never expire.
 	KeyLifetime time.Duration
+	// OAuthIssuers are the OAuth authorization servers whose access-token
+	// subjects Check accepts (BMCIS_AUTH_OAUTH_ISSUERS, comma-separated
+	// issuer URLs exactly as in the tokens' iss); empty: none.
+	OAuthIssuers []string
 
 	// Clock, when set, replaces time.Now for key expiry, the key cache and the
 	// in-memory limiter; for tests.
@@ -69,6 +75,12 @@ func LoadConfig(env *config.Reader) Config {
 		CacheSize:      env.Int("BMCIS_AUTH_KEY_CACHE_SIZE", 10_000, 1, 10_000_000),
 		LastUsedFlush:  env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
 		KeyLifetime:    env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
+		OAuthIssuers:   env.List("BMCIS_AUTH_OAUTH_ISSUERS", nil),
+	}
+	for _, iss := range c.OAuthIssuers {
+		if u, err := url.Parse(iss); err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) || u.Host == "" {
+			env.Failf("BMCIS_AUTH_OAUTH_ISSUERS", "issuers must be https URLs (http only on loopback), got %q", iss)
+		}
 	}
 	// One variable per tier: BMCIS_RATE_LIMIT_MINUTE, _HOUR, _DAY, ...
 	for i, t := range ratelimit.Tiers {
@@ -84,4 +96,13 @@ func LoadConfig(env *config.Reader) Config {
 		}
 	}
 	return c
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

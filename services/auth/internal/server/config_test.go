@@ -63,3 +63,27 @@ func TestLoadConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigOAuthIssuers(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+		expect      []string
+	}{
+		{"unset: none", "", true, nil},
+		{"https and loopback http", "https://idp.example.com/, http://127.0.0.1:9000", true, []string{"https://idp.example.com/", "http://127.0.0.1:9000"}},
+		{"plain http elsewhere", "http://idp.example.com", false, nil},
+		{"not a URL", "idp.example.com", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := config.FromMap(map[string]string{"BMCIS_AUTH_OAUTH_ISSUERS": tc.value})
+			c := server.LoadConfig(env)
+			if !tc.ok {
+				require.ErrorContains(t, env.Err(), "BMCIS_AUTH_OAUTH_ISSUERS")
+				return
+			}
+			require.NoError(t, env.Err())
+			require.Equal(t, tc.expect, c.OAuthIssuers)
+		})
+	}
+}

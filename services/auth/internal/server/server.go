@@ -19,6 +19,7 @@ import (
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
+	"github.com/bmcis/knowledge/services/auth/internal/oauthpolicy"
 )
 
 // Messages for the end user, one per denial reason. The first two and the
@@ -52,6 +53,7 @@ type Server struct {
 	lifetime time.Duration
 	clock    func() time.Time
 	checks   *prometheus.CounterVec
+	oauth    oauthpolicy.Policy
 }
 
 // Deps are what a Server is built from.
@@ -65,6 +67,10 @@ type Deps struct {
 	KeyLifetime time.Duration
 	Clock       func() time.Time
 	Registerer  prometheus.Registerer
+	// OAuthIssuers are the access-token issuers whose subjects Check
+	// accepts (from the adapter, which verified the token); none: no
+	// OAuth caller is accepted.
+	OAuthIssuers []string
 }
 
 // New returns a server.
@@ -78,6 +84,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		verifier: d.Verifier, manager: d.Manager, usage: d.Usage, limiter: d.Limiter,
 		defaults: d.Defaults, lifetime: d.KeyLifetime, clock: d.Clock,
+		oauth: oauthpolicy.New(d.OAuthIssuers),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_auth_checks_total",
 			Help: "Check calls, by result (allowed or the denial reason).",
@@ -94,6 +101,15 @@ func New(d Deps) (*Server, error) {
 // Check verifies the key, then takes one unit from each rate-limit tier.
 func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.CheckResponse, error) {
 	presented := strings.TrimSpace(req.GetApiKey())
+	if presented == "" && req.GetOauth() != nil {
+		// An access token's subject: the same tool-scope and rate-limit
+		// checks as a key, with the scopes and identity the policy gives.
+		k, refusal := s.oauth.Key(req.GetOauth())
+		if k == nil {
+			return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_INVALID, refusal, nil, req), nil
+		}
+		return s.decide(ctx, req, keys.Verdict{Outcome: keys.Valid, Key: k})
+	}
 	if presented == "" {
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, MsgAuthRequired, nil, req), nil
 	}
@@ -147,7 +163,9 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 		resp.Remaining = rateLimits(d.Remaining)
 	}
 	if d.Allowed {
-		s.usage.Record(k.ID, s.clock())
+		if !oauthpolicy.IsOAuth(k.ID) { // no stored key to stamp
+			s.usage.Record(k.ID, s.clock())
+		}
 		s.checks.WithLabelValues("allowed").Inc()
 		return resp, nil
 	}

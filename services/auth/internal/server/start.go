@@ -51,6 +51,8 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		KeyLifetime: cfg.KeyLifetime,
 		Clock:       cfg.Clock,
 		Registerer:  srv.Registry(),
+
+		OAuthIssuers: cfg.OAuthIssuers,
 	})
 	if err != nil {
 		closeLimiter()

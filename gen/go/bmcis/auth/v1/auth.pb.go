@@ -109,7 +109,13 @@ type CheckRequest struct {
 	// The MCP tool the call uses, or the one a REST route stands for
 	// (semantic_search, get_chunks, find_vendor_info). A key limited to tools
 	// is refused any other, and calls naming none.
-	Tool          string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// A caller the MCP adapter authenticated with an OAuth 2.1 access token
+	// (signature, issuer, audience and expiry verified there), used when
+	// api_key is empty. The auth service still decides: it accepts only its
+	// configured issuers and maps the token's scopes to category scopes and
+	// the subject to a rate-limit identity.
+	Oauth         *OAuthSubject `protobuf:"bytes,4,opt,name=oauth,proto3" json:"oauth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,6 +171,86 @@ func (x *CheckRequest) GetTool() string {
 	return ""
 }
 
+func (x *CheckRequest) GetOauth() *OAuthSubject {
+	if x != nil {
+		return x.Oauth
+	}
+	return nil
+}
+
+// OAuthSubject is the verified identity an access token carries.
+type OAuthSubject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's issuer (iss), exactly.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// The token's subject (sub).
+	Subject string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The scopes the token grants (its scope claim, split on spaces).
+	Scopes []string `protobuf:"bytes,3,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// The OAuth client the token was issued to (client_id or azp), for logs.
+	ClientId      string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OAuthSubject) Reset() {
+	*x = OAuthSubject{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OAuthSubject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OAuthSubject) ProtoMessage() {}
+
+func (x *OAuthSubject) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OAuthSubject.ProtoReflect.Descriptor instead.
+func (*OAuthSubject) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OAuthSubject) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *OAuthSubject) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *OAuthSubject) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *OAuthSubject) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
 // CheckResponse is the verdict.
 type CheckResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -200,7 +286,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +298,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +311,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CheckResponse) GetAllowed() bool {
@@ -312,7 +398,7 @@ type Scopes struct {
 
 func (x *Scopes) Reset() {
 	*x = Scopes{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +410,7 @@ func (x *Scopes) String() string {
 func (*Scopes) ProtoMessage() {}
 
 func (x *Scopes) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +423,7 @@ func (x *Scopes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scopes.ProtoReflect.Descriptor instead.
 func (*Scopes) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{2}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Scopes) GetCategories() []string {
@@ -369,7 +455,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +467,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +480,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{3}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Principal) GetKeyId() string {
@@ -430,7 +516,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +528,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +541,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RateLimits) GetTiers() []*TierLimit {
@@ -478,7 +564,7 @@ type TierLimit struct {
 
 func (x *TierLimit) Reset() {
 	*x = TierLimit{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +576,7 @@ func (x *TierLimit) String() string {
 func (*TierLimit) ProtoMessage() {}
 
 func (x *TierLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +589,7 @@ func (x *TierLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierLimit.ProtoReflect.Descriptor instead.
 func (*TierLimit) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TierLimit) GetTier() string {
@@ -549,7 +635,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +647,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +660,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -667,7 +753,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +765,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +778,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -743,7 +829,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +841,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +854,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateKeyResponse) GetKey() *ApiKey {
@@ -798,7 +884,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +896,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +909,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListKeysRequest) GetOwner() string {
@@ -851,7 +937,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +949,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +962,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListKeysResponse) GetKeys() []*ApiKey {
@@ -897,7 +983,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +995,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1008,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -943,7 +1029,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1041,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1054,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RevokeKeyResponse) GetKey() *ApiKey {
@@ -993,7 +1079,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1091,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1104,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RotateKeyRequest) GetKeyId() string {
@@ -1057,7 +1143,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1155,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1168,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RotateKeyResponse) GetKey() *ApiKey {
@@ -1110,11 +1196,17 @@ var File_bmcis_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Y\n" +
+	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
 	"\fCheckRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12\x1c\n" +
 	"\toperation\x18\x02 \x01(\tR\toperation\x12\x12\n" +
-	"\x04tool\x18\x03 \x01(\tR\x04tool\"\xd7\x03\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x121\n" +
+	"\x05oauth\x18\x04 \x01(\v2\x1b.bmcis.auth.v1.OAuthSubjectR\x05oauth\"u\n" +
+	"\fOAuthSubject\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06scopes\x18\x03 \x03(\tR\x06scopes\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\"\xd7\x03\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12@\n" +
 	"\rdenial_reason\x18\x02 \x01(\x0e2\x1b.bmcis.auth.v1.DenialReasonR\fdenialReason\x12\x18\n" +
@@ -1217,65 +1309,67 @@ func file_bmcis_auth_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_bmcis_auth_v1_auth_proto_goTypes = []any{
 	(DenialReason)(0),             // 0: bmcis.auth.v1.DenialReason
 	(*CheckRequest)(nil),          // 1: bmcis.auth.v1.CheckRequest
-	(*CheckResponse)(nil),         // 2: bmcis.auth.v1.CheckResponse
-	(*Scopes)(nil),                // 3: bmcis.auth.v1.Scopes
-	(*Principal)(nil),             // 4: bmcis.auth.v1.Principal
-	(*RateLimits)(nil),            // 5: bmcis.auth.v1.RateLimits
-	(*TierLimit)(nil),             // 6: bmcis.auth.v1.TierLimit
-	(*ApiKey)(nil),                // 7: bmcis.auth.v1.ApiKey
-	(*CreateKeyRequest)(nil),      // 8: bmcis.auth.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 9: bmcis.auth.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 10: bmcis.auth.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 11: bmcis.auth.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),      // 12: bmcis.auth.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 13: bmcis.auth.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),      // 14: bmcis.auth.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),     // 15: bmcis.auth.v1.RotateKeyResponse
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*OAuthSubject)(nil),          // 2: bmcis.auth.v1.OAuthSubject
+	(*CheckResponse)(nil),         // 3: bmcis.auth.v1.CheckResponse
+	(*Scopes)(nil),                // 4: bmcis.auth.v1.Scopes
+	(*Principal)(nil),             // 5: bmcis.auth.v1.Principal
+	(*RateLimits)(nil),            // 6: bmcis.auth.v1.RateLimits
+	(*TierLimit)(nil),             // 7: bmcis.auth.v1.TierLimit
+	(*ApiKey)(nil),                // 8: bmcis.auth.v1.ApiKey
+	(*CreateKeyRequest)(nil),      // 9: bmcis.auth.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 10: bmcis.auth.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 11: bmcis.auth.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 12: bmcis.auth.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),      // 13: bmcis.auth.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 14: bmcis.auth.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),      // 15: bmcis.auth.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),     // 16: bmcis.auth.v1.RotateKeyResponse
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
 }
 var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
-	0,  // 0: bmcis.auth.v1.CheckResponse.denial_reason:type_name -> bmcis.auth.v1.DenialReason
-	4,  // 1: bmcis.auth.v1.CheckResponse.principal:type_name -> bmcis.auth.v1.Principal
-	5,  // 2: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
-	5,  // 3: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
-	3,  // 4: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
-	6,  // 5: bmcis.auth.v1.RateLimits.tiers:type_name -> bmcis.auth.v1.TierLimit
-	5,  // 6: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
-	16, // 7: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	16, // 8: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
-	16, // 9: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 10: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	3,  // 11: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
-	5,  // 12: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
-	17, // 13: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	3,  // 14: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
-	7,  // 15: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	7,  // 16: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
-	7,  // 17: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	17, // 18: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
-	17, // 19: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	7,  // 20: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	7,  // 21: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
-	1,  // 22: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
-	8,  // 23: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
-	10, // 24: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
-	12, // 25: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
-	14, // 26: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
-	2,  // 27: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
-	9,  // 28: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
-	11, // 29: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
-	13, // 30: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
-	15, // 31: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 0: bmcis.auth.v1.CheckRequest.oauth:type_name -> bmcis.auth.v1.OAuthSubject
+	0,  // 1: bmcis.auth.v1.CheckResponse.denial_reason:type_name -> bmcis.auth.v1.DenialReason
+	5,  // 2: bmcis.auth.v1.CheckResponse.principal:type_name -> bmcis.auth.v1.Principal
+	6,  // 3: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
+	6,  // 4: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
+	4,  // 5: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
+	7,  // 6: bmcis.auth.v1.RateLimits.tiers:type_name -> bmcis.auth.v1.TierLimit
+	6,  // 7: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
+	17, // 8: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	17, // 9: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
+	17, // 10: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 11: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	4,  // 12: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
+	6,  // 13: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
+	18, // 14: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	4,  // 15: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
+	8,  // 16: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	8,  // 17: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
+	8,  // 18: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	18, // 19: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
+	18, // 20: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	8,  // 21: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	8,  // 22: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
+	1,  // 23: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
+	9,  // 24: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
+	11, // 25: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
+	13, // 26: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
+	15, // 27: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
+	3,  // 28: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
+	10, // 29: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
+	12, // 30: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
+	14, // 31: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
+	16, // 32: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
+	28, // [28:33] is the sub-list for method output_type
+	23, // [23:28] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_auth_v1_auth_proto_init() }
@@ -1289,7 +1383,7 @@ func file_bmcis_auth_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_auth_v1_auth_proto_rawDesc), len(file_bmcis_auth_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

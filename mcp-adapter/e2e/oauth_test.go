@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/stacktest"
+)
+
+// The adapter as an OAuth 2.1 resource server against a real, certified
+// OpenID provider (panva/oidc-provider, node e2e/oidc/provider.mjs) on
+// loopback: protected resource metadata, 401 challenges, tokens obtained
+// by the client-credentials grant with a resource indicator, every tool
+// called with one, a category-scoped token applied by the auth service,
+// refusals of a wrong audience, an expired token and another issuer's
+// token, a key rotation, and API keys beside it all.
+func TestOAuthResourceServer(t *testing.T) {
+	_, npm := nodeTools(t)
+	s := demo(t)
+	k := key(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// The provider, with the Node.js it needs (pinned in its lock).
+	dir := oidcProviderDir(t, npm)
+	secretBytes := make([]byte, 24)
+	_, _ = rand.Read(secretBytes)
+	clientSecret := hex.EncodeToString(secretBytes)
+	prov := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", "node", "bin", "node"), "provider.mjs")
+	prov.Dir = dir
+	prov.Env = append(os.Environ(), "CLIENT_SECRET="+clientSecret)
+	var provLog stacktest.SyncBuffer
+	prov.Stderr = &provLog
+	stdin, err := prov.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := prov.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, prov.Start())
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = prov.Process.Kill()
+		_ = prov.Wait()
+		if t.Failed() {
+			t.Logf("--- oidc-provider log\n%s", provLog.String())
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	// next returns the provider's next line for the test ("e2e: ...").
+	next := func() string {
+		t.Helper()
+		for lines.Scan() {
+			if rest, ok := strings.CutPrefix(lines.Text(), "e2e: "); ok {
+				return rest
+			}
+		}
+		t.Fatalf("provider.mjs stopped: %s", provLog.String())
+		return ""
+	}
+	var issuers struct{ Issuer, Other string }
+	require.NoError(t, json.Unmarshal([]byte(next()), &issuers))
+
+	// An auth service that trusts the provider, and the adapter.
+	authSvc := s.StartService(t, stacktest.Auth, map[string]string{"BMCIS_AUTH_OAUTH_ISSUERS": issuers.Issuer})
+	addr := stacktest.FreeAddr(t)
+	resource := "http://" + addr + "/mcp"
+	base := adapterHTTP(t, s, map[string]string{
+		"BMCIS_MCP_HTTP_ADDR":  addr,
+		"BMCIS_AUTH_ADDR":      authSvc.Addr(),
+		"BMCIS_OAUTH_ISSUER":   issuers.Issuer,
+		"BMCIS_OAUTH_RESOURCE": resource,
+		"BMCIS_OAUTH_SCOPES":   "kb:read,kb:read:security",
+		"BMCIS_LOG_LEVEL":      "info", // every call logged, for the check at the end
+	})
+	metadataURL := base + "/.well-known/oauth-protected-resource/mcp"
+
+	var tokens []string // every token issued, for the log check
+	token := func(issuer, client, scope, res string) string {
+		t.Helper()
+		form := url.Values{"grant_type": {"client_credentials"}, "scope": {scope}, "resource": {res}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.SetBasicAuth(client, clientSecret)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body struct {
+			AccessToken string `json:"access_token"`
+			TokenType   string `json:"token_type"`
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+		require.NoError(t, json.Unmarshal(raw, &body))
+		require.Equal(t, "Bearer", body.TokenType)
+		tokens = append(tokens, body.AccessToken)
+		return body.AccessToken
+	}
+	// post sends an MCP initialize with headers and returns the status and
+	// the WWW-Authenticate challenge.
+	post := func(headers map[string]string) (int, string) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"oauth-e2e","version":"1"}}}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		hc := &http.Client{Timeout: 20 * time.Second}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+	}
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+	t.Run("protected resource metadata", func(t *testing.T) {
+		for _, u := range []string{metadataURL, base + "/.well-known/oauth-protected-resource"} {
+			resp, err := http.Get(u)
+			require.NoError(t, err)
+			var meta map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&meta))
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Equal(t, resource, meta["resource"])
+			require.Equal(t, []any{issuers.Issuer}, meta["authorization_servers"])
+			require.Equal(t, []any{"kb:read", "kb:read:security"}, meta["scopes_supported"])
+			require.Equal(t, []any{"header"}, meta["bearer_methods_supported"])
+		}
+	})
+
+	t.Run("no credential: 401 naming the metadata", func(t *testing.T) {
+		code, challenge := post(nil)
+		require.Equal(t, http.StatusUnauthorized, code)
+		require.Equal(t, `Bearer resource_metadata="`+metadataURL+`", scope="kb:read kb:read:security"`, challenge)
+	})
+
+	t.Run("every tool with an access token", func(t *testing.T) {
+		c := httpClient(t, base, bearer(token(issuers.Issuer, "kb-reader", "kb:read", resource)))
+		env := callTool(t, c, "semantic_search", map[string]any{"query": "incident response", "response_mode": "metadata", "page_size": 5})
+		require.Equal(t, "success", status(env), "%v", env["error"])
+		results := env["results"].([]any)
+		require.Len(t, results, 5)
+		var ids []any
+		for _, r := range results {
+			ids = append(ids, r.(map[string]any)["chunk_id"])
+		}
+		env = callTool(t, c, "get_chunks", map[string]any{"chunk_ids": ids[:2]})
+		require.Equal(t, "success", status(env), "%v", env["error"])
+		require.Len(t, env["results"].([]any), 2)
+		env = callTool(t, c, "find_vendor_info", map[string]any{"vendor_name": "Globex"})
+		require.Equal(t, "success", status(env), "%v", env["error"])
+		require.Equal(t, "Globex Corporation", env["results"].([]any)[0].(map[string]any)["vendor_name"])
+	})
+
+	t.Run("a category-scoped token reads only its category", func(t *testing.T) {
+		categories := func(tok string) map[string]bool {
+			env := callTool(t, httpClient(t, base, bearer(tok)), "semantic_search", map[string]any{"query": "cloud provider data platform security", "response_mode": "metadata", "page_size": 10})
+			require.Equal(t, "success", status(env), "%v", env["error"])
+			out := map[string]bool{}
+			for _, r := range env["results"].([]any) {
+				out[r.(map[string]any)["source_category"].(string)] = true
+			}
+			return out
+		}
+		all := categories(token(issuers.Issuer, "kb-reader", "kb:read", resource))
+		require.Greater(t, len(all), 1, "kb:read reads several categories: %v", all)
+		require.Equal(t, map[string]bool{"security": true}, categories(token(issuers.Issuer, "kb-security", "kb:read:security", resource)))
+	})
+
+	t.Run("refused tokens", func(t *testing.T) {
+		wrongAudience := token(issuers.Issuer, "kb-reader", "kb:read", "http://127.0.0.1:1/elsewhere")
+		otherIssuer := token(issuers.Other, "kb-reader", "kb:read", resource)
+		short := token(issuers.Issuer, "kb-short", "kb:read", resource)
+		require.LessOrEqual(t, claimInt(t, short, "exp")-claimInt(t, short, "iat"), int64(3), "kb-short tokens live three seconds")
+		code, _ := post(bearer(short))
+		require.Equal(t, http.StatusOK, code, "valid until it expires")
+		time.Sleep(time.Until(time.Unix(claimInt(t, short, "exp"), 0)) + 1100*time.Millisecond)
+		for _, tc := range []struct {
+			name, token, description string
+		}{
+			{"wrong audience", wrongAudience, "the access token is not valid for this resource"},
+			{"another issuer", otherIssuer, "the access token is not valid for this resource"},
+			{"expired", short, "the access token has expired"},
+			{"not a token", "a.b.c", "the access token is not valid for this resource"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				code, challenge := post(bearer(tc.token))
+				require.Equal(t, http.StatusUnauthorized, code)
+				require.Equal(t, `Bearer resource_metadata="`+metadataURL+`", scope="kb:read kb:read:security", error="invalid_token", error_description="`+tc.description+`"`, challenge)
+			})
+		}
+	})
+
+	t.Run("the provider rotates its signing key", func(t *testing.T) {
+		before := token(issuers.Issuer, "kb-reader", "kb:read", resource)
+		_, err := io.WriteString(stdin, "rotate\n")
+		require.NoError(t, err)
+		rotated := next()
+		require.True(t, strings.HasPrefix(rotated, "rotated "), rotated)
+		after := token(issuers.Issuer, "kb-reader", "kb:read", resource)
+		require.NotEqual(t, header(t, before)["kid"], header(t, after)["kid"], "signed with the new key")
+		for _, tok := range []string{after, before} {
+			env := callTool(t, httpClient(t, base, bearer(tok)), "semantic_search", map[string]any{"query": "backups", "page_size": 1})
+			require.Equal(t, "success", status(env), "%v", env["error"])
+		}
+	})
+
+	t.Run("API keys keep working beside it", func(t *testing.T) {
+		for _, h := range []map[string]string{{"X-API-Key": k}, bearer(k)} {
+			env := callTool(t, httpClient(t, base, h), "semantic_search", map[string]any{"query": "backups", "page_size": 1})
+			require.Equal(t, "success", status(env), "%v", env["error"])
+		}
+		env := callTool(t, httpClient(t, base, map[string]string{"X-API-Key": "bmcis_nope_nope"}), "get_chunks", map[string]any{"chunk_ids": []any{1}})
+		require.Equal(t, "AUTH_INVALID", code(env))
+	})
+
+	// Tokens and the client secret reach no log: the adapter logs why a
+	// token was refused, never the token.
+	logs := adapterLog(base) + authSvc.Logs()
+	require.Contains(t, logs, "access token refused")
+	for _, secret := range append(tokens, clientSecret) {
+		require.NotContains(t, logs, secret)
+		require.NotContains(t, logs, strings.Split(secret, ".")[len(strings.Split(secret, "."))-1], "a token's signature")
+	}
+}
+
+// oidcProviderDir installs e2e/oidc (oidc-provider and the Node.js it
+// needs, as locked) in place, once per lock: node_modules is git-ignored,
+// and the Node.js download is the slow part.
+func oidcProviderDir(t *testing.T, npm string) string {
+	t.Helper()
+	dir, err := filepath.Abs("oidc")
+	require.NoError(t, err)
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	require.NoError(t, err)
+	stamp := filepath.Join(dir, "node_modules", ".installed-lock")
+	if done, err := os.ReadFile(stamp); err == nil && bytes.Equal(done, lock) {
+		return dir
+	}
+	install := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	install.Dir = dir
+	out, err := install.CombinedOutput()
+	require.NoError(t, err, "npm ci in e2e/oidc:\n%s", out)
+	require.NoError(t, os.WriteFile(stamp, lock, 0o644))
+	return dir
+}
+
+// header and claimInt read a JWT's parts without verifying them (the test
+// looks at tokens it just obtained).
+func header(t *testing.T, jwt string) map[string]any { return jwtPart(t, jwt, 0) }
+
+func claimInt(t *testing.T, jwt, name string) int64 {
+	return int64(jwtPart(t, jwt, 1)[name].(float64))
+}
+
+func jwtPart(t *testing.T, jwt string, i int) map[string]any {
+	t.Helper()
+	parts := strings.Split(jwt, ".")
+	require.Len(t, parts, 3)
+	raw, err := base64.RawURLEncoding.DecodeString(parts[i])
+	require.NoError(t, err)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(raw, &out))
+	return out
+}

@@ -1,0 +1,60 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	platform "github.com/bmcis/knowledge/platform/config"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/config"
+)
+
+func TestOAuth(t *testing.T) {
+	httpEnv := func(extra map[string]string) map[string]string {
+		m := map[string]string{
+			config.EnvServiceToken: token,
+			config.EnvTransport:    "http",
+			config.EnvCursorSecret: "cursor-secret-0123456789abcdef0123456789",
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		bad    []string
+		expect config.OAuthConfig
+	}{
+		{"off by default", httpEnv(nil), nil, config.OAuthConfig{Scopes: []string{"kb:read"}}},
+		{"on", httpEnv(map[string]string{
+			config.EnvOAuthIssuer: "https://idp.example.com/realms/kb", config.EnvOAuthResource: "https://kb.example.com/mcp",
+			config.EnvOAuthScopes: "kb:read, kb:read:security",
+		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com/realms/kb", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read", "kb:read:security"}}},
+		{"http on loopback", httpEnv(map[string]string{
+			config.EnvOAuthIssuer: "http://127.0.0.1:9000", config.EnvOAuthResource: "http://localhost:8090/mcp", config.EnvOAuthJWKSURL: "http://127.0.0.1:9000/jwks",
+		}), nil, config.OAuthConfig{Issuer: "http://127.0.0.1:9000", Resource: "http://localhost:8090/mcp", JWKSURL: "http://127.0.0.1:9000/jwks", Scopes: []string{"kb:read"}}},
+		{"no resource", httpEnv(map[string]string{config.EnvOAuthIssuer: "https://idp.example.com"}), []string{config.EnvOAuthResource}, config.OAuthConfig{}},
+		{"plain http elsewhere", httpEnv(map[string]string{config.EnvOAuthIssuer: "http://idp.example.com", config.EnvOAuthResource: "http://kb.example.com/mcp"}),
+			[]string{config.EnvOAuthIssuer, config.EnvOAuthResource}, config.OAuthConfig{}},
+		{"resource without issuer", httpEnv(map[string]string{config.EnvOAuthResource: "https://kb.example.com/mcp"}), []string{config.EnvOAuthResource}, config.OAuthConfig{}},
+		{"stdio", map[string]string{config.EnvServiceToken: token, config.EnvOAuthIssuer: "https://idp.example.com", config.EnvOAuthResource: "https://kb.example.com/mcp"},
+			[]string{config.EnvOAuthIssuer}, config.OAuthConfig{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := platform.FromMap(tc.env)
+			c := config.Load(env)
+			if len(tc.bad) == 0 {
+				require.NoError(t, env.Err())
+				require.Equal(t, tc.expect, c.OAuth)
+				return
+			}
+			require.Error(t, env.Err())
+			for _, name := range tc.bad {
+				require.Contains(t, env.Err().Error(), name)
+			}
+		})
+	}
+}

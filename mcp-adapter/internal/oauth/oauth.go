@@ -1,0 +1,259 @@
+// Package oauth makes the streamable HTTP endpoint an OAuth 2.1 resource
+// server (MCP authorization; RFC 9728 protected resource metadata, RFC 8707
+// resource indicators, RFC 9068 JWT access tokens).
+//
+// The adapter verifies a token's signature with the issuer's published
+// keys (JWKS, discovered from the issuer's metadata, cached, refetched
+// when a token names an unknown key id, so a rotation needs nothing), its
+// issuer, its audience (this resource's URL) and its expiry. It then hands
+// the verified identity to the auth service, which alone decides what the
+// subject may read and how fast (services/auth/internal/oauthpolicy).
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/bmcis/knowledge/platform/oauthscope"
+)
+
+// Config configures a Verifier.
+type Config struct {
+	// Issuer is the authorization server's issuer URL, exactly as in the
+	// tokens' iss.
+	Issuer string
+	// Resource is this server's canonical URL (the /mcp endpoint): the
+	// audience tokens must carry and the resource of the metadata.
+	Resource string
+	// JWKSURL is the issuer's key set; empty: discovered from the issuer's
+	// metadata on first use.
+	JWKSURL string
+	// Scopes are advertised in the metadata and the challenge; empty:
+	// kb:read.
+	Scopes []string
+	// HTTPClient fetches metadata and keys; nil: a client with a 5 s timeout.
+	HTTPClient *http.Client
+}
+
+// ErrUnavailable means the issuer's metadata or keys could not be fetched:
+// the token may be fine; retry shortly.
+var ErrUnavailable = errors.New("the authorization server's keys could not be fetched")
+
+// ErrExpired and ErrInvalid are the refusals a client may see (RFC 6750
+// invalid_token); the detail is only logged.
+var (
+	ErrExpired = errors.New("the access token has expired")
+	ErrInvalid = errors.New("the access token is not valid for this resource")
+)
+
+// Algorithms accepted on access tokens (asymmetric only: a shared secret
+// would let the resource server mint tokens).
+var Algorithms = []string{
+	oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
+	oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
+}
+
+// Identity is what a verified token says about its caller.
+type Identity struct {
+	Issuer   string
+	Subject  string
+	ClientID string
+	Scopes   []string
+}
+
+// CacheKey identifies the identity and its grant, for caches keyed by
+// credential (never the token itself).
+func (id Identity) CacheKey() string {
+	s := slices.Clone(id.Scopes)
+	slices.Sort(s)
+	return "oauth\x00" + id.Issuer + "\x00" + id.Subject + "\x00" + strings.Join(s, " ")
+}
+
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying a verified identity.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// FromContext returns the verified identity in ctx, if any.
+func FromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// Verifier checks access tokens for one issuer and one resource.
+type Verifier struct {
+	cfg    Config
+	client *http.Client
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier // nil until the key set URL is known
+	// failedAt and failure remember a failed discovery for
+	// discoveryBackoff, so that while the issuer is down requests answer
+	// at once instead of queueing behind one slow attempt after another.
+	failedAt time.Time
+	failure  error
+}
+
+// discoveryBackoff is how long a failed discovery is not retried.
+const discoveryBackoff = 2 * time.Second
+
+// New returns a Verifier; it fetches nothing until the first token.
+func New(cfg Config) *Verifier {
+	if len(cfg.Scopes) == 0 {
+		cfg.Scopes = []string{oauthscope.Read}
+	}
+	client := cfg.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 5 * time.Second}
+	}
+	// Transport failures and server errors become ErrUnavailable, which
+	// go-oidc passes through wrapped.
+	wrapped := *client
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	wrapped.Transport = unavailableTransport{base}
+	return &Verifier{cfg: cfg, client: &wrapped}
+}
+
+// Verify checks raw and returns its identity, or ErrExpired, ErrInvalid or
+// ErrUnavailable (wrapped with the detail, for logs).
+func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
+	verifier, err := v.oidcVerifier(ctx)
+	if err != nil {
+		return Identity{}, err
+	}
+	tok, err := verifier.Verify(oidc.ClientContext(ctx, v.client), raw)
+	if err != nil {
+		if _, ok := errors.AsType[*oidc.TokenExpiredError](err); ok {
+			return Identity{}, fmt.Errorf("%w: %v", ErrExpired, err)
+		}
+		if errors.Is(err, ErrUnavailable) {
+			return Identity{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	var claims struct {
+		Scope    string   `json:"scope"`
+		Scp      []string `json:"scp"`
+		ClientID string   `json:"client_id"`
+		AZP      string   `json:"azp"`
+	}
+	if err := tok.Claims(&claims); err != nil {
+		return Identity{}, fmt.Errorf("%w: claims: %v", ErrInvalid, err)
+	}
+	if tok.Subject == "" {
+		return Identity{}, fmt.Errorf("%w: no subject", ErrInvalid)
+	}
+	id := Identity{Issuer: tok.Issuer, Subject: tok.Subject, ClientID: claims.ClientID, Scopes: oauthscope.Split(claims.Scope)}
+	if id.ClientID == "" {
+		id.ClientID = claims.AZP
+	}
+	if len(id.Scopes) == 0 {
+		id.Scopes = claims.Scp // Entra ID and Okta send an array
+	}
+	return id, nil
+}
+
+// oidcVerifier returns the go-oidc verifier, discovering the key set URL
+// on first use (and again after a failed attempt).
+func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verifier != nil {
+		return v.verifier, nil
+	}
+	if v.failure != nil && time.Since(v.failedAt) < discoveryBackoff {
+		return nil, v.failure
+	}
+	jwks := v.cfg.JWKSURL
+	if jwks == "" {
+		var err error
+		if jwks, err = v.discover(ctx); err != nil {
+			v.failedAt, v.failure = time.Now(), err
+			return nil, err
+		}
+	}
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), v.client), jwks)
+	v.verifier = oidc.NewVerifier(v.cfg.Issuer, keys, &oidc.Config{
+		ClientID:             v.cfg.Resource, // the audience: RFC 8707
+		SupportedSigningAlgs: Algorithms,
+	})
+	return v.verifier, nil
+}
+
+// discover reads jwks_uri from the issuer's OpenID Provider metadata, or
+// its RFC 8414 authorization server metadata.
+func (v *Verifier) discover(ctx context.Context) (string, error) {
+	u, err := url.Parse(v.cfg.Issuer)
+	if err != nil {
+		return "", fmt.Errorf("%w: issuer: %v", ErrUnavailable, err)
+	}
+	candidates := []string{
+		strings.TrimSuffix(v.cfg.Issuer, "/") + "/.well-known/openid-configuration",
+		u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/"),
+	}
+	var last error
+	for _, c := range candidates {
+		var meta struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if last = v.getJSON(ctx, c, &meta); last != nil {
+			continue
+		}
+		if meta.Issuer != v.cfg.Issuer || meta.JWKSURI == "" {
+			last = fmt.Errorf("%s names issuer %q and jwks_uri %q", c, meta.Issuer, meta.JWKSURI)
+			continue
+		}
+		return meta.JWKSURI, nil
+	}
+	return "", fmt.Errorf("%w: discovery: %v", ErrUnavailable, last)
+}
+
+func (v *Verifier) getJSON(ctx context.Context, u string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out)
+}
+
+type unavailableTransport struct{ base http.RoundTripper }
+
+func (t unavailableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if resp.StatusCode >= 500 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %s answered %s", ErrUnavailable, r.URL.Redacted(), resp.Status)
+	}
+	return resp, nil
+}

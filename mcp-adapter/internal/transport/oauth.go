@@ -1,0 +1,75 @@
+package transport
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
+)
+
+// WithOAuth makes h an OAuth 2.1 resource server: it serves the protected
+// resource metadata, and on /mcp it answers 401 with a challenge pointing
+// at it when no credential is sent or an access token is refused. A
+// verified token's identity goes into the request context (the auth
+// service decides what it may do). API keys (X-API-Key, or a bearer that
+// is not a JWT) pass through unchanged to the per-call key check.
+func WithOAuth(v *oauth.Verifier, h http.Handler, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range v.MetadataPaths() {
+		mux.Handle(p, v.MetadataHandler())
+	}
+	mux.Handle("/mcp", requireCredential(v, h, logger))
+	mux.Handle("/", h)
+	return mux
+}
+
+func requireCredential(v *oauth.Verifier, h http.Handler, logger *slog.Logger) http.Handler {
+	challenge := func(w http.ResponseWriter, err error) {
+		w.Header().Set("WWW-Authenticate", v.Challenge(err))
+		msg := "authorization required: send an OAuth access token (see " + v.MetadataURL() + ") or an API key"
+		if err != nil {
+			msg = "the access token was refused; obtain a new one"
+		}
+		writeJSON(w, http.StatusUnauthorized, map[string]any{
+			"jsonrpc": "2.0", "id": nil,
+			"error": map[string]any{"code": -32001, "message": msg},
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.TrimSpace(r.Header.Get("X-API-Key")) != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		token := APIKey(r.Header)
+		switch {
+		case token == "":
+			challenge(w, nil)
+			return
+		case !looksLikeJWT(token):
+			h.ServeHTTP(w, r) // an API key in Authorization: Bearer
+			return
+		}
+		id, err := v.Verify(r.Context(), token)
+		switch {
+		case errors.Is(err, oauth.ErrUnavailable):
+			logger.WarnContext(r.Context(), "access token not checked", "error", err.Error())
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+				"jsonrpc": "2.0", "id": nil,
+				"error": map[string]any{"code": -32002, "message": "the authorization server's keys could not be fetched; retry shortly"},
+			})
+			return
+		case err != nil:
+			logger.InfoContext(r.Context(), "access token refused", "error", err.Error())
+			challenge(w, err)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(oauth.WithIdentity(r.Context(), id)))
+	})
+}
+
+// looksLikeJWT tells an access token (header.payload.signature) from an
+// API key (bmcis_<id>_<secret>, no dots).
+func looksLikeJWT(s string) bool { return strings.Count(s, ".") == 2 }
