@@ -45,11 +45,19 @@ type SearchServiceClient interface {
 	// IngestDocuments streams documents in; each is chunked, embedded and
 	// written in its own transaction. Unchanged documents (same content hash)
 	// are skipped; a bad document is reported and the others still go in.
+	//
+	// IngestDocumentsAcked takes the same request messages, so one receiver
+	// serves both streams:
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	IngestDocuments(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[IngestDocumentsRequest, IngestDocumentsResponse], error)
 	// IngestDocumentsAcked is IngestDocuments with acknowledgements: while
 	// the documents stream in, the service reports how many are committed, so
 	// a client that loses the connection knows what is stored (at least the
-	// last acknowledged counts). The last message carries the summary.
+	// last acknowledged counts). The last message carries the summary. Its
+	// requests are IngestDocuments' own (one receiver serves both streams):
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	IngestDocumentsAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestDocumentsRequest, IngestDocumentsProgress], error)
 	// DeleteDocument removes a document and its chunks.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
@@ -172,11 +180,19 @@ type SearchServiceServer interface {
 	// IngestDocuments streams documents in; each is chunked, embedded and
 	// written in its own transaction. Unchanged documents (same content hash)
 	// are skipped; a bad document is reported and the others still go in.
+	//
+	// IngestDocumentsAcked takes the same request messages, so one receiver
+	// serves both streams:
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	IngestDocuments(grpc.ClientStreamingServer[IngestDocumentsRequest, IngestDocumentsResponse]) error
 	// IngestDocumentsAcked is IngestDocuments with acknowledgements: while
 	// the documents stream in, the service reports how many are committed, so
 	// a client that loses the connection knows what is stored (at least the
-	// last acknowledged counts). The last message carries the summary.
+	// last acknowledged counts). The last message carries the summary. Its
+	// requests are IngestDocuments' own (one receiver serves both streams):
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	IngestDocumentsAcked(grpc.BidiStreamingServer[IngestDocumentsRequest, IngestDocumentsProgress]) error
 	// DeleteDocument removes a document and its chunks.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
