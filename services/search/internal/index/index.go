@@ -1,6 +1,7 @@
 // Package index is a search replica's in-memory view of the corpus: the
-// BM25 inverted index plus every chunk's metadata and text, so ranking,
-// paging and GetChunks need no database work. It is built from PostgreSQL
+// BM25 inverted index plus every chunk's metadata and (unless
+// Options.TextInDatabase) text, so ranking, paging and GetChunks need no
+// database work. It is built from PostgreSQL
 // at start and kept fresh from the change feed (store.ChangesSince).
 //
 // Chunk and Document values are immutable once published: a changed
@@ -41,6 +42,10 @@ type Chunk struct {
 	Tokens int32
 	Header string
 	Text   string
+	// TextInDatabase says Header and Text were not kept in memory
+	// (Options.TextInDatabase): whoever shows the chunk reads them from
+	// PostgreSQL by ID (chunk ids are never reused, so any copy stays valid).
+	TextInDatabase bool
 	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
 	// to flag identical content in a result list.
 	Hash uint64
@@ -48,26 +53,43 @@ type Chunk struct {
 
 // Index is safe for concurrent use: many searches, one applier.
 type Index struct {
-	an *analysis.Analyzer
-	bm *bm25.Index
+	an  *analysis.Analyzer
+	bm  *bm25.Index
+	opt Options
 
 	mu         sync.RWMutex
 	chunks     map[int64]*Chunk
 	docs       map[int64]*Document
 	cats       map[string]int // documents per category
+	catChunks  map[string]int // chunks per category
 	catFold    map[string][]string
 	generation int64
 	lastChange time.Time
 	textBytes  int64
 }
 
+// Options shape what the index keeps in memory.
+type Options struct {
+	// TextInDatabase leaves chunk text and headers in PostgreSQL: the
+	// biggest part of the index (about 0.9 GB per million chunks) for one
+	// primary-key read per shown page (see docs/SCALING.md).
+	TextInDatabase bool
+}
+
 // New returns an empty index using analyzer an and BM25 parameters p.
-func New(an *analysis.Analyzer, p bm25.Params) *Index {
+func New(an *analysis.Analyzer, p bm25.Params) *Index { return NewWithOptions(an, p, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(an *analysis.Analyzer, p bm25.Params, o Options) *Index {
 	return &Index{
-		an: an, bm: bm25.New(p),
-		chunks: map[int64]*Chunk{}, docs: map[int64]*Document{}, cats: map[string]int{}, catFold: map[string][]string{},
+		an: an, bm: bm25.New(p), opt: o,
+		chunks: map[int64]*Chunk{}, docs: map[int64]*Document{}, cats: map[string]int{}, catChunks: map[string]int{},
+		catFold: map[string][]string{},
 	}
 }
+
+// TextInDatabase reports whether chunk text is left in PostgreSQL.
+func (ix *Index) TextInDatabase() bool { return ix.opt.TextInDatabase }
 
 // Analyzer returns the analyzer used at indexing and query time.
 func (ix *Index) Analyzer() *analysis.Analyzer { return ix.an }
@@ -113,11 +135,14 @@ func Records(documents []store.Document, rows []store.Chunk) (map[int64]*Documen
 // parallel before any lock is taken.
 func (ix *Index) Apply(b *Batch) {
 	docs, chunks := Records(b.Documents, b.Chunks)
-	bdocs := make([]bm25.Doc, len(chunks))
-	parallel(len(chunks), func(i int) {
-		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
-	})
+	ix.mu.RLock()
+	initial := len(ix.chunks) == 0 && len(ix.docs) == 0
+	ix.mu.RUnlock()
+	if initial && len(b.Deleted) == 0 && len(chunks) > loadSlice {
+		ix.load(b, docs, chunks)
+		return
+	}
+	bdocs := ix.analyze(chunks)
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -131,6 +156,9 @@ func (ix *Index) Apply(b *Batch) {
 		for _, cid := range old.Chunks {
 			if c := ix.chunks[cid]; c != nil {
 				ix.textBytes -= int64(len(c.Text) + len(c.Header))
+				if ix.catChunks[c.Doc.Category]--; ix.catChunks[c.Doc.Category] <= 0 {
+					delete(ix.catChunks, c.Doc.Category)
+				}
 				delete(ix.chunks, cid)
 			}
 		}
@@ -149,11 +177,61 @@ func (ix *Index) Apply(b *Batch) {
 	}
 	for _, c := range chunks {
 		ix.chunks[c.ID] = c
+		ix.catChunks[c.Doc.Category]++
 		ix.textBytes += int64(len(c.Text) + len(c.Header))
 	}
 	// Old and new chunks swap under one BM25 lock: a document is never seen
 	// half replaced.
 	ix.bm.Update(remove, bdocs)
+	ix.setPositionLocked(b)
+}
+
+// loadSlice is how many chunks a first load analyzes at a time: the
+// analyzed terms of a whole million-chunk corpus would take gigabytes.
+var loadSlice = 16384
+
+// load fills an empty index slice by slice (the replica is not serving
+// yet, and the generation moves only at the end), then trims the postings.
+func (ix *Index) load(b *Batch, docs map[int64]*Document, chunks []*Chunk) {
+	ix.mu.Lock()
+	for id, d := range docs {
+		ix.docs[id] = d
+		ix.incCat(d.Category)
+	}
+	ix.mu.Unlock()
+	for lo := 0; lo < len(chunks); lo += loadSlice {
+		part := chunks[lo:min(lo+loadSlice, len(chunks))]
+		bdocs := ix.analyze(part)
+		ix.mu.Lock()
+		for _, c := range part {
+			ix.chunks[c.ID] = c
+			ix.catChunks[c.Doc.Category]++
+			ix.textBytes += int64(len(c.Text) + len(c.Header))
+		}
+		ix.mu.Unlock()
+		ix.bm.ReplaceBatch(bdocs)
+	}
+	ix.bm.Trim()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.setPositionLocked(b)
+}
+
+// analyze turns chunks into BM25 documents in parallel and, with
+// TextInDatabase, drops their text afterwards.
+func (ix *Index) analyze(chunks []*Chunk) []bm25.Doc {
+	bdocs := make([]bm25.Doc, len(chunks))
+	parallel(len(chunks), func(i int) {
+		c := chunks[i]
+		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
+		if ix.opt.TextInDatabase {
+			c.Header, c.Text, c.TextInDatabase = "", "", true
+		}
+	})
+	return bdocs
+}
+
+func (ix *Index) setPositionLocked(b *Batch) {
 	if b.Generation > ix.generation {
 		ix.generation = b.Generation
 	}
@@ -215,6 +293,17 @@ func (ix *Index) ResolveCategory(name string) []string {
 		return []string{name}
 	}
 	return append([]string(nil), ix.catFold[strings.ToLower(name)]...)
+}
+
+// ChunksIn counts the chunks of the given stored categories (a map read
+// per category: cheap enough for every filtered query).
+func (ix *Index) ChunksIn(categories []string) (in, total int) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for _, c := range categories {
+		in += ix.catChunks[c]
+	}
+	return in, len(ix.chunks)
 }
 
 // Chunk returns a chunk by id.

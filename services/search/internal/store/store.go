@@ -120,7 +120,8 @@ func rollback(conn *pgxpool.Conn) {
 // the chunks_unembedded partial index).
 func (s *Store) HasUnembedded(ctx context.Context) (bool, error) {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM chunks WHERE embedding IS NULL)`).Scan(&ok); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM chunks c WHERE embedding IS NULL
+		AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id))`).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look for chunks without vectors: %w", err)
 	}
 	return ok, nil

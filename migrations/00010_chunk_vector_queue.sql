@@ -1,0 +1,22 @@
+-- Vectors of new chunks wait here before they join the HNSW index.
+--
+-- pgvector inserts into an HNSW graph one row at a time (a few hundred rows
+-- a second on two cores), which bounded incremental ingestion. An ingestion
+-- stream now stores its vectors here (COPY, no graph work) and is answered;
+-- nearest-neighbour queries score the queued rows exactly alongside the
+-- HNSW scan, so a queued chunk is found like any other; a background merge
+-- then moves queued vectors into chunks.embedding in small transactions.
+-- A row is in exactly one of the two places in any snapshot (the merge
+-- deletes and updates in one statement). The column is untyped so a change
+-- of BMCIS_EMBEDDING_DIMENSIONS only has to empty the queue.
+
+-- +goose Up
+CREATE TABLE chunk_vector_queue (
+    chunk_id  bigint PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
+    category  text   NOT NULL,
+    model_id  bigint NOT NULL REFERENCES embedding_models (id) ON DELETE CASCADE,
+    embedding vector NOT NULL
+);
+
+-- +goose Down
+DROP TABLE IF EXISTS chunk_vector_queue;

@@ -1,0 +1,65 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// TestQueuedVectorsAreSearchedThenMerged pins the incremental path: a
+// stream into a live model is answered with its vectors queued (no HNSW
+// insert), vector search finds them at once, and merging them into the
+// HNSW index changes no result.
+func TestQueuedVectorsAreSearchedThenMerged(t *testing.T) {
+	r, pool := start(t)
+	ctx := context.Background()
+	mustIngest(t, r.client, corpus(40)...) // trains; first load is staged
+
+	var queued, unembedded int
+	count := func() {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM chunk_vector_queue),
+			(SELECT count(*) FROM chunks c WHERE embedding IS NULL AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id))`).
+			Scan(&queued, &unembedded))
+	}
+	count()
+	require.Zero(t, queued, "a first load is written straight into chunks")
+
+	var more []*searchv1.Document
+	for i := 0; i < 3; i++ {
+		more = append(more, md(fmt.Sprintf("late/doc-%d.md", i), "late", "Late",
+			fmt.Sprintf("# Late %d\n\nfirewall audit encryption breach item%d late arrival\n", i, 900+i)))
+	}
+	resp := mustIngest(t, r.client, more...)
+	count()
+	require.EqualValues(t, resp.ChunksWritten, queued, "the stream's vectors wait in the queue")
+	require.Zero(t, unembedded, "every acknowledged chunk has a vector somewhere")
+
+	ask := func() *searchv1.SearchResponse {
+		return search(t, r.client, &searchv1.SearchRequest{Query: "firewall audit encryption late arrival",
+			Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true})
+	}
+	before := ask()
+	require.Contains(t, docIDs(before), "late/doc-0.md", "queued vectors are searched")
+	filtered := search(t, r.client, &searchv1.SearchRequest{Query: "firewall audit", Categories: []string{"late"},
+		Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true})
+	require.Len(t, filtered.Results, 3, "and so is a category of queued chunks only")
+
+	n, err := store.New(pool).MergeQueued(ctx, 1000)
+	require.NoError(t, err)
+	require.EqualValues(t, queued, n)
+	count()
+	require.Zero(t, queued)
+	require.Zero(t, unembedded)
+
+	after := ask()
+	require.Equal(t, docIDs(before), docIDs(after))
+	for i := range before.Results {
+		require.Equal(t, before.Results[i].Chunk.ChunkId, after.Results[i].Chunk.ChunkId)
+		require.InDelta(t, before.Results[i].SimilarityScore, after.Results[i].SimilarityScore, 1e-6)
+	}
+}
