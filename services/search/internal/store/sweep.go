@@ -278,7 +278,6 @@ func (e *EmbedSession) AllTexts(ctx context.Context, fn func(id int64, text stri
 	return nil
 }
 
-
 // Enqueue moves the staged vectors of modelRow into chunk_vector_queue in
 // one transaction and announces them: searchable at once (vector queries
 // score the queue exactly), with no HNSW work. Chunks deleted meanwhile
