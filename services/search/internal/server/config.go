@@ -75,7 +75,7 @@ func DefaultConfig() Config {
 		IngestTimeout: 60 * time.Second, IngestWorkers: 4,
 		MaxDocumentBytes: 2 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
-		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 50_000,
+		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000,
 	}
 }
 
