@@ -63,3 +63,44 @@ func TestQueuedVectorsAreSearchedThenMerged(t *testing.T) {
 		require.InDelta(t, before.Results[i].SimilarityScore, after.Results[i].SimilarityScore, 1e-6)
 	}
 }
+
+// TestTextInDatabaseShowsTheSameChunks pins BMCIS_SEARCH_CHUNK_TEXT=database:
+// a replica that keeps no text in memory answers searches and GetChunks
+// with exactly what a replica keeping it does, and a second read of the
+// same page comes from its text cache.
+func TestTextInDatabaseShowsTheSameChunks(t *testing.T) {
+	mem, pool := start(t)
+	mustIngest(t, mem.client, corpus(12)...)
+	cfg := testConfig()
+	cfg.TextInDatabase = true
+	lean := startReplica(t, pool, cfg)
+
+	req := func() *searchv1.SearchRequest {
+		return &searchv1.SearchRequest{Query: "shared words security", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 5}
+	}
+	want := search(t, mem.client, req())
+	got := search(t, lean.client, req())
+	require.Len(t, got.Results, 5)
+	var ids []int64
+	for i := range want.Results {
+		require.NotEmpty(t, got.Results[i].Chunk.ChunkText)
+		require.Equal(t, want.Results[i].Chunk.ChunkText, got.Results[i].Chunk.ChunkText)
+		require.Equal(t, want.Results[i].Chunk.ContextHeader, got.Results[i].Chunk.ContextHeader)
+		ids = append(ids, want.Results[i].Chunk.ChunkId)
+	}
+	again := search(t, lean.client, req())
+	require.True(t, again.CacheHit)
+	require.Zero(t, again.DatabaseTimeMs, "the page's text came from the text cache")
+	require.Equal(t, got.Results[0].Chunk.ChunkText, again.Results[0].Chunk.ChunkText)
+
+	ctx := context.Background()
+	wantChunks, err := mem.client.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: append(ids, 999999)})
+	require.NoError(t, err)
+	gotChunks, err := lean.client.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: append(ids, 999999)})
+	require.NoError(t, err)
+	require.Equal(t, []int64{999999}, gotChunks.MissingIds)
+	require.Len(t, gotChunks.Chunks, len(wantChunks.Chunks))
+	for i := range wantChunks.Chunks {
+		require.Equal(t, wantChunks.Chunks[i].ChunkText, gotChunks.Chunks[i].ChunkText)
+	}
+}
