@@ -115,33 +115,42 @@ func Records(documents []store.Document, rows []store.Chunk) (map[int64]*Documen
 	}
 	chunks := make([]*Chunk, 0, len(rows))
 	for _, c := range rows {
-		d := docs[c.DocumentID]
-		if d == nil {
-			continue
+		if r := record(docs[c.DocumentID], c); r != nil {
+			chunks = append(chunks, r)
 		}
-		var h uint64
-		if len(c.Hash) >= 8 {
-			h = binary.BigEndian.Uint64(c.Hash)
-		}
-		d.Chunks = append(d.Chunks, c.ID)
-		chunks = append(chunks, &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
-			Header: c.Header, Text: c.Text, Hash: h})
 	}
 	return docs, chunks
+}
+
+// record makes the record of chunk row c of document d (nil without d)
+// and lists it in d.Chunks.
+func record(d *Document, c store.Chunk) *Chunk {
+	if d == nil {
+		return nil
+	}
+	var h uint64
+	if len(c.Hash) >= 8 {
+		h = binary.BigEndian.Uint64(c.Hash)
+	}
+	d.Chunks = append(d.Chunks, c.ID)
+	return &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
+		Header: c.Header, Text: c.Text, Hash: h}
 }
 
 // Apply publishes a batch: documents in it replace their previous version
 // (all of its chunks), deleted documents disappear. Text analysis runs in
 // parallel before any lock is taken.
 func (ix *Index) Apply(b *Batch) {
-	docs, chunks := Records(b.Documents, b.Chunks)
-	ix.mu.RLock()
-	initial := len(ix.chunks) == 0 && len(ix.docs) == 0
-	ix.mu.RUnlock()
-	if initial && len(b.Deleted) == 0 && len(chunks) > loadSlice {
-		ix.load(b, docs, chunks)
+	if ix.Empty() && len(b.Deleted) == 0 && len(b.Chunks) > loadSlice {
+		ld := ix.NewLoader()
+		ld.Documents(b.Documents)
+		for _, c := range b.Chunks {
+			ld.Chunk(c)
+		}
+		ld.Finish(b.Generation, b.LastChange)
 		return
 	}
+	docs, chunks := Records(b.Documents, b.Chunks)
 	bdocs := ix.analyze(chunks)
 
 	ix.mu.Lock()
@@ -186,35 +195,99 @@ func (ix *Index) Apply(b *Batch) {
 	ix.setPositionLocked(b)
 }
 
-// loadSlice is how many chunks a first load analyzes at a time: the
-// analyzed terms of a whole million-chunk corpus would take gigabytes.
+// Empty reports whether the index holds no document yet.
+func (ix *Index) Empty() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.chunks) == 0 && len(ix.docs) == 0
+}
+
+// loadSlice is how many chunks a first load analyzes at a time: the rows
+// and analyzed terms of a whole million-chunk corpus would take gigabytes.
 var loadSlice = 16384
 
-// load fills an empty index slice by slice (the replica is not serving
-// yet, and the generation moves only at the end), then trims the postings.
-func (ix *Index) load(b *Batch, docs map[int64]*Document, chunks []*Chunk) {
-	ix.mu.Lock()
-	for id, d := range docs {
-		ix.docs[id] = d
-		ix.incCat(d.Category)
-	}
-	ix.mu.Unlock()
-	for lo := 0; lo < len(chunks); lo += loadSlice {
-		part := chunks[lo:min(lo+loadSlice, len(chunks))]
-		bdocs := ix.analyze(part)
-		ix.mu.Lock()
-		for _, c := range part {
-			ix.chunks[c.ID] = c
-			ix.catChunks[c.Doc.Category]++
-			ix.textBytes += int64(len(c.Text) + len(c.Header))
+// Loader fills an empty index from a streamed full load (the replica is
+// not serving yet): documents first, then their chunks in document order.
+// Slices of chunks are analyzed and indexed by a worker while the caller
+// keeps reading rows, so reading and analysis overlap and only a slice or
+// two of rows is held at a time. The generation moves only in Finish.
+type Loader struct {
+	ix   *Index
+	docs map[int64]*Document
+	buf  []store.Chunk
+	work chan []store.Chunk
+	done chan struct{}
+}
+
+// NewLoader starts a load into an empty index.
+func (ix *Index) NewLoader() *Loader {
+	l := &Loader{ix: ix, docs: map[int64]*Document{}, work: make(chan []store.Chunk, 1), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for rows := range l.work {
+			l.index(rows)
 		}
-		ix.mu.Unlock()
-		ix.bm.ReplaceBatch(bdocs)
+	}()
+	return l
+}
+
+// Documents registers the load's documents (before any of their chunks).
+func (l *Loader) Documents(ds []store.Document) {
+	docs, _ := Records(ds, nil)
+	l.ix.mu.Lock()
+	defer l.ix.mu.Unlock()
+	for id, d := range docs {
+		l.docs[id] = d
+		l.ix.docs[id] = d
+		l.ix.incCat(d.Category)
 	}
-	ix.bm.Trim()
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.setPositionLocked(b)
+}
+
+// Chunk adds one chunk row; a full slice is handed to the worker at a
+// document boundary, so a document's chunks are indexed together.
+func (l *Loader) Chunk(c store.Chunk) {
+	if n := len(l.buf); n >= loadSlice && l.buf[n-1].DocumentID != c.DocumentID {
+		l.work <- l.buf
+		l.buf = make([]store.Chunk, 0, loadSlice+64)
+	}
+	l.buf = append(l.buf, c)
+}
+
+// Finish indexes what is left, trims the postings and publishes the
+// generation. An abandoned load (the read failed) also ends with Finish,
+// with generation 0: the next sync reads everything again and replaces
+// what this one added.
+func (l *Loader) Finish(gen int64, last time.Time) {
+	if len(l.buf) > 0 {
+		l.work <- l.buf
+		l.buf = nil
+	}
+	close(l.work)
+	<-l.done
+	l.ix.bm.Trim()
+	l.ix.mu.Lock()
+	defer l.ix.mu.Unlock()
+	l.ix.setPositionLocked(&Batch{Generation: gen, LastChange: last})
+}
+
+func (l *Loader) index(rows []store.Chunk) {
+	chunks := make([]*Chunk, 0, len(rows))
+	l.ix.mu.Lock()
+	for _, c := range rows {
+		if r := record(l.docs[c.DocumentID], c); r != nil {
+			chunks = append(chunks, r)
+		}
+	}
+	l.ix.mu.Unlock()
+	bdocs := l.ix.analyze(chunks)
+	l.ix.mu.Lock()
+	for _, c := range chunks {
+		l.ix.chunks[c.ID] = c
+		l.ix.catChunks[c.Doc.Category]++
+		l.ix.textBytes += int64(len(c.Text) + len(c.Header))
+	}
+	l.ix.mu.Unlock()
+	l.ix.bm.ReplaceBatch(bdocs)
 }
 
 // analyze turns chunks into BM25 documents in parallel and, with

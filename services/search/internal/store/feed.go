@@ -81,6 +81,13 @@ func (s *Store) State(ctx context.Context) (FeedState, error) {
 // load without holding every row twice), and the tombstones above since, all
 // in one repeatable-read snapshot. Since 0 is a full load.
 func (s *Store) ChangesSince(ctx context.Context, since int64, onChunk func(Chunk) error) (*Changes, error) {
+	return s.ChangesSinceStream(ctx, since, nil, onChunk)
+}
+
+// ChangesSinceStream is ChangesSince that also hands the documents to
+// onDocuments (when not nil) before the first chunk, so a full load can
+// index chunks as they arrive.
+func (s *Store) ChangesSinceStream(ctx context.Context, since int64, onDocuments func([]Document), onChunk func(Chunk) error) (*Changes, error) {
 	ch := &Changes{}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		st := &ch.State
@@ -102,6 +109,9 @@ func (s *Store) ChangesSince(ctx context.Context, since int64, onChunk func(Chun
 		})
 		if err != nil {
 			return err
+		}
+		if onDocuments != nil {
+			onDocuments(ch.Documents)
 		}
 		if len(ch.Documents) > 0 {
 			q := `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash
