@@ -99,7 +99,8 @@ func TestMemoryPer100kChunks(t *testing.T) {
 	for _, c := range b.Chunks {
 		textBytes += len(c.Text) + len(c.Header)
 	}
-	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
+	// BMCIS_INDEX_MEMORY_TEXT=database measures the text-less layout.
+	ix := NewWithOptions(analysis.NewEnglish(), bm25.DefaultParams(), Options{TextInDatabase: os.Getenv("BMCIS_INDEX_MEMORY_TEXT") == "database"})
 	t0 := time.Now()
 	ix.Apply(b)
 	build := time.Since(t0)
