@@ -56,16 +56,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 	// model fixed on the first few documents it wrote. Training happens when
 	// an ingestion stream ends (on everything stored) or on `bmcisctl reindex`.
 	_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: true})
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, s.interval, func() {
 		if s.streams.Load() > 0 {
-			continue
+			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.timeout)
 		pending, err := s.m.st.HasUnembedded(pctx)
@@ -76,11 +69,25 @@ func (s *Scheduler) Run(ctx context.Context) {
 		}
 		cancel()
 		if err != nil || !pending {
-			continue
+			return
 		}
 		// Never trains: a stream running on another replica may still be
 		// adding the corpus the model should be trained on.
 		_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: false})
+	})
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn()
 	}
 }
 
@@ -123,14 +130,7 @@ const (
 // errors wait for the next round (the queue is durable and
 // searched exactly meanwhile).
 func (s *Scheduler) mergeLoop(ctx context.Context) {
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, s.interval, func() {
 		t0 := time.Now()
 		n, err := s.MergeQueued(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -139,7 +139,7 @@ func (s *Scheduler) mergeLoop(ctx context.Context) {
 		if n > 0 {
 			s.log.Info("queued vectors merged into the HNSW index", "merged", n, "seconds", time.Since(t0).Seconds())
 		}
-	}
+	})
 }
 
 // MergeQueued moves every queued vector into the HNSW index, mergeWorkers
