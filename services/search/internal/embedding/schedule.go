@@ -145,6 +145,11 @@ func (s *Scheduler) mergeLoop(ctx context.Context) {
 // MergeQueued moves every queued vector into the HNSW index, mergeWorkers
 // statements at a time, and returns how many moved.
 func (s *Scheduler) MergeQueued(ctx context.Context) (int64, error) {
+	// Checked first: a merge statement takes its table lock even with
+	// nothing to move, and would wait behind an index build.
+	if n, err := s.m.st.QueuedVectors(ctx); err != nil || n == 0 {
+		return 0, err
+	}
 	var total atomic.Int64
 	var firstErr error
 	var once sync.Once
