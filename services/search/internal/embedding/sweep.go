@@ -121,7 +121,10 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 			}
 			rep.Embedded += n
 			rep.Queued += n
-			continue
+			// No second pass to count what other streams wrote meanwhile
+			// (a scan of every chunk): each stream's own sweep embeds its
+			// chunks, and the periodic sweep catches anything left.
+			break
 		}
 		if err := sess.StartStage(ctx, m.cfg.Dims); err != nil {
 			return rep, err
