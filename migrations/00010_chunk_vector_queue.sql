@@ -30,6 +30,11 @@ CREATE TABLE chunk_vector_queue (
 CREATE INDEX chunks_category_vectors ON chunks (category) INCLUDE (id, embedding)
     WHERE embedding IS NOT NULL;
 
+-- 3. The sweep counts vectors of another model than the active one without
+-- reading every row (almost always none: a model switch rewrites them all).
+CREATE INDEX chunks_embedding_model ON chunks (embedding_model_id) WHERE embedding IS NOT NULL;
+
 -- +goose Down
+DROP INDEX IF EXISTS chunks_embedding_model;
 DROP INDEX IF EXISTS chunks_category_vectors;
 DROP TABLE IF EXISTS chunk_vector_queue;

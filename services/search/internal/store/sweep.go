@@ -67,9 +67,19 @@ const needsVector = `($2 OR ((c.embedding IS NULL OR c.embedding_model_id IS DIS
 
 // Pending counts chunks whose embedding is missing or from another model
 // than modelRow (all chunks when all is true), and all chunks.
+// Without all, the count is read from indexes (chunks_unembedded,
+// chunks_embedding_model, the primary key) instead of every row.
 func (e *EmbedSession) Pending(ctx context.Context, modelRow int64, all bool) (pending, total int64, err error) {
-	err = e.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE `+needsVector+`), count(*) FROM chunks c`,
-		modelRow, all).Scan(&pending, &total)
+	if all {
+		err = e.conn.QueryRow(ctx, `SELECT count(*), count(*) FROM chunks`).Scan(&pending, &total)
+	} else {
+		err = e.conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM chunks c WHERE c.embedding IS NULL
+				AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id AND q.model_id = $1))
+			+ (SELECT count(*) FROM chunks WHERE embedding IS NOT NULL
+				AND (embedding_model_id IS NULL OR embedding_model_id < $1 OR embedding_model_id > $1)),
+			(SELECT count(*) FROM chunks)`, modelRow).Scan(&pending, &total)
+	}
 	if err != nil {
 		err = fmt.Errorf("count chunks to embed: %w", err)
 	}
@@ -85,9 +95,20 @@ type ChunkText struct {
 // PendingTexts returns up to limit chunks after afterID, in id order, that
 // need an embedding from modelRow (every chunk when all is true).
 func (e *EmbedSession) PendingTexts(ctx context.Context, modelRow int64, all bool, afterID int64, limit int) ([]ChunkText, error) {
-	rows, err := e.conn.Query(ctx, `SELECT id, context_header, text FROM chunks c
-		WHERE id > $3 AND `+needsVector+`
-		ORDER BY id LIMIT $4`, modelRow, all, afterID, limit)
+	q := `SELECT id, context_header, text FROM chunks c WHERE id > $3 AND ` + needsVector + ` ORDER BY id LIMIT $4`
+	if !all {
+		// The two ways of needing a vector, each through its own index, so
+		// a few new chunks among millions are found without a full scan.
+		q = `SELECT id, context_header, text FROM (
+			(SELECT id, context_header, text FROM chunks c WHERE id > $3 AND embedding IS NULL AND NOT $2
+				AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id AND q.model_id = $1)
+				ORDER BY id LIMIT $4)
+			UNION ALL
+			(SELECT id, context_header, text FROM chunks WHERE id > $3 AND embedding IS NOT NULL
+				AND (embedding_model_id IS NULL OR embedding_model_id < $1 OR embedding_model_id > $1)
+				ORDER BY id LIMIT $4)) x ORDER BY id LIMIT $4`
+	}
+	rows, err := e.conn.Query(ctx, q, modelRow, all, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read chunks to embed: %w", err)
 	}
