@@ -16,9 +16,16 @@ import (
 // insert), vector search finds them at once, and merging them into the
 // HNSW index changes no result.
 func TestQueuedVectorsAreSearchedThenMerged(t *testing.T) {
-	r, pool := start(t)
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.Embedding.BulkMin = 1 // the first load drops and rebuilds the vector indexes
+	r := startReplica(t, pool, cfg)
 	ctx := context.Background()
 	mustIngest(t, r.client, corpus(40)...) // trains; first load is staged
+	var rebuilt bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		store.VectorIndexName, store.CategoryVectorsName).Scan(&rebuilt))
+	require.True(t, rebuilt, "both vector indexes are back after a bulk write")
 
 	var queued, unembedded int
 	count := func() {

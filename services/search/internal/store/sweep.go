@@ -222,17 +222,20 @@ func (e *EmbedSession) ActiveModel(ctx context.Context) (*Model, error) {
 // inserts into an HNSW graph one at a time (a few hundred a second here),
 // while building it over the loaded table is an order of magnitude faster.
 // Until it is rebuilt, nearest-neighbour queries are exact sequential scans.
+// The category vectors' b-tree goes too: built over the loaded table it is
+// compact, where a million updates would split its pages as they come.
 func (e *EmbedSession) DropVectorIndex(ctx context.Context) error {
-	if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+VectorIndexName); err != nil {
+	if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+VectorIndexName+"; DROP INDEX IF EXISTS "+CategoryVectorsName); err != nil {
 		return fmt.Errorf("drop vector index: %w", err)
 	}
 	return nil
 }
 
-// EnsureVectorIndex (re)builds the HNSW index when it is missing.
+// EnsureVectorIndex (re)builds the vector indexes when one is missing.
 func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem string) (bool, error) {
 	var exists bool
-	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, VectorIndexName).Scan(&exists); err != nil {
+	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		VectorIndexName, CategoryVectorsName).Scan(&exists); err != nil {
 		return false, fmt.Errorf("look up vector index: %w", err)
 	}
 	if exists {
@@ -245,6 +248,11 @@ func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem str
 	}
 	_, err := e.conn.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON chunks
 		USING hnsw (embedding vector_cosine_ops) WITH (m = %d, ef_construction = %d)`, VectorIndexName, HNSWM, HNSWEfConstruction))
+	if err == nil {
+		// As in migration 00010.
+		_, err = e.conn.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+CategoryVectorsName+` ON chunks (category)
+			INCLUDE (id, embedding) WHERE embedding IS NOT NULL`)
+	}
 	if maintenanceMem != "" {
 		_, _ = e.conn.Exec(context.Background(), "RESET maintenance_work_mem")
 	}
