@@ -15,6 +15,7 @@
 package bm25
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -66,12 +67,17 @@ type SearchOptions struct {
 var ErrExists = errors.New("bm25: chunk already indexed")
 
 // postingList holds, for one term, the ordinals of documents containing it
-// (ascending) and the term frequency in each. Parallel slices keep it at 6
-// bytes a posting.
+// (ascending) and the term frequency in each. Parallel slices keep it at 5
+// bytes a posting: a frequency of 255 or more is stored as 255 and its
+// exact value kept in Index.bigTF (rare: a term repeated that often in one
+// chunk), so scores are exactly those of full-width frequencies.
 type postingList struct {
 	docs []uint32
-	tfs  []uint16
+	tfs  []uint8
 }
+
+// tfOverflow marks a frequency kept in Index.bigTF.
+const tfOverflow = math.MaxUint8
 
 // Index is an Okapi BM25 index. The zero value is not usable; use New.
 type Index struct {
@@ -89,7 +95,12 @@ type Index struct {
 	lens     []uint32
 	cats     []uint32
 	alive    []bool
-	fwd      [][]uint32 // distinct term ids per ordinal, needed to undo df on removal
+	// fwd holds each ordinal's distinct term ids, ascending, as varint
+	// deltas (about 1.3 bytes a term instead of 4): only removal reads it,
+	// to undo df.
+	fwd [][]byte
+	// bigTF holds frequencies of tfOverflow or more by (term id, ordinal).
+	bigTF map[tfKey]uint16
 
 	byChunk  map[int64]uint32
 	catIDs   map[string]uint32
@@ -110,8 +121,11 @@ func New(p Params) *Index {
 		byChunk:  map[int64]uint32{},
 		catIDs:   map[string]uint32{"": 0},
 		catNames: []string{""},
+		bigTF:    map[tfKey]uint16{},
 	}
 }
+
+type tfKey struct{ term, ord uint32 }
 
 // Params reports the scoring parameters.
 func (ix *Index) Params() Params { return ix.params }
@@ -143,11 +157,12 @@ func (ix *Index) Stats() Stats {
 		if ix.df[id] > 0 {
 			s.Terms++
 		}
-		s.MemoryBytes += int64(cap(pl.docs)*4 + cap(pl.tfs)*2 + 48)
+		s.MemoryBytes += int64(cap(pl.docs)*4 + cap(pl.tfs) + 48)
 	}
 	for _, f := range ix.fwd {
-		s.MemoryBytes += int64(cap(f)*4 + 24)
+		s.MemoryBytes += int64(cap(f) + 24)
 	}
+	s.MemoryBytes += int64(len(ix.bigTF) * 16)
 	s.MemoryBytes += int64(len(ix.chunkIDs) * (8 + 4 + 4 + 1))
 	if ix.live > 0 {
 		s.AvgDocLen = float64(ix.totalLen) / float64(ix.live)
@@ -271,29 +286,32 @@ func (ix *Index) addLocked(d Doc) {
 	// Sorting groups equal ids so term frequencies are run lengths; it is
 	// cheaper than a map for a few hundred terms and leaves no garbage.
 	slices.Sort(ids)
-	uniq := ids[:0]
+	fwd := make([]byte, 0, len(ids)+8)
+	prev := uint32(0)
 	for i := 0; i < len(ids); {
 		j := i + 1
 		for j < len(ids) && ids[j] == ids[i] {
 			j++
 		}
-		tf := j - i
-		if tf > math.MaxUint16 {
-			tf = math.MaxUint16
-		}
+		tf := min(j-i, math.MaxUint16)
 		id := ids[i]
 		pl := &ix.postings[id]
 		pl.docs = append(pl.docs, ord)
-		pl.tfs = append(pl.tfs, uint16(tf))
+		if tf >= tfOverflow {
+			ix.bigTF[tfKey{id, ord}] = uint16(tf)
+			tf = tfOverflow
+		}
+		pl.tfs = append(pl.tfs, uint8(tf))
 		ix.df[id]++
-		uniq = append(uniq, id)
+		fwd = binary.AppendUvarint(fwd, uint64(id-prev))
+		prev = id
 		i = j
 	}
 	ix.chunkIDs = append(ix.chunkIDs, d.ChunkID)
 	ix.lens = append(ix.lens, uint32(len(d.Terms)))
 	ix.cats = append(ix.cats, ix.catID(d.Category))
 	ix.alive = append(ix.alive, true)
-	ix.fwd = append(ix.fwd, slices.Clip(uniq))
+	ix.fwd = append(ix.fwd, slices.Clip(fwd))
 	ix.byChunk[d.ChunkID] = ord
 	ix.live++
 	ix.totalLen += uint64(len(d.Terms))
@@ -305,9 +323,12 @@ func (ix *Index) removeLocked(chunkID int64) bool {
 		return false
 	}
 	delete(ix.byChunk, chunkID)
-	for _, id := range ix.fwd[ord] {
+	forEachTerm(ix.fwd[ord], func(id uint32) {
 		ix.df[id]--
-	}
+		if len(ix.bigTF) > 0 {
+			delete(ix.bigTF, tfKey{id, ord})
+		}
+	})
 	ix.fwd[ord] = nil
 	ix.alive[ord] = false
 	ix.live--
@@ -358,6 +379,13 @@ func (ix *Index) compactLocked() {
 	ix.alive = slices.Clip(ix.alive[:n])
 	clear(ix.fwd[n:])
 	ix.fwd = slices.Clip(ix.fwd[:n])
+	big := make(map[tfKey]uint16, len(ix.bigTF))
+	for k, v := range ix.bigTF {
+		if m := remap[k.ord]; m != math.MaxUint32 {
+			big[tfKey{k.term, m}] = v
+		}
+	}
+	ix.bigTF = big
 	for id := range ix.postings {
 		pl := &ix.postings[id]
 		w := 0
@@ -492,6 +520,9 @@ outer:
 				continue
 			}
 			tf := float32(tfs[i])
+			if tfs[i] == tfOverflow {
+				tf = float32(ix.bigTF[tfKey{q.id, ord}])
+			}
 			s := w * tf / (tf + c0 + c1*float32(lens[ord]))
 			if masks[ord] == 0 {
 				acc.touched = append(acc.touched, ord)
@@ -619,4 +650,40 @@ func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
 		}
 	}
 	return out
+}
+
+// forEachTerm calls fn with each term id of a forward list (varint deltas).
+func forEachTerm(fwd []byte, fn func(id uint32)) {
+	id := uint32(0)
+	for len(fwd) > 0 {
+		d, n := binary.Uvarint(fwd)
+		if n <= 0 {
+			return
+		}
+		fwd = fwd[n:]
+		id += uint32(d)
+		fn(id)
+	}
+}
+
+// Trim gives back the spare capacity of every posting list, which appending
+// leaves at up to half of a list: worth doing once after a bulk load (it
+// copies each list that has spare room, under the write lock).
+func (ix *Index) Trim() {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for id := range ix.postings {
+		pl := &ix.postings[id]
+		if cap(pl.docs) > len(pl.docs) {
+			pl.docs = slices.Clip(slices.Clone(pl.docs))
+		}
+		if cap(pl.tfs) > len(pl.tfs) {
+			pl.tfs = slices.Clip(slices.Clone(pl.tfs))
+		}
+	}
+	ix.chunkIDs = slices.Clip(ix.chunkIDs)
+	ix.lens = slices.Clip(ix.lens)
+	ix.cats = slices.Clip(ix.cats)
+	ix.alive = slices.Clip(ix.alive)
+	ix.fwd = slices.Clip(ix.fwd)
 }

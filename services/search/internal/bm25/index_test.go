@@ -246,3 +246,46 @@ func TestSearchSeveralCategoriesAndAtomicUpdate(t *testing.T) {
 	require.Equal(t, 3, ix.Len())
 	require.Equal(t, []int64{4}, ids(ix.Search([]string{"census"}, SearchOptions{K: 10})))
 }
+
+// TestLargeTermFrequencyIsExact pins the compact posting layout: a
+// frequency past one byte scores as its full value, before and after
+// removals and compaction move ordinals around.
+func TestLargeTermFrequencyIsExact(t *testing.T) {
+	rep := func(term string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = term
+		}
+		return out
+	}
+	want := func(ix *Index, tf, dl int) float64 {
+		st := ix.Stats()
+		return IDF(st.Docs, 1) * float64(tf) * 2.2 / (float64(tf) + 1.2*(0.25+0.75*float64(dl)/st.AvgDocLen))
+	}
+	ix := New(Params{K1: 1.2, B: 0.75})
+	var filler []Doc
+	for i := 0; i < 1100; i++ {
+		filler = append(filler, Doc{ChunkID: int64(100 + i), Terms: []string{"f", "g"}})
+	}
+	ix.ReplaceBatch(filler)
+	ix.ReplaceBatch([]Doc{{ChunkID: 1, Terms: append(rep("z", 300), "q")}, {ChunkID: 2, Terms: rep("w", 70000)}})
+	hits := ix.Search([]string{"z"}, SearchOptions{K: 1})
+	require.Len(t, hits, 1)
+	require.InDelta(t, want(ix, 300, 301), hits[0].Score, 1e-4)
+	// Remove enough documents before chunk 1 to force a compaction.
+	ids := make([]int64, 1100)
+	for i := range ids {
+		ids[i] = int64(100 + i)
+	}
+	require.Equal(t, 1100, ix.RemoveBatch(ids))
+	require.Equal(t, 0, ix.Stats().Tombstoned, "compacted")
+	hits = ix.Search([]string{"z"}, SearchOptions{K: 1})
+	require.Len(t, hits, 1)
+	require.InDelta(t, want(ix, 300, 301), hits[0].Score, 1e-4)
+	hits = ix.Search([]string{"w"}, SearchOptions{K: 1})
+	require.InDelta(t, want(ix, 65535, 70000), hits[0].Score, 1e-4, "capped at 16 bits as before")
+	require.True(t, ix.Remove(1))
+	require.Empty(t, ix.Search([]string{"z"}, SearchOptions{K: 1}))
+	ix.Trim()
+	require.Len(t, ix.Search([]string{"w"}, SearchOptions{K: 1}), 1)
+}

@@ -106,6 +106,9 @@ func LoadConfig(env *config.Reader) Config {
 	c.MinTrainChunks = env.Int("BMCIS_BUILTIN_MIN_TRAIN_CHUNKS", d.MinTrainChunks, 2, 10_000_000)
 	c.BulkMin = env.Int("BMCIS_SEARCH_BULK_MIN_CHUNKS", d.BulkMin, 1, 100_000_000)
 	c.BulkPercent = env.Int("BMCIS_SEARCH_BULK_PERCENT", d.BulkPercent, 0, 100)
+	// A graph that outgrows maintenance_work_mem is built on disk, several
+	// times slower: about 1.5 GB holds 1M 256-dimension vectors.
+	c.MaintenanceMem = env.String("BMCIS_SEARCH_INDEX_BUILD_MEMORY", d.MaintenanceMem)
 	c.Builtin = builtinDefaults(c.Dims)
 	c.Builtin.MaxTrainDocs = env.Int("BMCIS_BUILTIN_MAX_TRAIN_CHUNKS", c.Builtin.MaxTrainDocs, 100, 10_000_000)
 	if c.Provider != ProviderBuiltin {

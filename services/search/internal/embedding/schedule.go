@@ -14,7 +14,10 @@ import (
 // Scheduler decides when a replica runs embedding sweeps: one at a time;
 // at start; every Interval while chunks lack a vector (or the vector index
 // is missing) and no ingestion stream of this replica runs; and when a
-// stream ends (Sweep).
+// stream ends (Sweep). Alongside, every Interval, it merges queued vectors
+// into the HNSW index (store.MergeQueued) until the queue is empty:
+// ingestion never waits for it, and back-to-back streams do not compete
+// with it for the cores.
 type Scheduler struct {
 	m        *Manager
 	log      *slog.Logger
@@ -47,21 +50,15 @@ func (s *Scheduler) OnlyStream() bool { return s.streams.Load() == 1 }
 
 // Run sweeps at start and then periodically, until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) {
+	go s.mergeLoop(ctx)
 	// At start: embed whatever a crashed or interrupted ingestion left, with
 	// the active model. It never trains: a stream starting now would have the
 	// model fixed on the first few documents it wrote. Training happens when
 	// an ingestion stream ends (on everything stored) or on `bmcisctl reindex`.
 	_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: true})
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, s.interval, func() {
 		if s.streams.Load() > 0 {
-			continue
+			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.timeout)
 		pending, err := s.m.st.HasUnembedded(pctx)
@@ -72,11 +69,25 @@ func (s *Scheduler) Run(ctx context.Context) {
 		}
 		cancel()
 		if err != nil || !pending {
-			continue
+			return
 		}
 		// Never trains: a stream running on another replica may still be
 		// adding the corpus the model should be trained on.
 		_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: false})
+	})
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn()
 	}
 }
 
@@ -105,4 +116,61 @@ func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, e
 		return rep, err
 	}
 	return rep, nil
+}
+
+// Merging: mergeWorkers statements of up to mergeBatch rows at a time. Each
+// statement holds its rows' locks while pgvector inserts them into the
+// graph one by one (about a second per batch on two busy cores).
+const (
+	mergeWorkers = 2
+	mergeBatch   = 250
+)
+
+// mergeLoop drains the vector queue into the HNSW index every interval;
+// errors wait for the next round (the queue is durable and
+// searched exactly meanwhile).
+func (s *Scheduler) mergeLoop(ctx context.Context) {
+	every(ctx, s.interval, func() {
+		t0 := time.Now()
+		n, err := s.MergeQueued(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("merging queued vectors into the HNSW index failed; retrying later", "error", err.Error(), "merged", n)
+		}
+		if n > 0 {
+			s.log.Info("queued vectors merged into the HNSW index", "merged", n, "seconds", time.Since(t0).Seconds())
+		}
+	})
+}
+
+// MergeQueued moves every queued vector into the HNSW index, mergeWorkers
+// statements at a time, and returns how many moved.
+func (s *Scheduler) MergeQueued(ctx context.Context) (int64, error) {
+	// Checked first: a merge statement takes its table lock even with
+	// nothing to move, and would wait behind an index build.
+	if n, err := s.m.st.QueuedVectors(ctx); err != nil || n == 0 {
+		return 0, err
+	}
+	var total atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < mergeWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n, err := s.m.st.MergeQueued(ctx, mergeBatch)
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				if n == 0 {
+					return
+				}
+				total.Add(n)
+			}
+		}()
+	}
+	wg.Wait()
+	return total.Load(), firstErr
 }

@@ -2,9 +2,7 @@ package embedding
 
 import (
 	"context"
-
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/bmcis/knowledge/services/search/internal/embed"
@@ -31,6 +29,7 @@ type SweepReport struct {
 	Trained      bool   // a builtin model was trained
 	Model        string // model id in use after the sweep ("" if none)
 	Embedded     int64  // chunks given a vector
+	Queued       int64  // of which queued for the HNSW index (MergeQueued)
 	Rebuilt      bool   // the HNSW index was rebuilt
 	Resized      bool   // the column was resized
 	TrainTime    time.Duration
@@ -114,17 +113,18 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 		}
 		bulk := opt.Bulk && pending >= int64(m.cfg.BulkMin) && pending*100 >= total*int64(m.cfg.BulkPercent)
 		if isActive && !bulk {
-			// Incremental: the model is already live, so vectors can land
-			// chunk by chunk, written by parallel connections.
-			n, err := m.writeIncremental(ctx, sess, target, &rep)
+			// Incremental: the model is already live, so vectors are queued
+			// (searchable at once) and merged into the HNSW index later.
+			n, err := m.enqueue(ctx, sess, target, &rep)
 			if err != nil {
 				return rep, err
 			}
 			rep.Embedded += n
-			if err := sess.BumpVectors(ctx); err != nil {
-				return rep, err
-			}
-			continue
+			rep.Queued += n
+			// No second pass to count what other streams wrote meanwhile
+			// (a scan of every chunk): each stream's own sweep embeds its
+			// chunks, and the periodic sweep catches anything left.
+			break
 		}
 		if err := sess.StartStage(ctx, m.cfg.Dims); err != nil {
 			return rep, err
@@ -198,55 +198,37 @@ func (m *Manager) embedBatch(ctx context.Context, target *Active, batch []store.
 	return ids, vecs, nil
 }
 
-// writeIncremental embeds the chunks still missing a vector of the active
-// model and writes them with writers parallel connections.
-func (m *Manager) writeIncremental(ctx context.Context, sess *store.EmbedSession, target *Active, rep *SweepReport) (int64, error) {
-	const writers, sub = 2, 200
-	var after, n int64
+// enqueue embeds the chunks still missing a vector of the active model
+// and queues the vectors (store.EmbedSession.Enqueue): searchable when it
+// returns, merged into the HNSW index in the background (MergeQueued).
+func (m *Manager) enqueue(ctx context.Context, sess *store.EmbedSession, target *Active, rep *SweepReport) (int64, error) {
+	if err := sess.StartStage(ctx, m.cfg.Dims); err != nil {
+		return 0, err
+	}
+	var after int64
 	for {
 		batch, err := sess.PendingTexts(ctx, target.Row, false, after, stageBatch)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		if len(batch) == 0 {
-			return n, nil
+			break
 		}
 		after = batch[len(batch)-1].ID
 		ids, vecs, err := m.embedBatch(ctx, target, batch, rep)
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		t0 := time.Now()
-		var mu sync.Mutex
-		var firstErr error
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for w := 0; w < writers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for lo := range next {
-					hi := min(lo+sub, len(ids))
-					k, err := m.st.WriteEmbeddings(ctx, target.Row, ids[lo:hi], vecs[lo:hi])
-					mu.Lock()
-					n += k
-					if err != nil && firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}()
+		if err := sess.Stage(ctx, ids, vecs); err != nil {
+			return 0, err
 		}
-		for lo := 0; lo < len(ids); lo += sub {
-			next <- lo
-		}
-		close(next)
-		wg.Wait()
 		rep.WriteTime += time.Since(t0)
-		if firstErr != nil {
-			return n, firstErr
-		}
 	}
+	t0 := time.Now()
+	n, err := sess.Enqueue(ctx, target.Row)
+	rep.WriteTime += time.Since(t0)
+	return n, err
 }
 
 // newModel trains a builtin model on every stored chunk, or registers the

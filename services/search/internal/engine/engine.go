@@ -47,6 +47,9 @@ type Config struct {
 	// EfSearch and MaxScanTuples tune the HNSW scan (store.VectorQuery).
 	EfSearch      int
 	MaxScanTuples int
+	// ExactVectorMaxRows: category filters matching at most this many
+	// chunks are scored exactly over their rows (0: never).
+	ExactVectorMaxRows int
 	// DBTimeout bounds each database call of a search.
 	DBTimeout time.Duration
 	// DedupWindow is how many top results are compared by embedding cosine.
@@ -155,6 +158,18 @@ func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool
 // Invalidate drops every cached list; the replica calls it whenever
 // anything a ranking depends on changed (documents, vectors, the model).
 func (e *Engine) Invalidate() { e.cache.Invalidate() }
+
+// exactScan chooses exact distances over a filter's rows when it selects
+// few enough chunks: their cost grows with the rows matched, while an HNSW
+// iterative scan's grows as the filter gets more selective (it walks the
+// graph past every row the filter rejects). Measured in docs/BENCHMARKS.md.
+func (e *Engine) exactScan(cats []string) bool {
+	if len(cats) == 0 || e.cfg.ExactVectorMaxRows <= 0 {
+		return false
+	}
+	in, _ := e.ix.ChunksIn(cats)
+	return in <= e.cfg.ExactVectorMaxRows
+}
 
 // CachedLists is the number of ranked lists held.
 func (e *Engine) CachedLists() int { return e.cache.Len() }

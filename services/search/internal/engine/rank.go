@@ -71,7 +71,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 				dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
 				t1 := time.Now()
 				out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: k, Categories: cats,
-					EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true})
+					EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true, Exact: e.exactScan(cats)})
 				out.dbTime = time.Since(t1)
 				e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())
 				if err != nil {

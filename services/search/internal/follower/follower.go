@@ -20,7 +20,7 @@ import (
 
 // Feed is the change feed in the database (store.Store).
 type Feed interface {
-	ChangesSince(ctx context.Context, since int64, onChunk func(store.Chunk) error) (*store.Changes, error)
+	ChangesSinceStream(ctx context.Context, since int64, onDocuments func([]store.Document), onChunk func(store.Chunk) error) (*store.Changes, error)
 	Listen(ctx context.Context, log *slog.Logger, notify func(), connected func(bool))
 }
 
@@ -114,15 +114,43 @@ func (f *Follower) Sync(ctx context.Context) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ix := f.cfg.Index
+	if ix.Empty() && ix.Generation() == 0 {
+		return f.load(ctx)
+	}
 	var chunks []store.Chunk
-	ch, err := f.cfg.Store.ChangesSince(ctx, ix.Generation(), func(c store.Chunk) error {
+	ch, err := f.cfg.Store.ChangesSinceStream(ctx, ix.Generation(), nil, func(c store.Chunk) error {
 		chunks = append(chunks, c)
 		return nil
 	})
 	if err != nil {
 		return false, err
 	}
-	changed := false
+	return f.applied(ctx, ch, chunks, false)
+}
+
+// load is the first sync of an empty index: chunks are indexed while they
+// stream in (index.Loader), never all held at once.
+func (f *Follower) load(ctx context.Context) (bool, error) {
+	ld := f.cfg.Index.NewLoader()
+	ch, err := f.cfg.Store.ChangesSinceStream(ctx, 0, ld.Documents, func(c store.Chunk) error {
+		ld.Chunk(c)
+		return nil
+	})
+	if err != nil {
+		ld.Finish(0, time.Time{})
+		return false, err
+	}
+	ld.Finish(ch.State.Generation, ch.State.LastChange)
+	f.cfg.Applied.Add(float64(len(ch.Documents)))
+	return f.applied(ctx, &store.Changes{State: ch.State}, nil, len(ch.Documents) > 0)
+}
+
+// applied applies changes read from the feed (if any; loaded says a
+// load already put documents in) and follows the vectors generation and
+// the active model.
+func (f *Follower) applied(ctx context.Context, ch *store.Changes, chunks []store.Chunk, loaded bool) (bool, error) {
+	ix := f.cfg.Index
+	changed := loaded
 	if len(ch.Documents) > 0 || len(ch.Tombstones) > 0 {
 		b := &index.Batch{Generation: ch.State.Generation, LastChange: ch.State.LastChange, Documents: ch.Documents, Chunks: chunks}
 		for _, t := range ch.Tombstones {

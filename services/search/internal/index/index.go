@@ -1,6 +1,7 @@
 // Package index is a search replica's in-memory view of the corpus: the
-// BM25 inverted index plus every chunk's metadata and text, so ranking,
-// paging and GetChunks need no database work. It is built from PostgreSQL
+// BM25 inverted index plus every chunk's metadata and (unless
+// Options.TextInDatabase) text, so ranking, paging and GetChunks need no
+// database work. It is built from PostgreSQL
 // at start and kept fresh from the change feed (store.ChangesSince).
 //
 // Chunk and Document values are immutable once published: a changed
@@ -43,6 +44,10 @@ type Chunk struct {
 	Text   string
 	// Page is the 1-based page of a paged format (PDF), else 0.
 	Page int32
+	// TextInDatabase says Header and Text were not kept in memory
+	// (Options.TextInDatabase): whoever shows the chunk reads them from
+	// PostgreSQL by ID (chunk ids are never reused, so any copy stays valid).
+	TextInDatabase bool
 	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
 	// to flag identical content in a result list.
 	Hash uint64
@@ -50,26 +55,43 @@ type Chunk struct {
 
 // Index is safe for concurrent use: many searches, one applier.
 type Index struct {
-	an *analysis.Analyzer
-	bm *bm25.Index
+	an  *analysis.Analyzer
+	bm  *bm25.Index
+	opt Options
 
 	mu         sync.RWMutex
 	chunks     map[int64]*Chunk
 	docs       map[int64]*Document
 	cats       map[string]int // documents per category
+	catChunks  map[string]int // chunks per category
 	catFold    map[string][]string
 	generation int64
 	lastChange time.Time
 	textBytes  int64
 }
 
+// Options shape what the index keeps in memory.
+type Options struct {
+	// TextInDatabase leaves chunk text and headers in PostgreSQL: the
+	// biggest part of the index (about 0.9 GB per million chunks) for one
+	// primary-key read per shown page (see docs/SCALING.md).
+	TextInDatabase bool
+}
+
 // New returns an empty index using analyzer an and BM25 parameters p.
-func New(an *analysis.Analyzer, p bm25.Params) *Index {
+func New(an *analysis.Analyzer, p bm25.Params) *Index { return NewWithOptions(an, p, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(an *analysis.Analyzer, p bm25.Params, o Options) *Index {
 	return &Index{
-		an: an, bm: bm25.New(p),
-		chunks: map[int64]*Chunk{}, docs: map[int64]*Document{}, cats: map[string]int{}, catFold: map[string][]string{},
+		an: an, bm: bm25.New(p), opt: o,
+		chunks: map[int64]*Chunk{}, docs: map[int64]*Document{}, cats: map[string]int{}, catChunks: map[string]int{},
+		catFold: map[string][]string{},
 	}
 }
+
+// TextInDatabase reports whether chunk text is left in PostgreSQL.
+func (ix *Index) TextInDatabase() bool { return ix.opt.TextInDatabase }
 
 // Analyzer returns the analyzer used at indexing and query time.
 func (ix *Index) Analyzer() *analysis.Analyzer { return ix.an }
@@ -95,31 +117,43 @@ func Records(documents []store.Document, rows []store.Chunk) (map[int64]*Documen
 	}
 	chunks := make([]*Chunk, 0, len(rows))
 	for _, c := range rows {
-		d := docs[c.DocumentID]
-		if d == nil {
-			continue
+		if r := record(docs[c.DocumentID], c); r != nil {
+			chunks = append(chunks, r)
 		}
-		var h uint64
-		if len(c.Hash) >= 8 {
-			h = binary.BigEndian.Uint64(c.Hash)
-		}
-		d.Chunks = append(d.Chunks, c.ID)
-		chunks = append(chunks, &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
-			Header: c.Header, Text: c.Text, Page: int32(c.Page), Hash: h})
 	}
 	return docs, chunks
+}
+
+// record makes the record of chunk row c of document d (nil without d)
+// and lists it in d.Chunks.
+func record(d *Document, c store.Chunk) *Chunk {
+	if d == nil {
+		return nil
+	}
+	var h uint64
+	if len(c.Hash) >= 8 {
+		h = binary.BigEndian.Uint64(c.Hash)
+	}
+	d.Chunks = append(d.Chunks, c.ID)
+	return &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
+		Header: c.Header, Text: c.Text, Page: int32(c.Page), Hash: h}
 }
 
 // Apply publishes a batch: documents in it replace their previous version
 // (all of its chunks), deleted documents disappear. Text analysis runs in
 // parallel before any lock is taken.
 func (ix *Index) Apply(b *Batch) {
+	if ix.Empty() && len(b.Deleted) == 0 && len(b.Chunks) > loadSlice {
+		ld := ix.NewLoader()
+		ld.Documents(b.Documents)
+		for _, c := range b.Chunks {
+			ld.Chunk(c)
+		}
+		ld.Finish(b.Generation, b.LastChange)
+		return
+	}
 	docs, chunks := Records(b.Documents, b.Chunks)
-	bdocs := make([]bm25.Doc, len(chunks))
-	parallel(len(chunks), func(i int) {
-		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
-	})
+	bdocs := ix.analyze(chunks)
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -133,6 +167,9 @@ func (ix *Index) Apply(b *Batch) {
 		for _, cid := range old.Chunks {
 			if c := ix.chunks[cid]; c != nil {
 				ix.textBytes -= int64(len(c.Text) + len(c.Header))
+				if ix.catChunks[c.Doc.Category]--; ix.catChunks[c.Doc.Category] <= 0 {
+					delete(ix.catChunks, c.Doc.Category)
+				}
 				delete(ix.chunks, cid)
 			}
 		}
@@ -151,11 +188,125 @@ func (ix *Index) Apply(b *Batch) {
 	}
 	for _, c := range chunks {
 		ix.chunks[c.ID] = c
+		ix.catChunks[c.Doc.Category]++
 		ix.textBytes += int64(len(c.Text) + len(c.Header))
 	}
 	// Old and new chunks swap under one BM25 lock: a document is never seen
 	// half replaced.
 	ix.bm.Update(remove, bdocs)
+	ix.setPositionLocked(b)
+}
+
+// Empty reports whether the index holds no document yet.
+func (ix *Index) Empty() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.chunks) == 0 && len(ix.docs) == 0
+}
+
+// loadSlice is how many chunks a first load analyzes at a time: the rows
+// and analyzed terms of a whole million-chunk corpus would take gigabytes.
+var loadSlice = 16384
+
+// Loader fills an empty index from a streamed full load (the replica is
+// not serving yet): documents first, then their chunks in document order.
+// Slices of chunks are analyzed and indexed by a worker while the caller
+// keeps reading rows, so reading and analysis overlap and only a slice or
+// two of rows is held at a time. The generation moves only in Finish.
+type Loader struct {
+	ix   *Index
+	docs map[int64]*Document
+	buf  []store.Chunk
+	work chan []store.Chunk
+	done chan struct{}
+}
+
+// NewLoader starts a load into an empty index.
+func (ix *Index) NewLoader() *Loader {
+	l := &Loader{ix: ix, docs: map[int64]*Document{}, work: make(chan []store.Chunk, 1), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for rows := range l.work {
+			l.index(rows)
+		}
+	}()
+	return l
+}
+
+// Documents registers the load's documents (before any of their chunks).
+func (l *Loader) Documents(ds []store.Document) {
+	docs, _ := Records(ds, nil)
+	l.ix.mu.Lock()
+	defer l.ix.mu.Unlock()
+	for id, d := range docs {
+		l.docs[id] = d
+		l.ix.docs[id] = d
+		l.ix.incCat(d.Category)
+	}
+}
+
+// Chunk adds one chunk row; a full slice is handed to the worker at a
+// document boundary, so a document's chunks are indexed together.
+func (l *Loader) Chunk(c store.Chunk) {
+	if n := len(l.buf); n >= loadSlice && l.buf[n-1].DocumentID != c.DocumentID {
+		l.work <- l.buf
+		l.buf = make([]store.Chunk, 0, loadSlice+64)
+	}
+	l.buf = append(l.buf, c)
+}
+
+// Finish indexes what is left, trims the postings and publishes the
+// generation. An abandoned load (the read failed) also ends with Finish,
+// with generation 0: the next sync reads everything again and replaces
+// what this one added.
+func (l *Loader) Finish(gen int64, last time.Time) {
+	if len(l.buf) > 0 {
+		l.work <- l.buf
+		l.buf = nil
+	}
+	close(l.work)
+	<-l.done
+	l.ix.bm.Trim()
+	l.ix.mu.Lock()
+	defer l.ix.mu.Unlock()
+	l.ix.setPositionLocked(&Batch{Generation: gen, LastChange: last})
+}
+
+func (l *Loader) index(rows []store.Chunk) {
+	chunks := make([]*Chunk, 0, len(rows))
+	l.ix.mu.Lock()
+	for _, c := range rows {
+		if r := record(l.docs[c.DocumentID], c); r != nil {
+			chunks = append(chunks, r)
+		}
+	}
+	l.ix.mu.Unlock()
+	bdocs := l.ix.analyze(chunks)
+	l.ix.mu.Lock()
+	for _, c := range chunks {
+		l.ix.chunks[c.ID] = c
+		l.ix.catChunks[c.Doc.Category]++
+		l.ix.textBytes += int64(len(c.Text) + len(c.Header))
+	}
+	l.ix.mu.Unlock()
+	l.ix.bm.ReplaceBatch(bdocs)
+}
+
+// analyze turns chunks into BM25 documents in parallel and, with
+// TextInDatabase, drops their text afterwards.
+func (ix *Index) analyze(chunks []*Chunk) []bm25.Doc {
+	bdocs := make([]bm25.Doc, len(chunks))
+	parallel(len(chunks), func(i int) {
+		c := chunks[i]
+		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
+		if ix.opt.TextInDatabase {
+			c.Header, c.Text, c.TextInDatabase = "", "", true
+		}
+	})
+	return bdocs
+}
+
+func (ix *Index) setPositionLocked(b *Batch) {
 	if b.Generation > ix.generation {
 		ix.generation = b.Generation
 	}
@@ -217,6 +368,17 @@ func (ix *Index) ResolveCategory(name string) []string {
 		return []string{name}
 	}
 	return append([]string(nil), ix.catFold[strings.ToLower(name)]...)
+}
+
+// ChunksIn counts the chunks of the given stored categories (a map read
+// per category: cheap enough for every filtered query).
+func (ix *Index) ChunksIn(categories []string) (in, total int) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for _, c := range categories {
+		in += ix.catChunks[c]
+	}
+	return in, len(ix.chunks)
 }
 
 // Chunk returns a chunk by id.

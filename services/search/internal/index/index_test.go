@@ -99,7 +99,8 @@ func TestMemoryPer100kChunks(t *testing.T) {
 	for _, c := range b.Chunks {
 		textBytes += len(c.Text) + len(c.Header)
 	}
-	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
+	// BMCIS_INDEX_MEMORY_TEXT=database measures the text-less layout.
+	ix := NewWithOptions(analysis.NewEnglish(), bm25.DefaultParams(), Options{TextInDatabase: os.Getenv("BMCIS_INDEX_MEMORY_TEXT") == "database"})
 	t0 := time.Now()
 	ix.Apply(b)
 	build := time.Since(t0)
@@ -125,4 +126,44 @@ func BenchmarkSearchBM25(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ix.SearchBM25(qs[i%len(qs)], nil, 100)
 	}
+}
+
+// TestSlicedFirstLoadMatchesOneBatch pins the first load's slicing and the
+// text-in-database option: the same corpus ranks the same either way, the
+// category counts agree, and only the option drops the text.
+func TestSlicedFirstLoadMatchesOneBatch(t *testing.T) {
+	b := batch(t, 600)
+	whole := New(analysis.NewEnglish(), bm25.DefaultParams())
+	whole.Apply(b)
+
+	defer func(n int) { loadSlice = n }(loadSlice)
+	loadSlice = 64
+	sliced := NewWithOptions(analysis.NewEnglish(), bm25.DefaultParams(), Options{TextInDatabase: true})
+	sliced.Apply(batch(t, 600))
+	require.True(t, sliced.TextInDatabase())
+	require.Equal(t, whole.Stats().Chunks, sliced.Stats().Chunks)
+	require.Equal(t, whole.Stats().Postings, sliced.Stats().Postings)
+	require.Equal(t, whole.Generation(), sliced.Generation())
+	require.Zero(t, sliced.Stats().TextBytes)
+
+	an := analysis.NewEnglish()
+	g := synth.New(1, 30_000)
+	for i := 0; i < 20; i++ {
+		q := an.Terms(g.Query(i))
+		require.Equal(t, whole.SearchBM25(q, nil, 20), sliced.SearchBM25(q, nil, 20), "query %d", i)
+	}
+	cat := b.Documents[0].Category
+	in, total := sliced.ChunksIn([]string{cat})
+	wantIn := 0
+	for _, c := range b.Chunks {
+		if b.Documents[c.DocumentID-1].Category == cat {
+			wantIn++
+		}
+	}
+	require.Equal(t, wantIn, in)
+	require.Equal(t, len(b.Chunks), total)
+	c := sliced.Chunk(b.Chunks[0].ID)
+	require.True(t, c.TextInDatabase)
+	require.Empty(t, c.Text)
+	require.NotEmpty(t, whole.Chunk(b.Chunks[0].ID).Text)
 }

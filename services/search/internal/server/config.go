@@ -52,6 +52,18 @@ type Config struct {
 	// DedupWindow is how many top results are compared by embedding cosine;
 	// identical content hashes are flagged over the whole list.
 	DedupWindow int
+	// TextInDatabase keeps chunk text out of the in-memory index
+	// (BMCIS_SEARCH_CHUNK_TEXT=database; default memory): for corpora whose
+	// text would not fit a replica's memory. Shown chunks are then read
+	// from PostgreSQL through an LRU of TextCacheChunks texts
+	// (BMCIS_SEARCH_TEXT_CACHE_CHUNKS), so GetChunks and pages not in it
+	// need the database. See docs/SCALING.md.
+	TextInDatabase  bool
+	TextCacheChunks int
+	// ExactVectorMaxRows: a category filter matching at most this many
+	// chunks is answered by exact distances over those rows instead of an
+	// HNSW iterative scan (BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS; 0: never).
+	ExactVectorMaxRows int
 }
 
 // DefaultConfig is the configuration when no variable is set.
@@ -66,7 +78,7 @@ func DefaultConfig() Config {
 		IngestTimeout: 60 * time.Second, IngestWorkers: 4,
 		MaxDocumentBytes: 64 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
-		DedupWindow: 50,
+		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000,
 	}
 }
 
@@ -74,19 +86,22 @@ func DefaultConfig() Config {
 func LoadConfig(env *config.Reader) Config {
 	d := DefaultConfig()
 	c := Config{
-		Embedding:        embedding.LoadConfig(env),
-		CacheSize:        env.Int("BMCIS_SEARCH_CACHE_SIZE", d.CacheSize, 0, 1_000_000),
-		CacheTTL:         env.Duration("BMCIS_SEARCH_CACHE_TTL", d.CacheTTL, time.Second, 24*time.Hour),
-		Candidates:       env.Int("BMCIS_SEARCH_CANDIDATES", d.Candidates, 100, 1000),
-		EfSearch:         env.Int("BMCIS_SEARCH_HNSW_EF_SEARCH", d.EfSearch, 10, 1000),
-		MaxScanTuples:    env.Int("BMCIS_SEARCH_HNSW_MAX_SCAN_TUPLES", d.MaxScanTuples, 1000, 10_000_000),
-		DBTimeout:        env.Duration("BMCIS_SEARCH_DB_TIMEOUT", d.DBTimeout, 50*time.Millisecond, time.Minute),
-		IngestTimeout:    env.Duration("BMCIS_SEARCH_INGEST_TIMEOUT", d.IngestTimeout, time.Second, time.Hour),
-		IngestWorkers:    env.Int("BMCIS_SEARCH_INGEST_WORKERS", d.IngestWorkers, 1, 64),
-		MaxDocumentBytes: env.Int("BMCIS_SEARCH_MAX_DOCUMENT_BYTES", d.MaxDocumentBytes, 1024, 1<<30),
-		PollInterval:     env.Duration("BMCIS_SEARCH_POLL_INTERVAL", d.PollInterval, 50*time.Millisecond, time.Minute),
-		SweepInterval:    env.Duration("BMCIS_SEARCH_SWEEP_INTERVAL", d.SweepInterval, time.Second, time.Hour),
-		DedupWindow:      d.DedupWindow,
+		Embedding:          embedding.LoadConfig(env),
+		CacheSize:          env.Int("BMCIS_SEARCH_CACHE_SIZE", d.CacheSize, 0, 1_000_000),
+		CacheTTL:           env.Duration("BMCIS_SEARCH_CACHE_TTL", d.CacheTTL, time.Second, 24*time.Hour),
+		Candidates:         env.Int("BMCIS_SEARCH_CANDIDATES", d.Candidates, 100, 1000),
+		EfSearch:           env.Int("BMCIS_SEARCH_HNSW_EF_SEARCH", d.EfSearch, 10, 1000),
+		MaxScanTuples:      env.Int("BMCIS_SEARCH_HNSW_MAX_SCAN_TUPLES", d.MaxScanTuples, 1000, 10_000_000),
+		DBTimeout:          env.Duration("BMCIS_SEARCH_DB_TIMEOUT", d.DBTimeout, 50*time.Millisecond, time.Minute),
+		IngestTimeout:      env.Duration("BMCIS_SEARCH_INGEST_TIMEOUT", d.IngestTimeout, time.Second, time.Hour),
+		IngestWorkers:      env.Int("BMCIS_SEARCH_INGEST_WORKERS", d.IngestWorkers, 1, 64),
+		MaxDocumentBytes:   env.Int("BMCIS_SEARCH_MAX_DOCUMENT_BYTES", d.MaxDocumentBytes, 1024, 1<<30),
+		PollInterval:       env.Duration("BMCIS_SEARCH_POLL_INTERVAL", d.PollInterval, 50*time.Millisecond, time.Minute),
+		SweepInterval:      env.Duration("BMCIS_SEARCH_SWEEP_INTERVAL", d.SweepInterval, time.Second, time.Hour),
+		TextInDatabase:     env.Enum("BMCIS_SEARCH_CHUNK_TEXT", "memory", "memory", "database") == "database",
+		TextCacheChunks:    env.Int("BMCIS_SEARCH_TEXT_CACHE_CHUNKS", d.TextCacheChunks, 0, 10_000_000),
+		ExactVectorMaxRows: env.Int("BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS", d.ExactVectorMaxRows, 0, 100_000_000),
+		DedupWindow:        d.DedupWindow,
 		Fusion: fusion.Options{
 			K:            env.Float("BMCIS_SEARCH_RRF_K", 0, 1, 1000),
 			BM25Weight:   env.Float("BMCIS_SEARCH_BM25_WEIGHT", 0, 0, 100),
@@ -99,7 +114,7 @@ func LoadConfig(env *config.Reader) Config {
 // engine is the ranking part of the configuration.
 func (c Config) engine() engine.Config {
 	return engine.Config{
-		Candidates: c.Candidates, EfSearch: c.EfSearch, MaxScanTuples: c.MaxScanTuples,
+		Candidates: c.Candidates, EfSearch: c.EfSearch, MaxScanTuples: c.MaxScanTuples, ExactVectorMaxRows: c.ExactVectorMaxRows,
 		DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
 		Provider: c.Embedding.Provider, CacheSize: c.CacheSize, CacheTTL: c.CacheTTL,
 	}

@@ -45,6 +45,12 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 			fromDB[r.ID] = r
 		}
 	}
+	dctx, cancel := s.dbCtx(ctx)
+	texts, _, err := s.texts.texts(dctx, recs)
+	cancel()
+	if err != nil {
+		return nil, dbError(ctx, err)
+	}
 	sc := s.readScope(req.GetScope())
 	resp := &searchv1.GetChunksResponse{}
 	for i, id := range ids {
@@ -56,7 +62,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 			resp.MissingIds = append(resp.MissingIds, id)
 			continue
 		}
-		resp.Chunks = append(resp.Chunks, chunkProto(r))
+		resp.Chunks = append(resp.Chunks, chunkProto(r, texts))
 	}
 	return resp, nil
 }

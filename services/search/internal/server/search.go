@@ -18,6 +18,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/bmcis/knowledge/services/search/internal/index"
+	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
 // Request limits.
@@ -98,9 +99,20 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	off, lim := int(req.GetOffset()), int(req.GetLimit())
 	if off < len(rk.Results) {
 		page := rk.Results[off:min(off+lim, len(rk.Results))]
+		shown := make([]*index.Chunk, len(page))
+		for i := range page {
+			shown[i] = page[i].Chunk
+		}
+		dctx, cancel := s.dbCtx(ctx)
+		texts, took, err := s.texts.texts(dctx, shown)
+		cancel()
+		dbTime += took
+		if err != nil {
+			return nil, dbError(ctx, err)
+		}
 		resp.Results = make([]*searchv1.SearchResult, len(page))
 		for i := range page {
-			resp.Results[i] = resultProto(&page[i], off+i+1)
+			resp.Results[i] = resultProto(&page[i], off+i+1, texts)
 		}
 	}
 	resp.SearchTimeMs = float64(time.Since(start).Microseconds()) / 1000
@@ -108,7 +120,7 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	return resp, nil
 }
 
-func resultProto(r *engine.Result, rank int) *searchv1.SearchResult {
+func resultProto(r *engine.Result, rank int, texts map[int64]store.StoredText) *searchv1.SearchResult {
 	st := searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID
 	switch r.ScoreType {
 	case fusion.ScoreBM25:
@@ -117,7 +129,7 @@ func resultProto(r *engine.Result, rank int) *searchv1.SearchResult {
 		st = searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR
 	}
 	return &searchv1.SearchResult{
-		Chunk:           chunkProto(r.Chunk),
+		Chunk:           chunkProto(r.Chunk, texts),
 		Rank:            int32(rank),
 		HybridScore:     r.HybridScore,
 		SimilarityScore: r.SimilarityScore,
@@ -131,15 +143,22 @@ func resultProto(r *engine.Result, rank int) *searchv1.SearchResult {
 	}
 }
 
-func chunkProto(c *index.Chunk) *searchv1.Chunk {
+// chunkProto maps a record; texts supplies header and text for records
+// that left them in PostgreSQL.
+func chunkProto(c *index.Chunk, texts map[int64]store.StoredText) *searchv1.Chunk {
+	header, text := c.Header, c.Text
+	if c.TextInDatabase {
+		t := texts[c.ID]
+		header, text = t.Header, t.Text
+	}
 	return &searchv1.Chunk{
 		ChunkId:         c.ID,
 		DocumentId:      c.Doc.ExternalID,
 		SourceFile:      c.Doc.SourceFile,
 		SourceCategory:  c.Doc.Category,
 		Title:           c.Doc.Title,
-		ContextHeader:   c.Header,
-		ChunkText:       c.Text,
+		ContextHeader:   header,
+		ChunkText:       text,
 		ChunkIndex:      c.Index,
 		TotalChunks:     c.Total,
 		ChunkTokenCount: c.Tokens,

@@ -40,6 +40,7 @@ type Server struct {
 	ck     *chunker.Chunker
 	engine ranker
 	feed   replicaFeed
+	texts  *textSource
 	sweeps *embedding.Scheduler
 	m      *metrics
 }
@@ -78,7 +79,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		cfg.Candidates = 100
 	}
 	cfg.EfSearch = max(cfg.EfSearch, cfg.Candidates)
-	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, ix: index.New(an, bm25.DefaultParams())}
+	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks),
+		ix: index.NewWithOptions(an, bm25.DefaultParams(), index.Options{TextInDatabase: cfg.TextInDatabase})}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
 	eng = engine.New(cfg.engine(), s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache})

@@ -83,6 +83,13 @@ func (s *Store) State(ctx context.Context) (FeedState, error) {
 // load without holding every row twice), and the tombstones above since, all
 // in one repeatable-read snapshot. Since 0 is a full load.
 func (s *Store) ChangesSince(ctx context.Context, since int64, onChunk func(Chunk) error) (*Changes, error) {
+	return s.ChangesSinceStream(ctx, since, nil, onChunk)
+}
+
+// ChangesSinceStream is ChangesSince that also hands the documents to
+// onDocuments (when not nil) before the first chunk, so a full load can
+// index chunks as they arrive.
+func (s *Store) ChangesSinceStream(ctx context.Context, since int64, onDocuments func([]Document), onChunk func(Chunk) error) (*Changes, error) {
 	ch := &Changes{}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		st := &ch.State
@@ -105,7 +112,20 @@ func (s *Store) ChangesSince(ctx context.Context, since int64, onChunk func(Chun
 		if err != nil {
 			return err
 		}
+		if onDocuments != nil {
+			onDocuments(ch.Documents)
+		}
 		if len(ch.Documents) > 0 {
+			if since == 0 {
+				// A full load walks the (document_id, chunk_index) index
+				// instead of sorting every row first: rows stream from
+				// the first one, so the replica analyzes while PostgreSQL
+				// reads, and no gigabyte sort spills to disk (measured at
+				// 110k chunks: 0.76 s against 1.29 s for the sort).
+				if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
+					return err
+				}
+			}
 			q := `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash, c.page
 				FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1 ORDER BY c.document_id, c.chunk_index`
 			rows, err := tx.Query(ctx, q, since)

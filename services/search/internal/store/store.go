@@ -33,8 +33,13 @@ const (
 	embedLockKey int64 = 0x626d636973_0002 // "bmcis" 2
 )
 
-// VectorIndexName is the HNSW index on chunks.embedding.
-const VectorIndexName = "chunks_embedding_hnsw"
+// VectorIndexName is the HNSW index on chunks.embedding;
+// CategoryVectorsName the b-tree of each category's vectors (exact
+// filtered scans, migration 00009). A bulk write drops and rebuilds both.
+const (
+	VectorIndexName     = "chunks_embedding_hnsw"
+	CategoryVectorsName = "chunks_category_vectors"
+)
 
 // HNSW build parameters: pgvector's defaults, as in the first migration.
 const (
@@ -120,17 +125,19 @@ func rollback(conn *pgxpool.Conn) {
 // the chunks_unembedded partial index).
 func (s *Store) HasUnembedded(ctx context.Context) (bool, error) {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM chunks WHERE embedding IS NULL)`).Scan(&ok); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM chunks c WHERE embedding IS NULL
+		AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id))`).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look for chunks without vectors: %w", err)
 	}
 	return ok, nil
 }
 
-// VectorIndexExists reports whether the HNSW index is there (a bulk write
-// interrupted between dropping and rebuilding it leaves it missing).
+// VectorIndexExists reports whether the vector indexes are there (a bulk
+// write interrupted between dropping and rebuilding them leaves them missing).
 func (s *Store) VectorIndexExists(ctx context.Context) (bool, error) {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, VectorIndexName).Scan(&ok); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		VectorIndexName, CategoryVectorsName).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look up vector index: %w", err)
 	}
 	return ok, nil

@@ -59,11 +59,27 @@ func (e *EmbedSession) Close() {
 	e.conn.Release()
 }
 
+// needsVector is the condition on chunks c for a chunk that needs a vector
+// of model $1 (every chunk when $2): none stored, or another model's, and
+// none of that model queued.
+const needsVector = `($2 OR ((c.embedding IS NULL OR c.embedding_model_id IS DISTINCT FROM $1)
+	AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id AND q.model_id = $1)))`
+
 // Pending counts chunks whose embedding is missing or from another model
 // than modelRow (all chunks when all is true), and all chunks.
+// Without all, the count is read from indexes (chunks_unembedded,
+// chunks_embedding_model, the primary key) instead of every row.
 func (e *EmbedSession) Pending(ctx context.Context, modelRow int64, all bool) (pending, total int64, err error) {
-	err = e.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE $2 OR embedding IS NULL OR embedding_model_id IS DISTINCT FROM $1), count(*) FROM chunks`,
-		modelRow, all).Scan(&pending, &total)
+	if all {
+		err = e.conn.QueryRow(ctx, `SELECT count(*), count(*) FROM chunks`).Scan(&pending, &total)
+	} else {
+		err = e.conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM chunks c WHERE c.embedding IS NULL
+				AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id AND q.model_id = $1))
+			+ (SELECT count(*) FROM chunks WHERE embedding IS NOT NULL
+				AND (embedding_model_id IS NULL OR embedding_model_id < $1 OR embedding_model_id > $1)),
+			(SELECT count(*) FROM chunks)`, modelRow).Scan(&pending, &total)
+	}
 	if err != nil {
 		err = fmt.Errorf("count chunks to embed: %w", err)
 	}
@@ -79,9 +95,20 @@ type ChunkText struct {
 // PendingTexts returns up to limit chunks after afterID, in id order, that
 // need an embedding from modelRow (every chunk when all is true).
 func (e *EmbedSession) PendingTexts(ctx context.Context, modelRow int64, all bool, afterID int64, limit int) ([]ChunkText, error) {
-	rows, err := e.conn.Query(ctx, `SELECT id, context_header, text FROM chunks
-		WHERE id > $3 AND ($2 OR embedding IS NULL OR embedding_model_id IS DISTINCT FROM $1)
-		ORDER BY id LIMIT $4`, modelRow, all, afterID, limit)
+	q := `SELECT id, context_header, text FROM chunks c WHERE id > $3 AND ` + needsVector + ` ORDER BY id LIMIT $4`
+	if !all {
+		// The two ways of needing a vector, each through its own index, so
+		// a few new chunks among millions are found without a full scan.
+		q = `SELECT id, context_header, text FROM (
+			(SELECT id, context_header, text FROM chunks c WHERE id > $3 AND embedding IS NULL AND NOT $2
+				AND NOT EXISTS (SELECT 1 FROM chunk_vector_queue q WHERE q.chunk_id = c.id AND q.model_id = $1)
+				ORDER BY id LIMIT $4)
+			UNION ALL
+			(SELECT id, context_header, text FROM chunks WHERE id > $3 AND embedding IS NOT NULL
+				AND (embedding_model_id IS NULL OR embedding_model_id < $1 OR embedding_model_id > $1)
+				ORDER BY id LIMIT $4)) x ORDER BY id LIMIT $4`
+	}
+	rows, err := e.conn.Query(ctx, q, modelRow, all, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read chunks to embed: %w", err)
 	}
@@ -142,6 +169,10 @@ func (e *EmbedSession) Apply(ctx context.Context, modelRow int64) (int64, error)
 			return err
 		}
 		n = tag.RowsAffected()
+		// Queued vectors of other models are stale now.
+		if _, err := tx.Exec(ctx, `DELETE FROM chunk_vector_queue WHERE model_id <> $1`, modelRow); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = false WHERE active AND id <> $1`, modelRow); err != nil {
 			return err
 		}
@@ -191,17 +222,20 @@ func (e *EmbedSession) ActiveModel(ctx context.Context) (*Model, error) {
 // inserts into an HNSW graph one at a time (a few hundred a second here),
 // while building it over the loaded table is an order of magnitude faster.
 // Until it is rebuilt, nearest-neighbour queries are exact sequential scans.
+// The category vectors' b-tree goes too: built over the loaded table it is
+// compact, where a million updates would split its pages as they come.
 func (e *EmbedSession) DropVectorIndex(ctx context.Context) error {
-	if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+VectorIndexName); err != nil {
+	if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+VectorIndexName+"; DROP INDEX IF EXISTS "+CategoryVectorsName); err != nil {
 		return fmt.Errorf("drop vector index: %w", err)
 	}
 	return nil
 }
 
-// EnsureVectorIndex (re)builds the HNSW index when it is missing.
+// EnsureVectorIndex (re)builds the vector indexes when one is missing.
 func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem string) (bool, error) {
 	var exists bool
-	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, VectorIndexName).Scan(&exists); err != nil {
+	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		VectorIndexName, CategoryVectorsName).Scan(&exists); err != nil {
 		return false, fmt.Errorf("look up vector index: %w", err)
 	}
 	if exists {
@@ -214,6 +248,11 @@ func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem str
 	}
 	_, err := e.conn.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON chunks
 		USING hnsw (embedding vector_cosine_ops) WITH (m = %d, ef_construction = %d)`, VectorIndexName, HNSWM, HNSWEfConstruction))
+	if err == nil {
+		// As in migration 00009.
+		_, err = e.conn.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+CategoryVectorsName+` ON chunks (category)
+			INCLUDE (id, embedding) WHERE embedding IS NOT NULL`)
+	}
 	if maintenanceMem != "" {
 		_, _ = e.conn.Exec(context.Background(), "RESET maintenance_work_mem")
 	}
@@ -222,7 +261,9 @@ func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem str
 	}
 	// A bulk load leaves the planner's statistics stale until autovacuum
 	// gets round to it; measured: hybrid P50 80 ms before ANALYZE, 6 ms after.
-	if _, err := e.conn.Exec(ctx, "ANALYZE chunks"); err != nil {
+	// VACUUM also marks the pages all-visible, so exact category scans read
+	// chunks_category_vectors alone (index-only) from the start.
+	if _, err := e.conn.Exec(ctx, "VACUUM (ANALYZE) chunks"); err != nil {
 		return true, fmt.Errorf("analyze chunks: %w", err)
 	}
 	return true, nil
@@ -234,6 +275,7 @@ func (e *EmbedSession) ResizeEmbeddings(ctx context.Context, dims int) error {
 	return pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
 		stmts := []string{
 			"DROP INDEX IF EXISTS " + VectorIndexName,
+			"DELETE FROM chunk_vector_queue",
 			fmt.Sprintf("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(%d) USING NULL", dims),
 			"UPDATE chunks SET embedding_model_id = NULL",
 			"UPDATE embedding_models SET active = false WHERE active",
@@ -267,29 +309,56 @@ func (e *EmbedSession) AllTexts(ctx context.Context, fn func(id int64, text stri
 	return nil
 }
 
-// WriteEmbeddings stores vectors of the given model directly (no staging):
-// the incremental path, for chunks of the already active model, where no
-// atomic switch is needed and several of these may run in parallel (each
-// HNSW insert is single-threaded in PostgreSQL).
-func (s *Store) WriteEmbeddings(ctx context.Context, modelRow int64, ids []int64, vecs [][]float32) (int64, error) {
-	vs := make([]pgvector.Vector, len(vecs))
-	for i, v := range vecs {
-		vs[i] = pgvector.NewVector(v)
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE chunks c SET embedding = u.e, embedding_model_id = $1
-		FROM unnest($2::bigint[], $3::vector[]) AS u(id, e) WHERE c.id = u.id`, modelRow, ids, vs)
+// Enqueue moves the staged vectors of modelRow into chunk_vector_queue in
+// one transaction and announces them: searchable at once (vector queries
+// score the queue exactly), with no HNSW work. Chunks deleted meanwhile
+// are skipped (FOR KEY SHARE does not return rows deleted under it).
+func (e *EmbedSession) Enqueue(ctx context.Context, modelRow int64) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO chunk_vector_queue (chunk_id, category, model_id, embedding)
+			SELECT c.id, c.category, $1, s.embedding FROM pg_temp.embedding_stage s JOIN chunks c ON c.id = s.id
+			FOR KEY SHARE OF c
+			ON CONFLICT (chunk_id) DO UPDATE SET category = EXCLUDED.category, model_id = EXCLUDED.model_id, embedding = EXCLUDED.embedding`, modelRow)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `TRUNCATE pg_temp.embedding_stage;
+			UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now();
+			SELECT pg_notify('`+Channel+`', 'v')`)
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("write embeddings: %w", err)
+		return 0, fmt.Errorf("queue embeddings: %w", err)
+	}
+	return n, nil
+}
+
+// MergeQueued moves up to limit queued vectors of the active model into
+// chunks.embedding (and so into the HNSW index) in one statement, so each
+// chunk is in the queue or in chunks in every snapshot. Concurrent merges,
+// from this or other replicas, take disjoint rows (SKIP LOCKED). It
+// returns how many rows moved.
+func (s *Store) MergeQueued(ctx context.Context, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `WITH moved AS (
+			DELETE FROM chunk_vector_queue q WHERE q.chunk_id IN (
+				SELECT chunk_id FROM chunk_vector_queue
+				WHERE model_id = (SELECT id FROM embedding_models WHERE active)
+				ORDER BY chunk_id LIMIT $1 FOR UPDATE SKIP LOCKED)
+			RETURNING q.chunk_id, q.model_id, q.embedding)
+		UPDATE chunks c SET embedding = m.embedding, embedding_model_id = m.model_id FROM moved m WHERE c.id = m.chunk_id`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("merge queued embeddings: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// BumpVectors announces that stored vectors changed.
-func (e *EmbedSession) BumpVectors(ctx context.Context) error {
-	_, err := e.conn.Exec(ctx, `UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now();
-		SELECT pg_notify('`+Channel+`', 'v')`)
-	if err != nil {
-		return fmt.Errorf("announce embeddings: %w", err)
+// QueuedVectors counts the vectors waiting for the HNSW index.
+func (s *Store) QueuedVectors(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM chunk_vector_queue`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued embeddings: %w", err)
 	}
-	return nil
+	return n, nil
 }

@@ -34,35 +34,51 @@ type VectorQuery struct {
 	// WithVectors returns each hit's stored embedding too (the heap tuple
 	// is read anyway; it saves a second query for duplicate detection).
 	WithVectors bool
+	// Exact scores every row of the categories instead of walking the HNSW
+	// graph: cheaper and exact when the filter selects few rows.
+	Exact bool
 }
 
-// VectorSearch returns the K nearest chunks by cosine distance through the
-// HNSW index, best first, ties by chunk id. Filtered queries use pgvector
-// 0.8 iterative index scans (hnsw.iterative_scan = relaxed_order), so a
-// selective filter keeps walking the graph until K rows pass it (or
-// MaxScanTuples were visited) instead of returning the few that happened to
-// be among the first ef_search candidates; relaxed order is then re-sorted
-// here. Settings are SET LOCAL: one transaction, one network round trip.
+// VectorSearch returns the K nearest chunks by cosine distance, best first,
+// ties by chunk id: through the HNSW index, plus exact distances over the
+// vectors still queued for it (chunk_vector_queue), in one statement so
+// both parts see one snapshot. Filtered queries either score the filter's
+// rows exactly (Exact) or use pgvector 0.8 iterative index scans
+// (hnsw.iterative_scan = relaxed_order), so a selective filter keeps
+// walking the graph until K rows pass it (or MaxScanTuples were visited)
+// instead of returning the few that happened to be among the first
+// ef_search candidates; relaxed order is then re-sorted here. Settings are
+// SET LOCAL: one transaction, one network round trip.
 func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, error) {
 	vec := pgvector.NewVector(q.Vector)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN READ ONLY")
 	b.Queue("SELECT set_config('hnsw.ef_search', $1, true)", strconv.Itoa(max(q.EfSearch, 1)))
-	var sql string
-	var args []any
-	cols := "id, embedding <=> $1, NULL::vector"
+	emb := "NULL::vector"
 	if q.WithVectors {
-		cols = "id, embedding <=> $1, embedding::vector"
+		emb = "embedding::vector"
 	}
+	filter := ""
 	if len(q.Categories) > 0 {
+		filter = " AND category = ANY($3)"
+	}
+	indexed := `SELECT id, embedding <=> $1 AS d, ` + emb + ` AS e FROM chunks WHERE embedding IS NOT NULL` + filter + `
+		ORDER BY embedding <=> $1 LIMIT $2`
+	switch {
+	case q.Exact && len(q.Categories) > 0:
+		// OFFSET 0 keeps the planner off the HNSW index: it reads the
+		// category's rows through chunks_category and sorts them.
+		indexed = `SELECT id, d, e FROM (SELECT id, embedding <=> $1 AS d, ` + emb + ` AS e FROM chunks
+			WHERE embedding IS NOT NULL` + filter + ` OFFSET 0) x ORDER BY d LIMIT $2`
+	case len(q.Categories) > 0:
 		b.Queue("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.max_scan_tuples', $1, true)",
 			strconv.Itoa(max(q.MaxScanTuples, q.K)))
-		sql = `SELECT ` + cols + ` FROM chunks WHERE category = ANY($2) AND embedding IS NOT NULL
-			ORDER BY embedding <=> $1 LIMIT $3`
-		args = []any{vec, q.Categories, q.K}
-	} else {
-		sql = `SELECT ` + cols + ` FROM chunks WHERE embedding IS NOT NULL ORDER BY embedding <=> $1 LIMIT $2`
-		args = []any{vec, q.K}
+	}
+	sql := `(` + indexed + `) UNION ALL (SELECT chunk_id, embedding <=> $1, ` + emb + ` FROM chunk_vector_queue
+		WHERE model_id = (SELECT id FROM embedding_models WHERE active)` + filter + ` ORDER BY 2 LIMIT $2)`
+	args := []any{vec, q.K}
+	if len(q.Categories) > 0 {
+		args = append(args, q.Categories)
 	}
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
@@ -74,7 +90,7 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	br := conn.SendBatch(ctx, b)
 	var hits []VectorHit
 	nsets := 3
-	if len(q.Categories) > 0 {
+	if len(q.Categories) > 0 && !q.Exact {
 		nsets = 4
 	}
 	for i := 0; i < nsets-1 && err == nil; i++ {
@@ -116,7 +132,17 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 		}
 		return hits[i].ChunkID < hits[j].ChunkID
 	})
-	return hits, nil
+	// A chunk re-embedded by another model can briefly be in both places:
+	// keep its best entry.
+	seen := make(map[int64]bool, len(hits))
+	out := hits[:0]
+	for _, h := range hits {
+		if !seen[h.ChunkID] {
+			seen[h.ChunkID] = true
+			out = append(out, h)
+		}
+	}
+	return out[:min(len(out), q.K)], nil
 }
 
 // Embeddings returns the stored vectors of the given chunks (chunks without
@@ -126,7 +152,9 @@ func (s *Store) Embeddings(ctx context.Context, ids []int64) (map[int64][]float3
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, embedding::vector FROM chunks WHERE id = ANY($1) AND embedding IS NOT NULL`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT id, embedding::vector FROM chunks WHERE id = ANY($1) AND embedding IS NOT NULL
+		UNION ALL SELECT chunk_id, embedding FROM chunk_vector_queue
+		WHERE chunk_id = ANY($1) AND model_id = (SELECT id FROM embedding_models WHERE active)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read embeddings: %w", err)
 	}
@@ -204,4 +232,34 @@ func (s *Store) model(ctx context.Context, where string, args ...any) (*Model, e
 		return nil, fmt.Errorf("read embedding model: %w", err)
 	}
 	return &m, nil
+}
+
+// StoredText is a chunk's header and text as stored.
+type StoredText struct {
+	Header string
+	Text   string
+}
+
+// ChunkTexts reads the header and text of chunks by id (ids that no longer
+// exist are left out): what a replica keeping text only in PostgreSQL
+// reads for the page it shows.
+func (s *Store) ChunkTexts(ctx context.Context, ids []int64) (map[int64]StoredText, error) {
+	out := make(map[int64]StoredText, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, context_header, text FROM chunks WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read chunk text: %w", err)
+	}
+	var id int64
+	var t StoredText
+	_, err = pgx.ForEachRow(rows, []any{&id, &t.Header, &t.Text}, func() error {
+		out[id] = t
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read chunk text: %w", err)
+	}
+	return out, nil
 }
