@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ const (
 	maxCandidates       = 10
 	defaultSuggestions  = 10
 	maxSuggestions      = 50
+	maxEvidenceCap      = 50
 )
 
 // cacheKey identifies a GetVendor reply. The normalized name, not the
@@ -51,6 +53,7 @@ type cacheKey struct {
 	maxEntities, maxRels int32
 	includeRelationships bool
 	depth                int32
+	maxEvidence          int32
 }
 
 // Server answers VendorGraphService calls.
@@ -84,10 +87,15 @@ func replicaID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// WatchChanges listens for imports committed by any replica and drops the
-// cache on each, until ctx ends. Until it listens, the cache is bypassed.
+// searchChannel is where the search service announces document writes and
+// deletions (its store.Channel): they change a vendor's evidence.
+const searchChannel = "bmcis_search"
+
+// WatchChanges listens for imports committed by any replica, and for
+// document changes (they move a vendor's evidence), and drops the cache on
+// each, until ctx ends. Until it listens, the cache is bypassed.
 func (s *Server) WatchChanges(ctx context.Context, log *slog.Logger) {
-	s.cache.Watch(ctx, s.pool, importer.NotifyChannel, s.id, log)
+	s.cache.Watch(ctx, s.pool, []string{importer.NotifyChannel, searchChannel}, s.id, log)
 }
 
 // CacheLive reports whether the cache currently serves replies.
@@ -134,6 +142,13 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 	if err != nil {
 		return getVendorQuery{}, err
 	}
+	maxEv := req.GetMaxEvidence()
+	switch {
+	case maxEv == 0:
+		maxEv = defaultCap
+	case maxEv < 0 || maxEv > maxEvidenceCap:
+		return getVendorQuery{}, grpcserver.InvalidArgument("max_evidence", "must be 0 (default %d) to %d, got %d", defaultCap, maxEvidenceCap, maxEv)
+	}
 	depth := req.GetDepth()
 	switch depth {
 	case 0:
@@ -146,7 +161,8 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 	return getVendorQuery{
 		name:       req.GetName(),
 		normalized: norm,
-		key:        cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth},
+		key: cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth,
+			maxEvidence: maxEv},
 	}, nil
 }
 
@@ -212,6 +228,9 @@ func cachedCopy(r *vendorgraphv1.GetVendorResponse) *vendorgraphv1.GetVendorResp
 		RelationshipsTruncated: r.RelationshipsTruncated,
 		CacheHit:               true,
 		Aliases:                r.Aliases,
+		Evidence:               r.Evidence,
+		EvidenceDocuments:      r.EvidenceDocuments,
+		EvidenceChunkCount:     r.EvidenceChunkCount,
 	}
 }
 
@@ -239,6 +258,17 @@ func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.G
 		if len(cands) >= 2 {
 			return nil, ambiguous(q.name, candNames)
 		}
+		// The documents may know the vendor by another name: suggest the
+		// vendors the chunks holding the name's words mention.
+		mentioned, err := s.store.MentionedVendors(ctx, q.name, maxCandidates)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range mentioned {
+			if len(candNames) < maxCandidates && !slices.Contains(candNames, n) {
+				candNames = append(candNames, n)
+			}
+		}
 		return nil, notFound(q.name, candNames)
 	}
 
@@ -250,7 +280,16 @@ func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.G
 	if err != nil {
 		return nil, err
 	}
-	return buildReply(vendor, nb, q.key)
+	resp, err := buildReply(vendor, nb, q.key)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := s.store.Evidence(ctx, vendor, int(q.key.maxEvidence))
+	if err != nil {
+		return nil, err
+	}
+	addEvidence(resp, ev)
+	return resp, nil
 }
 
 func ambiguous(name string, candidates []string) error {

@@ -679,7 +679,11 @@ type Relationship struct {
 	// Free-form metadata.
 	Metadata *structpb.Struct `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// When the relationship last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The source entity's name (GetVendor fills it for every relationship).
+	SourceName string `protobuf:"bytes,8,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"`
+	// The target entity's name.
+	TargetName    string `protobuf:"bytes,9,opt,name=target_name,json=targetName,proto3" json:"target_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -761,6 +765,20 @@ func (x *Relationship) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Relationship) GetSourceName() string {
+	if x != nil {
+		return x.SourceName
+	}
+	return ""
+}
+
+func (x *Relationship) GetTargetName() string {
+	if x != nil {
+		return x.TargetName
+	}
+	return ""
 }
 
 // VendorNotFoundDetail travels with NOT_FOUND from GetVendor.
@@ -1492,7 +1510,7 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1c\n" +
 	"\trelevance\x18\b \x01(\x01R\trelevance\x12\x1b\n" +
-	"\tis_vendor\x18\t \x01(\bR\bisVendor\"\xae\x02\n" +
+	"\tis_vendor\x18\t \x01(\bR\bisVendor\"\xf0\x02\n" +
 	"\fRelationship\x12'\n" +
 	"\x0frelationship_id\x18\x01 \x01(\tR\x0erelationshipId\x12\x1b\n" +
 	"\tsource_id\x18\x02 \x01(\tR\bsourceId\x12\x1b\n" +
@@ -1503,7 +1521,11 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"confidence\x123\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"L\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
+	"\vsource_name\x18\b \x01(\tR\n" +
+	"sourceName\x12\x1f\n" +
+	"\vtarget_name\x18\t \x01(\tR\n" +
+	"targetName\"L\n" +
 	"\x14VendorNotFoundDetail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vsuggestions\x18\x02 \x03(\tR\vsuggestions\"K\n" +
