@@ -65,6 +65,7 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 		maxE, maxR := projection.VendorCaps(p.mode)
 		return s.clients.GetVendor(ctx, backend.VendorRequest{
 			Name: name, MaxEntities: maxE, MaxRelationships: maxR, IncludeRelationships: p.relationships,
+			MaxEvidence: projection.Of(p.mode).Caps.Evidence,
 		})
 	}
 	v, info, aerr, berr := guarded(ctx, s, call.Operation, func(ctx context.Context) (model.Vendor, error) {
