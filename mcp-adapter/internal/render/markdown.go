@@ -36,7 +36,7 @@ type textWriter struct{ b strings.Builder }
 
 func (w *textWriter) text(_ section, s string)         { w.b.WriteString(s) }
 func (w *textWriter) known(_ section, s string, _ int) { w.b.WriteString(s) }
-func (w *textWriter) exact(_ section, s string)         { w.b.WriteString(s) }
+func (w *textWriter) exact(_ section, s string)        { w.b.WriteString(s) }
 
 type estimateWriter struct{ sinks [4]tokens.Sink }
 
