@@ -119,15 +119,6 @@ func (l *Linker) Matcher(ctx context.Context, q Querier) (*Matcher, int64, error
 	return m, v, nil
 }
 
-// Latest returns the last matcher built, nil before the first: for readers
-// that may lag the graph a little (a query's vendors) and must not wait for
-// a rebuild.
-func (l *Linker) Latest() *Matcher {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.m
-}
-
 // Link is one (entity, chunk, count) row.
 type Link struct {
 	EntityID string

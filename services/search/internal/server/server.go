@@ -131,7 +131,7 @@ func (s *Server) Run(ctx context.Context) {
 
 // matcherRefresh is how often the name matcher checks the graph version
 // (one row read) between the rebuilds writes trigger.
-const matcherRefresh = 15 * time.Second
+const matcherRefresh = 5 * time.Second
 
 // refreshMatcher builds the name matcher at start and keeps it in step with
 // the graph, so a query's vendors never wait for a build.

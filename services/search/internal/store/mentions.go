@@ -50,12 +50,13 @@ func (s *Store) ChunkMentions(ctx context.Context, chunkIDs []int64, perChunk in
 	return out, nil
 }
 
-// QueryVendors returns the vendors text names, most named first, with the
-// matcher last built (nil when none is built yet: no vendors).
+// QueryVendors returns the vendors text names, most named first. The
+// matcher is rebuilt first if the graph moved on (one row read when it did
+// not; the server's refresher makes a rebuild here rare).
 func (s *Store) QueryVendors(ctx context.Context, text string) ([]Mention, error) {
-	m := s.linker.Latest()
-	if m == nil {
-		return nil, nil
+	m, _, err := s.linker.Matcher(ctx, s.pool)
+	if err != nil {
+		return nil, err
 	}
 	found := m.Match(text)
 	if len(found) == 0 {
