@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -13,7 +14,6 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 	"github.com/bmcis/knowledge/platform/grpcclient"
-	"github.com/bmcis/knowledge/platform/mentions"
 	"github.com/bmcis/knowledge/platform/stacktest"
 )
 
@@ -21,9 +21,10 @@ import (
 var acmeNames = []string{"acme corp", "acme corporation"}
 
 // holdsName reports whether text names one of names, compared the way the
-// matcher compares (normalized words).
+// matcher compares (lowercase words of letters and digits).
 func holdsName(text string, names []string) bool {
-	norm := " " + mentions.Normalize(text) + " "
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	norm := " " + strings.Join(words, " ") + " "
 	for _, n := range names {
 		if strings.Contains(norm, " "+n+" ") {
 			return true
