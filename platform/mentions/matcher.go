@@ -119,20 +119,44 @@ func (m *Matcher) Match(text string) map[string]int {
 	if m.ac == nil {
 		return nil
 	}
-	words := wordSpans(text)
+	// Encoded text: " w1  w2  w3 " (each lowercased word between two
+	// spaces), so a pattern " a  b " can only start and end at word
+	// boundaries, and consuming a match never eats the next word's leading
+	// space. One pass, no allocation per word.
+	buf := make([]byte, 0, len(text)+len(text)/3+2)
+	var words []span // original offsets; lower unused here
+	var starts []int // encoded offset of each word
+	in := false
+	for i, r := range text {
+		if isWordRune(r) {
+			if !in {
+				starts = append(starts, len(buf))
+				words = append(words, span{start: i})
+				buf = append(buf, ' ')
+				in = true
+			}
+			if r < utf8.RuneSelf {
+				if 'A' <= r && r <= 'Z' {
+					r += 'a' - 'A'
+				}
+				buf = append(buf, byte(r))
+			} else {
+				buf = utf8.AppendRune(buf, unicode.ToLower(r))
+			}
+			continue
+		}
+		if in {
+			words[len(words)-1].end = i
+			buf = append(buf, ' ')
+			in = false
+		}
+	}
+	if in {
+		words[len(words)-1].end = len(text)
+		buf = append(buf, ' ')
+	}
 	if len(words) == 0 {
 		return nil
-	}
-	// Encoded text: " w1  w2  w3 " (each word between two spaces), so a
-	// pattern " a  b " can only start and end at word boundaries, and
-	// consuming a match never eats the next word's leading space.
-	buf := make([]byte, 0, len(text)+2*len(words))
-	starts := make([]int, len(words)) // encoded offset of each word
-	for i, w := range words {
-		starts[i] = len(buf)
-		buf = append(buf, ' ')
-		buf = append(buf, w.lower...)
-		buf = append(buf, ' ')
 	}
 	var out map[string]int
 	for _, hit := range leftmostLongest(m.ac.FindAllOverlapping(buf)) {
@@ -141,9 +165,9 @@ func (m *Matcher) Match(text string) map[string]int {
 			continue // cannot happen: every pattern starts at a word
 		}
 		last := first + strings.Count(string(buf[hit.Start:hit.End]), "  ")
-		span := text[words[first].start:words[last].end]
+		spanText := text[words[first].start:words[last].end]
 		for _, b := range m.bearers[hit.PatternID] {
-			if b.exact != "" && alnum(span) != b.exact {
+			if b.exact != "" && alnum(spanText) != b.exact {
 				continue
 			}
 			if out == nil {
