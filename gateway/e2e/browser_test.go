@@ -45,4 +45,24 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	require.Regexp(t, `^[01]\.\d{3}$`, rows[0][3], "hybrid score")
 	require.Contains(t, strings.ToLower(strings.Join(rows[0], " ")), "aws, azure and google cloud platform", "the cloud providers page ranks first")
 	p.WaitFor(`document.querySelectorAll("#rpc-table tbody tr").length > 0`, 15*time.Second)
+
+	// The vendor picture on the demo graph, with a document that names the
+	// vendor: the neighbourhood drawn, the document beside it.
+	s.st.ImportDemoGraph(t)
+	s.st.IngestDocs(t, map[string]string{"contracts/acme-renewal.md": "# Acme renewal\n\nAcme Corp renewed the payroll contract; Acme Corporation also runs our HR software.\n"})
+	p.MustEval(`(() => { document.getElementById("vendor-name").value = "Acme Corp"; document.getElementById("vendor-form").requestSubmit(); return true })()`, nil)
+	p.WaitFor(`document.querySelectorAll("#vendor-graph svg .node").length > 1`, 20*time.Second)
+	var picture struct {
+		Nodes, Edges int
+		Docs         []string
+	}
+	p.MustEval(`({
+		nodes: document.querySelectorAll("#vendor-graph .node").length,
+		edges: document.querySelectorAll("#vendor-graph .edge text").length,
+		docs: [...document.querySelectorAll("#vendor-documents li")].map(li => li.textContent),
+	})`, &picture)
+	require.Greater(t, picture.Edges, 0, "labelled relationships drawn")
+	require.Contains(t, picture.Docs, "contracts/acme-renewal.md · 2 mentions in 1 chunks")
+	path := p.Screenshot("vendor-graph-real-services.png")
+	t.Logf("vendor picture: %d nodes, %d relationships; screenshot: %s", picture.Nodes, picture.Edges, path)
 }
