@@ -67,21 +67,6 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	if !d.UpdatedAt.IsZero() {
 		updated = d.UpdatedAt
 	}
-	// The chunks' mentions are found before the transaction, with the
-	// matcher of the graph as it is now; the write inserts them only if the
-	// graph has not moved on meanwhile (see relinkIfStale).
-	matcher, graphVersion, err := s.linker.Matcher(ctx, conn)
-	if err != nil {
-		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
-	}
-	var mIdx, mCount []int32
-	var mEntity []string
-	for _, c := range d.Chunks {
-		for _, l := range matcher.Links([]mentions.ChunkText{{ID: int64(c.Index), Text: c.Text}}) {
-			mIdx, mEntity, mCount = append(mIdx, int32(c.Index)), append(mEntity, l.EntityID), append(mCount, int32(l.Count))
-		}
-	}
-
 	// Round trip 1: begin and upsert the document row if its hash changed.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -103,6 +88,22 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	if err != nil {
 		rollback(conn)
 		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
+	}
+
+	// The chunks' mentions, found with the matcher of the graph as it is
+	// now (an unchanged document costs none); the write inserts them only
+	// if the graph has not moved on by then (else relinkDocument below).
+	matcher, graphVersion, err := s.linker.Matcher(ctx, conn)
+	if err != nil {
+		rollback(conn)
+		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
+	}
+	var mIdx, mCount []int32
+	var mEntity []string
+	for _, c := range d.Chunks {
+		for _, l := range matcher.Links([]mentions.ChunkText{{ID: int64(c.Index), Text: c.Text}}) {
+			mIdx, mEntity, mCount = append(mIdx, int32(c.Index)), append(mEntity, l.EntityID), append(mCount, int32(l.Count))
+		}
 	}
 
 	// Round trip 2: replace the chunks and their mentions (under the
