@@ -1,7 +1,6 @@
 package mentions
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -198,9 +197,6 @@ func leftmostLongest(all []ahocorasick.Match) []ahocorasick.Match {
 	}
 	return out
 }
-
-// ErrNoMatcher is returned when a matcher is needed and none could be had.
-var ErrNoMatcher = errors.New("no name matcher")
 
 // Words splits s into its normalized words: lowercase runs of letters and
 // digits; everything else breaks words.
