@@ -4,8 +4,9 @@
 -- its links. mention_state.graph_version moves (from a sequence, never
 -- reused) whenever an import changes entity names, so a process holding a
 -- matcher built from an older graph knows to rebuild it.
--- chunks_words serves "which chunks contain these words", the candidate
--- lookup that re-links only the chunks a changed name can appear in.
+-- No text index serves the re-link's candidate lookup: a GIN index on the
+-- chunks' words made ingestion about 15 times slower (docs/BENCHMARKS.md,
+-- "Mentions"); the lookup is a filtered scan instead.
 
 -- +goose Up
 CREATE TABLE entity_mentions (
@@ -23,13 +24,7 @@ CREATE TABLE mention_state (
 );
 INSERT INTO mention_state (graph_version) VALUES (nextval('mention_graph_version'));
 
--- The same folding as platform/mentions.Normalize (letters and digits kept,
--- everything else a word break), so a name's words are the index's words.
-CREATE INDEX chunks_words ON chunks
-    USING gin (to_tsvector('simple', regexp_replace(lower(text), '[^[:alnum:]]+', ' ', 'g')));
-
 -- +goose Down
-DROP INDEX IF EXISTS chunks_words;
 DROP TABLE IF EXISTS mention_state;
 DROP SEQUENCE IF EXISTS mention_graph_version;
 DROP TABLE IF EXISTS entity_mentions;

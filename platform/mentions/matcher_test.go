@@ -75,8 +75,8 @@ func TestEmptyMatcher(t *testing.T) {
 	require.Nil(t, m.Match("Acme Corp"))
 }
 
-func TestWordsQuery(t *testing.T) {
-	require.Equal(t, "acme & corp", WordsQuery("ACME, Corp."))
-	require.Equal(t, "", WordsQuery("!!"))
-	require.Equal(t, []string{"(at & t)", "(initech)"}, wordQueries([]string{"AT&T", "at t", "Initech", "--"}))
+func TestPatterns(t *testing.T) {
+	require.Equal(t, []string{"%acme%", "%corp%"}, WordsPatterns("ACME, Corp."))
+	require.Nil(t, WordsPatterns("!!"))
+	require.Equal(t, []string{"%at%t%", "%initech%", "%acme%cloud%"}, likePatterns([]string{"AT&T", "at t", "Initech", "--", "Acme Cloud"}))
 }

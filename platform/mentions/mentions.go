@@ -14,8 +14,8 @@
 //     old chunks' links go with the chunks (ON DELETE CASCADE), so do a
 //     deleted document's;
 //   - an import that changed entities re-links, in its own transaction,
-//     only the chunks those entities' names can appear in (found through
-//     the chunks_words index) and the chunks they were linked to.
+//     only the chunks those entities' names can appear in (found by one
+//     filtered scan in PostgreSQL) and the chunks they were linked to.
 //
 // Both sides serialize on an advisory lock: writers of chunks take it
 // shared, a re-link takes it exclusive, so a chunk is never linked with a

@@ -198,13 +198,6 @@ func BenchmarkMentionsIngestAndRelink(b *testing.B) {
 		}
 		empty, _ := testdb.New(b)
 		bare := write(empty)
-		// The same without the chunks_words index: what the index costs.
-		noIndex, _ := testdb.New(b)
-		if _, err := noIndex.Exec(ctx, "DROP INDEX chunks_words"); err != nil {
-			b.Fatal(err)
-		}
-		unindexed := write(noIndex)
-		b.ReportMetric(float64(chunks)/unindexed.Seconds(), "chunks/s-no-graph-no-index")
 
 		pool, _ := testdb.New(b)
 		start := time.Now()

@@ -170,19 +170,19 @@ func indexRunes(s, sub []rune) int {
 }
 
 // MentionedVendors returns the vendors mentioned by chunks holding every
-// word of text (the chunks_words index), most mentioned first: suggestions
-// for a name that resolves to no vendor.
+// word of text (case ignored; the first 500 such chunks), most mentioned
+// first: suggestions for a name that resolves to no vendor.
 func (s *Store) MentionedVendors(ctx context.Context, text string, limit int) ([]string, error) {
-	q := mentions.WordsQuery(text)
-	if q == "" {
+	patterns := mentions.WordsPatterns(text)
+	if len(patterns) == 0 {
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `
 		WITH hits AS (
-			SELECT c.id FROM chunks c WHERE `+mentions.WordsVector+` @@ to_tsquery('simple', $1) LIMIT 500)
+			SELECT c.id FROM chunks c WHERE c.text ILIKE ALL ($1::text[]) LIMIT 500)
 		SELECT e.name FROM hits h
 		JOIN entity_mentions m ON m.chunk_id = h.id JOIN entities e ON e.id = m.entity_id AND e.is_vendor
-		GROUP BY e.id, e.name ORDER BY sum(m.mention_count) DESC, e.name LIMIT $2`, q, limit)
+		GROUP BY e.id, e.name ORDER BY sum(m.mention_count) DESC, e.name LIMIT $2`, patterns, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find vendors mentioned near %q: %w", text, err)
 	}
