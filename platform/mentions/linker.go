@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -234,10 +233,12 @@ const MaxIncremental = 5000
 // which must know the new names. tx must hold LockKey exclusive. It returns
 // how many chunks it re-linked.
 //
-// Candidates are found by one filtered scan in PostgreSQL: a chunk whose
-// text holds, case ignored, a changed name's words in order (ILIKE ANY).
-// Only they travel to the matcher. An index on the chunks' words would make
-// this a lookup, but it made ingestion about 15 times slower.
+// Candidates: the chunks a matcher of the changed names alone finds
+// anything in, streamed through once; only they are re-linked (matched
+// with the whole graph and rewritten). Neither a text index nor a filter
+// in SQL serves here: a GIN index on the chunks' words made ingestion about
+// 15 times slower, and ILIKE ANY over 100 names cost minutes at 100,000
+// chunks (docs/BENCHMARKS.md, "Mentions").
 func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
@@ -246,57 +247,64 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		return RelinkAll(ctx, tx, m)
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT name FROM entities WHERE id = ANY($1::uuid[])
-		UNION SELECT alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
+		SELECT id::text, name FROM entities WHERE id = ANY($1::uuid[])
+		UNION SELECT entity_id::text, alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return 0, fmt.Errorf("read changed names: %w", err)
 	}
-	texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Name, error) {
+		var n Name
+		err := r.Scan(&n.EntityID, &n.Text)
+		return n, err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("read changed names: %w", err)
 	}
-	rows, err = tx.Query(ctx, `
-		SELECT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])
-		UNION
-		SELECT id FROM chunks WHERE text ILIKE ANY ($2::text[])
-		ORDER BY 1`, ids, likePatterns(texts))
+	small, err := Build(changed)
 	if err != nil {
-		return 0, fmt.Errorf("find chunks naming changed entities: %w", err)
+		return 0, err
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	rows, err = tx.Query(ctx, "SELECT DISTINCT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])", ids)
 	if err != nil {
-		return 0, fmt.Errorf("find chunks naming changed entities: %w", err)
+		return 0, fmt.Errorf("read old mentions: %w", err)
 	}
+	old, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, fmt.Errorf("read old mentions: %w", err)
+	}
+	candidates := map[int64]bool{}
+	for _, id := range old {
+		candidates[id] = true
+	}
+	if small.ac != nil {
+		var after int64
+		for {
+			rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, scanBatch)
+			if err != nil {
+				return 0, fmt.Errorf("scan chunks for changed names: %w", err)
+			}
+			chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
+			if err != nil {
+				return 0, fmt.Errorf("scan chunks for changed names: %w", err)
+			}
+			if len(chunks) == 0 {
+				break
+			}
+			for _, c := range chunks {
+				if len(small.Match(c.Text)) > 0 {
+					candidates[c.ID] = true
+				}
+			}
+			after = chunks[len(chunks)-1].ID
+		}
+	}
+	list := make([]int64, 0, len(candidates))
+	for id := range candidates {
+		list = append(list, id)
+	}
+	slices.Sort(list)
 	return len(list), RelinkChunks(ctx, tx, m, list)
 }
 
-// likePatterns turns names into ILIKE patterns "%w1%w2%", one per distinct
-// normalized name: text that names it holds its words in that order,
-// whatever separates them. Words hold only letters and digits, so they
-// need no escaping.
-func likePatterns(texts []string) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, t := range texts {
-		words := Words(t)
-		if len(words) == 0 {
-			continue
-		}
-		p := "%" + strings.Join(words, "%") + "%"
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// WordsPatterns is ILIKE patterns "%word%" for every word of s: text
-// holding all of them (ILIKE ALL) may name s. Nil when s has no words.
-func WordsPatterns(s string) []string {
-	var out []string
-	for _, w := range Words(s) {
-		out = append(out, "%"+w+"%")
-	}
-	return out
-}
+// scanBatch is how many chunks one read of a candidate scan takes.
+const scanBatch = 2000

@@ -74,9 +74,3 @@ func TestEmptyMatcher(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, m.Match("Acme Corp"))
 }
-
-func TestPatterns(t *testing.T) {
-	require.Equal(t, []string{"%acme%", "%corp%"}, WordsPatterns("ACME, Corp."))
-	require.Nil(t, WordsPatterns("!!"))
-	require.Equal(t, []string{"%at%t%", "%initech%", "%acme%cloud%"}, likePatterns([]string{"AT&T", "at t", "Initech", "--", "Acme Cloud"}))
-}

@@ -286,6 +286,8 @@ func (c *Clients) GetVendor(ctx context.Context, r VendorRequest) (model.Vendor,
 		IncludeRelationships: &include,
 		Depth:                1,
 		MaxEvidence:          int32(r.MaxEvidence),
+		// Evidence stays inside the categories the caller's key may read.
+		EvidenceCategories: readscope.Categories(ctx),
 	})
 	if err != nil {
 		return model.Vendor{}, vendorError(r.Name, err)

@@ -184,3 +184,16 @@ func TestMentionLinksFollowDocumentsAndGraphOnDemo(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return evidence() == 0 }, 5*time.Second, 50*time.Millisecond, "deleting the document removes its links")
 }
+
+// A name the graph does not know gets, among its suggestions, the vendors
+// the chunks matching its words mention.
+func TestVendorNotFoundSuggestsMentionedVendorsOnDemo(t *testing.T) {
+	h := newReal(t)
+	a := h.call(tools.ToolFindVendorInfo, map[string]any{"vendor_name": "payroll and HR software provider", "format": "json"})
+	require.Equal(t, "VENDOR_NOT_FOUND", a.errCode())
+	var suggestions []string
+	for _, s := range a.errObj()["suggestions"].([]any) {
+		suggestions = append(suggestions, s.(string))
+	}
+	require.Contains(t, suggestions, "Acme Corp", "the payroll passages name Acme Corp")
+}

@@ -45,27 +45,33 @@ const evidencePool = 200
 const SnippetChars = 240
 
 // Evidence returns the chunks and documents that mention vendor v, best
-// first, at most limit of each. A chunk's score is its mention count ×
+// first, at most limit of each, from documents of the given categories
+// only (none: every category; the caller key's read scope). A chunk's score is its mention count ×
 // (1 + ts_rank_cd of the chunk's words against the vendor's name as a
 // phrase): counts lead, and among equal counts the chunk where the name
 // stands densest and whole wins.
-func (s *Store) Evidence(ctx context.Context, v Vendor, limit int) (Evidence, error) {
+func (s *Store) Evidence(ctx context.Context, v Vendor, limit int, categories []string) (Evidence, error) {
 	var ev Evidence
+	if len(categories) == 0 {
+		categories = nil // NULL: every category
+	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*) FROM entity_mentions WHERE entity_id = $1`, v.ID)
+	b.Queue(`SELECT count(*) FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2))`, v.ID, categories)
 	b.Queue(`
 		WITH linked AS (
-			SELECT chunk_id, mention_count FROM entity_mentions WHERE entity_id = $1
-			ORDER BY mention_count DESC, chunk_id LIMIT $4)
+			SELECT m.chunk_id, m.mention_count FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+			WHERE m.entity_id = $1 AND ($5::text[] IS NULL OR c.category = ANY($5))
+			ORDER BY m.mention_count DESC, m.chunk_id LIMIT $4)
 		SELECT c.id, d.external_id, d.source_file, l.mention_count, c.text,
 		       l.mention_count * (1 + ts_rank_cd(`+mentions.WordsVector+`, phraseto_tsquery('simple', $2))) AS score
 		FROM linked l JOIN chunks c ON c.id = l.chunk_id JOIN documents d ON d.id = c.document_id
-		ORDER BY score DESC, c.id LIMIT $3`, v.ID, mentions.Normalize(v.Name), limit, evidencePool)
+		ORDER BY score DESC, c.id LIMIT $3`, v.ID, mentions.Normalize(v.Name), limit, evidencePool, categories)
 	b.Queue(`
 		SELECT d.external_id, d.source_file, d.title, sum(m.mention_count)::int, count(*)::int
 		FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id JOIN documents d ON d.id = c.document_id
-		WHERE m.entity_id = $1
-		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, v.ID, limit)
+		WHERE m.entity_id = $1 AND ($3::text[] IS NULL OR c.category = ANY($3))
+		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, v.ID, limit, categories)
 	br := s.pool.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if err := br.QueryRow().Scan(&ev.ChunkCount); err != nil {
@@ -167,28 +173,4 @@ func indexRunes(s, sub []rune) int {
 		}
 	}
 	return -1
-}
-
-// MentionedVendors returns the vendors mentioned by chunks holding every
-// word of text (case ignored; the first 500 such chunks), most mentioned
-// first: suggestions for a name that resolves to no vendor.
-func (s *Store) MentionedVendors(ctx context.Context, text string, limit int) ([]string, error) {
-	patterns := mentions.WordsPatterns(text)
-	if len(patterns) == 0 {
-		return nil, nil
-	}
-	rows, err := s.pool.Query(ctx, `
-		WITH hits AS (
-			SELECT c.id FROM chunks c WHERE c.text ILIKE ALL ($1::text[]) LIMIT 500)
-		SELECT e.name FROM hits h
-		JOIN entity_mentions m ON m.chunk_id = h.id JOIN entities e ON e.id = m.entity_id AND e.is_vendor
-		GROUP BY e.id, e.name ORDER BY sum(m.mention_count) DESC, e.name LIMIT $2`, patterns, limit)
-	if err != nil {
-		return nil, fmt.Errorf("find vendors mentioned near %q: %w", text, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("find vendors mentioned near %q: %w", text, err)
-	}
-	return out, nil
 }

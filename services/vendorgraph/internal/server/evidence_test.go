@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/codes"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
@@ -67,6 +66,24 @@ func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
 		require.NotEmpty(t, rel.GetTargetName())
 	}
 
+	// Evidence stays inside the caller's categories; the cache keeps
+	// differently scoped replies apart.
+	_, err := pool.Exec(ctx, `UPDATE chunks SET category = 'hr' WHERE document_id = (SELECT id FROM documents WHERE external_id = 'minutes')`)
+	require.NoError(t, err)
+	scoped := func(cats ...string) *vendorgraphv1.GetVendorResponse {
+		resp, err := r.client.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{Name: "Vendor One", MaxEvidence: 5, EvidenceCategories: cats})
+		require.NoError(t, err)
+		return resp
+	}
+	hr := scoped("hr")
+	require.EqualValues(t, 2, hr.GetEvidenceChunkCount())
+	for _, e := range hr.GetEvidence() {
+		require.Equal(t, "minutes.md", e.GetSourceFile())
+	}
+	require.Len(t, hr.GetEvidenceDocuments(), 1)
+	require.EqualValues(t, 0, scoped("finance").GetEvidenceChunkCount())
+	require.Empty(t, scoped("finance").GetEvidence())
+
 	// A new alias links chunks already stored; the cache is dropped.
 	changed := append([]string{}, baseLines...)
 	changed[0] = strings.Replace(changed[0], `"aliases":["V One"]`, `"aliases":["V One","Support"]`, 1)
@@ -77,20 +94,9 @@ func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
 	require.EqualValues(t, 4, get().GetEvidenceChunkCount(), "the new alias links the chunk that held it")
 
 	// Deleting a document drops its links; the cache hears of it.
-	_, err := pool.Exec(ctx, "DELETE FROM documents WHERE external_id = 'minutes'")
+	_, err = pool.Exec(ctx, "DELETE FROM documents WHERE external_id = 'minutes'")
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "SELECT pg_notify('bmcis_search', 'd')")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return get().GetEvidenceChunkCount() == 2 }, 5*time.Second, 20*time.Millisecond)
-}
-
-func TestNotFoundSuggestsVendorsTheDocumentsMention(t *testing.T) {
-	pool := newDB(t)
-	r := startReplica(t, pool, server.DefaultConfig())
-	addDocument(t, pool, "notes", "Our widget supplier is Vendor One, based in Oslo.")
-	mustImport(t, r.client, baseLines)
-	_, err := r.client.GetVendor(ctxT(t), &vendorgraphv1.GetVendorRequest{Name: "widget supplier"})
-	requireCode(t, err, codes.NotFound)
-	nf := detail[*vendorgraphv1.VendorNotFoundDetail](t, err)
-	require.Contains(t, nf.GetSuggestions(), "Vendor One")
 }

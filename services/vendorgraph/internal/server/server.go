@@ -54,6 +54,9 @@ type cacheKey struct {
 	includeRelationships bool
 	depth                int32
 	maxEvidence          int32
+	// scope is the evidence categories, sorted and joined: replies for
+	// differently scoped keys differ.
+	scope string
 }
 
 // Server answers VendorGraphService calls.
@@ -106,6 +109,7 @@ type getVendorQuery struct {
 	name       string
 	normalized string
 	key        cacheKey
+	categories []string // evidence scope; none: every category
 }
 
 func checkName(field, name string) (string, error) {
@@ -158,11 +162,15 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 		return getVendorQuery{}, grpcserver.InvalidArgument("depth", "must be 0 (default 1), 1 or 2, got %d", depth)
 	}
 	include := req.IncludeRelationships == nil || *req.IncludeRelationships
+	cats := slices.Clone(req.GetEvidenceCategories())
+	slices.Sort(cats)
+	cats = slices.Compact(cats)
 	return getVendorQuery{
 		name:       req.GetName(),
 		normalized: norm,
+		categories: cats,
 		key: cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth,
-			maxEvidence: maxEv},
+			maxEvidence: maxEv, scope: strings.Join(cats, "\x00")},
 	}, nil
 }
 
@@ -258,17 +266,6 @@ func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.G
 		if len(cands) >= 2 {
 			return nil, ambiguous(q.name, candNames)
 		}
-		// The documents may know the vendor by another name: suggest the
-		// vendors the chunks holding the name's words mention.
-		mentioned, err := s.store.MentionedVendors(ctx, q.name, maxCandidates)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range mentioned {
-			if len(candNames) < maxCandidates && !slices.Contains(candNames, n) {
-				candNames = append(candNames, n)
-			}
-		}
 		return nil, notFound(q.name, candNames)
 	}
 
@@ -284,7 +281,7 @@ func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.G
 	if err != nil {
 		return nil, err
 	}
-	ev, err := s.store.Evidence(ctx, vendor, int(q.key.maxEvidence))
+	ev, err := s.store.Evidence(ctx, vendor, int(q.key.maxEvidence), q.categories)
 	if err != nil {
 		return nil, err
 	}

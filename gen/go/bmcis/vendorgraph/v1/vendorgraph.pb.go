@@ -40,9 +40,13 @@ type GetVendorRequest struct {
 	Depth int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
 	// Most evidence chunks and evidence documents to return (0 means the
 	// default, 5; at most 50).
-	MaxEvidence   int32 `protobuf:"varint,6,opt,name=max_evidence,json=maxEvidence,proto3" json:"max_evidence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxEvidence int32 `protobuf:"varint,6,opt,name=max_evidence,json=maxEvidence,proto3" json:"max_evidence,omitempty"`
+	// Document categories evidence may come from: the caller key's read scope
+	// (the adapter and the gateway set it; the gateway replaces any value a
+	// REST caller sent). Empty means every category.
+	EvidenceCategories []string `protobuf:"bytes,7,rep,name=evidence_categories,json=evidenceCategories,proto3" json:"evidence_categories,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetVendorRequest) Reset() {
@@ -115,6 +119,13 @@ func (x *GetVendorRequest) GetMaxEvidence() int32 {
 		return x.MaxEvidence
 	}
 	return 0
+}
+
+func (x *GetVendorRequest) GetEvidenceCategories() []string {
+	if x != nil {
+		return x.EvidenceCategories
+	}
+	return nil
 }
 
 // GetVendorResponse is a vendor's neighbourhood, capped.
@@ -1435,14 +1446,15 @@ var File_bmcis_vendorgraph_v1_vendorgraph_proto protoreflect.FileDescriptor
 
 const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\n" +
-	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x02\n" +
+	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x02\n" +
 	"\x10GetVendorRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_entities\x18\x02 \x01(\x05R\vmaxEntities\x12+\n" +
 	"\x11max_relationships\x18\x03 \x01(\x05R\x10maxRelationships\x128\n" +
 	"\x15include_relationships\x18\x04 \x01(\bH\x00R\x14includeRelationships\x88\x01\x01\x12\x14\n" +
 	"\x05depth\x18\x05 \x01(\x05R\x05depth\x12!\n" +
-	"\fmax_evidence\x18\x06 \x01(\x05R\vmaxEvidenceB\x18\n" +
+	"\fmax_evidence\x18\x06 \x01(\x05R\vmaxEvidence\x12/\n" +
+	"\x13evidence_categories\x18\a \x03(\tR\x12evidenceCategoriesB\x18\n" +
 	"\x16_include_relationships\"\xd0\x06\n" +
 	"\x11GetVendorResponse\x12\x1f\n" +
 	"\vvendor_name\x18\x01 \x01(\tR\n" +
