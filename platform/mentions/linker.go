@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -89,6 +90,7 @@ type Linker struct {
 	m       *Matcher
 	version int64
 	built   bool
+	checked time.Time // when the version was last read
 }
 
 // NewLinker returns a linker with no matcher yet.
@@ -104,6 +106,7 @@ func (l *Linker) Matcher(ctx context.Context, q Querier) (*Matcher, int64, error
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.checked = time.Now()
 	if l.built && l.version == v {
 		return l.m, v, nil
 	}
@@ -117,6 +120,20 @@ func (l *Linker) Matcher(ctx context.Context, q Querier) (*Matcher, int64, error
 	}
 	l.m, l.version, l.built = m, v, true
 	return m, v, nil
+}
+
+// MatcherWithin is Matcher, but trusts a version read less than maxAge ago
+// instead of reading it again: for a writer whose insert checks the
+// version itself (a stale one costs a re-link, never a wrong link).
+func (l *Linker) MatcherWithin(ctx context.Context, q Querier, maxAge time.Duration) (*Matcher, int64, error) {
+	l.mu.Lock()
+	if l.built && time.Since(l.checked) < maxAge {
+		m, v := l.m, l.version
+		l.mu.Unlock()
+		return m, v, nil
+	}
+	l.mu.Unlock()
+	return l.Matcher(ctx, q)
 }
 
 // Link is one (entity, chunk, count) row.

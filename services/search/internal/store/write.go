@@ -93,7 +93,7 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	// The chunks' mentions, found with the matcher of the graph as it is
 	// now (an unchanged document costs none); the write inserts them only
 	// if the graph has not moved on by then (else relinkDocument below).
-	matcher, graphVersion, err := s.linker.Matcher(ctx, conn)
+	matcher, graphVersion, err := s.linker.MatcherWithin(ctx, conn, versionCheckEvery)
 	if err != nil {
 		rollback(conn)
 		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
@@ -154,6 +154,10 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	}
 	return WriteResult{Written: true, DocumentID: docID, Generation: gen}, nil
 }
+
+// versionCheckEvery is how long a write trusts the graph version it last
+// read: a bulk ingest reads it about once a second, not once a document.
+const versionCheckEvery = time.Second
 
 // insertMentions writes the links of the chunks just inserted, joined by
 // chunk index, if the graph version is still the one they were matched
