@@ -6,7 +6,7 @@
 -- matcher built from an older graph knows to rebuild it.
 -- No text index serves the re-link's candidate lookup: a GIN index on the
 -- chunks' words made ingestion about 15 times slower (docs/BENCHMARKS.md,
--- "Mentions"); the lookup is a filtered scan instead.
+-- "Mentions").
 
 -- +goose Up
 CREATE TABLE entity_mentions (
