@@ -58,4 +58,24 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	require.Equal(t, "2", src[0][1], "documents")
 	require.NotEqual(t, "never", src[0][3], "last sync")
 	require.Equal(t, []string{"2", "0", "0", "0", "upload"}, src[0][4:])
+
+	// The vendor picture on the demo graph, with a document that names the
+	// vendor: the neighbourhood drawn, the document beside it.
+	s.st.ImportDemoGraph(t)
+	s.st.IngestDocs(t, map[string]string{"contracts/acme-renewal.md": "# Acme renewal\n\nAcme Corp renewed the payroll contract; Acme Corporation also runs our HR software.\n"})
+	p.MustEval(`(() => { document.getElementById("vendor-name").value = "Acme Corp"; document.getElementById("vendor-form").requestSubmit(); return true })()`, nil)
+	p.WaitFor(`document.querySelectorAll("#vendor-graph svg .node").length > 1`, 20*time.Second)
+	var picture struct {
+		Nodes, Edges int
+		Docs         []string
+	}
+	p.MustEval(`({
+		nodes: document.querySelectorAll("#vendor-graph .node").length,
+		edges: document.querySelectorAll("#vendor-graph .edge text").length,
+		docs: [...document.querySelectorAll("#vendor-documents li")].map(li => li.textContent),
+	})`, &picture)
+	require.Greater(t, picture.Edges, 0, "labelled relationships drawn")
+	require.Contains(t, picture.Docs, "contracts/acme-renewal.md · 2 mentions in 1 chunks")
+	path := p.Screenshot("vendor-graph-real-services.png")
+	t.Logf("vendor picture: %d nodes, %d relationships; screenshot: %s", picture.Nodes, picture.Edges, path)
 }

@@ -118,6 +118,32 @@ func TestKeyScopesOverREST(t *testing.T) {
 		require.Equal(t, strconv.Itoa(len(scopeDocs)), st.Documents, "unscoped keys keep today's answer")
 	})
 
+	t.Run("vendor evidence", func(t *testing.T) {
+		s.st.ImportGraphLines(t, []string{`{"kind":"entity","id":"quokka","name":"Quokka","entity_type":"COMPANY","confidence":0.9,"is_vendor":true}`})
+		vendor := func(key, query string) (count int, files []string) {
+			t.Helper()
+			r := s.do("GET", "/v1/vendors/Quokka?maxEvidence=10"+query, "", gateway.HeaderAPIKey, key)
+			require.Equal(t, http.StatusOK, r.status, string(r.body))
+			var out struct {
+				EvidenceChunkCount int `json:"evidenceChunkCount"`
+				Evidence           []struct {
+					SourceFile string `json:"sourceFile"`
+				} `json:"evidence"`
+			}
+			require.NoError(t, json.Unmarshal(r.body, &out))
+			for _, e := range out.Evidence {
+				files = append(files, e.SourceFile)
+			}
+			return out.EvidenceChunkCount, files
+		}
+		n, files := vendor(open, "")
+		require.Equal(t, 4, n, "every document names the vendor: %v", files)
+		for _, query := range []string{"", "&evidenceCategories=hr&evidenceCategories=finance"} {
+			n, files = vendor(scoped, query)
+			require.Equal(t, 2, n, "only the key's category, whatever the caller sends (%q)", query)
+			require.ElementsMatch(t, []string{"security/incident.md", "security/access.md"}, files)
+		}
+	})
 	t.Run("tool scope", func(t *testing.T) {
 		code, _, body := search(tooled, `{"query":"quokka policy","limit":5}`)
 		require.Equal(t, http.StatusOK, code, body)

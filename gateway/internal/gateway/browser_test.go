@@ -70,3 +70,59 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 }
+
+// The vendor picture in headless Chromium: a vendor's neighbourhood drawn as
+// SVG (the vendor, its entities coloured by type, labelled relationships)
+// with the documents that mention it beside; the screenshot is kept.
+func TestVendorGraphInChromium(t *testing.T) {
+	browsertest.Chromium(t) // skips when absent
+	s := newStack(t, nil)
+	p := browsertest.Launch(t)
+	p.Navigate(s.url + "/")
+	p.WaitFor(`document.getElementById("vendor-form") !== null`, 20*time.Second)
+	p.MustEval(`(() => { document.getElementById("api-key").value = "`+keyGood+`"; document.getElementById("key-form").requestSubmit(); return true })()`, nil)
+	p.MustEval(`(() => { document.getElementById("vendor-name").value = "Acme Corp"; document.getElementById("vendor-form").requestSubmit(); return true })()`, nil)
+	p.WaitFor(`document.querySelectorAll("#vendor-graph svg .node").length === 6`, 10*time.Second)
+
+	var picture struct {
+		Types  []string
+		Edges  []string
+		Vendor string
+		Legend []string
+		Docs   []string
+		Chunks []string
+	}
+	p.MustEval(`({
+		types: [...document.querySelectorAll("#vendor-graph .node:not(.vendor)")].map(n => n.dataset.type),
+		edges: [...document.querySelectorAll("#vendor-graph .edge text")].map(t => t.textContent),
+		vendor: document.querySelector("#vendor-graph .vendor text").textContent,
+		legend: [...document.querySelectorAll("#vendor-legend span[data-type]")].map(s => s.textContent),
+		docs: [...document.querySelectorAll("#vendor-documents li")].map(li => li.textContent),
+		chunks: [...document.querySelectorAll("#vendor-evidence li")].map(li => li.textContent),
+	})`, &picture)
+	require.Equal(t, "Acme Corp", picture.Vendor)
+	require.Equal(t, []string{"LOCATION", "PERSON", "PERSON", "PRODUCT", "PRODUCT"}, picture.Types, "entities grouped by type")
+	require.Equal(t, []string{"LOCATION", "PERSON", "PRODUCT"}, picture.Legend)
+	require.ElementsMatch(t, []string{"PRODUCES", "PRODUCES", "WORKS_FOR", "HEADQUARTERED_IN", "WORKS_FOR", "INTEGRATES_WITH"}, picture.Edges,
+		"every relationship drawn and labelled, between entities too")
+	require.Len(t, picture.Docs, 2)
+	require.Contains(t, picture.Docs[0], "vendor-management/vendor-tiers.md · 3 mentions in 2 chunks")
+	require.Len(t, picture.Chunks, 2)
+	require.Contains(t, picture.Chunks[0], "Acme Corp (payroll and HR) is a tier 1 vendor.")
+	var status string
+	p.MustEval(`document.getElementById("vendor-status").textContent`, &status)
+	require.Contains(t, status, "Acme Corp · 5 entities, 6 relationships shown · 4 chunks mention it")
+
+	path := p.Screenshot("vendor-graph-fake-services.png")
+	t.Logf("screenshot: %s", path)
+
+	// An unknown vendor shows the gateway's error and hides the picture.
+	p.MustEval(`(() => { document.getElementById("vendor-name").value = "Unknown Co"; document.getElementById("vendor-form").requestSubmit(); return true })()`, nil)
+	p.WaitFor(`document.getElementById("vendor-status").textContent.startsWith("VENDOR_NOT_FOUND") || document.getElementById("vendor-status").textContent.startsWith("NOT_FOUND")`, 10*time.Second)
+	p.WaitFor(`document.getElementById("vendor-view").classList.contains("hidden")`, 5*time.Second)
+	for _, c := range p.Console {
+		if strings.Contains(c, "exceptionThrown") {
+			t.Errorf("page error: %s", c)
+		}
+	}
+}

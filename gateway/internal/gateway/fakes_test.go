@@ -273,8 +273,42 @@ func (f *fakeVendor) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendor
 	case "Acme":
 		st, _ := status.New(codes.FailedPrecondition, "several vendors match Acme").WithDetails(&vendorgraphv1.VendorAmbiguousDetail{Name: req.GetName(), Candidates: []string{"Acme Corp", "Acme Labs"}})
 		return nil, st.Err()
+	case "Acme Corp":
+		return acmeNeighbourhood(), nil
 	}
 	return &vendorgraphv1.GetVendorResponse{VendorName: req.GetName(), VendorId: "v1", Statistics: &vendorgraphv1.VendorStatistics{EntityCount: 1}}, nil
+}
+
+// acmeNeighbourhood is a vendor with entities of three types, labelled
+// relationships and evidence, for the dashboard's picture.
+func acmeNeighbourhood() *vendorgraphv1.GetVendorResponse {
+	v := &vendorgraphv1.GetVendorResponse{VendorName: "Acme Corp", VendorId: "v1",
+		Statistics:         &vendorgraphv1.VendorStatistics{EntityCount: 5, RelationshipCount: 6},
+		EvidenceChunkCount: 4,
+		EvidenceDocuments: []*vendorgraphv1.EvidenceDocument{
+			{DocumentId: "vendor-management/vendor-tiers.md", SourceFile: "vendor-management/vendor-tiers.md", MentionCount: 3, ChunkCount: 2},
+			{DocumentId: "vendor-management/vendor-slas.md", SourceFile: "vendor-management/vendor-slas.md", MentionCount: 1, ChunkCount: 1},
+		},
+		Evidence: []*vendorgraphv1.EvidenceChunk{
+			{ChunkId: 41, DocumentId: "vendor-management/vendor-tiers.md", SourceFile: "vendor-management/vendor-tiers.md", MentionCount: 2, Snippet: "Acme Corp (payroll and HR) is a tier 1 vendor."},
+			{ChunkId: 57, DocumentId: "vendor-management/vendor-slas.md", SourceFile: "vendor-management/vendor-slas.md", MentionCount: 1, Snippet: "...payroll corrections with Acme Corp."},
+		},
+	}
+	for _, e := range []struct{ id, name, typ string }{
+		{"e1", "Acme Cloud Platform", "PRODUCT"}, {"e2", "Acme Vault Backup", "PRODUCT"},
+		{"e3", "Jane Doe", "PERSON"}, {"e4", "Springfield", "LOCATION"}, {"e5", "Raj Patel", "PERSON"},
+	} {
+		v.Entities = append(v.Entities, &vendorgraphv1.Entity{EntityId: e.id, Name: e.name, EntityType: e.typ, Confidence: 0.9})
+	}
+	for _, r := range []struct{ id, src, srcName, dst, dstName, typ string }{
+		{"r1", "v1", "Acme Corp", "e1", "Acme Cloud Platform", "PRODUCES"}, {"r2", "v1", "Acme Corp", "e2", "Acme Vault Backup", "PRODUCES"},
+		{"r3", "e3", "Jane Doe", "v1", "Acme Corp", "WORKS_FOR"}, {"r4", "v1", "Acme Corp", "e4", "Springfield", "HEADQUARTERED_IN"},
+		{"r5", "e5", "Raj Patel", "v1", "Acme Corp", "WORKS_FOR"}, {"r6", "e2", "Acme Vault Backup", "e1", "Acme Cloud Platform", "INTEGRATES_WITH"},
+	} {
+		v.Relationships = append(v.Relationships, &vendorgraphv1.Relationship{RelationshipId: r.id, SourceId: r.src, SourceName: r.srcName,
+			TargetId: r.dst, TargetName: r.dstName, RelationshipType: r.typ, Confidence: 0.9})
+	}
+	return v
 }
 
 func (f *fakeVendor) SuggestVendors(ctx context.Context, req *vendorgraphv1.SuggestVendorsRequest) (*vendorgraphv1.SuggestVendorsResponse, error) {

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/readscope"
 )
 
@@ -67,4 +68,16 @@ func (c scopedSearch) GetIndexStatus(ctx context.Context, in *searchv1.GetIndexS
 func (c scopedSearch) ListSources(ctx context.Context, in *searchv1.ListSourcesRequest, opts ...grpc.CallOption) (*searchv1.ListSourcesResponse, error) {
 	in.Scope = readScope(ctx)
 	return c.SearchServiceClient.ListSources(ctx, in, opts...)
+}
+
+// scopedVendor sets the evidence scope of every vendor lookup from the
+// caller's key, replacing any value the REST caller sent: a vendor's
+// evidence quotes documents, which must stay inside the key's categories.
+type scopedVendor struct {
+	vendorgraphv1.VendorGraphServiceClient
+}
+
+func (c scopedVendor) GetVendor(ctx context.Context, in *vendorgraphv1.GetVendorRequest, opts ...grpc.CallOption) (*vendorgraphv1.GetVendorResponse, error) {
+	in.EvidenceCategories = readscope.Categories(ctx)
+	return c.VendorGraphServiceClient.GetVendor(ctx, in, opts...)
 }

@@ -134,7 +134,7 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err := errors.Join(
 		// The caller's read scope, then the documented defaults of omitted fields.
 		searchv1.RegisterSearchServiceHandlerClient(ctx, g.rest, scopedSearch{searchDefaults{searchv1.NewSearchServiceClient(g.conns[Search])}}),
-		vendorgraphv1.RegisterVendorGraphServiceHandlerClient(ctx, g.rest, vendorgraphv1.NewVendorGraphServiceClient(g.conns[VendorGraph])),
+		vendorgraphv1.RegisterVendorGraphServiceHandlerClient(ctx, g.rest, scopedVendor{vendorgraphv1.NewVendorGraphServiceClient(g.conns[VendorGraph])}),
 		authv1.RegisterAuthServiceHandlerClient(ctx, g.rest, g.authClient),
 	); err != nil {
 		g.Close()

@@ -117,7 +117,8 @@ try {
       assert.equal(env.pagination.page_size, 5);
       assert.equal(env.pagination.has_more, true);
       assert.deepEqual(env.results.map((r) => r.rank), [1, 2, 3, 4, 5]);
-      if (fields[mode]) assert.deepEqual(Object.keys(env.results[0]).filter((k) => k !== "deduplication").sort(), fields[mode], mode);
+      // deduplication and mentions are there only when the result has some
+      if (fields[mode]) assert.deepEqual(Object.keys(env.results[0]).filter((k) => k !== "deduplication" && k !== "mentions").sort(), fields[mode], mode);
       if (mode === "preview") assert.ok(env.results[0].chunk_snippet.length <= 203);
       if (mode === "full") assert.ok(env.results[0].chunk_text.length > 200 && env.results[0].chunk_token_count > 0);
       if (mode === "ids_only") ids = env.results.map((r) => r.chunk_id);
@@ -190,6 +191,19 @@ try {
       const env = await call("find_vendor_info", { vendor_name: "Globex", response_mode: mode });
       assert.equal(env._metadata.status, "success", mode);
       assert.equal(env.results[0].vendor_name, "Globex Corporation");
+    }
+  });
+
+  await check("mentions and vendor evidence validate", async () => {
+    const s = await call("semantic_search", { query: "Acme Corp our payroll and HR software provider", response_mode: "metadata", page_size: 5 });
+    assert.ok(s.results.some((r) => (r.mentions || []).some((m) => m.name === "Acme Corp" && m.type === "COMPANY" && m.entity_id)));
+    assert.equal(s.query_analysis.vendors[0].name, "Acme Corp");
+    assert.match(s.query_analysis.suggestion, /find_vendor_info/);
+    const evidence = { ids_only: "evidence_chunk_ids", metadata: "evidence_documents", preview: "evidence", full: "evidence" };
+    for (const mode of ["ids_only", "metadata", "preview", "full"]) {
+      const env = await call("find_vendor_info", { vendor_name: "Acme Corp", response_mode: mode });
+      assert.equal(env._metadata.status, "success", mode);
+      assert.ok(env.results[0][evidence[mode]].length > 0, mode);
     }
   });
 

@@ -182,9 +182,23 @@ func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit in
 			VectorRank:      int(r.GetVectorRank()),
 			IsDuplicate:     r.GetIsDuplicate(),
 			SimilarChunkIDs: r.GetSimilarChunkIds(),
+			Mentions:        mentions(r.GetMentions()),
 		})
 	}
+	page.QueryVendors = mentions(resp.GetQueryVendors())
 	return page, nil
+}
+
+func mentions(ms []*searchv1.EntityMention) []model.Mention {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]model.Mention, len(ms))
+	for i, m := range ms {
+		out[i] = model.Mention{EntityID: m.GetEntityId(), Name: m.GetName(), EntityType: m.GetEntityType(),
+			IsVendor: m.GetIsVendor(), Count: int(m.GetCount())}
+	}
+	return out
 }
 
 // GetChunks fetches chunks by id, in the order asked, and the ids missing.
@@ -277,6 +291,7 @@ type VendorRequest struct {
 	MaxEntities          int
 	MaxRelationships     int
 	IncludeRelationships bool
+	MaxEvidence          int
 }
 
 // GetVendor returns a vendor's neighbourhood. An unknown name is a
@@ -291,6 +306,9 @@ func (c *Clients) GetVendor(ctx context.Context, r VendorRequest) (model.Vendor,
 		MaxRelationships:     int32(r.MaxRelationships),
 		IncludeRelationships: &include,
 		Depth:                1,
+		MaxEvidence:          int32(r.MaxEvidence),
+		// Evidence stays inside the categories the caller's key may read.
+		EvidenceCategories: readscope.Categories(ctx),
 	})
 	if err != nil {
 		return model.Vendor{}, vendorError(r.Name, err)
@@ -347,6 +365,15 @@ func vendor(r *vendorgraphv1.GetVendorResponse) model.Vendor {
 		RelationshipsTruncated: r.GetRelationshipsTruncated(),
 		CacheHit:               r.GetCacheHit(),
 		Aliases:                r.GetAliases(),
+		EvidenceChunkCount:     int(r.GetEvidenceChunkCount()),
+	}
+	for _, e := range r.GetEvidence() {
+		v.Evidence = append(v.Evidence, model.EvidenceChunk{ChunkID: e.GetChunkId(), SourceFile: e.GetSourceFile(),
+			MentionCount: int(e.GetMentionCount()), Snippet: e.GetSnippet()})
+	}
+	for _, d := range r.GetEvidenceDocuments() {
+		v.EvidenceDocuments = append(v.EvidenceDocuments, model.EvidenceDocument{DocumentID: d.GetDocumentId(),
+			SourceFile: d.GetSourceFile(), MentionCount: int(d.GetMentionCount()), ChunkCount: int(d.GetChunkCount())})
 	}
 	if st := r.GetStatistics(); st != nil {
 		v.Statistics = model.VendorStatistics{
@@ -372,6 +399,8 @@ func vendor(r *vendorgraphv1.GetVendorResponse) model.Vendor {
 			TargetID:         rel.GetTargetId(),
 			RelationshipType: rel.GetRelationshipType(),
 			Confidence:       rel.GetConfidence(),
+			SourceName:       rel.GetSourceName(),
+			TargetName:       rel.GetTargetName(),
 		}
 		if rel.GetMetadata() != nil {
 			m.Metadata = rel.GetMetadata().AsMap()

@@ -172,6 +172,16 @@ type Warning struct {
 type QueryAnalysis struct {
 	MatchedTerms   []string `json:"matched_terms"`
 	UnmatchedTerms []string `json:"unmatched_terms"`
+	// Vendors are the vendors the query names; Suggestion then points to
+	// find_vendor_info.
+	Vendors    []QueryVendor `json:"vendors,omitempty"`
+	Suggestion *string       `json:"suggestion,omitempty"`
+}
+
+// QueryVendor is a vendor a query names.
+type QueryVendor struct {
+	Name     string `json:"name"`
+	EntityID string `json:"entity_id"`
 }
 
 // Error is the error member of an error answer.

@@ -47,6 +47,17 @@ type Hit struct {
 	VectorRank      int
 	IsDuplicate     bool
 	SimilarChunkIDs []int64
+	// Mentions are the graph entities the chunk names, vendors first.
+	Mentions []Mention
+}
+
+// Mention is a vendor-graph entity a text names.
+type Mention struct {
+	EntityID   string
+	Name       string
+	EntityType string
+	IsVendor   bool
+	Count      int
 }
 
 // SearchPage is one page of a ranked query.
@@ -58,6 +69,8 @@ type SearchPage struct {
 	QueryTerms     []string
 	SearchTimeMS   float64
 	DatabaseTimeMS float64
+	// QueryVendors are the vendors the query itself names.
+	QueryVendors []Mention
 }
 
 // Entity is a node of the vendor graph.
@@ -82,6 +95,24 @@ type Relationship struct {
 	Confidence       float64
 	Metadata         map[string]any
 	UpdatedAt        time.Time
+	// SourceName and TargetName name the ends.
+	SourceName, TargetName string
+}
+
+// EvidenceChunk is a chunk that mentions a vendor.
+type EvidenceChunk struct {
+	ChunkID      int64
+	SourceFile   string
+	MentionCount int
+	Snippet      string
+}
+
+// EvidenceDocument is a document that mentions a vendor.
+type EvidenceDocument struct {
+	DocumentID   string
+	SourceFile   string
+	MentionCount int
+	ChunkCount   int
 }
 
 // VendorStatistics counts a vendor's whole neighbourhood.
@@ -107,4 +138,9 @@ type Vendor struct {
 	RelationshipsTruncated bool
 	CacheHit               bool
 	Aliases                []string
+	// Evidence: the chunks that mention the vendor, best first; the
+	// documents that mention it most; how many chunks mention it in all.
+	Evidence           []EvidenceChunk
+	EvidenceDocuments  []EvidenceDocument
+	EvidenceChunkCount int
 }

@@ -31,7 +31,11 @@ const (
 	Fact                   // a short fact on the heading line
 	Line                   // a line under the heading
 	Block                  // a block of lines, written as is
-	Body                   // the text itself (an envelope.Text)
+	// NamesBlock is a Block of mostly proper names, which the token
+	// estimate counts exactly: rare names, repeated, are where its
+	// approximation errs most.
+	NamesBlock
+	Body // the text itself (an envelope.Text)
 )
 
 // Markdown renders a field at a place. Text gets the whole result r, for
@@ -59,7 +63,13 @@ type Field struct {
 	Value    func(src *Source) any
 	Markdown []Markdown
 	List     *List
+	// OmitEmpty leaves the field out of a result when its value is an
+	// empty list: tokens spent on "no mentions" say nothing.
+	OmitEmpty bool
 }
+
+// MaxMentions bounds a search result's mentions (vendors first).
+const MaxMentions = 3
 
 // registry lists every field; the markdown rendering walks it in this
 // order.
@@ -102,6 +112,16 @@ var registry = []Field{
 	{Name: "chunk_text", Schema: jschema.Str(), Value: func(s *Source) any {
 		return envelope.Text{S: s.Hit.ChunkText, Tokens: s.Hit.ChunkTokenCount}
 	}, Markdown: []Markdown{{Body, nil}}},
+	// mentions: the graph entities the chunk names, for find_vendor_info.
+	{Name: "mentions", Schema: jschema.S{"type": "array", "items": mentionSchema(), "maxItems": MaxMentions},
+		Value: func(s *Source) any {
+			list := make([]envelope.Object, 0, min(len(s.Hit.Mentions), MaxMentions))
+			for _, m := range capList(s.Hit.Mentions, MaxMentions) {
+				list = append(list, envelope.Object{{Key: "name", Value: m.Name}, {Key: "type", Value: m.EntityType},
+					{Key: "entity_id", Value: m.EntityID}})
+			}
+			return list
+		}, OmitEmpty: true, Markdown: []Markdown{{Line, mentionsMarkdown}}},
 
 	{Name: "vendor_name", Schema: jschema.Str(), Value: func(s *Source) any { return s.Vendor.VendorName },
 		Markdown: []Markdown{{Head, func(_ envelope.Object, v any) string { return bold(v) }}}},
@@ -137,9 +157,48 @@ var registry = []Field{
 			}
 			return list
 		},
-		Markdown: []Markdown{{Block, relationshipsMarkdown}},
+		Markdown: []Markdown{{NamesBlock, relationshipsMarkdown}},
 		List: &List{Relationships: true, Len: func(v model.Vendor) int { return len(v.Relationships) },
 			Cut: func(v *model.Vendor, n int) { v.Relationships = capList(v.Relationships, n) }}},
+	{Name: "evidence_chunk_ids", Schema: jschema.Array(jschema.Int(0)), Value: func(s *Source) any {
+		ids := make([]int64, 0, min(len(s.Vendor.Evidence), s.Mode.Caps.Evidence))
+		for _, e := range capList(s.Vendor.Evidence, s.Mode.Caps.Evidence) {
+			ids = append(ids, e.ChunkID)
+		}
+		return ids
+	}, Markdown: []Markdown{{Block, func(_ envelope.Object, v any) string {
+		ids, _ := v.([]int64)
+		parts := make([]string, len(ids))
+		for i, id := range ids {
+			parts[i] = strconv.FormatInt(id, 10)
+		}
+		return fmt.Sprintf("evidence_chunk_ids (%d): %s\n", len(ids), strings.Join(parts, ", "))
+	}}}},
+	{Name: "evidence_documents", Schema: jschema.Array(jschema.Obj(jschema.S{
+		"source_file":   jschema.Str(),
+		"mention_count": jschema.Int(1),
+		"chunk_count":   jschema.Int(1),
+	}, "source_file", "mention_count", "chunk_count")), Value: func(s *Source) any {
+		list := make([]envelope.Object, 0, min(len(s.Vendor.EvidenceDocuments), s.Mode.Caps.Evidence))
+		for _, d := range capList(s.Vendor.EvidenceDocuments, s.Mode.Caps.Evidence) {
+			list = append(list, envelope.Object{{Key: "source_file", Value: d.SourceFile},
+				{Key: "mention_count", Value: d.MentionCount}, {Key: "chunk_count", Value: d.ChunkCount}})
+		}
+		return list
+	}, Markdown: []Markdown{{Block, evidenceDocumentsMarkdown}}},
+	{Name: "evidence", Schema: jschema.Array(jschema.Obj(jschema.S{
+		"chunk_id":      jschema.Int(0),
+		"source_file":   jschema.Str(),
+		"mention_count": jschema.Int(1),
+		"snippet":       jschema.Str(),
+	}, "chunk_id", "source_file", "mention_count", "snippet")), Value: func(s *Source) any {
+		list := make([]envelope.Object, 0, min(len(s.Vendor.Evidence), s.Mode.Caps.Evidence))
+		for _, e := range capList(s.Vendor.Evidence, s.Mode.Caps.Evidence) {
+			list = append(list, envelope.Object{{Key: "chunk_id", Value: e.ChunkID}, {Key: "source_file", Value: e.SourceFile},
+				{Key: "mention_count", Value: e.MentionCount}, {Key: "snippet", Value: e.Snippet}})
+		}
+		return list
+	}, Markdown: []Markdown{{Block, evidenceMarkdown}}},
 	{Name: "entity_ids", Schema: jschema.Array(jschema.Str()), Value: func(s *Source) any {
 		return nonNilStrings(capList(s.Vendor.EntityIDs, s.Mode.Caps.Entities))
 	}, Markdown: []Markdown{{Block, idsMarkdown("entity_ids")}},
@@ -203,17 +262,27 @@ func entitySchema() jschema.S {
 	}, "entity_id", "name", "entity_type", "confidence", "snippet")
 }
 
+func mentionSchema() jschema.S {
+	return jschema.Obj(jschema.S{
+		"name":      jschema.Str(),
+		"type":      jschema.Str(),
+		"entity_id": jschema.Str(),
+	}, "name", "type", "entity_id")
+}
+
 func relationshipSchema() jschema.S {
 	return jschema.Obj(jschema.S{
 		"relationship_id":   jschema.Str(),
 		"source_id":         jschema.Str(),
+		"source_name":       jschema.Str(),
 		"target_id":         jschema.Str(),
+		"target_name":       jschema.Str(),
 		"relationship_type": jschema.Str(),
 		"metadata": jschema.Nullable(jschema.Obj(jschema.S{
 			"confidence":            jschema.Unit(),
 			"relationship_metadata": jschema.S{"type": "object"},
 		}, "confidence", "relationship_metadata")),
-	}, "relationship_id", "source_id", "target_id", "relationship_type", "metadata")
+	}, "relationship_id", "source_id", "source_name", "target_id", "target_name", "relationship_type", "metadata")
 }
 
 func statisticsSchema() jschema.S {
@@ -330,8 +399,8 @@ func entitiesMarkdown(label string) func(envelope.Object, any) string {
 	}
 }
 
-// relationshipsMarkdown names the ends of a relationship by the entities the
-// same result lists, else by id.
+// relationshipsMarkdown names both ends of a relationship: by the names the
+// graph gives, else by the entities the same result lists, else by id.
 func relationshipsMarkdown(r envelope.Object, v any) string {
 	names := map[string]string{}
 	for _, key := range []string{"top_entities", "entities"} {
@@ -341,7 +410,11 @@ func relationshipsMarkdown(r envelope.Object, v any) string {
 			names[id], _ = e.Str("name")
 		}
 	}
-	label := func(id string) string {
+	label := func(rel envelope.Object, end string) string {
+		id, _ := rel.Str(end + "_id")
+		if n, _ := rel.Str(end + "_name"); n != "" {
+			return n
+		}
 		if n := names[id]; n != "" {
 			return n
 		}
@@ -351,16 +424,61 @@ func relationshipsMarkdown(r envelope.Object, v any) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Relationships (%d)\n", len(list))
 	for _, rel := range list {
-		src, _ := rel.Str("source_id")
-		dst, _ := rel.Str("target_id")
 		typ, _ := rel.Str("relationship_type")
-		fmt.Fprintf(&b, "- %s %s %s", label(src), typ, label(dst))
+		fmt.Fprintf(&b, "- %s %s %s", label(rel, "source"), typ, label(rel, "target"))
 		if m, ok := rel.Object("metadata"); ok {
 			if c, ok := m.Float("confidence"); ok {
 				fmt.Fprintf(&b, " (confidence %.2f)", c)
 			}
 		}
 		b.WriteString("\n")
+	}
+	return b.String() + "\n"
+}
+
+func mentionsMarkdown(_ envelope.Object, v any) string {
+	list, _ := v.([]envelope.Object)
+	if len(list) == 0 {
+		return ""
+	}
+	parts := make([]string, len(list))
+	for i, m := range list {
+		name, _ := m.Str("name")
+		typ, _ := m.Str("type")
+		parts[i] = fmt.Sprintf("%s (%s)", name, typ)
+	}
+	return "Mentions: " + strings.Join(parts, ", ")
+}
+
+func evidenceDocumentsMarkdown(_ envelope.Object, v any) string {
+	list, _ := v.([]envelope.Object)
+	if len(list) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Documents mentioning the vendor (%d)\n", len(list))
+	for _, d := range list {
+		f, _ := d.Str("source_file")
+		n, _ := d.Int("mention_count")
+		c, _ := d.Int("chunk_count")
+		fmt.Fprintf(&b, "- **%s**: %d mentions in %d chunks\n", f, n, c)
+	}
+	return b.String() + "\n"
+}
+
+func evidenceMarkdown(_ envelope.Object, v any) string {
+	list, _ := v.([]envelope.Object)
+	if len(list) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Evidence (%d)\n", len(list))
+	for _, e := range list {
+		f, _ := e.Str("source_file")
+		id, _ := e.Int("chunk_id")
+		n, _ := e.Int("mention_count")
+		sn, _ := e.Str("snippet")
+		fmt.Fprintf(&b, "- **%s** (chunk %d, %d mentions)\n  > %s\n", f, id, n, sn)
 	}
 	return b.String() + "\n"
 }

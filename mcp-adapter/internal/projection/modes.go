@@ -27,8 +27,9 @@ const (
 	VendorResult             // find_vendor_info: a vendor's neighbourhood
 )
 
-// Caps bound the entity and relationship lists of a vendor answer.
-type Caps struct{ Entities, Relationships int }
+// Caps bound the entity and relationship lists of a vendor answer, and
+// its evidence (chunk ids, documents or chunks, whichever the mode shows).
+type Caps struct{ Entities, Relationships, Evidence int }
 
 // Spec is everything a response mode decides. The table below is the one
 // home of modes: the tool descriptions, the response_mode enums and error
@@ -67,59 +68,60 @@ var table = []Spec{
 		Fields: map[Kind][]string{
 			SearchResult: {"chunk_id", "hybrid_score", "rank"},
 			ChunkResult:  {"chunk_id"},
-			VendorResult: {"vendor_name", "entity_ids", "relationship_ids"},
+			VendorResult: {"vendor_name", "entity_ids", "relationship_ids", "evidence_chunk_ids"},
 		},
 		Summary: map[Kind]string{
 			SearchResult: "~10 tokens/result",
 			VendorResult: "entity and relationship ids",
 		},
 		// ids_only lists the ids of what full would return.
-		Caps: Caps{100, 500}, CapsPartial: true,
+		Caps: Caps{100, 500, 10}, CapsPartial: true,
 		VendorAdvice: "Use 'preview' mode or include_relationships=false",
 	},
 	{
 		Name: Metadata,
 		Fields: map[Kind][]string{
-			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks"},
+			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks",
+				"mentions"},
 			ChunkResult:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks"},
-			VendorResult: {"vendor_name", "statistics", "top_entities", "last_updated"},
+			VendorResult: {"vendor_name", "statistics", "top_entities", "last_updated", "evidence_documents"},
 		},
 		Summary: map[Kind]string{
 			SearchResult: "file, category, position, score",
 			VendorResult: "statistics and top entities",
 		},
-		Caps: Caps{5, 5}, Signals: true,
+		Caps: Caps{5, 5, 3}, Signals: true,
 		VendorAdvice: "Use 'metadata' mode",
 	},
 	{
 		Name: Preview,
 		Fields: map[Kind][]string{
 			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks",
-				"chunk_snippet", "context_header"},
+				"chunk_snippet", "context_header", "mentions"},
 			ChunkResult:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks", "chunk_snippet", "context_header"},
-			VendorResult: {"vendor_name", "entities", "relationships", "statistics"},
+			VendorResult: {"vendor_name", "entities", "relationships", "statistics", "evidence"},
 		},
 		Summary: map[Kind]string{
 			SearchResult: "adds a 200-character snippet and section header",
 			VendorResult: "5 entities and 5 relationships",
 		},
-		Caps: Caps{5, 5}, Signals: true, Previews: true,
+		Caps: Caps{5, 5, 3}, Signals: true, Previews: true,
 		VendorAdvice: "Use 'metadata' mode",
 	},
 	{
 		Name: Full,
 		Fields: map[Kind][]string{
 			SearchResult: {"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type",
-				"source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count"},
+				"source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count", "mentions"},
 			ChunkResult: {"chunk_id", "chunk_text", "source_file", "source_category", "context_header", "chunk_index",
 				"total_chunks", "chunk_token_count"},
-			VendorResult: {"vendor_name", "entities", "relationships", "statistics"},
+			VendorResult: {"vendor_name", "entities", "relationships", "statistics", "evidence"},
 		},
 		Summary: map[Kind]string{
 			SearchResult: "whole text and all scores",
 			VendorResult: "up to 100 entities and 500 relationships",
 		},
-		Caps: Caps{100, 500}, CapsPartial: true, Details: true, Signals: true, Previews: true,
+		Caps: Caps{100, 500, 5}, CapsPartial: true, Details: true, Signals: true, Previews: true,
 		VendorAdvice: "Use 'preview' mode or include_relationships=false",
 	},
 }

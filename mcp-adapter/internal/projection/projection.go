@@ -73,10 +73,26 @@ func project(src *Source, fields []string) envelope.Object {
 	o := make(envelope.Object, 0, len(fields)+3)
 	for _, name := range fields {
 		if f, ok := Lookup(name); ok {
-			o.Set(name, f.Value(src))
+			v := f.Value(src)
+			if f.OmitEmpty && isEmptyList(v) {
+				continue
+			}
+			o.Set(name, v)
 		}
 	}
 	return o
+}
+
+func isEmptyList(v any) bool {
+	switch x := v.(type) {
+	case []envelope.Object:
+		return len(x) == 0
+	case []string:
+		return len(x) == 0
+	case []int64:
+		return len(x) == 0
+	}
+	return false
 }
 
 // Hit projects a search hit onto fields (a Select result).
@@ -221,7 +237,9 @@ func relationship(r model.Relationship, withMetadata bool) envelope.Object {
 	return envelope.Object{
 		{Key: "relationship_id", Value: r.RelationshipID},
 		{Key: "source_id", Value: r.SourceID},
+		{Key: "source_name", Value: r.SourceName},
 		{Key: "target_id", Value: r.TargetID},
+		{Key: "target_name", Value: r.TargetName},
 		{Key: "relationship_type", Value: r.RelationshipType},
 		{Key: "metadata", Value: meta},
 	}

@@ -20,16 +20,29 @@ func TestSearchWhitelists(t *testing.T) {
 		want []string
 	}{
 		{projection.IDsOnly, []string{"chunk_id", "hybrid_score", "rank"}},
-		{projection.Metadata, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks"}},
-		{projection.Preview, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "chunk_snippet", "context_header"}},
-		{projection.Full, []string{"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type", "source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count"}},
+		{projection.Metadata, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "mentions"}},
+		{projection.Preview, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "chunk_snippet", "context_header", "mentions"}},
+		{projection.Full, []string{"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type", "source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count", "mentions"}},
 	}
 	h := hit()
+	h.Mentions = []model.Mention{
+		{EntityID: "v1", Name: "Acme Corp", EntityType: "COMPANY", IsVendor: true, Count: 2},
+		{EntityID: "p1", Name: "Acme Cloud", EntityType: "PRODUCT", Count: 1},
+		{EntityID: "p2", Name: "Acme Vault", EntityType: "PRODUCT", Count: 1},
+		{EntityID: "p3", Name: "Acme Edge", EntityType: "PRODUCT", Count: 1},
+	}
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			require.Equal(t, tc.want, projection.SearchFields(tc.mode))
 			o := projection.Hit(h, projection.SearchFields(tc.mode))
 			require.Equal(t, tc.want, o.Keys(), "exactly the whitelist, in order")
+			if m, ok := o.Get("mentions"); ok {
+				list := m.([]envelope.Object)
+				require.Len(t, list, projection.MaxMentions, "mentions are capped")
+				require.Equal(t, []string{"name", "type", "entity_id"}, list[0].Keys())
+			}
+			bare := hit()
+			require.NotContains(t, projection.Hit(bare, projection.SearchFields(tc.mode)).Keys(), "mentions", "left out when empty")
 		})
 	}
 }
@@ -41,10 +54,10 @@ func TestVendorWhitelistsAndCaps(t *testing.T) {
 		want       []string
 		maxE, maxR int
 	}{
-		{projection.IDsOnly, []string{"vendor_name", "entity_ids", "relationship_ids"}, 100, 500},
-		{projection.Metadata, []string{"vendor_name", "statistics", "top_entities", "last_updated"}, 5, 5},
-		{projection.Preview, []string{"vendor_name", "entities", "relationships", "statistics"}, 5, 5},
-		{projection.Full, []string{"vendor_name", "entities", "relationships", "statistics"}, 100, 500},
+		{projection.IDsOnly, []string{"vendor_name", "entity_ids", "relationship_ids", "evidence_chunk_ids"}, 100, 500},
+		{projection.Metadata, []string{"vendor_name", "statistics", "top_entities", "last_updated", "evidence_documents"}, 5, 5},
+		{projection.Preview, []string{"vendor_name", "entities", "relationships", "statistics", "evidence"}, 5, 5},
+		{projection.Full, []string{"vendor_name", "entities", "relationships", "statistics", "evidence"}, 100, 500},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {

@@ -27,12 +27,16 @@ type writer interface {
 	text(sec section, s string)
 	// known writes s, whose token count is known when tokens > 0.
 	known(sec section, s string, tokens int)
+	// exact writes s, which the estimate counts exactly rather than
+	// approximates.
+	exact(sec section, s string)
 }
 
 type textWriter struct{ b strings.Builder }
 
 func (w *textWriter) text(_ section, s string)         { w.b.WriteString(s) }
 func (w *textWriter) known(_ section, s string, _ int) { w.b.WriteString(s) }
+func (w *textWriter) exact(_ section, s string)        { w.b.WriteString(s) }
 
 type estimateWriter struct{ sinks [4]tokens.Sink }
 
@@ -44,6 +48,8 @@ func (w *estimateWriter) known(sec section, s string, n int) {
 	}
 	w.sinks[sec].Raw(s)
 }
+
+func (w *estimateWriter) exact(sec section, s string) { w.sinks[sec].Known(tokens.Count(s)) }
 
 func (w *estimateWriter) breakdown() envelope.TokenBreakdown {
 	return envelope.TokenBreakdown{
@@ -195,6 +201,9 @@ func writeChunks(w writer, env *envelope.Envelope, view View) {
 	if qa := env.QueryAnalysis; qa != nil && len(qa.UnmatchedTerms) > 0 {
 		w.text(secMeta, "Terms not found on this page: "+strings.Join(qa.UnmatchedTerms, ", ")+"\n")
 	}
+	if qa := env.QueryAnalysis; qa != nil && qa.Suggestion != nil {
+		w.text(secMeta, *qa.Suggestion+"\n")
+	}
 	w.text(secMeta, "\n")
 	if len(env.Results) == 0 {
 		w.text(secResults, "No results.\n")
@@ -211,8 +220,13 @@ type placed struct {
 	head   string
 	facts  []string
 	lines  []string
-	blocks []string
+	blocks []block
 	body   []envelope.Text
+}
+
+type block struct {
+	s       string
+	counted bool
 }
 
 func place(r envelope.Object) placed {
@@ -243,7 +257,9 @@ func place(r envelope.Object) placed {
 			case projection.Line:
 				p.lines = append(p.lines, s)
 			case projection.Block:
-				p.blocks = append(p.blocks, s)
+				p.blocks = append(p.blocks, block{s, false})
+			case projection.NamesBlock:
+				p.blocks = append(p.blocks, block{s, true})
 			}
 		}
 	}
@@ -315,7 +331,11 @@ func writeVendor(w writer, env *envelope.Envelope, view View) {
 		w.text(secResults, l+"\n")
 	}
 	for _, b := range p.blocks {
-		w.text(secResults, b)
+		if b.counted {
+			w.exact(secResults, b.s)
+			continue
+		}
+		w.text(secResults, b.s)
 	}
 }
 

@@ -107,8 +107,18 @@ func TestMarkdownContent(t *testing.T) {
 	}
 	md = render.MarkdownText(vendor, render.View{Title: "Vendor: Acme", Mode: "full"})
 	require.Contains(t, md, "- **Cloud** (PRODUCT, confidence 0.90): A product.")
-	require.Contains(t, md, "- Cloud PARTNERS_WITH `e2`")
+	require.Contains(t, md, "- Cloud PARTNERS_WITH `e2`", "an end without a name is named by the listed entities, else by id")
 	require.Contains(t, md, "Entity types: PRODUCT 1")
+
+	// Both ends named by the graph: the vendor itself is never listed
+	// among its entities. Evidence renders with its snippets.
+	vendor.Results[0][2].Value = []envelope.Object{{{Key: "relationship_id", Value: "r1"}, {Key: "source_id", Value: "v"}, {Key: "source_name", Value: "Acme"},
+		{Key: "target_id", Value: "e1"}, {Key: "target_name", Value: "Cloud"}, {Key: "relationship_type", Value: "PRODUCES"}, {Key: "metadata", Value: nil}}}
+	vendor.Results[0] = append(vendor.Results[0], envelope.Field{Key: "evidence", Value: []envelope.Object{{{Key: "chunk_id", Value: int64(7)},
+		{Key: "source_file", Value: "contracts.md"}, {Key: "mention_count", Value: 2}, {Key: "snippet", Value: "Acme renewed."}}}})
+	md = render.MarkdownText(vendor, render.View{Title: "Vendor: Acme", Mode: "full"})
+	require.Contains(t, md, "- Acme PRODUCES Cloud")
+	require.Contains(t, md, "### Evidence (1)\n- **contracts.md** (chunk 7, 2 mentions)\n  > Acme renewed.")
 
 	errEnv := &envelope.Envelope{
 		Metadata: envelope.Metadata{Operation: "find_vendor_info", Status: envelope.StatusError, RequestID: "req_1"},

@@ -268,6 +268,8 @@ type Page struct {
 	QueryTerms     []string
 	// Previews is true in preview and full modes.
 	Previews bool
+	// QueryVendors are the vendors the query names.
+	QueryVendors []model.Mention
 }
 
 // Annotate returns, for each hit of the page, the desktop members to append
@@ -374,6 +376,13 @@ func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 		if !slices.Contains(qa.MatchedTerms, t) {
 			qa.MatchedTerms = append(qa.MatchedTerms, t)
 		}
+	}
+	for _, v := range p.QueryVendors {
+		qa.Vendors = append(qa.Vendors, envelope.QueryVendor{Name: v.Name, EntityID: v.EntityID})
+	}
+	if len(qa.Vendors) > 0 {
+		s := fmt.Sprintf("The query names the vendor %q: find_vendor_info gives its entities, relationships and the documents that mention it.", qa.Vendors[0].Name)
+		qa.Suggestion = &s
 	}
 	return qa
 }

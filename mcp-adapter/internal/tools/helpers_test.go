@@ -233,6 +233,25 @@ func (a answer) jsonBlock() map[string]any {
 	return m
 }
 
+// present is want without the fields a result leaves out when empty
+// (projection's OmitEmpty) and r does not have; one it has must not be empty.
+func present(t *testing.T, want []string, r map[string]any) []string {
+	t.Helper()
+	out := make([]string, 0, len(want))
+	for _, name := range want {
+		f, _ := projection.Lookup(name)
+		v, ok := r[name]
+		if f.OmitEmpty {
+			if !ok {
+				continue
+			}
+			require.NotEmpty(t, v, "%s is left out when empty, not sent empty", name)
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
 func keysOf(m map[string]any) []string {
 	var out []string
 	for k := range m {

@@ -135,6 +135,8 @@ func queryAnalysisSchema() schema {
 	return obj(schema{
 		"matched_terms":   arrayOf(str()),
 		"unmatched_terms": arrayOf(str()),
+		"vendors":         arrayOf(obj(schema{"name": str(), "entity_id": str()}, "name", "entity_id")),
+		"suggestion":      str(),
 	}, "matched_terms", "unmatched_terms")
 }
 

@@ -296,6 +296,7 @@ func (c *searchContent) signalPage(hits []model.Hit) signals.Page {
 		TotalAvailable: c.page.TotalAvailable,
 		QueryTerms:     c.page.QueryTerms,
 		Previews:       projection.Of(c.p.mode).Previews,
+		QueryVendors:   c.page.QueryVendors,
 	}
 }
 

@@ -123,7 +123,7 @@ func TestSemanticSearchModesAndFormats(t *testing.T) {
 						want = append(want, signalF...)
 					}
 					for i, r := range rs {
-						require.ElementsMatch(t, want, keysOf(withoutDedup(t, r)), "result %d has exactly the mode's fields", i)
+						require.ElementsMatch(t, present(t, want, r), keysOf(withoutDedup(t, r)), "result %d has exactly the mode's fields", i)
 						require.Equal(t, float64(i+1), r["rank"])
 						require.Greater(t, r["hybrid_score"].(float64), 0.0)
 					}
@@ -361,7 +361,7 @@ func TestPaginationReturnsEveryResultOnceInOrder(t *testing.T) {
 					for _, r := range a.results() {
 						got = append(got, int64(r["chunk_id"].(float64)))
 						ranks = append(ranks, int(r["rank"].(float64)))
-						require.ElementsMatch(t, keysOf(withoutDedup(t, r)), append(projection.SearchFields(projection.Mode(mode)), signalFor(mode)...), "later pages keep the cursor's mode")
+						require.ElementsMatch(t, keysOf(withoutDedup(t, r)), present(t, append(projection.SearchFields(projection.Mode(mode)), signalFor(mode)...), r), "later pages keep the cursor's mode")
 					}
 					if !p["has_more"].(bool) {
 						require.Nil(t, p["cursor"])
@@ -1027,7 +1027,7 @@ func TestDuplicatesAreFlagged(t *testing.T) {
 func TestDesktopEnhancementsOff(t *testing.T) {
 	h := newReal(t, withConfig("ENABLE_DESKTOP_ENHANCEMENTS", "false"))
 	a := h.call(tools.ToolSemanticSearch, map[string]any{"query": "jwt", "response_mode": "preview"})
-	require.ElementsMatch(t, projection.SearchFields(projection.Preview), keysOf(a.results()[0]))
+	require.ElementsMatch(t, present(t, projection.SearchFields(projection.Preview), a.results()[0]), keysOf(a.results()[0]))
 	require.Nil(t, a.env["query_analysis"])
 	require.Nil(t, a.env["_metadata"].(map[string]any)["visual_hints"])
 	checkTokens(t, a)

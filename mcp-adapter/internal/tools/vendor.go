@@ -65,6 +65,7 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 		maxE, maxR := projection.VendorCaps(p.mode)
 		return s.clients.GetVendor(ctx, backend.VendorRequest{
 			Name: name, MaxEntities: maxE, MaxRelationships: maxR, IncludeRelationships: p.relationships,
+			MaxEvidence: projection.Of(p.mode).Caps.Evidence,
 		})
 	}
 	v, info, aerr, berr := guarded(ctx, s, call.Operation, func(ctx context.Context) (model.Vendor, error) {
@@ -87,6 +88,7 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 			if len(suggestions) == 0 {
 				suggestions, _ = s.clients.SuggestVendors(ctx, p.name, 5)
 			}
+			suggestions = s.addMentionedVendors(info.scoped(ctx), p.name, suggestions)
 			ni, e = needsinput.VendorNotFound(p.name, suggestions), apierr.NewVendorNotFound(p.name, suggestions)
 		} else if amb, ok := backend.IsAmbiguous(berr); ok {
 			ni, e = needsinput.AmbiguousVendor(p.name, amb.Candidates), apierr.NewVendorAmbiguous(p.name, amb.Candidates)
@@ -123,6 +125,31 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 	base = append(base, info.warnings()...)
 	content := newVendorContent(s, v, p, base)
 	return s.resp.Success(call, env, content)
+}
+
+// maxMentionedSuggestions bounds the vendors added to a not-found answer's
+// suggestions from the documents.
+const maxMentionedSuggestions = 3
+
+// addMentionedVendors adds to suggestions the vendors that the chunks best
+// matching name's words mention: the documents may know the vendor by a
+// name the graph lacks ("our payroll provider"). Best effort, inside the
+// key's read scope: a search that fails adds nothing.
+func (s *Server) addMentionedVendors(ctx context.Context, name string, suggestions []string) []string {
+	page, err := s.clients.SearchPage(ctx, name, 0, 10)
+	if err != nil {
+		return suggestions
+	}
+	added := 0
+	for _, h := range page.Hits {
+		for _, m := range h.Mentions {
+			if m.IsVendor && added < maxMentionedSuggestions && !slices.Contains(suggestions, m.Name) {
+				suggestions = append(suggestions, m.Name)
+				added++
+			}
+		}
+	}
+	return suggestions
 }
 
 func (s *Server) vendorFailure(call *respond.Call, name string, err error, extra []envelope.Warning) *mcp.CallToolResult {

@@ -1,6 +1,7 @@
 // Operator dashboard. Plain JavaScript, no build step, no third-party code.
 // Everything it shows comes from /api/health, /api/tools, /api/stats,
-// GET /v1/sources and POST /v1/search on this origin. Text is always inserted as text, never HTML.
+// GET /v1/sources, POST /v1/search and GET /v1/vendors/{name} on this origin.
+// Text is always inserted as text, never HTML.
 "use strict";
 
 (function () {
@@ -285,6 +286,91 @@
   }
 
   // --- API key ---
+  // --- vendor graph ---
+  // A vendor's neighbourhood as a picture: the vendor in the middle, its
+  // entities on a ring grouped (and coloured) by type, relationships as
+  // labelled lines; the documents that mention it beside. Plain SVG.
+  const TYPE_COLOURS = ["#2456c9", "#1a7f37", "#b58100", "#8e44ad", "#c62828", "#00838f", "#6d4c41", "#5c6bc0"];
+  const SVGNS = "http://www.w3.org/2000/svg";
+  function svg(tag, attrs, text) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function short(s, n) { return s.length > n ? s.slice(0, n - 1) + "…" : s; }
+  function renderVendor(v) {
+    const entities = v.entities || [];
+    const types = [...new Set(entities.map((e) => e.entityType))].sort();
+    const colour = (t) => TYPE_COLOURS[types.indexOf(t) % TYPE_COLOURS.length];
+    const W = 760, H = 460, cx = W / 2, cy = H / 2, r = Math.min(W, H) / 2 - 60;
+    // Entities by type, then by relevance (the reply's order), round the ring.
+    const ordered = [...entities].sort((a, b) => types.indexOf(a.entityType) - types.indexOf(b.entityType));
+    const pos = new Map([[v.vendorId, { x: cx, y: cy }]]);
+    ordered.forEach((e, i) => {
+      const a = (2 * Math.PI * i) / Math.max(ordered.length, 1) - Math.PI / 2;
+      pos.set(e.entityId, { x: cx + r * Math.cos(a), y: cy + r * Math.sin(a) });
+    });
+    const root = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "Neighbourhood of " + v.vendorName });
+    const edges = svg("g", { class: "edges" });
+    for (const rel of v.relationships || []) {
+      const a = pos.get(rel.sourceId), b = pos.get(rel.targetId);
+      if (!a || !b) continue;
+      const g = svg("g", { class: "edge", "data-type": rel.relationshipType });
+      g.append(svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y }));
+      g.append(svg("text", { class: "elabel", x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 3, "text-anchor": "middle" }, rel.relationshipType));
+      g.append(svg("title", {}, (rel.sourceName || rel.sourceId) + " " + rel.relationshipType + " " + (rel.targetName || rel.targetId)));
+      edges.append(g);
+    }
+    root.append(edges);
+    const nodes = svg("g", { class: "nodes" });
+    for (const e of ordered) {
+      const p = pos.get(e.entityId);
+      const g = svg("g", { class: "node", "data-type": e.entityType, "data-id": e.entityId });
+      g.append(svg("circle", { cx: p.x, cy: p.y, r: 9, fill: colour(e.entityType) }));
+      const left = p.x < cx - 5;
+      g.append(svg("text", { class: "nlabel", x: p.x + (left ? -13 : 13), y: p.y + 4, "text-anchor": left ? "end" : "start" }, short(e.name, 28)));
+      g.append(svg("title", {}, e.name + " (" + e.entityType + ")"));
+      nodes.append(g);
+    }
+    const vg = svg("g", { class: "node vendor", "data-id": v.vendorId });
+    vg.append(svg("circle", { cx, cy, r: 16, fill: "#fff" }));
+    vg.append(svg("text", { class: "nlabel", x: cx, y: cy + 32, "text-anchor": "middle" }, v.vendorName));
+    nodes.append(vg);
+    root.append(nodes);
+    $("vendor-graph").replaceChildren(root);
+    const swatch = (t) => { const i = el("i", {}); i.style.background = colour(t); return i; }; // CSSOM: the CSP allows no style attributes
+    $("vendor-legend").replaceChildren(...types.map((t) => el("span", { "data-type": t }, swatch(t), t)),
+      el("span", {}, (v.statistics ? fmtNum(v.statistics.entityCount) + " entities, " + fmtNum(v.statistics.relationshipCount) + " relationships in all" : "")));
+    fill($("vendor-documents"), (v.evidenceDocuments || []).map((d) => el("li", { "data-document": d.documentId },
+      el("b", {}, d.sourceFile), " · " + fmtNum(d.mentionCount) + " mentions in " + fmtNum(d.chunkCount) + " chunks")));
+    fill($("vendor-evidence"), (v.evidence || []).map((c) => el("li", { "data-chunk": c.chunkId },
+      el("b", {}, c.sourceFile), " · chunk " + c.chunkId + " · " + fmtNum(c.mentionCount) + " mentions",
+      el("blockquote", {}, c.snippet))));
+    if (!(v.evidence || []).length) fill($("vendor-evidence"), [el("li", { class: "muted" }, "No document mentions this vendor.")]);
+    $("vendor-view").classList.remove("hidden");
+  }
+  async function showVendor(ev) {
+    if (ev) ev.preventDefault();
+    const name = $("vendor-name").value.trim();
+    const status = $("vendor-status");
+    if (!name) return;
+    status.textContent = "Loading " + name + "…";
+    status.className = "muted";
+    try {
+      const path = "/v1/vendors/" + encodeURIComponent(name) + "?maxEntities=24&maxRelationships=60&maxEvidence=5";
+      const { data, requestId } = await call("GET", path, undefined, true);
+      renderVendor(data);
+      status.textContent = data.vendorName + " · " + (data.entities || []).length + " entities, " +
+        (data.relationships || []).length + " relationships shown · " + fmtNum(data.evidenceChunkCount || 0) +
+        " chunks mention it · request " + requestId;
+    } catch (err) {
+      $("vendor-view").classList.add("hidden");
+      status.textContent = describe(err);
+      status.className = "error-msg";
+    }
+  }
+
   function showKeyState() {
     $("key-state").textContent = currentKey() ? "key set for this tab" : "no key";
   }
@@ -299,6 +385,7 @@
     });
     $("key-forget").addEventListener("click", () => { setApiKey(""); showKeyState(); loadStats(); loadSources(); });
     $("search-form").addEventListener("submit", search);
+    $("vendor-form").addEventListener("submit", showVendor);
     showKeyState();
     loadHealth(); loadTools(); loadStats(); loadSources();
     setInterval(() => { loadHealth(); loadTools(); loadStats(); loadSources(); }, POLL_MS);

@@ -14,6 +14,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -115,9 +116,45 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 			resp.Results[i] = resultProto(&page[i], off+i+1, texts)
 		}
 	}
+	s.addMentions(ctx, q, resp)
 	resp.SearchTimeMs = float64(time.Since(start).Microseconds()) / 1000
 	resp.DatabaseTimeMs = float64(dbTime.Microseconds()) / 1000
 	return resp, nil
+}
+
+// maxMentions bounds a result's mentions.
+const maxMentions = 10
+
+// addMentions lists the entities each result's chunk mentions and the
+// vendors the query names. They enrich the answer: when the database cannot
+// say, the results go out without them (and a log line says why).
+func (s *Server) addMentions(ctx context.Context, query string, resp *searchv1.SearchResponse) {
+	dctx, cancel := s.dbCtx(ctx)
+	defer cancel()
+	ids := make([]int64, len(resp.Results))
+	for i, r := range resp.Results {
+		ids[i] = r.GetChunk().GetChunkId()
+	}
+	byChunk, err := s.st.ChunkMentions(dctx, ids, maxMentions)
+	if err == nil {
+		for _, r := range resp.Results {
+			r.Mentions = mentionProtos(byChunk[r.GetChunk().GetChunkId()])
+		}
+		var vendors []store.Mention
+		vendors, err = s.st.QueryVendors(dctx, query)
+		resp.QueryVendors = mentionProtos(vendors)
+	}
+	if err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "search answered without mentions", "error", err.Error())
+	}
+}
+
+func mentionProtos(ms []store.Mention) []*searchv1.EntityMention {
+	out := make([]*searchv1.EntityMention, len(ms))
+	for i, m := range ms {
+		out[i] = &searchv1.EntityMention{EntityId: m.EntityID, Name: m.Name, EntityType: m.EntityType, IsVendor: m.IsVendor, Count: int32(m.Count)}
+	}
+	return out
 }
 
 func resultProto(r *engine.Result, rank int, texts map[int64]store.StoredText) *searchv1.SearchResult {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
@@ -114,7 +115,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 // until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s.refreshMatcher(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		s.feed.Run(ctx)
@@ -124,6 +129,27 @@ func (s *Server) Run(ctx context.Context) {
 		s.sweeps.Run(ctx)
 	}()
 	wg.Wait()
+}
+
+// matcherRefresh is how often the name matcher checks the graph version
+// (one row read) between the rebuilds writes trigger.
+const matcherRefresh = 5 * time.Second
+
+// refreshMatcher builds the name matcher at start and keeps it in step with
+// the graph, so a query's vendors never wait for a build.
+func (s *Server) refreshMatcher(ctx context.Context) {
+	t := time.NewTicker(matcherRefresh)
+	defer t.Stop()
+	for {
+		if err := s.st.RefreshMatcher(ctx); err != nil && ctx.Err() == nil {
+			logging.FromContext(ctx).WarnContext(ctx, "name matcher not refreshed", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Listening reports whether the change-feed listener is connected.

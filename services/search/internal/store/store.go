@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bmcis/knowledge/platform/mentions"
 )
 
 // Channel is the LISTEN/NOTIFY channel every change is announced on.
@@ -49,11 +51,16 @@ const (
 
 // Store wraps the pool.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	linker *mentions.Linker
 }
 
 // New returns a store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, linker: mentions.NewLinker()} }
+
+// Linker returns the store's mention linker (the matcher of the graph's
+// names, rebuilt when the graph changes).
+func (s *Store) Linker() *mentions.Linker { return s.linker }
 
 // Pool returns the underlying pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bmcis/knowledge/platform/mentions"
 )
 
 // DocumentRow is one document to store with all of its chunks.
@@ -105,7 +107,25 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
 	}
 
-	// Round trip 2: replace the chunks, take the generation, announce, commit.
+	// The chunks' mentions, found with the matcher of the graph as it is
+	// now (an unchanged document costs none); the write inserts them only
+	// if the graph has not moved on by then (else relinkDocument below).
+	matcher, graphVersion, err := s.linker.MatcherWithin(ctx, conn, versionCheckEvery)
+	if err != nil {
+		rollback(conn)
+		return WriteResult{}, fmt.Errorf("write document %q: %w", d.ExternalID, err)
+	}
+	var mIdx, mCount []int32
+	var mEntity []string
+	for _, c := range d.Chunks {
+		for _, l := range matcher.Links([]mentions.ChunkText{{ID: int64(c.Index), Text: c.Text}}) {
+			mIdx, mEntity, mCount = append(mIdx, int32(c.Index)), append(mEntity, l.EntityID), append(mCount, int32(l.Count))
+		}
+	}
+
+	// Round trip 2: replace the chunks and their mentions (under the
+	// mention lock, shared: a re-link of the graph excludes chunk writers),
+	// take the generation, announce, commit.
 	n := len(d.Chunks)
 	idx, tok, page := make([]int32, n), make([]int32, n), make([]int32, n)
 	hdr, txt := make([]string, n), make([]string, n)
@@ -114,18 +134,24 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 		idx[i], tok[i], hdr[i], txt[i], hashes[i], page[i] = int32(c.Index), int32(c.Tokens), c.Header, c.Text, c.Hash, int32(c.Page)
 	}
 	b = &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", mentions.LockKey)
 	b.Queue("DELETE FROM chunks WHERE document_id = $1", docID)
 	b.Queue(insertChunks, docID, d.Category, n, idx, hdr, txt, tok, hashes, page)
+	b.Queue(insertMentions, docID, mIdx, mEntity, mCount, graphVersion)
 	b.Queue("SELECT pg_advisory_xact_lock($1)", feedLockKey)
 	b.Queue(bumpGeneration, docID)
 	b.Queue("SELECT pg_notify($1, $2)", Channel, "d")
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
 	var gen int64
-	for i := 0; i < 6 && err == nil; i++ {
-		if i == 3 {
+	var linkedVersion int64
+	for i := 0; i < 8 && err == nil; i++ {
+		switch i {
+		case 3:
+			err = br.QueryRow().Scan(&linkedVersion)
+		case 5:
 			err = br.QueryRow().Scan(&gen)
-		} else {
+		default:
 			_, err = br.Exec()
 		}
 	}
@@ -136,7 +162,54 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 		rollback(conn)
 		return WriteResult{}, fmt.Errorf("write chunks of %q: %w", d.ExternalID, err)
 	}
+	if linkedVersion != graphVersion {
+		if err := s.relinkDocument(ctx, docID); err != nil {
+			// The document is stored; only its mentions lag. The next
+			// import touching these names, or a re-ingest, links them.
+			return WriteResult{Written: true, DocumentID: docID, Generation: gen}, fmt.Errorf("link mentions of %q: %w", d.ExternalID, err)
+		}
+	}
 	return WriteResult{Written: true, DocumentID: docID, Generation: gen}, nil
+}
+
+// versionCheckEvery is how long a write trusts the graph version it last
+// read: a bulk ingest reads it about once a second, not once a document.
+const versionCheckEvery = time.Second
+
+// insertMentions writes the links of the chunks just inserted, joined by
+// chunk index, if the graph version is still the one they were matched
+// with; it returns the version it saw.
+const insertMentions = `
+WITH state AS (SELECT graph_version FROM mention_state),
+ins AS (
+    INSERT INTO entity_mentions (entity_id, chunk_id, mention_count)
+    SELECT u.e::uuid, c.id, u.n
+    FROM unnest($2::int[], $3::text[], $4::int[]) AS u(i, e, n)
+    JOIN chunks c ON c.document_id = $1 AND c.chunk_index = u.i
+    WHERE (SELECT graph_version FROM state) = $5)
+SELECT graph_version FROM state`
+
+// relinkDocument links a document's chunks again, with the matcher of the
+// graph as it is now: an import committed between matching and writing.
+func (s *Store) relinkDocument(ctx context.Context, docID int64) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := mentions.LockShared(ctx, tx); err != nil {
+			return err
+		}
+		m, _, err := s.linker.Matcher(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "SELECT id FROM chunks WHERE document_id = $1", docID)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		return mentions.RelinkChunks(ctx, tx, m, ids)
+	})
 }
 
 // DeleteResult says what DeleteDocument removed.
@@ -146,11 +219,16 @@ type DeleteResult struct {
 	Generation int64
 }
 
-// DeleteDocument removes a document and its chunks and leaves a tombstone
+// DeleteDocument removes a document, its chunks and their mentions, and leaves a tombstone
 // for replicas. It returns ErrNotFound when no such document exists.
 func (s *Store) DeleteDocument(ctx context.Context, externalID string) (DeleteResult, error) {
 	var res DeleteResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The chunks' mentions go with them (ON DELETE CASCADE); the lock
+		// keeps a concurrent re-link from linking a chunk being deleted.
+		if err := mentions.LockShared(ctx, tx); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `DELETE FROM documents WHERE external_id = $1 RETURNING id, chunk_count`, externalID).Scan(&res.DocumentID, &res.Chunks)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound

@@ -40,13 +40,13 @@ func New[K comparable, V any](size int, ttl time.Duration) *Cache[K, V] {
 // reply is cached before it can hear about their imports.
 func (c *Cache[K, V]) Suspend() { c.SetLive(false) }
 
-// Watch keeps a connection LISTENing on channel and invalidates the cache on
+// Watch keeps a connection LISTENing on channels and invalidates the cache on
 // each notification, until ctx ends. Notifications whose payload is self come
 // from this replica, which invalidated its cache right after the commit:
 // they are skipped, so a reply cached since is not dropped for nothing. The cache is not live until the first
 // LISTEN succeeds, and stops being live whenever the connection is lost;
 // Watch reconnects with backoff. It returns when ctx ends.
-func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channel, self string, log *slog.Logger) {
+func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channels []string, self string, log *slog.Logger) {
 	if !c.Enabled() {
 		return
 	}
@@ -54,7 +54,7 @@ func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channel, se
 	backoff := 100 * time.Millisecond
 	failures := 0
 	for ctx.Err() == nil {
-		listened, err := c.listen(ctx, pool, channel, self)
+		listened, err := c.listen(ctx, pool, channels, self)
 		c.SetLive(false)
 		if listened {
 			backoff = 100 * time.Millisecond
@@ -83,7 +83,7 @@ func (c *Cache[K, V]) Watch(ctx context.Context, pool *pgxpool.Pool, channel, se
 
 // listen runs one LISTEN session. The connection is taken out of the pool
 // (hijacked) so that it is never handed to a query while it listens.
-func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channel, self string) (listened bool, err error) {
+func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channels []string, self string) (listened bool, err error) {
 	pc, err := pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("acquire listener connection: %w", err)
@@ -94,8 +94,10 @@ func (c *Cache[K, V]) listen(ctx context.Context, pool *pgxpool.Pool, channel, s
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return false, fmt.Errorf("listen on %s: %w", channel, err)
+	for _, channel := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+			return false, fmt.Errorf("listen on %s: %w", channel, err)
+		}
 	}
 	// Anything committed before LISTEN took effect was not announced to us.
 	c.SetLive(true)

@@ -33,6 +33,8 @@ func TestCachedCopyHasEveryField(t *testing.T) {
 			m.Set(fd, protoreflect.ValueOfBool(true))
 		case fd.Kind() == protoreflect.StringKind:
 			m.Set(fd, protoreflect.ValueOfString("x"))
+		case fd.Kind() == protoreflect.Int32Kind:
+			m.Set(fd, protoreflect.ValueOfInt32(1))
 		default:
 			t.Fatalf("field %s: kind %s not handled by this test", fd.Name(), fd.Kind())
 		}

@@ -49,6 +49,13 @@ func buildReply(v graph.Vendor, nb *graph.Neighbourhood, k cacheKey) (*vendorgra
 	for i, e := range resp.Entities {
 		resp.EntityIds[i] = e.EntityId
 	}
+	// Relationships name both ends: the neighbourhood holds every entity an
+	// edge touches, the vendor aside.
+	names := make(map[graph.UUID]string, len(nb.Nodes)+1)
+	names[v.ID] = v.Name
+	for _, nd := range nb.Nodes {
+		names[nd.ID] = nd.Name
+	}
 	resp.Relationships = make([]*vendorgraphv1.Relationship, nRel)
 	resp.RelationshipIds = make([]string, nRel)
 	for i, e := range nb.Edges[:nRel] {
@@ -62,6 +69,8 @@ func buildReply(v graph.Vendor, nb *graph.Neighbourhood, k cacheKey) (*vendorgra
 			RelationshipId:   id,
 			SourceId:         importer.FormatUUID(e.Source),
 			TargetId:         importer.FormatUUID(e.Target),
+			SourceName:       names[e.Source],
+			TargetName:       names[e.Target],
 			RelationshipType: e.Type,
 			Confidence:       e.Confidence,
 			Metadata:         meta,
@@ -107,4 +116,19 @@ func toStruct(raw []byte) (*structpb.Struct, error) {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
 	return st, nil
+}
+
+// addEvidence puts what the documents say about the vendor into resp.
+func addEvidence(resp *vendorgraphv1.GetVendorResponse, ev graph.Evidence) {
+	resp.EvidenceChunkCount = int32(ev.ChunkCount)
+	resp.Evidence = make([]*vendorgraphv1.EvidenceChunk, len(ev.Chunks))
+	for i, c := range ev.Chunks {
+		resp.Evidence[i] = &vendorgraphv1.EvidenceChunk{ChunkId: c.ChunkID, DocumentId: c.DocumentID, SourceFile: c.SourceFile,
+			MentionCount: int32(c.MentionCount), Snippet: c.Snippet, Score: c.Score}
+	}
+	resp.EvidenceDocuments = make([]*vendorgraphv1.EvidenceDocument, len(ev.Documents))
+	for i, d := range ev.Documents {
+		resp.EvidenceDocuments[i] = &vendorgraphv1.EvidenceDocument{DocumentId: d.DocumentID, SourceFile: d.SourceFile,
+			Title: d.Title, MentionCount: int32(d.MentionCount), ChunkCount: int32(d.ChunkCount)}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/mentions"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/cache"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/graph"
@@ -41,6 +43,7 @@ const (
 	maxCandidates       = 10
 	defaultSuggestions  = 10
 	maxSuggestions      = 50
+	maxEvidenceCap      = 50
 )
 
 // cacheKey identifies a GetVendor reply. The normalized name, not the
@@ -50,6 +53,10 @@ type cacheKey struct {
 	maxEntities, maxRels int32
 	includeRelationships bool
 	depth                int32
+	maxEvidence          int32
+	// scope is the evidence categories, sorted and joined: replies for
+	// differently scoped keys differ.
+	scope string
 }
 
 // Server answers VendorGraphService calls.
@@ -83,10 +90,15 @@ func replicaID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// WatchChanges listens for imports committed by any replica and drops the
-// cache on each, until ctx ends. Until it listens, the cache is bypassed.
+// searchChannel is where the search service announces document writes and
+// deletions (its store.Channel): they change a vendor's evidence.
+const searchChannel = "bmcis_search"
+
+// WatchChanges listens for imports committed by any replica, and for
+// document changes (they move a vendor's evidence), and drops the cache on
+// each, until ctx ends. Until it listens, the cache is bypassed.
 func (s *Server) WatchChanges(ctx context.Context, log *slog.Logger) {
-	s.cache.Watch(ctx, s.pool, importer.NotifyChannel, s.id, log)
+	s.cache.Watch(ctx, s.pool, []string{importer.NotifyChannel, searchChannel}, s.id, log)
 }
 
 // CacheLive reports whether the cache currently serves replies.
@@ -97,6 +109,7 @@ type getVendorQuery struct {
 	name       string
 	normalized string
 	key        cacheKey
+	categories []string // evidence scope; none: every category
 }
 
 func checkName(field, name string) (string, error) {
@@ -133,6 +146,13 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 	if err != nil {
 		return getVendorQuery{}, err
 	}
+	maxEv := req.GetMaxEvidence()
+	switch {
+	case maxEv == 0:
+		maxEv = defaultCap
+	case maxEv < 0 || maxEv > maxEvidenceCap:
+		return getVendorQuery{}, grpcserver.InvalidArgument("max_evidence", "must be 0 (default %d) to %d, got %d", defaultCap, maxEvidenceCap, maxEv)
+	}
 	depth := req.GetDepth()
 	switch depth {
 	case 0:
@@ -142,10 +162,15 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 		return getVendorQuery{}, grpcserver.InvalidArgument("depth", "must be 0 (default 1), 1 or 2, got %d", depth)
 	}
 	include := req.IncludeRelationships == nil || *req.IncludeRelationships
+	cats := slices.Clone(req.GetEvidenceCategories())
+	slices.Sort(cats)
+	cats = slices.Compact(cats)
 	return getVendorQuery{
 		name:       req.GetName(),
 		normalized: norm,
-		key:        cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth},
+		categories: cats,
+		key: cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth,
+			maxEvidence: maxEv, scope: strings.Join(cats, "\x00")},
 	}, nil
 }
 
@@ -211,6 +236,9 @@ func cachedCopy(r *vendorgraphv1.GetVendorResponse) *vendorgraphv1.GetVendorResp
 		RelationshipsTruncated: r.RelationshipsTruncated,
 		CacheHit:               true,
 		Aliases:                r.Aliases,
+		Evidence:               r.Evidence,
+		EvidenceDocuments:      r.EvidenceDocuments,
+		EvidenceChunkCount:     r.EvidenceChunkCount,
 	}
 }
 
@@ -249,7 +277,16 @@ func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.G
 	if err != nil {
 		return nil, err
 	}
-	return buildReply(vendor, nb, q.key)
+	resp, err := buildReply(vendor, nb, q.key)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := s.store.Evidence(ctx, vendor, int(q.key.maxEvidence), q.categories)
+	if err != nil {
+		return nil, err
+	}
+	addEvidence(resp, ev)
+	return resp, nil
 }
 
 func ambiguous(name string, candidates []string) error {
@@ -369,6 +406,12 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 	if err != nil {
 		return err
 	}
+	// A matcher of its own, dropped after the import: at 200,000 entities
+	// it is hundreds of MB, and imports are rare.
+	relinked, err := importer.Relink(ctx, tx, mentions.NewLinker(), counts)
+	if err != nil {
+		return err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit import: %w", err)
 	}
@@ -395,7 +438,8 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 		"relationships_created", resp.RelationshipsCreated, "relationships_updated", resp.RelationshipsUpdated,
 		"seconds", resp.Seconds, "receive_and_parse_seconds", received.Sub(start).Seconds(),
 		"write_seconds", committed.Sub(received).Seconds(), "copy_seconds", counts.CopyTime.Seconds(),
-		"entities_seconds", counts.EntitiesTime.Seconds(), "relationships_seconds", counts.RelationshipsTime.Seconds())
+		"entities_seconds", counts.EntitiesTime.Seconds(), "relationships_seconds", counts.RelationshipsTime.Seconds(),
+		"mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
 	return stream.SendAndClose(resp)
 }
 

@@ -299,8 +299,10 @@ type SearchResponse struct {
 	SearchTimeMs float64 `protobuf:"fixed64,6,opt,name=search_time_ms,json=searchTimeMs,proto3" json:"search_time_ms,omitempty"`
 	// Time spent waiting on PostgreSQL, in milliseconds (0 on a cache hit).
 	DatabaseTimeMs float64 `protobuf:"fixed64,7,opt,name=database_time_ms,json=databaseTimeMs,proto3" json:"database_time_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Vendors the query itself names (by name or alias).
+	QueryVendors  []*EntityMention `protobuf:"bytes,8,rep,name=query_vendors,json=queryVendors,proto3" json:"query_vendors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SearchResponse) Reset() {
@@ -380,6 +382,13 @@ func (x *SearchResponse) GetDatabaseTimeMs() float64 {
 		return x.DatabaseTimeMs
 	}
 	return 0
+}
+
+func (x *SearchResponse) GetQueryVendors() []*EntityMention {
+	if x != nil {
+		return x.QueryVendors
+	}
+	return nil
 }
 
 // Chunk is one piece of a document, as stored.
@@ -552,8 +561,11 @@ type SearchResult struct {
 	IsDuplicate bool `protobuf:"varint,10,opt,name=is_duplicate,json=isDuplicate,proto3" json:"is_duplicate,omitempty"`
 	// Ids of other results in the list with the same or nearly the same content.
 	SimilarChunkIds []int64 `protobuf:"varint,11,rep,packed,name=similar_chunk_ids,json=similarChunkIds,proto3" json:"similar_chunk_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Vendor-graph entities the chunk mentions (by name or alias): vendors
+	// first, then by mention count; at most 10.
+	Mentions      []*EntityMention `protobuf:"bytes,12,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SearchResult) Reset() {
@@ -663,6 +675,95 @@ func (x *SearchResult) GetSimilarChunkIds() []int64 {
 	return nil
 }
 
+func (x *SearchResult) GetMentions() []*EntityMention {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+// EntityMention is a vendor-graph entity a text mentions.
+type EntityMention struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity's UUID.
+	EntityId string `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// The entity's name as stored.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The entity's type (COMPANY, PRODUCT, ...).
+	EntityType string `protobuf:"bytes,3,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
+	// Whether the entity is a vendor.
+	IsVendor bool `protobuf:"varint,4,opt,name=is_vendor,json=isVendor,proto3" json:"is_vendor,omitempty"`
+	// How many times the text names it.
+	Count         int32 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityMention) Reset() {
+	*x = EntityMention{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityMention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityMention) ProtoMessage() {}
+
+func (x *EntityMention) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityMention.ProtoReflect.Descriptor instead.
+func (*EntityMention) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EntityMention) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *EntityMention) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EntityMention) GetEntityType() string {
+	if x != nil {
+		return x.EntityType
+	}
+	return ""
+}
+
+func (x *EntityMention) GetIsVendor() bool {
+	if x != nil {
+		return x.IsVendor
+	}
+	return false
+}
+
+func (x *EntityMention) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // GetChunksRequest names chunks by id.
 type GetChunksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -676,7 +777,7 @@ type GetChunksRequest struct {
 
 func (x *GetChunksRequest) Reset() {
 	*x = GetChunksRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +789,7 @@ func (x *GetChunksRequest) String() string {
 func (*GetChunksRequest) ProtoMessage() {}
 
 func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[5]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +802,7 @@ func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksRequest.ProtoReflect.Descriptor instead.
 func (*GetChunksRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetChunksRequest) GetChunkIds() []int64 {
@@ -731,7 +832,7 @@ type GetChunksResponse struct {
 
 func (x *GetChunksResponse) Reset() {
 	*x = GetChunksResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +844,7 @@ func (x *GetChunksResponse) String() string {
 func (*GetChunksResponse) ProtoMessage() {}
 
 func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[6]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +857,7 @@ func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksResponse.ProtoReflect.Descriptor instead.
 func (*GetChunksResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetChunksResponse) GetChunks() []*Chunk {
@@ -806,7 +907,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +919,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[7]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +932,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Document) GetExternalId() string {
@@ -918,7 +1019,7 @@ type IngestDocumentsRequest struct {
 
 func (x *IngestDocumentsRequest) Reset() {
 	*x = IngestDocumentsRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1031,7 @@ func (x *IngestDocumentsRequest) String() string {
 func (*IngestDocumentsRequest) ProtoMessage() {}
 
 func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[8]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1044,7 @@ func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IngestDocumentsRequest) GetDocument() *Document {
@@ -992,7 +1093,7 @@ type SyncSource struct {
 
 func (x *SyncSource) Reset() {
 	*x = SyncSource{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1105,7 @@ func (x *SyncSource) String() string {
 func (*SyncSource) ProtoMessage() {}
 
 func (x *SyncSource) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1118,7 @@ func (x *SyncSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSource.ProtoReflect.Descriptor instead.
 func (*SyncSource) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SyncSource) GetName() string {
@@ -1066,7 +1167,7 @@ type IngestDocumentsResponse struct {
 
 func (x *IngestDocumentsResponse) Reset() {
 	*x = IngestDocumentsResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1179,7 @@ func (x *IngestDocumentsResponse) String() string {
 func (*IngestDocumentsResponse) ProtoMessage() {}
 
 func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1192,7 @@ func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IngestDocumentsResponse) GetDocumentsReceived() int32 {
@@ -1170,7 +1271,7 @@ type IngestDocumentsProgress struct {
 
 func (x *IngestDocumentsProgress) Reset() {
 	*x = IngestDocumentsProgress{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1283,7 @@ func (x *IngestDocumentsProgress) String() string {
 func (*IngestDocumentsProgress) ProtoMessage() {}
 
 func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1296,7 @@ func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsProgress.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsProgress) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IngestDocumentsProgress) GetDocumentsWritten() int32 {
@@ -1241,7 +1342,7 @@ type IngestFailure struct {
 
 func (x *IngestFailure) Reset() {
 	*x = IngestFailure{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1354,7 @@ func (x *IngestFailure) String() string {
 func (*IngestFailure) ProtoMessage() {}
 
 func (x *IngestFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1367,7 @@ func (x *IngestFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestFailure.ProtoReflect.Descriptor instead.
 func (*IngestFailure) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IngestFailure) GetExternalId() string {
@@ -1301,7 +1402,7 @@ type DeleteDocumentRequest struct {
 
 func (x *DeleteDocumentRequest) Reset() {
 	*x = DeleteDocumentRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1414,7 @@ func (x *DeleteDocumentRequest) String() string {
 func (*DeleteDocumentRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1427,7 @@ func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteDocumentRequest) GetExternalId() string {
@@ -1347,7 +1448,7 @@ type DeleteDocumentResponse struct {
 
 func (x *DeleteDocumentResponse) Reset() {
 	*x = DeleteDocumentResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1460,7 @@ func (x *DeleteDocumentResponse) String() string {
 func (*DeleteDocumentResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1473,7 @@ func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
@@ -1393,7 +1494,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1506,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1519,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListCategoriesRequest) GetScope() *ReadScope {
@@ -1439,7 +1540,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1552,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1565,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*Category {
@@ -1487,7 +1588,7 @@ type Category struct {
 
 func (x *Category) Reset() {
 	*x = Category{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1600,7 @@ func (x *Category) String() string {
 func (*Category) ProtoMessage() {}
 
 func (x *Category) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1613,7 @@ func (x *Category) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Category.ProtoReflect.Descriptor instead.
 func (*Category) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Category) GetName() string {
@@ -1540,7 +1641,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1653,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1666,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetIndexStatusRequest) GetScope() *ReadScope {
@@ -1598,7 +1699,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1711,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1724,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetIndexStatusResponse) GetDocuments() int64 {
@@ -1686,7 +1787,7 @@ type ListSourcesRequest struct {
 
 func (x *ListSourcesRequest) Reset() {
 	*x = ListSourcesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1799,7 @@ func (x *ListSourcesRequest) String() string {
 func (*ListSourcesRequest) ProtoMessage() {}
 
 func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1812,7 @@ func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListSourcesRequest) GetScope() *ReadScope {
@@ -1732,7 +1833,7 @@ type ListSourcesResponse struct {
 
 func (x *ListSourcesResponse) Reset() {
 	*x = ListSourcesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1845,7 @@ func (x *ListSourcesResponse) String() string {
 func (*ListSourcesResponse) ProtoMessage() {}
 
 func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1858,7 @@ func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSourcesResponse) GetSources() []*Source {
@@ -1794,7 +1895,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1907,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1920,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Source) GetName() string {
@@ -1903,7 +2004,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\tReadScope\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
-	"categories\"\xb4\x02\n" +
+	"categories\"\xf9\x02\n" +
 	"\x0eSearchResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.bmcis.search.v1.SearchResultR\aresults\x12'\n" +
 	"\x0ftotal_available\x18\x02 \x01(\x05R\x0etotalAvailable\x12\x1b\n" +
@@ -1912,7 +2013,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\vquery_terms\x18\x05 \x03(\tR\n" +
 	"queryTerms\x12$\n" +
 	"\x0esearch_time_ms\x18\x06 \x01(\x01R\fsearchTimeMs\x12(\n" +
-	"\x10database_time_ms\x18\a \x01(\x01R\x0edatabaseTimeMs\"\xa8\x03\n" +
+	"\x10database_time_ms\x18\a \x01(\x01R\x0edatabaseTimeMs\x12C\n" +
+	"\rquery_vendors\x18\b \x03(\v2\x1e.bmcis.search.v1.EntityMentionR\fqueryVendors\"\xa8\x03\n" +
 	"\x05Chunk\x12\x19\n" +
 	"\bchunk_id\x18\x01 \x01(\x03R\achunkId\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
@@ -1931,7 +2033,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	" \x01(\x05R\x0fchunkTokenCount\x129\n" +
 	"\n" +
 	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x12\n" +
-	"\x04page\x18\f \x01(\x05R\x04page\"\xae\x03\n" +
+	"\x04page\x18\f \x01(\x05R\x04page\"\xea\x03\n" +
 	"\fSearchResult\x12,\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.bmcis.search.v1.ChunkR\x05chunk\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12!\n" +
@@ -1947,7 +2049,15 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"vectorRank\x12!\n" +
 	"\fis_duplicate\x18\n" +
 	" \x01(\bR\visDuplicate\x12*\n" +
-	"\x11similar_chunk_ids\x18\v \x03(\x03R\x0fsimilarChunkIds\"a\n" +
+	"\x11similar_chunk_ids\x18\v \x03(\x03R\x0fsimilarChunkIds\x12:\n" +
+	"\bmentions\x18\f \x03(\v2\x1e.bmcis.search.v1.EntityMentionR\bmentions\"\x94\x01\n" +
+	"\rEntityMention\x12\x1b\n" +
+	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
+	"\ventity_type\x18\x03 \x01(\tR\n" +
+	"entityType\x12\x1b\n" +
+	"\tis_vendor\x18\x04 \x01(\bR\bisVendor\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x05R\x05count\"a\n" +
 	"\x10GetChunksRequest\x12\x1b\n" +
 	"\tchunk_ids\x18\x01 \x03(\x03R\bchunkIds\x120\n" +
 	"\x05scope\x18\x02 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"d\n" +
@@ -2075,7 +2185,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
@@ -2084,70 +2194,73 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*SearchResponse)(nil),          // 4: bmcis.search.v1.SearchResponse
 	(*Chunk)(nil),                   // 5: bmcis.search.v1.Chunk
 	(*SearchResult)(nil),            // 6: bmcis.search.v1.SearchResult
-	(*GetChunksRequest)(nil),        // 7: bmcis.search.v1.GetChunksRequest
-	(*GetChunksResponse)(nil),       // 8: bmcis.search.v1.GetChunksResponse
-	(*Document)(nil),                // 9: bmcis.search.v1.Document
-	(*IngestDocumentsRequest)(nil),  // 10: bmcis.search.v1.IngestDocumentsRequest
-	(*SyncSource)(nil),              // 11: bmcis.search.v1.SyncSource
-	(*IngestDocumentsResponse)(nil), // 12: bmcis.search.v1.IngestDocumentsResponse
-	(*IngestDocumentsProgress)(nil), // 13: bmcis.search.v1.IngestDocumentsProgress
-	(*IngestFailure)(nil),           // 14: bmcis.search.v1.IngestFailure
-	(*DeleteDocumentRequest)(nil),   // 15: bmcis.search.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),  // 16: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),   // 17: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),  // 18: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                // 19: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),   // 20: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 21: bmcis.search.v1.GetIndexStatusResponse
-	(*ListSourcesRequest)(nil),      // 22: bmcis.search.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),     // 23: bmcis.search.v1.ListSourcesResponse
-	(*Source)(nil),                  // 24: bmcis.search.v1.Source
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(*EntityMention)(nil),           // 7: bmcis.search.v1.EntityMention
+	(*GetChunksRequest)(nil),        // 8: bmcis.search.v1.GetChunksRequest
+	(*GetChunksResponse)(nil),       // 9: bmcis.search.v1.GetChunksResponse
+	(*Document)(nil),                // 10: bmcis.search.v1.Document
+	(*IngestDocumentsRequest)(nil),  // 11: bmcis.search.v1.IngestDocumentsRequest
+	(*SyncSource)(nil),              // 12: bmcis.search.v1.SyncSource
+	(*IngestDocumentsResponse)(nil), // 13: bmcis.search.v1.IngestDocumentsResponse
+	(*IngestDocumentsProgress)(nil), // 14: bmcis.search.v1.IngestDocumentsProgress
+	(*IngestFailure)(nil),           // 15: bmcis.search.v1.IngestFailure
+	(*DeleteDocumentRequest)(nil),   // 16: bmcis.search.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),  // 17: bmcis.search.v1.DeleteDocumentResponse
+	(*ListCategoriesRequest)(nil),   // 18: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),  // 19: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                // 20: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),   // 21: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),  // 22: bmcis.search.v1.GetIndexStatusResponse
+	(*ListSourcesRequest)(nil),      // 23: bmcis.search.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),     // 24: bmcis.search.v1.ListSourcesResponse
+	(*Source)(nil),                  // 25: bmcis.search.v1.Source
+	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	6,  // 2: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 3: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
-	25, // 4: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 5: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
-	0,  // 6: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
-	3,  // 7: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	5,  // 8: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
-	1,  // 9: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	25, // 10: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
-	11, // 12: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
-	14, // 13: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	12, // 14: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
-	3,  // 15: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	19, // 16: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 17: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	25, // 18: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	3,  // 19: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	24, // 20: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	25, // 21: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	2,  // 22: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	7,  // 23: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	10, // 24: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	10, // 25: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	15, // 26: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	17, // 27: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	20, // 28: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	22, // 29: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	4,  // 30: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	8,  // 31: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	12, // 32: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	13, // 33: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	16, // 34: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	18, // 35: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	21, // 36: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	23, // 37: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	7,  // 4: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
+	26, // 5: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 6: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
+	0,  // 7: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
+	7,  // 8: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
+	3,  // 9: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	5,  // 10: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
+	1,  // 11: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
+	26, // 12: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 13: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
+	12, // 14: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
+	15, // 15: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	13, // 16: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
+	3,  // 17: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	20, // 18: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 19: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	26, // 20: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	3,  // 21: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	25, // 22: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	26, // 23: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	2,  // 24: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 25: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	11, // 26: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	11, // 27: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	16, // 28: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	18, // 29: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	21, // 30: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	23, // 31: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	4,  // 32: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 33: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 34: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 35: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 36: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 37: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 38: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 39: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -2161,7 +2274,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,9 +37,16 @@ type GetVendorRequest struct {
 	// Whether to return relationships; true when unset.
 	IncludeRelationships *bool `protobuf:"varint,4,opt,name=include_relationships,json=includeRelationships,proto3,oneof" json:"include_relationships,omitempty"`
 	// Neighbourhood depth, 1 or 2 (0 means 1).
-	Depth         int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Depth int32 `protobuf:"varint,5,opt,name=depth,proto3" json:"depth,omitempty"`
+	// Most evidence chunks and evidence documents to return (0 means the
+	// default, 5; at most 50).
+	MaxEvidence int32 `protobuf:"varint,6,opt,name=max_evidence,json=maxEvidence,proto3" json:"max_evidence,omitempty"`
+	// Document categories evidence may come from: the caller key's read scope
+	// (the adapter and the gateway set it; the gateway replaces any value a
+	// REST caller sent). Empty means every category.
+	EvidenceCategories []string `protobuf:"bytes,7,rep,name=evidence_categories,json=evidenceCategories,proto3" json:"evidence_categories,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetVendorRequest) Reset() {
@@ -107,6 +114,20 @@ func (x *GetVendorRequest) GetDepth() int32 {
 	return 0
 }
 
+func (x *GetVendorRequest) GetMaxEvidence() int32 {
+	if x != nil {
+		return x.MaxEvidence
+	}
+	return 0
+}
+
+func (x *GetVendorRequest) GetEvidenceCategories() []string {
+	if x != nil {
+		return x.EvidenceCategories
+	}
+	return nil
+}
+
 // GetVendorResponse is a vendor's neighbourhood, capped.
 type GetVendorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -135,9 +156,16 @@ type GetVendorResponse struct {
 	// Whether the reply came from the cache.
 	CacheHit bool `protobuf:"varint,12,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
 	// The vendor's aliases.
-	Aliases       []string `protobuf:"bytes,13,rep,name=aliases,proto3" json:"aliases,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Aliases []string `protobuf:"bytes,13,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// The chunks that mention the vendor (by name or alias), best first:
+	// ranked by mention count and the chunk's relevance to the vendor's name.
+	Evidence []*EvidenceChunk `protobuf:"bytes,14,rep,name=evidence,proto3" json:"evidence,omitempty"`
+	// The documents that mention the vendor most, with counts.
+	EvidenceDocuments []*EvidenceDocument `protobuf:"bytes,15,rep,name=evidence_documents,json=evidenceDocuments,proto3" json:"evidence_documents,omitempty"`
+	// How many chunks mention the vendor in all.
+	EvidenceChunkCount int32 `protobuf:"varint,16,opt,name=evidence_chunk_count,json=evidenceChunkCount,proto3" json:"evidence_chunk_count,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetVendorResponse) Reset() {
@@ -261,6 +289,200 @@ func (x *GetVendorResponse) GetAliases() []string {
 	return nil
 }
 
+func (x *GetVendorResponse) GetEvidence() []*EvidenceChunk {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+func (x *GetVendorResponse) GetEvidenceDocuments() []*EvidenceDocument {
+	if x != nil {
+		return x.EvidenceDocuments
+	}
+	return nil
+}
+
+func (x *GetVendorResponse) GetEvidenceChunkCount() int32 {
+	if x != nil {
+		return x.EvidenceChunkCount
+	}
+	return 0
+}
+
+// EvidenceChunk is a chunk that mentions a vendor.
+type EvidenceChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunk's id (search's chunk_id).
+	ChunkId int64 `protobuf:"varint,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// The document's external id.
+	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// The document's source file.
+	SourceFile string `protobuf:"bytes,3,opt,name=source_file,json=sourceFile,proto3" json:"source_file,omitempty"`
+	// How many times the chunk names the vendor.
+	MentionCount int32 `protobuf:"varint,4,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	// Up to 240 characters of the chunk around the first mention.
+	Snippet string `protobuf:"bytes,5,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Ranking score: mention count weighted by the chunk's relevance to the name.
+	Score         float64 `protobuf:"fixed64,6,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvidenceChunk) Reset() {
+	*x = EvidenceChunk{}
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvidenceChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvidenceChunk) ProtoMessage() {}
+
+func (x *EvidenceChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvidenceChunk.ProtoReflect.Descriptor instead.
+func (*EvidenceChunk) Descriptor() ([]byte, []int) {
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EvidenceChunk) GetChunkId() int64 {
+	if x != nil {
+		return x.ChunkId
+	}
+	return 0
+}
+
+func (x *EvidenceChunk) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *EvidenceChunk) GetSourceFile() string {
+	if x != nil {
+		return x.SourceFile
+	}
+	return ""
+}
+
+func (x *EvidenceChunk) GetMentionCount() int32 {
+	if x != nil {
+		return x.MentionCount
+	}
+	return 0
+}
+
+func (x *EvidenceChunk) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *EvidenceChunk) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+// EvidenceDocument is a document that mentions a vendor.
+type EvidenceDocument struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document's external id.
+	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// The document's source file.
+	SourceFile string `protobuf:"bytes,2,opt,name=source_file,json=sourceFile,proto3" json:"source_file,omitempty"`
+	// The document's title.
+	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// Mentions of the vendor across the document.
+	MentionCount int32 `protobuf:"varint,4,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	// Chunks of the document that mention the vendor.
+	ChunkCount    int32 `protobuf:"varint,5,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvidenceDocument) Reset() {
+	*x = EvidenceDocument{}
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvidenceDocument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvidenceDocument) ProtoMessage() {}
+
+func (x *EvidenceDocument) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvidenceDocument.ProtoReflect.Descriptor instead.
+func (*EvidenceDocument) Descriptor() ([]byte, []int) {
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EvidenceDocument) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *EvidenceDocument) GetSourceFile() string {
+	if x != nil {
+		return x.SourceFile
+	}
+	return ""
+}
+
+func (x *EvidenceDocument) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *EvidenceDocument) GetMentionCount() int32 {
+	if x != nil {
+		return x.MentionCount
+	}
+	return 0
+}
+
+func (x *EvidenceDocument) GetChunkCount() int32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
 // VendorStatistics counts a neighbourhood.
 type VendorStatistics struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -278,7 +500,7 @@ type VendorStatistics struct {
 
 func (x *VendorStatistics) Reset() {
 	*x = VendorStatistics{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[2]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +512,7 @@ func (x *VendorStatistics) String() string {
 func (*VendorStatistics) ProtoMessage() {}
 
 func (x *VendorStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[2]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +525,7 @@ func (x *VendorStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VendorStatistics.ProtoReflect.Descriptor instead.
 func (*VendorStatistics) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{2}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *VendorStatistics) GetEntityCount() int32 {
@@ -361,7 +583,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[3]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +595,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[3]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +608,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{3}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Entity) GetEntityId() string {
@@ -468,14 +690,18 @@ type Relationship struct {
 	// Free-form metadata.
 	Metadata *structpb.Struct `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// When the relationship last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The source entity's name (GetVendor fills it for every relationship).
+	SourceName string `protobuf:"bytes,8,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"`
+	// The target entity's name.
+	TargetName    string `protobuf:"bytes,9,opt,name=target_name,json=targetName,proto3" json:"target_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Relationship) Reset() {
 	*x = Relationship{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[4]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +713,7 @@ func (x *Relationship) String() string {
 func (*Relationship) ProtoMessage() {}
 
 func (x *Relationship) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[4]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +726,7 @@ func (x *Relationship) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relationship.ProtoReflect.Descriptor instead.
 func (*Relationship) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{4}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Relationship) GetRelationshipId() string {
@@ -552,6 +778,20 @@ func (x *Relationship) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Relationship) GetSourceName() string {
+	if x != nil {
+		return x.SourceName
+	}
+	return ""
+}
+
+func (x *Relationship) GetTargetName() string {
+	if x != nil {
+		return x.TargetName
+	}
+	return ""
+}
+
 // VendorNotFoundDetail travels with NOT_FOUND from GetVendor.
 type VendorNotFoundDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -565,7 +805,7 @@ type VendorNotFoundDetail struct {
 
 func (x *VendorNotFoundDetail) Reset() {
 	*x = VendorNotFoundDetail{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[5]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +817,7 @@ func (x *VendorNotFoundDetail) String() string {
 func (*VendorNotFoundDetail) ProtoMessage() {}
 
 func (x *VendorNotFoundDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[5]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +830,7 @@ func (x *VendorNotFoundDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VendorNotFoundDetail.ProtoReflect.Descriptor instead.
 func (*VendorNotFoundDetail) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *VendorNotFoundDetail) GetName() string {
@@ -620,7 +860,7 @@ type VendorAmbiguousDetail struct {
 
 func (x *VendorAmbiguousDetail) Reset() {
 	*x = VendorAmbiguousDetail{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[6]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +872,7 @@ func (x *VendorAmbiguousDetail) String() string {
 func (*VendorAmbiguousDetail) ProtoMessage() {}
 
 func (x *VendorAmbiguousDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[6]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +885,7 @@ func (x *VendorAmbiguousDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VendorAmbiguousDetail.ProtoReflect.Descriptor instead.
 func (*VendorAmbiguousDetail) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VendorAmbiguousDetail) GetName() string {
@@ -675,7 +915,7 @@ type SuggestVendorsRequest struct {
 
 func (x *SuggestVendorsRequest) Reset() {
 	*x = SuggestVendorsRequest{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[7]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +927,7 @@ func (x *SuggestVendorsRequest) String() string {
 func (*SuggestVendorsRequest) ProtoMessage() {}
 
 func (x *SuggestVendorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[7]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +940,7 @@ func (x *SuggestVendorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuggestVendorsRequest.ProtoReflect.Descriptor instead.
 func (*SuggestVendorsRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SuggestVendorsRequest) GetText() string {
@@ -728,7 +968,7 @@ type SuggestVendorsResponse struct {
 
 func (x *SuggestVendorsResponse) Reset() {
 	*x = SuggestVendorsResponse{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[8]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +980,7 @@ func (x *SuggestVendorsResponse) String() string {
 func (*SuggestVendorsResponse) ProtoMessage() {}
 
 func (x *SuggestVendorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[8]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +993,7 @@ func (x *SuggestVendorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuggestVendorsResponse.ProtoReflect.Descriptor instead.
 func (*SuggestVendorsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SuggestVendorsResponse) GetSuggestions() []*VendorSuggestion {
@@ -778,7 +1018,7 @@ type VendorSuggestion struct {
 
 func (x *VendorSuggestion) Reset() {
 	*x = VendorSuggestion{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[9]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1030,7 @@ func (x *VendorSuggestion) String() string {
 func (*VendorSuggestion) ProtoMessage() {}
 
 func (x *VendorSuggestion) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[9]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1043,7 @@ func (x *VendorSuggestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VendorSuggestion.ProtoReflect.Descriptor instead.
 func (*VendorSuggestion) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VendorSuggestion) GetName() string {
@@ -840,7 +1080,7 @@ type ImportGraphRequest struct {
 
 func (x *ImportGraphRequest) Reset() {
 	*x = ImportGraphRequest{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[10]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1092,7 @@ func (x *ImportGraphRequest) String() string {
 func (*ImportGraphRequest) ProtoMessage() {}
 
 func (x *ImportGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[10]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1105,7 @@ func (x *ImportGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportGraphRequest.ProtoReflect.Descriptor instead.
 func (*ImportGraphRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImportGraphRequest) GetLineNumber() int64 {
@@ -907,7 +1147,7 @@ type ImportGraphResponse struct {
 
 func (x *ImportGraphResponse) Reset() {
 	*x = ImportGraphResponse{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[11]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1159,7 @@ func (x *ImportGraphResponse) String() string {
 func (*ImportGraphResponse) ProtoMessage() {}
 
 func (x *ImportGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[11]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1172,7 @@ func (x *ImportGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportGraphResponse.ProtoReflect.Descriptor instead.
 func (*ImportGraphResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ImportGraphResponse) GetLines() int64 {
@@ -1002,7 +1242,7 @@ type ImportGraphFailure struct {
 
 func (x *ImportGraphFailure) Reset() {
 	*x = ImportGraphFailure{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[12]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1254,7 @@ func (x *ImportGraphFailure) String() string {
 func (*ImportGraphFailure) ProtoMessage() {}
 
 func (x *ImportGraphFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[12]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1267,7 @@ func (x *ImportGraphFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportGraphFailure.ProtoReflect.Descriptor instead.
 func (*ImportGraphFailure) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ImportGraphFailure) GetProblems() []*ImportProblem {
@@ -1050,7 +1290,7 @@ type ImportProblem struct {
 
 func (x *ImportProblem) Reset() {
 	*x = ImportProblem{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[13]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1302,7 @@ func (x *ImportProblem) String() string {
 func (*ImportProblem) ProtoMessage() {}
 
 func (x *ImportProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[13]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1315,7 @@ func (x *ImportProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportProblem.ProtoReflect.Descriptor instead.
 func (*ImportProblem) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ImportProblem) GetLineNumber() int64 {
@@ -1101,7 +1341,7 @@ type GetGraphStatusRequest struct {
 
 func (x *GetGraphStatusRequest) Reset() {
 	*x = GetGraphStatusRequest{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[14]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1353,7 @@ func (x *GetGraphStatusRequest) String() string {
 func (*GetGraphStatusRequest) ProtoMessage() {}
 
 func (x *GetGraphStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[14]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1366,7 @@ func (x *GetGraphStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetGraphStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{16}
 }
 
 // GetGraphStatusResponse counts the graph.
@@ -1146,7 +1386,7 @@ type GetGraphStatusResponse struct {
 
 func (x *GetGraphStatusResponse) Reset() {
 	*x = GetGraphStatusResponse{}
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[15]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1398,7 @@ func (x *GetGraphStatusResponse) String() string {
 func (*GetGraphStatusResponse) ProtoMessage() {}
 
 func (x *GetGraphStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[15]
+	mi := &file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1411,7 @@ func (x *GetGraphStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGraphStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetGraphStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetGraphStatusResponse) GetVendors() int64 {
@@ -1206,14 +1446,16 @@ var File_bmcis_vendorgraph_v1_vendorgraph_proto protoreflect.FileDescriptor
 
 const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\n" +
-	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\x01\n" +
+	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x02\n" +
 	"\x10GetVendorRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_entities\x18\x02 \x01(\x05R\vmaxEntities\x12+\n" +
 	"\x11max_relationships\x18\x03 \x01(\x05R\x10maxRelationships\x128\n" +
 	"\x15include_relationships\x18\x04 \x01(\bH\x00R\x14includeRelationships\x88\x01\x01\x12\x14\n" +
-	"\x05depth\x18\x05 \x01(\x05R\x05depthB\x18\n" +
-	"\x16_include_relationships\"\x86\x05\n" +
+	"\x05depth\x18\x05 \x01(\x05R\x05depth\x12!\n" +
+	"\fmax_evidence\x18\x06 \x01(\x05R\vmaxEvidence\x12/\n" +
+	"\x13evidence_categories\x18\a \x03(\tR\x12evidenceCategoriesB\x18\n" +
+	"\x16_include_relationships\"\xd0\x06\n" +
 	"\x11GetVendorResponse\x12\x1f\n" +
 	"\vvendor_name\x18\x01 \x01(\tR\n" +
 	"vendorName\x12\x1b\n" +
@@ -1232,7 +1474,28 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	" \x01(\bR\x11entitiesTruncated\x127\n" +
 	"\x17relationships_truncated\x18\v \x01(\bR\x16relationshipsTruncated\x12\x1b\n" +
 	"\tcache_hit\x18\f \x01(\bR\bcacheHit\x12\x18\n" +
-	"\aaliases\x18\r \x03(\tR\aaliases\"\x8f\x04\n" +
+	"\aaliases\x18\r \x03(\tR\aaliases\x12?\n" +
+	"\bevidence\x18\x0e \x03(\v2#.bmcis.vendorgraph.v1.EvidenceChunkR\bevidence\x12U\n" +
+	"\x12evidence_documents\x18\x0f \x03(\v2&.bmcis.vendorgraph.v1.EvidenceDocumentR\x11evidenceDocuments\x120\n" +
+	"\x14evidence_chunk_count\x18\x10 \x01(\x05R\x12evidenceChunkCount\"\xc1\x01\n" +
+	"\rEvidenceChunk\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\x03R\achunkId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x1f\n" +
+	"\vsource_file\x18\x03 \x01(\tR\n" +
+	"sourceFile\x12#\n" +
+	"\rmention_count\x18\x04 \x01(\x05R\fmentionCount\x12\x18\n" +
+	"\asnippet\x18\x05 \x01(\tR\asnippet\x12\x14\n" +
+	"\x05score\x18\x06 \x01(\x01R\x05score\"\xb0\x01\n" +
+	"\x10EvidenceDocument\x12\x1f\n" +
+	"\vdocument_id\x18\x01 \x01(\tR\n" +
+	"documentId\x12\x1f\n" +
+	"\vsource_file\x18\x02 \x01(\tR\n" +
+	"sourceFile\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12#\n" +
+	"\rmention_count\x18\x04 \x01(\x05R\fmentionCount\x12\x1f\n" +
+	"\vchunk_count\x18\x05 \x01(\x05R\n" +
+	"chunkCount\"\x8f\x04\n" +
 	"\x10VendorStatistics\x12!\n" +
 	"\fentity_count\x18\x01 \x01(\x05R\ventityCount\x12-\n" +
 	"\x12relationship_count\x18\x02 \x01(\x05R\x11relationshipCount\x12|\n" +
@@ -1259,7 +1522,7 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1c\n" +
 	"\trelevance\x18\b \x01(\x01R\trelevance\x12\x1b\n" +
-	"\tis_vendor\x18\t \x01(\bR\bisVendor\"\xae\x02\n" +
+	"\tis_vendor\x18\t \x01(\bR\bisVendor\"\xf0\x02\n" +
 	"\fRelationship\x12'\n" +
 	"\x0frelationship_id\x18\x01 \x01(\tR\x0erelationshipId\x12\x1b\n" +
 	"\tsource_id\x18\x02 \x01(\tR\bsourceId\x12\x1b\n" +
@@ -1270,7 +1533,11 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"confidence\x123\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"L\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
+	"\vsource_name\x18\b \x01(\tR\n" +
+	"sourceName\x12\x1f\n" +
+	"\vtarget_name\x18\t \x01(\tR\n" +
+	"targetName\"L\n" +
 	"\x14VendorNotFoundDetail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vsuggestions\x18\x02 \x03(\tR\vsuggestions\"K\n" +
@@ -1332,57 +1599,61 @@ func file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescGZIP() []byte {
 	return file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDescData
 }
 
-var file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_bmcis_vendorgraph_v1_vendorgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_bmcis_vendorgraph_v1_vendorgraph_proto_goTypes = []any{
 	(*GetVendorRequest)(nil),       // 0: bmcis.vendorgraph.v1.GetVendorRequest
 	(*GetVendorResponse)(nil),      // 1: bmcis.vendorgraph.v1.GetVendorResponse
-	(*VendorStatistics)(nil),       // 2: bmcis.vendorgraph.v1.VendorStatistics
-	(*Entity)(nil),                 // 3: bmcis.vendorgraph.v1.Entity
-	(*Relationship)(nil),           // 4: bmcis.vendorgraph.v1.Relationship
-	(*VendorNotFoundDetail)(nil),   // 5: bmcis.vendorgraph.v1.VendorNotFoundDetail
-	(*VendorAmbiguousDetail)(nil),  // 6: bmcis.vendorgraph.v1.VendorAmbiguousDetail
-	(*SuggestVendorsRequest)(nil),  // 7: bmcis.vendorgraph.v1.SuggestVendorsRequest
-	(*SuggestVendorsResponse)(nil), // 8: bmcis.vendorgraph.v1.SuggestVendorsResponse
-	(*VendorSuggestion)(nil),       // 9: bmcis.vendorgraph.v1.VendorSuggestion
-	(*ImportGraphRequest)(nil),     // 10: bmcis.vendorgraph.v1.ImportGraphRequest
-	(*ImportGraphResponse)(nil),    // 11: bmcis.vendorgraph.v1.ImportGraphResponse
-	(*ImportGraphFailure)(nil),     // 12: bmcis.vendorgraph.v1.ImportGraphFailure
-	(*ImportProblem)(nil),          // 13: bmcis.vendorgraph.v1.ImportProblem
-	(*GetGraphStatusRequest)(nil),  // 14: bmcis.vendorgraph.v1.GetGraphStatusRequest
-	(*GetGraphStatusResponse)(nil), // 15: bmcis.vendorgraph.v1.GetGraphStatusResponse
-	nil,                            // 16: bmcis.vendorgraph.v1.VendorStatistics.EntityTypeDistributionEntry
-	nil,                            // 17: bmcis.vendorgraph.v1.VendorStatistics.RelationshipTypeDistributionEntry
-	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 19: google.protobuf.Struct
+	(*EvidenceChunk)(nil),          // 2: bmcis.vendorgraph.v1.EvidenceChunk
+	(*EvidenceDocument)(nil),       // 3: bmcis.vendorgraph.v1.EvidenceDocument
+	(*VendorStatistics)(nil),       // 4: bmcis.vendorgraph.v1.VendorStatistics
+	(*Entity)(nil),                 // 5: bmcis.vendorgraph.v1.Entity
+	(*Relationship)(nil),           // 6: bmcis.vendorgraph.v1.Relationship
+	(*VendorNotFoundDetail)(nil),   // 7: bmcis.vendorgraph.v1.VendorNotFoundDetail
+	(*VendorAmbiguousDetail)(nil),  // 8: bmcis.vendorgraph.v1.VendorAmbiguousDetail
+	(*SuggestVendorsRequest)(nil),  // 9: bmcis.vendorgraph.v1.SuggestVendorsRequest
+	(*SuggestVendorsResponse)(nil), // 10: bmcis.vendorgraph.v1.SuggestVendorsResponse
+	(*VendorSuggestion)(nil),       // 11: bmcis.vendorgraph.v1.VendorSuggestion
+	(*ImportGraphRequest)(nil),     // 12: bmcis.vendorgraph.v1.ImportGraphRequest
+	(*ImportGraphResponse)(nil),    // 13: bmcis.vendorgraph.v1.ImportGraphResponse
+	(*ImportGraphFailure)(nil),     // 14: bmcis.vendorgraph.v1.ImportGraphFailure
+	(*ImportProblem)(nil),          // 15: bmcis.vendorgraph.v1.ImportProblem
+	(*GetGraphStatusRequest)(nil),  // 16: bmcis.vendorgraph.v1.GetGraphStatusRequest
+	(*GetGraphStatusResponse)(nil), // 17: bmcis.vendorgraph.v1.GetGraphStatusResponse
+	nil,                            // 18: bmcis.vendorgraph.v1.VendorStatistics.EntityTypeDistributionEntry
+	nil,                            // 19: bmcis.vendorgraph.v1.VendorStatistics.RelationshipTypeDistributionEntry
+	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 21: google.protobuf.Struct
 }
 var file_bmcis_vendorgraph_v1_vendorgraph_proto_depIdxs = []int32{
-	2,  // 0: bmcis.vendorgraph.v1.GetVendorResponse.statistics:type_name -> bmcis.vendorgraph.v1.VendorStatistics
-	3,  // 1: bmcis.vendorgraph.v1.GetVendorResponse.top_entities:type_name -> bmcis.vendorgraph.v1.Entity
-	3,  // 2: bmcis.vendorgraph.v1.GetVendorResponse.entities:type_name -> bmcis.vendorgraph.v1.Entity
-	4,  // 3: bmcis.vendorgraph.v1.GetVendorResponse.relationships:type_name -> bmcis.vendorgraph.v1.Relationship
-	18, // 4: bmcis.vendorgraph.v1.GetVendorResponse.last_updated:type_name -> google.protobuf.Timestamp
-	16, // 5: bmcis.vendorgraph.v1.VendorStatistics.entity_type_distribution:type_name -> bmcis.vendorgraph.v1.VendorStatistics.EntityTypeDistributionEntry
-	17, // 6: bmcis.vendorgraph.v1.VendorStatistics.relationship_type_distribution:type_name -> bmcis.vendorgraph.v1.VendorStatistics.RelationshipTypeDistributionEntry
-	19, // 7: bmcis.vendorgraph.v1.Entity.attributes:type_name -> google.protobuf.Struct
-	18, // 8: bmcis.vendorgraph.v1.Entity.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 9: bmcis.vendorgraph.v1.Relationship.metadata:type_name -> google.protobuf.Struct
-	18, // 10: bmcis.vendorgraph.v1.Relationship.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: bmcis.vendorgraph.v1.SuggestVendorsResponse.suggestions:type_name -> bmcis.vendorgraph.v1.VendorSuggestion
-	13, // 12: bmcis.vendorgraph.v1.ImportGraphFailure.problems:type_name -> bmcis.vendorgraph.v1.ImportProblem
-	18, // 13: bmcis.vendorgraph.v1.GetGraphStatusResponse.last_updated:type_name -> google.protobuf.Timestamp
-	0,  // 14: bmcis.vendorgraph.v1.VendorGraphService.GetVendor:input_type -> bmcis.vendorgraph.v1.GetVendorRequest
-	7,  // 15: bmcis.vendorgraph.v1.VendorGraphService.SuggestVendors:input_type -> bmcis.vendorgraph.v1.SuggestVendorsRequest
-	10, // 16: bmcis.vendorgraph.v1.VendorGraphService.ImportGraph:input_type -> bmcis.vendorgraph.v1.ImportGraphRequest
-	14, // 17: bmcis.vendorgraph.v1.VendorGraphService.GetGraphStatus:input_type -> bmcis.vendorgraph.v1.GetGraphStatusRequest
-	1,  // 18: bmcis.vendorgraph.v1.VendorGraphService.GetVendor:output_type -> bmcis.vendorgraph.v1.GetVendorResponse
-	8,  // 19: bmcis.vendorgraph.v1.VendorGraphService.SuggestVendors:output_type -> bmcis.vendorgraph.v1.SuggestVendorsResponse
-	11, // 20: bmcis.vendorgraph.v1.VendorGraphService.ImportGraph:output_type -> bmcis.vendorgraph.v1.ImportGraphResponse
-	15, // 21: bmcis.vendorgraph.v1.VendorGraphService.GetGraphStatus:output_type -> bmcis.vendorgraph.v1.GetGraphStatusResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	4,  // 0: bmcis.vendorgraph.v1.GetVendorResponse.statistics:type_name -> bmcis.vendorgraph.v1.VendorStatistics
+	5,  // 1: bmcis.vendorgraph.v1.GetVendorResponse.top_entities:type_name -> bmcis.vendorgraph.v1.Entity
+	5,  // 2: bmcis.vendorgraph.v1.GetVendorResponse.entities:type_name -> bmcis.vendorgraph.v1.Entity
+	6,  // 3: bmcis.vendorgraph.v1.GetVendorResponse.relationships:type_name -> bmcis.vendorgraph.v1.Relationship
+	20, // 4: bmcis.vendorgraph.v1.GetVendorResponse.last_updated:type_name -> google.protobuf.Timestamp
+	2,  // 5: bmcis.vendorgraph.v1.GetVendorResponse.evidence:type_name -> bmcis.vendorgraph.v1.EvidenceChunk
+	3,  // 6: bmcis.vendorgraph.v1.GetVendorResponse.evidence_documents:type_name -> bmcis.vendorgraph.v1.EvidenceDocument
+	18, // 7: bmcis.vendorgraph.v1.VendorStatistics.entity_type_distribution:type_name -> bmcis.vendorgraph.v1.VendorStatistics.EntityTypeDistributionEntry
+	19, // 8: bmcis.vendorgraph.v1.VendorStatistics.relationship_type_distribution:type_name -> bmcis.vendorgraph.v1.VendorStatistics.RelationshipTypeDistributionEntry
+	21, // 9: bmcis.vendorgraph.v1.Entity.attributes:type_name -> google.protobuf.Struct
+	20, // 10: bmcis.vendorgraph.v1.Entity.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 11: bmcis.vendorgraph.v1.Relationship.metadata:type_name -> google.protobuf.Struct
+	20, // 12: bmcis.vendorgraph.v1.Relationship.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 13: bmcis.vendorgraph.v1.SuggestVendorsResponse.suggestions:type_name -> bmcis.vendorgraph.v1.VendorSuggestion
+	15, // 14: bmcis.vendorgraph.v1.ImportGraphFailure.problems:type_name -> bmcis.vendorgraph.v1.ImportProblem
+	20, // 15: bmcis.vendorgraph.v1.GetGraphStatusResponse.last_updated:type_name -> google.protobuf.Timestamp
+	0,  // 16: bmcis.vendorgraph.v1.VendorGraphService.GetVendor:input_type -> bmcis.vendorgraph.v1.GetVendorRequest
+	9,  // 17: bmcis.vendorgraph.v1.VendorGraphService.SuggestVendors:input_type -> bmcis.vendorgraph.v1.SuggestVendorsRequest
+	12, // 18: bmcis.vendorgraph.v1.VendorGraphService.ImportGraph:input_type -> bmcis.vendorgraph.v1.ImportGraphRequest
+	16, // 19: bmcis.vendorgraph.v1.VendorGraphService.GetGraphStatus:input_type -> bmcis.vendorgraph.v1.GetGraphStatusRequest
+	1,  // 20: bmcis.vendorgraph.v1.VendorGraphService.GetVendor:output_type -> bmcis.vendorgraph.v1.GetVendorResponse
+	10, // 21: bmcis.vendorgraph.v1.VendorGraphService.SuggestVendors:output_type -> bmcis.vendorgraph.v1.SuggestVendorsResponse
+	13, // 22: bmcis.vendorgraph.v1.VendorGraphService.ImportGraph:output_type -> bmcis.vendorgraph.v1.ImportGraphResponse
+	17, // 23: bmcis.vendorgraph.v1.VendorGraphService.GetGraphStatus:output_type -> bmcis.vendorgraph.v1.GetGraphStatusResponse
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_vendorgraph_v1_vendorgraph_proto_init() }
@@ -1397,7 +1668,7 @@ func file_bmcis_vendorgraph_v1_vendorgraph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc), len(file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,115 @@
+package mentions_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/mentions"
+	"github.com/bmcis/knowledge/platform/testdb"
+)
+
+const (
+	acme    = "0b6a2f1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+	initech = "1b6a2f1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+)
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func chunk(t *testing.T, pool *pgxpool.Pool, doc, text string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, pool.QueryRow(context.Background(), `
+		WITH d AS (INSERT INTO documents (external_id, source_file, content_hash) VALUES ($1, $1, '\x00')
+		           ON CONFLICT (external_id) DO UPDATE SET title = '' RETURNING id)
+		INSERT INTO chunks (document_id, chunk_index, total_chunks, text, token_count, content_hash)
+		SELECT d.id, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id), 1, $2, 1, '\x00' FROM d RETURNING id`,
+		doc, text).Scan(&id))
+	return id
+}
+
+func allLinks(t *testing.T, pool *pgxpool.Pool) map[int64]map[string]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT chunk_id, entity_id::text, mention_count FROM entity_mentions")
+	require.NoError(t, err)
+	out := map[int64]map[string]int{}
+	defer rows.Close()
+	for rows.Next() {
+		var c int64
+		var e string
+		var n int
+		require.NoError(t, rows.Scan(&c, &e, &n))
+		if out[c] == nil {
+			out[c] = map[string]int{}
+		}
+		out[c][e] = n
+	}
+	return out
+}
+
+// relink runs a re-link of ids the way an import does.
+func relink(t *testing.T, pool *pgxpool.Pool, ids ...string) int {
+	t.Helper()
+	ctx := context.Background()
+	var n int
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		require.NoError(t, mentions.LockExclusive(ctx, tx))
+		_, err := mentions.BumpGraphVersion(ctx, tx)
+		require.NoError(t, err)
+		m, _, err := mentions.NewLinker().Matcher(ctx, tx)
+		require.NoError(t, err)
+		n, err = mentions.RelinkEntities(ctx, tx, m, ids)
+		return err
+	}))
+	return n
+}
+
+func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
+	pool, _ := testdb.New(t)
+	c1 := chunk(t, pool, "a", "Acme Corp and ACME-Corporation signed.")
+	c2 := chunk(t, pool, "a", "Initech, then Acme Cloud.")
+	chunk(t, pool, "b", "Nothing about vendors.")
+
+	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
+		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
+	require.Equal(t, 1, relink(t, pool, acme), "only the chunk holding the name's words is matched")
+	require.Equal(t, map[int64]map[string]int{c1: {acme: 1}}, allLinks(t, pool))
+
+	// A new alias links the chunks that already held it.
+	exec(t, pool, `INSERT INTO vendor_aliases (entity_id, alias, normalized_alias) VALUES ($1, 'Acme Corporation', 'acme corporation')`, acme)
+	relink(t, pool, acme)
+	require.Equal(t, map[int64]map[string]int{c1: {acme: 2}}, allLinks(t, pool))
+
+	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
+		VALUES ($1, 'Initech', 'initech', 'COMPANY', 1, true, '\x00')`, initech)
+	relink(t, pool, initech)
+	require.Equal(t, map[int64]map[string]int{c1: {acme: 2}, c2: {initech: 1}}, allLinks(t, pool))
+
+	// A rename drops the old name's links.
+	exec(t, pool, `UPDATE entities SET name = 'Initrode', normalized_name = 'initrode' WHERE id = $1`, initech)
+	relink(t, pool, initech)
+	require.Equal(t, map[int64]map[string]int{c1: {acme: 2}}, allLinks(t, pool))
+
+	// RelinkAll finds the same links as the incremental path.
+	before := allLinks(t, pool)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		m, _, err := mentions.NewLinker().Matcher(ctx, tx)
+		require.NoError(t, err)
+		n, err := mentions.RelinkAll(ctx, tx, m)
+		require.Equal(t, 3, n)
+		return err
+	}))
+	require.Equal(t, before, allLinks(t, pool))
+
+	// Deleting a document drops its chunks' links.
+	exec(t, pool, "DELETE FROM documents WHERE external_id = 'a'")
+	require.Empty(t, allLinks(t, pool))
+}

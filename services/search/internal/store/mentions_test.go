@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/mentions"
+	"github.com/bmcis/knowledge/platform/testdb"
+)
+
+const (
+	acmeID    = "0b6a2f1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+	initechID = "1b6a2f1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+)
+
+func addEntity(t *testing.T, s *Store, id, name string, aliases ...string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.pool.Exec(ctx, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
+		VALUES ($1, $2, $3, 'COMPANY', 0.9, true, '\x00')`, id, name, mentions.Normalize(name))
+	require.NoError(t, err)
+	for _, a := range aliases {
+		_, err := s.pool.Exec(ctx, `INSERT INTO vendor_aliases (entity_id, alias, normalized_alias) VALUES ($1, $2, $3)`, id, a, mentions.Normalize(a))
+		require.NoError(t, err)
+	}
+	_, err = mentions.BumpGraphVersion(ctx, s.pool)
+	require.NoError(t, err)
+}
+
+// links returns entity id -> chunk index -> count for a document.
+func links(t *testing.T, s *Store, externalID string) map[string]map[int]int {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), `SELECT m.entity_id::text, c.chunk_index, m.mention_count
+		FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id JOIN documents d ON d.id = c.document_id
+		WHERE d.external_id = $1`, externalID)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]map[int]int{}
+	for rows.Next() {
+		var e string
+		var i, n int
+		require.NoError(t, rows.Scan(&e, &i, &n))
+		if out[e] == nil {
+			out[e] = map[int]int{}
+		}
+		out[e][i] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func doc(id string, texts ...string) DocumentRow {
+	d := DocumentRow{ExternalID: id, SourceFile: id + ".md", ContentHash: []byte(id + texts[0])}
+	for i, tx := range texts {
+		d.Chunks = append(d.Chunks, Chunk{Index: i, Text: tx, Tokens: 5, Hash: []byte{byte(i)}})
+	}
+	return d
+}
+
+func TestWriteLinksMentionsAndDeleteDropsThem(t *testing.T) {
+	pool, _ := testdb.New(t)
+	s := New(pool)
+	ctx := context.Background()
+	addEntity(t, s, acmeID, "Acme Corp", "Acme Corporation")
+
+	_, err := s.WriteDocument(ctx, doc("a", "Acme Corp signed. ACME corp renewed.", "Nothing here.", "The Acme Corporation board"))
+	require.NoError(t, err)
+	require.Equal(t, map[string]map[int]int{acmeID: {0: 2, 2: 1}}, links(t, s, "a"))
+
+	// A rewrite replaces the links with the new chunks'.
+	_, err = s.WriteDocument(ctx, doc("a", "Only one Acme Corp now."))
+	require.NoError(t, err)
+	require.Equal(t, map[string]map[int]int{acmeID: {0: 1}}, links(t, s, "a"))
+
+	// A name added to the graph is seen by the next write.
+	addEntity(t, s, initechID, "Initech")
+	_, err = s.WriteDocument(ctx, doc("b", "Initech and Acme Corp"))
+	require.NoError(t, err)
+	require.Equal(t, map[string]map[int]int{acmeID: {0: 1}, initechID: {0: 1}}, links(t, s, "b"))
+
+	_, err = s.DeleteDocument(ctx, "a")
+	require.NoError(t, err)
+	require.Empty(t, links(t, s, "a"))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM entity_mentions").Scan(&n))
+	require.Equal(t, 2, n, "only document b's links are left")
+}
+
+func TestRelinkDocumentUsesTheCurrentGraph(t *testing.T) {
+	pool, _ := testdb.New(t)
+	s := New(pool)
+	ctx := context.Background()
+	res, err := s.WriteDocument(ctx, doc("a", "Initech ships."))
+	require.NoError(t, err)
+	require.Empty(t, links(t, s, "a"))
+
+	// As when an import commits between a write's matching and its insert.
+	addEntity(t, s, initechID, "Initech")
+	require.NoError(t, s.relinkDocument(ctx, res.DocumentID))
+	require.Equal(t, map[string]map[int]int{initechID: {0: 1}}, links(t, s, "a"))
+}

@@ -1,0 +1,176 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bmcis/knowledge/platform/mentions"
+)
+
+// EvidenceChunk is a chunk that mentions a vendor.
+type EvidenceChunk struct {
+	ChunkID      int64
+	DocumentID   string
+	SourceFile   string
+	MentionCount int
+	Snippet      string
+	Score        float64
+}
+
+// EvidenceDocument is a document that mentions a vendor.
+type EvidenceDocument struct {
+	DocumentID   string
+	SourceFile   string
+	Title        string
+	MentionCount int
+	ChunkCount   int
+}
+
+// Evidence is what the documents say about a vendor.
+type Evidence struct {
+	Chunks     []EvidenceChunk
+	Documents  []EvidenceDocument
+	ChunkCount int // chunks mentioning the vendor in all
+}
+
+// evidencePool is how many of the most-mentioning chunks are ranked by
+// relevance: ranking reads each one's text.
+const evidencePool = 200
+
+// SnippetChars bounds an evidence snippet.
+const SnippetChars = 240
+
+// Evidence returns the chunks and documents that mention vendor v, best
+// first, at most limit of each, from documents of the given categories
+// only (none: every category; the caller key's read scope). A chunk's score is its mention count ×
+// (1 + ts_rank_cd of the chunk's words against the vendor's name as a
+// phrase): counts lead, and among equal counts the chunk where the name
+// stands densest and whole wins.
+func (s *Store) Evidence(ctx context.Context, v Vendor, limit int, categories []string) (Evidence, error) {
+	var ev Evidence
+	if len(categories) == 0 {
+		categories = nil // NULL: every category
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(*) FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2))`, v.ID, categories)
+	b.Queue(`
+		WITH linked AS (
+			SELECT m.chunk_id, m.mention_count FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+			WHERE m.entity_id = $1 AND ($5::text[] IS NULL OR c.category = ANY($5))
+			ORDER BY m.mention_count DESC, m.chunk_id LIMIT $4)
+		SELECT c.id, d.external_id, d.source_file, l.mention_count, c.text,
+		       l.mention_count * (1 + ts_rank_cd(`+mentions.WordsVector+`, phraseto_tsquery('simple', $2))) AS score
+		FROM linked l JOIN chunks c ON c.id = l.chunk_id JOIN documents d ON d.id = c.document_id
+		ORDER BY score DESC, c.id LIMIT $3`, v.ID, mentions.Normalize(v.Name), limit, evidencePool, categories)
+	b.Queue(`
+		SELECT d.external_id, d.source_file, d.title, sum(m.mention_count)::int, count(*)::int
+		FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id JOIN documents d ON d.id = c.document_id
+		WHERE m.entity_id = $1 AND ($3::text[] IS NULL OR c.category = ANY($3))
+		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, v.ID, limit, categories)
+	br := s.pool.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	if err := br.QueryRow().Scan(&ev.ChunkCount); err != nil {
+		return ev, fmt.Errorf("count evidence: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return ev, fmt.Errorf("rank evidence chunks: %w", err)
+	}
+	names := append([]string{v.Name}, v.Aliases...)
+	ev.Chunks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EvidenceChunk, error) {
+		var c EvidenceChunk
+		var text string
+		var score float32
+		err := r.Scan(&c.ChunkID, &c.DocumentID, &c.SourceFile, &c.MentionCount, &text, &score)
+		c.Score = Float(score)
+		c.Snippet = SnippetAround(text, names, SnippetChars)
+		return c, err
+	})
+	if err != nil {
+		return ev, fmt.Errorf("rank evidence chunks: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return ev, fmt.Errorf("rank evidence documents: %w", err)
+	}
+	ev.Documents, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EvidenceDocument, error) {
+		var d EvidenceDocument
+		err := r.Scan(&d.DocumentID, &d.SourceFile, &d.Title, &d.MentionCount, &d.ChunkCount)
+		return d, err
+	})
+	if err != nil {
+		return ev, fmt.Errorf("rank evidence documents: %w", err)
+	}
+	return ev, nil
+}
+
+// SnippetAround returns at most max characters of text around the first
+// place one of names appears (case ignored; the start when none does),
+// white space collapsed, cut at word boundaries, with "..." where cut.
+func SnippetAround(text string, names []string, max int) string {
+	text = strings.Join(strings.Fields(text), " ")
+	runes := []rune(text)
+	if len(runes) <= max {
+		return text
+	}
+	lower := []rune(strings.ToLower(text))
+	at := -1
+	for _, n := range names {
+		n = strings.ToLower(strings.Join(strings.Fields(n), " "))
+		if i := indexRunes(lower, []rune(n)); i >= 0 && (at < 0 || i < at) {
+			at = i
+		}
+	}
+	start := 0
+	if at > max/4 {
+		start = at - max/4
+	}
+	end := min(len(runes), start+max)
+	if end == len(runes) {
+		start = max0(end - max)
+	}
+	// Back off to word boundaries.
+	for start > 0 && start < end && runes[start-1] != ' ' {
+		start++
+	}
+	for end < len(runes) && end > start && runes[end] != ' ' {
+		end--
+	}
+	out := strings.TrimSpace(string(runes[start:end]))
+	if start > 0 {
+		out = "..." + out
+	}
+	if end < len(runes) {
+		out += "..."
+	}
+	if utf8.RuneCountInString(out) == 0 {
+		return string(runes[:max])
+	}
+	return out
+}
+
+func max0(i int) int { return max(i, 0) }
+
+func indexRunes(s, sub []rune) int {
+	if len(sub) == 0 {
+		return -1
+	}
+	for i := 0; i+len(sub) <= len(s); i++ {
+		match := true
+		for j := range sub {
+			if s[i+j] != sub[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return i
+		}
+	}
+	return -1
+}

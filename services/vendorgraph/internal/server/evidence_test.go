@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
+)
+
+// addDocument stores a document's chunks the way the search service does
+// (without its linking: the import re-links them).
+func addDocument(t *testing.T, pool *pgxpool.Pool, externalID string, texts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var docID int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO documents (external_id, source_file, title, content_hash, chunk_count)
+		VALUES ($1, $1 || '.md', $1, '\x00', $2) RETURNING id`, externalID, len(texts)).Scan(&docID))
+	for i, text := range texts {
+		_, err := pool.Exec(ctx, `INSERT INTO chunks (document_id, chunk_index, total_chunks, text, token_count, content_hash)
+			VALUES ($1, $2, $3, $4, 10, '\x00')`, docID, i, len(texts), text)
+		require.NoError(t, err)
+	}
+}
+
+func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
+	pool := newDB(t)
+	r := startReplica(t, pool, server.DefaultConfig())
+	ctx := ctxT(t)
+	addDocument(t, pool, "contracts", "Vendor One renewed. Vendor One pays late; Vendor One.", "Nothing to support here.", "The Product One rollout.")
+	addDocument(t, pool, "minutes", "We met V One about pricing.", "Vendor One again.")
+	mustImport(t, r.client, baseLines)
+
+	get := func() *vendorgraphv1.GetVendorResponse {
+		resp, err := r.client.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{Name: "Vendor One", MaxEvidence: 5})
+		require.NoError(t, err)
+		return resp
+	}
+	resp := get()
+	require.EqualValues(t, 3, resp.GetEvidenceChunkCount(), "two chunks by name, one by the alias V One")
+	ev := resp.GetEvidence()
+	require.Len(t, ev, 3)
+	require.Equal(t, "contracts.md", ev[0].GetSourceFile(), "the chunk naming the vendor twice ranks first")
+	require.EqualValues(t, 3, ev[0].GetMentionCount())
+	for _, e := range ev {
+		require.Truef(t, strings.Contains(e.GetSnippet(), "Vendor One") || strings.Contains(e.GetSnippet(), "V One"),
+			"snippet %q holds the name", e.GetSnippet())
+	}
+	docs := resp.GetEvidenceDocuments()
+	require.Len(t, docs, 2)
+	require.Equal(t, "contracts", docs[0].GetDocumentId())
+	require.EqualValues(t, 3, docs[0].GetMentionCount())
+	require.EqualValues(t, 1, docs[0].GetChunkCount())
+	require.EqualValues(t, 2, docs[1].GetMentionCount())
+	require.EqualValues(t, 2, docs[1].GetChunkCount())
+
+	// Relationships name both ends, the vendor included.
+	require.NotEmpty(t, resp.GetRelationships())
+	for _, rel := range resp.GetRelationships() {
+		require.NotEmpty(t, rel.GetSourceName())
+		require.NotEmpty(t, rel.GetTargetName())
+	}
+
+	// Evidence stays inside the caller's categories; the cache keeps
+	// differently scoped replies apart.
+	_, err := pool.Exec(ctx, `UPDATE chunks SET category = 'hr' WHERE document_id = (SELECT id FROM documents WHERE external_id = 'minutes')`)
+	require.NoError(t, err)
+	scoped := func(cats ...string) *vendorgraphv1.GetVendorResponse {
+		resp, err := r.client.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{Name: "Vendor One", MaxEvidence: 5, EvidenceCategories: cats})
+		require.NoError(t, err)
+		return resp
+	}
+	hr := scoped("hr")
+	require.EqualValues(t, 2, hr.GetEvidenceChunkCount())
+	for _, e := range hr.GetEvidence() {
+		require.Equal(t, "minutes.md", e.GetSourceFile())
+	}
+	require.Len(t, hr.GetEvidenceDocuments(), 1)
+	require.EqualValues(t, 0, scoped("finance").GetEvidenceChunkCount())
+	require.Empty(t, scoped("finance").GetEvidence())
+
+	// A new alias links chunks already stored; the cache is dropped.
+	changed := append([]string{}, baseLines...)
+	changed[0] = strings.Replace(changed[0], `"aliases":["V One"]`, `"aliases":["V One","Support"]`, 1)
+	mustImport(t, r.client, changed)
+	require.EqualValues(t, 3, get().GetEvidenceChunkCount(), "a lowercase-only match of a common-word alias does not link")
+	changed[0] = strings.Replace(changed[0], `"Support"]`, `"Support","The Product One rollout"]`, 1)
+	mustImport(t, r.client, changed)
+	require.EqualValues(t, 4, get().GetEvidenceChunkCount(), "the new alias links the chunk that held it")
+
+	// Deleting a document drops its links; the cache hears of it.
+	_, err = pool.Exec(ctx, "DELETE FROM documents WHERE external_id = 'minutes'")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SELECT pg_notify('bmcis_search', 'd')")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return get().GetEvidenceChunkCount() == 2 }, 5*time.Second, 20*time.Millisecond)
+}
