@@ -343,8 +343,9 @@ func (c Config) VisualHints(p Page) *envelope.VisualHints {
 // QueryAnalysis splits the analyzed query's content words into those the
 // page's hits matched and those none of them did (stop words are left out:
 // whether "how" matched says nothing). It is nil when every content word
-// matched: the lists would then only repeat the query, the default the
-// reference's "when available" lets an answer leave out.
+// matched and the query names no vendor: the lists would then only repeat
+// the query, the default the reference's "when available" lets an answer
+// leave out.
 func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 	matchedSet := map[string]bool{}
 	var order []string
@@ -369,7 +370,7 @@ func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 			qa.UnmatchedTerms = append(qa.UnmatchedTerms, t)
 		}
 	}
-	if len(qa.UnmatchedTerms) == 0 {
+	if len(qa.UnmatchedTerms) == 0 && len(p.QueryVendors) == 0 {
 		return nil
 	}
 	for _, t := range order {
