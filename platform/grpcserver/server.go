@@ -97,8 +97,11 @@ func New(s Settings, opts ...Option) *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Clients hold one HTTP/2 connection per service; ending connections
 		// after a while makes them reconnect, so replicas added by an
-		// autoscaler start receiving calls.
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 5 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second}),
+		// autoscaler start receiving calls. The grace is long because it is
+		// what a stream already under way may still take: a first load of a
+		// million chunks is one ingestion stream of tens of minutes, which a
+		// short grace cut off (new calls go to a new connection regardless).
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 5 * time.Minute, MaxConnectionAgeGrace: 2 * time.Hour}),
 	)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
