@@ -175,5 +175,18 @@ func (c Config) fusionFor(provider string) fusion.Options {
 	if c.Fusion.VectorWeight > 0 {
 		o.VectorWeight = c.Fusion.VectorWeight
 	}
+	if c.Fusion.Method != "" {
+		o.Method = c.Fusion.Method
+	}
+	if c.Fusion.Alpha > 0 {
+		o.Alpha = c.Fusion.Alpha
+	}
+	if c.Fusion.FeedbackChunks != 0 {
+		// Negative: configured off.
+		o.FeedbackChunks = max(c.Fusion.FeedbackChunks, 0)
+	}
+	if c.Fusion.FeedbackWeight > 0 {
+		o.FeedbackWeight = c.Fusion.FeedbackWeight
+	}
 	return o
 }

@@ -116,7 +116,7 @@ func (ix *Index) Apply(b *Batch) {
 	bdocs := make([]bm25.Doc, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
+		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: analysis.IndexedTerms(ix.an, c.Header, c.Text)}
 	})
 
 	ix.mu.Lock()
