@@ -241,6 +241,16 @@ func (ix *Index) SearchBM25(terms []string, categories []string, k int) []bm25.H
 	return ix.bm.Search(terms, bm25.SearchOptions{K: k, Categories: categories})
 }
 
+// EachTerm calls fn with every indexed term and its live chunk count.
+func (ix *Index) EachTerm(fn func(term string, df int)) { ix.bm.EachTerm(fn) }
+
+// LiveChunks is the number of chunks loaded.
+func (ix *Index) LiveChunks() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.chunks)
+}
+
 // MatchedTerms returns which of the analyzed query terms occur in a chunk.
 func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
 	return ix.bm.MatchedTerms(chunkID, terms)

@@ -34,7 +34,12 @@ type ingestResult struct {
 // failure ends the stream with its status (documents already written stay).
 func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
 	start := time.Now()
-	defer s.sweeps.StreamStarted()()
+	streamDone := s.sweeps.StreamStarted()
+	defer func() {
+		streamDone()
+		// The corpus may have outgrown the builtin model: check now.
+		s.sweeps.Kick()
+	}()
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 

@@ -91,6 +91,14 @@ func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusR
 	if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
 		resp.LastChangeAt = timestamppb.New(st.LastChange)
 	}
+	f := s.sweeps.Freshness()
+	if !f.TrainedAt.IsZero() {
+		resp.ModelTrainedAt = timestamppb.New(f.TrainedAt)
+	}
+	resp.ModelTrainedChunks = int64(f.TrainedOn)
+	resp.ModelTermCoverage = f.Coverage
+	resp.RetrainPending = f.Pending || f.Running
+	resp.RetrainReason = f.Reason
 	return resp, nil
 }
 
