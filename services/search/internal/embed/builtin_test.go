@@ -3,8 +3,8 @@ package embed
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"testing"
