@@ -16,9 +16,14 @@ import (
 //     growth 2 retraining is geometric, so the total training work stays
 //     within twice the last training's;
 //   - coverage: under RetrainCoverage of the indexed terms that a model can
-//     learn (in at least MinDF chunks and at most MaxDFRatio of them, the
-//     model's own vocabulary bounds) are known to it. A model that does not
+//     learn are known to it. Learnable: at most MaxDFRatio of the chunks
+//     (the model's upper vocabulary bound) and frequent enough that a
+//     retrain's sample (min(chunks, MaxTrainDocs)) would be expected to hold
+//     the term in 2*MinDF chunks, so a fresh model knows nearly all of them
+//     and a retrain cannot leave the rule firing. A model that does not
 //     know a chunk's words embeds it from the few it knows, or as zero.
+//
+// A replica never retrains twice at the same chunk count (Scheduler).
 //
 // Defaults: growth 2, coverage 0.8 (BMCIS_BUILTIN_RETRAIN_GROWTH,
 // BMCIS_BUILTIN_RETRAIN_COVERAGE; growth 0 and coverage 0 turn each off).
@@ -70,9 +75,15 @@ func (m *Manager) Assess(src TermSource) Freshness {
 	cfg := m.cfg.Builtin
 	minDF := max(cfg.MinDF, 1)
 	maxDF := int(cfg.MaxDFRatio * float64(f.Chunks))
+	sampleCap := cfg.MaxTrainDocs
+	if sampleCap <= 0 {
+		sampleCap = embed.DefaultBuiltinConfig().MaxTrainDocs
+	}
+	// A term in df chunks is expected df*sample/chunks times in a sample.
+	learnable := float64(2*minDF) * float64(f.Chunks) / float64(max(1, min(f.Chunks, sampleCap)))
 	known, total := 0, 0
 	src.EachTerm(func(term string, df int) {
-		if df < minDF || (cfg.MaxDFRatio > 0 && df > max(maxDF, minDF)) {
+		if float64(df) < learnable || (cfg.MaxDFRatio > 0 && df > max(maxDF, minDF)) {
 			return
 		}
 		total++
@@ -86,12 +97,8 @@ func (m *Manager) Assess(src TermSource) Freshness {
 	if f.Chunks < m.cfg.MinTrainChunks {
 		return f
 	}
-	growthCap := cfg.MaxTrainDocs
-	if growthCap <= 0 {
-		growthCap = embed.DefaultBuiltinConfig().MaxTrainDocs
-	}
 	switch {
-	case m.cfg.RetrainGrowth > 0 && f.TrainedOn > 0 && f.TrainedOn < growthCap &&
+	case m.cfg.RetrainGrowth > 0 && f.TrainedOn > 0 && f.TrainedOn < sampleCap &&
 		float64(f.Chunks) >= m.cfg.RetrainGrowth*float64(f.TrainedOn):
 		f.Pending = true
 		f.Reason = fmt.Sprintf("corpus grew to %d chunks from the %d the model was trained on", f.Chunks, f.TrainedOn)

@@ -56,11 +56,15 @@ func TestRetrainRule(t *testing.T) {
 		{"grown x1.9", known, 19, 2, 0.8, 0, false, 1},
 		{"sample at the cap does not grow", known, 1000, 2, 0.8, 10, false, 1},
 		{"growth rule off", known, 1000, 0, 0.8, 0, false, 1},
-		// Two of five learnable terms unknown: 60 % coverage.
-		{"new words", map[string]int{"alpha": 3, "beta": 3, "gamma": 3, "kinase": 3, "enzyme": 2}, 10, 2, 0.8, 0, true, 0.6},
-		// Terms in one chunk only, or in more than half, cannot be learnt and do not count.
-		{"unlearnable terms ignored", map[string]int{"alpha": 3, "beta": 3, "once": 1, "everywhere": 9}, 10, 2, 0.8, 0, false, 1},
-		{"coverage rule off", map[string]int{"kinase": 3, "enzyme": 3}, 10, 2, 0, 0, false, 0},
+		// Two of five learnable terms (df >= 2*MinDF = 4) unknown: 60 %.
+		{"new words", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, true, 0.6},
+		// Terms in too few chunks for a retrain to learn, or in more than
+		// half of them, do not count.
+		{"unlearnable terms ignored", map[string]int{"alpha": 4, "beta": 4, "rare": 3, "everywhere": 9}, 10, 2, 0.8, 0, false, 1},
+		// Beyond the sample cap (10) the bar scales: 100 chunks, sample 10,
+		// so a term needs df >= 4*100/10 = 40 to count.
+		{"sampled corpus", map[string]int{"alpha": 40, "kinase": 39}, 100, 2, 0.8, 10, false, 1},
+		{"coverage rule off", map[string]int{"kinase": 4, "enzyme": 4}, 10, 2, 0, 0, false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,9 @@ type Scheduler struct {
 	src        TermSource
 	kick       chan struct{}
 	retraining atomic.Bool
+	// lastRetrain is the chunk count of the last retrain this replica ran:
+	// it never retrains twice on an unchanged corpus.
+	lastRetrain int
 }
 
 // NewScheduler returns a scheduler of m's sweeps. dbTimeout bounds its
@@ -75,9 +78,10 @@ func (s *Scheduler) maybeRetrain(ctx context.Context) {
 		return
 	}
 	f := s.m.Assess(s.src)
-	if !f.Pending {
+	if !f.Pending || f.Chunks == s.lastRetrain {
 		return
 	}
+	s.lastRetrain = f.Chunks
 	s.retraining.Store(true)
 	defer s.retraining.Store(false)
 	s.log.Info("builtin embedder outgrown; retraining", "reason", f.Reason, "chunks", f.Chunks,

@@ -36,6 +36,9 @@ type Config struct {
 	Fusion Fusion
 	// Candidates is how many chunks each retriever returns (default 200).
 	Candidates int
+	// Train, when set, replaces builtin training (experiments with other
+	// representations); Embed.Dims must still be > 0.
+	Train func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error)
 }
 
 // DefaultConfig is the shipped pipeline configuration (see NOTES.md).
@@ -133,7 +136,13 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 
 	if cfg.Embed.Dims > 0 {
 		t0 = time.Now()
-		m, err := embed.TrainBuiltin(ctx, p.analyzer, p.chunkTxt, cfg.Embed)
+		train := cfg.Train
+		if train == nil {
+			train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+				return embed.TrainBuiltin(ctx, a, texts, cfg.Embed)
+			}
+		}
+		m, err := train(ctx, p.analyzer, p.chunkTxt)
 		if err != nil {
 			return nil, fmt.Errorf("train builtin embedder: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -323,6 +324,66 @@ func TestRM3Sweep(t *testing.T) {
 				}
 				h := p.expRun(ds, func(q Query) []int64 { return resIDs(fusion.RRF(exp[q.ID], vl[q.ID], fusion.BuiltinOptions())) })
 				line += fmt.Sprintf(" | rrf5 %.4f / %.4f", h.NDCG10, h.Recall100)
+				t.Log(line)
+			}
+		}
+	}
+}
+
+// TestFeedbackTuning: the feedback and convex parameters around the
+// shipped preset, and the embedder trained on header-weighted text.
+func TestFeedbackTuning(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_SEM") != "tune" {
+		t.Skip("set BMCIS_EVAL_SEM=tune")
+	}
+	ds := loadSciFact(t)
+	ctx := context.Background()
+	for _, embHW := range []int{1, 3} {
+		cfg := DefaultConfig()
+		if embHW > 1 {
+			cfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+				return embed.TrainBuiltin(ctx, a, texts, cfg.Embed)
+			}
+		}
+		p, err := Build(ctx, ds, cfg)
+		require.NoError(t, err)
+		if embHW > 1 {
+			// Re-embed with the header repeated (training above saw it once;
+			// retrain on the weighted texts).
+			wt := make([]string, len(p.chunkTxt))
+			for i := range wt {
+				wt[i] = p.chunkTxt[i]
+				for r := 1; r < embHW; r++ {
+					wt[i] = p.chunkHdr[i] + "\n" + wt[i]
+				}
+			}
+			m, err := embed.TrainBuiltin(ctx, p.analyzer, wt, cfg.Embed)
+			require.NoError(t, err)
+			p.model = m
+			p.vectors, err = m.Embed(ctx, wt)
+			require.NoError(t, err)
+		}
+		bm := map[string][]fusion.Candidate{}
+		qv := map[string][]float32{}
+		for _, q := range ds.Queries {
+			for _, h := range p.index.Search(p.analyzer.Terms(q.Text), bm25.SearchOptions{K: 100}) {
+				bm[q.ID] = append(bm[q.ID], fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score})
+			}
+			v, _ := p.model.Embed(ctx, []string{q.Text})
+			qv[q.ID] = v[0]
+		}
+		for _, m := range []int{2, 3, 4} {
+			for _, beta := range []float32{1.5, 2, 3} {
+				vl := map[string][]fusion.Candidate{}
+				for _, q := range ds.Queries {
+					vl[q.ID] = exactKNN(p.vectors, prfVector(qv[q.ID], p.vectors, bm[q.ID], m, beta), 100)
+				}
+				line := fmt.Sprintf("embHW=%d m=%d beta=%.1f vec %.4f", embHW, m, beta,
+					p.expRun(ds, func(q Query) []int64 { return candIDs(vl[q.ID]) }).NDCG10)
+				for _, a := range []float64{0.6, 0.65, 0.7, 0.75} {
+					h := p.expRun(ds, func(q Query) []int64 { return resIDs(fusion.Convex(bm[q.ID], vl[q.ID], a, 0)) })
+					line += fmt.Sprintf(" | a=%.2f %.4f/%.4f", a, h.NDCG10, h.Recall100)
+				}
 				t.Log(line)
 			}
 		}

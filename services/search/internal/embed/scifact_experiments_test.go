@@ -1,0 +1,74 @@
+package embed_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+)
+
+// TestSciFactRepresentations measures the representations that were tried
+// instead of LSA (random indexing, PPMI/SVD word vectors with SIF pooling,
+// more LSA dimensions) with the shipped hybrid (feedback + convex) and
+// with RRF k=5 0.15:
+//
+//	BMCIS_EVAL_REPR=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactRepresentations -v -timeout 30m
+func TestSciFactRepresentations(t *testing.T) {
+	dir := os.Getenv("BMCIS_SCIFACT_DIR")
+	if os.Getenv("BMCIS_EVAL_REPR") == "" || dir == "" {
+		t.Skip("set BMCIS_EVAL_REPR=1 and BMCIS_SCIFACT_DIR")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
+		t.Skip(err)
+	}
+	ds, err := eval.LoadBEIR(dir, "train")
+	require.NoError(t, err)
+	ctx := context.Background()
+	variants := []struct {
+		name  string
+		train func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error)
+	}{
+		{"random indexing 256 nnz 8", func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			return embed.ExperimentRandomIndexing(ctx, a, texts, 256, 8)
+		}},
+		{"random indexing 1024 nnz 8", func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			return embed.ExperimentRandomIndexing(ctx, a, texts, 1024, 8)
+		}},
+		{"ppmi-svd 256 window 5 + sif", func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			return embed.ExperimentPPMISIF(ctx, a, texts, 256, 5, 1e-3)
+		}},
+		{"lsa 512", func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			c := embed.DefaultBuiltinConfig()
+			c.Dims = 512
+			return embed.TrainBuiltin(ctx, a, texts, c)
+		}},
+	}
+	var rows []eval.Result
+	for _, v := range variants {
+		for _, f := range []eval.Fusion{
+			{Method: "preset", RRF: fusion.BuiltinOptions()},
+			{Method: "rrf", RRF: fusion.Options{K: 5, BM25Weight: 1, VectorWeight: 0.15}},
+		} {
+			cfg := eval.DefaultConfig()
+			cfg.Train = v.train
+			cfg.Fusion = f
+			cfg.Name = fmt.Sprintf("%s / %s", v.name, f.Method)
+			p, err := eval.Build(ctx, ds, cfg)
+			require.NoError(t, err)
+			res, err := p.Run(ctx, ds, f)
+			require.NoError(t, err)
+			res.Config = cfg.Name
+			t.Logf("%s", eval.FormatResults([]eval.Result{res}))
+			rows = append(rows, res)
+		}
+	}
+	t.Logf("\n%s", eval.FormatResults(rows))
+}
