@@ -94,3 +94,27 @@ func TestFreshnessAfterDemo(t *testing.T) {
 	t.Logf("manual reindex: %v", manual)
 	require.InDelta(t, manual["vector"][0], auto["vector"][0], 0.02)
 }
+
+// TestBench100k: first-load ingestion and uncached hybrid latency at 100k
+// chunks with the shipped hybrid (feedback + convex), and whether the
+// freshness rule leaves a freshly trained 20k-sample model alone.
+//
+//	BMCIS_EVAL_BENCH=1 go test ./e2e -run TestBench100k -v -timeout 60m
+func TestBench100k(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_BENCH") == "" {
+		t.Skip("set BMCIS_EVAL_BENCH=1 to run the 100k-chunk benchmark")
+	}
+	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Search}})
+	svc := s.Service(stacktest.Search)
+	out := s.Ctl(t, "bench", "search", "-addr", s.Addr(stacktest.Search), "-metrics-url", svc.MetricsURL(),
+		"-chunks", "100000", "-add-chunks", "0", "-modes", "hybrid,bm25", "-concurrency", "1", "-duration", "10s")
+	t.Logf("%s", out)
+	conn, err := grpcclient.Dial(s.Addr(stacktest.Search), stacktest.ServiceToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	st, err := searchv1.NewSearchServiceClient(conn).GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	t.Logf("model %s trained on %d of %d chunks, coverage %.3f, retrain pending %v (%s)",
+		st.EmbedderModel, st.ModelTrainedChunks, st.Chunks, st.ModelTermCoverage, st.RetrainPending, st.RetrainReason)
+	require.False(t, st.RetrainPending, "a model trained on the capped sample is not retrained at once")
+}

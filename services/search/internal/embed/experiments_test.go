@@ -157,3 +157,53 @@ func ExperimentPPMISIF(ctx context.Context, an *analysis.Analyzer, texts []strin
 	m.id = m.computeID()
 	return m, nil
 }
+
+// ExperimentNeighbours returns a function giving the n terms nearest to a
+// term in the model's term space (rows of the projection, cosine), for
+// query expansion from the learned word space.
+func ExperimentNeighbours(m *Builtin) func(term string, n int, minCos float32) []string {
+	rows := make([][]float32, len(m.terms))
+	for t := range rows {
+		r := append([]float32(nil), m.proj[t*m.dims:(t+1)*m.dims]...)
+		Normalize(r)
+		rows[t] = r
+	}
+	return func(term string, n int, minCos float32) []string {
+		i, ok := m.termIdx[term]
+		if !ok {
+			return nil
+		}
+		type sc struct {
+			t int
+			c float32
+		}
+		best := make([]sc, 0, n+1)
+		for t, r := range rows {
+			if t == int(i) {
+				continue
+			}
+			c := Dot(rows[i], r)
+			if c < minCos {
+				continue
+			}
+			best = append(best, sc{t, c})
+			slices.SortFunc(best, func(a, b sc) int {
+				if a.c > b.c {
+					return -1
+				}
+				if a.c < b.c {
+					return 1
+				}
+				return a.t - b.t
+			})
+			if len(best) > n {
+				best = best[:n]
+			}
+		}
+		out := make([]string, len(best))
+		for k, b := range best {
+			out[k] = m.terms[b.t]
+		}
+		return out
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -71,4 +72,46 @@ func TestSciFactRepresentations(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", eval.FormatResults(rows))
+}
+
+// TestSciFactQueryExpansion: each query term adds its nearest terms in the
+// LSA term space as BM25 terms; the original terms count `orig` times, an
+// expansion term once.
+//
+//	BMCIS_EVAL_REPR=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactQueryExpansion -v
+func TestSciFactQueryExpansion(t *testing.T) {
+	dir := os.Getenv("BMCIS_SCIFACT_DIR")
+	if os.Getenv("BMCIS_EVAL_REPR") == "" || dir == "" {
+		t.Skip("set BMCIS_EVAL_REPR=1 and BMCIS_SCIFACT_DIR")
+	}
+	ds, err := eval.LoadBEIR(dir, "train")
+	require.NoError(t, err)
+	ctx := context.Background()
+	p, err := eval.Build(ctx, ds, eval.DefaultConfig())
+	require.NoError(t, err)
+	near := embed.ExperimentNeighbours(p.Model())
+	an := p.Model().Analyzer()
+	for _, orig := range []int{2, 3, 5} {
+		for _, n := range []int{1, 2, 3} {
+			for _, minCos := range []float32{0.5, 0.7} {
+				run := eval.Run{}
+				for _, q := range ds.Queries {
+					var terms []string
+					for _, term := range an.Terms(q.Text) {
+						for r := 0; r < orig; r++ {
+							terms = append(terms, term)
+						}
+						terms = append(terms, near(term, n, minCos)...)
+					}
+					var docs []string
+					for _, h := range p.Index().Search(terms, bm25.SearchOptions{K: 100}) {
+						docs = append(docs, p.DocOf(h.ChunkID))
+					}
+					run[q.ID] = docs
+				}
+				m := eval.Evaluate(run, ds.Qrels)
+				t.Logf("expansion orig x%d, %d neighbours, cos >= %.1f: %.4f / %.4f", orig, n, minCos, m.NDCG10, m.Recall100)
+			}
+		}
+	}
 }

@@ -338,3 +338,6 @@ func FormatResults(rs []Result) string {
 	}
 	return b.String()
 }
+
+// DocOf returns the document id of a chunk.
+func (p *Pipeline) DocOf(chunkID int64) string { return p.chunkDoc[chunkID] }
