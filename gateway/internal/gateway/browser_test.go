@@ -49,6 +49,14 @@ func TestDashboardInChromium(t *testing.T) {
 
 	p.WaitFor(`document.querySelectorAll("#rpc-table tbody tr").length > 0`, 10*time.Second)
 	p.WaitFor(`document.querySelector("#latency-chart svg") !== null`, 10*time.Second)
+	// The index box: model age, term coverage and a pending retrain.
+	p.WaitFor(`document.querySelectorAll("#index-status div").length === 5`, 10*time.Second)
+	var index []string
+	p.MustEval(`[...document.querySelectorAll("#index-status div")].map(d => d.textContent)`, &index)
+	require.Equal(t, []string{"2documents", "5chunks", "3 hmodel age", "62 %model term coverage", "pendingretrain"}, index)
+	var reason string
+	p.MustEval(`document.querySelector('#index-status [data-retrain="pending"]').title`, &reason)
+	require.Equal(t, "the model knows 62% of the indexed terms", reason)
 	dom := p.DOM()
 	require.Contains(t, dom, "semantic_search")
 	require.NotContains(t, dom, keyGood, "the key is never written into the page")
