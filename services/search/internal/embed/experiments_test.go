@@ -161,17 +161,17 @@ func ExperimentPPMISIF(ctx context.Context, an *analysis.Analyzer, texts []strin
 // ExperimentNeighbours returns a function giving the n terms nearest to a
 // term in the model's term space (rows of the projection, cosine), for
 // query expansion from the learned word space.
-func ExperimentNeighbours(m *Builtin) func(term string, n int, minCos float32) []string {
+func ExperimentNeighbours(m *Builtin) func(term string, n int, minCos float32) ([]string, []float32) {
 	rows := make([][]float32, len(m.terms))
 	for t := range rows {
 		r := append([]float32(nil), m.proj[t*m.dims:(t+1)*m.dims]...)
 		Normalize(r)
 		rows[t] = r
 	}
-	return func(term string, n int, minCos float32) []string {
+	return func(term string, n int, minCos float32) ([]string, []float32) {
 		i, ok := m.termIdx[term]
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		type sc struct {
 			t int
@@ -184,6 +184,9 @@ func ExperimentNeighbours(m *Builtin) func(term string, n int, minCos float32) [
 			}
 			c := Dot(rows[i], r)
 			if c < minCos {
+				continue
+			}
+			if len(best) == n && c <= best[n-1].c {
 				continue
 			}
 			best = append(best, sc{t, c})
@@ -201,9 +204,10 @@ func ExperimentNeighbours(m *Builtin) func(term string, n int, minCos float32) [
 			}
 		}
 		out := make([]string, len(best))
+		cos := make([]float32, len(best))
 		for k, b := range best {
-			out[k] = m.terms[b.t]
+			out[k], cos[k] = m.terms[b.t], b.c
 		}
-		return out
+		return out, cos
 	}
 }
