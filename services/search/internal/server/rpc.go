@@ -79,7 +79,8 @@ func (s *Server) ListCategories(_ context.Context, req *searchv1.ListCategoriesR
 // GetIndexStatus describes this replica's index and the live model.
 func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	st := s.ix.Stats()
-	if sc := s.readScope(req.GetScope()); sc.limited {
+	sc := s.readScope(req.GetScope())
+	if sc.limited {
 		st.Documents, st.Chunks = s.ix.CountIn(sc.allowed)
 	}
 	provider, model, dims := s.emb.Describe()
@@ -95,10 +96,13 @@ func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusR
 	if !f.TrainedAt.IsZero() {
 		resp.ModelTrainedAt = timestamppb.New(f.TrainedAt)
 	}
-	resp.ModelTrainedChunks = int64(f.TrainedOn)
 	resp.ModelTermCoverage = f.Coverage
 	resp.RetrainPending = f.Pending || f.Running
-	resp.RetrainReason = f.Reason
+	if !sc.limited {
+		// Both speak of the whole corpus, which a scoped key may not count.
+		resp.ModelTrainedChunks = int64(f.TrainedOn)
+		resp.RetrainReason = f.Reason
+	}
 	return resp, nil
 }
 
