@@ -1391,7 +1391,8 @@ type GetIndexStatusResponse struct {
 	LastChangeAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_change_at,json=lastChangeAt,proto3" json:"last_change_at,omitempty"`
 	// When the active embedding model was trained or registered (its age).
 	ModelTrainedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=model_trained_at,json=modelTrainedAt,proto3" json:"model_trained_at,omitempty"`
-	// Chunks the builtin model was fitted on (0 for other providers or unknown).
+	// Chunks the builtin model was fitted on (0 for other providers, unknown,
+	// or a caller whose read scope is limited to some categories).
 	ModelTrainedChunks int64 `protobuf:"varint,9,opt,name=model_trained_chunks,json=modelTrainedChunks,proto3" json:"model_trained_chunks,omitempty"`
 	// Share (0..1) of the indexed terms a builtin model can learn (in at
 	// least two chunks, at most half of them) that the active model knows;
@@ -1400,7 +1401,7 @@ type GetIndexStatusResponse struct {
 	// The corpus has outgrown the builtin model and a background retrain is
 	// due or running.
 	RetrainPending bool `protobuf:"varint,11,opt,name=retrain_pending,json=retrainPending,proto3" json:"retrain_pending,omitempty"`
-	// Why a retrain is due ("" when none).
+	// Why a retrain is due ("" when none, or for a scoped caller).
 	RetrainReason string `protobuf:"bytes,12,opt,name=retrain_reason,json=retrainReason,proto3" json:"retrain_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
