@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,12 +111,30 @@ func TestBench100k(t *testing.T) {
 	}
 	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Search}})
 	svc := s.Service(stacktest.Search)
-	out := s.Ctl(t, "bench", "search", "-addr", s.Addr(stacktest.Search), "-metrics-url", svc.MetricsURL(),
-		"-chunks", "100000", "-add-chunks", "0", "-modes", "hybrid,bm25", "-concurrency", "1", "-duration", "10s")
+	// Not s.Ctl: its 5-minute bound is too short for a 100k-chunk load on a
+	// busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, stacktest.Binary(t, "bmcisctl"), "bench", "search", "-addr", s.Addr(stacktest.Search),
+		"-metrics-url", svc.MetricsURL(), "-chunks", "100000", "-add-chunks", "0", "-modes", "hybrid,bm25",
+		"-concurrency", "1", "-duration", "10s")
+	cmd.Env = os.Environ()
+	for k, v := range s.ClientEnv() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
+	require.NoError(t, err)
+	for _, line := range strings.Split(svc.Logs(), "\n") {
+		if strings.Contains(line, "embedding sweep") || strings.Contains(line, "builtin embedder") {
+			t.Logf("%s", line)
+		}
+	}
 	conn, err := grpcclient.Dial(s.Addr(stacktest.Search), stacktest.ServiceToken)
 	require.NoError(t, err)
 	defer conn.Close()
+	// The rule is checked when the stream ends; give it a tick.
+	time.Sleep(2 * time.Second)
 	st, err := searchv1.NewSearchServiceClient(conn).GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
 	require.NoError(t, err)
 	t.Logf("model %s trained on %d of %d chunks, coverage %.3f, retrain pending %v (%s)",
