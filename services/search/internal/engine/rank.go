@@ -82,7 +82,9 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			}
 			if vec != nil && feedback {
 				if texts := <-fbTexts; len(texts) > 0 {
+					t1 := time.Now()
 					fb, err := active.Embedder.Embed(ctx, texts)
+					e.m.Stage.WithLabelValues("feedback").Observe(time.Since(t1).Seconds())
 					if err != nil {
 						logging.FromContext(ctx).Warn("feedback embedding failed", "error", err.Error())
 					} else {
