@@ -58,6 +58,15 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Equal(t, []string{"4", "9"}, src[0][1:3])
 	require.Contains(t, src[0][3], "2026")
 	require.Equal(t, []string{"2", "2", "0", "1", "/srv/handbook"}, src[0][4:])
+
+	// The index box: model age, term coverage and a pending retrain.
+	p.WaitFor(`document.querySelectorAll("#index-status div").length === 5`, 10*time.Second)
+	var index []string
+	p.MustEval(`[...document.querySelectorAll("#index-status div")].map(d => d.textContent)`, &index)
+	require.Equal(t, []string{"2documents", "5chunks", "3 hmodel age", "62 %model term coverage", "pendingretrain"}, index)
+	var reason string
+	p.MustEval(`document.querySelector('#index-status [data-retrain="pending"]').title`, &reason)
+	require.Equal(t, "the model knows 62% of the indexed terms", reason)
 	dom := p.DOM()
 	require.Contains(t, dom, "semantic_search")
 	require.NotContains(t, dom, keyGood, "the key is never written into the page")

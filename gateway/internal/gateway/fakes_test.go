@@ -222,7 +222,9 @@ func (f *fakeSearch) ListCategories(ctx context.Context, _ *searchv1.ListCategor
 
 func (f *fakeSearch) GetIndexStatus(ctx context.Context, _ *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	f.record(ctx)
-	return &searchv1.GetIndexStatusResponse{Documents: 2, Chunks: 5, EmbedderProvider: "builtin"}, nil
+	return &searchv1.GetIndexStatusResponse{Documents: 2, Chunks: 5, EmbedderProvider: "builtin",
+		ModelTrainedAt: timestamppb.New(time.Now().Add(-3 * time.Hour)), ModelTrainedChunks: 2, ModelTermCoverage: 0.62,
+		RetrainPending: true, RetrainReason: "the model knows 62% of the indexed terms"}, nil
 }
 
 // IngestDocuments reassembles documents sent in parts and counts them.

@@ -200,6 +200,35 @@
       num(c.hitRate === null ? "–" : (100 * c.hitRate).toFixed(1) + " %")));
     fill($("cache-table").tBodies[0], caches.length ? caches : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no cache metrics exported yet"))]);
   }
+  // The index and its semantic model: how old, how much of the corpus's
+  // vocabulary it knows, and whether a background retrain is due.
+  function renderIndex(st) {
+    const box = (v, label) => el("div", {}, el("b", {}, v), el("span", {}, label));
+    const age = st.modelTrainedAt ? fmtAge(Date.now() - Date.parse(st.modelTrainedAt)) : "–";
+    const cov = st.modelTermCoverage === undefined ? "–" : (100 * st.modelTermCoverage).toFixed(0) + " %";
+    $("index-status").replaceChildren(
+      box(fmtNum(Number(st.documents || 0)), "documents"),
+      box(fmtNum(Number(st.chunks || 0)), "chunks"),
+      box(age, "model age"),
+      box(cov, "model term coverage"),
+      el("div", { "data-retrain": st.retrainPending ? "pending" : "none", title: st.retrainReason || "" },
+        el("b", {}, st.retrainPending ? "pending" : "no"), el("span", {}, "retrain")));
+  }
+  function fmtAge(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 120) return s + " s";
+    if (s < 7200) return Math.round(s / 60) + " min";
+    if (s < 172800) return Math.round(s / 3600) + " h";
+    return Math.round(s / 86400) + " d";
+  }
+  async function loadIndex() {
+    try {
+      const { data } = await call("GET", "/v1/index/status", undefined, true);
+      renderIndex(data);
+    } catch (err) {
+      $("index-status").replaceChildren(el("p", { class: "error-msg" }, describe(err)));
+    }
+  }
   async function loadStats() {
     if (!currentKey()) {
       $("stats-status").textContent = "Stats need an API key.";
@@ -208,6 +237,7 @@
     try {
       const { data } = await call("GET", "/api/stats", undefined, true);
       renderStats(data);
+      loadIndex();
     } catch (err) {
       $("stats-status").textContent = describe(err);
       $("stats-status").className = "error-msg";

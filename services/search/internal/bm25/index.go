@@ -170,6 +170,18 @@ func (ix *Index) Stats() Stats {
 	return s
 }
 
+// EachTerm calls fn with every term that has live documents and its
+// document frequency (under the read lock: fn must not call the index).
+func (ix *Index) EachTerm(fn func(term string, df int)) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for id, t := range ix.terms {
+		if ix.df[id] > 0 {
+			fn(t, int(ix.df[id]))
+		}
+	}
+}
+
 // Len returns the number of live documents.
 func (ix *Index) Len() int {
 	ix.mu.RLock()

@@ -128,6 +128,7 @@ type Builtin struct {
 	termIdx   map[string]int32
 	idf       []float32
 	proj      []float32 // len(terms) * dims, row-major
+	trainedOn int       // texts in the training sample (0: unknown, format 1)
 	id        string
 }
 
@@ -197,7 +198,7 @@ func TrainBuiltin(ctx context.Context, a *analysis.Analyzer, texts []string, cfg
 		return nil, fmt.Errorf("train builtin: vocabulary too small (%d terms)", len(cands))
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].t < cands[j].t })
-	m := &Builtin{opts: a.Options(), analyzer: a, weighting: cfg.Weighting, termIdx: make(map[string]int32, len(cands))}
+	m := &Builtin{opts: a.Options(), analyzer: a, weighting: cfg.Weighting, termIdx: make(map[string]int32, len(cands)), trainedOn: len(train)}
 	for i, c := range cands {
 		m.terms = append(m.terms, c.t)
 		m.termIdx[c.t] = int32(i)
@@ -334,6 +335,16 @@ func (m *Builtin) Dimensions() int { return m.dims }
 // (different corpus) gets a different id and stale vectors are detected.
 func (m *Builtin) ModelID() string { return m.id }
 
+// TrainedOn is the number of texts the model was fitted on (0 for a model
+// serialized before it was recorded).
+func (m *Builtin) TrainedOn() int { return m.trainedOn }
+
+// Knows reports whether an analyzed term is in the model's vocabulary.
+func (m *Builtin) Knows(term string) bool {
+	_, ok := m.termIdx[term]
+	return ok
+}
+
 // VocabSize is the number of terms the model knows.
 func (m *Builtin) VocabSize() int { return len(m.terms) }
 
@@ -385,15 +396,15 @@ func (m *Builtin) embedOne(text string) []float32 {
 	return v
 }
 
-// Serialization format (little endian), version 1:
+// Serialization format (little endian), version 2:
 //
 //	magic "BMCISLSA" | u32 format version | u32 builtinVersion | u32 dims
 //	| analyzer options: u8 stop list, u8 no-stem, u8 join-hyphen, u32 min-len
-//	| u8 weighting | u32 vocab size | per term: u32 len + bytes | vocab x f32 idf
+//	| u8 weighting | u32 texts trained on (version 2 only) | u32 vocab size | per term: u32 len + bytes | vocab x f32 idf
 //	| vocab*dims x f32 projection
 const (
 	magic         = "BMCISLSA"
-	formatVersion = 1
+	formatVersion = 2
 )
 
 // MarshalBinary serializes the model; the bytes are deterministic.
@@ -411,6 +422,7 @@ func (m *Builtin) MarshalBinary() ([]byte, error) {
 	b.WriteByte(boolByte(m.opts.JoinHyphenated))
 	put32(uint32(m.opts.MinLength))
 	b.WriteByte(byte(m.weighting))
+	put32(uint32(m.trainedOn))
 	put32(uint32(len(m.terms)))
 	for _, t := range m.terms {
 		put32(uint32(len(t)))
@@ -450,7 +462,7 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 			return nil, fmt.Errorf("unmarshal builtin: header: %w", err)
 		}
 	}
-	if fv != formatVersion {
+	if fv != formatVersion && fv != 1 {
 		return nil, fmt.Errorf("unmarshal builtin: format version %d not supported", fv)
 	}
 	if bv != builtinVersion {
@@ -472,6 +484,12 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 	if err != nil || Weighting(weighting) > WeightLogEntropy {
 		return nil, errors.New("unmarshal builtin: bad weighting")
 	}
+	var trainedOn uint32
+	if fv >= 2 {
+		if err := binary.Read(r, le, &trainedOn); err != nil {
+			return nil, fmt.Errorf("unmarshal builtin: trained-on count: %w", err)
+		}
+	}
 	if err := binary.Read(r, le, &vocab); err != nil {
 		return nil, fmt.Errorf("unmarshal builtin: vocab size: %w", err)
 	}
@@ -479,7 +497,7 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 		return nil, fmt.Errorf("unmarshal builtin: implausible shape %d x %d for %d bytes", vocab, dims, len(data))
 	}
 	opts := analysis.Options{Stop: analysis.StopList(stop), NoStem: noStem == 1, JoinHyphenated: join == 1, MinLength: int(minLen)}
-	m := &Builtin{dims: int(dims), weighting: Weighting(weighting), opts: opts, analyzer: analysis.New(opts), termIdx: make(map[string]int32, vocab)}
+	m := &Builtin{dims: int(dims), weighting: Weighting(weighting), opts: opts, analyzer: analysis.New(opts), termIdx: make(map[string]int32, vocab), trainedOn: int(trainedOn)}
 	m.terms = make([]string, vocab)
 	for i := range m.terms {
 		var n uint32

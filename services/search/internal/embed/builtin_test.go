@@ -3,8 +3,10 @@ package embed
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"testing"
 	"time"
 
@@ -164,4 +166,71 @@ func TestNormalizeAndDot(t *testing.T) {
 	z := []float32{0, 0}
 	Normalize(z)
 	require.Equal(t, []float32{0, 0}, z)
+}
+
+// Feedback by hand: q = (1, 0), two feedback vectors (0, 1), weight 2:
+// q + 2*(0, 1) = (1, 2), normalized (0.4472, 0.8944).
+func TestFeedbackHandComputed(t *testing.T) {
+	q := []float32{1, 0}
+	got := Feedback(q, [][]float32{{0, 1}, {0, 1}}, 2)
+	require.InDelta(t, 0.4472136, got[0], 1e-6)
+	require.InDelta(t, 0.8944272, got[1], 1e-6)
+	require.Equal(t, []float32{1, 0}, q, "the query vector is not modified")
+	require.Equal(t, []float32{1, 0}, Feedback(q, nil, 2), "no feedback, no change")
+}
+
+// The chosen method on a small corpus: a one-word query's nearest
+// neighbours are its topic's documents, and feedback from one document of
+// another topic (what the top BM25 hit would give) pulls that topic's
+// documents in as neighbours.
+func TestBuiltinNeighboursAndFeedback(t *testing.T) {
+	docs := topicCorpus(60, 7)
+	m := trainSmall(t, docs, nil)
+	ctx := context.Background()
+	vecs, err := m.Embed(ctx, docs)
+	require.NoError(t, err)
+	nearest := func(q []float32, k int) []int {
+		idx := make([]int, len(vecs))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return Dot(vecs[idx[a]], q) > Dot(vecs[idx[b]], q) })
+		return idx[:k]
+	}
+	qv, err := m.Embed(ctx, []string{"dopamine"})
+	require.NoError(t, err)
+	for _, i := range nearest(qv[0], 10) {
+		require.Equal(t, 1, i%3, "doc %d (%q...) is not a neuroscience text", i, docs[i][:20])
+	}
+	// Feedback from document 0 (oncology) with weight 2 outweighs the query.
+	moved := Feedback(qv[0], [][]float32{vecs[0]}, 2)
+	for _, i := range nearest(moved, 5) {
+		require.Equal(t, 0, i%3, "doc %d is not an oncology text", i)
+	}
+}
+
+func TestTrainedOnRoundTripAndFormat1(t *testing.T) {
+	docs := topicCorpus(30, 3)
+	m := trainSmall(t, docs, nil)
+	require.Equal(t, 30, m.TrainedOn())
+	require.True(t, m.Knows("dopamin"), "stemmed vocabulary")
+	require.False(t, m.Knows("kubernetes"))
+	data, err := m.MarshalBinary()
+	require.NoError(t, err)
+	back, err := UnmarshalBuiltin(data)
+	require.NoError(t, err)
+	require.Equal(t, 30, back.TrainedOn())
+	require.Equal(t, m.ModelID(), back.ModelID())
+
+	// A format-1 model (stored before the count existed) still loads, with
+	// the count unknown, and embeds the same.
+	head := len(magic) + 4*3 + 3 + 4 + 1
+	v1 := append(append([]byte(nil), data[:head]...), data[head+4:]...)
+	binary.LittleEndian.PutUint32(v1[len(magic):], 1)
+	old, err := UnmarshalBuiltin(v1)
+	require.NoError(t, err)
+	require.Zero(t, old.TrainedOn())
+	a, _ := m.Embed(context.Background(), []string{"dopamine synapse"})
+	b, _ := old.Embed(context.Background(), []string{"dopamine synapse"})
+	require.Equal(t, a, b)
 }

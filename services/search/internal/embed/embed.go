@@ -61,3 +61,25 @@ func Normalize(v []float32) {
 		v[i] *= inv
 	}
 }
+
+// Feedback is vector-side pseudo-relevance feedback (Rocchio): the unit
+// query vector q moved towards the mean of the feedback vectors fb by
+// weight, renormalized. q is not modified; with no feedback the result
+// equals q.
+func Feedback(q []float32, fb [][]float32, weight float32) []float32 {
+	out := make([]float32, len(q))
+	copy(out, q)
+	if len(fb) == 0 || weight == 0 {
+		return out
+	}
+	s := weight / float32(len(fb))
+	for _, v := range fb {
+		for c := range out {
+			if c < len(v) {
+				out[c] += s * v[c]
+			}
+		}
+	}
+	Normalize(out)
+	return out
+}

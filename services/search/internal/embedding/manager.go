@@ -69,6 +69,10 @@ type Config struct {
 	MaintenanceMem string
 	// Builtin configures training (zero value: the measured defaults).
 	Builtin embed.BuiltinConfig
+	// RetrainGrowth and RetrainCoverage are the builtin model's retrain
+	// rule (freshness.go); 0 turns each part off.
+	RetrainGrowth   float64
+	RetrainCoverage float64
 }
 
 // DefaultConfig is the configuration with no variable set.
@@ -76,7 +80,8 @@ func DefaultConfig() Config {
 	return Config{
 		Provider: ProviderBuiltin, Dims: 256, BatchSize: 128, Timeout: 30 * time.Second, QueryTimeout: 2 * time.Second,
 		MinTrainChunks: 2, BulkMin: 2000, BulkPercent: 20, MaintenanceMem: "512MB",
-		Builtin: builtinDefaults(256),
+		Builtin:       builtinDefaults(256),
+		RetrainGrowth: DefaultRetrainGrowth, RetrainCoverage: DefaultRetrainCoverage,
 	}
 }
 
@@ -111,6 +116,8 @@ func LoadConfig(env *config.Reader) Config {
 	c.MaintenanceMem = env.String("BMCIS_SEARCH_INDEX_BUILD_MEMORY", d.MaintenanceMem)
 	c.Builtin = builtinDefaults(c.Dims)
 	c.Builtin.MaxTrainDocs = env.Int("BMCIS_BUILTIN_MAX_TRAIN_CHUNKS", c.Builtin.MaxTrainDocs, 100, 10_000_000)
+	c.RetrainGrowth = env.Float("BMCIS_BUILTIN_RETRAIN_GROWTH", d.RetrainGrowth, 0, 1000)
+	c.RetrainCoverage = env.Float("BMCIS_BUILTIN_RETRAIN_COVERAGE", d.RetrainCoverage, 0, 1)
 	if c.Provider != ProviderBuiltin {
 		if c.URL == "" {
 			env.Failf("BMCIS_EMBEDDER_URL", "required when BMCIS_EMBEDDER=%s", c.Provider)
@@ -132,6 +139,10 @@ type Active struct {
 	Provider string
 	Dims     int
 	Embedder embed.Embedder
+	// Builtin is the model itself when the provider is builtin.
+	Builtin *embed.Builtin
+	// TrainedAt is when the model was registered.
+	TrainedAt time.Time
 }
 
 // Manager owns the active model.
@@ -261,13 +272,14 @@ func (m *Manager) activate(row *store.Model) (*Active, error) {
 	if err := m.compatible(row); err != nil {
 		return nil, err
 	}
-	a := &Active{Row: row.ID, ModelID: row.ModelID, Provider: row.Provider, Dims: row.Dimensions}
+	a := &Active{Row: row.ID, ModelID: row.ModelID, Provider: row.Provider, Dims: row.Dimensions, TrainedAt: row.CreatedAt}
 	if row.Provider == ProviderBuiltin {
 		b, err := embed.UnmarshalBuiltin(row.Params)
 		if err != nil {
 			return nil, fmt.Errorf("load builtin model %s: %w (run `bmcisctl reindex`)", row.ModelID, err)
 		}
 		a.Embedder = pad(b, row.Dimensions)
+		a.Builtin = b
 	} else {
 		a.Embedder = m.remote
 	}

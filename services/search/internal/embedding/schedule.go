@@ -28,13 +28,72 @@ type Scheduler struct {
 
 	mu      sync.Mutex // one sweep at a time
 	streams atomic.Int32
+
+	// Freshness (freshness.go): the replica's indexed terms, a nudge after
+	// each stream, and whether a retrain runs.
+	src        TermSource
+	kick       chan struct{}
+	retraining atomic.Bool
+	// lastRetrain is the chunk count of the last retrain this replica ran:
+	// it never retrains twice on an unchanged corpus.
+	lastRetrain int
 }
 
 // NewScheduler returns a scheduler of m's sweeps. dbTimeout bounds its
 // checks for pending work; embedded counts the chunks it embedded; after
 // runs once a sweep succeeded, to publish its result locally.
 func NewScheduler(m *Manager, interval, dbTimeout time.Duration, embedded prometheus.Counter, after func(context.Context) error, log *slog.Logger) *Scheduler {
-	return &Scheduler{m: m, log: log, interval: interval, timeout: dbTimeout, embedded: embedded, after: after}
+	return &Scheduler{m: m, log: log, interval: interval, timeout: dbTimeout, embedded: embedded, after: after,
+		kick: make(chan struct{}, 1)}
+}
+
+// WatchFreshness makes Run retrain the builtin model when the corpus in src
+// has outgrown it (the rule in freshness.go). Call before Run.
+func (s *Scheduler) WatchFreshness(src TermSource) { s.src = src }
+
+// Kick asks Run to check freshness now (after an ingestion stream ended)
+// rather than at its next tick.
+func (s *Scheduler) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Freshness assesses the active model against the replica's corpus now.
+func (s *Scheduler) Freshness() Freshness {
+	if s.src == nil {
+		return Freshness{Coverage: 1}
+	}
+	f := s.m.Assess(s.src)
+	f.Running = s.retraining.Load()
+	return f
+}
+
+// maybeRetrain retrains the builtin model in the background of searches
+// when the rule asks for it: a new model is trained on the stored chunks,
+// every chunk is re-embedded into a staging table, and vectors and the
+// active model switch in one transaction (Sweep with Reindex); searches
+// keep using the old model until then. RetrainOf makes a replica that lost
+// the race to another one skip.
+func (s *Scheduler) maybeRetrain(ctx context.Context) {
+	if s.src == nil || s.m.cfg.Provider != ProviderBuiltin {
+		return
+	}
+	f := s.m.Assess(s.src)
+	if !f.Pending || f.Chunks == s.lastRetrain {
+		return
+	}
+	s.lastRetrain = f.Chunks
+	s.retraining.Store(true)
+	defer s.retraining.Store(false)
+	s.log.Info("builtin embedder outgrown; retraining", "reason", f.Reason, "chunks", f.Chunks,
+		"trained_on", f.TrainedOn, "coverage", f.Coverage)
+	t0 := time.Now()
+	rep, err := s.Sweep(ctx, SweepOptions{Wait: false, Reindex: true, Bulk: true, RetrainOf: f.ModelRow})
+	if err == nil && rep.Trained {
+		s.log.Info("builtin embedder retrained", "model", rep.Model, "seconds", time.Since(t0).Seconds())
+	}
 }
 
 // StreamStarted records an ingestion stream until the returned func is
@@ -56,10 +115,12 @@ func (s *Scheduler) Run(ctx context.Context) {
 	// model fixed on the first few documents it wrote. Training happens when
 	// an ingestion stream ends (on everything stored) or on `bmcisctl reindex`.
 	_, _ = s.Sweep(ctx, SweepOptions{Wait: false, Train: false, Bulk: true})
-	every(ctx, s.interval, func() {
+	// Each tick, and right after a stream ended (Kick).
+	every(ctx, s.interval, s.kick, func() {
 		if s.streams.Load() > 0 {
 			return
 		}
+		s.maybeRetrain(ctx)
 		pctx, cancel := context.WithTimeout(ctx, s.timeout)
 		pending, err := s.m.st.HasUnembedded(pctx)
 		if err == nil && !pending && s.m.Current() != nil {
@@ -77,8 +138,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 	})
 }
 
-// every calls fn every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
+// every calls fn every d, and whenever kick (may be nil) fires, until ctx
+// ends.
+func every(ctx context.Context, d time.Duration, kick <-chan struct{}, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -86,6 +148,7 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-kick:
 		}
 		fn()
 	}
@@ -130,7 +193,7 @@ const (
 // errors wait for the next round (the queue is durable and
 // searched exactly meanwhile).
 func (s *Scheduler) mergeLoop(ctx context.Context) {
-	every(ctx, s.interval, func() {
+	every(ctx, s.interval, nil, func() {
 		t0 := time.Now()
 		n, err := s.MergeQueued(ctx)
 		if err != nil && ctx.Err() == nil {

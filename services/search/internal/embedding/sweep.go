@@ -21,6 +21,9 @@ type SweepOptions struct {
 	// every chunk with it and activates it; it also resizes the column when
 	// BMCIS_EMBEDDING_DIMENSIONS changed.
 	Reindex bool
+	// RetrainOf, with Reindex, retrains only while that model row is still
+	// the active one: another replica may have retrained meanwhile.
+	RetrainOf int64
 }
 
 // SweepReport says what a sweep did.
@@ -75,6 +78,10 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 	activeRow, err := sess.ActiveModel(ctx)
 	if err != nil {
 		return rep, err
+	}
+	if opt.RetrainOf != 0 && (activeRow == nil || activeRow.ID != opt.RetrainOf) {
+		rep.Skipped = true
+		return rep, nil
 	}
 	var target *Active
 	all := false
@@ -295,5 +302,6 @@ func (m *Manager) newModel(ctx context.Context, sess *store.EmbedSession, rep *S
 	rep.TrainTime = time.Since(t0)
 	m.log.Info("builtin embedder trained", "model", b.ModelID(), "chunks", len(texts), "vocabulary", b.VocabSize(),
 		"components", b.Dimensions(), "seconds", rep.TrainTime.Seconds())
-	return &Active{Row: id, ModelID: b.ModelID(), Provider: ProviderBuiltin, Dims: m.cfg.Dims, Embedder: pad(b, m.cfg.Dims)}, nil
+	return &Active{Row: id, ModelID: b.ModelID(), Provider: ProviderBuiltin, Dims: m.cfg.Dims, Embedder: pad(b, m.cfg.Dims),
+		Builtin: b, TrainedAt: time.Now()}, nil
 }

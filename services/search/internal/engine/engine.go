@@ -67,7 +67,7 @@ type Config struct {
 
 // Metrics are the engine's instruments, registered by the caller.
 type Metrics struct {
-	// Stage observes seconds per stage (bm25, embed, vector, dedup_vectors, dedup).
+	// Stage observes seconds per stage (bm25, embed, feedback, vector, dedup_vectors, dedup).
 	Stage *prometheus.HistogramVec
 	// Cache counts cache lookups by result (hit, miss).
 	Cache *prometheus.CounterVec
@@ -189,6 +189,19 @@ func (c Config) fusionFor(provider string) fusion.Options {
 	}
 	if c.Fusion.VectorWeight > 0 {
 		o.VectorWeight = c.Fusion.VectorWeight
+	}
+	if c.Fusion.Method != "" {
+		o.Method = c.Fusion.Method
+	}
+	if c.Fusion.Alpha > 0 {
+		o.Alpha = c.Fusion.Alpha
+	}
+	if c.Fusion.FeedbackChunks != 0 {
+		// Negative: configured off.
+		o.FeedbackChunks = max(c.Fusion.FeedbackChunks, 0)
+	}
+	if c.Fusion.FeedbackWeight > 0 {
+		o.FeedbackWeight = c.Fusion.FeedbackWeight
 	}
 	return o
 }

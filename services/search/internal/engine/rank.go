@@ -9,6 +9,8 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
@@ -30,7 +32,18 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	k := e.cfg.Candidates
 	useBM25 := mode != Vector
 	useVec := mode != BM25
-	haveModel := e.emb.Current() != nil
+	cur := e.emb.Current()
+	haveModel := cur != nil
+	provider := e.cfg.Provider
+	if cur != nil {
+		provider = cur.Provider
+	}
+	fopts := e.cfg.fusionFor(provider)
+	// Vector-side feedback needs the top BM25 hits' vectors; the builtin
+	// model embeds their text in-process in microseconds, while a remote
+	// provider would add a network call per query, so only builtin does it.
+	feedback := mode == Hybrid && fopts.FeedbackChunks > 0 && provider == embedding.ProviderBuiltin
+	fbTexts := make(chan []string, 1)
 
 	type vecOut struct {
 		hits     []store.VectorHit
@@ -67,6 +80,18 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 				vecCh <- out
 				return
 			}
+			if vec != nil && feedback {
+				if texts := <-fbTexts; len(texts) > 0 {
+					t1 := time.Now()
+					fb, err := active.Embedder.Embed(ctx, texts)
+					e.m.Stage.WithLabelValues("feedback").Observe(time.Since(t1).Seconds())
+					if err != nil {
+						logging.FromContext(ctx).Warn("feedback embedding failed", "error", err.Error())
+					} else {
+						vec = embed.Feedback(vec, fb, float32(fopts.FeedbackWeight))
+					}
+				}
+			}
 			if vec != nil {
 				dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
 				t1 := time.Now()
@@ -93,6 +118,20 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		t0 := time.Now()
 		bmHits = e.ix.SearchBM25(terms, cats, k)
 		e.m.Stage.WithLabelValues("bm25").Observe(time.Since(t0).Seconds())
+		if feedback {
+			n := min(len(bmHits), fopts.FeedbackChunks)
+			ids := make([]int64, n)
+			for i := range ids {
+				ids[i] = bmHits[i].ChunkID
+			}
+			var texts []string
+			for _, c := range e.ix.Chunks(ids) {
+				if c != nil {
+					texts = append(texts, analysis.IndexedText(c.Header, c.Text))
+				}
+			}
+			fbTexts <- texts
+		}
 		// Vectors of the top BM25 hits, for near-duplicate detection, in
 		// keyword mode only: in hybrid mode the HNSW query returns the
 		// vectors of its hits, and a second concurrent query would slow it
@@ -158,11 +197,10 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	case Vector:
 		fused = fusion.FromVector(vecC)
 	default:
-		provider := vo.provider
-		if provider == "" {
-			provider = e.cfg.Provider
+		if vo.provider != "" && vo.provider != provider {
+			fopts = e.cfg.fusionFor(vo.provider)
 		}
-		fused = fusion.RRF(bmC, vecC, e.cfg.fusionFor(provider))
+		fused = fusion.Fuse(bmC, vecC, fopts)
 	}
 	// Keep what this replica has loaded: a vector hit committed after the
 	// last feed poll is left out until the poll brings it in.

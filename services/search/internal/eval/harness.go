@@ -26,12 +26,19 @@ type Config struct {
 	// HeaderInText indexes each chunk as ContextHeader + "\n" + Text (for an
 	// abstract the header is its title), for both BM25 and embeddings.
 	HeaderInText bool
+	// HeaderWeight repeats the context header's terms this many times in
+	// what BM25 indexes (0 or 1: once, as in the text). A BM25F-style
+	// field weight for the title/heading path.
+	HeaderWeight int
 	// Embed configures the builtin embedder; zero Dims skips vector runs.
 	Embed embed.BuiltinConfig
 	// Fusion configures hybrid ranking.
 	Fusion Fusion
 	// Candidates is how many chunks each retriever returns (default 200).
 	Candidates int
+	// Train, when set, replaces builtin training (experiments with other
+	// representations); Embed.Dims must still be > 0.
+	Train func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error)
 }
 
 // DefaultConfig is the shipped pipeline configuration (see NOTES.md).
@@ -41,8 +48,10 @@ func DefaultConfig() Config {
 		BM25:         bm25.DefaultParams(),
 		Chunk:        chunker.DefaultOptions(),
 		HeaderInText: true,
+		HeaderWeight: analysis.HeaderWeight,
 		Embed:        embed.DefaultBuiltinConfig(),
-		Fusion:       Fusion{Method: "rrf", RRF: fusion.BuiltinOptions()},
+		Fusion:       Fusion{Method: "preset", RRF: fusion.BuiltinOptions()},
+		Candidates:   100,
 	}
 }
 
@@ -66,6 +75,7 @@ type Pipeline struct {
 	vectors  [][]float32
 	chunkDoc []string // chunk id -> document id
 	chunkTxt []string
+	chunkHdr []string
 	Timings  map[string]time.Duration
 
 	cache       map[string]queryCands
@@ -103,6 +113,7 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 			}
 			p.chunkDoc = append(p.chunkDoc, d.ID)
 			p.chunkTxt = append(p.chunkTxt, text)
+			p.chunkHdr = append(p.chunkHdr, c.ContextHeader)
 		}
 	}
 	p.Timings["chunk"] = time.Since(t0)
@@ -110,7 +121,13 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 	t0 = time.Now()
 	docs := make([]bm25.Doc, len(p.chunkTxt))
 	parallel(len(p.chunkTxt), func(i int) {
-		docs[i] = bm25.Doc{ChunkID: int64(i), Terms: p.analyzer.Terms(p.chunkTxt[i])}
+		terms := p.analyzer.Terms(p.chunkTxt[i])
+		if cfg.HeaderInText {
+			for r := 1; r < cfg.HeaderWeight; r++ {
+				terms = p.analyzer.AppendTerms(terms, p.chunkHdr[i])
+			}
+		}
+		docs[i] = bm25.Doc{ChunkID: int64(i), Terms: terms}
 	})
 	p.Timings["analyze"] = time.Since(t0)
 	t0 = time.Now()
@@ -119,7 +136,13 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 
 	if cfg.Embed.Dims > 0 {
 		t0 = time.Now()
-		m, err := embed.TrainBuiltin(ctx, p.analyzer, p.chunkTxt, cfg.Embed)
+		train := cfg.Train
+		if train == nil {
+			train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+				return embed.TrainBuiltin(ctx, a, texts, cfg.Embed)
+			}
+		}
+		m, err := train(ctx, p.analyzer, p.chunkTxt)
 		if err != nil {
 			return nil, fmt.Errorf("train builtin embedder: %w", err)
 		}
@@ -155,14 +178,20 @@ type Fusion struct {
 }
 
 func (f Fusion) fuse(bm, vec []fusion.Candidate) []fusion.Result {
-	if f.Method == "convex" {
+	switch f.Method {
+	case "convex":
 		return fusion.Convex(bm, vec, f.Alpha, 0)
+	case "preset":
+		return fusion.Fuse(bm, vec, f.RRF)
 	}
 	return fusion.RRF(bm, vec, f.RRF)
 }
 
 type queryCands struct {
 	bm, vec []fusion.Candidate
+	// vecFB is the vector list of the query moved towards the top BM25
+	// hits (fusion.Options.FeedbackChunks), which hybrid ranking uses.
+	vecFB []fusion.Candidate
 }
 
 // candidates retrieves (and caches per BM25 parameters) both candidate
@@ -191,6 +220,13 @@ func (p *Pipeline) candidates(ctx context.Context, ds *Dataset, k int) (map[stri
 			embTime += time.Since(t0)
 			t0 = time.Now()
 			qc.vec = exactKNN(p.vectors, qv[0], k)
+			if fb := p.cfg.Fusion.RRF; fb.FeedbackChunks > 0 {
+				var vs [][]float32
+				for i := 0; i < min(fb.FeedbackChunks, len(qc.bm)); i++ {
+					vs = append(vs, p.vectors[qc.bm[i].ChunkID])
+				}
+				qc.vecFB = exactKNN(p.vectors, embed.Feedback(qv[0], vs, float32(fb.FeedbackWeight)), k)
+			}
 			vecTime += time.Since(t0)
 		}
 		out[q.ID] = qc
@@ -230,7 +266,11 @@ func (p *Pipeline) Run(ctx context.Context, ds *Dataset, f Fusion) (Result, erro
 			continue
 		}
 		vecRun[qid] = p.docs(len(qc.vec), func(i int) int64 { return qc.vec[i].ChunkID })
-		fused := f.fuse(qc.bm, qc.vec)
+		vec := qc.vec
+		if qc.vecFB != nil {
+			vec = qc.vecFB
+		}
+		fused := f.fuse(qc.bm, vec)
 		hybRun[qid] = p.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
 	}
 	res.BM25 = Evaluate(bm25Run, ds.Qrels)
@@ -298,3 +338,6 @@ func FormatResults(rs []Result) string {
 	}
 	return b.String()
 }
+
+// DocOf returns the document id of a chunk.
+func (p *Pipeline) DocOf(chunkID int64) string { return p.chunkDoc[chunkID] }

@@ -43,9 +43,10 @@ func TestSciFact(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("SciFact train (%d queries, %d docs) in %v\n%s", res.BM25.Queries, len(ds.Corpus), time.Since(t0), FormatResults([]Result{res}))
 	t.Logf("timings: %v", res.Timings)
-	// Regression guards (measured 0.6998 / 0.7021; the pipeline is deterministic).
-	require.GreaterOrEqual(t, res.BM25.NDCG10, 0.69)
-	require.GreaterOrEqual(t, res.BM25.Recall100, 0.92)
-	// Small slack: the LSA gain (+0.0023) is within float noise across CPUs.
-	require.GreaterOrEqual(t, res.Hybrid.NDCG10, res.BM25.NDCG10-0.005)
+	// Regression guards (measured BM25 0.7061 / 0.9326, hybrid 0.7104 /
+	// 0.9483; the pipeline is deterministic up to float order across CPUs).
+	require.GreaterOrEqual(t, res.BM25.NDCG10, 0.70)
+	require.GreaterOrEqual(t, res.BM25.Recall100, 0.925)
+	require.GreaterOrEqual(t, res.Hybrid.NDCG10, res.BM25.NDCG10+0.002)
+	require.GreaterOrEqual(t, res.Hybrid.Recall100, 0.94)
 }

@@ -141,3 +141,52 @@ func TestMarkDuplicates(t *testing.T) {
 	MarkDuplicates(rs2, info, 0.7)
 	require.True(t, rs2[1].IsDuplicate, "a lower threshold catches the 0.8 pair")
 }
+
+// Hand-computed convex fusion, BM25 share 0.7, on the lists above:
+//
+//	bm25 min-max (min 2, span 8):     A 1      B 0.375  C 0
+//	vector min-max (min -0.2, span 1.1): B 1   D 0.6364 A 0
+//	A = 0.7          B = 0.2625 + 0.3 = 0.5625
+//	D = 0.3*0.6364 = 0.1909            C = 0
+//
+// Unlike RRF with k=60 and equal weights (B first), the clear BM25 winner
+// A stays first: the weaker retriever moves a result only as far as its
+// scores stand out.
+func TestConvexHandComputed(t *testing.T) {
+	const A, B, C, D = 1, 2, 3, 4
+	bm := []Candidate{{A, 10}, {B, 5}, {C, 2}}
+	vec := []Candidate{{B, 0.9}, {D, 0.5}, {A, -0.2}}
+	got := Fuse(bm, vec, BuiltinOptions())
+	want := []struct {
+		id    int64
+		score float64
+		typ   string
+	}{{A, 0.7, ScoreHybrid}, {B, 0.5625, ScoreHybrid}, {D, 0.3 * 0.7 / 1.1, ScoreVector}, {C, 0, ScoreBM25}}
+	require.Len(t, got, len(want))
+	for i, w := range want {
+		require.Equal(t, w.id, got[i].ChunkID, "rank %d", i)
+		require.InDelta(t, w.score, got[i].HybridScore, 1e-9)
+		require.Equal(t, w.typ, got[i].ScoreType)
+	}
+	require.InDelta(t, 0.5, got[1].BM25Score, 1e-12, "BM25Score stays raw/top")
+	require.InDelta(t, 0.9, got[1].SimilarityScore, 1e-12)
+
+	require.EqualValues(t, B, Fuse(bm, vec, DefaultOptions())[0].ChunkID, "RRF k=60 1/1 ranks B first")
+}
+
+// A convex fusion with one list missing (no model yet, a failed query
+// embedding) ranks by the other alone on the full 0..1 scale.
+func TestConvexWithOneListMissing(t *testing.T) {
+	bm := []Candidate{{1, 10}, {2, 5}, {3, 2}}
+	got := Fuse(bm, nil, BuiltinOptions())
+	require.Len(t, got, 3)
+	for i, w := range []float64{1, 0.375, 0} {
+		require.EqualValues(t, i+1, got[i].ChunkID)
+		require.InDelta(t, w, got[i].HybridScore, 1e-12)
+	}
+	vec := []Candidate{{7, 0.8}, {8, 0.4}}
+	got = Fuse(nil, vec, BuiltinOptions())
+	require.EqualValues(t, 7, got[0].ChunkID)
+	require.InDelta(t, 1, got[0].HybridScore, 1e-12)
+	require.InDelta(t, 0, got[1].HybridScore, 1e-12)
+}

@@ -298,7 +298,7 @@ func (ix *Index) analyze(chunks []*Chunk) []bm25.Doc {
 	bdocs := make([]bm25.Doc, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: ix.an.Terms(analysis.IndexedText(c.Header, c.Text))}
+		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: analysis.IndexedTerms(ix.an, c.Header, c.Text)}
 		if ix.opt.TextInDatabase {
 			c.Header, c.Text, c.TextInDatabase = "", "", true
 		}
@@ -403,6 +403,16 @@ func (ix *Index) Chunks(ids []int64) []*Chunk {
 // restricted to the given stored categories (all when empty).
 func (ix *Index) SearchBM25(terms []string, categories []string, k int) []bm25.Hit {
 	return ix.bm.Search(terms, bm25.SearchOptions{K: k, Categories: categories})
+}
+
+// EachTerm calls fn with every indexed term and its live chunk count.
+func (ix *Index) EachTerm(fn func(term string, df int)) { ix.bm.EachTerm(fn) }
+
+// LiveChunks is the number of chunks loaded.
+func (ix *Index) LiveChunks() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.chunks)
 }
 
 // MatchedTerms returns which of the analyzed query terms occur in a chunk.

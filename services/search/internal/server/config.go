@@ -20,10 +20,12 @@ type Config struct {
 	// Candidates is how many chunks each retriever contributes
 	// (BMCIS_SEARCH_CANDIDATES, at least 100).
 	Candidates int
-	// Fusion is RRF's k and weights. Zero fields mean the preset of the
-	// active provider: fusion.BuiltinOptions for builtin, DefaultOptions
-	// for openai/ollama (BMCIS_SEARCH_RRF_K, BMCIS_SEARCH_BM25_WEIGHT,
-	// BMCIS_SEARCH_VECTOR_WEIGHT override).
+	// Fusion is the hybrid method and its parameters. Zero fields mean the
+	// preset of the active provider: fusion.BuiltinOptions for builtin,
+	// DefaultOptions for openai/ollama (BMCIS_SEARCH_FUSION rrf|convex,
+	// BMCIS_SEARCH_RRF_K, BMCIS_SEARCH_BM25_WEIGHT,
+	// BMCIS_SEARCH_VECTOR_WEIGHT, BMCIS_SEARCH_CONVEX_ALPHA,
+	// BMCIS_SEARCH_VECTOR_FEEDBACK_CHUNKS override).
 	Fusion fusion.Options
 	// EfSearch is hnsw.ef_search (BMCIS_SEARCH_HNSW_EF_SEARCH); it is raised
 	// to Candidates when lower, since the HNSW scan returns at most that many.
@@ -106,7 +108,17 @@ func LoadConfig(env *config.Reader) Config {
 			K:            env.Float("BMCIS_SEARCH_RRF_K", 0, 1, 1000),
 			BM25Weight:   env.Float("BMCIS_SEARCH_BM25_WEIGHT", 0, 0, 100),
 			VectorWeight: env.Float("BMCIS_SEARCH_VECTOR_WEIGHT", 0, 0, 100),
+			Method:       env.Enum("BMCIS_SEARCH_FUSION", "", fusion.MethodRRF, fusion.MethodConvex),
+			Alpha:        env.Float("BMCIS_SEARCH_CONVEX_ALPHA", 0, 0, 1),
 		},
+	}
+	// Unset keeps the preset (0 in Fusion); 0 turns feedback off (-1).
+	switch fb := env.Int("BMCIS_SEARCH_VECTOR_FEEDBACK_CHUNKS", -1, 0, 50); fb {
+	case -1:
+	case 0:
+		c.Fusion.FeedbackChunks = -1
+	default:
+		c.Fusion.FeedbackChunks = fb
 	}
 	return c
 }

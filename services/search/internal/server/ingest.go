@@ -99,7 +99,12 @@ func (s *Server) IngestDocumentsAcked(stream grpc.BidiStreamingServer[searchv1.I
 func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.IngestDocumentsRequest, error),
 	ack func(written, unchanged, failed int32)) (*searchv1.IngestDocumentsResponse, error) {
 	start := time.Now()
-	defer s.sweeps.StreamStarted()()
+	streamDone := s.sweeps.StreamStarted()
+	defer func() {
+		streamDone()
+		// The corpus may have outgrown the builtin model: check now.
+		s.sweeps.Kick()
+	}()
 	ctx, cancel := context.WithCancel(streamCtx)
 	defer cancel()
 

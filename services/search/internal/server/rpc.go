@@ -85,7 +85,8 @@ func (s *Server) ListCategories(_ context.Context, req *searchv1.ListCategoriesR
 // GetIndexStatus describes this replica's index and the live model.
 func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	st := s.ix.Stats()
-	if sc := s.readScope(req.GetScope()); sc.limited {
+	sc := s.readScope(req.GetScope())
+	if sc.limited {
 		st.Documents, st.Chunks = s.ix.CountIn(sc.allowed)
 	}
 	provider, model, dims := s.emb.Describe()
@@ -96,6 +97,17 @@ func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusR
 	}
 	if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
 		resp.LastChangeAt = timestamppb.New(st.LastChange)
+	}
+	f := s.sweeps.Freshness()
+	if !f.TrainedAt.IsZero() {
+		resp.ModelTrainedAt = timestamppb.New(f.TrainedAt)
+	}
+	resp.ModelTermCoverage = f.Coverage
+	resp.RetrainPending = f.Pending || f.Running
+	if !sc.limited {
+		// Both speak of the whole corpus, which a scoped key may not count.
+		resp.ModelTrainedChunks = int64(f.TrainedOn)
+		resp.RetrainReason = f.Reason
 	}
 	return resp, nil
 }

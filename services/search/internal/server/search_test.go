@@ -133,10 +133,58 @@ func TestHybridScoresFollowRRF(t *testing.T) {
 		}
 		require.True(t, sawBoth)
 	}
-	t.Run("builtin preset k=5, weights 1/0.15", func(t *testing.T) { check(t, r.client, 5, 1, 0.15) })
-	t.Run("configured k=60, weights 1/1", func(t *testing.T) {
+	t.Run("builtin preset: convex, BM25 share 0.7", func(t *testing.T) {
+		// The whole list (both retrievers' candidates) in pages.
+		var all []*searchv1.SearchResult
+		for off := int32(0); ; off += 50 {
+			out := search(t, r.client, &searchv1.SearchRequest{Query: "cloud network security audit", Limit: 50, Offset: off})
+			all = append(all, out.Results...)
+			if int(off)+50 >= int(out.TotalAvailable) {
+				break
+			}
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, res := range all {
+			if res.Bm25Rank > 0 {
+				lo, hi = math.Min(lo, res.Bm25Score), math.Max(hi, res.Bm25Score)
+			}
+		}
+		prev := math.Inf(1)
+		sawBoth, sawBM25Only := false, false
+		for _, res := range all {
+			require.LessOrEqual(t, res.HybridScore, prev)
+			prev = res.HybridScore
+			require.GreaterOrEqual(t, res.HybridScore, 0.0)
+			require.LessOrEqual(t, res.HybridScore, 1.0)
+			b := 0.0
+			if res.Bm25Rank > 0 {
+				b = (res.Bm25Score - lo) / (hi - lo)
+			}
+			switch {
+			case res.VectorRank == 0:
+				// Only BM25 returned it: its min-max score times 0.7.
+				sawBM25Only = true
+				require.InDelta(t, 0.7*b, res.HybridScore, 1e-9)
+			case res.Bm25Rank > 0:
+				sawBoth = true
+				require.Greater(t, res.HybridScore, 0.7*b-1e-9, "the vector side only adds")
+				require.LessOrEqual(t, res.HybridScore, 0.7*b+0.3+1e-9)
+			default:
+				require.LessOrEqual(t, res.HybridScore, 0.3+1e-9)
+			}
+		}
+		require.True(t, sawBoth)
+		_ = sawBM25Only
+	})
+	t.Run("configured rrf k=5, weights 1/0.15", func(t *testing.T) {
 		cfg2 := testConfig()
-		cfg2.Fusion.K, cfg2.Fusion.BM25Weight, cfg2.Fusion.VectorWeight = 60, 1, 1
+		cfg2.Fusion.Method, cfg2.Fusion.K, cfg2.Fusion.BM25Weight, cfg2.Fusion.VectorWeight = "rrf", 5, 1, 0.15
+		r2 := startReplica(t, pool, cfg2)
+		check(t, r2.client, 5, 1, 0.15)
+	})
+	t.Run("configured rrf k=60, weights 1/1", func(t *testing.T) {
+		cfg2 := testConfig()
+		cfg2.Fusion.Method, cfg2.Fusion.K, cfg2.Fusion.BM25Weight, cfg2.Fusion.VectorWeight = "rrf", 60, 1, 1
 		r2 := startReplica(t, pool, cfg2)
 		check(t, r2.client, 60, 1, 1)
 	})

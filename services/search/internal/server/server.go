@@ -96,6 +96,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		_, err := s.feed.Sync(ctx)
 		return err
 	}, log)
+	s.sweeps.WatchFreshness(s.ix)
 
 	t0 := time.Now()
 	if _, err := s.feed.Sync(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgvector/pgvector-go"
@@ -209,6 +210,7 @@ type Model struct {
 	Dimensions int
 	Params     []byte
 	Active     bool
+	CreatedAt  time.Time
 }
 
 // ActiveModel returns the active embedding model, or nil when none is.
@@ -223,8 +225,8 @@ func (s *Store) ModelByID(ctx context.Context, id int64) (*Model, error) {
 
 func (s *Store) model(ctx context.Context, where string, args ...any) (*Model, error) {
 	var m Model
-	err := s.pool.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active FROM embedding_models `+where, args...).
-		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active)
+	err := s.pool.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active, created_at FROM embedding_models `+where, args...).
+		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active, &m.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

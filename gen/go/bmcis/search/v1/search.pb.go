@@ -1692,7 +1692,21 @@ type GetIndexStatusResponse struct {
 	// Change counter the in-memory keyword index has caught up with.
 	IndexGeneration int64 `protobuf:"varint,6,opt,name=index_generation,json=indexGeneration,proto3" json:"index_generation,omitempty"`
 	// When the last ingestion or deletion committed.
-	LastChangeAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_change_at,json=lastChangeAt,proto3" json:"last_change_at,omitempty"`
+	LastChangeAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_change_at,json=lastChangeAt,proto3" json:"last_change_at,omitempty"`
+	// When the active embedding model was trained or registered (its age).
+	ModelTrainedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=model_trained_at,json=modelTrainedAt,proto3" json:"model_trained_at,omitempty"`
+	// Chunks the builtin model was fitted on (0 for other providers, unknown,
+	// or a caller whose read scope is limited to some categories).
+	ModelTrainedChunks int64 `protobuf:"varint,9,opt,name=model_trained_chunks,json=modelTrainedChunks,proto3" json:"model_trained_chunks,omitempty"`
+	// Share (0..1) of the indexed terms a builtin model can learn (in at
+	// least two chunks, at most half of them) that the active model knows;
+	// 1 for other providers.
+	ModelTermCoverage float64 `protobuf:"fixed64,10,opt,name=model_term_coverage,json=modelTermCoverage,proto3" json:"model_term_coverage,omitempty"`
+	// The corpus has outgrown the builtin model and a background retrain is
+	// due or running.
+	RetrainPending bool `protobuf:"varint,11,opt,name=retrain_pending,json=retrainPending,proto3" json:"retrain_pending,omitempty"`
+	// Why a retrain is due ("" when none, or for a scoped caller).
+	RetrainReason string `protobuf:"bytes,12,opt,name=retrain_reason,json=retrainReason,proto3" json:"retrain_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1774,6 +1788,41 @@ func (x *GetIndexStatusResponse) GetLastChangeAt() *timestamppb.Timestamp {
 		return x.LastChangeAt
 	}
 	return nil
+}
+
+func (x *GetIndexStatusResponse) GetModelTrainedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ModelTrainedAt
+	}
+	return nil
+}
+
+func (x *GetIndexStatusResponse) GetModelTrainedChunks() int64 {
+	if x != nil {
+		return x.ModelTrainedChunks
+	}
+	return 0
+}
+
+func (x *GetIndexStatusResponse) GetModelTermCoverage() float64 {
+	if x != nil {
+		return x.ModelTermCoverage
+	}
+	return 0
+}
+
+func (x *GetIndexStatusResponse) GetRetrainPending() bool {
+	if x != nil {
+		return x.RetrainPending
+	}
+	return false
+}
+
+func (x *GetIndexStatusResponse) GetRetrainReason() string {
+	if x != nil {
+		return x.RetrainReason
+	}
+	return ""
 }
 
 // ListSourcesRequest asks for the named sources.
@@ -2124,7 +2173,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0edocument_count\x18\x02 \x01(\x05R\rdocumentCount\"I\n" +
 	"\x15GetIndexStatusRequest\x120\n" +
-	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"\xc0\x02\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"\xb8\x04\n" +
 	"\x16GetIndexStatusResponse\x12\x1c\n" +
 	"\tdocuments\x18\x01 \x01(\x03R\tdocuments\x12\x16\n" +
 	"\x06chunks\x18\x02 \x01(\x03R\x06chunks\x12+\n" +
@@ -2132,7 +2181,13 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0eembedder_model\x18\x04 \x01(\tR\rembedderModel\x12/\n" +
 	"\x13embedder_dimensions\x18\x05 \x01(\x05R\x12embedderDimensions\x12)\n" +
 	"\x10index_generation\x18\x06 \x01(\x03R\x0findexGeneration\x12@\n" +
-	"\x0elast_change_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastChangeAt\"F\n" +
+	"\x0elast_change_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastChangeAt\x12D\n" +
+	"\x10model_trained_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0emodelTrainedAt\x120\n" +
+	"\x14model_trained_chunks\x18\t \x01(\x03R\x12modelTrainedChunks\x12.\n" +
+	"\x13model_term_coverage\x18\n" +
+	" \x01(\x01R\x11modelTermCoverage\x12'\n" +
+	"\x0fretrain_pending\x18\v \x01(\bR\x0eretrainPending\x12%\n" +
+	"\x0eretrain_reason\x18\f \x01(\tR\rretrainReason\"F\n" +
 	"\x12ListSourcesRequest\x120\n" +
 	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"H\n" +
 	"\x13ListSourcesResponse\x121\n" +
@@ -2237,30 +2292,31 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	20, // 18: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
 	3,  // 19: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	26, // 20: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	3,  // 21: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	25, // 22: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	26, // 23: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	2,  // 24: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 25: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	11, // 26: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	11, // 27: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	16, // 28: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	18, // 29: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	21, // 30: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	23, // 31: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	4,  // 32: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 33: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 34: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 35: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 36: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 37: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 38: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 39: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	26, // 21: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	3,  // 22: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	25, // 23: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	26, // 24: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	2,  // 25: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 26: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	11, // 27: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	11, // 28: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	16, // 29: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	18, // 30: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	21, // 31: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	23, // 32: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	4,  // 33: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 34: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 35: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 36: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 37: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 38: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 39: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 40: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }

@@ -1,0 +1,95 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
+
+// labCorpus is n documents in a vocabulary corpus() never uses.
+func labCorpus(n int) []*searchv1.Document {
+	topics := []string{
+		"enzyme protein kinase phosphorylation substrate receptor signalling pathway mutation",
+		"neuron synapse cortex dopamine plasticity hippocampus memory firing axon",
+		"tumour metastasis chemotherapy oncogene apoptosis biopsy carcinoma lymph remission",
+		"vaccine antibody antigen immunity pathogen infection cytokine macrophage adjuvant",
+	}
+	var docs []*searchv1.Document
+	for i := 0; i < n; i++ {
+		w := topics[i%len(topics)]
+		body := fmt.Sprintf("# Study %d\n\n## Findings\n\nTrial %d of cohort%d measured %s %s.\n", i, i, i%5, w, w)
+		docs = append(docs, md(fmt.Sprintf("lab/study-%03d.md", i), "lab", fmt.Sprintf("Study %d", i), body))
+	}
+	return docs
+}
+
+// TestOutgrownModelRetrainsByItself: a large ingest in a new vocabulary
+// after a small first corpus retrains the builtin model in the background,
+// without any command, while searches keep answering.
+func TestOutgrownModelRetrainsByItself(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	r := startReplica(t, pool, cfg)
+	ctx := context.Background()
+
+	first := mustIngest(t, r.client, corpus(8)...)
+	st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	firstModel := st.EmbedderModel
+	require.EqualValues(t, first.ChunksWritten, st.ModelTrainedChunks, "trained on every stored chunk")
+	require.InDelta(t, 1, st.ModelTermCoverage, 1e-9)
+	require.False(t, st.RetrainPending)
+	require.NotNil(t, st.ModelTrainedAt)
+
+	// Five times as many chunks, in words the model has never seen.
+	mustIngest(t, r.client, labCorpus(40)...)
+	var last *searchv1.GetIndexStatusResponse
+	require.Eventually(t, func() bool {
+		// Searches keep working while the model is replaced.
+		out := search(t, r.client, &searchv1.SearchRequest{Query: "dopamine synapse plasticity", Limit: 3})
+		require.NotEmpty(t, out.Results)
+		last, err = r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+		require.NoError(t, err)
+		return last.EmbedderModel != firstModel && !last.RetrainPending
+	}, 60*time.Second, 100*time.Millisecond, "the builtin model was never retrained")
+	require.Equal(t, last.Chunks, last.ModelTrainedChunks, "the new model saw the whole corpus")
+	require.Greater(t, last.ModelTermCoverage, 0.99)
+	require.Empty(t, last.RetrainReason)
+
+	// Every chunk carries a vector of the new model, and vector search
+	// finds the new vocabulary.
+	var stale int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks c JOIN embedding_models m ON m.active
+		WHERE c.embedding IS NULL OR c.embedding_model_id <> m.id`).Scan(&stale))
+	require.Zero(t, stale)
+	out := search(t, r.client, &searchv1.SearchRequest{Query: "dopamine synapse plasticity", Limit: 3,
+		Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR})
+	require.NotEmpty(t, out.Results)
+	require.Equal(t, "lab", out.Results[0].Chunk.SourceCategory)
+}
+
+// TestRetrainRuleIsASetting: with the rule turned off, the same ingest
+// leaves the first model in place and the status says a retrain would be
+// due (coverage low) without running one.
+func TestRetrainRuleIsASetting(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.Embedding.RetrainGrowth, cfg.Embedding.RetrainCoverage = 0, 0
+	r := startReplica(t, pool, cfg)
+	ctx := context.Background()
+	mustIngest(t, r.client, corpus(8)...)
+	st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	mustIngest(t, r.client, labCorpus(40)...)
+	time.Sleep(500 * time.Millisecond)
+	after, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	require.NoError(t, err)
+	require.Equal(t, st.EmbedderModel, after.EmbedderModel)
+	require.False(t, after.RetrainPending)
+	require.Less(t, after.ModelTermCoverage, 0.5, "the first model knows few of the new terms")
+}
