@@ -67,18 +67,19 @@ type Metadata struct {
 
 // VisualHints tell a client how the results may be laid out. A member at
 // its default (HintDefaults, also the output schema's "default") is left
-// out when written: see VisualHints.Compact.
+// out when written: see VisualHints.Compact. The reference's
+// collapse_duplicates and expandable_previews are not written: they only
+// repeat the results (a result flagged deduplication.is_duplicate; results
+// that carry chunk_snippet or chunk_text), docs/MCP.md "Token economy".
 type VisualHints struct {
-	HighlightTop       int     `json:"highlight_top"`
-	GroupBy            *string `json:"group_by"`
-	ShowConfidence     bool    `json:"show_confidence"`
-	CollapseDuplicates bool    `json:"collapse_duplicates"`
-	ExpandablePreviews bool    `json:"expandable_previews"`
+	HighlightTop   int     `json:"highlight_top"`
+	GroupBy        *string `json:"group_by"`
+	ShowConfidence bool    `json:"show_confidence"`
 }
 
 // HintDefaults are the visual hints a client assumes for a member left
 // out: the common search layout (the top 3 highlighted, grouped by
-// category, confidence shown; nothing to collapse, no previews to expand).
+// category, confidence shown).
 var HintDefaults = VisualHints{HighlightTop: 3, GroupBy: Ptr("source_category"), ShowConfidence: true}
 
 // Hints returns v, or nil when every member is at its default, so that
@@ -115,12 +116,6 @@ func (v *VisualHints) Compact() Object {
 	}
 	if v.ShowConfidence != HintDefaults.ShowConfidence {
 		o = append(o, Field{Key: "show_confidence", Value: v.ShowConfidence})
-	}
-	if v.CollapseDuplicates != HintDefaults.CollapseDuplicates {
-		o = append(o, Field{Key: "collapse_duplicates", Value: v.CollapseDuplicates})
-	}
-	if v.ExpandablePreviews != HintDefaults.ExpandablePreviews {
-		o = append(o, Field{Key: "expandable_previews", Value: v.ExpandablePreviews})
 	}
 	return o
 }
@@ -168,20 +163,16 @@ type Warning struct {
 	Suggestion *string `json:"suggestion"`
 }
 
-// QueryAnalysis tells which analyzed query terms the results matched.
+// QueryAnalysis says what a search page could not answer from the query
+// alone, and only that: the content words no result matched, and the
+// vendors the query names (find_vendor_info answers about each). The
+// matched terms are the query's other content words, and each result
+// carries its own, so they are not repeated (docs/MCP.md "Token economy").
 type QueryAnalysis struct {
-	MatchedTerms   []string `json:"matched_terms"`
-	UnmatchedTerms []string `json:"unmatched_terms"`
-	// Vendors are the vendors the query names; Suggestion then points to
-	// find_vendor_info.
-	Vendors    []QueryVendor `json:"vendors,omitempty"`
-	Suggestion *string       `json:"suggestion,omitempty"`
-}
-
-// QueryVendor is a vendor a query names.
-type QueryVendor struct {
-	Name     string `json:"name"`
-	EntityID string `json:"entity_id"`
+	UnmatchedTerms []string `json:"unmatched_terms,omitempty"`
+	// Vendors are the names of the vendors the query names; the results'
+	// mentions carry their entity ids.
+	Vendors []string `json:"vendors,omitempty"`
 }
 
 // Error is the error member of an error answer.

@@ -118,9 +118,9 @@ func TestVisualHintsWriteOnlyWhatDiffers(t *testing.T) {
 	def := envelope.HintDefaults
 	require.Nil(t, envelope.Hints(&def), "all defaults: visual_hints is left out")
 	vh := envelope.HintDefaults
-	vh.CollapseDuplicates = true
+	vh.ShowConfidence = false
 	vh.GroupBy = nil
 	b, err := envelope.Marshal(envelope.Hints(&vh))
 	require.NoError(t, err)
-	require.JSONEq(t, `{"group_by":null,"collapse_duplicates":true}`, string(b))
+	require.JSONEq(t, `{"group_by":null,"show_confidence":false}`, string(b))
 }

@@ -201,8 +201,8 @@ func writeChunks(w writer, env *envelope.Envelope, view View) {
 	if qa := env.QueryAnalysis; qa != nil && len(qa.UnmatchedTerms) > 0 {
 		w.text(secMeta, "Terms not found on this page: "+strings.Join(qa.UnmatchedTerms, ", ")+"\n")
 	}
-	if qa := env.QueryAnalysis; qa != nil && qa.Suggestion != nil {
-		w.text(secMeta, *qa.Suggestion+"\n")
+	if qa := env.QueryAnalysis; qa != nil && len(qa.Vendors) > 0 {
+		w.text(secMeta, vendorHint(qa.Vendors)+"\n")
 	}
 	w.text(secMeta, "\n")
 	if len(env.Results) == 0 {
@@ -345,4 +345,17 @@ func joinInts(ids []int64) string {
 		parts[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// vendorHint points a query that names vendors to find_vendor_info, which
+// answers about a vendor from the graph and the documents that mention it.
+func vendorHint(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	if len(names) == 1 {
+		return "The query names the vendor " + quoted[0] + ": find_vendor_info gives its entities, relationships and the documents that mention it."
+	}
+	return "The query names the vendors " + strings.Join(quoted, ", ") + ": find_vendor_info gives their entities, relationships and the documents that mention them."
 }

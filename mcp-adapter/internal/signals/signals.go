@@ -266,8 +266,6 @@ type Page struct {
 	Hits           []model.Hit
 	TotalAvailable int
 	QueryTerms     []string
-	// Previews is true in preview and full modes.
-	Previews bool
 	// QueryVendors are the vendors the query names.
 	QueryVendors []model.Mention
 }
@@ -320,18 +318,17 @@ func (c Config) Annotate(p Page) [][]envelope.Field {
 // highlighted.
 const highlightScore = 0.7
 
-// VisualHints describes how a client may lay out the page.
+// VisualHints describes how a client may lay out the page. Whether to
+// collapse duplicates or expand previews is not a hint: the results say it
+// (deduplication blocks, chunk_snippet or chunk_text).
 func (c Config) VisualHints(p Page) *envelope.VisualHints {
-	vh := &envelope.VisualHints{ShowConfidence: c.IncludeConfidence, ExpandablePreviews: p.Previews}
+	vh := &envelope.VisualHints{ShowConfidence: c.IncludeConfidence}
 	categories := map[string]bool{}
 	for i, h := range p.Hits {
 		if i == vh.HighlightTop && i < 3 && h.HybridScore >= highlightScore {
 			vh.HighlightTop++
 		}
 		categories[h.SourceCategory] = true
-		if h.IsDuplicate {
-			vh.CollapseDuplicates = true
-		}
 	}
 	if len(categories) > 1 {
 		g := "source_category"
@@ -340,50 +337,34 @@ func (c Config) VisualHints(p Page) *envelope.VisualHints {
 	return vh
 }
 
-// QueryAnalysis splits the analyzed query's content words into those the
-// page's hits matched and those none of them did (stop words are left out:
-// whether "how" matched says nothing). It is nil when every content word
-// matched and the query names no vendor: the lists would then only repeat
-// the query, the default the reference's "when available" lets an answer
-// leave out.
+// QueryAnalysis lists the analyzed query's content words that no hit of
+// the page matched (stop words are left out: whether "how" matched says
+// nothing) and the names of the vendors the query names. It is nil when
+// there are neither: the matched terms are the query's own words and each
+// result carries those it matched, so repeating them would say nothing.
 func QueryAnalysis(p Page) *envelope.QueryAnalysis {
-	matchedSet := map[string]bool{}
-	var order []string
+	matched := map[string]bool{}
 	for _, h := range p.Hits {
 		for _, t := range h.MatchedTerms {
-			if !matchedSet[t] && !stopWords[t] {
-				matchedSet[t] = true
-				order = append(order, t)
-			}
+			matched[t] = true
 		}
 	}
-	qa := &envelope.QueryAnalysis{MatchedTerms: []string{}, UnmatchedTerms: []string{}}
+	qa := &envelope.QueryAnalysis{}
 	seen := map[string]bool{}
 	for _, t := range p.QueryTerms {
-		if seen[t] || stopWords[t] {
+		if seen[t] || stopWords[t] || matched[t] {
 			continue
 		}
 		seen[t] = true
-		if matchedSet[t] {
-			qa.MatchedTerms = append(qa.MatchedTerms, t)
-		} else {
-			qa.UnmatchedTerms = append(qa.UnmatchedTerms, t)
-		}
-	}
-	if len(qa.UnmatchedTerms) == 0 && len(p.QueryVendors) == 0 {
-		return nil
-	}
-	for _, t := range order {
-		if !slices.Contains(qa.MatchedTerms, t) {
-			qa.MatchedTerms = append(qa.MatchedTerms, t)
-		}
+		qa.UnmatchedTerms = append(qa.UnmatchedTerms, t)
 	}
 	for _, v := range p.QueryVendors {
-		qa.Vendors = append(qa.Vendors, envelope.QueryVendor{Name: v.Name, EntityID: v.EntityID})
+		if !slices.Contains(qa.Vendors, v.Name) {
+			qa.Vendors = append(qa.Vendors, v.Name)
+		}
 	}
-	if len(qa.Vendors) > 0 {
-		s := fmt.Sprintf("The query names the vendor %q: find_vendor_info gives its entities, relationships and the documents that mention it.", qa.Vendors[0].Name)
-		qa.Suggestion = &s
+	if len(qa.UnmatchedTerms) == 0 && len(qa.Vendors) == 0 {
+		return nil
 	}
 	return qa
 }

@@ -107,17 +107,20 @@ func TestPageSignals(t *testing.T) {
 		{Rank: 3, HybridScore: 0.5, IsDuplicate: true, SimilarChunkIDs: []int64{1}, Chunk: model.Chunk{ChunkID: 3, SourceCategory: "auth"}},
 		{Rank: 4, HybridScore: 0.95, Chunk: model.Chunk{ChunkID: 4, SourceCategory: "auth"}},
 	}
-	p := signals.Page{Hits: hits, TotalAvailable: 10, QueryTerms: []string{"jwt", "refresh", "rotation", "jwt"}, Previews: true}
+	p := signals.Page{Hits: hits, TotalAvailable: 10, QueryTerms: []string{"jwt", "refresh", "rotation", "jwt"}}
 	vh := cfg().VisualHints(p)
 	require.Equal(t, 2, vh.HighlightTop, "leading results over 0.7")
 	require.Equal(t, "source_category", *vh.GroupBy)
-	require.True(t, vh.CollapseDuplicates)
-	require.True(t, vh.ExpandablePreviews)
 	qa := signals.QueryAnalysis(p)
-	require.Equal(t, []string{"jwt", "refresh"}, qa.MatchedTerms)
 	require.Equal(t, []string{"rotation"}, qa.UnmatchedTerms)
+	require.Empty(t, qa.Vendors)
 	p.QueryTerms = []string{"jwt", "refresh"}
 	require.Nil(t, signals.QueryAnalysis(p), "every term matched: nothing to say")
+	p.QueryVendors = []model.Mention{{Name: "Acme Corp", EntityID: "e1"}, {Name: "Acme Corp", EntityID: "e1"}}
+	qa = signals.QueryAnalysis(p)
+	require.Equal(t, []string{"Acme Corp"}, qa.Vendors, "the names, once")
+	require.Empty(t, qa.UnmatchedTerms)
+	p.QueryVendors = nil
 
 	fields := cfg().Annotate(p)
 	require.Len(t, fields, 4)

@@ -99,10 +99,12 @@ func TestSearchResultsListTheirMentionsOnDemo(t *testing.T) {
 		}
 		require.True(t, found, "%s: the passage's chunk lists Acme Corp", mode)
 		qa := a.env["query_analysis"].(map[string]any)
-		vendors := qa["vendors"].([]any)
-		require.Equal(t, "Acme Corp", vendors[0].(map[string]any)["name"])
-		require.Contains(t, qa["suggestion"], "find_vendor_info")
+		require.Equal(t, []any{"Acme Corp"}, qa["vendors"])
+		require.NotContains(t, qa, "suggestion", "vendors is the pointer to find_vendor_info")
 	}
+	// The markdown says where to ask about the vendor.
+	md := h.call(tools.ToolSemanticSearch, map[string]any{"query": passage, "response_mode": "metadata", "page_size": 5})
+	require.Contains(t, md.blocks[0], `The query names the vendor "Acme Corp": find_vendor_info`)
 	// ids_only stays ids.
 	a := h.call(tools.ToolSemanticSearch, map[string]any{"query": passage, "response_mode": "ids_only", "format": "json"})
 	require.NotContains(t, a.results()[0], "mentions")

@@ -42,11 +42,9 @@ func metadataSchema() schema {
 		"message":    nullStr(),
 		// Only the hints that differ from their defaults are written.
 		"visual_hints": obj(schema{
-			"highlight_top":       withDefault(integer(0), envelope.HintDefaults.HighlightTop),
-			"group_by":            withDefault(nullStr(), *envelope.HintDefaults.GroupBy),
-			"show_confidence":     withDefault(boolean(), envelope.HintDefaults.ShowConfidence),
-			"collapse_duplicates": withDefault(boolean(), envelope.HintDefaults.CollapseDuplicates),
-			"expandable_previews": withDefault(boolean(), envelope.HintDefaults.ExpandablePreviews),
+			"highlight_top":   withDefault(integer(0), envelope.HintDefaults.HighlightTop),
+			"group_by":        withDefault(nullStr(), *envelope.HintDefaults.GroupBy),
+			"show_confidence": withDefault(boolean(), envelope.HintDefaults.ShowConfidence),
 		}),
 	}, "operation", "version", "timestamp", "request_id", "status")
 }
@@ -131,13 +129,20 @@ func withDefault(s schema, v any) schema {
 	return s
 }
 
+// queryAnalysisSchema: what the page could not answer from the query alone
+// (signals.QueryAnalysis); written only when one list is not empty.
 func queryAnalysisSchema() schema {
 	return obj(schema{
-		"matched_terms":   arrayOf(str()),
-		"unmatched_terms": arrayOf(str()),
-		"vendors":         arrayOf(obj(schema{"name": str(), "entity_id": str()}, "name", "entity_id")),
-		"suggestion":      str(),
-	}, "matched_terms", "unmatched_terms")
+		"unmatched_terms": nonEmpty(arrayOf(str())),
+		"vendors":         nonEmpty(arrayOf(str())),
+	})
+}
+
+// nonEmpty makes an array schema require an item: a list that would be
+// empty is left out.
+func nonEmpty(s schema) schema {
+	s["minItems"] = 1
+	return s
 }
 
 func envelopeSchema(result schema) schema {

@@ -295,7 +295,6 @@ func (c *searchContent) signalPage(hits []model.Hit) signals.Page {
 		Hits:           hits,
 		TotalAvailable: c.page.TotalAvailable,
 		QueryTerms:     c.page.QueryTerms,
-		Previews:       projection.Of(c.p.mode).Previews,
 		QueryVendors:   c.page.QueryVendors,
 	}
 }

@@ -464,9 +464,9 @@ func TestTokenLimitTrimsPageAndCursorResumes(t *testing.T) {
 func TestTokenLimitExceeded(t *testing.T) {
 	// The configuration accepts 1,000 tokens at least; one full result of
 	// the demo corpus plus the envelope fits in that, so the budget is set
-	// directly here.
+	// directly here, well under that answer (499 tokens in json).
 	th := warnings.Defaults
-	th.MaxTokens = 500
+	th.MaxTokens = 450
 	h := newRealWithClient(t, nil, nil, []harnessOpt{withThresholds(th)})
 	// Sized for the JSON envelope.
 	a := h.call(tools.ToolSemanticSearch, map[string]any{"query": "security incident reporting", "response_mode": "full", "page_size": 3, "format": "json"})
@@ -476,7 +476,7 @@ func TestTokenLimitExceeded(t *testing.T) {
 	sugg := a.errObj()["suggestion"].(string)
 	require.Regexp(t, `Use '(ids_only|metadata|preview)' mode`, sugg, "the suggestion names a mode that fits: %s", sugg)
 	needed := a.errObj()["details"].(map[string]any)["tokens_needed"].(float64)
-	require.Greater(t, needed, 500.0)
+	require.Greater(t, needed, 450.0)
 	checkTokens(t, a)
 
 	// The mode the suggestion names does fit.
@@ -493,7 +493,7 @@ func TestTokenLimitExceeded(t *testing.T) {
 			longest = hit.Chunk
 		}
 	}
-	require.Greater(t, longest.ChunkTokenCount, 300, "with the envelope, more than the 500-token budget")
+	require.Greater(t, longest.ChunkTokenCount, 300, "with the envelope, more than the 450-token budget")
 	ids := []any{longest.ChunkID}
 	a = h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": ids})
 	require.Equal(t, "TOKEN_LIMIT_EXCEEDED", a.errCode())
@@ -1004,8 +1004,8 @@ func TestSignalsAreDerivedFromRetrievers(t *testing.T) {
 	require.Nil(t, a.env["query_analysis"], "every query term matched: the default is left out")
 	a = h.call(tools.ToolSemanticSearch, map[string]any{"query": "incident zyxqwv", "page_size": 5, "response_mode": "metadata"})
 	qa := a.env["query_analysis"].(map[string]any)
-	require.Equal(t, []any{"incident"}, qa["matched_terms"])
-	require.Equal(t, []any{"zyxqwv"}, qa["unmatched_terms"])
+	require.Equal(t, map[string]any{"unmatched_terms": []any{"zyxqwv"}}, qa, "only what the query alone does not tell")
+	require.Contains(t, a.blocks[0], "Terms not found on this page: zyxqwv")
 }
 
 func TestDuplicatesAreFlagged(t *testing.T) {
@@ -1021,7 +1021,9 @@ func TestDuplicatesAreFlagged(t *testing.T) {
 		}
 	}
 	require.True(t, found, "the copy of 'Reporting a security incident' is flagged as a duplicate")
-	require.True(t, a.env["_metadata"].(map[string]any)["visual_hints"].(map[string]any)["collapse_duplicates"].(bool))
+	// The results say it: no visual hint repeats it.
+	vh, _ := a.env["_metadata"].(map[string]any)["visual_hints"].(map[string]any)
+	require.NotContains(t, vh, "collapse_duplicates")
 }
 
 func TestDesktopEnhancementsOff(t *testing.T) {

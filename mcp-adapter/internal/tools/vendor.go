@@ -226,11 +226,9 @@ func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
 		}
 		g := "entity_type"
 		env.Metadata.VisualHints = envelope.Hints(&envelope.VisualHints{
-			HighlightTop:       min(shown, 3),
-			GroupBy:            &g,
-			ShowConfidence:     shown > 0,
-			CollapseDuplicates: false,
-			ExpandablePreviews: projection.Of(c.p.mode).Details,
+			HighlightTop:   min(shown, 3),
+			GroupBy:        &g,
+			ShowConfidence: shown > 0,
 		})
 	}
 }
