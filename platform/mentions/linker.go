@@ -244,84 +244,109 @@ func RelinkAll(ctx context.Context, tx Querier, m *Matcher) (int, error) {
 // index; an import changing more re-links every chunk (RelinkAll).
 const MaxIncremental = 5000
 
+// RelinkStats says what RelinkEntities did.
+type RelinkStats struct {
+	Backfilled int // chunks older than chunks.terms whose words it filled in
+	Relinked   int // candidate chunks read, matched again and rewritten
+}
+
 // RelinkEntities re-links after the entities ids changed (created, renamed,
 // aliases replaced): the chunks their names and aliases can appear in now,
 // and the chunks they were linked to before, are matched again with m,
-// which must know the new names. tx must hold LockKey exclusive. It returns
-// how many chunks it re-linked.
+// which must know the new names. tx must hold LockKey exclusive.
 //
-// Candidates: the chunks a matcher of the changed names alone finds
-// anything in, streamed through once; only they are re-linked (matched
-// with the whole graph and rewritten). Neither a text index nor a filter
-// in SQL serves here: a GIN index on the chunks' words made ingestion about
-// 15 times slower, and ILIKE ANY over 100 names cost minutes at 100,000
-// chunks (docs/BENCHMARKS.md, "Mentions").
-func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (int, error) {
+// Candidates come from the words index (chunks.terms, GIN): a chunk can
+// hold a name only if it holds every word of it, so the look-up is
+// `terms @> the name's words`, one per changed name; the text of no other
+// chunk is read. The matcher then decides on each candidate as it does on
+// a write, so normalization, word boundaries, leftmost-longest and the
+// ambiguous-name rule are exactly the matcher's. Chunks written before the
+// index existed (terms NULL) have their words filled in first.
+func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (RelinkStats, error) {
+	var st RelinkStats
 	if len(ids) == 0 {
-		return 0, nil
+		return st, nil
 	}
 	if len(ids) > MaxIncremental {
-		return RelinkAll(ctx, tx, m)
+		n, err := RelinkAll(ctx, tx, m)
+		st.Relinked = n
+		return st, err
+	}
+	var err error
+	if st.Backfilled, err = BackfillTerms(ctx, tx); err != nil {
+		return st, err
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT id::text, name FROM entities WHERE id = ANY($1::uuid[])
-		UNION SELECT entity_id::text, alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
+		SELECT name FROM entities WHERE id = ANY($1::uuid[])
+		UNION SELECT alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
 	if err != nil {
-		return 0, fmt.Errorf("read changed names: %w", err)
+		return st, fmt.Errorf("read changed names: %w", err)
 	}
-	changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Name, error) {
-		var n Name
-		err := r.Scan(&n.EntityID, &n.Text)
-		return n, err
-	})
+	changed, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, fmt.Errorf("read changed names: %w", err)
+		return st, fmt.Errorf("read changed names: %w", err)
 	}
-	small, err := Build(changed)
-	if err != nil {
-		return 0, err
-	}
-	rows, err = tx.Query(ctx, "SELECT DISTINCT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])", ids)
-	if err != nil {
-		return 0, fmt.Errorf("read old mentions: %w", err)
-	}
-	old, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, fmt.Errorf("read old mentions: %w", err)
-	}
-	candidates := map[int64]bool{}
-	for _, id := range old {
-		candidates[id] = true
-	}
-	if small.ac != nil {
-		var after int64
-		for {
-			rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, scanBatch)
-			if err != nil {
-				return 0, fmt.Errorf("scan chunks for changed names: %w", err)
-			}
-			chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
-			if err != nil {
-				return 0, fmt.Errorf("scan chunks for changed names: %w", err)
-			}
-			if len(chunks) == 0 {
-				break
-			}
-			for _, c := range chunks {
-				if len(small.Match(c.Text)) > 0 {
-					candidates[c.ID] = true
-				}
-			}
-			after = chunks[len(chunks)-1].ID
+	var looked []string
+	for _, name := range changed {
+		if words := Words(name); len(words) > 0 && !neverLinks(words, name) {
+			looked = append(looked, name)
 		}
 	}
-	list := make([]int64, 0, len(candidates))
-	for id := range candidates {
-		list = append(list, id)
+	flat, lo, hi := FlatTerms(looked)
+	rows, err = tx.Query(ctx, `
+		SELECT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])
+		UNION
+		SELECT c.id FROM unnest($3::int[], $4::int[]) AS n(lo, hi)
+		CROSS JOIN LATERAL (SELECT id FROM chunks WHERE terms @> ($2::int[])[n.lo:n.hi]) AS c
+		ORDER BY 1`, ids, flat, lo, hi)
+	if err != nil {
+		return st, fmt.Errorf("find candidate chunks: %w", err)
 	}
-	slices.Sort(list)
-	return len(list), RelinkChunks(ctx, tx, m, list)
+	list, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return st, fmt.Errorf("find candidate chunks: %w", err)
+	}
+	st.Relinked = len(list)
+	return st, RelinkChunks(ctx, tx, m, list)
 }
 
-// scanBatch is how many chunks one read of a candidate scan takes.
+// neverLinks reports whether a name of these words links nothing whatever
+// the text (an all-lowercase ambiguous name; see Build): no look-up for it.
+func neverLinks(words []string, name string) bool {
+	return Ambiguous(words) && !hasUpper(alnum(name))
+}
+
+// BackfillTerms fills in chunks.terms where it is NULL (chunks written
+// before the column existed), in batches, and returns how many. The
+// partial index chunks_terms_missing finds them without a scan.
+func BackfillTerms(ctx context.Context, tx Querier) (int, error) {
+	total := 0
+	for {
+		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE terms IS NULL ORDER BY id LIMIT $1", scanBatch)
+		if err != nil {
+			return total, fmt.Errorf("read chunks without terms: %w", err)
+		}
+		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
+		if err != nil {
+			return total, fmt.Errorf("read chunks without terms: %w", err)
+		}
+		if len(chunks) == 0 {
+			return total, nil
+		}
+		ids, texts := make([]int64, len(chunks)), make([]string, len(chunks))
+		for i, c := range chunks {
+			ids[i], texts[i] = c.ID, c.Text
+		}
+		flat, lo, hi := FlatTerms(texts)
+		if _, err := tx.Exec(ctx, `
+			UPDATE chunks c SET terms = ($2::int[])[u.lo:u.hi]
+			FROM unnest($1::bigint[], $3::int[], $4::int[]) AS u(id, lo, hi) WHERE c.id = u.id`,
+			ids, flat, lo, hi); err != nil {
+			return total, fmt.Errorf("fill in chunk terms: %w", err)
+		}
+		total += len(chunks)
+	}
+}
+
+// scanBatch is how many chunks one round of BackfillTerms takes.
 const scanBatch = 2000

@@ -57,8 +57,13 @@ func allLinks(t *testing.T, pool *pgxpool.Pool) map[int64]map[string]int {
 // relink runs a re-link of ids the way an import does.
 func relink(t *testing.T, pool *pgxpool.Pool, ids ...string) int {
 	t.Helper()
+	return relinkStats(t, pool, ids...).Relinked
+}
+
+func relinkStats(t *testing.T, pool *pgxpool.Pool, ids ...string) mentions.RelinkStats {
+	t.Helper()
 	ctx := context.Background()
-	var n int
+	var n mentions.RelinkStats
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		require.NoError(t, mentions.LockExclusive(ctx, tx))
 		_, err := mentions.BumpGraphVersion(ctx, tx)
@@ -79,7 +84,9 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 
 	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
 		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
-	require.Equal(t, 1, relink(t, pool, acme), "only the chunk holding the name's words is matched")
+	st := relinkStats(t, pool, acme)
+	require.Equal(t, 3, st.Backfilled, "chunks written without terms get them on the first re-link")
+	require.Equal(t, 1, st.Relinked, "only the chunk holding the name's words is matched")
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 1}}, allLinks(t, pool))
 
 	// A new alias links the chunks that already held it.
@@ -112,4 +119,45 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 	// Deleting a document drops its chunks' links.
 	exec(t, pool, "DELETE FROM documents WHERE external_id = 'a'")
 	require.Empty(t, allLinks(t, pool))
+}
+
+// writtenChunk inserts a chunk as the search service writes it: with its
+// words in chunks.terms.
+func writtenChunk(t *testing.T, pool *pgxpool.Pool, doc, text string) int64 {
+	t.Helper()
+	id := chunk(t, pool, doc, text)
+	exec(t, pool, "UPDATE chunks SET terms = $2 WHERE id = $1", id, mentions.Terms(text))
+	return id
+}
+
+// The re-link reads only the chunks holding every word of a changed name
+// (or linked to it before): a chunk with one word of it, or none, is never
+// read, and a candidate holding the words apart is read but not linked.
+func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
+	pool, _ := testdb.New(t)
+	both := writtenChunk(t, pool, "a", "The ACME-corp contract was renewed.")
+	apart := writtenChunk(t, pool, "a", "Corp filings name Acme twice: acme.")
+	writtenChunk(t, pool, "b", "Acme Rockets only.")
+	writtenChunk(t, pool, "b", "Nothing about vendors.")
+	// A chunk naming Acme Corp whose index entry says otherwise: a re-link
+	// that read every chunk's text would link it; one that reads only the
+	// candidates never sees it.
+	hidden := chunk(t, pool, "c", "Acme Corp, unindexed.")
+	exec(t, pool, "UPDATE chunks SET terms = $2 WHERE id = $1", hidden, mentions.Terms("unindexed"))
+	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
+		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
+
+	st := relinkStats(t, pool, acme)
+	require.Equal(t, mentions.RelinkStats{Relinked: 2}, st, "two chunks hold both words; the others are not read")
+	require.Equal(t, map[int64]map[string]int{both: {acme: 1}}, allLinks(t, pool), "the words apart do not make a mention; the hidden chunk is never read")
+	var apartTerms []int32
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT terms FROM chunks WHERE id = $1", apart).Scan(&apartTerms))
+	require.Equal(t, mentions.Terms("corp filings name acme twice"), apartTerms)
+
+	// Renamed: the chunk linked before is read again (and unlinked), with
+	// the chunks holding the new name's words.
+	exec(t, pool, `UPDATE entities SET name = 'Acme Rockets', normalized_name = 'acme rockets' WHERE id = $1`, acme)
+	st = relinkStats(t, pool, acme)
+	require.Equal(t, 2, st.Relinked, "the old link's chunk and the one holding the new name")
+	require.Len(t, allLinks(t, pool), 1)
 }

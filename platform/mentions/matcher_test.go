@@ -74,3 +74,14 @@ func TestEmptyMatcher(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, m.Match("Acme Corp"))
 }
+
+func TestTermsFoldAsTheMatcher(t *testing.T) {
+	require.Equal(t, Terms("acme corp"), Terms("ACME-Corp, acme!"), "case, punctuation and repeats fold away")
+	require.Len(t, Terms("Ärzte GmbH 12 ärzte"), 3)
+	require.Empty(t, Terms(" -- "))
+	flat, lo, hi := FlatTerms([]string{"a b", "", "b"})
+	require.Len(t, flat, 3)
+	require.Equal(t, []int32{1, 3, 3}, lo)
+	require.Equal(t, []int32{2, 2, 3}, hi)
+	require.NotNil(t, func() []int32 { f, _, _ := FlatTerms(nil); return f }(), "never NULL to SQL")
+}

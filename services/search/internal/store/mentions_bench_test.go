@@ -229,7 +229,9 @@ func BenchmarkMentionsIngestAndRelink(b *testing.B) {
 				ids[i] = g[1000+i*7].id
 			}
 			start = time.Now()
-			incrChunks, err = mentions.RelinkEntities(ctx, tx, m, ids)
+			var st mentions.RelinkStats
+			st, err = mentions.RelinkEntities(ctx, tx, m, ids)
+			incrChunks = st.Relinked
 			incr = time.Since(start)
 			return err
 		})

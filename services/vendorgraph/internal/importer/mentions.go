@@ -46,7 +46,8 @@ func Relink(ctx context.Context, tx pgx.Tx, linker *mentions.Linker, c Counts) (
 	if err != nil {
 		return r, err
 	}
-	r.Chunks, err = mentions.RelinkEntities(ctx, tx, m, ids)
+	st, err := mentions.RelinkEntities(ctx, tx, m, ids)
+	r.Chunks = st.Relinked
 	if err != nil {
 		return r, fmt.Errorf("re-link mentions: %w", err)
 	}
