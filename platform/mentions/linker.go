@@ -246,8 +246,8 @@ const MaxIncremental = 5000
 
 // RelinkStats says what RelinkEntities did.
 type RelinkStats struct {
-	Backfilled int // chunks older than chunks.terms whose words it filled in
-	Relinked   int // candidate chunks read, matched again and rewritten
+	Indexed  int // chunks new since the last re-link whose words it indexed
+	Relinked int // candidate chunks read, matched again and rewritten
 }
 
 // RelinkEntities re-links after the entities ids changed (created, renamed,
@@ -255,13 +255,14 @@ type RelinkStats struct {
 // and the chunks they were linked to before, are matched again with m,
 // which must know the new names. tx must hold LockKey exclusive.
 //
-// Candidates come from the words index (chunks.terms, GIN): a chunk can
+// Candidates come from the words index (chunk_terms, GIN): a chunk can
 // hold a name only if it holds every word of it, so the look-up is
-// `terms @> the name's words`, one per changed name; the text of no other
-// chunk is read. The matcher then decides on each candidate as it does on
-// a write, so normalization, word boundaries, leftmost-longest and the
-// ambiguous-name rule are exactly the matcher's. Chunks written before the
-// index existed (terms NULL) have their words filled in first.
+// `terms @> the name's words`, one per changed name. First the chunks
+// written since the last re-link are added to the index (IndexNewChunks);
+// apart from them, only candidates' text is read. The matcher then decides
+// on each candidate as it does on a write, so normalization, word
+// boundaries, leftmost-longest and the ambiguous-name rule are exactly the
+// matcher's.
 func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (RelinkStats, error) {
 	var st RelinkStats
 	if len(ids) == 0 {
@@ -273,7 +274,7 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		return st, err
 	}
 	var err error
-	if st.Backfilled, err = BackfillTerms(ctx, tx); err != nil {
+	if st.Indexed, err = IndexNewChunks(ctx, tx); err != nil {
 		return st, err
 	}
 	rows, err := tx.Query(ctx, `
@@ -297,7 +298,7 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		SELECT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])
 		UNION
 		SELECT c.id FROM unnest($3::int[], $4::int[]) AS n(lo, hi)
-		CROSS JOIN LATERAL (SELECT id FROM chunks WHERE terms @> ($2::int[])[n.lo:n.hi]) AS c
+		CROSS JOIN LATERAL (SELECT chunk_id AS id FROM chunk_terms WHERE terms @> ($2::int[])[n.lo:n.hi]) AS c
 		ORDER BY 1`, ids, flat, lo, hi)
 	if err != nil {
 		return st, fmt.Errorf("find candidate chunks: %w", err)
@@ -316,19 +317,25 @@ func neverLinks(words []string, name string) bool {
 	return Ambiguous(words) && !hasUpper(alnum(name))
 }
 
-// BackfillTerms fills in chunks.terms where it is NULL (chunks written
-// before the column existed), in batches, and returns how many. The
-// partial index chunks_terms_missing finds them without a scan.
-func BackfillTerms(ctx context.Context, tx Querier) (int, error) {
+// IndexNewChunks adds to chunk_terms the words of the chunks written
+// since it last ran (ids above mention_state.terms_through), in batches,
+// and returns how many: each chunk's text is read once for the index,
+// never again for a look-up. tx must hold LockKey exclusive, so no writer
+// holds an id it has not committed.
+func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
+	var after int64
+	if err := tx.QueryRow(ctx, "SELECT terms_through FROM mention_state").Scan(&after); err != nil {
+		return 0, fmt.Errorf("read words index state: %w", err)
+	}
 	total := 0
 	for {
-		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE terms IS NULL ORDER BY id LIMIT $1", scanBatch)
+		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, scanBatch)
 		if err != nil {
-			return total, fmt.Errorf("read chunks without terms: %w", err)
+			return total, fmt.Errorf("read new chunks: %w", err)
 		}
 		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
 		if err != nil {
-			return total, fmt.Errorf("read chunks without terms: %w", err)
+			return total, fmt.Errorf("read new chunks: %w", err)
 		}
 		if len(chunks) == 0 {
 			return total, nil
@@ -337,16 +344,20 @@ func BackfillTerms(ctx context.Context, tx Querier) (int, error) {
 		for i, c := range chunks {
 			ids[i], texts[i] = c.ID, c.Text
 		}
+		after = ids[len(ids)-1]
 		flat, lo, hi := FlatTerms(texts)
 		if _, err := tx.Exec(ctx, `
-			UPDATE chunks c SET terms = ($2::int[])[u.lo:u.hi]
-			FROM unnest($1::bigint[], $3::int[], $4::int[]) AS u(id, lo, hi) WHERE c.id = u.id`,
-			ids, flat, lo, hi); err != nil {
-			return total, fmt.Errorf("fill in chunk terms: %w", err)
+			WITH ins AS (
+			    INSERT INTO chunk_terms (chunk_id, terms)
+			    SELECT u.id, ($2::int[])[u.lo:u.hi] FROM unnest($1::bigint[], $3::int[], $4::int[]) AS u(id, lo, hi)
+			    ON CONFLICT (chunk_id) DO NOTHING)
+			UPDATE mention_state SET terms_through = $5`,
+			ids, flat, lo, hi, after); err != nil {
+			return total, fmt.Errorf("index chunk words: %w", err)
 		}
 		total += len(chunks)
 	}
 }
 
-// scanBatch is how many chunks one round of BackfillTerms takes.
+// scanBatch is how many chunks one round of IndexNewChunks takes.
 const scanBatch = 2000

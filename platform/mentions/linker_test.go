@@ -85,7 +85,7 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
 		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
 	st := relinkStats(t, pool, acme)
-	require.Equal(t, 3, st.Backfilled, "chunks written without terms get them on the first re-link")
+	require.Equal(t, 3, st.Indexed, "the chunks written since the last re-link are indexed")
 	require.Equal(t, 1, st.Relinked, "only the chunk holding the name's words is matched")
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 1}}, allLinks(t, pool))
 
@@ -121,29 +121,27 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 	require.Empty(t, allLinks(t, pool))
 }
 
-// writtenChunk inserts a chunk as the search service writes it: with its
-// words in chunks.terms.
-func writtenChunk(t *testing.T, pool *pgxpool.Pool, doc, text string) int64 {
-	t.Helper()
-	id := chunk(t, pool, doc, text)
-	exec(t, pool, "UPDATE chunks SET terms = $2 WHERE id = $1", id, mentions.Terms(text))
-	return id
-}
-
 // The re-link reads only the chunks holding every word of a changed name
 // (or linked to it before): a chunk with one word of it, or none, is never
 // read, and a candidate holding the words apart is read but not linked.
 func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
 	pool, _ := testdb.New(t)
-	both := writtenChunk(t, pool, "a", "The ACME-corp contract was renewed.")
-	apart := writtenChunk(t, pool, "a", "Corp filings name Acme twice: acme.")
-	writtenChunk(t, pool, "b", "Acme Rockets only.")
-	writtenChunk(t, pool, "b", "Nothing about vendors.")
+	both := chunk(t, pool, "a", "The ACME-corp contract was renewed.")
+	apart := chunk(t, pool, "a", "Corp filings name Acme twice: acme.")
+	chunk(t, pool, "b", "Acme Rockets only.")
+	chunk(t, pool, "b", "Nothing about vendors.")
 	// A chunk naming Acme Corp whose index entry says otherwise: a re-link
 	// that read every chunk's text would link it; one that reads only the
 	// candidates never sees it.
 	hidden := chunk(t, pool, "c", "Acme Corp, unindexed.")
-	exec(t, pool, "UPDATE chunks SET terms = $2 WHERE id = $1", hidden, mentions.Terms("unindexed"))
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		require.NoError(t, mentions.LockExclusive(ctx, tx))
+		n, err := mentions.IndexNewChunks(ctx, tx)
+		require.Equal(t, 5, n)
+		return err
+	}))
+	exec(t, pool, "UPDATE chunk_terms SET terms = $2 WHERE chunk_id = $1", hidden, mentions.Terms("unindexed"))
 	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
 		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
 
@@ -151,13 +149,19 @@ func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
 	require.Equal(t, mentions.RelinkStats{Relinked: 2}, st, "two chunks hold both words; the others are not read")
 	require.Equal(t, map[int64]map[string]int{both: {acme: 1}}, allLinks(t, pool), "the words apart do not make a mention; the hidden chunk is never read")
 	var apartTerms []int32
-	require.NoError(t, pool.QueryRow(context.Background(), "SELECT terms FROM chunks WHERE id = $1", apart).Scan(&apartTerms))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT terms FROM chunk_terms WHERE chunk_id = $1", apart).Scan(&apartTerms))
 	require.Equal(t, mentions.Terms("corp filings name acme twice"), apartTerms)
 
 	// Renamed: the chunk linked before is read again (and unlinked), with
 	// the chunks holding the new name's words.
 	exec(t, pool, `UPDATE entities SET name = 'Acme Rockets', normalized_name = 'acme rockets' WHERE id = $1`, acme)
 	st = relinkStats(t, pool, acme)
-	require.Equal(t, 2, st.Relinked, "the old link's chunk and the one holding the new name")
+	require.Equal(t, mentions.RelinkStats{Relinked: 2}, st, "the old link's chunk and the one holding the new name")
 	require.Len(t, allLinks(t, pool), 1)
+
+	// A chunk written later is indexed by the next re-link, and only it.
+	later := chunk(t, pool, "d", "Acme Rockets again.")
+	st = relinkStats(t, pool, acme)
+	require.Equal(t, mentions.RelinkStats{Indexed: 1, Relinked: 2}, st)
+	require.Contains(t, allLinks(t, pool), later)
 }

@@ -1,22 +1,48 @@
 package mentions
 
 import (
-	"hash/fnv"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Terms is the distinct words of text, normalized as Match normalizes
-// them, each hashed to 32 bits (FNV-1a), sorted: what chunks.terms holds
-// and what the re-link looks names up by. Two words sharing a hash only
-// make an extra candidate, which the matcher then rejects.
+// them (letters and digits, lowercased), each hashed to 32 bits (FNV-1a
+// over the word's UTF-8), sorted: what chunk_terms holds and what the
+// re-link looks names up by. Two words sharing a hash only make an extra
+// candidate, which the matcher then rejects. One pass, no allocation per
+// word: every chunk written pays for it.
 func Terms(text string) []int32 {
-	words := Words(text)
-	out := make([]int32, 0, len(words))
-	h := fnv.New32a()
-	for _, w := range words {
-		h.Reset()
-		_, _ = h.Write([]byte(w))
-		out = append(out, int32(h.Sum32()))
+	const offset, prime = 2166136261, 16777619
+	out := make([]int32, 0, len(text)/8+1)
+	var h uint32
+	in := false
+	var enc [utf8.UTFMax]byte
+	for _, r := range text {
+		if !isWordRune(r) {
+			if in {
+				out = append(out, int32(h))
+				in = false
+			}
+			continue
+		}
+		if !in {
+			h, in = offset, true
+		}
+		if r < utf8.RuneSelf {
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			h = (h ^ uint32(r)) * prime
+			continue
+		}
+		n := utf8.EncodeRune(enc[:], unicode.ToLower(r))
+		for _, b := range enc[:n] {
+			h = (h ^ uint32(b)) * prime
+		}
+	}
+	if in {
+		out = append(out, int32(h))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -52,9 +52,9 @@ RETURNING id`
 var ErrOtherSource = errors.New("the document belongs to another source")
 
 const insertChunks = `
-INSERT INTO chunks (document_id, category, chunk_index, total_chunks, context_header, text, token_count, content_hash, page, terms)
-SELECT $1, $2, u.i, $3, u.h, u.t, u.n, u.c, u.p, ($10::int[])[u.lo:u.hi]
-FROM unnest($4::int[], $5::text[], $6::text[], $7::int[], $8::bytea[], $9::int[], $11::int[], $12::int[]) AS u(i, h, t, n, c, p, lo, hi)`
+INSERT INTO chunks (document_id, category, chunk_index, total_chunks, context_header, text, token_count, content_hash, page)
+SELECT $1, $2, u.i, $3, u.h, u.t, u.n, u.c, u.p
+FROM unnest($4::int[], $5::text[], $6::text[], $7::int[], $8::bytea[], $9::int[]) AS u(i, h, t, n, c, p)`
 
 // bumpGeneration is the tail of every writing transaction: the lock makes
 // generation order equal commit order (it is held until COMMIT).
@@ -133,12 +133,10 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	for i, c := range d.Chunks {
 		idx[i], tok[i], hdr[i], txt[i], hashes[i], page[i] = int32(c.Index), int32(c.Tokens), c.Header, c.Text, c.Hash, int32(c.Page)
 	}
-	// The chunks' words, for the re-link's candidate look-up (chunks.terms).
-	terms, termsLo, termsHi := mentions.FlatTerms(txt)
 	b = &pgx.Batch{}
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", mentions.LockKey)
 	b.Queue("DELETE FROM chunks WHERE document_id = $1", docID)
-	b.Queue(insertChunks, docID, d.Category, n, idx, hdr, txt, tok, hashes, page, terms, termsLo, termsHi)
+	b.Queue(insertChunks, docID, d.Category, n, idx, hdr, txt, tok, hashes, page)
 	b.Queue(insertMentions, docID, mIdx, mEntity, mCount, graphVersion)
 	b.Queue("SELECT pg_advisory_xact_lock($1)", feedLockKey)
 	b.Queue(bumpGeneration, docID)
