@@ -221,13 +221,9 @@ func RelinkAll(ctx context.Context, tx Querier, m *Matcher) (int, error) {
 	var after int64
 	total := 0
 	for {
-		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, relinkBatch)
+		chunks, err := chunksAfter(ctx, tx, after, relinkBatch)
 		if err != nil {
-			return total, fmt.Errorf("read chunks to link: %w", err)
-		}
-		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
-		if err != nil {
-			return total, fmt.Errorf("read chunks to link: %w", err)
+			return total, err
 		}
 		if len(chunks) == 0 {
 			return total, nil
@@ -329,13 +325,9 @@ func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
 	}
 	total := 0
 	for {
-		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, scanBatch)
+		chunks, err := chunksAfter(ctx, tx, after, scanBatch)
 		if err != nil {
-			return total, fmt.Errorf("read new chunks: %w", err)
-		}
-		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
-		if err != nil {
-			return total, fmt.Errorf("read new chunks: %w", err)
+			return total, err
 		}
 		if len(chunks) == 0 {
 			return total, nil
@@ -357,6 +349,19 @@ func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
 		}
 		total += len(chunks)
 	}
+}
+
+// chunksAfter reads up to limit chunks with ids above after, in id order.
+func chunksAfter(ctx context.Context, tx Querier, after int64, limit int) ([]ChunkText, error) {
+	rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read chunks after %d: %w", after, err)
+	}
+	chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
+	if err != nil {
+		return nil, fmt.Errorf("read chunks after %d: %w", after, err)
+	}
+	return chunks, nil
 }
 
 // scanBatch is how many chunks one round of IndexNewChunks takes.
