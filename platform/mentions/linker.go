@@ -317,7 +317,8 @@ func neverLinks(words []string, name string) bool {
 // since it last ran (ids above mention_state.terms_through), in batches,
 // and returns how many: each chunk's text is read once for the index,
 // never again for a look-up. tx must hold LockKey exclusive, so no writer
-// holds an id it has not committed.
+// holds an id it has not committed, and read committed (the default), so
+// its reads see every chunk committed before the lock was taken.
 func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
 	var after int64
 	if err := tx.QueryRow(ctx, "SELECT terms_through FROM mention_state").Scan(&after); err != nil {
