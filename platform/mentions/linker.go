@@ -190,26 +190,42 @@ const relinkBatch = 500
 // RelinkChunks replaces the links of the chunks ids with what m finds in
 // their text now. tx must hold LockKey.
 func RelinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64) error {
+	_, err := relinkChunks(ctx, tx, m, ids, nil)
+	return err
+}
+
+// relinkChunks is RelinkChunks for the chunks keep accepts (all when keep
+// is nil); it returns how many it re-linked.
+func relinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64, keep func(ChunkText) bool) (int, error) {
+	total := 0
 	for len(ids) > 0 {
 		n := min(len(ids), relinkBatch)
 		batch := ids[:n]
 		ids = ids[n:]
 		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id = ANY($1::bigint[])", batch)
 		if err != nil {
-			return fmt.Errorf("read chunks to link: %w", err)
+			return total, fmt.Errorf("read chunks to link: %w", err)
 		}
 		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
 		if err != nil {
-			return fmt.Errorf("read chunks to link: %w", err)
+			return total, fmt.Errorf("read chunks to link: %w", err)
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM entity_mentions WHERE chunk_id = ANY($1::bigint[])", batch); err != nil {
-			return fmt.Errorf("drop old mentions: %w", err)
+		if keep != nil {
+			chunks = slices.DeleteFunc(chunks, func(c ChunkText) bool { return !keep(c) })
+		}
+		kept := make([]int64, len(chunks))
+		for i, c := range chunks {
+			kept[i] = c.ID
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM entity_mentions WHERE chunk_id = ANY($1::bigint[])", kept); err != nil {
+			return total, fmt.Errorf("drop old mentions: %w", err)
 		}
 		if err := InsertLinks(ctx, tx, m.Links(chunks)); err != nil {
-			return err
+			return total, err
 		}
+		total += len(chunks)
 	}
-	return nil
+	return total, nil
 }
 
 // RelinkAll re-links every chunk: the path for an import that changed so
@@ -243,7 +259,8 @@ const MaxIncremental = 5000
 // RelinkStats says what RelinkEntities did.
 type RelinkStats struct {
 	Indexed  int // chunks new since the last re-link whose words it indexed
-	Relinked int // candidate chunks read, matched again and rewritten
+	Read     int // candidate chunks whose text it read
+	Relinked int // of those, the chunks it matched again and rewrote
 }
 
 // RelinkEntities re-links after the entities ids changed (created, renamed,
@@ -266,7 +283,7 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 	}
 	if len(ids) > MaxIncremental {
 		n, err := RelinkAll(ctx, tx, m)
-		st.Relinked = n
+		st.Read, st.Relinked = n, n
 		return st, err
 	}
 	var err error
@@ -274,37 +291,64 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		return st, err
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT name FROM entities WHERE id = ANY($1::uuid[])
-		UNION SELECT alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
+		SELECT id::text, name FROM entities WHERE id = ANY($1::uuid[])
+		UNION SELECT entity_id::text, alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return st, fmt.Errorf("read changed names: %w", err)
 	}
-	changed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Name, error) {
+		var n Name
+		err := r.Scan(&n.EntityID, &n.Text)
+		return n, err
+	})
 	if err != nil {
 		return st, fmt.Errorf("read changed names: %w", err)
+	}
+	small, err := Build(changed)
+	if err != nil {
+		return st, err
+	}
+	rows, err = tx.Query(ctx, "SELECT DISTINCT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])", ids)
+	if err != nil {
+		return st, fmt.Errorf("read old mentions: %w", err)
+	}
+	oldList, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return st, fmt.Errorf("read old mentions: %w", err)
 	}
 	var looked []string
-	for _, name := range changed {
-		if words := Words(name); len(words) > 0 && !neverLinks(words, name) {
-			looked = append(looked, name)
+	for _, n := range changed {
+		if words := Words(n.Text); len(words) > 0 && !neverLinks(words, n.Text) {
+			looked = append(looked, n.Text)
 		}
 	}
 	flat, lo, hi := FlatTerms(looked)
 	rows, err = tx.Query(ctx, `
-		SELECT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])
-		UNION
-		SELECT c.id FROM unnest($3::int[], $4::int[]) AS n(lo, hi)
-		CROSS JOIN LATERAL (SELECT chunk_id AS id FROM chunk_terms WHERE terms @> ($2::int[])[n.lo:n.hi]) AS c
-		ORDER BY 1`, ids, flat, lo, hi)
+		SELECT DISTINCT c.id FROM unnest($2::int[], $3::int[]) AS n(lo, hi)
+		CROSS JOIN LATERAL (SELECT chunk_id AS id FROM chunk_terms WHERE terms @> ($1::int[])[n.lo:n.hi]) AS c`,
+		flat, lo, hi)
 	if err != nil {
 		return st, fmt.Errorf("find candidate chunks: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return st, fmt.Errorf("find candidate chunks: %w", err)
 	}
-	st.Relinked = len(list)
-	return st, RelinkChunks(ctx, tx, m, list)
+	// A candidate is re-linked if it was linked to a changed entity, or if
+	// a matcher of the changed names alone finds one in it (the words may
+	// be there apart); the whole graph's matcher then rewrites its links.
+	old := make(map[int64]bool, len(oldList))
+	for _, id := range oldList {
+		old[id] = true
+	}
+	list := slices.Concat(oldList, found)
+	slices.Sort(list)
+	list = slices.Compact(list)
+	st.Read = len(list)
+	st.Relinked, err = relinkChunks(ctx, tx, m, list, func(c ChunkText) bool {
+		return old[c.ID] || len(small.Match(c.Text)) > 0
+	})
+	return st, err
 }
 
 // neverLinks reports whether a name of these words links nothing whatever

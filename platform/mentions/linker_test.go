@@ -146,7 +146,7 @@ func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
 		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
 
 	st := relinkStats(t, pool, acme)
-	require.Equal(t, mentions.RelinkStats{Relinked: 2}, st, "two chunks hold both words; the others are not read")
+	require.Equal(t, mentions.RelinkStats{Read: 2, Relinked: 1}, st, "two chunks hold both words, the others are not read; one holds the name")
 	require.Equal(t, map[int64]map[string]int{both: {acme: 1}}, allLinks(t, pool), "the words apart do not make a mention; the hidden chunk is never read")
 	var apartTerms []int32
 	require.NoError(t, pool.QueryRow(ctx, "SELECT terms FROM chunk_terms WHERE chunk_id = $1", apart).Scan(&apartTerms))
@@ -156,12 +156,12 @@ func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
 	// the chunks holding the new name's words.
 	exec(t, pool, `UPDATE entities SET name = 'Acme Rockets', normalized_name = 'acme rockets' WHERE id = $1`, acme)
 	st = relinkStats(t, pool, acme)
-	require.Equal(t, mentions.RelinkStats{Relinked: 2}, st, "the old link's chunk and the one holding the new name")
+	require.Equal(t, mentions.RelinkStats{Read: 2, Relinked: 2}, st, "the old link's chunk and the one holding the new name")
 	require.Len(t, allLinks(t, pool), 1)
 
 	// A chunk written later is indexed by the next re-link, and only it.
 	later := chunk(t, pool, "d", "Acme Rockets again.")
 	st = relinkStats(t, pool, acme)
-	require.Equal(t, mentions.RelinkStats{Indexed: 1, Relinked: 2}, st)
+	require.Equal(t, mentions.RelinkStats{Indexed: 1, Read: 2, Relinked: 2}, st)
 	require.Contains(t, allLinks(t, pool), later)
 }

@@ -238,7 +238,7 @@ func BenchmarkMentionsIngestAndRelink(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				b.Logf("relink 100 entities: %v (%d chunks indexed, %d re-linked)", time.Since(start), st.Indexed, st.Relinked)
+				b.Logf("relink 100 entities: %v (%d chunks indexed, %d read, %d re-linked)", time.Since(start), st.Indexed, st.Read, st.Relinked)
 				if k == 1 {
 					incr, incrChunks = time.Since(start), st.Relinked
 				}
