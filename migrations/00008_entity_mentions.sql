@@ -4,9 +4,9 @@
 -- its links. mention_state.graph_version moves (from a sequence, never
 -- reused) whenever an import changes entity names, so a process holding a
 -- matcher built from an older graph knows to rebuild it.
--- No text index serves the re-link's candidate lookup: a GIN index on the
--- chunks' words made ingestion about 15 times slower (docs/BENCHMARKS.md,
--- "Mentions").
+-- The re-link's candidate look-up: 00010_chunk_terms.sql (a words index
+-- the re-link keeps itself; kept on write it slowed ingestion several
+-- times, docs/BENCHMARKS.md "Mentions").
 
 -- +goose Up
 CREATE TABLE entity_mentions (

@@ -190,26 +190,42 @@ const relinkBatch = 500
 // RelinkChunks replaces the links of the chunks ids with what m finds in
 // their text now. tx must hold LockKey.
 func RelinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64) error {
+	_, err := relinkChunks(ctx, tx, m, ids, nil)
+	return err
+}
+
+// relinkChunks is RelinkChunks for the chunks keep accepts (all when keep
+// is nil); it returns how many it re-linked.
+func relinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64, keep func(ChunkText) bool) (int, error) {
+	total := 0
 	for len(ids) > 0 {
 		n := min(len(ids), relinkBatch)
 		batch := ids[:n]
 		ids = ids[n:]
 		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id = ANY($1::bigint[])", batch)
 		if err != nil {
-			return fmt.Errorf("read chunks to link: %w", err)
+			return total, fmt.Errorf("read chunks to link: %w", err)
 		}
 		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
 		if err != nil {
-			return fmt.Errorf("read chunks to link: %w", err)
+			return total, fmt.Errorf("read chunks to link: %w", err)
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM entity_mentions WHERE chunk_id = ANY($1::bigint[])", batch); err != nil {
-			return fmt.Errorf("drop old mentions: %w", err)
+		if keep != nil {
+			chunks = slices.DeleteFunc(chunks, func(c ChunkText) bool { return !keep(c) })
+		}
+		kept := make([]int64, len(chunks))
+		for i, c := range chunks {
+			kept[i] = c.ID
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM entity_mentions WHERE chunk_id = ANY($1::bigint[])", kept); err != nil {
+			return total, fmt.Errorf("drop old mentions: %w", err)
 		}
 		if err := InsertLinks(ctx, tx, m.Links(chunks)); err != nil {
-			return err
+			return total, err
 		}
+		total += len(chunks)
 	}
-	return nil
+	return total, nil
 }
 
 // RelinkAll re-links every chunk: the path for an import that changed so
@@ -221,13 +237,9 @@ func RelinkAll(ctx context.Context, tx Querier, m *Matcher) (int, error) {
 	var after int64
 	total := 0
 	for {
-		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, relinkBatch)
+		chunks, err := chunksAfter(ctx, tx, after, relinkBatch)
 		if err != nil {
-			return total, fmt.Errorf("read chunks to link: %w", err)
-		}
-		chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
-		if err != nil {
-			return total, fmt.Errorf("read chunks to link: %w", err)
+			return total, err
 		}
 		if len(chunks) == 0 {
 			return total, nil
@@ -244,30 +256,45 @@ func RelinkAll(ctx context.Context, tx Querier, m *Matcher) (int, error) {
 // index; an import changing more re-links every chunk (RelinkAll).
 const MaxIncremental = 5000
 
+// RelinkStats says what RelinkEntities did.
+type RelinkStats struct {
+	Indexed  int // chunks new since the last re-link whose words it indexed
+	Read     int // candidate chunks whose text it read
+	Relinked int // of those, the chunks it matched again and rewrote
+}
+
 // RelinkEntities re-links after the entities ids changed (created, renamed,
 // aliases replaced): the chunks their names and aliases can appear in now,
 // and the chunks they were linked to before, are matched again with m,
-// which must know the new names. tx must hold LockKey exclusive. It returns
-// how many chunks it re-linked.
+// which must know the new names. tx must hold LockKey exclusive.
 //
-// Candidates: the chunks a matcher of the changed names alone finds
-// anything in, streamed through once; only they are re-linked (matched
-// with the whole graph and rewritten). Neither a text index nor a filter
-// in SQL serves here: a GIN index on the chunks' words made ingestion about
-// 15 times slower, and ILIKE ANY over 100 names cost minutes at 100,000
-// chunks (docs/BENCHMARKS.md, "Mentions").
-func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (int, error) {
+// Candidates come from the words index (chunk_terms, GIN): a chunk can
+// hold a name only if it holds every word of it, so the look-up is
+// `terms @> the name's words`, one per changed name. First the chunks
+// written since the last re-link are added to the index (IndexNewChunks);
+// apart from them, only candidates' text is read. The matcher then decides
+// on each candidate as it does on a write, so normalization, word
+// boundaries, leftmost-longest and the ambiguous-name rule are exactly the
+// matcher's.
+func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (RelinkStats, error) {
+	var st RelinkStats
 	if len(ids) == 0 {
-		return 0, nil
+		return st, nil
 	}
 	if len(ids) > MaxIncremental {
-		return RelinkAll(ctx, tx, m)
+		n, err := RelinkAll(ctx, tx, m)
+		st.Read, st.Relinked = n, n
+		return st, err
+	}
+	var err error
+	if st.Indexed, err = IndexNewChunks(ctx, tx); err != nil {
+		return st, err
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT id::text, name FROM entities WHERE id = ANY($1::uuid[])
 		UNION SELECT entity_id::text, alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
 	if err != nil {
-		return 0, fmt.Errorf("read changed names: %w", err)
+		return st, fmt.Errorf("read changed names: %w", err)
 	}
 	changed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Name, error) {
 		var n Name
@@ -275,53 +302,112 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		return n, err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("read changed names: %w", err)
+		return st, fmt.Errorf("read changed names: %w", err)
 	}
 	small, err := Build(changed)
 	if err != nil {
-		return 0, err
+		return st, err
 	}
 	rows, err = tx.Query(ctx, "SELECT DISTINCT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])", ids)
 	if err != nil {
-		return 0, fmt.Errorf("read old mentions: %w", err)
+		return st, fmt.Errorf("read old mentions: %w", err)
 	}
-	old, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	oldList, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return 0, fmt.Errorf("read old mentions: %w", err)
+		return st, fmt.Errorf("read old mentions: %w", err)
 	}
-	candidates := map[int64]bool{}
-	for _, id := range old {
-		candidates[id] = true
-	}
-	if small.ac != nil {
-		var after int64
-		for {
-			rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, scanBatch)
-			if err != nil {
-				return 0, fmt.Errorf("scan chunks for changed names: %w", err)
-			}
-			chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
-			if err != nil {
-				return 0, fmt.Errorf("scan chunks for changed names: %w", err)
-			}
-			if len(chunks) == 0 {
-				break
-			}
-			for _, c := range chunks {
-				if len(small.Match(c.Text)) > 0 {
-					candidates[c.ID] = true
-				}
-			}
-			after = chunks[len(chunks)-1].ID
+	var looked []string
+	for _, n := range changed {
+		if words := Words(n.Text); len(words) > 0 && !neverLinks(words, n.Text) {
+			looked = append(looked, n.Text)
 		}
 	}
-	list := make([]int64, 0, len(candidates))
-	for id := range candidates {
-		list = append(list, id)
+	flat, lo, hi := FlatTerms(looked)
+	rows, err = tx.Query(ctx, `
+		SELECT DISTINCT c.id FROM unnest($2::int[], $3::int[]) AS n(lo, hi)
+		CROSS JOIN LATERAL (SELECT chunk_id AS id FROM chunk_terms WHERE terms @> ($1::int[])[n.lo:n.hi]) AS c`,
+		flat, lo, hi)
+	if err != nil {
+		return st, fmt.Errorf("find candidate chunks: %w", err)
 	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return st, fmt.Errorf("find candidate chunks: %w", err)
+	}
+	// A candidate is re-linked if it was linked to a changed entity, or if
+	// a matcher of the changed names alone finds one in it (the words may
+	// be there apart); the whole graph's matcher then rewrites its links.
+	old := make(map[int64]bool, len(oldList))
+	for _, id := range oldList {
+		old[id] = true
+	}
+	list := slices.Concat(oldList, found)
 	slices.Sort(list)
-	return len(list), RelinkChunks(ctx, tx, m, list)
+	list = slices.Compact(list)
+	st.Read = len(list)
+	st.Relinked, err = relinkChunks(ctx, tx, m, list, func(c ChunkText) bool {
+		return old[c.ID] || len(small.Match(c.Text)) > 0
+	})
+	return st, err
 }
 
-// scanBatch is how many chunks one read of a candidate scan takes.
+// neverLinks reports whether a name of these words links nothing whatever
+// the text (an all-lowercase ambiguous name; see Build): no look-up for it.
+func neverLinks(words []string, name string) bool {
+	return Ambiguous(words) && !hasUpper(alnum(name))
+}
+
+// IndexNewChunks adds to chunk_terms the words of the chunks written
+// since it last ran (ids above mention_state.terms_through), in batches,
+// and returns how many: each chunk's text is read once for the index,
+// never again for a look-up. tx must hold LockKey exclusive, so no writer
+// holds an id it has not committed, and read committed (the default), so
+// its reads see every chunk committed before the lock was taken.
+func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
+	var after int64
+	if err := tx.QueryRow(ctx, "SELECT terms_through FROM mention_state").Scan(&after); err != nil {
+		return 0, fmt.Errorf("read words index state: %w", err)
+	}
+	total := 0
+	for {
+		chunks, err := chunksAfter(ctx, tx, after, scanBatch)
+		if err != nil {
+			return total, err
+		}
+		if len(chunks) == 0 {
+			return total, nil
+		}
+		ids, texts := make([]int64, len(chunks)), make([]string, len(chunks))
+		for i, c := range chunks {
+			ids[i], texts[i] = c.ID, c.Text
+		}
+		after = ids[len(ids)-1]
+		flat, lo, hi := FlatTerms(texts)
+		if _, err := tx.Exec(ctx, `
+			WITH ins AS (
+			    INSERT INTO chunk_terms (chunk_id, terms)
+			    SELECT u.id, ($2::int[])[u.lo:u.hi] FROM unnest($1::bigint[], $3::int[], $4::int[]) AS u(id, lo, hi)
+			    ON CONFLICT (chunk_id) DO NOTHING)
+			UPDATE mention_state SET terms_through = $5`,
+			ids, flat, lo, hi, after); err != nil {
+			return total, fmt.Errorf("index chunk words: %w", err)
+		}
+		total += len(chunks)
+	}
+}
+
+// chunksAfter reads up to limit chunks with ids above after, in id order.
+func chunksAfter(ctx context.Context, tx Querier, after int64, limit int) ([]ChunkText, error) {
+	rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read chunks after %d: %w", after, err)
+	}
+	chunks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ChunkText])
+	if err != nil {
+		return nil, fmt.Errorf("read chunks after %d: %w", after, err)
+	}
+	return chunks, nil
+}
+
+// scanBatch is how many chunks one round of IndexNewChunks takes.
 const scanBatch = 2000

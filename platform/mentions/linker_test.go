@@ -57,8 +57,13 @@ func allLinks(t *testing.T, pool *pgxpool.Pool) map[int64]map[string]int {
 // relink runs a re-link of ids the way an import does.
 func relink(t *testing.T, pool *pgxpool.Pool, ids ...string) int {
 	t.Helper()
+	return relinkStats(t, pool, ids...).Relinked
+}
+
+func relinkStats(t *testing.T, pool *pgxpool.Pool, ids ...string) mentions.RelinkStats {
+	t.Helper()
 	ctx := context.Background()
-	var n int
+	var n mentions.RelinkStats
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		require.NoError(t, mentions.LockExclusive(ctx, tx))
 		_, err := mentions.BumpGraphVersion(ctx, tx)
@@ -79,7 +84,9 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 
 	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
 		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
-	require.Equal(t, 1, relink(t, pool, acme), "only the chunk holding the name's words is matched")
+	st := relinkStats(t, pool, acme)
+	require.Equal(t, 3, st.Indexed, "the chunks written since the last re-link are indexed")
+	require.Equal(t, 1, st.Relinked, "only the chunk holding the name's words is matched")
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 1}}, allLinks(t, pool))
 
 	// A new alias links the chunks that already held it.
@@ -112,4 +119,49 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 	// Deleting a document drops its chunks' links.
 	exec(t, pool, "DELETE FROM documents WHERE external_id = 'a'")
 	require.Empty(t, allLinks(t, pool))
+}
+
+// The re-link reads only the chunks holding every word of a changed name
+// (or linked to it before): a chunk with one word of it, or none, is never
+// read, and a candidate holding the words apart is read but not linked.
+func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
+	pool, _ := testdb.New(t)
+	both := chunk(t, pool, "a", "The ACME-corp contract was renewed.")
+	apart := chunk(t, pool, "a", "Corp filings name Acme twice: acme.")
+	chunk(t, pool, "b", "Acme Rockets only.")
+	chunk(t, pool, "b", "Nothing about vendors.")
+	// A chunk naming Acme Corp whose index entry says otherwise: a re-link
+	// that read every chunk's text would link it; one that reads only the
+	// candidates never sees it.
+	hidden := chunk(t, pool, "c", "Acme Corp, unindexed.")
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		require.NoError(t, mentions.LockExclusive(ctx, tx))
+		n, err := mentions.IndexNewChunks(ctx, tx)
+		require.Equal(t, 5, n)
+		return err
+	}))
+	exec(t, pool, "UPDATE chunk_terms SET terms = $2 WHERE chunk_id = $1", hidden, mentions.Terms("unindexed"))
+	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
+		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
+
+	st := relinkStats(t, pool, acme)
+	require.Equal(t, mentions.RelinkStats{Read: 2, Relinked: 1}, st, "two chunks hold both words, the others are not read; one holds the name")
+	require.Equal(t, map[int64]map[string]int{both: {acme: 1}}, allLinks(t, pool), "the words apart do not make a mention; the hidden chunk is never read")
+	var apartTerms []int32
+	require.NoError(t, pool.QueryRow(ctx, "SELECT terms FROM chunk_terms WHERE chunk_id = $1", apart).Scan(&apartTerms))
+	require.Equal(t, mentions.Terms("corp filings name acme twice"), apartTerms)
+
+	// Renamed: the chunk linked before is read again (and unlinked), with
+	// the chunks holding the new name's words.
+	exec(t, pool, `UPDATE entities SET name = 'Acme Rockets', normalized_name = 'acme rockets' WHERE id = $1`, acme)
+	st = relinkStats(t, pool, acme)
+	require.Equal(t, mentions.RelinkStats{Read: 2, Relinked: 2}, st, "the old link's chunk and the one holding the new name")
+	require.Len(t, allLinks(t, pool), 1)
+
+	// A chunk written later is indexed by the next re-link, and only it.
+	later := chunk(t, pool, "d", "Acme Rockets again.")
+	st = relinkStats(t, pool, acme)
+	require.Equal(t, mentions.RelinkStats{Indexed: 1, Read: 2, Relinked: 2}, st)
+	require.Contains(t, allLinks(t, pool), later)
 }

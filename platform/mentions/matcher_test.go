@@ -1,6 +1,8 @@
 package mentions
 
 import (
+	"hash/fnv"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +75,26 @@ func TestEmptyMatcher(t *testing.T) {
 	m, err := Build(nil)
 	require.NoError(t, err)
 	require.Nil(t, m.Match("Acme Corp"))
+}
+
+func TestTermsFoldAsTheMatcher(t *testing.T) {
+	require.Equal(t, Terms("acme corp"), Terms("ACME-Corp, acme!"), "case, punctuation and repeats fold away")
+	require.Len(t, Terms("Ärzte GmbH 12 ärzte"), 3)
+	// The same hashes as FNV-1a of Words' output: the fast path folds alike.
+	for _, text := range []string{"Straße ÉCOLE école 3M x²", "İstanbul ΣΊΣΥΦΟΣ", "a\u0301b"} {
+		var want []int32
+		for _, w := range Words(text) {
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(w))
+			want = append(want, int32(h.Sum32()))
+		}
+		slices.Sort(want)
+		require.Equal(t, slices.Compact(want), Terms(text), text)
+	}
+	require.Empty(t, Terms(" -- "))
+	flat, lo, hi := FlatTerms([]string{"a b", "", "b"})
+	require.Len(t, flat, 3)
+	require.Equal(t, []int32{1, 3, 3}, lo)
+	require.Equal(t, []int32{2, 2, 3}, hi)
+	require.NotNil(t, func() []int32 { f, _, _ := FlatTerms(nil); return f }(), "never NULL to SQL")
 }

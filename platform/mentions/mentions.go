@@ -14,9 +14,10 @@
 //     old chunks' links go with the chunks (ON DELETE CASCADE), so do a
 //     deleted document's;
 //   - an import that changed entities re-links, in its own transaction,
-//     only the chunks those entities' names appear in (found by streaming
-//     the chunks once through a matcher of the changed names) and the
-//     chunks they were linked to.
+//     only the chunks that hold every word of those entities' names (found
+//     through the words index, chunk_terms, which the re-link itself keeps:
+//     it first adds the chunks written since the last one) and the chunks
+//     they were linked to.
 //
 // Both sides serialize on an advisory lock: writers of chunks take it
 // shared, a re-link takes it exclusive, so a chunk is never linked with a

@@ -439,7 +439,7 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 		"seconds", resp.Seconds, "receive_and_parse_seconds", received.Sub(start).Seconds(),
 		"write_seconds", committed.Sub(received).Seconds(), "copy_seconds", counts.CopyTime.Seconds(),
 		"entities_seconds", counts.EntitiesTime.Seconds(), "relationships_seconds", counts.RelationshipsTime.Seconds(),
-		"mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
+		"mention_chunks_indexed", relinked.Indexed, "mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
 	return stream.SendAndClose(resp)
 }
 
