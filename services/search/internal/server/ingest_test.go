@@ -79,9 +79,17 @@ func TestIngestAndSearchEveryMode(t *testing.T) {
 				// Matched terms are reported for vector hits too.
 				require.NotEmpty(t, top.MatchedTerms)
 			default:
-				require.EqualValues(t, 1, top.Bm25Rank)
+				// The top hybrid hit is found by both retrievers, but not
+				// necessarily BM25's first: convex fusion lets a strong
+				// vector score lift BM25's second or third, and the builtin
+				// model's training sample depends on the ingest's timing.
+				require.Positive(t, top.Bm25Rank)
+				require.LessOrEqual(t, top.Bm25Rank, int32(3))
 				require.Positive(t, top.VectorRank)
 				require.Equal(t, searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, top.ScoreType)
+				for i := 1; i < len(out.Results); i++ {
+					require.GreaterOrEqual(t, out.Results[i-1].HybridScore, out.Results[i].HybridScore, "ranked by hybrid score")
+				}
 			}
 		})
 	}
