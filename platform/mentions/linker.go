@@ -44,6 +44,11 @@ func LockExclusive(ctx context.Context, tx Querier) error {
 	return nil
 }
 
+// GraphChannel is the PostgreSQL channel a graph import that changed
+// anything notifies on commit (after moving the graph version in the same
+// transaction): readers that keep the version in memory refresh on it.
+const GraphChannel = "bmcis_vendorgraph_changed"
+
 // GraphVersion reads the version of the graph's names.
 func GraphVersion(ctx context.Context, q Querier) (int64, error) {
 	var v int64
@@ -120,6 +125,15 @@ func (l *Linker) Matcher(ctx context.Context, q Querier) (*Matcher, int64, error
 	}
 	l.m, l.version, l.built = m, v, true
 	return m, v, nil
+}
+
+// Current returns the matcher built last and its version, without reading
+// the database; ok is false until a matcher was built. For readers that
+// follow the graph through GraphChannel and a periodic Matcher call.
+func (l *Linker) Current() (m *Matcher, version int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m, l.version, l.built
 }
 
 // MatcherWithin is Matcher, but trusts a version read less than maxAge ago

@@ -43,7 +43,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	// model embeds their text in-process in microseconds, while a remote
 	// provider would add a network call per query, so only builtin does it.
 	feedback := mode == Hybrid && fopts.FeedbackChunks > 0 && provider == embedding.ProviderBuiltin
-	fbTexts := make(chan []string, 1)
+	fbHits := make(chan feedbackHits, 1)
 
 	type vecOut struct {
 		hits     []store.VectorHit
@@ -81,15 +81,8 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 				return
 			}
 			if vec != nil && feedback {
-				if texts := <-fbTexts; len(texts) > 0 {
-					t1 := time.Now()
-					fb, err := active.Embedder.Embed(ctx, texts)
-					e.m.Stage.WithLabelValues("feedback").Observe(time.Since(t1).Seconds())
-					if err != nil {
-						logging.FromContext(ctx).Warn("feedback embedding failed", "error", err.Error())
-					} else {
-						vec = embed.Feedback(vec, fb, float32(fopts.FeedbackWeight))
-					}
+				if fb := e.feedbackVectors(ctx, active, <-fbHits); len(fb) > 0 {
+					vec = embed.Feedback(vec, fb, float32(fopts.FeedbackWeight))
 				}
 			}
 			if vec != nil {
@@ -124,13 +117,13 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			for i := range ids {
 				ids[i] = bmHits[i].ChunkID
 			}
-			var texts []string
+			fb := feedbackHits{ids: ids}
 			for _, c := range e.ix.Chunks(ids) {
-				if c != nil {
-					texts = append(texts, analysis.IndexedText(c.Header, c.Text))
+				if c != nil && !c.TextInDatabase {
+					fb.texts = append(fb.texts, analysis.IndexedText(c.Header, c.Text))
 				}
 			}
-			fbTexts <- texts
+			fbHits <- fb
 		}
 		// Vectors of the top BM25 hits, for near-duplicate detection, in
 		// keyword mode only: in hybrid mode the HNSW query returns the
@@ -240,6 +233,46 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 // top DedupWindow results whose vectors are at hand: in hybrid and vector
 // mode those the HNSW query returned (the top DedupWindow of the vector
 // list), in keyword mode the top DedupWindow BM25 hits.
+// feedbackHits are the top BM25 hits for feedback: their texts, or only
+// their ids when the text is kept in PostgreSQL.
+type feedbackHits struct {
+	ids   []int64
+	texts []string
+}
+
+// feedbackVectors returns the vectors of the top BM25 hits: embedded from
+// their text in-process, or read from PostgreSQL (one primary-key read) when
+// the replica keeps no text. A failure only costs the feedback.
+func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, hits feedbackHits) [][]float32 {
+	t0 := time.Now()
+	defer func() { e.m.Stage.WithLabelValues("feedback").Observe(time.Since(t0).Seconds()) }()
+	if len(hits.texts) > 0 {
+		fb, err := active.Embedder.Embed(ctx, hits.texts)
+		if err != nil {
+			logging.FromContext(ctx).Warn("feedback embedding failed", "error", err.Error())
+			return nil
+		}
+		return fb
+	}
+	if len(hits.ids) == 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
+	defer cancel()
+	stored, err := e.st.Embeddings(dctx, hits.ids)
+	if err != nil {
+		logging.FromContext(ctx).Warn("feedback vectors not read", "error", err.Error())
+		return nil
+	}
+	var fb [][]float32
+	for _, id := range hits.ids {
+		if v := stored[id]; v != nil {
+			fb = append(fb, v)
+		}
+	}
+	return fb
+}
+
 func (e *Engine) markDuplicates(rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) {
 	w := min(len(rs), e.cfg.DedupWindow)
 	info := make(map[int64]fusion.DupInfo, w)

@@ -95,6 +95,19 @@ func TestTextInDatabaseShowsTheSameChunks(t *testing.T) {
 		require.Equal(t, want.Results[i].Chunk.ContextHeader, got.Results[i].Chunk.ContextHeader)
 		ids = append(ids, want.Results[i].Chunk.ChunkId)
 	}
+	// Hybrid ranking takes feedback from the top BM25 hits: embedded from
+	// memory on one replica, read as stored vectors on the other.
+	hybrid := func() *searchv1.SearchRequest {
+		return &searchv1.SearchRequest{Query: "shared words security", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Limit: 5, NoCache: true}
+	}
+	wantH, gotH := search(t, mem.client, hybrid()), search(t, lean.client, hybrid())
+	require.Len(t, gotH.Results, len(wantH.Results))
+	for i := range wantH.Results {
+		require.Equal(t, wantH.Results[i].Chunk.ChunkId, gotH.Results[i].Chunk.ChunkId)
+		require.InDelta(t, wantH.Results[i].SimilarityScore, gotH.Results[i].SimilarityScore, 1e-5)
+		require.InDelta(t, wantH.Results[i].HybridScore, gotH.Results[i].HybridScore, 1e-5)
+	}
+
 	again := search(t, lean.client, req())
 	require.True(t, again.CacheHit)
 	require.Zero(t, again.DatabaseTimeMs, "the page's text came from the text cache")

@@ -133,7 +133,8 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // matcherRefresh is how often the name matcher checks the graph version
-// (one row read) between the rebuilds writes trigger.
+// (one row read) besides the graph's notifications: the bound on how long a
+// missed notification leaves mentions a graph version behind.
 const matcherRefresh = 5 * time.Second
 
 // refreshMatcher builds the name matcher at start and keeps it in step with
@@ -149,6 +150,7 @@ func (s *Server) refreshMatcher(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.st.GraphChanged():
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bmcis/knowledge/platform/mentions"
 )
 
 // FeedState is the position of the change feed.
@@ -166,7 +168,8 @@ func (s *Store) ChangesSinceStream(ctx context.Context, since int64, onDocuments
 
 // Listen holds a dedicated connection LISTENing on Channel and calls notify
 // (which must not block) for every notification, and once after every
-// (re)connect so the caller catches up on what it missed. It reconnects with
+// (re)connect so the caller catches up on what it missed. The same
+// connection follows mentions.GraphChannel for GraphChanged. It reconnects with
 // backoff until ctx ends.
 func (s *Store) Listen(ctx context.Context, log *slog.Logger, notify func(), connected func(bool)) {
 	backoff := 100 * time.Millisecond
@@ -199,19 +202,24 @@ func (s *Store) listenOnce(ctx context.Context, notify func(), connected func(bo
 		defer cancel()
 		_ = conn.Close(c)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel+"; LISTEN "+mentions.GraphChannel); err != nil {
 		return err
 	}
 	connected(true)
 	notify()
+	s.kickGraph()
 	for {
 		// Wake up now and then so a dead server is noticed even when the
 		// kernel keeps the socket open.
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err == nil {
-			notify()
+			if n.Channel == mentions.GraphChannel {
+				s.kickGraph()
+			} else {
+				notify()
+			}
 			continue
 		}
 		if ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -19,12 +20,38 @@ type Mention struct {
 }
 
 // ChunkMentions returns, per chunk, the entities it mentions: vendors
-// first, then by count, then by name; at most perChunk each.
+// first, then by count, then by name; at most perChunk each. Answers are
+// kept per graph version (a chunk's links change only with the graph: a
+// chunk id is never reused and is linked before it commits), so a repeated
+// page costs no database call.
 func (s *Store) ChunkMentions(ctx context.Context, chunkIDs []int64, perChunk int) (map[int64][]Mention, error) {
 	out := map[int64][]Mention{}
 	if len(chunkIDs) == 0 {
 		return out, nil
 	}
+	_, v, known := s.linker.Current()
+	missing := chunkIDs
+	if known {
+		missing = s.mentions.chunks(v, perChunk, chunkIDs, out)
+		if len(missing) == 0 {
+			return out, nil
+		}
+	}
+	read, err := s.readChunkMentions(ctx, missing, perChunk)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range missing {
+		out[id] = read[id]
+	}
+	if known {
+		s.mentions.putChunks(v, perChunk, missing, read)
+	}
+	return out, nil
+}
+
+func (s *Store) readChunkMentions(ctx context.Context, chunkIDs []int64, perChunk int) (map[int64][]Mention, error) {
+	out := map[int64][]Mention{}
 	rows, err := s.pool.Query(ctx, `
 		SELECT chunk_id, entity_id, name, entity_type, is_vendor, mention_count FROM (
 			SELECT m.chunk_id, e.id::text AS entity_id, e.name, e.entity_type, e.is_vendor, m.mention_count,
@@ -50,35 +77,65 @@ func (s *Store) ChunkMentions(ctx context.Context, chunkIDs []int64, perChunk in
 	return out, nil
 }
 
-// QueryVendors returns the vendors text names, most named first. The
-// matcher is rebuilt first if the graph moved on (one row read when it did
-// not; the server's refresher makes a rebuild here rare).
+// QueryVendors returns the vendors text names, most named first. It uses
+// the matcher in memory, which the server's refresher keeps in step with
+// the graph (GraphChanged, and a periodic version check); only before the
+// first build does it read the graph.
 func (s *Store) QueryVendors(ctx context.Context, text string) ([]Mention, error) {
-	m, _, err := s.linker.Matcher(ctx, s.pool)
-	if err != nil {
-		return nil, err
+	m, v, ok := s.linker.Current()
+	if !ok {
+		var err error
+		if m, v, err = s.linker.Matcher(ctx, s.pool); err != nil {
+			return nil, err
+		}
 	}
 	found := m.Match(text)
 	if len(found) == 0 {
 		return nil, nil
 	}
 	ids := slices.Sorted(maps.Keys(found))
-	rows, err := s.pool.Query(ctx, `SELECT id::text, name, entity_type FROM entities
-		WHERE id = ANY($1::uuid[]) AND is_vendor ORDER BY name`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("read query vendors: %w", err)
+	vendors, missing := s.mentions.vendors(v, ids)
+	if len(missing) > 0 {
+		rows, err := s.pool.Query(ctx, `SELECT id::text, name, entity_type FROM entities
+			WHERE id = ANY($1::uuid[]) AND is_vendor`, missing)
+		if err != nil {
+			return nil, fmt.Errorf("read query vendors: %w", err)
+		}
+		read, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Mention, error) {
+			v := Mention{IsVendor: true}
+			err := r.Scan(&v.EntityID, &v.Name, &v.EntityType)
+			return v, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read query vendors: %w", err)
+		}
+		s.mentions.putVendors(v, missing, read)
+		vendors = append(vendors, read...)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Mention, error) {
-		v := Mention{IsVendor: true}
-		err := r.Scan(&v.EntityID, &v.Name, &v.EntityType)
-		v.Count = found[v.EntityID]
-		return v, err
+	out := make([]Mention, len(vendors))
+	for i, vd := range vendors {
+		vd.Count = found[vd.EntityID]
+		out[i] = vd
+	}
+	slices.SortFunc(out, func(a, b Mention) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Name, b.Name)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read query vendors: %w", err)
-	}
-	slices.SortStableFunc(out, func(a, b Mention) int { return b.Count - a.Count })
 	return out, nil
+}
+
+// GraphChanged delivers a signal when the graph may have changed: a
+// notification on mentions.GraphChannel, or the listener's (re)connection
+// (notifications may have been missed). The matcher's refresher waits on it.
+func (s *Store) GraphChanged() <-chan struct{} { return s.graphKick }
+
+func (s *Store) kickGraph() {
+	select {
+	case s.graphKick <- struct{}{}:
+	default:
+	}
 }
 
 // RefreshMatcher rebuilds the name matcher if the graph moved on.

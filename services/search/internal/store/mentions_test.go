@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -100,4 +102,68 @@ func TestRelinkDocumentUsesTheCurrentGraph(t *testing.T) {
 	addEntity(t, s, initechID, "Initech")
 	require.NoError(t, s.relinkDocument(ctx, res.DocumentID))
 	require.Equal(t, map[string]map[int]int{initechID: {0: 1}}, links(t, s, "a"))
+}
+
+// A page's mentions are read once per graph version: within a version the
+// answer is served from memory (even if the rows change underneath, which
+// only a graph change does in the product), and a new version reads again.
+// A graph import's notification reaches GraphChanged.
+func TestChunkMentionsAreKeptPerGraphVersion(t *testing.T) {
+	pool, _ := testdb.New(t)
+	s := New(pool)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addEntity(t, s, acmeID, "Acme Corp")
+	res, err := s.WriteDocument(ctx, doc("a", "Acme Corp signed."))
+	require.NoError(t, err)
+	var chunkID int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT id FROM chunks WHERE document_id = $1", res.DocumentID).Scan(&chunkID))
+	require.NoError(t, s.RefreshMatcher(ctx))
+
+	names := func() []string {
+		got, err := s.ChunkMentions(ctx, []int64{chunkID}, 10)
+		require.NoError(t, err)
+		var out []string
+		for _, m := range got[chunkID] {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	vendors := func(q string) []string {
+		got, err := s.QueryVendors(ctx, q)
+		require.NoError(t, err)
+		var out []string
+		for _, m := range got {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	require.Equal(t, []string{"Acme Corp"}, names())
+	require.Equal(t, []string{"Acme Corp"}, vendors("acme corp pricing"))
+
+	_, err = pool.Exec(ctx, "DELETE FROM entity_mentions")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "UPDATE entities SET name = 'Acme Corporation' WHERE id = $1", acmeID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"Acme Corp"}, names(), "same graph version: served from memory")
+	require.Equal(t, []string{"Acme Corp"}, vendors("acme corp pricing"), "same graph version: served from memory")
+
+	go s.Listen(ctx, slog.New(slog.DiscardHandler), func() {}, func(bool) {})
+	<-s.GraphChanged() // the listener's first connection
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = mentions.BumpGraphVersion(ctx, tx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT pg_notify($1, 'test')", mentions.GraphChannel)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case <-s.GraphChanged():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the graph's notification did not arrive")
+	}
+	require.NoError(t, s.RefreshMatcher(ctx))
+	require.Empty(t, names(), "a new graph version reads the links again")
+	require.Equal(t, []string{"Acme Corporation"}, vendors("acme corporation pricing"), "a new graph version reads the vendors again")
+	require.Empty(t, vendors("acme corp pricing"), "the old name is gone with its version")
 }

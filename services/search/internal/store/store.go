@@ -51,12 +51,16 @@ const (
 
 // Store wraps the pool.
 type Store struct {
-	pool   *pgxpool.Pool
-	linker *mentions.Linker
+	pool      *pgxpool.Pool
+	linker    *mentions.Linker
+	mentions  mentionCache
+	graphKick chan struct{}
 }
 
 // New returns a store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, linker: mentions.NewLinker()} }
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, linker: mentions.NewLinker(), graphKick: make(chan struct{}, 1)}
+}
 
 // Linker returns the store's mention linker (the matcher of the graph's
 // names, rebuilt when the graph changes).

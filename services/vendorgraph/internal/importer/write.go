@@ -7,11 +7,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/bmcis/knowledge/platform/mentions"
 )
 
 // NotifyChannel is the PostgreSQL channel an import that changed the graph
 // notifies on commit, so every replica drops its cached replies.
-const NotifyChannel = "bmcis_vendorgraph_changed"
+const NotifyChannel = mentions.GraphChannel
 
 // importLockKey serializes imports: two concurrent upserts touching the same
 // rows in different orders could deadlock, and imports are rare.
