@@ -91,13 +91,22 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 	keep(k)
 	target := limit
 	var out *render.Output
+	measuredMin := false
 	for attempt := 0; ; attempt++ {
 		r.fill(call, env)
 		if units > 0 && k > 0 && env.ExecutionContext.TokensEstimated > target {
 			k = r.maxFit(call, env, keep, k, target)
 		}
 		if units > 0 && k < content.MinUnits() {
-			return r.exceeded(call, env, content)
+			// Estimates run a little high as often as low: the smallest
+			// useful answer is refused only once its real count is over.
+			if measuredMin {
+				return r.exceeded(call, env, content)
+			}
+			measuredMin = true
+			k = content.MinUnits()
+			keep(k)
+			r.fill(call, env)
 		}
 		var err error
 		out, err = r.render(call, env)
@@ -126,10 +135,10 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 			}
 			break
 		}
+		if units > 0 && k <= content.MinUnits() {
+			return r.exceeded(call, env, content)
+		}
 		if units == 0 || k == 0 || attempt >= 8 {
-			if units > 0 && k <= content.MinUnits() {
-				return r.exceeded(call, env, content)
-			}
 			break // nothing left to trim: answer as is
 		}
 		// The estimate was low: tighten the target by the observed error

@@ -181,3 +181,27 @@ func TestTokenWarningSurvivesTrimming(t *testing.T) {
 		}
 	}
 }
+
+// An estimate above the real count must not refuse an answer that fits:
+// the smallest answer is rendered and measured before TOKEN_LIMIT_EXCEEDED.
+func TestHighEstimateDoesNotRefuseWhatFits(t *testing.T) {
+	u := newUnits(600)
+	text := u.objs[0][2].Value.(envelope.Text)
+	for _, f := range render.Formats {
+		t.Run(string(f), func(t *testing.T) {
+			// Measure the one-unit answer, then set the limit just above it
+			// while the text claims 30 % more tokens than it has.
+			u.objs[0][2].Value = text
+			c := call(f)
+			_, actual := decode(t, (&respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 100000, WarnRatio: 0.8}}).Success(c, c.NewEnvelope(), u))
+			u.objs[0][2].Value = envelope.Text{S: text.S, Tokens: text.Tokens * 13 / 10}
+			r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: actual + 20, WarnRatio: 0.99}}
+			c = call(f)
+			res := r.Success(c, c.NewEnvelope(), u)
+			require.False(t, res.IsError)
+			env, used := decode(t, res)
+			require.LessOrEqual(t, used, actual+20)
+			require.Len(t, env["results"], 1)
+		})
+	}
+}
