@@ -122,8 +122,19 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 	return sum, err
 }
 
-// errStop: a Send found the stream ended; its status comes from Recv.
+// errStop: a Send found the stream ended; its status comes from
+// receiving (Recv, CloseAndRecv).
 var errStop = errors.New("stop")
+
+// stopOnEnd turns a stream's Send error into errStop.
+func stopOnEnd(send func(*searchv1.IngestDocumentsRequest) error) func(*searchv1.IngestDocumentsRequest) error {
+	return func(req *searchv1.IngestDocumentsRequest) error {
+		if err := send(req); err != nil {
+			return errStop
+		}
+		return nil
+	}
+}
 
 // ingestAcked streams plan over IngestDocumentsAcked.
 func ingestAcked(ctx context.Context, c searchv1.SearchServiceClient, plan ingestPlan, progress func(sent, problems int)) (*searchIngestSummary, error) {
@@ -156,12 +167,7 @@ func ingestAcked(ctx context.Context, c searchv1.SearchServiceClient, plan inges
 	interrupted := func(err error) error {
 		return &ingestInterruptedError{Sent: sum.Sent, Acked: acked.Load(), Err: err}
 	}
-	err = sendPlan(func(req *searchv1.IngestDocumentsRequest) error {
-		if err := stream.Send(req); err != nil {
-			return errStop // the stream ended: Recv has its status
-		}
-		return nil
-	}, plan, sum, progress)
+	err = sendPlan(stopOnEnd(stream.Send), plan, sum, progress)
 	if err != nil && !errors.Is(err, errStop) {
 		cancel()
 		<-recvDone
@@ -200,12 +206,7 @@ func ingestUnacked(ctx context.Context, c searchv1.SearchServiceClient, plan ing
 	interrupted := func(err error) error {
 		return &ingestInterruptedError{Sent: sum.Sent, Err: err, Unconfirmed: true}
 	}
-	err = sendPlan(func(req *searchv1.IngestDocumentsRequest) error {
-		if err := stream.Send(req); err != nil {
-			return errStop // the stream ended: CloseAndRecv has its status
-		}
-		return nil
-	}, plan, sum, progress)
+	err = sendPlan(stopOnEnd(stream.Send), plan, sum, progress)
 	if err != nil && !errors.Is(err, errStop) {
 		cancel()
 		return nil, interrupted(err)
