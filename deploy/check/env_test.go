@@ -195,7 +195,7 @@ func firstLines(s string, n int) string {
 func TestSecretsComeFromSecrets(t *testing.T) {
 	secretVars := map[string]bool{
 		"BMCIS_SERVICE_TOKEN": true, "DATABASE_URL": true, "BMCIS_CURSOR_SECRET": true, "BMCIS_EMBEDDER_API_KEY": true,
-		"BMCIS_READ_TOKEN_SHA256": true, "BMCIS_INGEST_TOKEN_SHA256": true, "BMCIS_ADMIN_TOKEN_SHA256": true,
+		"BMCIS_READ_TOKEN_SHA256": true, "BMCIS_ADAPTER_TOKEN_SHA256": true, "BMCIS_INGEST_TOKEN_SHA256": true, "BMCIS_ADMIN_TOKEN_SHA256": true,
 	}
 	for _, ov := range overlays {
 		for _, w := range check.Workloads(rendered(t, ov)) {

@@ -11,13 +11,16 @@ cd "$ROOT"
 DATABASE_URL=$("$ROOT/deploy/local/db.sh" url)
 REDIS_URL=$("$ROOT/deploy/local/redis.sh" url)
 
-# One credential per caller role (platform/rpcauth): the adapter and the
-# gateway hold the read one; bmcisctl (demo data, operators) the ingest and
-# admin ones, through .data/bmcisctl.json. The services hold only digests.
+# One credential per caller role (platform/rpcauth): the gateway holds the
+# read one, the MCP adapter its own (reads, and OAuth subjects to auth);
+# bmcisctl (demo data, operators) the ingest and admin ones, through
+# .data/bmcisctl.json. The services hold only digests.
 READ_TOKEN=$(secret read-token)
+ADAPTER_TOKEN=$(secret adapter-token)
 INGEST_TOKEN=$(secret ingest-token)
 ADMIN_TOKEN=$(secret admin-token)
 READ_SHA=$(sha256 "$READ_TOKEN")
+ADAPTER_SHA=$(sha256 "$ADAPTER_TOKEN")
 INGEST_SHA=$(sha256 "$INGEST_TOKEN")
 ADMIN_SHA=$(sha256 "$ADMIN_TOKEN")
 
@@ -52,12 +55,12 @@ SERVICES=(
 )
 
 # creds NAME: the environment of a service: its database, and the digests of
-# the roles that may call it (search and vendorgraph: read, ingest; auth:
-# read, admin); auth alone gets Redis.
+# the roles that may call it (search and vendorgraph: read, adapter,
+# ingest; auth: read, adapter, admin); auth alone gets Redis.
 creds() {
   case $1 in
-    search | vendorgraph) echo "DATABASE_URL=$DATABASE_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA" ;;
-    auth) echo "DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADMIN_TOKEN_SHA256=$ADMIN_SHA" ;;
+    search | vendorgraph) echo "DATABASE_URL=$DATABASE_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA" ;;
+    auth) echo "DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_ADMIN_TOKEN_SHA256=$ADMIN_SHA" ;;
   esac
 }
 
@@ -114,7 +117,7 @@ if [ -x bin/mcp-adapter ]; then
   # The remote (streamable HTTP) transport; Claude Desktop starts its own copy
   # over stdio with the configuration printed below.
   start mcp-adapter BMCIS_MCP_TRANSPORT=http BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 \
-    BMCIS_SERVICE_TOKEN="$READ_TOKEN" BMCIS_CURSOR_SECRET="$(secret cursor-secret)"
+    BMCIS_SERVICE_TOKEN="$ADAPTER_TOKEN" BMCIS_CURSOR_SECRET="$(secret cursor-secret)"
   wait_http mcp-adapter http://127.0.0.1:8090/healthz
   http_up+=(mcp-adapter)
 fi

@@ -105,7 +105,7 @@ func TestDesktopBundle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for name, secret := range map[string]string{"service": stacktest.ServiceToken, "ingest": stacktest.IngestToken, "admin": stacktest.AdminToken} {
+		for name, secret := range map[string]string{"service": stacktest.ServiceToken, "adapter": stacktest.AdapterToken, "ingest": stacktest.IngestToken, "admin": stacktest.AdminToken} {
 			require.False(t, bytes.Contains(b, []byte(secret)), "%s holds the %s credential", path, name)
 		}
 		return nil

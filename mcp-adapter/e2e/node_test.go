@@ -56,6 +56,7 @@ func TestNodeSDKClientOverStdio(t *testing.T) {
 				env[name] = v
 			}
 		}
+		env["BMCIS_SERVICE_TOKEN"] = stacktest.AdapterToken
 		config, err := json.Marshal(map[string]any{"mcpServers": map[string]any{
 			"bmcis-knowledge": map[string]any{"command": bin, "env": env},
 		}})

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -75,17 +76,20 @@ func TestOAuthResourceServer(t *testing.T) {
 	var issuers struct{ Issuer, Other string }
 	require.NoError(t, json.Unmarshal([]byte(next()), &issuers))
 
-	// An auth service that trusts the provider, and the adapter.
+	// An auth service that trusts the provider, and the adapter, which
+	// fetches the provider's keys at most once per keyRefresh.
+	const keyRefresh = time.Second
 	authSvc := s.StartService(t, stacktest.Auth, map[string]string{"BMCIS_AUTH_OAUTH_ISSUERS": issuers.Issuer})
 	addr := stacktest.FreeAddr(t)
 	resource := "http://" + addr + "/mcp"
 	base := adapterHTTP(t, s, map[string]string{
-		"BMCIS_MCP_HTTP_ADDR":  addr,
-		"BMCIS_AUTH_ADDR":      authSvc.Addr(),
-		"BMCIS_OAUTH_ISSUER":   issuers.Issuer,
-		"BMCIS_OAUTH_RESOURCE": resource,
-		"BMCIS_OAUTH_SCOPES":   "kb:read,kb:read:security",
-		"BMCIS_LOG_LEVEL":      "info", // every call logged, for the check at the end
+		"BMCIS_MCP_HTTP_ADDR":           addr,
+		"BMCIS_AUTH_ADDR":               authSvc.Addr(),
+		"BMCIS_OAUTH_ISSUER":            issuers.Issuer,
+		"BMCIS_OAUTH_RESOURCE":          resource,
+		"BMCIS_OAUTH_SCOPES":            "kb:read,kb:read:security",
+		"BMCIS_OAUTH_JWKS_MIN_INTERVAL": keyRefresh.String(),
+		"BMCIS_LOG_LEVEL":               "info", // every call logged, for the check at the end
 	})
 	metadataURL := base + "/.well-known/oauth-protected-resource/mcp"
 
@@ -111,9 +115,9 @@ func TestOAuthResourceServer(t *testing.T) {
 		tokens = append(tokens, body.AccessToken)
 		return body.AccessToken
 	}
-	// post sends an MCP initialize with headers and returns the status and
-	// the WWW-Authenticate challenge.
-	post := func(headers map[string]string) (int, string) {
+	// postFull sends an MCP initialize with headers and returns the status
+	// and the response headers.
+	postFull := func(headers map[string]string) (int, http.Header) {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"oauth-e2e","version":"1"}}}`
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
@@ -128,7 +132,23 @@ func TestOAuthResourceServer(t *testing.T) {
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+		return resp.StatusCode, resp.Header
+	}
+	// post returns the status and the WWW-Authenticate challenge.
+	post := func(headers map[string]string) (int, string) {
+		t.Helper()
+		code, h := postFull(headers)
+		return code, h.Get("WWW-Authenticate")
+	}
+	// jwksFetches asks the provider how often main's key set was fetched.
+	jwksFetches := func() int {
+		t.Helper()
+		_, err := io.WriteString(stdin, "jwks\n")
+		require.NoError(t, err)
+		var n int
+		_, err = fmt.Sscanf(next(), "jwks %d", &n)
+		require.NoError(t, err)
+		return n
 	}
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 
@@ -210,6 +230,12 @@ func TestOAuthResourceServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a valid token granting no scope of ours: 403 insufficient_scope", func(t *testing.T) {
+		code, challenge := post(bearer(token(issuers.Issuer, "kb-other", "other:read", resource)))
+		require.Equal(t, http.StatusForbidden, code)
+		require.Equal(t, `Bearer error="insufficient_scope", scope="kb:read kb:read:security", resource_metadata="`+metadataURL+`", error_description="the access token grants no scope of this server"`, challenge)
+	})
+
 	t.Run("the provider rotates its signing key", func(t *testing.T) {
 		before := token(issuers.Issuer, "kb-reader", "kb:read", resource)
 		_, err := io.WriteString(stdin, "rotate\n")
@@ -218,10 +244,56 @@ func TestOAuthResourceServer(t *testing.T) {
 		require.True(t, strings.HasPrefix(rotated, "rotated "), rotated)
 		after := token(issuers.Issuer, "kb-reader", "kb:read", resource)
 		require.NotEqual(t, header(t, before)["kid"], header(t, after)["kid"], "signed with the new key")
+		// The new key id makes the adapter fetch the keys again; if it
+		// fetched them less than keyRefresh ago (for another issuer's
+		// token above), it answers "retry shortly" until it may.
+		require.Eventually(t, func() bool {
+			code, h := postFull(bearer(after))
+			require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code)
+			if code == http.StatusServiceUnavailable {
+				require.Equal(t, "5", h.Get("Retry-After"))
+			}
+			return code == http.StatusOK
+		}, 3*keyRefresh+5*time.Second, 100*time.Millisecond)
 		for _, tok := range []string{after, before} {
 			env := callTool(t, httpClient(t, base, bearer(tok)), "semantic_search", map[string]any{"query": "backups", "page_size": 1})
 			require.Equal(t, "success", status(env), "%v", env["error"])
 		}
+	})
+
+	t.Run("unknown key ids do not make every request fetch the keys", func(t *testing.T) {
+		valid := token(issuers.Issuer, "kb-reader", "kb:read", resource)
+		time.Sleep(keyRefresh) // the rotation's fetch is behind us
+		before := jwksFetches()
+		require.Positive(t, before, "the provider counts its key set's fetches")
+		const forged = 30
+		start := time.Now()
+		for i := range forged {
+			// A real token's claims under a made-up key id (the signature
+			// cannot match any key anyway).
+			parts := strings.Split(valid, ".")
+			h := header(t, valid)
+			h["kid"] = fmt.Sprintf("made-up-%d", i)
+			raw, err := json.Marshal(h)
+			require.NoError(t, err)
+			parts[0] = base64.RawURLEncoding.EncodeToString(raw)
+			code, hdr := postFull(bearer(strings.Join(parts, ".")))
+			switch code {
+			case http.StatusUnauthorized: // checked against freshly fetched keys
+				require.Contains(t, hdr.Get("WWW-Authenticate"), `error="invalid_token"`)
+			case http.StatusServiceUnavailable: // keys fetched too recently to fetch again
+				require.Equal(t, "5", hdr.Get("Retry-After"))
+			default:
+				t.Fatalf("a made-up key id answered %d", code)
+			}
+		}
+		elapsed := time.Since(start)
+		fetched := jwksFetches() - before
+		require.GreaterOrEqual(t, fetched, 1, "the first unknown key id fetches the keys")
+		require.LessOrEqual(t, fetched, 1+int(elapsed/keyRefresh), "%d made-up key ids in %s", forged, elapsed)
+		// Known keys keep working meanwhile.
+		code, _ := post(bearer(valid))
+		require.Equal(t, http.StatusOK, code)
 	})
 
 	t.Run("API keys keep working beside it", func(t *testing.T) {

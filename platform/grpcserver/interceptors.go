@@ -108,29 +108,31 @@ func validRequestID(s string) bool {
 	return true
 }
 
-// authorize applies rpcauth's table to the caller's credential.
-func (e *edge) authorize(ctx context.Context, method string) error {
+// authorize applies rpcauth's table to the caller's credential and puts
+// the credential's roles in the context, for the claims a handler checks
+// (rpcauth.MayClaim).
+func (e *edge) authorize(ctx context.Context, method string) (context.Context, error) {
 	if !e.access.Enabled() {
-		return nil
+		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	cred := ""
 	if vals := md.Get(ServiceTokenHeader); len(vals) == 1 {
 		cred = vals[0]
 	}
-	err := e.access.Authorize(method, cred)
+	roles, err := e.access.AuthorizeRoles(method, cred)
 	var forbidden *rpcauth.ForbiddenError
 	switch {
 	case err == nil:
-		return nil
+		return rpcauth.WithRoles(ctx, roles), nil
 	case errors.Is(err, rpcauth.ErrMissing):
-		return status.Error(codes.Unauthenticated, "missing service credential ("+ServiceTokenHeader+" metadata)")
+		return ctx, status.Error(codes.Unauthenticated, "missing service credential ("+ServiceTokenHeader+" metadata)")
 	case errors.Is(err, rpcauth.ErrUnknown):
-		return status.Error(codes.Unauthenticated, "invalid service credential")
+		return ctx, status.Error(codes.Unauthenticated, "invalid service credential")
 	case errors.As(err, &forbidden):
-		return status.Error(codes.PermissionDenied, forbidden.Error())
+		return ctx, status.Error(codes.PermissionDenied, forbidden.Error())
 	default:
-		return status.Error(codes.PermissionDenied, "no access rule allows "+method)
+		return ctx, status.Error(codes.PermissionDenied, "no access rule allows "+method)
 	}
 }
 
@@ -191,7 +193,8 @@ func (e *edge) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 			_ = grpc.SetTrailer(ctx, metadata.Pairs(RequestIDHeader, id))
 		}
 	}()
-	if err := e.authorize(ctx, info.FullMethod); err != nil {
+	ctx, err = e.authorize(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
@@ -214,7 +217,8 @@ func (e *edge) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 		}
 		err = e.finish(ctx, info.FullMethod, id, start, err)
 	}()
-	if err := e.authorize(ctx, info.FullMethod); err != nil {
+	ctx, err = e.authorize(ctx, info.FullMethod)
+	if err != nil {
 		return err
 	}
 	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})

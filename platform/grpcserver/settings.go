@@ -23,8 +23,8 @@ type Settings struct {
 	// LogLevel is debug, info, warn or error (BMCIS_LOG_LEVEL).
 	LogLevel string
 	// Credentials are the digests of the caller credentials the service
-	// accepts, per role (BMCIS_READ_TOKEN_SHA256, BMCIS_INGEST_TOKEN_SHA256,
-	// BMCIS_ADMIN_TOKEN_SHA256). A call's credential arrives in
+	// accepts, per role (BMCIS_READ_TOKEN_SHA256, BMCIS_ADAPTER_TOKEN_SHA256,
+	// BMCIS_INGEST_TOKEN_SHA256, BMCIS_ADMIN_TOKEN_SHA256). A call's credential arrives in
 	// ServiceTokenHeader; rpcauth's table says which roles may call what.
 	// Empty turns the checks off (unit-test harnesses only: Main requires them).
 	Credentials rpcauth.Credentials
@@ -64,9 +64,10 @@ func LoadSettings(env *config.Reader, name string, d Defaults) Settings {
 
 // credentialEnv names the variable holding each role's credential digest.
 var credentialEnv = map[rpcauth.Role]string{
-	rpcauth.Read:   "BMCIS_READ_TOKEN_SHA256",
-	rpcauth.Ingest: "BMCIS_INGEST_TOKEN_SHA256",
-	rpcauth.Admin:  "BMCIS_ADMIN_TOKEN_SHA256",
+	rpcauth.Read:    "BMCIS_READ_TOKEN_SHA256",
+	rpcauth.Adapter: "BMCIS_ADAPTER_TOKEN_SHA256",
+	rpcauth.Ingest:  "BMCIS_INGEST_TOKEN_SHA256",
+	rpcauth.Admin:   "BMCIS_ADMIN_TOKEN_SHA256",
 }
 
 // CredentialEnv names the variable holding a role's credential digest.

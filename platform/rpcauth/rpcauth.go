@@ -2,13 +2,16 @@
 // and the caller roles allowed to call it, and the verifier that turns a
 // presented service credential into its roles.
 //
-// Each caller holds the credential of one role: the adapter and the gateway
-// read, bmcisctl and operators ingest, key administrators admin. Services hold
+// Each caller holds the credential of one role: the MCP adapter adapter,
+// the gateway read, bmcisctl and operators ingest, key administrators
+// admin. Besides methods, the table of claims says which roles may assert
+// something inside a request (an OAuth subject to Check). Services hold
 // only SHA-256 digests of the credentials they accept, so a service's
 // environment cannot be replayed as a caller's credential.
 package rpcauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -24,8 +27,12 @@ type Role string
 
 // The caller roles.
 const (
-	// Read is the adapter's and the gateway's: searching and looking up.
+	// Read is the gateway's (and the adapter's where it has no credential
+	// of its own): searching and looking up.
 	Read Role = "read"
+	// Adapter is the MCP adapter's: the reads it makes, and presenting the
+	// OAuth subject of an access token it verified to Check.
+	Adapter Role = "adapter"
 	// Ingest is bmcisctl's and operators': writing documents and the graph.
 	Ingest Role = "ingest"
 	// Admin manages API keys.
@@ -33,7 +40,7 @@ const (
 )
 
 // Roles lists every role, in the order their settings are documented.
-var Roles = []Role{Read, Ingest, Admin}
+var Roles = []Role{Read, Adapter, Ingest, Admin}
 
 // Table maps full gRPC method names to the roles allowed to call them.
 type Table map[string][]Role
@@ -42,9 +49,9 @@ type Table map[string][]Role
 // missing here is refused for every caller; a test in the gateway module
 // checks it against the generated service descriptors.
 var rules = Table{
-	"/bmcis.search.v1.SearchService/Search":               {Read},
-	"/bmcis.search.v1.SearchService/GetChunks":            {Read},
-	"/bmcis.search.v1.SearchService/ListCategories":       {Read},
+	"/bmcis.search.v1.SearchService/Search":               {Read, Adapter},
+	"/bmcis.search.v1.SearchService/GetChunks":            {Read, Adapter},
+	"/bmcis.search.v1.SearchService/ListCategories":       {Read, Adapter},
 	"/bmcis.search.v1.SearchService/GetIndexStatus":       {Read, Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocuments":      {Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocumentsAcked": {Ingest},
@@ -55,16 +62,59 @@ var rules = Table{
 	// key sees only its categories' counts and no roots.
 	"/bmcis.search.v1.SearchService/ListSources": {Read, Ingest},
 
-	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read},
-	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read},
+	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read, Adapter},
+	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read, Adapter},
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetGraphStatus": {Read, Ingest},
 	"/bmcis.vendorgraph.v1.VendorGraphService/ImportGraph":    {Ingest},
 
-	"/bmcis.auth.v1.AuthService/Check":     {Read},
+	"/bmcis.auth.v1.AuthService/Check":     {Read, Adapter},
 	"/bmcis.auth.v1.AuthService/CreateKey": {Admin},
 	"/bmcis.auth.v1.AuthService/ListKeys":  {Admin},
 	"/bmcis.auth.v1.AuthService/RevokeKey": {Admin},
 	"/bmcis.auth.v1.AuthService/RotateKey": {Admin},
+}
+
+// Claim is something a caller asserts inside a request that the service
+// takes on trust from it, beyond the right to call the method.
+type Claim string
+
+// OAuthSubject is CheckRequest.oauth: "this caller verified an access
+// token of this subject, with these scopes". Whoever may assert it may
+// read as any subject of a trusted issuer, so only the adapter, which
+// verifies the tokens, may.
+const OAuthSubject Claim = "bmcis.auth.v1.CheckRequest.oauth"
+
+// claims maps every claim to the roles allowed to make it.
+var claims = map[Claim][]Role{
+	OAuthSubject: {Adapter},
+}
+
+// ClaimRule returns the roles allowed to make a claim (none: nobody).
+func ClaimRule(c Claim) []Role { return claims[c] }
+
+type rolesKey struct{}
+
+// WithRoles returns ctx carrying the roles of the call's verified
+// credential (the server edge sets it).
+func WithRoles(ctx context.Context, roles []Role) context.Context {
+	return context.WithValue(ctx, rolesKey{}, roles)
+}
+
+// RolesFrom returns the roles the server edge verified for this call.
+func RolesFrom(ctx context.Context) []Role {
+	r, _ := ctx.Value(rolesKey{}).([]Role)
+	return r
+}
+
+// MayClaim reports whether the call's verified credential may make c. A
+// call whose roles were not verified (checks off) may make none.
+func MayClaim(ctx context.Context, c Claim) bool {
+	for _, r := range RolesFrom(ctx) {
+		if slices.Contains(claims[c], r) {
+			return true
+		}
+	}
+	return false
 }
 
 // Rule returns the roles allowed to call method, and whether it has a rule.
@@ -187,24 +237,31 @@ func (v *Verifier) RolesOf(credential string) []Role {
 
 // Authorize decides whether credential may call method.
 func (v *Verifier) Authorize(method, credential string) error {
+	_, err := v.AuthorizeRoles(method, credential)
+	return err
+}
+
+// AuthorizeRoles is Authorize that also returns the roles the credential
+// holds, for the claims the handler checks (MayClaim).
+func (v *Verifier) AuthorizeRoles(method, credential string) ([]Role, error) {
 	if Exempt(method) {
-		return nil
+		return nil, nil
 	}
 	allowed, ok := v.table[method]
 	if !ok {
-		return ErrNoRule
+		return nil, ErrNoRule
 	}
 	if credential == "" {
-		return ErrMissing
+		return nil, ErrMissing
 	}
 	held := v.RolesOf(credential)
 	if len(held) == 0 {
-		return ErrUnknown
+		return nil, ErrUnknown
 	}
 	for _, r := range held {
 		if slices.Contains(allowed, r) {
-			return nil
+			return held, nil
 		}
 	}
-	return &ForbiddenError{Method: method, Roles: held}
+	return nil, &ForbiddenError{Method: method, Roles: held}
 }

@@ -1,6 +1,7 @@
 package rpcauth
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -84,6 +85,32 @@ func TestEveryRuleNamesKnownRoles(t *testing.T) {
 		require.NotEmpty(t, roles, m)
 		for _, r := range roles {
 			require.Contains(t, Roles, r, m)
+		}
+	}
+}
+
+func TestClaims(t *testing.T) {
+	const adapterCred = "adapter-credential-0123456789abcdef01234567"
+	v := NewVerifier(Credentials{Read: DigestOf(readCred), Adapter: DigestOf(adapterCred), Ingest: DigestOf(ingestCred), Admin: DigestOf(adminCred)})
+	for _, tc := range []struct {
+		name string
+		cred string
+		may  bool
+	}{
+		{"the adapter may present an OAuth subject", adapterCred, true},
+		{"the read credential (the gateway) may not", readCred, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			roles, err := v.AuthorizeRoles("/bmcis.auth.v1.AuthService/Check", tc.cred)
+			require.NoError(t, err, "both may call Check")
+			require.Equal(t, tc.may, MayClaim(WithRoles(context.Background(), roles), OAuthSubject))
+		})
+	}
+	require.False(t, MayClaim(context.Background(), OAuthSubject), "roles not verified: no claim")
+	for c, roles := range claims {
+		require.NotEmpty(t, roles, c)
+		for _, r := range roles {
+			require.Contains(t, Roles, r, c)
 		}
 	}
 }

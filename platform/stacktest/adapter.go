@@ -12,12 +12,17 @@ import (
 )
 
 // AdapterEnv is the MCP adapter's environment for the stack: the process's,
-// the stack's client environment without the admin credential (the adapter
-// never administers keys), then extra.
+// the stack's client environment with the adapter's own credential as
+// BMCIS_SERVICE_TOKEN and without the admin credential (the adapter never
+// administers keys), then extra.
 func (s *Stack) AdapterEnv(extra map[string]string) []string {
 	env := os.Environ()
 	for k, v := range s.ClientEnv() {
-		if k != "BMCIS_ADMIN_TOKEN" {
+		switch k {
+		case "BMCIS_ADMIN_TOKEN":
+		case "BMCIS_SERVICE_TOKEN":
+			env = append(env, k+"="+AdapterToken)
+		default:
 			env = append(env, k+"="+v)
 		}
 	}

@@ -58,11 +58,12 @@ const (
 )
 
 // Caller credentials of every stack, one per role (platform/rpcauth):
-// ServiceToken is the read credential the adapter and the gateway hold,
-// IngestToken bmcisctl's for writing, AdminToken key management's. The
-// services hold only their digests.
+// ServiceToken is the read credential the gateway holds, AdapterToken the
+// MCP adapter's own, IngestToken bmcisctl's for writing, AdminToken key
+// management's. The services hold only their digests.
 const (
 	ServiceToken = "stacktest-read-credential-0123456789abcdef"
+	AdapterToken = "stacktest-adapter-credential-0123456789abcdef"
 	IngestToken  = "stacktest-ingest-credential-0123456789abcdef"
 	AdminToken   = "stacktest-admin-credential-0123456789abcdef"
 )
@@ -70,9 +71,10 @@ const (
 // credentialDigests is the services' side of the stack's credentials.
 func credentialDigests() map[string]string {
 	return map[string]string{
-		grpcserver.CredentialEnv(rpcauth.Read):   rpcauth.DigestOf(ServiceToken).String(),
-		grpcserver.CredentialEnv(rpcauth.Ingest): rpcauth.DigestOf(IngestToken).String(),
-		grpcserver.CredentialEnv(rpcauth.Admin):  rpcauth.DigestOf(AdminToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Read):    rpcauth.DigestOf(ServiceToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Adapter): rpcauth.DigestOf(AdapterToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Ingest):  rpcauth.DigestOf(IngestToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Admin):   rpcauth.DigestOf(AdminToken).String(),
 	}
 }
 

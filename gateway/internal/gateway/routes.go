@@ -64,7 +64,8 @@ var grpcServiceNames = map[string]string{
 var Routes = []Route{
 	{"POST", "/v1/search", Search, "Search", APIKey, "semantic_search"},
 	{"GET", "/v1/chunks", Search, "GetChunks", APIKey, "get_chunks"},
-	{"DELETE", "/v1/documents/{external_id}", Search, "DeleteDocument", Admin, ""},
+	// external_id=** takes ids with slashes (synced ids are NAME:path/to/file).
+	{"DELETE", "/v1/documents/{external_id=**}", Search, "DeleteDocument", Admin, ""},
 	{"GET", "/v1/categories", Search, "ListCategories", APIKey, ""},
 	{"GET", "/v1/index/status", Search, "GetIndexStatus", APIKey, ""},
 	{"GET", "/v1/sources", Search, "ListSources", APIKey, ""},

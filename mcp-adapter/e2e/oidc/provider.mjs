@@ -10,11 +10,13 @@
 //   kb-reader    scope kb:read, 300 s tokens
 //   kb-security  scope kb:read:security, 300 s tokens
 //   kb-short     scope kb:read, 3 s tokens (the expiry test)
+//   kb-other     scope other:read (none of the adapter's: insufficient_scope)
 //
 // A line "rotate" on stdin rotates main's signing key: a new key signs
 // from now on and both keys are published, as a provider does during a
 // rotation. It answers "rotated <kid>". Lines meant for the test start
-// with "e2e: ".
+// with "e2e: ". A line "jwks" answers "jwks <n>": how many times main's
+// key set has been fetched (the adapter must not refetch it per token).
 import { generateKeyPairSync, randomUUID } from "node:crypto";
 import http from "node:http";
 import readline from "node:readline";
@@ -43,9 +45,9 @@ const client = (id, scope) => ({
 
 function provider(issuer, keys) {
   const p = new Provider(issuer, {
-    clients: [client("kb-reader", "kb:read"), client("kb-security", "kb:read:security"), client("kb-short", "kb:read")],
+    clients: [client("kb-reader", "kb:read"), client("kb-security", "kb:read:security"), client("kb-short", "kb:read"), client("kb-other", "other:read")],
     jwks: { keys },
-    scopes: ["openid", "kb:read", "kb:read:security"],
+    scopes: ["openid", "kb:read", "kb:read:security", "other:read"],
     // Each token's lifetime is its resource server's (kb-short: 3 s).
     ttl: { ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 300 },
     features: {
@@ -56,7 +58,7 @@ function provider(issuer, keys) {
         // Any absolute resource URL: the test also asks for tokens meant
         // for another resource, which the adapter must refuse.
         getResourceServerInfo: (_ctx, resource, c) => ({
-          scope: "kb:read kb:read:security",
+          scope: "kb:read kb:read:security other:read",
           audience: resource,
           accessTokenFormat: "jwt",
           accessTokenTTL: c.clientId === "kb-short" ? 3 : 300,
@@ -70,16 +72,20 @@ function provider(issuer, keys) {
 }
 
 // listen serves whichever provider current() returns, so a rotation swaps
-// it without closing the listener.
-async function listen(current) {
-  const server = http.createServer((req, res) => current().callback()(req, res));
+// it without closing the listener, and counts the key set's fetches.
+async function listen(current, counts) {
+  const server = http.createServer((req, res) => {
+    if (counts && req.url.split("?")[0] === "/jwks") counts.jwks++;
+    current().callback()(req, res);
+  });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return server;
 }
 
 let mainKeys = [signingKey()];
 let main;
-const mainServer = await listen(() => main);
+const mainCounts = { jwks: 0 };
+const mainServer = await listen(() => main, mainCounts);
 const mainIssuer = `http://127.0.0.1:${mainServer.address().port}`;
 main = provider(mainIssuer, mainKeys);
 
@@ -95,6 +101,10 @@ say(JSON.stringify({ issuer: mainIssuer, other: otherIssuer }));
 
 const rl = readline.createInterface({ input: process.stdin });
 rl.on("line", (line) => {
+  if (line.trim() === "jwks") {
+    say(`jwks ${mainCounts.jwks}`);
+    return;
+  }
   if (line.trim() !== "rotate") return;
   mainKeys = [signingKey(), ...mainKeys]; // the first key signs
   main = provider(mainIssuer, mainKeys);

@@ -252,6 +252,7 @@ func chunk(c *searchv1.Chunk) model.Chunk {
 		ChunkIndex:      int(c.GetChunkIndex()),
 		TotalChunks:     int(c.GetTotalChunks()),
 		ChunkTokenCount: int(c.GetChunkTokenCount()),
+		Page:            int(c.GetPage()),
 	}
 	if c.GetUpdatedAt() != nil {
 		m.UpdatedAt = c.GetUpdatedAt().AsTime()

@@ -107,6 +107,10 @@ type OAuthConfig struct {
 	JWKSURL string
 	// Scopes are advertised to clients (default kb:read).
 	Scopes []string
+	// KeyRefreshInterval is the least time between two fetches of the
+	// issuer's key set (default 5 s): tokens naming unknown key ids cannot
+	// make every request a fetch.
+	KeyRefreshInterval time.Duration
 }
 
 // Environment variable names.
@@ -147,6 +151,7 @@ const (
 	EnvOAuthResource       = "BMCIS_OAUTH_RESOURCE"
 	EnvOAuthJWKSURL        = "BMCIS_OAUTH_JWKS_URL"
 	EnvOAuthScopes         = "BMCIS_OAUTH_SCOPES"
+	EnvOAuthKeyRefresh     = "BMCIS_OAUTH_JWKS_MIN_INTERVAL"
 )
 
 // DefaultCategoryWeights rate the demo corpus's categories; override them
@@ -260,10 +265,11 @@ func categoryWeights(env *config.Reader) map[string]float64 {
 // the http transport only.
 func loadOAuth(env *config.Reader, transport string) OAuthConfig {
 	o := OAuthConfig{
-		Issuer:   strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
-		Resource: strings.TrimSpace(env.String(EnvOAuthResource, "")),
-		JWKSURL:  strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
-		Scopes:   env.List(EnvOAuthScopes, []string{oauthscope.Read}),
+		Issuer:             strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
+		Resource:           strings.TrimSpace(env.String(EnvOAuthResource, "")),
+		JWKSURL:            strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
+		Scopes:             env.List(EnvOAuthScopes, []string{oauthscope.Read}),
+		KeyRefreshInterval: env.Duration(EnvOAuthKeyRefresh, 5*time.Second, 100*time.Millisecond, 10*time.Minute),
 	}
 	if o.Issuer == "" {
 		for _, name := range []string{EnvOAuthResource, EnvOAuthJWKSURL} {

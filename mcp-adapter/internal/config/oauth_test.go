@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,14 +29,17 @@ func TestOAuth(t *testing.T) {
 		bad    []string
 		expect config.OAuthConfig
 	}{
-		{"off by default", httpEnv(nil), nil, config.OAuthConfig{Scopes: []string{"kb:read"}}},
+		{"off by default", httpEnv(nil), nil, config.OAuthConfig{Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second}},
 		{"on", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "https://idp.example.com/realms/kb", config.EnvOAuthResource: "https://kb.example.com/mcp",
-			config.EnvOAuthScopes: "kb:read, kb:read:security",
-		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com/realms/kb", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read", "kb:read:security"}}},
+			config.EnvOAuthScopes: "kb:read, kb:read:security", config.EnvOAuthKeyRefresh: "1m",
+		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com/realms/kb", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read", "kb:read:security"}, KeyRefreshInterval: time.Minute}},
 		{"http on loopback", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "http://127.0.0.1:9000", config.EnvOAuthResource: "http://localhost:8090/mcp", config.EnvOAuthJWKSURL: "http://127.0.0.1:9000/jwks",
-		}), nil, config.OAuthConfig{Issuer: "http://127.0.0.1:9000", Resource: "http://localhost:8090/mcp", JWKSURL: "http://127.0.0.1:9000/jwks", Scopes: []string{"kb:read"}}},
+		}), nil, config.OAuthConfig{Issuer: "http://127.0.0.1:9000", Resource: "http://localhost:8090/mcp", JWKSURL: "http://127.0.0.1:9000/jwks", Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second}},
+		{"key refresh interval out of range", httpEnv(map[string]string{
+			config.EnvOAuthIssuer: "https://idp.example.com", config.EnvOAuthResource: "https://kb.example.com/mcp", config.EnvOAuthKeyRefresh: "1ms",
+		}), []string{config.EnvOAuthKeyRefresh}, config.OAuthConfig{}},
 		{"no resource", httpEnv(map[string]string{config.EnvOAuthIssuer: "https://idp.example.com"}), []string{config.EnvOAuthResource}, config.OAuthConfig{}},
 		{"plain http elsewhere", httpEnv(map[string]string{config.EnvOAuthIssuer: "http://idp.example.com", config.EnvOAuthResource: "http://kb.example.com/mcp"}),
 			[]string{config.EnvOAuthIssuer, config.EnvOAuthResource}, config.OAuthConfig{}},

@@ -29,7 +29,10 @@ type Chunk struct {
 	// ChunkTokenCount is the cl100k count of ChunkText computed at
 	// ingestion; 0 when unknown.
 	ChunkTokenCount int
-	UpdatedAt       time.Time
+	// Page is the 1-based page the chunk is on, for paged formats (PDF);
+	// 0 otherwise.
+	Page      int
+	UpdatedAt time.Time
 }
 
 // Hit is a ranked search result.

@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -39,6 +40,9 @@ func (v *Verifier) resourcePath() string {
 	return strings.TrimSuffix(u.Path, "/")
 }
 
+// Scopes are the scopes advertised to clients.
+func (v *Verifier) Scopes() []string { return v.cfg.Scopes }
+
 // Metadata is the protected resource metadata document.
 func (v *Verifier) Metadata() map[string]any {
 	return map[string]any{
@@ -65,10 +69,16 @@ func (v *Verifier) MetadataHandler() http.Handler {
 	})
 }
 
-// Challenge is the WWW-Authenticate value of a 401: where the metadata is,
-// the scope to ask for and, for a refused token, why (RFC 6750 section 3).
-// err is nil when no credential was sent.
+// Challenge is the WWW-Authenticate value of a 401 (or of a 403 for
+// ErrInsufficientScope): where the metadata is, the scope to ask for and,
+// for a refused token, why (RFC 6750 section 3). err is nil when no
+// credential was sent.
 func (v *Verifier) Challenge(err error) string {
+	if errors.Is(err, ErrInsufficientScope) {
+		// RFC 6750 section 3.1; the MCP authorization spec's scope step-up.
+		return `Bearer error="insufficient_scope", scope="` + strings.Join(v.cfg.Scopes, " ") +
+			`", resource_metadata="` + v.MetadataURL() + `", error_description="` + ErrInsufficientScope.Error() + `"`
+	}
 	var b strings.Builder
 	b.WriteString(`Bearer resource_metadata="` + v.MetadataURL() + `", scope="` + strings.Join(v.cfg.Scopes, " ") + `"`)
 	if err != nil {

@@ -4,7 +4,8 @@
 //
 // The adapter verifies a token's signature with the issuer's published
 // keys (JWKS, discovered from the issuer's metadata, cached, refetched
-// when a token names an unknown key id, so a rotation needs nothing), its
+// when a token names an unknown key id, so a rotation needs nothing, but
+// at most once per KeyRefreshInterval whatever tokens arrive), its
 // issuer, its audience (this resource's URL) and its expiry. It then hands
 // the verified identity to the auth service, which alone decides what the
 // subject may read and how fast (services/auth/internal/oauthpolicy).
@@ -44,7 +45,16 @@ type Config struct {
 	Scopes []string
 	// HTTPClient fetches metadata and keys; nil: a client with a 5 s timeout.
 	HTTPClient *http.Client
+	// KeyRefreshInterval is the least time between two fetches of the key
+	// set; 0: DefaultKeyRefreshInterval. go-oidc refetches the keys for
+	// every token naming a key id it has not seen (concurrent ones share
+	// one fetch), so without it anyone could make every request cost the
+	// issuer a fetch with made-up key ids.
+	KeyRefreshInterval time.Duration
 }
+
+// DefaultKeyRefreshInterval: at most one key set fetch per 5 s.
+const DefaultKeyRefreshInterval = 5 * time.Second
 
 // ErrUnavailable means the issuer's metadata or keys could not be fetched:
 // the token may be fine; retry shortly.
@@ -56,6 +66,10 @@ var (
 	ErrExpired = errors.New("the access token has expired")
 	ErrInvalid = errors.New("the access token is not valid for this resource")
 )
+
+// ErrInsufficientScope: a valid token that grants no scope of this server
+// (RFC 6750 insufficient_scope, HTTP 403): the client should ask for one.
+var ErrInsufficientScope = errors.New("the access token grants no scope of this server")
 
 // Algorithms accepted on access tokens (asymmetric only: a shared secret
 // would let the resource server mint tokens).
@@ -115,6 +129,9 @@ func New(cfg Config) *Verifier {
 	if len(cfg.Scopes) == 0 {
 		cfg.Scopes = []string{oauthscope.Read}
 	}
+	if cfg.KeyRefreshInterval <= 0 {
+		cfg.KeyRefreshInterval = DefaultKeyRefreshInterval
+	}
 	client := cfg.HTTPClient
 	if client == nil {
 		client = &http.Client{Timeout: 5 * time.Second}
@@ -130,19 +147,21 @@ func New(cfg Config) *Verifier {
 	return &Verifier{cfg: cfg, client: &wrapped}
 }
 
-// Verify checks raw and returns its identity, or ErrExpired, ErrInvalid or
-// ErrUnavailable (wrapped with the detail, for logs).
+// Verify checks raw and returns its identity, or ErrExpired, ErrInvalid,
+// ErrInsufficientScope or ErrUnavailable (wrapped with the detail, for
+// logs). With ErrInsufficientScope the identity is returned too.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	verifier, err := v.oidcVerifier(ctx)
 	if err != nil {
 		return Identity{}, err
 	}
-	tok, err := verifier.Verify(oidc.ClientContext(ctx, v.client), raw)
+	var fetch keyFetch
+	tok, err := verifier.Verify(context.WithValue(oidc.ClientContext(ctx, v.client), keyFetchKey{}, &fetch), raw)
 	if err != nil {
 		if _, ok := errors.AsType[*oidc.TokenExpiredError](err); ok {
 			return Identity{}, fmt.Errorf("%w: %v", ErrExpired, err)
 		}
-		if errors.Is(err, ErrUnavailable) {
+		if fetch.failure != nil || errors.Is(err, ErrUnavailable) {
 			return Identity{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -166,6 +185,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	if len(id.Scopes) == 0 {
 		id.Scopes = claims.Scp // Entra ID and Okta send an array
 	}
+	if !oauthscope.Parse(id.Scopes).Any {
+		// Refused here, with the status the client can act on (ask for
+		// another scope); auth's Check would refuse it too.
+		return id, ErrInsufficientScope
+	}
 	return id, nil
 }
 
@@ -188,7 +212,10 @@ func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, err
 			return nil, err
 		}
 	}
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), v.client), jwks)
+	// The key set's own client waits KeyRefreshInterval between fetches.
+	keysClient := *v.client
+	keysClient.Transport = &fetchInterval{base: v.client.Transport, every: v.cfg.KeyRefreshInterval}
+	keys := keySet{oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), &keysClient), jwks)}
 	v.verifier = oidc.NewVerifier(v.cfg.Issuer, keys, &oidc.Config{
 		ClientID:             v.cfg.Resource, // the audience: RFC 8707
 		SupportedSigningAlgs: Algorithms,
@@ -256,4 +283,48 @@ func (t unavailableTransport) RoundTrip(r *http.Request) (*http.Response, error)
 		return nil, fmt.Errorf("%w: %s answered %s", ErrUnavailable, r.URL.Redacted(), resp.Status)
 	}
 	return resp, nil
+}
+
+// fetchInterval lets one request through per interval, shared by every
+// token being verified; a fetch asked for sooner fails as ErrUnavailable,
+// so the token is answered "retry shortly", not refused: it may be signed
+// by a key published since the last fetch. go-oidc keeps its cached keys
+// when a fetch fails, so known keys keep working meanwhile.
+type fetchInterval struct {
+	base  http.RoundTripper
+	every time.Duration
+
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (f *fetchInterval) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	if since := time.Since(f.last); !f.last.IsZero() && since < f.every {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: the key set was fetched %s ago; the next fetch is allowed in %s",
+			ErrUnavailable, since.Round(time.Millisecond), (f.every - since).Round(time.Millisecond))
+	}
+	f.last = time.Now()
+	f.mu.Unlock()
+	return f.base.RoundTrip(r)
+}
+
+// keySet notes in the context a key fetch that failed as ErrUnavailable:
+// go-oidc reports a key set's error as text only (%v), which would turn
+// "the keys could not be fetched" into "invalid token".
+type keySet struct{ oidc.KeySet }
+
+type keyFetchKey struct{}
+
+type keyFetch struct{ failure error }
+
+func (k keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error) {
+	payload, err := k.KeySet.VerifySignature(ctx, jwt)
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		if f, ok := ctx.Value(keyFetchKey{}).(*keyFetch); ok {
+			f.failure = err
+		}
+	}
+	return payload, err
 }

@@ -64,7 +64,8 @@ type Field struct {
 	Markdown []Markdown
 	List     *List
 	// OmitEmpty leaves the field out of a result when its value is an
-	// empty list: tokens spent on "no mentions" say nothing.
+	// empty list or the number 0: tokens spent on "no mentions" or "no
+	// page" say nothing.
 	OmitEmpty bool
 }
 
@@ -92,6 +93,10 @@ var registry = []Field{
 		}}}},
 	// total_chunks reads with chunk_index.
 	{Name: "total_chunks", Schema: jschema.Int(0), Value: func(s *Source) any { return s.Hit.TotalChunks }},
+	// page: where a chunk of a paged document (PDF) is, to cite it; absent
+	// for the others.
+	{Name: "page", Schema: jschema.Int(1), Value: func(s *Source) any { return s.Hit.Page }, OmitEmpty: true,
+		Markdown: fact("page %d")},
 	{Name: "hybrid_score", Schema: jschema.Unit(), Value: func(s *Source) any { return Score(s.Hit.HybridScore) },
 		Markdown: fact("score %v")},
 	{Name: "similarity_score", Schema: jschema.Unit(), Value: func(s *Source) any { return Score(s.Hit.SimilarityScore) },

@@ -81,9 +81,9 @@ var table = []Spec{
 	{
 		Name: Metadata,
 		Fields: map[Kind][]string{
-			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks",
+			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "page",
 				"mentions"},
-			ChunkResult:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks"},
+			ChunkResult:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks", "page"},
 			VendorResult: {"vendor_name", "statistics", "top_entities", "last_updated", "evidence_documents"},
 		},
 		Summary: map[Kind]string{
@@ -96,9 +96,9 @@ var table = []Spec{
 	{
 		Name: Preview,
 		Fields: map[Kind][]string{
-			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks",
+			SearchResult: {"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "page",
 				"chunk_snippet", "context_header", "mentions"},
-			ChunkResult:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks", "chunk_snippet", "context_header"},
+			ChunkResult:  {"chunk_id", "source_file", "source_category", "chunk_index", "total_chunks", "page", "chunk_snippet", "context_header"},
 			VendorResult: {"vendor_name", "entities", "relationships", "statistics", "evidence"},
 		},
 		Summary: map[Kind]string{
@@ -112,9 +112,9 @@ var table = []Spec{
 		Name: Full,
 		Fields: map[Kind][]string{
 			SearchResult: {"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type",
-				"source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count", "mentions"},
+				"source_file", "source_category", "context_header", "chunk_index", "total_chunks", "page", "chunk_token_count", "mentions"},
 			ChunkResult: {"chunk_id", "chunk_text", "source_file", "source_category", "context_header", "chunk_index",
-				"total_chunks", "chunk_token_count"},
+				"total_chunks", "page", "chunk_token_count"},
 			VendorResult: {"vendor_name", "entities", "relationships", "statistics", "evidence"},
 		},
 		Summary: map[Kind]string{

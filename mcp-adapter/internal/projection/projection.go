@@ -74,7 +74,7 @@ func project(src *Source, fields []string) envelope.Object {
 	for _, name := range fields {
 		if f, ok := Lookup(name); ok {
 			v := f.Value(src)
-			if f.OmitEmpty && isEmptyList(v) {
+			if f.OmitEmpty && isEmpty(v) {
 				continue
 			}
 			o.Set(name, v)
@@ -83,8 +83,10 @@ func project(src *Source, fields []string) envelope.Object {
 	return o
 }
 
-func isEmptyList(v any) bool {
+func isEmpty(v any) bool {
 	switch x := v.(type) {
+	case int:
+		return x == 0
 	case []envelope.Object:
 		return len(x) == 0
 	case []string:

@@ -20,11 +20,12 @@ func TestSearchWhitelists(t *testing.T) {
 		want []string
 	}{
 		{projection.IDsOnly, []string{"chunk_id", "hybrid_score", "rank"}},
-		{projection.Metadata, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "mentions"}},
-		{projection.Preview, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "chunk_snippet", "context_header", "mentions"}},
-		{projection.Full, []string{"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type", "source_file", "source_category", "context_header", "chunk_index", "total_chunks", "chunk_token_count", "mentions"}},
+		{projection.Metadata, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "page", "mentions"}},
+		{projection.Preview, []string{"chunk_id", "source_file", "source_category", "hybrid_score", "rank", "chunk_index", "total_chunks", "page", "chunk_snippet", "context_header", "mentions"}},
+		{projection.Full, []string{"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type", "source_file", "source_category", "context_header", "chunk_index", "total_chunks", "page", "chunk_token_count", "mentions"}},
 	}
 	h := hit()
+	h.Page = 4 // a PDF's chunk
 	h.Mentions = []model.Mention{
 		{EntityID: "v1", Name: "Acme Corp", EntityType: "COMPANY", IsVendor: true, Count: 2},
 		{EntityID: "p1", Name: "Acme Cloud", EntityType: "PRODUCT", Count: 1},
@@ -43,6 +44,10 @@ func TestSearchWhitelists(t *testing.T) {
 			}
 			bare := hit()
 			require.NotContains(t, projection.Hit(bare, projection.SearchFields(tc.mode)).Keys(), "mentions", "left out when empty")
+			require.NotContains(t, projection.Hit(bare, projection.SearchFields(tc.mode)).Keys(), "page", "left out when 0 (not a paged format)")
+			if p, ok := o.Get("page"); ok {
+				require.Equal(t, 4, p)
+			}
 		})
 	}
 }

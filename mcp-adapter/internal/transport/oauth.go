@@ -11,7 +11,8 @@ import (
 
 // WithOAuth makes h an OAuth 2.1 resource server: it serves the protected
 // resource metadata, and on /mcp it answers 401 with a challenge pointing
-// at it when no credential is sent or an access token is refused. A
+// at it when no credential is sent or an access token is refused, and 403
+// insufficient_scope to a valid token granting no scope of this server. A
 // verified token's identity goes into the request context (the auth
 // service decides what it may do). API keys (X-API-Key, or a bearer that
 // is not a JWT) pass through unchanged to the per-call key check.
@@ -59,6 +60,14 @@ func requireCredential(v *oauth.Verifier, h http.Handler, logger *slog.Logger) h
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
 				"jsonrpc": "2.0", "id": nil,
 				"error": map[string]any{"code": -32002, "message": "the authorization server's keys could not be fetched; retry shortly"},
+			})
+			return
+		case errors.Is(err, oauth.ErrInsufficientScope):
+			logger.InfoContext(r.Context(), "access token refused", "error", err.Error(), "scopes", strings.Join(id.Scopes, " "))
+			w.Header().Set("WWW-Authenticate", v.Challenge(err))
+			writeJSON(w, http.StatusForbidden, map[string]any{
+				"jsonrpc": "2.0", "id": nil,
+				"error": map[string]any{"code": -32001, "message": "the access token grants no scope of this server; obtain one with " + strings.Join(v.Scopes(), " or ")},
 			})
 			return
 		case err != nil:

@@ -35,10 +35,12 @@ import (
 	"github.com/bmcis/knowledge/services/auth/internal/server"
 )
 
-// Credentials of test servers: the read role (the adapter's and gateway's)
-// and the admin role (key management).
+// Credentials of test servers: the read role (the gateway's), the adapter
+// role (the MCP adapter's: may present OAuth subjects) and the admin role
+// (key management).
 const (
 	ServiceToken = "test-read-credential-0123456789abcdef"
+	AdapterToken = "test-adapter-credential-0123456789abcdef"
 	AdminToken   = "test-admin-credential-0123456789abcdef"
 )
 
@@ -143,8 +145,9 @@ func Start(t testing.TB, cfg server.Config, pool *pgxpool.Pool, opts ...Option) 
 		Name:     "auth",
 		LogLevel: o.logLevel,
 		Credentials: rpcauth.Credentials{
-			rpcauth.Read:  rpcauth.DigestOf(ServiceToken),
-			rpcauth.Admin: rpcauth.DigestOf(AdminToken),
+			rpcauth.Read:    rpcauth.DigestOf(ServiceToken),
+			rpcauth.Adapter: rpcauth.DigestOf(AdapterToken),
+			rpcauth.Admin:   rpcauth.DigestOf(AdminToken),
 		},
 		ShutdownTimeout: 5 * time.Second,
 	}, grpcserver.WithLogOutput(o.logOut), grpcserver.WithClassifier(pg.ClassifyError))
@@ -197,6 +200,11 @@ func Tier(l *authv1.RateLimits, name string) int64 {
 
 // Admin returns a context whose calls carry the admin credential.
 func Admin(ctx context.Context) context.Context { return grpcclient.WithCredential(ctx, AdminToken) }
+
+// Adapter returns ctx carrying the adapter's credential (OAuth subjects).
+func Adapter(ctx context.Context) context.Context {
+	return grpcclient.WithCredential(ctx, AdapterToken)
+}
 
 // CreateKey creates a key through the admin RPC and returns the full key and
 // its description.

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -23,7 +25,7 @@ func TestOAuthSubjects(t *testing.T) {
 	in := authtest.Start(t, cfg, authtest.NewDB(t))
 	check := func(sub *authv1.OAuthSubject, tool string) *authv1.CheckResponse {
 		t.Helper()
-		resp, err := in.Client.Check(context.Background(), &authv1.CheckRequest{Oauth: sub, Operation: tool, Tool: tool})
+		resp, err := in.Client.Check(authtest.Adapter(context.Background()), &authv1.CheckRequest{Oauth: sub, Operation: tool, Tool: tool})
 		require.NoError(t, err)
 		return resp
 	}
@@ -73,7 +75,7 @@ func TestOAuthSubjects(t *testing.T) {
 	// An API key in the same request wins: a token cannot borrow a key's
 	// limits or a key a token's scopes.
 	key, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "beside"})
-	resp, err := in.Client.Check(context.Background(), &authv1.CheckRequest{ApiKey: key, Oauth: bob, Operation: "x", Tool: "get_chunks"})
+	resp, err := in.Client.Check(authtest.Adapter(context.Background()), &authv1.CheckRequest{ApiKey: key, Oauth: bob, Operation: "x", Tool: "get_chunks"})
 	require.NoError(t, err)
 	require.True(t, resp.GetAllowed())
 	require.Equal(t, "beside", resp.GetPrincipal().GetName())
@@ -83,9 +85,41 @@ func TestOAuthSubjects(t *testing.T) {
 // Without trusted issuers (the default) every OAuth subject is refused.
 func TestOAuthOffByDefault(t *testing.T) {
 	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
-	resp, err := in.Client.Check(context.Background(), &authv1.CheckRequest{Oauth: &authv1.OAuthSubject{
+	resp, err := in.Client.Check(authtest.Adapter(context.Background()), &authv1.CheckRequest{Oauth: &authv1.OAuthSubject{
 		Issuer: "https://idp.example.com", Subject: "alice", Scopes: []string{"kb:read"}}})
 	require.NoError(t, err)
 	require.False(t, resp.GetAllowed())
 	require.Equal(t, invalid, resp.GetDenialReason())
+}
+
+// Only the adapter's credential may present an OAuth subject: any other
+// caller allowed to call Check (the gateway's read credential) would
+// otherwise read as any subject of a trusted issuer.
+func TestOAuthSubjectOnlyFromTheAdapter(t *testing.T) {
+	const iss = "https://idp.example.com"
+	cfg := testConfig(t, "memory", nil)
+	cfg.OAuthIssuers = []string{iss}
+	in := authtest.Start(t, cfg, authtest.NewDB(t))
+	key, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "gateway-user"})
+	alice := &authv1.OAuthSubject{Issuer: iss, Subject: "alice", Scopes: []string{"kb:read"}}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		req  *authv1.CheckRequest
+		code codes.Code
+	}{
+		{"the adapter presents a subject", authtest.Adapter(context.Background()), &authv1.CheckRequest{Oauth: alice, Tool: "get_chunks"}, codes.OK},
+		{"the read credential presents a subject", context.Background(), &authv1.CheckRequest{Oauth: alice, Tool: "get_chunks"}, codes.PermissionDenied},
+		{"the read credential, a subject beside a key", context.Background(), &authv1.CheckRequest{ApiKey: key, Oauth: alice, Tool: "get_chunks"}, codes.PermissionDenied},
+		{"the read credential checks a key", context.Background(), &authv1.CheckRequest{ApiKey: key, Tool: "get_chunks"}, codes.OK},
+		{"the adapter checks a key", authtest.Adapter(context.Background()), &authv1.CheckRequest{ApiKey: key, Tool: "get_chunks"}, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := in.Client.Check(tc.ctx, tc.req)
+			require.Equal(t, tc.code, status.Code(err), "%v", err)
+			if tc.code == codes.OK {
+				require.True(t, resp.GetAllowed(), resp.GetMessage())
+			}
+		})
+	}
 }

@@ -17,6 +17,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 	"github.com/bmcis/knowledge/services/auth/internal/oauthpolicy"
@@ -101,6 +102,12 @@ func New(d Deps) (*Server, error) {
 // Check verifies the key, then takes one unit from each rate-limit tier.
 func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.CheckResponse, error) {
 	presented := strings.TrimSpace(req.GetApiKey())
+	if req.GetOauth() != nil && !rpcauth.MayClaim(ctx, rpcauth.OAuthSubject) {
+		// Asserting a subject reads as that subject: only the adapter,
+		// which verified the token, may (platform/rpcauth's claims). Any
+		// other holder of a read credential is refused, even beside a key.
+		return nil, status.Error(codes.PermissionDenied, "only the MCP adapter's credential may present an OAuth subject")
+	}
 	if presented == "" && req.GetOauth() != nil {
 		// An access token's subject: the same tool-scope and rate-limit
 		// checks as a key, with the scopes and identity the policy gives.

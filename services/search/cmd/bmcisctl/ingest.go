@@ -60,6 +60,9 @@ func printIngestSummary(w io.Writer, sum *searchIngestSummary) error {
 		int(r.DocumentsReceived)+len(sum.Problems), r.DocumentsWritten, r.DocumentsUnchanged, failed)
 	fmt.Fprintf(w, "chunks     %d\n", r.ChunksWritten)
 	fmt.Fprintf(w, "seconds    %.2f\n", sum.Seconds)
+	if sum.Unconfirmed {
+		fmt.Fprintln(w, UnconfirmedNote)
+	}
 	if failed == 0 {
 		return nil
 	}

@@ -9,11 +9,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
@@ -37,7 +39,12 @@ func TestMain(m *testing.M) {
 
 // ctlServer runs a real search service on a fresh database and points the
 // CLI at it (BMCIS_SEARCH_ADDR, the read and ingest credentials, DATABASE_URL).
-func ctlServer(t *testing.T) {
+func ctlServer(t *testing.T) { ctlServerOf(t, false) }
+
+// ctlServerOf is ctlServer; with old, the service is registered as a
+// search service before IngestDocumentsAcked was added: gRPC itself
+// answers that method Unimplemented ("unknown method").
+func ctlServerOf(t *testing.T, old bool) {
 	t.Helper()
 	pool, url := testdb.New(t)
 	srv := grpcserver.New(grpcserver.Settings{Name: "search-cli-test", LogLevel: "error", ShutdownTimeout: 5 * time.Second,
@@ -47,7 +54,13 @@ func ctlServer(t *testing.T) {
 	cfg.PollInterval = 100 * time.Millisecond
 	svc, err := server.Open(context.Background(), pool, cfg, srv.Logger(), srv.Registry())
 	require.NoError(t, err)
-	searchv1.RegisterSearchServiceServer(srv.GRPC(), svc)
+	desc := searchv1.SearchService_ServiceDesc
+	if old {
+		desc.Streams = slices.DeleteFunc(slices.Clone(desc.Streams), func(s grpc.StreamDesc) bool {
+			return s.StreamName == "IngestDocumentsAcked"
+		})
+	}
+	srv.GRPC().RegisterService(&desc, svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docparts"
@@ -44,7 +46,16 @@ type searchIngestSummary struct {
 	Resp     *searchv1.IngestDocumentsResponse
 	Problems []source.Item // read before sending (not sent)
 	Seconds  float64
+	// Unconfirmed: the service predates IngestDocumentsAcked, so nothing
+	// was acknowledged while documents were sent (the summary came at the
+	// end).
+	Unconfirmed bool
 }
+
+// UnconfirmedNote tells the user that the service acknowledged nothing
+// along the way.
+const UnconfirmedNote = "note: this search service has no IngestDocumentsAcked (an older version): documents were sent with " +
+	"IngestDocuments, which confirms none until its final summary; counts are unconfirmed until then, and unknown if interrupted"
 
 // ingestInterruptedError is an ingestion that ended early (the connection
 // lost, the service or its database gone): Acked is what the service had
@@ -53,9 +64,16 @@ type ingestInterruptedError struct {
 	Sent  int
 	Acked *searchv1.IngestDocumentsProgress
 	Err   error
+	// Unconfirmed: an older service, which acknowledges nothing (Acked is
+	// nil): how many were committed is unknown.
+	Unconfirmed bool
 }
 
 func (e *ingestInterruptedError) Error() string {
+	if e.Unconfirmed {
+		return fmt.Sprintf("%v\ningestion interrupted after %d document(s) sent to a search service without IngestDocumentsAcked (an older version): "+
+			"how many were committed is unconfirmed; re-run the same command to finish (stored documents are skipped as unchanged)", e.Err, e.Sent)
+	}
 	a := e.Acked
 	return fmt.Sprintf("%v\ningestion interrupted after %d document(s) sent: %d committed (acknowledged: %d written, %d unchanged, %d failed); "+
 		"the others may or may not be stored: re-run the same command to finish (stored documents are skipped as unchanged)",
@@ -86,13 +104,42 @@ const keepBatch = 2000
 // streams the plan's documents, big ones in parts, while the service
 // acknowledges committed documents (IngestDocumentsAcked). An ingestion that
 // ends early returns an *ingestInterruptedError with the acknowledged counts.
+//
+// A search service older than IngestDocumentsAcked answers Unimplemented
+// before it reads anything; the plan is then sent again over the old
+// IngestDocuments, which acknowledges nothing until its final summary: the
+// summary says so (Unconfirmed), and so does an interruption.
 func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan ingestPlan, progress func(sent, problems int)) (*searchIngestSummary, error) {
-	start := time.Now()
-	sum := &searchIngestSummary{}
 	ctx, err := withCredential(ctx, envIngestToken)
 	if err != nil {
 		return nil, err
 	}
+	sum, err := ingestAcked(ctx, c, plan, progress)
+	if ie, ok := errors.AsType[*ingestInterruptedError](err); ok && status.Code(ie.Err) == codes.Unimplemented && ie.Acked.GetSummary() == nil &&
+		ie.Acked.GetDocumentsWritten()+ie.Acked.GetDocumentsUnchanged()+ie.Acked.GetDocumentsFailed() == 0 {
+		return ingestUnacked(ctx, c, plan, progress)
+	}
+	return sum, err
+}
+
+// errStop: a Send found the stream ended; its status comes from
+// receiving (Recv, CloseAndRecv).
+var errStop = errors.New("stop")
+
+// stopOnEnd turns a stream's Send error into errStop.
+func stopOnEnd(send func(*searchv1.IngestDocumentsRequest) error) func(*searchv1.IngestDocumentsRequest) error {
+	return func(req *searchv1.IngestDocumentsRequest) error {
+		if err := send(req); err != nil {
+			return errStop
+		}
+		return nil
+	}
+}
+
+// ingestAcked streams plan over IngestDocumentsAcked.
+func ingestAcked(ctx context.Context, c searchv1.SearchServiceClient, plan ingestPlan, progress func(sent, problems int)) (*searchIngestSummary, error) {
+	start := time.Now()
+	sum := &searchIngestSummary{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.IngestDocumentsAcked(ctx)
@@ -120,50 +167,7 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 	interrupted := func(err error) error {
 		return &ingestInterruptedError{Sent: sum.Sent, Acked: acked.Load(), Err: err}
 	}
-	errStop := errors.New("stop")
-	send := func(req *searchv1.IngestDocumentsRequest) error {
-		if err := stream.Send(req); err != nil {
-			return errStop // the stream ended: Recv has its status
-		}
-		return nil
-	}
-	var keep []string
-	flushKeep := func() error {
-		if len(keep) == 0 {
-			return nil
-		}
-		err := send(&searchv1.IngestDocumentsRequest{KeepExternalIds: keep})
-		keep = nil
-		return err
-	}
-	if plan.sync != nil {
-		err = send(&searchv1.IngestDocumentsRequest{Sync: plan.sync})
-	}
-	if err == nil {
-		err = plan.walk(func(it source.Item) error {
-			if it.Doc == nil {
-				sum.Problems = append(sum.Problems, it)
-			} else {
-				if err := sendDocument(send, it.Doc); err != nil {
-					return err
-				}
-				sum.Sent++
-			}
-			if progress != nil {
-				progress(sum.Sent, len(sum.Problems))
-			}
-			return nil
-		}, func(id string) error {
-			keep = append(keep, id)
-			if len(keep) >= keepBatch {
-				return flushKeep()
-			}
-			return nil
-		})
-	}
-	if err == nil {
-		err = flushKeep()
-	}
+	err = sendPlan(stopOnEnd(stream.Send), plan, sum, progress)
 	if err != nil && !errors.Is(err, errStop) {
 		cancel()
 		<-recvDone
@@ -186,6 +190,77 @@ func searchIngestPlan(ctx context.Context, c searchv1.SearchServiceClient, plan 
 	sum.Resp = last.GetSummary()
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
+}
+
+// ingestUnacked streams plan over the old IngestDocuments, which answers
+// once, with the summary, at the end.
+func ingestUnacked(ctx context.Context, c searchv1.SearchServiceClient, plan ingestPlan, progress func(sent, problems int)) (*searchIngestSummary, error) {
+	start := time.Now()
+	sum := &searchIngestSummary{Unconfirmed: true}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.IngestDocuments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	interrupted := func(err error) error {
+		return &ingestInterruptedError{Sent: sum.Sent, Err: err, Unconfirmed: true}
+	}
+	err = sendPlan(stopOnEnd(stream.Send), plan, sum, progress)
+	if err != nil && !errors.Is(err, errStop) {
+		cancel()
+		return nil, interrupted(err)
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return nil, interrupted(err)
+	}
+	sum.Resp = resp
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+// sendPlan sends the plan's messages: the sync header, the documents (big
+// ones in parts) and the kept ids, counting into sum.
+func sendPlan(send func(*searchv1.IngestDocumentsRequest) error, plan ingestPlan, sum *searchIngestSummary, progress func(sent, problems int)) error {
+	var keep []string
+	flushKeep := func() error {
+		if len(keep) == 0 {
+			return nil
+		}
+		err := send(&searchv1.IngestDocumentsRequest{KeepExternalIds: keep})
+		keep = nil
+		return err
+	}
+	if plan.sync != nil {
+		if err := send(&searchv1.IngestDocumentsRequest{Sync: plan.sync}); err != nil {
+			return err
+		}
+	}
+	err := plan.walk(func(it source.Item) error {
+		if it.Doc == nil {
+			sum.Problems = append(sum.Problems, it)
+		} else {
+			if err := sendDocument(send, it.Doc); err != nil {
+				return err
+			}
+			sum.Sent++
+		}
+		if progress != nil {
+			progress(sum.Sent, len(sum.Problems))
+		}
+		return nil
+	}, func(id string) error {
+		keep = append(keep, id)
+		if len(keep) >= keepBatch {
+			return flushKeep()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flushKeep()
 }
 
 // sendDocument sends d, in parts when it is big (platform/docparts). The

@@ -103,6 +103,7 @@ func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searc
 	next := treeState{}
 	kept := 0
 	sum, err := searchIngestPlan(ctx, c, ingestPlan{sync: header, walk: func(emit func(source.Item) error, keep func(string) error) error {
+		kept = 0 // the walk runs again when an older service needs the old RPC
 		return source.WalkTree(root, func(rel string, st source.FileState) bool {
 			old, ok := prev[rel]
 			return ok && old == st
@@ -131,6 +132,9 @@ func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searc
 	fmt.Fprintf(stdout, "%s  sync %s: %d sent (%d written, %d unchanged), %d kept unchanged, %d deleted, %d failed\n",
 		time.Now().Format(time.TimeOnly), header.GetName(), sum.Sent, r.GetDocumentsWritten(), r.GetDocumentsUnchanged(),
 		kept-len(sum.Problems), r.GetDocumentsDeleted(), int(r.GetDocumentsFailed())+len(sum.Problems))
+	if sum.Unconfirmed {
+		fmt.Fprintln(stdout, UnconfirmedNote)
+	}
 	failed := int(r.GetDocumentsFailed()) + len(sum.Problems)
 	if failed == 0 {
 		return next, nil

@@ -2213,15 +2213,15 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xa0\a\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xa3\a\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
 	"\tGetChunks\x12!.bmcis.search.v1.GetChunksRequest\x1a\".bmcis.search.v1.GetChunksResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/chunks\x12f\n" +
 	"\x0fIngestDocuments\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsResponse(\x01\x12m\n" +
-	"\x14IngestDocumentsAcked\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsProgress(\x010\x01\x12\x86\x01\n" +
-	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"#\x82\xd3\xe4\x93\x02\x1d*\x1b/v1/documents/{external_id}\x12y\n" +
+	"\x14IngestDocumentsAcked\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsProgress(\x010\x01\x12\x89\x01\n" +
+	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"&\x82\xd3\xe4\x93\x02 *\x1e/v1/documents/{external_id=**}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
 	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sourcesB\xbc\x01\n" +

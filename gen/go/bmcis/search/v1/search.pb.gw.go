@@ -293,7 +293,7 @@ func RegisterSearchServiceHandlerServer(ctx context.Context, mux *runtime.ServeM
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/bmcis.search.v1.SearchService/DeleteDocument", runtime.WithHTTPPathPattern("/v1/documents/{external_id}"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/bmcis.search.v1.SearchService/DeleteDocument", runtime.WithHTTPPathPattern("/v1/documents/{external_id=**}"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -445,7 +445,7 @@ func RegisterSearchServiceHandlerClient(ctx context.Context, mux *runtime.ServeM
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/bmcis.search.v1.SearchService/DeleteDocument", runtime.WithHTTPPathPattern("/v1/documents/{external_id}"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/bmcis.search.v1.SearchService/DeleteDocument", runtime.WithHTTPPathPattern("/v1/documents/{external_id=**}"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -515,7 +515,7 @@ func RegisterSearchServiceHandlerClient(ctx context.Context, mux *runtime.ServeM
 var (
 	pattern_SearchService_Search_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "search"}, ""))
 	pattern_SearchService_GetChunks_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "chunks"}, ""))
-	pattern_SearchService_DeleteDocument_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "documents", "external_id"}, ""))
+	pattern_SearchService_DeleteDocument_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 3, 0, 4, 1, 5, 2}, []string{"v1", "documents", "external_id"}, ""))
 	pattern_SearchService_ListCategories_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "categories"}, ""))
 	pattern_SearchService_GetIndexStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "index", "status"}, ""))
 	pattern_SearchService_ListSources_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "sources"}, ""))
