@@ -1,0 +1,452 @@
+package eval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/stretchr/testify/require"
+)
+
+// Learned fusion (issue 14): per-candidate features over the union of the
+// two top-100 lists, a few query-level features, small linear scorers fitted
+// by coordinate ascent on nDCG@10 (RankLib style), reported in-sample and
+// out-of-fold (5-fold cross-validation over the training queries).
+//
+//	BMCIS_EVAL_SEM=ltr go test ./internal/eval -run TestLearnedFusion -v -timeout 60m
+
+// Candidate features (index into ltrCand.f).
+const (
+	fBMmm    = iota // BM25 min-max over the BM25 list, 0 when absent
+	fVecMM          // feedback cosine min-max over the vector list, 0 when absent
+	fBMtop          // BM25 / the query's top BM25, 0 when absent
+	fBMz            // BM25 z-score over the BM25 list, the list's lowest when absent
+	fCosFB          // feedback cosine (every candidate: needs its vector)
+	fCos            // cosine without feedback (every candidate)
+	fBMrr           // 6/(5+BM25 rank), 0 when absent
+	fVecRR          // 6/(5+vector rank), 0 when absent
+	fBoth           // 1 when both lists hold it
+	fCosFBmm        // feedback cosine min-max over the whole union
+	fVecZ           // feedback cosine z-score over the vector list, lowest when absent
+	nFeat
+)
+
+var featNames = [nFeat]string{"bmMM", "vecMM", "bmTop", "bmZ", "cosFB", "cos", "bmRR", "vecRR", "both", "cosFBmmU", "vecZ"}
+
+// Query features (index into ltrQuery.q), roughly in 0..1.
+const (
+	qLen     = iota // analyzed query terms / 10
+	qGap            // (top1 - top2) / top1 of BM25
+	qOverlap        // |BM25 top 10 ∩ vector top 10| / 10
+	qIDF            // mean idf of the query terms / 10
+	qVecGap         // (top1 - top10) cosine of the vector list
+	nQFeat
+)
+
+var qFeatNames = [nQFeat]string{"len", "gap", "overlap10", "idf", "vecGap10"}
+
+type ltrCand struct {
+	id   int64
+	doc  int32
+	gain int8
+	f    [nFeat]float64
+}
+
+type ltrQuery struct {
+	id    string
+	cands []ltrCand
+	q     [nQFeat]float64
+	idcg  float64
+	nrel  int
+	// scratch
+	s   []float64
+	idx []int
+}
+
+// ltrModel scores a candidate with parameters w.
+type ltrModel struct {
+	name  string
+	init  []float64
+	score func(q *ltrQuery, c *ltrCand, w []float64) float64
+}
+
+// eval returns nDCG@10 (and Recall@100 when recall) of the query ranked by
+// the model's score, documents deduplicated at their best chunk.
+func (q *ltrQuery) eval(m *ltrModel, w []float64, recall bool) (float64, float64) {
+	if q.s == nil {
+		q.s = make([]float64, len(q.cands))
+		q.idx = make([]int, len(q.cands))
+	}
+	for i := range q.cands {
+		q.s[i] = m.score(q, &q.cands[i], w)
+		q.idx[i] = i
+	}
+	sort.Slice(q.idx, func(a, b int) bool {
+		x, y := q.idx[a], q.idx[b]
+		if q.s[x] != q.s[y] {
+			return q.s[x] > q.s[y]
+		}
+		return q.cands[x].id < q.cands[y].id
+	})
+	seen := make(map[int32]bool, 16)
+	dcg, found, rank := 0.0, 0, 0
+	limit := 10
+	if recall {
+		limit = 100
+	}
+	for _, i := range q.idx {
+		c := &q.cands[i]
+		if seen[c.doc] {
+			continue
+		}
+		seen[c.doc] = true
+		if c.gain > 0 {
+			if rank < 10 {
+				dcg += float64(c.gain) / math.Log2(float64(rank+2))
+			}
+			found++
+		}
+		rank++
+		if rank >= limit {
+			break
+		}
+	}
+	nd := 0.0
+	if q.idcg > 0 {
+		nd = dcg / q.idcg
+	}
+	r := 0.0
+	if q.nrel > 0 {
+		r = float64(found) / float64(q.nrel)
+	}
+	return nd, r
+}
+
+func ltrMean(qs []*ltrQuery, m *ltrModel, w []float64) float64 {
+	s := 0.0
+	for _, q := range qs {
+		n, _ := q.eval(m, w, false)
+		s += n
+	}
+	return s / float64(len(qs))
+}
+
+// ltrMetrics is the mean over every judged query (all of them are in qs).
+func ltrMetrics(qs []*ltrQuery, m *ltrModel, w []float64) Metrics {
+	var out Metrics
+	for _, q := range qs {
+		n, r := q.eval(m, w, true)
+		out.NDCG10 += n
+		out.Recall100 += r
+	}
+	out.Queries = len(qs)
+	out.NDCG10 /= float64(len(qs))
+	out.Recall100 /= float64(len(qs))
+	return out
+}
+
+// coordAscent maximises mean nDCG@10 over qs, one parameter at a time with
+// steps of several sizes in both directions (RankLib's coordinate ascent,
+// without restarts: the models have few parameters and a fixed anchor).
+func coordAscent(qs []*ltrQuery, m *ltrModel) ([]float64, float64) {
+	w := append([]float64(nil), m.init...)
+	best := ltrMean(qs, m, w)
+	steps := []float64{0.01, 0.03, 0.1, 0.3, 1}
+	for round := 0; round < 8; round++ {
+		improved := false
+		for j := range w {
+			for _, st := range steps {
+				for _, sign := range []float64{1, -1} {
+					old := w[j]
+					w[j] = old + sign*st
+					if v := ltrMean(qs, m, w); v > best+1e-6 {
+						best, improved = v, true
+					} else {
+						w[j] = old
+					}
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return w, best
+}
+
+// ltrData computes both lists and the features of every training query.
+func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
+	ctx := context.Background()
+	const K = 100
+	fbo := fusion.BuiltinOptions()
+	docIdx := map[string]int32{}
+	for _, d := range p.chunkDoc {
+		if _, ok := docIdx[d]; !ok {
+			docIdx[d] = int32(len(docIdx))
+		}
+	}
+	n := p.index.Len()
+	df := map[string]int{}
+	p.index.EachTerm(func(term string, d int) { df[term] = d })
+	var out []*ltrQuery
+	for _, qq := range ds.Queries {
+		terms := p.analyzer.Terms(qq.Text)
+		hits := p.index.Search(terms, bm25.SearchOptions{K: K})
+		bm := make([]fusion.Candidate, len(hits))
+		for i, h := range hits {
+			bm[i] = fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score}
+		}
+		qv, err := p.model.Embed(ctx, []string{qq.Text})
+		require.NoError(t, err)
+		var fbv [][]float32
+		for i := 0; i < min(fbo.FeedbackChunks, len(bm)); i++ {
+			fbv = append(fbv, p.vectors[bm[i].ChunkID])
+		}
+		qfb := embed.Feedback(qv[0], fbv, float32(fbo.FeedbackWeight))
+		vec := exactKNN(p.vectors, qfb, K)
+
+		q := &ltrQuery{id: qq.ID}
+		rels := ds.Qrels[qq.ID]
+		gains := []int{}
+		for _, g := range rels {
+			if g > 0 {
+				gains = append(gains, g)
+				q.nrel++
+			}
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(gains)))
+		for i, g := range gains {
+			if i < 10 {
+				q.idcg += float64(g) / math.Log2(float64(i+2))
+			}
+		}
+		// Query features.
+		q.q[qLen] = float64(len(terms)) / 10
+		if len(bm) > 1 && bm[0].Score > 0 {
+			q.q[qGap] = (bm[0].Score - bm[1].Score) / bm[0].Score
+		}
+		top := map[int64]bool{}
+		for i := 0; i < min(10, len(bm)); i++ {
+			top[bm[i].ChunkID] = true
+		}
+		for i := 0; i < min(10, len(vec)); i++ {
+			if top[vec[i].ChunkID] {
+				q.q[qOverlap] += 0.1
+			}
+		}
+		if len(terms) > 0 {
+			s := 0.0
+			for _, tm := range terms {
+				s += bm25.IDF(n, df[tm])
+			}
+			q.q[qIDF] = s / float64(len(terms)) / 10
+		}
+		if len(vec) >= 10 {
+			q.q[qVecGap] = vec[0].Score - vec[9].Score
+		}
+		// Candidate features.
+		stats := func(l []fusion.Candidate) (lo, hi, mean, sd float64) {
+			lo, hi = math.Inf(1), math.Inf(-1)
+			for _, c := range l {
+				lo, hi = math.Min(lo, c.Score), math.Max(hi, c.Score)
+				mean += c.Score
+			}
+			mean /= float64(len(l))
+			for _, c := range l {
+				sd += (c.Score - mean) * (c.Score - mean)
+			}
+			sd = math.Sqrt(sd / float64(len(l)))
+			if sd == 0 {
+				sd = 1
+			}
+			return
+		}
+		byID := map[int64]int{}
+		get := func(id int64) *ltrCand {
+			if i, ok := byID[id]; ok {
+				return &q.cands[i]
+			}
+			byID[id] = len(q.cands)
+			doc := p.chunkDoc[id]
+			c := ltrCand{id: id, doc: docIdx[doc], gain: int8(rels[doc])}
+			c.f[fCosFB] = float64(embed.Dot(p.vectors[id], qfb))
+			c.f[fCos] = float64(embed.Dot(p.vectors[id], qv[0]))
+			q.cands = append(q.cands, c)
+			return &q.cands[len(q.cands)-1]
+		}
+		if len(bm) > 0 {
+			lo, hi, mean, sd := stats(bm)
+			for i, h := range bm {
+				c := get(h.ChunkID)
+				c.f[fBMmm] = 1
+				if hi > lo {
+					c.f[fBMmm] = (h.Score - lo) / (hi - lo)
+				}
+				c.f[fBMtop] = h.Score / hi
+				c.f[fBMz] = (h.Score - mean) / sd
+				c.f[fBMrr] = 6 / float64(5+i+1)
+			}
+			for i := range q.cands {
+				if q.cands[i].f[fBMrr] == 0 {
+					q.cands[i].f[fBMz] = (lo - mean) / sd
+				}
+			}
+		}
+		if len(vec) > 0 {
+			lo, hi, mean, sd := stats(vec)
+			for i, h := range vec {
+				c := get(h.ChunkID)
+				c.f[fVecMM] = 1
+				if hi > lo {
+					c.f[fVecMM] = (h.Score - lo) / (hi - lo)
+				}
+				c.f[fVecRR] = 6 / float64(5+i+1)
+				c.f[fVecZ] = (h.Score - mean) / sd
+			}
+			for i := range q.cands {
+				c := &q.cands[i]
+				if c.f[fVecRR] == 0 {
+					c.f[fVecZ] = (lo - mean) / sd
+				}
+				if c.f[fVecRR] > 0 && c.f[fBMrr] > 0 {
+					c.f[fBoth] = 1
+				}
+			}
+		}
+		ulo, uhi := math.Inf(1), math.Inf(-1)
+		for i := range q.cands {
+			ulo, uhi = math.Min(ulo, q.cands[i].f[fCosFB]), math.Max(uhi, q.cands[i].f[fCosFB])
+		}
+		for i := range q.cands {
+			if uhi > ulo {
+				q.cands[i].f[fCosFBmm] = (q.cands[i].f[fCosFB] - ulo) / (uhi - ulo)
+			}
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// linModel scores anchor + sum w_i * feature_i (the anchor feature has
+// weight 1: nDCG is scale invariant). inter lists vector features whose
+// weight also varies with query features: w * (v0 + sum v_j q_j).
+func linModel(name string, anchor int, feats []int, init []float64) *ltrModel {
+	return &ltrModel{name: name, init: init, score: func(q *ltrQuery, c *ltrCand, w []float64) float64 {
+		s := c.f[anchor]
+		for i, f := range feats {
+			s += w[i] * c.f[f]
+		}
+		return s
+	}}
+}
+
+// perQueryModel: anchor + (w0 + sum_j w_j q_j) * vecFeat, then extra
+// linear features.
+func perQueryModel(name string, anchor, vecFeat int, qfs []int, extra []int, init []float64) *ltrModel {
+	return &ltrModel{name: name, init: init, score: func(q *ltrQuery, c *ltrCand, w []float64) float64 {
+		vw := w[0]
+		for j, qf := range qfs {
+			vw += w[1+j] * q.q[qf]
+		}
+		s := c.f[anchor] + vw*c.f[vecFeat]
+		for i, f := range extra {
+			s += w[1+len(qfs)+i] * c.f[f]
+		}
+		return s
+	}}
+}
+
+func zeros(n int, first float64) []float64 {
+	w := make([]float64, n)
+	w[0] = first
+	return w
+}
+
+func TestLearnedFusion(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
+		t.Skip("set BMCIS_EVAL_SEM=ltr")
+	}
+	ds := loadSciFact(t)
+	p, err := Build(context.Background(), ds, DefaultConfig())
+	require.NoError(t, err)
+	qs := ltrData(t, ds, p)
+	t.Logf("%d queries, mean union size %.1f", len(qs), func() float64 {
+		s := 0
+		for _, q := range qs {
+			s += len(q.cands)
+		}
+		return float64(s) / float64(len(qs))
+	}())
+
+	// Shipped convex 0.7: bmMM + (0.3/0.7) vecMM.
+	allQF := []int{qLen, qGap, qOverlap, qIDF, qVecGap}
+	models := []*ltrModel{
+		linModel("bm25 only", fBMmm, nil, nil),
+		linModel("convex (vecMM)", fBMmm, []int{fVecMM}, []float64{0.3 / 0.7}),
+		linModel("convex z-scores", fBMz, []int{fVecZ}, []float64{0.3}),
+		linModel("interp bmTop + cosFB (all cands)", fBMtop, []int{fCosFB}, []float64{0.5}),
+		linModel("interp bmTop + cosFB + cos", fBMtop, []int{fCosFB, fCos}, []float64{0.5, 0}),
+		linModel("convex + both + ranks", fBMmm, []int{fVecMM, fBoth, fBMrr, fVecRR}, []float64{0.3 / 0.7, 0, 0, 0}),
+		linModel("list features (no extra cosines)", fBMmm, []int{fVecMM, fBMtop, fBMz, fBMrr, fVecRR, fBoth, fVecZ}, []float64{0.3 / 0.7, 0, 0, 0, 0, 0, 0}),
+		linModel("all features", fBMmm, []int{fVecMM, fBMtop, fBMz, fBMrr, fVecRR, fBoth, fVecZ, fCosFB, fCos, fCosFBmm}, []float64{0.3 / 0.7, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
+		perQueryModel("per-query alpha: overlap", fBMmm, fVecMM, []int{qOverlap}, nil, zeros(2, 0.3/0.7)),
+		perQueryModel("per-query alpha: gap", fBMmm, fVecMM, []int{qGap}, nil, zeros(2, 0.3/0.7)),
+		perQueryModel("per-query alpha: overlap+gap", fBMmm, fVecMM, []int{qOverlap, qGap}, nil, zeros(3, 0.3/0.7)),
+		perQueryModel("per-query alpha: all query feats", fBMmm, fVecMM, allQF, nil, zeros(1+len(allQF), 0.3/0.7)),
+		perQueryModel("per-query interp cosFB: all qf", fBMtop, fCosFB, allQF, nil, zeros(1+len(allQF), 0.5)),
+		perQueryModel("per-query alpha all qf + both/ranks", fBMmm, fVecMM, allQF, []int{fBoth, fBMrr, fVecRR}, zeros(1+len(allQF)+3, 0.3/0.7)),
+	}
+	if only := os.Getenv("BMCIS_EVAL_LTR"); only != "" {
+		var keep []*ltrModel
+		for _, m := range models {
+			if strings.Contains(m.name, only) {
+				keep = append(keep, m)
+			}
+		}
+		models = keep
+	}
+	// Fixed fold assignment (seeded shuffle).
+	perm := rand.New(rand.NewPCG(14, 5)).Perm(len(qs))
+	const folds = 5
+	for _, m := range models {
+		init := ltrMetrics(qs, m, m.init)
+		w, in := coordAscent(qs, m)
+		full := ltrMetrics(qs, m, w)
+		// Out of fold: every query scored by the model fitted without it.
+		oofN, oofR := 0.0, 0.0
+		for f := 0; f < folds; f++ {
+			var train, test []*ltrQuery
+			for i, pi := range perm {
+				if i%folds == f {
+					test = append(test, qs[pi])
+				} else {
+					train = append(train, qs[pi])
+				}
+			}
+			fw, _ := coordAscent(train, m)
+			mt := ltrMetrics(test, m, fw)
+			oofN += mt.NDCG10 * float64(len(test))
+			oofR += mt.Recall100 * float64(len(test))
+		}
+		oofN /= float64(len(qs))
+		oofR /= float64(len(qs))
+		t.Logf("%-40s init %.4f / %.4f | in-sample %.4f / %.4f (fit %.4f) | 5-fold OOF %.4f / %.4f | w=%s",
+			m.name, init.NDCG10, init.Recall100, full.NDCG10, full.Recall100, in, oofN, oofR, fmtW(w))
+	}
+}
+
+func fmtW(w []float64) string {
+	parts := make([]string, len(w))
+	for i, x := range w {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
