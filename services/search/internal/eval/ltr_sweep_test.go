@@ -36,22 +36,30 @@ const (
 	fBoth           // 1 when both lists hold it
 	fCosFBmm        // feedback cosine min-max over the whole union
 	fVecZ           // feedback cosine z-score over the vector list, lowest when absent
+	fBMfull         // BM25 / top for every candidate (vector-only ones scored too)
+	fCover          // idf-weighted share of the distinct query terms the chunk holds
+	fCoverN         // share of the distinct query terms the chunk holds
 	nFeat
 )
 
-var featNames = [nFeat]string{"bmMM", "vecMM", "bmTop", "bmZ", "cosFB", "cos", "bmRR", "vecRR", "both", "cosFBmmU", "vecZ"}
+var featNames = [nFeat]string{"bmMM", "vecMM", "bmTop", "bmZ", "cosFB", "cos", "bmRR", "vecRR", "both", "cosFBmmU", "vecZ", "bmFull", "cover", "coverN"}
 
 // Query features (index into ltrQuery.q), roughly in 0..1.
 const (
-	qLen     = iota // analyzed query terms / 10
-	qGap            // (top1 - top2) / top1 of BM25
-	qOverlap        // |BM25 top 10 ∩ vector top 10| / 10
-	qIDF            // mean idf of the query terms / 10
-	qVecGap         // (top1 - top10) cosine of the vector list
+	qLen      = iota // analyzed query terms / 10
+	qGap             // (top1 - top2) / top1 of BM25
+	qOverlap         // |BM25 top 10 ∩ vector top 10| / 10
+	qIDF             // mean idf of the query terms / 10
+	qVecGap          // (top1 - top10) cosine of the vector list
+	qTopBM           // the top BM25 score / 30 (absolute)
+	qTopCos          // cosine (no feedback) of the query with the BM25 top hit
+	qTopVecMM        // the BM25 top hit's min-max score on the vector side
+	qTopCover        // idf-weighted query-term coverage of the BM25 top hit
+	qVecTop          // the top feedback cosine of the vector list
 	nQFeat
 )
 
-var qFeatNames = [nQFeat]string{"len", "gap", "overlap10", "idf", "vecGap10"}
+var qFeatNames = [nQFeat]string{"len", "gap", "overlap10", "idf", "vecGap10", "topBM", "topCos", "topVecMM", "topCover", "vecTop"}
 
 type ltrCand struct {
 	id   int64
@@ -159,7 +167,7 @@ func ltrMetrics(qs []*ltrQuery, m *ltrModel, w []float64) Metrics {
 func coordAscent(qs []*ltrQuery, m *ltrModel) ([]float64, float64) {
 	w := append([]float64(nil), m.init...)
 	best := ltrMean(qs, m, w)
-	steps := []float64{0.01, 0.03, 0.1, 0.3, 1}
+	steps := []float64{0.003, 0.01, 0.03, 0.1, 0.3, 1, 3}
 	for round := 0; round < 8; round++ {
 		improved := false
 		for j := range w {
@@ -196,9 +204,22 @@ func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
 	n := p.index.Len()
 	df := map[string]int{}
 	p.index.EachTerm(func(term string, d int) { df[term] = d })
+	ts := &termScorer{p: p, cache: map[string]map[int64]float64{}}
 	var out []*ltrQuery
 	for _, qq := range ds.Queries {
 		terms := p.analyzer.Terms(qq.Text)
+		full := map[int64]float64{}
+		for _, h := range p.index.Search(terms, bm25.SearchOptions{K: n}) {
+			full[h.ChunkID] = h.Score
+		}
+		distinct := map[string]float64{}
+		idfSum := 0.0
+		for _, tm := range terms {
+			if _, ok := distinct[tm]; !ok {
+				distinct[tm] = bm25.IDF(n, df[tm])
+				idfSum += distinct[tm]
+			}
+		}
 		hits := p.index.Search(terms, bm25.SearchOptions{K: K})
 		bm := make([]fusion.Candidate, len(hits))
 		for i, h := range hits {
@@ -279,6 +300,15 @@ func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
 			c := ltrCand{id: id, doc: docIdx[doc], gain: int8(rels[doc])}
 			c.f[fCosFB] = float64(embed.Dot(p.vectors[id], qfb))
 			c.f[fCos] = float64(embed.Dot(p.vectors[id], qv[0]))
+			if len(bm) > 0 && bm[0].Score > 0 {
+				c.f[fBMfull] = full[id] / bm[0].Score
+			}
+			for tm, idf := range distinct {
+				if _, ok := ts.term(tm)[id]; ok {
+					c.f[fCover] += idf / idfSum
+					c.f[fCoverN] += 1 / float64(len(distinct))
+				}
+			}
 			q.cands = append(q.cands, c)
 			return &q.cands[len(q.cands)-1]
 		}
@@ -330,9 +360,168 @@ func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
 				q.cands[i].f[fCosFBmm] = (q.cands[i].f[fCosFB] - ulo) / (uhi - ulo)
 			}
 		}
+		if len(bm) > 0 {
+			q.q[qTopBM] = bm[0].Score / 30
+			c := &q.cands[byID[bm[0].ChunkID]]
+			q.q[qTopCos] = c.f[fCos]
+			q.q[qTopVecMM] = c.f[fVecMM]
+			q.q[qTopCover] = c.f[fCover]
+		}
+		if len(vec) > 0 {
+			q.q[qVecTop] = vec[0].Score
+		}
 		out = append(out, q)
 	}
 	return out
+}
+
+// pairwiseFit fits a linear scorer on standardised features by pairwise
+// logistic loss (RankNet with a linear model) with L2 penalty lambda: pairs
+// (relevant, non-relevant) of one query; when topNeg > 0 only the
+// non-relevant candidates within the top topNeg of the shipped convex
+// ranking (the ones that matter for nDCG@10). feat maps a candidate to
+// its feature vector. Returns the weights in the original feature scale.
+func pairwiseFit(qs []*ltrQuery, feat func(q *ltrQuery, c *ltrCand) []float64, lambda float64, topNeg int) []float64 {
+	base := linModel("convex", fBMmm, []int{fVecMM}, nil)
+	var pairs [][]float64
+	var dim int
+	for _, q := range qs {
+		q.eval(base, []float64{0.3 / 0.7}, false)
+		inTop := map[int]bool{}
+		for r, i := range q.idx {
+			if topNeg > 0 && r >= topNeg {
+				break
+			}
+			inTop[i] = true
+		}
+		xs := make([][]float64, len(q.cands))
+		for i := range q.cands {
+			xs[i] = feat(q, &q.cands[i])
+			dim = len(xs[i])
+		}
+		for i := range q.cands {
+			if q.cands[i].gain <= 0 {
+				continue
+			}
+			for j := range q.cands {
+				if q.cands[j].gain >= q.cands[i].gain || (topNeg > 0 && !inTop[j]) {
+					continue
+				}
+				d := make([]float64, dim)
+				for k := range d {
+					d[k] = xs[i][k] - xs[j][k]
+				}
+				pairs = append(pairs, d)
+			}
+		}
+	}
+	// Scale each dimension by its standard deviation over pair differences.
+	sd := make([]float64, dim)
+	for _, d := range pairs {
+		for k, x := range d {
+			sd[k] += x * x
+		}
+	}
+	for k := range sd {
+		sd[k] = math.Sqrt(sd[k] / float64(len(pairs)))
+		if sd[k] == 0 {
+			sd[k] = 1
+		}
+	}
+	w := make([]float64, dim)
+	g := make([]float64, dim)
+	lr := 1.0
+	for it := 0; it < 300; it++ {
+		for k := range g {
+			g[k] = lambda * w[k]
+		}
+		for _, d := range pairs {
+			z := 0.0
+			for k, x := range d {
+				z += w[k] * x / sd[k]
+			}
+			// d/dz log(1+exp(-z)) = -1/(1+exp(z))
+			s := -1 / (1 + math.Exp(z))
+			for k, x := range d {
+				g[k] += s * x / sd[k] / float64(len(pairs))
+			}
+		}
+		for k := range w {
+			w[k] -= lr * g[k]
+		}
+	}
+	for k := range w {
+		w[k] /= sd[k]
+	}
+	return w
+}
+
+func TestPairwiseFusion(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
+		t.Skip("set BMCIS_EVAL_SEM=ltr")
+	}
+	ds := loadSciFact(t)
+	p, err := Build(context.Background(), ds, DefaultConfig())
+	require.NoError(t, err)
+	qs := ltrData(t, ds, p)
+	perm := rand.New(rand.NewPCG(14, 5)).Perm(len(qs))
+	const folds = 5
+	listFeats := []int{fBMmm, fVecMM, fBMtop, fBMz, fBMrr, fVecRR, fBoth, fVecZ}
+	allFeats := []int{fBMmm, fVecMM, fBMtop, fBMz, fBMrr, fVecRR, fBoth, fVecZ, fCosFB, fCos, fCosFBmm, fBMfull, fCover, fCoverN}
+	inter := func(feats []int, qfs []int) func(q *ltrQuery, c *ltrCand) []float64 {
+		return func(q *ltrQuery, c *ltrCand) []float64 {
+			x := make([]float64, 0, len(feats)+len(qfs))
+			for _, f := range feats {
+				x = append(x, c.f[f])
+			}
+			for _, qf := range qfs {
+				x = append(x, c.f[fVecMM]*q.q[qf])
+			}
+			return x
+		}
+	}
+	allQF := []int{qLen, qGap, qOverlap, qIDF, qVecGap, qTopBM, qTopCos, qTopVecMM, qTopCover, qVecTop}
+	variants := []struct {
+		name string
+		feat func(q *ltrQuery, c *ltrCand) []float64
+	}{
+		{"convex pair (bmMM, vecMM)", inter([]int{fBMmm, fVecMM}, nil)},
+		{"list features", inter(listFeats, nil)},
+		{"all features", inter(allFeats, nil)},
+		{"convex + vecMM x query feats", inter([]int{fBMmm, fVecMM}, allQF)},
+		{"all features + vecMM x query feats", inter(allFeats, allQF)},
+	}
+	for _, v := range variants {
+		for _, topNeg := range []int{0, 30} {
+			for _, lambda := range []float64{1e-4, 1e-2} {
+				m := &ltrModel{name: v.name, score: func(q *ltrQuery, c *ltrCand, w []float64) float64 {
+					s := 0.0
+					for k, x := range v.feat(q, c) {
+						s += w[k] * x
+					}
+					return s
+				}}
+				w := pairwiseFit(qs, v.feat, lambda, topNeg)
+				in := ltrMetrics(qs, m, w)
+				oofN, oofR := 0.0, 0.0
+				for f := 0; f < folds; f++ {
+					var train, test []*ltrQuery
+					for i, pi := range perm {
+						if i%folds == f {
+							test = append(test, qs[pi])
+						} else {
+							train = append(train, qs[pi])
+						}
+					}
+					mt := ltrMetrics(test, m, pairwiseFit(train, v.feat, lambda, topNeg))
+					oofN += mt.NDCG10 * float64(len(test))
+					oofR += mt.Recall100 * float64(len(test))
+				}
+				t.Logf("pairwise %-36s neg top%-3d l2 %.0e | in-sample %.4f / %.4f | 5-fold OOF %.4f / %.4f | w=%s",
+					v.name, topNeg, lambda, in.NDCG10, in.Recall100, oofN/float64(len(qs)), oofR/float64(len(qs)), fmtW(w))
+			}
+		}
+	}
 }
 
 // linModel scores anchor + sum w_i * feature_i (the anchor feature has
@@ -388,6 +577,7 @@ func TestLearnedFusion(t *testing.T) {
 
 	// Shipped convex 0.7: bmMM + (0.3/0.7) vecMM.
 	allQF := []int{qLen, qGap, qOverlap, qIDF, qVecGap}
+	topQF := []int{qTopBM, qTopCos, qTopVecMM, qTopCover, qVecTop}
 	models := []*ltrModel{
 		linModel("bm25 only", fBMmm, nil, nil),
 		linModel("convex (vecMM)", fBMmm, []int{fVecMM}, []float64{0.3 / 0.7}),
@@ -403,6 +593,35 @@ func TestLearnedFusion(t *testing.T) {
 		perQueryModel("per-query alpha: all query feats", fBMmm, fVecMM, allQF, nil, zeros(1+len(allQF), 0.3/0.7)),
 		perQueryModel("per-query interp cosFB: all qf", fBMtop, fCosFB, allQF, nil, zeros(1+len(allQF), 0.5)),
 		perQueryModel("per-query alpha all qf + both/ranks", fBMmm, fVecMM, allQF, []int{fBoth, fBMrr, fVecRR}, zeros(1+len(allQF)+3, 0.3/0.7)),
+	}
+	models = append(models,
+		linModel("convex + bmFull", fBMmm, []int{fVecMM, fBMfull}, []float64{0.3 / 0.7, 0}),
+		linModel("convex + cover", fBMmm, []int{fVecMM, fCover}, []float64{0.3 / 0.7, 0}),
+		linModel("convex + cover + coverN + bmFull", fBMmm, []int{fVecMM, fCover, fCoverN, fBMfull}, []float64{0.3 / 0.7, 0, 0, 0}),
+		perQueryModel("per-query alpha: top-hit feats", fBMmm, fVecMM, topQF, nil, zeros(1+len(topQF), 0.3/0.7)),
+		perQueryModel("per-query alpha: topVecMM", fBMmm, fVecMM, []int{qTopVecMM}, nil, zeros(2, 0.3/0.7)),
+		perQueryModel("per-query alpha: topCos", fBMmm, fVecMM, []int{qTopCos}, nil, zeros(2, 0.3/0.7)),
+		linModel("interp bmFull + cosFB + cover", fBMfull, []int{fCosFB, fCover, fCoverN}, []float64{0.5, 0, 0}),
+	)
+	// Oracle: the best convex alpha chosen per query (upper bound of any
+	// per-query weighting of the shipped convex fusion).
+	{
+		cm := linModel("convex", fBMmm, []int{fVecMM}, nil)
+		alphas := []float64{1, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4, 0.3}
+		or, orBin := 0.0, 0.0
+		for _, q := range qs {
+			best, bin := 0.0, 0.0
+			for _, a := range alphas {
+				v, _ := q.eval(cm, []float64{(1 - a) / a}, false)
+				best = math.Max(best, v)
+				if a == 1 || a == 0.7 {
+					bin = math.Max(bin, v)
+				}
+			}
+			or += best
+			orBin += bin
+		}
+		t.Logf("oracle per-query alpha over %v: %.4f; oracle choice BM25 vs convex 0.7: %.4f", alphas, or/float64(len(qs)), orBin/float64(len(qs)))
 	}
 	if only := os.Getenv("BMCIS_EVAL_LTR"); only != "" {
 		var keep []*ltrModel
