@@ -669,3 +669,143 @@ func fmtW(w []float64) string {
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }
+
+// alphaTree is a depth-limited regression tree on query features that picks
+// the convex alpha per leaf (the alpha with the best summed nDCG@10 of the
+// leaf's training queries); nd[q][a] is query q's nDCG@10 at alphas[a].
+type alphaTree struct {
+	feat      int
+	threshold float64
+	leaf      int // alpha index when feat < 0
+	lo, hi    *alphaTree
+}
+
+func (tr *alphaTree) alpha(q *ltrQuery) int {
+	for tr.feat >= 0 {
+		if q.q[tr.feat] < tr.threshold {
+			tr = tr.lo
+		} else {
+			tr = tr.hi
+		}
+	}
+	return tr.leaf
+}
+
+func bestLeaf(idx []int, nd [][]float64) (int, float64) {
+	best, bestSum := 0, math.Inf(-1)
+	for a := range nd[0] {
+		s := 0.0
+		for _, i := range idx {
+			s += nd[i][a]
+		}
+		if s > bestSum {
+			best, bestSum = a, s
+		}
+	}
+	return best, bestSum
+}
+
+// fitAlphaTree grows a tree over queries idx, splitting at deciles of
+// each query feature when the split improves the summed nDCG@10 and both
+// sides keep at least minLeaf queries.
+func fitAlphaTree(qs []*ltrQuery, idx []int, nd [][]float64, depth, minLeaf int) *alphaTree {
+	leaf, leafSum := bestLeaf(idx, nd)
+	tr := &alphaTree{feat: -1, leaf: leaf}
+	if depth == 0 {
+		return tr
+	}
+	bestSum := leafSum
+	var bestLo, bestHi []int
+	for f := 0; f < nQFeat; f++ {
+		vals := make([]float64, len(idx))
+		for k, i := range idx {
+			vals[k] = qs[i].q[f]
+		}
+		sort.Float64s(vals)
+		for d := 1; d < 10; d++ {
+			th := vals[d*len(vals)/10]
+			var lo, hi []int
+			for _, i := range idx {
+				if qs[i].q[f] < th {
+					lo = append(lo, i)
+				} else {
+					hi = append(hi, i)
+				}
+			}
+			if len(lo) < minLeaf || len(hi) < minLeaf {
+				continue
+			}
+			_, ls := bestLeaf(lo, nd)
+			_, hs := bestLeaf(hi, nd)
+			if ls+hs > bestSum+1e-9 {
+				bestSum, tr.feat, tr.threshold, bestLo, bestHi = ls+hs, f, th, lo, hi
+			}
+		}
+	}
+	if tr.feat >= 0 {
+		tr.lo = fitAlphaTree(qs, bestLo, nd, depth-1, minLeaf)
+		tr.hi = fitAlphaTree(qs, bestHi, nd, depth-1, minLeaf)
+	}
+	return tr
+}
+
+func (tr *alphaTree) String() string {
+	if tr.feat < 0 {
+		return fmt.Sprintf("a%d", tr.leaf)
+	}
+	return fmt.Sprintf("(%s<%.3f ? %s : %s)", qFeatNames[tr.feat], tr.threshold, tr.lo, tr.hi)
+}
+
+// TestAlphaTrees: per-query convex alpha from query features by small
+// decision trees (the linear per-query weights of TestLearnedFusion cannot
+// express thresholds).
+func TestAlphaTrees(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
+		t.Skip("set BMCIS_EVAL_SEM=ltr")
+	}
+	ds := loadSciFact(t)
+	p, err := Build(context.Background(), ds, DefaultConfig())
+	require.NoError(t, err)
+	qs := ltrData(t, ds, p)
+	alphas := []float64{1, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4}
+	cm := linModel("convex", fBMmm, []int{fVecMM}, nil)
+	nd := make([][]float64, len(qs))
+	for i, q := range qs {
+		nd[i] = make([]float64, len(alphas))
+		for a, al := range alphas {
+			nd[i][a], _ = q.eval(cm, []float64{(1 - al) / al}, false)
+		}
+	}
+	perm := rand.New(rand.NewPCG(14, 5)).Perm(len(qs))
+	const folds = 5
+	all := make([]int, len(qs))
+	for i := range all {
+		all[i] = i
+	}
+	for _, depth := range []int{0, 1, 2, 3} {
+		for _, minLeaf := range []int{40, 100} {
+			tr := fitAlphaTree(qs, all, nd, depth, minLeaf)
+			in := 0.0
+			for i, q := range qs {
+				in += nd[i][tr.alpha(q)]
+			}
+			oof := 0.0
+			for f := 0; f < folds; f++ {
+				var train, test []int
+				for i, pi := range perm {
+					if i%folds == f {
+						test = append(test, pi)
+					} else {
+						train = append(train, pi)
+					}
+				}
+				ft := fitAlphaTree(qs, train, nd, depth, minLeaf*4/5)
+				for _, i := range test {
+					oof += nd[i][ft.alpha(qs[i])]
+				}
+			}
+			t.Logf("alpha tree depth %d min leaf %3d | in-sample %.4f | 5-fold OOF %.4f | alphas %v tree %s",
+				depth, minLeaf, in/float64(len(qs)), oof/float64(len(qs)), alphas, tr)
+		}
+	}
+}
