@@ -190,6 +190,18 @@ func coordAscent(qs []*ltrQuery, m *ltrModel) ([]float64, float64) {
 	return w, best
 }
 
+// ltrSetup skips unless BMCIS_EVAL_SEM=ltr, then builds the default
+// pipeline and the features of every training query.
+func ltrSetup(t *testing.T) []*ltrQuery {
+	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
+		t.Skip("set BMCIS_EVAL_SEM=ltr")
+	}
+	ds := loadSciFact(t)
+	p, err := Build(context.Background(), ds, DefaultConfig())
+	require.NoError(t, err)
+	return ltrData(t, ds, p)
+}
+
 // ltrData computes both lists and the features of every training query.
 func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
 	ctx := context.Background()
@@ -457,15 +469,7 @@ func pairwiseFit(qs []*ltrQuery, feat func(q *ltrQuery, c *ltrCand) []float64, l
 }
 
 func TestPairwiseFusion(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
-		t.Skip("set BMCIS_EVAL_SEM=ltr")
-	}
-	ds := loadSciFact(t)
-	p, err := Build(context.Background(), ds, DefaultConfig())
-	require.NoError(t, err)
-	qs := ltrData(t, ds, p)
-	perm := rand.New(rand.NewPCG(14, 5)).Perm(len(qs))
-	const folds = 5
+	qs := ltrSetup(t)
 	listFeats := []int{fBMmm, fVecMM, fBMtop, fBMz, fBMrr, fVecRR, fBoth, fVecZ}
 	allFeats := []int{fBMmm, fVecMM, fBMtop, fBMz, fBMrr, fVecRR, fBoth, fVecZ, fCosFB, fCos, fCosFBmm, fBMfull, fCover, fCoverN}
 	inter := func(feats []int, qfs []int) func(q *ltrQuery, c *ltrCand) []float64 {
@@ -503,22 +507,9 @@ func TestPairwiseFusion(t *testing.T) {
 				}}
 				w := pairwiseFit(qs, v.feat, lambda, topNeg)
 				in := ltrMetrics(qs, m, w)
-				oofN, oofR := 0.0, 0.0
-				for f := 0; f < folds; f++ {
-					var train, test []*ltrQuery
-					for i, pi := range perm {
-						if i%folds == f {
-							test = append(test, qs[pi])
-						} else {
-							train = append(train, qs[pi])
-						}
-					}
-					mt := ltrMetrics(test, m, pairwiseFit(train, v.feat, lambda, topNeg))
-					oofN += mt.NDCG10 * float64(len(test))
-					oofR += mt.Recall100 * float64(len(test))
-				}
+				oof := crossValidate(qs, m, func(train []*ltrQuery) []float64 { return pairwiseFit(train, v.feat, lambda, topNeg) })
 				t.Logf("pairwise %-36s neg top%-3d l2 %.0e | in-sample %.4f / %.4f | 5-fold OOF %.4f / %.4f | w=%s",
-					v.name, topNeg, lambda, in.NDCG10, in.Recall100, oofN/float64(len(qs)), oofR/float64(len(qs)), fmtW(w))
+					v.name, topNeg, lambda, in.NDCG10, in.Recall100, oof.NDCG10, oof.Recall100, fmtW(w))
 			}
 		}
 	}
@@ -560,13 +551,7 @@ func zeros(n int, first float64) []float64 {
 }
 
 func TestLearnedFusion(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
-		t.Skip("set BMCIS_EVAL_SEM=ltr")
-	}
-	ds := loadSciFact(t)
-	p, err := Build(context.Background(), ds, DefaultConfig())
-	require.NoError(t, err)
-	qs := ltrData(t, ds, p)
+	qs := ltrSetup(t)
 	t.Logf("%d queries, mean union size %.1f", len(qs), func() float64 {
 		s := 0
 		for _, q := range qs {
@@ -633,33 +618,59 @@ func TestLearnedFusion(t *testing.T) {
 		models = keep
 	}
 	// Fixed fold assignment (seeded shuffle).
-	perm := rand.New(rand.NewPCG(14, 5)).Perm(len(qs))
-	const folds = 5
 	for _, m := range models {
 		init := ltrMetrics(qs, m, m.init)
 		w, in := coordAscent(qs, m)
 		full := ltrMetrics(qs, m, w)
 		// Out of fold: every query scored by the model fitted without it.
-		oofN, oofR := 0.0, 0.0
-		for f := 0; f < folds; f++ {
-			var train, test []*ltrQuery
-			for i, pi := range perm {
-				if i%folds == f {
-					test = append(test, qs[pi])
-				} else {
-					train = append(train, qs[pi])
-				}
-			}
+		oof := crossValidate(qs, m, func(train []*ltrQuery) []float64 {
 			fw, _ := coordAscent(train, m)
-			mt := ltrMetrics(test, m, fw)
-			oofN += mt.NDCG10 * float64(len(test))
-			oofR += mt.Recall100 * float64(len(test))
-		}
-		oofN /= float64(len(qs))
-		oofR /= float64(len(qs))
+			return fw
+		})
 		t.Logf("%-40s init %.4f / %.4f | in-sample %.4f / %.4f (fit %.4f) | 5-fold OOF %.4f / %.4f | w=%s",
-			m.name, init.NDCG10, init.Recall100, full.NDCG10, full.Recall100, in, oofN, oofR, fmtW(w))
+			m.name, init.NDCG10, init.Recall100, full.NDCG10, full.Recall100, in, oof.NDCG10, oof.Recall100, fmtW(w))
 	}
+}
+
+// cvFolds splits query indices 0..n-1 into five folds by a seeded
+// shuffle (the same folds for every model): test sets, and for each fold
+// the training set (the other four).
+func cvFolds(n int) (test, train [][]int) {
+	const folds = 5
+	test, train = make([][]int, folds), make([][]int, folds)
+	for i, pi := range rand.New(rand.NewPCG(14, 5)).Perm(n) {
+		for f := 0; f < folds; f++ {
+			if i%folds == f {
+				test[f] = append(test[f], pi)
+			} else {
+				train[f] = append(train[f], pi)
+			}
+		}
+	}
+	return test, train
+}
+
+// crossValidate fits on four folds and scores the fifth, for each fold:
+// the out-of-fold metrics over every query.
+func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []float64) Metrics {
+	pick := func(idx []int) []*ltrQuery {
+		out := make([]*ltrQuery, len(idx))
+		for i, x := range idx {
+			out[i] = qs[x]
+		}
+		return out
+	}
+	var oof Metrics
+	test, train := cvFolds(len(qs))
+	for f := range test {
+		mt := ltrMetrics(pick(test[f]), m, fit(pick(train[f])))
+		oof.NDCG10 += mt.NDCG10 * float64(mt.Queries)
+		oof.Recall100 += mt.Recall100 * float64(mt.Queries)
+		oof.Queries += mt.Queries
+	}
+	oof.NDCG10 /= float64(oof.Queries)
+	oof.Recall100 /= float64(oof.Queries)
+	return oof
 }
 
 func fmtW(w []float64) string {
@@ -760,13 +771,7 @@ func (tr *alphaTree) String() string {
 // decision trees (the linear per-query weights of TestLearnedFusion cannot
 // express thresholds).
 func TestAlphaTrees(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
-		t.Skip("set BMCIS_EVAL_SEM=ltr")
-	}
-	ds := loadSciFact(t)
-	p, err := Build(context.Background(), ds, DefaultConfig())
-	require.NoError(t, err)
-	qs := ltrData(t, ds, p)
+	qs := ltrSetup(t)
 	alphas := []float64{1, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4}
 	cm := linModel("convex", fBMmm, []int{fVecMM}, nil)
 	nd := make([][]float64, len(qs))
@@ -776,8 +781,7 @@ func TestAlphaTrees(t *testing.T) {
 			nd[i][a], _ = q.eval(cm, []float64{(1 - al) / al}, false)
 		}
 	}
-	perm := rand.New(rand.NewPCG(14, 5)).Perm(len(qs))
-	const folds = 5
+	testF, trainF := cvFolds(len(qs))
 	all := make([]int, len(qs))
 	for i := range all {
 		all[i] = i
@@ -790,17 +794,9 @@ func TestAlphaTrees(t *testing.T) {
 				in += nd[i][tr.alpha(q)]
 			}
 			oof := 0.0
-			for f := 0; f < folds; f++ {
-				var train, test []int
-				for i, pi := range perm {
-					if i%folds == f {
-						test = append(test, pi)
-					} else {
-						train = append(train, pi)
-					}
-				}
-				ft := fitAlphaTree(qs, train, nd, depth, minLeaf*4/5)
-				for _, i := range test {
+			for f := range testF {
+				ft := fitAlphaTree(qs, trainF[f], nd, depth, minLeaf*4/5)
+				for _, i := range testF[f] {
 					oof += nd[i][ft.alpha(qs[i])]
 				}
 			}
