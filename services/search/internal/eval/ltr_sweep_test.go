@@ -324,44 +324,42 @@ func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
 			q.cands = append(q.cands, c)
 			return &q.cands[len(q.cands)-1]
 		}
-		if len(bm) > 0 {
-			lo, hi, mean, sd := stats(bm)
-			for i, h := range bm {
-				c := get(h.ChunkID)
-				c.f[fBMmm] = 1
-				if hi > lo {
-					c.f[fBMmm] = (h.Score - lo) / (hi - lo)
-				}
-				c.f[fBMtop] = h.Score / hi
-				c.f[fBMz] = (h.Score - mean) / sd
-				c.f[fBMrr] = 6 / float64(5+i+1)
+		// listFeats sets a list's min-max, rank and z-score features; a
+		// candidate absent from the list gets 0, 0 and the list's lowest z
+		// (filled in below, once the union is complete).
+		lowZ := map[int]float64{}
+		listFeats := func(l []fusion.Candidate, mmF, rrF, zF int) {
+			if len(l) == 0 {
+				return
 			}
-			for i := range q.cands {
-				if q.cands[i].f[fBMrr] == 0 {
-					q.cands[i].f[fBMz] = (lo - mean) / sd
+			lo, hi, mean, sd := stats(l)
+			for i, h := range l {
+				c := get(h.ChunkID)
+				c.f[mmF] = 1
+				if hi > lo {
+					c.f[mmF] = (h.Score - lo) / (hi - lo)
 				}
+				c.f[rrF] = 6 / float64(5+i+1)
+				c.f[zF] = (h.Score - mean) / sd
+			}
+			lowZ[zF] = (lo - mean) / sd
+		}
+		listFeats(bm, fBMmm, fBMrr, fBMz)
+		listFeats(vec, fVecMM, fVecRR, fVecZ)
+		for i := range q.cands {
+			c := &q.cands[i]
+			if c.f[fBMrr] == 0 {
+				c.f[fBMz] = lowZ[fBMz]
+			}
+			if c.f[fVecRR] == 0 {
+				c.f[fVecZ] = lowZ[fVecZ]
+			}
+			if c.f[fVecRR] > 0 && c.f[fBMrr] > 0 {
+				c.f[fBoth] = 1
 			}
 		}
-		if len(vec) > 0 {
-			lo, hi, mean, sd := stats(vec)
-			for i, h := range vec {
-				c := get(h.ChunkID)
-				c.f[fVecMM] = 1
-				if hi > lo {
-					c.f[fVecMM] = (h.Score - lo) / (hi - lo)
-				}
-				c.f[fVecRR] = 6 / float64(5+i+1)
-				c.f[fVecZ] = (h.Score - mean) / sd
-			}
-			for i := range q.cands {
-				c := &q.cands[i]
-				if c.f[fVecRR] == 0 {
-					c.f[fVecZ] = (lo - mean) / sd
-				}
-				if c.f[fVecRR] > 0 && c.f[fBMrr] > 0 {
-					c.f[fBoth] = 1
-				}
-			}
+		for _, h := range bm {
+			get(h.ChunkID).f[fBMtop] = h.Score / bm[0].Score
 		}
 		ulo, uhi := math.Inf(1), math.Inf(-1)
 		for i := range q.cands {
