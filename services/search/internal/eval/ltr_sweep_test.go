@@ -505,7 +505,7 @@ func TestPairwiseFusion(t *testing.T) {
 				}}
 				w := pairwiseFit(qs, v.feat, lambda, topNeg)
 				in := ltrMetrics(qs, m, w)
-				oof := crossValidate(qs, m, func(train []*ltrQuery) []float64 { return pairwiseFit(train, v.feat, lambda, topNeg) })
+				oof, _ := crossValidate(qs, m, func(train []*ltrQuery) []float64 { return pairwiseFit(train, v.feat, lambda, topNeg) })
 				t.Logf("pairwise %-36s neg top%-3d l2 %.0e | in-sample %.4f / %.4f | 5-fold OOF %.4f / %.4f | w=%s",
 					v.name, topNeg, lambda, in.NDCG10, in.Recall100, oof.NDCG10, oof.Recall100, fmtW(w))
 			}
@@ -616,17 +616,23 @@ func TestLearnedFusion(t *testing.T) {
 		models = keep
 	}
 	// Fixed fold assignment (seeded shuffle).
+	// The shipped default's per-query nDCG@10 (convex 0.7, not re-fitted).
+	shipped := make([]float64, len(qs))
+	for i, q := range qs {
+		shipped[i], _ = q.eval(linModel("shipped", fBMmm, []int{fVecMM}, nil), []float64{0.3 / 0.7}, false)
+	}
 	for _, m := range models {
 		init := ltrMetrics(qs, m, m.init)
 		w, in := coordAscent(qs, m)
 		full := ltrMetrics(qs, m, w)
 		// Out of fold: every query scored by the model fitted without it.
-		oof := crossValidate(qs, m, func(train []*ltrQuery) []float64 {
+		oof, per := crossValidate(qs, m, func(train []*ltrQuery) []float64 {
 			fw, _ := coordAscent(train, m)
 			return fw
 		})
-		t.Logf("%-40s init %.4f / %.4f | in-sample %.4f / %.4f (fit %.4f) | 5-fold OOF %.4f / %.4f | w=%s",
-			m.name, init.NDCG10, init.Recall100, full.NDCG10, full.Recall100, in, oof.NDCG10, oof.Recall100, fmtW(w))
+		d, se := pairedDiff(per, shipped)
+		t.Logf("%-40s init %.4f / %.4f | in-sample %.4f / %.4f (fit %.4f) | 5-fold OOF %.4f / %.4f (vs shipped %+.4f ± %.4f se) | w=%s",
+			m.name, init.NDCG10, init.Recall100, full.NDCG10, full.Recall100, in, oof.NDCG10, oof.Recall100, d, se, fmtW(w))
 	}
 }
 
@@ -649,8 +655,9 @@ func cvFolds(n int) (test, train [][]int) {
 }
 
 // crossValidate fits on four folds and scores the fifth, for each fold:
-// the out-of-fold metrics over every query.
-func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []float64) Metrics {
+// the out-of-fold metrics over every query, and each query's out-of-fold
+// nDCG@10 (by index in qs).
+func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []float64) (Metrics, []float64) {
 	pick := func(idx []int) []*ltrQuery {
 		out := make([]*ltrQuery, len(idx))
 		for i, x := range idx {
@@ -659,16 +666,34 @@ func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []fl
 		return out
 	}
 	var oof Metrics
+	per := make([]float64, len(qs))
 	test, train := cvFolds(len(qs))
 	for f := range test {
-		mt := ltrMetrics(pick(test[f]), m, fit(pick(train[f])))
+		w := fit(pick(train[f]))
+		for _, i := range test[f] {
+			per[i], _ = qs[i].eval(m, w, false)
+		}
+		mt := ltrMetrics(pick(test[f]), m, w)
 		oof.NDCG10 += mt.NDCG10 * float64(mt.Queries)
 		oof.Recall100 += mt.Recall100 * float64(mt.Queries)
 		oof.Queries += mt.Queries
 	}
 	oof.NDCG10 /= float64(oof.Queries)
 	oof.Recall100 /= float64(oof.Queries)
-	return oof
+	return oof, per
+}
+
+// pairedDiff is the mean and standard error of per-query differences a-b.
+func pairedDiff(a, b []float64) (mean, se float64) {
+	for i := range a {
+		mean += a[i] - b[i]
+	}
+	mean /= float64(len(a))
+	for i := range a {
+		d := a[i] - b[i] - mean
+		se += d * d
+	}
+	return mean, math.Sqrt(se/float64(len(a)-1)) / math.Sqrt(float64(len(a)))
 }
 
 func fmtW(w []float64) string {
