@@ -83,7 +83,7 @@ func (r *Reader) fail(err error) {
 	if r.err != nil {
 		return
 	}
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("%w: truncated", ErrCorrupt)
 	}
 	r.err = err
