@@ -224,37 +224,54 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 	return ix
 }
 
-// fwdSlab is the size of the blocks forward lists are carved from after a
-// decode: one allocation per slab instead of one per chunk, and a slab is
-// freed once all its chunks are gone.
-const fwdSlab = 1 << 20
+// fwdBlock is how many ordinals' forward lists are built at a time: their
+// scratch tables stay in cache while every posting list is walked for the
+// block (walking the lists once for all ordinals measured 3.5 s of CPU at a
+// million chunks, mostly cache misses), and the block's lists share one
+// allocation, freed once all of its chunks are gone.
+const fwdBlock = 16384
 
 // forwardLists rebuilds every ordinal's forward list (its distinct term
-// ids, ascending, as varint deltas) from the postings: two passes in term
-// id order, the first to size each list.
+// ids, ascending, as varint deltas) from the postings, block by block of
+// ordinals: a pass to size each list, then one to fill them.
 func forwardLists(postings []postingList, n int) [][]byte {
-	size := make([]uint32, n)
-	prev := make([]uint32, n)
-	for id := range postings {
-		for _, ord := range postings[id].docs {
-			size[ord] += uint32(uvarintLen(uint64(uint32(id) - prev[ord])))
-			prev[ord] = uint32(id)
-		}
-	}
 	fwd := make([][]byte, n)
-	var slab []byte
-	for ord, s := range size {
-		if int(s) > len(slab) {
-			slab = make([]byte, max(fwdSlab, int(s)))
+	cursor := make([]int, len(postings))
+	size := make([]int, fwdBlock)
+	prev := make([]uint32, fwdBlock)
+	for lo := 0; lo < n; lo += fwdBlock {
+		hi := uint32(min(lo+fwdBlock, n))
+		clear(size)
+		clear(prev)
+		for id := range postings {
+			docs := postings[id].docs
+			for c := cursor[id]; c < len(docs) && docs[c] < hi; c++ {
+				o := int(docs[c]) - lo
+				size[o] += uvarintLen(uint64(uint32(id) - prev[o]))
+				prev[o] = uint32(id)
+			}
 		}
-		fwd[ord] = slab[:0:s]
-		slab = slab[s:]
-	}
-	clear(prev)
-	for id := range postings {
-		for _, ord := range postings[id].docs {
-			fwd[ord] = binary.AppendUvarint(fwd[ord], uint64(uint32(id)-prev[ord]))
-			prev[ord] = uint32(id)
+		total := 0
+		for _, s := range size {
+			total += s
+		}
+		slab := make([]byte, total)
+		off := 0
+		for o := 0; o < int(hi)-lo; o++ {
+			fwd[lo+o] = slab[off : off : off+size[o]]
+			off += size[o]
+		}
+		clear(prev)
+		for id := range postings {
+			docs := postings[id].docs
+			c := cursor[id]
+			for ; c < len(docs) && docs[c] < hi; c++ {
+				ord := docs[c]
+				o := int(ord) - lo
+				fwd[ord] = binary.AppendUvarint(fwd[ord], uint64(uint32(id)-prev[o]))
+				prev[o] = uint32(id)
+			}
+			cursor[id] = c
 		}
 	}
 	return fwd
