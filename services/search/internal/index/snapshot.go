@@ -183,3 +183,9 @@ func (ix *Index) FillText(id int64, header, text string) bool {
 	ix.textBytes += int64(len(header) + len(text))
 	return true
 }
+
+// Trim gives back the spare capacity appends left in the posting lists
+// (bm25.Index.Trim): after a catch-up on top of a snapshot, whose lists
+// were exactly sized, the first append to each list grows it by a quarter
+// or more (about 150 MB at a million chunks after 5,000 new chunks).
+func (ix *Index) Trim() { ix.bm.Trim() }

@@ -115,6 +115,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	if _, err := s.feed.Sync(ctx); err != nil {
 		return nil, fmt.Errorf("build index: %w", err)
 	}
+	if started.FromSnapshot && s.ix.Generation() > started.Snapshot.Generation {
+		s.ix.Trim()
+	}
 	// The load's row buffers and analyzed terms are garbage now.
 	debug.FreeOSMemory()
 	took := time.Since(t0)
