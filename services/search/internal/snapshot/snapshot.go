@@ -65,6 +65,7 @@ const keepOther = 24 * time.Hour
 
 // Store is the snapshot storage (store.Store).
 type Store interface {
+	State(ctx context.Context) (store.FeedState, error)
 	Snapshots(ctx context.Context) ([]store.Snapshot, error)
 	ReadSnapshot(ctx context.Context, m store.Snapshot, read func(io.Reader) error) error
 	WriteSnapshot(ctx context.Context, m store.Snapshot, keepOther time.Duration, write func(io.Writer) error) (store.Snapshot, error)
@@ -111,6 +112,15 @@ func Load(ctx context.Context, st Store, an *analysis.Analyzer, p bm25.Params, o
 			FormatVersion, fp, all[0].FormatVersion, all[0].Fingerprint)}
 	}
 	s := Started{Snapshot: *m}
+	// Generations only grow; a feed behind the snapshot means the database
+	// is not the one it was taken from (restored from a backup).
+	if feed, err := st.State(ctx); err != nil || feed.Generation < m.Generation {
+		s.Reason = fmt.Sprintf("the change feed (generation %d) is behind the snapshot (%d)", feed.Generation, m.Generation)
+		if err != nil {
+			s.Reason = err.Error()
+		}
+		return nil, s
+	}
 	t0 := time.Now()
 	var ix *index.Index
 	err = st.ReadSnapshot(ctx, *m, func(r io.Reader) error {
