@@ -64,8 +64,8 @@ func TestDamage(t *testing.T) {
 		{"empty", nil, func(r *Reader) { r.Uvarint() }},
 		{"varint cut", []byte{0x80, 0x80}, func(r *Reader) { r.Uvarint() }},
 		{"varint over 64 bits", bytes.Repeat([]byte{0xff}, 11), func(r *Reader) { r.Uvarint() }},
-		{"string cut", []byte{5, 'a', 'b'}, func(r *Reader) { r.String() }},
-		{"string too long", []byte{0xff, 0xff, 0xff, 0x7f}, func(r *Reader) { r.String() }},
+		{"string cut", []byte{5, 'a', 'b'}, func(r *Reader) { _ = r.String() }},
+		{"string too long", []byte{0xff, 0xff, 0xff, 0x7f}, func(r *Reader) { _ = r.String() }},
 		{"count over its limit", []byte{11}, func(r *Reader) { r.Count("things", 10) }},
 	}
 	for _, tc := range tests {
