@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Params are the BM25 free parameters.
@@ -109,6 +110,9 @@ type Index struct {
 	live     int
 	totalLen uint64
 	dead     int
+	// frozen counts Frozen views being written out: compaction, the one
+	// write that changes existing entries in place, waits until none is.
+	frozen atomic.Int32
 
 	pool sync.Pool
 }
@@ -366,7 +370,7 @@ func (ix *Index) Compact() {
 }
 
 func (ix *Index) compactLocked() {
-	if ix.dead == 0 {
+	if ix.dead == 0 || ix.frozen.Load() > 0 {
 		return
 	}
 	remap := make([]uint32, len(ix.chunkIDs))

@@ -196,3 +196,12 @@ func (f *Follower) WaitApplied(ctx context.Context, gen int64) error {
 	}
 	return nil
 }
+
+// Freeze takes a consistent view of the index between two syncs, for an
+// index snapshot (index.Frozen): the follower, the index's only writer,
+// waits meanwhile.
+func (f *Follower) Freeze() *index.Frozen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg.Index.Freeze()
+}

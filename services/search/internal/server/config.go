@@ -7,6 +7,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/bmcis/knowledge/services/search/internal/snapshot"
 )
 
 // Config is the search service's own configuration.
@@ -66,6 +67,16 @@ type Config struct {
 	// chunks is answered by exact distances over those rows instead of an
 	// HNSW iterative scan (BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS; 0: never).
 	ExactVectorMaxRows int
+	// Snapshot configures index snapshots (docs/SCALING.md, "Step 0"): a
+	// replica starts from the newest stored copy of the index and catches
+	// up on the change feed instead of analysing every chunk
+	// (BMCIS_SEARCH_SNAPSHOT read-write|read|off, default read-write: also
+	// write one when none is usable or when the feed has moved by
+	// BMCIS_SEARCH_SNAPSHOT_CHANGE_FRACTION of the documents, default 0.1,
+	// since the newest, once no change has committed for
+	// BMCIS_SEARCH_SNAPSHOT_QUIET, default 1m; checked every
+	// BMCIS_SEARCH_SNAPSHOT_CHECK_INTERVAL, default 1m).
+	Snapshot snapshot.Config
 }
 
 // DefaultConfig is the configuration when no variable is set.
@@ -81,6 +92,7 @@ func DefaultConfig() Config {
 		MaxDocumentBytes: 64 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
 		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000,
+		Snapshot: snapshot.DefaultConfig(),
 	}
 }
 
@@ -104,6 +116,12 @@ func LoadConfig(env *config.Reader) Config {
 		TextCacheChunks:    env.Int("BMCIS_SEARCH_TEXT_CACHE_CHUNKS", d.TextCacheChunks, 0, 10_000_000),
 		ExactVectorMaxRows: env.Int("BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS", d.ExactVectorMaxRows, 0, 100_000_000),
 		DedupWindow:        d.DedupWindow,
+		Snapshot: snapshot.Config{
+			Mode:           env.Enum("BMCIS_SEARCH_SNAPSHOT", d.Snapshot.Mode, snapshot.ModeReadWrite, snapshot.ModeRead, snapshot.ModeOff),
+			ChangeFraction: env.Float("BMCIS_SEARCH_SNAPSHOT_CHANGE_FRACTION", d.Snapshot.ChangeFraction, 0, 1),
+			Quiet:          env.Duration("BMCIS_SEARCH_SNAPSHOT_QUIET", d.Snapshot.Quiet, 0, 24*time.Hour),
+			CheckInterval:  env.Duration("BMCIS_SEARCH_SNAPSHOT_CHECK_INTERVAL", d.Snapshot.CheckInterval, time.Second, 24*time.Hour),
+		},
 		Fusion: fusion.Options{
 			K:            env.Float("BMCIS_SEARCH_RRF_K", 0, 1, 1000),
 			BM25Weight:   env.Float("BMCIS_SEARCH_BM25_WEIGHT", 0, 0, 100),

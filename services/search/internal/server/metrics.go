@@ -1,9 +1,12 @@
 package server
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bmcis/knowledge/services/search/internal/index"
+	"github.com/bmcis/knowledge/services/search/internal/snapshot"
 )
 
 type metrics struct {
@@ -18,6 +21,9 @@ type metrics struct {
 	indexBytes   *prometheus.GaugeVec
 	generation   prometheus.Gauge
 	stage        *prometheus.HistogramVec
+	startSeconds *prometheus.GaugeVec
+	startGen     prometheus.Gauge
+	snapshot     snapshot.Metrics
 }
 
 func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
@@ -63,9 +69,30 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 			Help:    "Time spent in each stage of an uncached search (bm25, embed, vector, dedup).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .5, 2},
 		}, []string{"stage"}),
+		startSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bmcis_search_index_start_seconds",
+			Help: "Time this replica took to build its index at start, by source (snapshot: loaded from an index snapshot and caught up; database: analysed from the chunks).",
+		}, []string{"source"}),
+		startGen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bmcis_search_index_start_snapshot_generation",
+			Help: "Generation of the index snapshot this replica started from (0: built from the chunks).",
+		}),
+		snapshot: snapshot.Metrics{
+			Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "bmcis_search_snapshot_writes_total",
+				Help: "Index snapshots this replica wrote, by result (written, failed).",
+			}, []string{"result"}),
+			LastBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "bmcis_search_snapshot_last_bytes", Help: "Size of the last index snapshot this replica wrote.",
+			}),
+			LastSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "bmcis_search_snapshot_last_write_seconds", Help: "Time the last index snapshot this replica wrote took.",
+			}),
+		},
 	}
 	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.feedApplied, m.indexDocs, m.indexChunks,
-		m.indexTerms, m.indexBytes, m.generation, m.stage,
+		m.indexTerms, m.indexBytes, m.generation, m.stage, m.startSeconds, m.startGen,
+		m.snapshot.Writes, m.snapshot.LastBytes, m.snapshot.LastSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bmcis_search_cache_entries", Help: "Ranked lists held in the cache.",
 		}, cacheLen))
@@ -74,6 +101,9 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 	}
 	for _, r := range []string{"written", "unchanged", "failed"} {
 		m.ingestDocs.WithLabelValues(r)
+	}
+	for _, r := range []string{"written", "failed"} {
+		m.snapshot.Writes.WithLabelValues(r)
 	}
 	return m
 }
@@ -85,4 +115,13 @@ func (m *metrics) setIndex(s index.Stats) {
 	m.indexBytes.WithLabelValues("bm25").Set(float64(s.BM25Bytes))
 	m.indexBytes.WithLabelValues("text").Set(float64(s.TextBytes))
 	m.generation.Set(float64(s.Generation))
+}
+
+func (m *metrics) setStart(s snapshot.Started, took time.Duration) {
+	source := "database"
+	if s.FromSnapshot {
+		source = "snapshot"
+		m.startGen.Set(float64(s.Snapshot.Generation))
+	}
+	m.startSeconds.WithLabelValues(source).Set(took.Seconds())
 }

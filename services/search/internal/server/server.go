@@ -27,6 +27,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/follower"
 	"github.com/bmcis/knowledge/services/search/internal/index"
+	"github.com/bmcis/knowledge/services/search/internal/snapshot"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
@@ -43,6 +44,7 @@ type Server struct {
 	feed   replicaFeed
 	texts  *textSource
 	sweeps *embedding.Scheduler
+	keeper *snapshot.Keeper
 	m      *metrics
 }
 
@@ -80,35 +82,59 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		cfg.Candidates = 100
 	}
 	cfg.EfSearch = max(cfg.EfSearch, cfg.Candidates)
-	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks),
-		ix: index.NewWithOptions(an, bm25.DefaultParams(), index.Options{TextInDatabase: cfg.TextInDatabase})}
+	t0 := time.Now()
+	params, ixOpts := bm25.DefaultParams(), index.Options{TextInDatabase: cfg.TextInDatabase}
+	ix, started := snapshot.Load(ctx, st, an, params, ixOpts, cfg.Snapshot)
+	if ix == nil {
+		if cfg.Snapshot.Mode != snapshot.ModeOff {
+			log.Info("index snapshot not used; building the index from the chunks", "reason", started.Reason)
+		}
+		ix = index.NewWithOptions(an, params, ixOpts)
+	}
+	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
 	eng = engine.New(cfg.engine(), s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache})
 	s.engine = eng
-	s.feed = follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,
+	fl := follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,
 		PollInterval: cfg.PollInterval, Applied: s.m.feedApplied,
 		Changed: func(st index.Stats) {
 			eng.Invalidate()
 			s.m.setIndex(st)
 		}})
+	s.feed = fl
+	s.keeper = snapshot.NewKeeper(cfg.Snapshot, st, s.ix, fl.Freeze, log, s.m.snapshot)
 	s.sweeps = embedding.NewScheduler(emb, cfg.SweepInterval, cfg.DBTimeout, s.m.embedded, func(ctx context.Context) error {
 		_, err := s.feed.Sync(ctx)
 		return err
 	}, log)
 	s.sweeps.WatchFreshness(s.ix)
 
-	t0 := time.Now()
+	// From a snapshot this catches up on the changes after its generation;
+	// otherwise it is the full load.
 	if _, err := s.feed.Sync(ctx); err != nil {
 		return nil, fmt.Errorf("build index: %w", err)
 	}
+	if started.FromSnapshot && s.ix.Generation() > started.Snapshot.Generation {
+		s.ix.Trim()
+	}
 	// The load's row buffers and analyzed terms are garbage now.
 	debug.FreeOSMemory()
+	took := time.Since(t0)
 	stats := s.ix.Stats()
+	s.m.setIndex(stats)
+	s.m.setStart(started, took)
 	provider, model, dims := emb.Describe()
-	log.Info("index built", "documents", stats.Documents, "chunks", stats.Chunks, "terms", stats.Terms,
+	attrs := []any{"documents", stats.Documents, "chunks", stats.Chunks, "terms", stats.Terms,
 		"generation", stats.Generation, "bm25_bytes", stats.BM25Bytes, "text_bytes", stats.TextBytes,
-		"seconds", time.Since(t0).Seconds(), "embedder", provider, "model", model, "dimensions", dims)
+		"seconds", took.Seconds(), "embedder", provider, "model", model, "dimensions", dims}
+	if started.FromSnapshot {
+		attrs = append(attrs, "source", "snapshot", "snapshot_generation", started.Snapshot.Generation,
+			"snapshot_bytes", started.Snapshot.Bytes, "snapshot_read_seconds", started.Read.Seconds(), "text_fill_seconds", started.Text.Seconds())
+	} else {
+		attrs = append(attrs, "source", "database")
+	}
+	log.Info("index built", attrs...)
 	return s, nil
 }
 
@@ -116,7 +142,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 // until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.keeper.Run(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		s.refreshMatcher(ctx)

@@ -29,10 +29,12 @@ const Channel = "bmcis_search"
 
 // Advisory lock keys (pg_advisory_*). feedLockKey serializes the tail of
 // every writing transaction so generations follow commit order; embedLockKey
-// makes one process at a time train models and write embeddings.
+// makes one process at a time train models and write embeddings;
+// snapshotLockKey one replica at a time write an index snapshot.
 const (
-	feedLockKey  int64 = 0x626d636973_0001 // "bmcis" 1
-	embedLockKey int64 = 0x626d636973_0002 // "bmcis" 2
+	feedLockKey     int64 = 0x626d636973_0001 // "bmcis" 1
+	embedLockKey    int64 = 0x626d636973_0002 // "bmcis" 2
+	snapshotLockKey int64 = 0x626d636973_0003 // "bmcis" 3
 )
 
 // VectorIndexName is the HNSW index on chunks.embedding;
