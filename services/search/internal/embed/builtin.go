@@ -258,6 +258,12 @@ func (m *Builtin) weights(terms []string) []weighted {
 			idx = append(idx, i)
 		}
 	}
+	return m.weightsOf(idx)
+}
+
+// weightsOf weighs in-vocabulary term indexes (with repeats); it sorts idx
+// in place.
+func (m *Builtin) weightsOf(idx []int32) []weighted {
 	slices.Sort(idx)
 	out := make([]weighted, 0, len(idx))
 	for i := 0; i < len(idx); {

@@ -1,0 +1,110 @@
+package embed_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+)
+
+// TestSciFactContrastive measures LSA fine-tuned with InfoNCE on structure
+// pairs (inverse cloze, title <-> body, neighbouring chunks): vector alone
+// and the shipped hybrid (feedback + convex) at a few BM25 shares.
+//
+//	BMCIS_EVAL_ICT=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactContrastive -v -timeout 60m
+//
+// BMCIS_EVAL_ICT_ONLY=<substring> runs the variants whose name contains it.
+func TestSciFactContrastive(t *testing.T) {
+	dir := os.Getenv("BMCIS_SCIFACT_DIR")
+	if os.Getenv("BMCIS_EVAL_ICT") == "" || dir == "" {
+		t.Skip("set BMCIS_EVAL_ICT=1 and BMCIS_SCIFACT_DIR")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
+		t.Skip(err)
+	}
+	ds, err := eval.LoadBEIR(dir, "train")
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	var once sync.Once
+	var lsa *embed.Builtin
+	var lsaErr error
+	base := func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+		once.Do(func() { lsa, lsaErr = embed.TrainBuiltin(ctx, a, texts, embed.DefaultBuiltinConfig()) })
+		return lsa, lsaErr
+	}
+	def := embed.ContrastiveConfig{Epochs: 3, BatchSize: 256, LearningRate: 0.05, Temperature: 0.05,
+		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, Seed: 1}
+	type variant struct {
+		name string
+		mod  func(c *embed.ContrastiveConfig)
+	}
+	variants := []variant{
+		{"lsa (no fine-tuning)", func(c *embed.ContrastiveConfig) { c.Epochs = 0 }},
+		{"default", nil},
+	}
+	var extra = map[string]func(c *embed.ContrastiveConfig){
+		"cloze only":     func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
+		"title only":     func(c *embed.ContrastiveConfig) { c.Cloze, c.Neighbours = false, false },
+		"epochs 1":       func(c *embed.ContrastiveConfig) { c.Epochs = 1 },
+		"epochs 6":       func(c *embed.ContrastiveConfig) { c.Epochs = 6 },
+		"lr 0.02":        func(c *embed.ContrastiveConfig) { c.LearningRate = 0.02 },
+		"lr 0.1":         func(c *embed.ContrastiveConfig) { c.LearningRate = 0.1 },
+		"temp 0.1":       func(c *embed.ContrastiveConfig) { c.Temperature = 0.1 },
+		"temp 0.02":      func(c *embed.ContrastiveConfig) { c.Temperature = 0.02 },
+		"batch 512":      func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"anchor 1":       func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"cloze keep 0.5": func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0.5 },
+	}
+	for _, name := range strings.Split(os.Getenv("BMCIS_EVAL_ICT_EXTRA"), ",") {
+		if mod, ok := extra[strings.TrimSpace(name)]; ok {
+			variants = append(variants, variant{strings.TrimSpace(name), mod})
+		}
+	}
+	only := os.Getenv("BMCIS_EVAL_ICT_ONLY")
+	var rows []eval.Result
+	for _, v := range variants {
+		if only != "" && !strings.Contains(v.name, only) {
+			continue
+		}
+		c := def
+		if v.mod != nil {
+			v.mod(&c)
+		}
+		var trainTime time.Duration
+		c.Progress = func(epoch int, loss float64) { t.Logf("%s: epoch %d loss %.4f", v.name, epoch, loss) }
+		cfg := eval.DefaultConfig()
+		cfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			m, err := base(ctx, a, texts)
+			if err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			defer func() { trainTime = time.Since(t0) }()
+			return embed.FineTuneContrastive(ctx, m, texts, c)
+		}
+		p, err := eval.Build(ctx, ds, cfg)
+		require.NoError(t, err)
+		for _, alpha := range []float64{0.6, 0.7, 0.8} {
+			o := fusion.BuiltinOptions()
+			o.Alpha = alpha
+			res, err := p.Run(ctx, ds, eval.Fusion{Method: "preset", RRF: o})
+			require.NoError(t, err)
+			res.Config = fmt.Sprintf("%s / convex %.1f", v.name, alpha)
+			rows = append(rows, res)
+			t.Logf("fine-tune %.1fs\n%s", trainTime.Seconds(), eval.FormatResults([]eval.Result{res}))
+		}
+	}
+	t.Logf("\n%s", eval.FormatResults(rows))
+}
