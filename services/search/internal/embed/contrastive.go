@@ -39,6 +39,10 @@ type ContrastiveConfig struct {
 	Anchor float64
 	// Seed makes training deterministic.
 	Seed uint64
+	// ClusterBatches groups pairs whose contexts lie close in the current
+	// space (k-means, one cluster per batch) into the same batches, so the
+	// in-batch negatives are hard ones instead of random chunks.
+	ClusterBatches bool
 	// Progress, when set, is called after every epoch with the mean batch
 	// loss (for logs and experiments).
 	Progress func(epoch int, meanLoss float64)
@@ -94,10 +98,9 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 		if len(pairs) < 2 {
 			return nil, fmt.Errorf("fine-tune builtin: only %d training pairs", len(pairs))
 		}
-		// Fisher-Yates with the deterministic generator.
-		for i := len(pairs) - 1; i > 0; i-- {
-			j := int(rng.u64() % uint64(i+1))
-			pairs[i], pairs[j] = pairs[j], pairs[i]
+		shuffle(pairs, rng)
+		if cfg.ClusterBatches {
+			pairs = t.clusterOrder(pairs, rng)
 		}
 		sum, batches := 0.0, 0
 		for lo := 0; lo+1 < len(pairs); lo += cfg.BatchSize {
@@ -415,6 +418,79 @@ func throughNorm(du []float32, e encoded) []float32 {
 	out := make([]float32, len(du))
 	for c := range du {
 		out[c] = (du[c] - e.u[c]*dot) / e.norm
+	}
+	return out
+}
+
+// shuffle is Fisher-Yates with the deterministic generator.
+func shuffle[T any](s []T, rng *gaussian) {
+	for i := len(s) - 1; i > 0; i-- {
+		j := int(rng.u64() % uint64(i+1))
+		s[i], s[j] = s[j], s[i]
+	}
+}
+
+// clusterOrder reorders pairs so that each run of BatchSize pairs comes
+// mostly from one k-means cluster of their context vectors.
+func (t *trainer) clusterOrder(pairs []trainPair, rng *gaussian) []trainPair {
+	n := len(pairs)
+	k := (n + t.cfg.BatchSize - 1) / t.cfg.BatchSize
+	if k < 2 {
+		return pairs
+	}
+	vecs := make([][]float32, n)
+	parallelRange(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			vecs[i] = t.encode(pairs[i].b).u
+		}
+	})
+	cent := make([][]float32, k)
+	for c := range cent {
+		cent[c] = slices.Clone(vecs[int(rng.u64()%uint64(n))])
+	}
+	assign := make([]int, n)
+	for it := 0; it < 5; it++ {
+		parallelRange(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				best, bestS := 0, float32(math.Inf(-1))
+				for c, v := range cent {
+					if s := Dot(vecs[i], v); s > bestS {
+						best, bestS = c, s
+					}
+				}
+				assign[i] = best
+			}
+		})
+		for c := range cent {
+			clear(cent[c])
+		}
+		for i, c := range assign {
+			for d, x := range vecs[i] {
+				cent[c][d] += x
+			}
+		}
+		for c := range cent {
+			Normalize(cent[c])
+		}
+	}
+	order := make([]int, k)
+	for c := range order {
+		order[c] = c
+	}
+	shuffle(order, rng)
+	rank := make([]int, k)
+	for r, c := range order {
+		rank[c] = r
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	// Stable by cluster rank keeps the shuffled order within a cluster.
+	slices.SortStableFunc(idx, func(a, b int) int { return rank[assign[a]] - rank[assign[b]] })
+	out := make([]trainPair, n)
+	for i, j := range idx {
+		out[i] = pairs[j]
 	}
 	return out
 }

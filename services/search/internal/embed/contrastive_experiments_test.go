@@ -55,17 +55,31 @@ func TestSciFactContrastive(t *testing.T) {
 		{"default", nil},
 	}
 	var extra = map[string]func(c *embed.ContrastiveConfig){
-		"cloze only":     func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
-		"title only":     func(c *embed.ContrastiveConfig) { c.Cloze, c.Neighbours = false, false },
-		"epochs 1":       func(c *embed.ContrastiveConfig) { c.Epochs = 1 },
-		"epochs 6":       func(c *embed.ContrastiveConfig) { c.Epochs = 6 },
-		"lr 0.02":        func(c *embed.ContrastiveConfig) { c.LearningRate = 0.02 },
-		"lr 0.1":         func(c *embed.ContrastiveConfig) { c.LearningRate = 0.1 },
-		"temp 0.1":       func(c *embed.ContrastiveConfig) { c.Temperature = 0.1 },
-		"temp 0.02":      func(c *embed.ContrastiveConfig) { c.Temperature = 0.02 },
-		"batch 512":      func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
-		"anchor 1":       func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
-		"cloze keep 0.5": func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0.5 },
+		"cloze only":          func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
+		"title only":          func(c *embed.ContrastiveConfig) { c.Cloze, c.Neighbours = false, false },
+		"epochs 1":            func(c *embed.ContrastiveConfig) { c.Epochs = 1 },
+		"epochs 6":            func(c *embed.ContrastiveConfig) { c.Epochs = 6 },
+		"lr 0.02":             func(c *embed.ContrastiveConfig) { c.LearningRate = 0.02 },
+		"lr 0.1":              func(c *embed.ContrastiveConfig) { c.LearningRate = 0.1 },
+		"temp 0.1":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.1 },
+		"temp 0.02":           func(c *embed.ContrastiveConfig) { c.Temperature = 0.02 },
+		"batch 512":           func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"anchor 1":            func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"cloze keep 0.5":      func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0.5 },
+		"temp 0.2":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"temp 0.3":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.3 },
+		"temp 0.1 epochs 6":   func(c *embed.ContrastiveConfig) { c.Temperature, c.Epochs = 0.1, 6 },
+		"temp 0.1 clustered":  func(c *embed.ContrastiveConfig) { c.Temperature, c.ClusterBatches = 0.1, true },
+		"temp 0.2 clustered":  func(c *embed.ContrastiveConfig) { c.Temperature, c.ClusterBatches = 0.2, true },
+		"temp 0.5":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.5 },
+		"temp 0.3 epochs 6":   func(c *embed.ContrastiveConfig) { c.Temperature, c.Epochs = 0.3, 6 },
+		"temp 0.3 lr 0.1":     func(c *embed.ContrastiveConfig) { c.Temperature, c.LearningRate = 0.3, 0.1 },
+		"temp 0.3 epochs 1":   func(c *embed.ContrastiveConfig) { c.Temperature, c.Epochs = 0.3, 1 },
+		"temp 0.3 batch 128":  func(c *embed.ContrastiveConfig) { c.Temperature, c.BatchSize = 0.3, 128 },
+		"temp 0.3 cloze only": func(c *embed.ContrastiveConfig) { c.Temperature, c.Title, c.Neighbours = 0.3, false, false },
+		"temp 0.3 title only": func(c *embed.ContrastiveConfig) { c.Temperature, c.Cloze, c.Neighbours = 0.3, false, false },
+		"temp 0.3 keep 0.5":   func(c *embed.ContrastiveConfig) { c.Temperature, c.ClozeKeep = 0.3, 0.5 },
+		"temp 0.3 keep 0":     func(c *embed.ContrastiveConfig) { c.Temperature, c.ClozeKeep = 0.3, 0 },
 	}
 	for _, name := range strings.Split(os.Getenv("BMCIS_EVAL_ICT_EXTRA"), ",") {
 		if mod, ok := extra[strings.TrimSpace(name)]; ok {
@@ -94,16 +108,35 @@ func TestSciFactContrastive(t *testing.T) {
 			defer func() { trainTime = time.Since(t0) }()
 			return embed.FineTuneContrastive(ctx, m, texts, c)
 		}
-		p, err := eval.Build(ctx, ds, cfg)
-		require.NoError(t, err)
-		for _, alpha := range []float64{0.6, 0.7, 0.8} {
+		// Feedback variants "chunks:weight" reuse the fine-tuned model.
+		var tuned *embed.Builtin
+		train := cfg.Train
+		cfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			if tuned != nil {
+				return tuned, nil
+			}
+			m, err := train(ctx, a, texts)
+			tuned = m
+			return m, err
+		}
+		fbs := strings.Split(os.Getenv("BMCIS_EVAL_ICT_FB"), ",")
+		for _, fb := range fbs {
 			o := fusion.BuiltinOptions()
-			o.Alpha = alpha
-			res, err := p.Run(ctx, ds, eval.Fusion{Method: "preset", RRF: o})
+			if fb != "" {
+				_, err := fmt.Sscanf(fb, "%d:%g", &o.FeedbackChunks, &o.FeedbackWeight)
+				require.NoError(t, err)
+			}
+			cfg.Fusion = eval.Fusion{Method: "preset", RRF: o}
+			p, err := eval.Build(ctx, ds, cfg)
 			require.NoError(t, err)
-			res.Config = fmt.Sprintf("%s / convex %.1f", v.name, alpha)
-			rows = append(rows, res)
-			t.Logf("fine-tune %.1fs\n%s", trainTime.Seconds(), eval.FormatResults([]eval.Result{res}))
+			for _, alpha := range []float64{0.5, 0.6, 0.7, 0.8} {
+				o.Alpha = alpha
+				res, err := p.Run(ctx, ds, eval.Fusion{Method: "preset", RRF: o})
+				require.NoError(t, err)
+				res.Config = fmt.Sprintf("%s / fb %d:%g convex %.1f", v.name, o.FeedbackChunks, o.FeedbackWeight, alpha)
+				rows = append(rows, res)
+				t.Logf("fine-tune %.1fs\n%s", trainTime.Seconds(), eval.FormatResults([]eval.Result{res}))
+			}
 		}
 	}
 	t.Logf("\n%s", eval.FormatResults(rows))
