@@ -46,6 +46,9 @@ type BuiltinConfig struct {
 	Weighting Weighting
 	// Seed makes training deterministic.
 	Seed uint64
+	// Contrastive fine-tunes the LSA projection on structure pairs of the
+	// training sample (FineTuneContrastive). Epochs 0: plain LSA.
+	Contrastive ContrastiveConfig
 }
 
 // Weighting selects the term weighting scheme.
@@ -241,6 +244,13 @@ func TrainBuiltin(ctx context.Context, a *analysis.Analyzer, texts []string, cfg
 		}
 	}
 	m.id = m.computeID()
+	if cfg.Contrastive.Epochs > 0 {
+		c := cfg.Contrastive
+		if c.Seed == 0 {
+			c.Seed = cfg.Seed
+		}
+		return FineTuneContrastive(ctx, m, train, c)
+	}
 	return m, nil
 }
 

@@ -34,6 +34,9 @@ type ContrastiveConfig struct {
 	// ClozeKeep is the probability that the cloze sentence is also left in
 	// its context (so the encoder still rewards plain term overlap).
 	ClozeKeep float64
+	// MaxPairs caps the pairs of one epoch (a random subset), which bounds
+	// training time whatever the sample size. 0: no cap.
+	MaxPairs int
 	// Anchor pulls the projection towards its initial (LSA) value:
 	// gradient += Anchor * (P - P0) on the rows a batch touches.
 	Anchor float64
@@ -67,8 +70,9 @@ type chunkParts struct {
 
 // FineTuneContrastive returns a copy of m whose projection was trained
 // with InfoNCE on structure pairs of texts (each "header\nbody", as
-// analysis.IndexedText builds them). m is not changed. The result is a
-// pure function of (m, texts, cfg).
+// analysis.IndexedText builds them). m is not changed; it is returned as
+// is when cfg.Epochs is 0 or the texts yield fewer than 2 pairs. The
+// result is a pure function of (m, texts, cfg).
 func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg ContrastiveConfig) (*Builtin, error) {
 	if m == nil {
 		return nil, errors.New("fine-tune builtin: nil model")
@@ -96,9 +100,13 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 	for epoch := 0; epoch < cfg.Epochs; epoch++ {
 		pairs := structurePairs(parts, cfg, rng)
 		if len(pairs) < 2 {
-			return nil, fmt.Errorf("fine-tune builtin: only %d training pairs", len(pairs))
+			// Texts without titles or sentences teach nothing: plain LSA.
+			return m, nil
 		}
 		shuffle(pairs, rng)
+		if cfg.MaxPairs > 0 && len(pairs) > cfg.MaxPairs {
+			pairs = pairs[:cfg.MaxPairs]
+		}
 		if cfg.ClusterBatches {
 			pairs = t.clusterOrder(pairs, rng)
 		}

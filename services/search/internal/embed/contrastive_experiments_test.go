@@ -41,7 +41,11 @@ func TestSciFactContrastive(t *testing.T) {
 	var lsa *embed.Builtin
 	var lsaErr error
 	base := func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
-		once.Do(func() { lsa, lsaErr = embed.TrainBuiltin(ctx, a, texts, embed.DefaultBuiltinConfig()) })
+		once.Do(func() {
+			c := embed.DefaultBuiltinConfig()
+			c.Contrastive = embed.ContrastiveConfig{} // plain LSA, fine-tuned per variant below
+			lsa, lsaErr = embed.TrainBuiltin(ctx, a, texts, c)
+		})
 		return lsa, lsaErr
 	}
 	def := embed.ContrastiveConfig{Epochs: 3, BatchSize: 256, LearningRate: 0.05, Temperature: 0.05,
