@@ -76,6 +76,7 @@ func DefaultBuiltinConfig() BuiltinConfig {
 		SigmaExp:     -0.5,
 		Weighting:    WeightLogEntropy,
 		Seed:         1,
+		Contrastive:  DefaultContrastiveConfig(),
 	}
 }
 

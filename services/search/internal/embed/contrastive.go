@@ -51,6 +51,13 @@ type ContrastiveConfig struct {
 	Progress func(epoch int, meanLoss float64)
 }
 
+// DefaultContrastiveConfig holds the values chosen by measurement on
+// SciFact (see the eval package notes).
+func DefaultContrastiveConfig() ContrastiveConfig {
+	return ContrastiveConfig{Epochs: 6, BatchSize: 256, LearningRate: 0.05, Temperature: 0.3,
+		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, MaxPairs: 12_000, Seed: 1}
+}
+
 // pairText is one side of a training pair: its in-vocabulary term
 // indexes (with repeats, so tf is kept).
 type pairText []int32

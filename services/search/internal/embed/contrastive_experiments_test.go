@@ -48,6 +48,8 @@ func TestSciFactContrastive(t *testing.T) {
 		})
 		return lsa, lsaErr
 	}
+	// The first sweep's base (NOTES.md): 3 epochs, temperature 0.05; the
+	// "default" variant below is the shipped DefaultContrastiveConfig.
 	def := embed.ContrastiveConfig{Epochs: 3, BatchSize: 256, LearningRate: 0.05, Temperature: 0.05,
 		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, Seed: 1}
 	type variant struct {
@@ -56,7 +58,8 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	variants := []variant{
 		{"lsa (no fine-tuning)", func(c *embed.ContrastiveConfig) { c.Epochs = 0 }},
-		{"default", nil},
+		{"first sweep base (3 epochs, temp 0.05)", nil},
+		{"default", func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig() }},
 	}
 	var extra = map[string]func(c *embed.ContrastiveConfig){
 		"cloze only":          func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
