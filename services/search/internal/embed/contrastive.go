@@ -7,7 +7,13 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"gonum.org/v1/gonum/blas/gonum"
 )
+
+// blas gives the SIMD float32 kernels (axpy, dot) of the hot loops; each
+// output is still summed by one goroutine in a fixed order.
+var blas gonum.Implementation
 
 // ContrastiveConfig configures fine-tuning of a trained builtin model's
 // term projection with an InfoNCE loss on pairs taken from the structure
@@ -276,10 +282,7 @@ func (t *trainer) encode(idx pairText) encoded {
 	w := t.m.weightsOf(slices.Clone(idx))
 	e := make([]float32, t.dims)
 	for _, x := range w {
-		row := t.m.proj[int(x.idx)*t.dims : int(x.idx+1)*t.dims]
-		for c, v := range row {
-			e[c] += x.w * v
-		}
+		blas.Saxpy(t.dims, x.w, t.m.proj[int(x.idx)*t.dims:int(x.idx+1)*t.dims], 1, e, 1)
 	}
 	var s float64
 	for _, v := range e {
@@ -314,7 +317,7 @@ func (t *trainer) step(batch []trainPair) {
 					s[i*b+j] = math.Inf(-1)
 					continue
 				}
-				s[i*b+j] = float64(Dot(ea[i].u, eb[j].u) * t.invTemp)
+				s[i*b+j] = float64(blas.Sdot(t.dims, ea[i].u, 1, eb[j].u, 1) * t.invTemp)
 			}
 		}
 	})
@@ -355,14 +358,10 @@ func (t *trainer) step(batch []trainPair) {
 			gb := make([]float32, t.dims)
 			for j := 0; j < b; j++ {
 				if w := float32(g[i*b+j]) * t.invTemp; w != 0 {
-					for c, v := range eb[j].u {
-						ga[c] += w * v
-					}
+					blas.Saxpy(t.dims, w, eb[j].u, 1, ga, 1)
 				}
 				if w := float32(g[j*b+i]) * t.invTemp; w != 0 {
-					for c, v := range ea[j].u {
-						gb[c] += w * v
-					}
+					blas.Saxpy(t.dims, w, ea[j].u, 1, gb, 1)
 				}
 			}
 			da[i] = throughNorm(ga, ea[i])
@@ -397,10 +396,8 @@ func (t *trainer) step(batch []trainPair) {
 					de = db[i]
 				}
 				for _, x := range e.w {
-					row := t.grad[int(x.idx)*d : int(x.idx+1)*d]
-					for c := clo; c < chi; c++ {
-						row[c] += x.w * de[c]
-					}
+					off := int(x.idx) * d
+					blas.Saxpy(chi-clo, x.w, de[clo:chi], 1, t.grad[off+clo:off+chi], 1)
 				}
 			}
 		}
