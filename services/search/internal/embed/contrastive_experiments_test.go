@@ -88,6 +88,20 @@ func TestSciFactContrastive(t *testing.T) {
 		"temp 0.3 keep 0.5":   func(c *embed.ContrastiveConfig) { c.Temperature, c.ClozeKeep = 0.3, 0.5 },
 		"temp 0.3 keep 0":     func(c *embed.ContrastiveConfig) { c.Temperature, c.ClozeKeep = 0.3, 0 },
 	}
+	// Variations of the shipped default.
+	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
+		"default batch 128":  func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default temp 0.2":   func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":     func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default keep 0.5":   func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0.5 },
+		"default anchor 1":   func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":   func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default epochs 4":   func(c *embed.ContrastiveConfig) { c.Epochs = 4 },
+		"default cloze only": func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
+		"default lr 0.03":    func(c *embed.ContrastiveConfig) { c.LearningRate = 0.03 },
+	} {
+		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
+	}
 	for _, name := range strings.Split(os.Getenv("BMCIS_EVAL_ICT_EXTRA"), ",") {
 		if mod, ok := extra[strings.TrimSpace(name)]; ok {
 			variants = append(variants, variant{strings.TrimSpace(name), mod})
