@@ -26,15 +26,7 @@ import (
 //
 // BMCIS_EVAL_ICT_ONLY=<substring> runs the variants whose name contains it.
 func TestSciFactContrastive(t *testing.T) {
-	dir := os.Getenv("BMCIS_SCIFACT_DIR")
-	if os.Getenv("BMCIS_EVAL_ICT") == "" || dir == "" {
-		t.Skip("set BMCIS_EVAL_ICT=1 and BMCIS_SCIFACT_DIR")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
-		t.Skip(err)
-	}
-	ds, err := eval.LoadBEIR(dir, "train")
-	require.NoError(t, err)
+	ds := sciFactFor(t, "1")
 	ctx := context.Background()
 
 	var once sync.Once
@@ -161,4 +153,43 @@ func TestSciFactContrastive(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", eval.FormatResults(rows))
+}
+
+// sciFactFor loads SciFact's training split when BMCIS_EVAL_ICT is mode
+// and BMCIS_SCIFACT_DIR holds it; otherwise the test is skipped.
+func sciFactFor(t *testing.T, mode string) *eval.Dataset {
+	t.Helper()
+	dir := os.Getenv("BMCIS_SCIFACT_DIR")
+	if os.Getenv("BMCIS_EVAL_ICT") != mode || dir == "" {
+		t.Skipf("set BMCIS_EVAL_ICT=%s and BMCIS_SCIFACT_DIR", mode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
+		t.Skip(err)
+	}
+	ds, err := eval.LoadBEIR(dir, "train")
+	require.NoError(t, err)
+	return ds
+}
+
+// TestSciFactContrastiveSpeed times LSA training and fine-tuning alone on
+// SciFact's chunk texts (BMCIS_EVAL_ICT=speed).
+func TestSciFactContrastiveSpeed(t *testing.T) {
+	ds := sciFactFor(t, "speed")
+	var texts []string
+	for _, d := range ds.Corpus {
+		texts = append(texts, analysis.IndexedText(d.Title, d.Text))
+	}
+	ctx := context.Background()
+	c := embed.DefaultBuiltinConfig()
+	ft := c.Contrastive
+	c.Contrastive = embed.ContrastiveConfig{}
+	t0 := time.Now()
+	lsa, err := embed.TrainBuiltin(ctx, analysis.NewEnglish(), texts, c)
+	require.NoError(t, err)
+	t.Logf("lsa %d texts: %.1fs", len(texts), time.Since(t0).Seconds())
+	ft.Epochs = 1
+	t0 = time.Now()
+	_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
+	require.NoError(t, err)
+	t.Logf("fine-tune 1 epoch: %.1fs", time.Since(t0).Seconds())
 }
