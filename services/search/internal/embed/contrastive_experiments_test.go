@@ -13,9 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/bmcis/knowledge/services/search/internal/synth"
 )
 
 // TestSciFactContrastive measures LSA fine-tuned with InfoNCE on structure
@@ -192,4 +194,38 @@ func TestSciFactContrastiveSpeed(t *testing.T) {
 	_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
 	require.NoError(t, err)
 	t.Logf("fine-tune 1 epoch: %.1fs", time.Since(t0).Seconds())
+}
+
+// TestSyntheticContrastiveSpeed times training on the service's default
+// sample size: 20,000 chunks of the synthetic corpus `bmcisctl bench`
+// ingests (BMCIS_EVAL_ICT=speed; no data needed).
+func TestSyntheticContrastiveSpeed(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_ICT") != "speed" {
+		t.Skip("set BMCIS_EVAL_ICT=speed")
+	}
+	ck, err := chunker.NewDefault()
+	require.NoError(t, err)
+	g := synth.New(1, 50_000)
+	var texts []string
+	for i := 0; len(texts) < 20_000; i++ {
+		d := g.Document(i)
+		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		require.NoError(t, err)
+		for _, c := range cs {
+			texts = append(texts, analysis.IndexedText(c.ContextHeader, c.Text))
+		}
+	}
+	texts = texts[:20_000]
+	ctx := context.Background()
+	c := embed.DefaultBuiltinConfig()
+	ft := c.Contrastive
+	c.Contrastive = embed.ContrastiveConfig{}
+	t0 := time.Now()
+	lsa, err := embed.TrainBuiltin(ctx, analysis.NewEnglish(), texts, c)
+	require.NoError(t, err)
+	t.Logf("lsa on 20,000 synthetic chunks: %.1fs, %d terms", time.Since(t0).Seconds(), lsa.VocabSize())
+	t0 = time.Now()
+	_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
+	require.NoError(t, err)
+	t.Logf("fine-tune %d epochs of at most %d pairs: %.1fs", ft.Epochs, ft.MaxPairs, time.Since(t0).Seconds())
 }
