@@ -237,23 +237,25 @@ func structurePairs(parts []chunkParts, cfg ContrastiveConfig, rng *gaussian) []
 // trainer holds Adam's state for the projection; updates are lazy (only
 // the rows a batch touches move).
 type trainer struct {
-	m          *Builtin
-	cfg        ContrastiveConfig
-	lr         float32
-	init       []float32
-	mom, vel   []float32
-	grad       []float32
-	touched    []bool
-	rows       []int32
-	steps      int
-	beta1, b2  float64
-	adamEps    float32
-	invTemp    float32
-	dims       int
-	anchor     float32
-	lastLoss   float64
-	pairsTotal int
+	m       *Builtin
+	cfg     ContrastiveConfig
+	lr      float32   // Adam step in projection units
+	init    []float32 // P0, for Anchor
+	mom     []float32 // Adam's first moment
+	vel     []float32 // Adam's second moment
+	grad    []float32 // gradient of the current batch (touched rows only)
+	touched []bool    // per term: in the current batch
+	rows    []int32   // the touched rows, sorted
+	steps   int
+	adamEps float32
+	invTemp float32
+	dims    int
+	anchor  float32
+	// lastLoss is the last batch's mean loss (Progress).
+	lastLoss float64
 }
+
+const adamBeta1, adamBeta2 = 0.9, 0.999
 
 func newTrainer(m *Builtin, cfg ContrastiveConfig) *trainer {
 	n := len(m.proj)
@@ -262,10 +264,14 @@ func newTrainer(m *Builtin, cfg ContrastiveConfig) *trainer {
 		ss += float64(x) * float64(x)
 	}
 	rms := math.Sqrt(ss / float64(max(n, 1)))
+	var init []float32
+	if cfg.Anchor != 0 {
+		init = slices.Clone(m.proj)
+	}
 	return &trainer{
-		m: m, cfg: cfg, lr: float32(cfg.LearningRate * rms), init: slices.Clone(m.proj),
+		m: m, cfg: cfg, lr: float32(cfg.LearningRate * rms), init: init,
 		mom: make([]float32, n), vel: make([]float32, n), grad: make([]float32, n),
-		touched: make([]bool, len(m.terms)), beta1: 0.9, b2: 0.999, adamEps: float32(1e-8 * rms),
+		touched: make([]bool, len(m.terms)), adamEps: float32(1e-8 * rms),
 		invTemp: float32(1 / cfg.Temperature), dims: m.dims, anchor: float32(cfg.Anchor),
 	}
 }
@@ -347,7 +353,6 @@ func (t *trainer) step(batch []trainPair) {
 		softmaxInto(func(k int) float64 { return s[k*b+i] }, func(k int, v float64) { g[k*b+i] += v }, i)
 	}
 	t.lastLoss = loss
-	t.pairsTotal += b
 	// Gradients w.r.t. the unit vectors, then through the normalization:
 	// de = (du - u (u . du)) / |e|.
 	da := make([][]float32, b)
@@ -382,9 +387,9 @@ func (t *trainer) step(batch []trainPair) {
 	}
 	slices.Sort(t.rows)
 	t.steps++
-	bc1 := float32(1 - math.Pow(t.beta1, float64(t.steps)))
-	bc2 := float32(1 - math.Pow(t.b2, float64(t.steps)))
-	b1, b2 := float32(t.beta1), float32(t.b2)
+	bc1 := float32(1 - math.Pow(adamBeta1, float64(t.steps)))
+	bc2 := float32(1 - math.Pow(adamBeta2, float64(t.steps)))
+	b1, b2 := float32(adamBeta1), float32(adamBeta2)
 	d := t.dims
 	// Each worker owns a column range of every row: accumulation and the
 	// update are race-free and summed in a fixed order (deterministic).
