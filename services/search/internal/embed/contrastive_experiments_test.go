@@ -42,6 +42,19 @@ func TestSciFactContrastive(t *testing.T) {
 		})
 		return lsa, lsaErr
 	}
+	// The plain-LSA default before this work (feedback 3:2, BM25 share
+	// 0.7): every row's hybrid is compared with it query by query.
+	baseCfg := eval.DefaultConfig()
+	baseCfg.Train = base
+	baseOpts := fusion.BuiltinOptions()
+	baseOpts.Alpha, baseOpts.FeedbackChunks, baseOpts.FeedbackWeight = 0.7, 3, 2
+	baseCfg.Fusion = eval.Fusion{Method: "preset", RRF: baseOpts}
+	bp, err := eval.Build(ctx, ds, baseCfg)
+	require.NoError(t, err)
+	baseRes, err := bp.Run(ctx, ds, baseCfg.Fusion)
+	require.NoError(t, err)
+	t.Logf("baseline (plain LSA, fb 3:2, share 0.7): hybrid %.4f / %.4f", baseRes.Hybrid.NDCG10, baseRes.Hybrid.Recall100)
+
 	// The first sweep's base (NOTES.md): 3 epochs, temperature 0.05; the
 	// "default" variant below is the shipped DefaultContrastiveConfig.
 	def := embed.ContrastiveConfig{Epochs: 3, BatchSize: 256, LearningRate: 0.05, Temperature: 0.05,
@@ -150,7 +163,10 @@ func TestSciFactContrastive(t *testing.T) {
 				require.NoError(t, err)
 				res.Config = fmt.Sprintf("%s / fb %d:%g convex %.1f", v.name, o.FeedbackChunks, o.FeedbackWeight, alpha)
 				rows = append(rows, res)
-				t.Logf("fine-tune %.1fs\n%s", trainTime.Seconds(), eval.FormatResults([]eval.Result{res}))
+				d, se := eval.PairedNDCG10(res.HybridRun, baseRes.HybridRun, ds.Qrels)
+				db, seb := eval.PairedNDCG10(res.HybridRun, res.BM25Run, ds.Qrels)
+				t.Logf("fine-tune %.1fs; hybrid - baseline %+.4f (s.e. %.4f), hybrid - bm25 %+.4f (s.e. %.4f)\n%s",
+					trainTime.Seconds(), d, se, db, seb, eval.FormatResults([]eval.Result{res}))
 			}
 		}
 	}
