@@ -40,9 +40,6 @@ type ContrastiveConfig struct {
 	// ClozeKeep is the probability that the cloze sentence is also left in
 	// its context (so the encoder still rewards plain term overlap).
 	ClozeKeep float64
-	// LearnWeights also trains each term's global weight (the log-entropy
-	// weight a text's term frequency is multiplied by), with the same loss.
-	LearnWeights bool
 	// MaxPairs caps the pairs of one epoch (a random subset), which bounds
 	// training time whatever the sample size. 0: no cap.
 	MaxPairs int
@@ -256,9 +253,6 @@ type trainer struct {
 	anchor  float32
 	// lastLoss is the last batch's mean loss (Progress).
 	lastLoss float64
-	// Global term weights' Adam state (LearnWeights).
-	lrW              float32
-	gMom, gVel, gGrd []float32
 }
 
 const adamBeta1, adamBeta2 = 0.9, 0.999
@@ -274,18 +268,7 @@ func newTrainer(m *Builtin, cfg ContrastiveConfig) *trainer {
 	if cfg.Anchor != 0 {
 		init = slices.Clone(m.proj)
 	}
-	var lrW float32
-	var gMom, gVel, gGrd []float32
-	if cfg.LearnWeights {
-		m.idf = slices.Clone(m.idf)
-		var sw float64
-		for _, w := range m.idf {
-			sw += float64(w) * float64(w)
-		}
-		lrW = float32(cfg.LearningRate * math.Sqrt(sw/float64(max(len(m.idf), 1))))
-		gMom, gVel, gGrd = make([]float32, len(m.idf)), make([]float32, len(m.idf)), make([]float32, len(m.idf))
-	}
-	return &trainer{lrW: lrW, gMom: gMom, gVel: gVel, gGrd: gGrd,
+	return &trainer{
 		m: m, cfg: cfg, lr: float32(cfg.LearningRate * rms), init: init,
 		mom: make([]float32, n), vel: make([]float32, n), grad: make([]float32, n),
 		touched: make([]bool, len(m.terms)), adamEps: float32(1e-8 * rms),
@@ -390,25 +373,6 @@ func (t *trainer) step(batch []trainPair) {
 			db[i] = throughNorm(gb, eb[i])
 		}
 	})
-	if t.cfg.LearnWeights {
-		// d loss / d g_t = local_t * (de . P[t]), local_t = w_t / g_t.
-		ga := make([][]float32, b)
-		gb := make([][]float32, b)
-		parallelRange(b, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				ga[i] = t.weightGrads(ea[i], da[i])
-				gb[i] = t.weightGrads(eb[i], db[i])
-			}
-		})
-		for i := 0; i < b; i++ {
-			for k, x := range ea[i].w {
-				t.gGrd[x.idx] += ga[i][k]
-			}
-			for k, x := range eb[i].w {
-				t.gGrd[x.idx] += gb[i][k]
-			}
-		}
-	}
 	// Touched rows, in a fixed order.
 	t.rows = t.rows[:0]
 	for i := 0; i < b; i++ {
@@ -460,27 +424,7 @@ func (t *trainer) step(batch []trainPair) {
 	})
 	for _, r := range t.rows {
 		t.touched[r] = false
-		if t.cfg.LearnWeights {
-			gr := t.gGrd[r]
-			t.gGrd[r] = 0
-			t.gMom[r] = b1*t.gMom[r] + (1-b1)*gr
-			t.gVel[r] = b2*t.gVel[r] + (1-b2)*gr*gr
-			w := t.m.idf[r] - t.lrW*(t.gMom[r]/bc1)/(float32(math.Sqrt(float64(t.gVel[r]/bc2)))+1e-12)
-			t.m.idf[r] = max(w, 1e-3)
-		}
 	}
-}
-
-func (t *trainer) weightGrads(e encoded, de []float32) []float32 {
-	out := make([]float32, len(e.w))
-	for k, x := range e.w {
-		g := t.m.idf[x.idx]
-		if g == 0 {
-			continue
-		}
-		out[k] = x.w / g * blas.Sdot(t.dims, de, 1, t.m.proj[int(x.idx)*t.dims:int(x.idx+1)*t.dims], 1)
-	}
-	return out
 }
 
 func throughNorm(du []float32, e encoded) []float32 {

@@ -97,17 +97,16 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	// Variations of the shipped default.
 	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
-		"default batch 128":     func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
-		"default temp 0.2":      func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
-		"default keep 0":        func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
-		"default keep 0.5":      func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0.5 },
-		"default anchor 1":      func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
-		"default epochs 8":      func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
-		"default epochs 4":      func(c *embed.ContrastiveConfig) { c.Epochs = 4 },
-		"default cloze only":    func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
-		"default lr 0.03":       func(c *embed.ContrastiveConfig) { c.LearningRate = 0.03 },
-		"default learn weights": func(c *embed.ContrastiveConfig) { c.LearnWeights = true },
-		"default batch 512":     func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"default batch 128":  func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default temp 0.2":   func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":     func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default keep 0.5":   func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0.5 },
+		"default anchor 1":   func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":   func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default epochs 4":   func(c *embed.ContrastiveConfig) { c.Epochs = 4 },
+		"default cloze only": func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
+		"default lr 0.03":    func(c *embed.ContrastiveConfig) { c.LearningRate = 0.03 },
+		"default batch 512":  func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
 	}
