@@ -141,7 +141,9 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 }
 
 // splitChunk separates the header line from the body and the body into
-// sentences, keeping in-vocabulary term indexes only.
+// sentences, keeping in-vocabulary term indexes only. A chunk stored
+// without a header starts with its own first line, which then plays the
+// title: still a line of the text against the rest of it.
 func (m *Builtin) splitChunk(text string) chunkParts {
 	var p chunkParts
 	header, body, ok := strings.Cut(text, "\n")
