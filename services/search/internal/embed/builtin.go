@@ -46,6 +46,9 @@ type BuiltinConfig struct {
 	Weighting Weighting
 	// Seed makes training deterministic.
 	Seed uint64
+	// Contrastive fine-tunes the LSA projection on structure pairs of the
+	// training sample (FineTuneContrastive). Epochs 0: plain LSA.
+	Contrastive ContrastiveConfig
 }
 
 // Weighting selects the term weighting scheme.
@@ -73,6 +76,7 @@ func DefaultBuiltinConfig() BuiltinConfig {
 		SigmaExp:     -0.5,
 		Weighting:    WeightLogEntropy,
 		Seed:         1,
+		Contrastive:  DefaultContrastiveConfig(),
 	}
 }
 
@@ -241,6 +245,13 @@ func TrainBuiltin(ctx context.Context, a *analysis.Analyzer, texts []string, cfg
 		}
 	}
 	m.id = m.computeID()
+	if cfg.Contrastive.Epochs > 0 {
+		c := cfg.Contrastive
+		if c.Seed == 0 {
+			c.Seed = cfg.Seed
+		}
+		return FineTuneContrastive(ctx, m, train, c)
+	}
 	return m, nil
 }
 
@@ -258,6 +269,12 @@ func (m *Builtin) weights(terms []string) []weighted {
 			idx = append(idx, i)
 		}
 	}
+	return m.weightsOf(idx)
+}
+
+// weightsOf weighs in-vocabulary term indexes (with repeats); it sorts idx
+// in place.
+func (m *Builtin) weightsOf(idx []int32) []weighted {
 	slices.Sort(idx)
 	out := make([]weighted, 0, len(idx))
 	for i := 0; i < len(idx); {

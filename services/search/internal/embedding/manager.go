@@ -88,7 +88,9 @@ func DefaultConfig() Config {
 // builtinDefaults is the measured LSA configuration with the service's
 // training sample cap: 20,000 chunks keeps training under a minute on two
 // cores (the SVD is linear in the sample) while every chunk still gets a
-// vector.
+// vector. Contrastive fine-tuning follows the SVD on the same sample, its
+// pairs capped per epoch (embed.DefaultContrastiveConfig), so its time
+// does not grow past a sample of about 6,000 chunks.
 func builtinDefaults(dims int) embed.BuiltinConfig {
 	b := embed.DefaultBuiltinConfig()
 	b.Dims = dims
@@ -116,6 +118,8 @@ func LoadConfig(env *config.Reader) Config {
 	c.MaintenanceMem = env.String("BMCIS_SEARCH_INDEX_BUILD_MEMORY", d.MaintenanceMem)
 	c.Builtin = builtinDefaults(c.Dims)
 	c.Builtin.MaxTrainDocs = env.Int("BMCIS_BUILTIN_MAX_TRAIN_CHUNKS", c.Builtin.MaxTrainDocs, 100, 10_000_000)
+	// 0 switches back to plain LSA (the model before issue 14's training).
+	c.Builtin.Contrastive.Epochs = env.Int("BMCIS_BUILTIN_CONTRASTIVE_EPOCHS", c.Builtin.Contrastive.Epochs, 0, 100)
 	c.RetrainGrowth = env.Float("BMCIS_BUILTIN_RETRAIN_GROWTH", d.RetrainGrowth, 0, 1000)
 	c.RetrainCoverage = env.Float("BMCIS_BUILTIN_RETRAIN_COVERAGE", d.RetrainCoverage, 0, 1)
 	if c.Provider != ProviderBuiltin {

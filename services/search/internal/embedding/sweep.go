@@ -301,7 +301,7 @@ func (m *Manager) newModel(ctx context.Context, sess *store.EmbedSession, rep *S
 	rep.TrainedOn = len(texts)
 	rep.TrainTime = time.Since(t0)
 	m.log.Info("builtin embedder trained", "model", b.ModelID(), "chunks", len(texts), "vocabulary", b.VocabSize(),
-		"components", b.Dimensions(), "seconds", rep.TrainTime.Seconds())
+		"components", b.Dimensions(), "contrastive_epochs", m.cfg.Builtin.Contrastive.Epochs, "seconds", rep.TrainTime.Seconds())
 	return &Active{Row: id, ModelID: b.ModelID(), Provider: ProviderBuiltin, Dims: m.cfg.Dims, Embedder: pad(b, m.cfg.Dims),
 		Builtin: b, TrainedAt: time.Now()}, nil
 }

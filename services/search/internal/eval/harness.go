@@ -63,6 +63,9 @@ type Result struct {
 	Vector  Metrics
 	Hybrid  Metrics
 	Timings map[string]time.Duration
+	// BM25Run and HybridRun are the rankings of every query (document
+	// ids), for paired comparisons (PairedNDCG10).
+	BM25Run, HybridRun Run
 }
 
 // Pipeline is an indexed corpus ready to answer queries, so several query
@@ -274,6 +277,7 @@ func (p *Pipeline) Run(ctx context.Context, ds *Dataset, f Fusion) (Result, erro
 		hybRun[qid] = p.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
 	}
 	res.BM25 = Evaluate(bm25Run, ds.Qrels)
+	res.BM25Run, res.HybridRun = bm25Run, hybRun
 	if p.model != nil {
 		res.Vector = Evaluate(vecRun, ds.Qrels)
 		res.Hybrid = Evaluate(hybRun, ds.Qrels)

@@ -112,3 +112,26 @@ func Evaluate(run Run, qrels Qrels) Metrics {
 	}
 	return m
 }
+
+// PairedNDCG10 compares two runs query by query: the mean difference of
+// nDCG@10 (a - b) over the judged queries and its standard error
+// (standard deviation of the per-query differences / sqrt(n)).
+func PairedNDCG10(a, b Run, qrels Qrels) (diff, stderr float64) {
+	var ds []float64
+	for qid, rels := range qrels {
+		ds = append(ds, NDCG(Dedupe(a[qid]), rels, 10)-NDCG(Dedupe(b[qid]), rels, 10))
+	}
+	n := float64(len(ds))
+	if n < 2 {
+		return 0, 0
+	}
+	for _, d := range ds {
+		diff += d
+	}
+	diff /= n
+	var ss float64
+	for _, d := range ds {
+		ss += (d - diff) * (d - diff)
+	}
+	return diff, math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+}

@@ -43,10 +43,12 @@ func TestSciFact(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("SciFact train (%d queries, %d docs) in %v\n%s", res.BM25.Queries, len(ds.Corpus), time.Since(t0), FormatResults([]Result{res}))
 	t.Logf("timings: %v", res.Timings)
-	// Regression guards (measured BM25 0.7061 / 0.9326, hybrid 0.7104 /
-	// 0.9483; the pipeline is deterministic up to float order across CPUs).
+	// Regression guards (measured BM25 0.7061 / 0.9326, vector 0.5983,
+	// hybrid 0.7195 / 0.9545 with the contrastively fine-tuned builtin
+	// model; the pipeline is deterministic up to float order across CPUs).
 	require.GreaterOrEqual(t, res.BM25.NDCG10, 0.70)
 	require.GreaterOrEqual(t, res.BM25.Recall100, 0.925)
-	require.GreaterOrEqual(t, res.Hybrid.NDCG10, res.BM25.NDCG10+0.002)
-	require.GreaterOrEqual(t, res.Hybrid.Recall100, 0.94)
+	require.GreaterOrEqual(t, res.Vector.NDCG10, 0.58)
+	require.GreaterOrEqual(t, res.Hybrid.NDCG10, res.BM25.NDCG10+0.008)
+	require.GreaterOrEqual(t, res.Hybrid.Recall100, 0.95)
 }

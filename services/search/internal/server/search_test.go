@@ -18,6 +18,7 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
 )
 
 // BM25 on a corpus small enough to compute by hand: plain-text documents
@@ -133,7 +134,8 @@ func TestHybridScoresFollowRRF(t *testing.T) {
 		}
 		require.True(t, sawBoth)
 	}
-	t.Run("builtin preset: convex, BM25 share 0.7", func(t *testing.T) {
+	t.Run("builtin preset: convex, BM25 share alpha", func(t *testing.T) {
+		alpha := fusion.BuiltinOptions().Alpha
 		// The whole list (both retrievers' candidates) in pages.
 		var all []*searchv1.SearchResult
 		for off := int32(0); ; off += 50 {
@@ -162,15 +164,15 @@ func TestHybridScoresFollowRRF(t *testing.T) {
 			}
 			switch {
 			case res.VectorRank == 0:
-				// Only BM25 returned it: its min-max score times 0.7.
+				// Only BM25 returned it: its min-max score times alpha.
 				sawBM25Only = true
-				require.InDelta(t, 0.7*b, res.HybridScore, 1e-9)
+				require.InDelta(t, alpha*b, res.HybridScore, 1e-9)
 			case res.Bm25Rank > 0:
 				sawBoth = true
-				require.Greater(t, res.HybridScore, 0.7*b-1e-9, "the vector side only adds")
-				require.LessOrEqual(t, res.HybridScore, 0.7*b+0.3+1e-9)
+				require.Greater(t, res.HybridScore, alpha*b-1e-9, "the vector side only adds")
+				require.LessOrEqual(t, res.HybridScore, alpha*b+(1-alpha)+1e-9)
 			default:
-				require.LessOrEqual(t, res.HybridScore, 0.3+1e-9)
+				require.LessOrEqual(t, res.HybridScore, (1-alpha)+1e-9)
 			}
 		}
 		require.True(t, sawBoth)

@@ -1,0 +1,226 @@
+package embed_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
+	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
+	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/bmcis/knowledge/services/search/internal/synth"
+)
+
+// TestSciFactContrastive measures LSA fine-tuned with InfoNCE on structure
+// pairs (inverse cloze, title <-> body, neighbouring chunks): vector alone
+// and the shipped hybrid (feedback + convex) at a few BM25 shares.
+//
+//	BMCIS_EVAL_ICT=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactContrastive -v -timeout 60m
+//
+// BMCIS_EVAL_ICT_ONLY=<substring> runs the variants whose name contains it.
+func TestSciFactContrastive(t *testing.T) {
+	ds := sciFactFor(t, "1")
+	ctx := context.Background()
+
+	var once sync.Once
+	var lsa *embed.Builtin
+	var lsaErr error
+	base := func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+		once.Do(func() {
+			c := embed.DefaultBuiltinConfig()
+			c.Contrastive = embed.ContrastiveConfig{} // plain LSA, fine-tuned per variant below
+			lsa, lsaErr = embed.TrainBuiltin(ctx, a, texts, c)
+		})
+		return lsa, lsaErr
+	}
+	// The plain-LSA default before this work (feedback 3:2, BM25 share
+	// 0.7): every row's hybrid is compared with it query by query.
+	baseCfg := eval.DefaultConfig()
+	baseCfg.Train = base
+	baseOpts := fusion.BuiltinOptions()
+	baseOpts.Alpha, baseOpts.FeedbackChunks, baseOpts.FeedbackWeight = 0.7, 3, 2
+	baseCfg.Fusion = eval.Fusion{Method: "preset", RRF: baseOpts}
+	bp, err := eval.Build(ctx, ds, baseCfg)
+	require.NoError(t, err)
+	baseRes, err := bp.Run(ctx, ds, baseCfg.Fusion)
+	require.NoError(t, err)
+	t.Logf("baseline (plain LSA, fb 3:2, share 0.7): hybrid %.4f / %.4f", baseRes.Hybrid.NDCG10, baseRes.Hybrid.Recall100)
+
+	// The first sweep's base (NOTES.md): 3 epochs, temperature 0.05; the
+	// "default" variant below is the shipped DefaultContrastiveConfig.
+	def := embed.ContrastiveConfig{Epochs: 3, BatchSize: 256, LearningRate: 0.05, Temperature: 0.05,
+		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, Seed: 1}
+	type variant struct {
+		name string
+		mod  func(c *embed.ContrastiveConfig)
+	}
+	variants := []variant{
+		{"lsa (no fine-tuning)", func(c *embed.ContrastiveConfig) { c.Epochs = 0 }},
+		{"first sweep base (3 epochs, temp 0.05)", nil},
+		{"default", func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig() }},
+	}
+	// The variants measured in NOTES.md, by name (BMCIS_EVAL_ICT_EXTRA).
+	var extra = map[string]func(c *embed.ContrastiveConfig){
+		"cloze only":          func(c *embed.ContrastiveConfig) { c.Title, c.Neighbours = false, false },
+		"title only":          func(c *embed.ContrastiveConfig) { c.Cloze, c.Neighbours = false, false },
+		"epochs 6":            func(c *embed.ContrastiveConfig) { c.Epochs = 6 },
+		"lr 0.1":              func(c *embed.ContrastiveConfig) { c.LearningRate = 0.1 },
+		"temp 0.1":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.1 },
+		"temp 0.2":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"temp 0.3":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.3 },
+		"temp 0.1 clustered":  func(c *embed.ContrastiveConfig) { c.Temperature, c.ClusterBatches = 0.1, true },
+		"temp 0.2 clustered":  func(c *embed.ContrastiveConfig) { c.Temperature, c.ClusterBatches = 0.2, true },
+		"temp 0.5":            func(c *embed.ContrastiveConfig) { c.Temperature = 0.5 },
+		"temp 0.3 lr 0.1":     func(c *embed.ContrastiveConfig) { c.Temperature, c.LearningRate = 0.3, 0.1 },
+		"temp 0.3 epochs 1":   func(c *embed.ContrastiveConfig) { c.Temperature, c.Epochs = 0.3, 1 },
+		"temp 0.3 cloze only": func(c *embed.ContrastiveConfig) { c.Temperature, c.Title, c.Neighbours = 0.3, false, false },
+		"temp 0.3 title only": func(c *embed.ContrastiveConfig) { c.Temperature, c.Cloze, c.Neighbours = 0.3, false, false },
+	}
+	// Variations of the shipped default.
+	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
+		"default batch 128": func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default temp 0.2":  func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":    func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default anchor 1":  func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":  func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default batch 512": func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+	} {
+		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
+	}
+	for _, name := range strings.Split(os.Getenv("BMCIS_EVAL_ICT_EXTRA"), ",") {
+		if mod, ok := extra[strings.TrimSpace(name)]; ok {
+			variants = append(variants, variant{strings.TrimSpace(name), mod})
+		}
+	}
+	only := os.Getenv("BMCIS_EVAL_ICT_ONLY")
+	var rows []eval.Result
+	for _, v := range variants {
+		if only != "" && !strings.Contains(v.name, only) {
+			continue
+		}
+		c := def
+		if v.mod != nil {
+			v.mod(&c)
+		}
+		var trainTime time.Duration
+		c.Progress = func(epoch int, loss float64) { t.Logf("%s: epoch %d loss %.4f", v.name, epoch, loss) }
+		cfg := eval.DefaultConfig()
+		cfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			m, err := base(ctx, a, texts)
+			if err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			defer func() { trainTime = time.Since(t0) }()
+			return embed.FineTuneContrastive(ctx, m, texts, c)
+		}
+		// Feedback variants "chunks:weight" reuse the fine-tuned model.
+		var tuned *embed.Builtin
+		train := cfg.Train
+		cfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+			if tuned != nil {
+				return tuned, nil
+			}
+			m, err := train(ctx, a, texts)
+			tuned = m
+			return m, err
+		}
+		fbs := strings.Split(os.Getenv("BMCIS_EVAL_ICT_FB"), ",")
+		for _, fb := range fbs {
+			o := fusion.BuiltinOptions()
+			if fb != "" {
+				_, err := fmt.Sscanf(fb, "%d:%g", &o.FeedbackChunks, &o.FeedbackWeight)
+				require.NoError(t, err)
+			}
+			cfg.Fusion = eval.Fusion{Method: "preset", RRF: o}
+			p, err := eval.Build(ctx, ds, cfg)
+			require.NoError(t, err)
+			for _, alpha := range []float64{0.5, 0.6, 0.7, 0.8} {
+				o.Alpha = alpha
+				res, err := p.Run(ctx, ds, eval.Fusion{Method: "preset", RRF: o})
+				require.NoError(t, err)
+				res.Config = fmt.Sprintf("%s / fb %d:%g convex %.1f", v.name, o.FeedbackChunks, o.FeedbackWeight, alpha)
+				rows = append(rows, res)
+				d, se := eval.PairedNDCG10(res.HybridRun, baseRes.HybridRun, ds.Qrels)
+				db, seb := eval.PairedNDCG10(res.HybridRun, res.BM25Run, ds.Qrels)
+				t.Logf("fine-tune %.1fs; hybrid - baseline %+.4f (s.e. %.4f), hybrid - bm25 %+.4f (s.e. %.4f)\n%s",
+					trainTime.Seconds(), d, se, db, seb, eval.FormatResults([]eval.Result{res}))
+			}
+		}
+	}
+	t.Logf("\n%s", eval.FormatResults(rows))
+}
+
+// sciFactFor loads SciFact's training split when BMCIS_EVAL_ICT is mode
+// and BMCIS_SCIFACT_DIR holds it; otherwise the test is skipped.
+func sciFactFor(t *testing.T, mode string) *eval.Dataset {
+	t.Helper()
+	dir := os.Getenv("BMCIS_SCIFACT_DIR")
+	if os.Getenv("BMCIS_EVAL_ICT") != mode || dir == "" {
+		t.Skipf("set BMCIS_EVAL_ICT=%s and BMCIS_SCIFACT_DIR", mode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
+		t.Skip(err)
+	}
+	ds, err := eval.LoadBEIR(dir, "train")
+	require.NoError(t, err)
+	return ds
+}
+
+// TestSciFactContrastiveSpeed times LSA training and the default
+// fine-tuning on SciFact's abstracts (BMCIS_EVAL_ICT=speed).
+func TestSciFactContrastiveSpeed(t *testing.T) {
+	ds := sciFactFor(t, "speed")
+	var texts []string
+	for _, d := range ds.Corpus {
+		texts = append(texts, analysis.IndexedText(d.Title, d.Text))
+	}
+	timeTraining(t, "SciFact abstracts", texts)
+}
+
+// TestSyntheticContrastiveSpeed times training on the service's default
+// sample size: 20,000 chunks of the synthetic corpus `bmcisctl bench`
+// ingests (BMCIS_EVAL_ICT=speed; no data needed).
+func TestSyntheticContrastiveSpeed(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_ICT") != "speed" {
+		t.Skip("set BMCIS_EVAL_ICT=speed")
+	}
+	ck, err := chunker.NewDefault()
+	require.NoError(t, err)
+	g := synth.New(1, 50_000)
+	var texts []string
+	for i := 0; len(texts) < 20_000; i++ {
+		d := g.Document(i)
+		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		require.NoError(t, err)
+		for _, c := range cs {
+			texts = append(texts, analysis.IndexedText(c.ContextHeader, c.Text))
+		}
+	}
+	timeTraining(t, "synthetic chunks", texts[:20_000])
+}
+
+// timeTraining logs the time of plain LSA and of the default fine-tuning.
+func timeTraining(t *testing.T, what string, texts []string) {
+	ctx := context.Background()
+	c := embed.DefaultBuiltinConfig()
+	ft := c.Contrastive
+	c.Contrastive = embed.ContrastiveConfig{}
+	t0 := time.Now()
+	lsa, err := embed.TrainBuiltin(ctx, analysis.NewEnglish(), texts, c)
+	require.NoError(t, err)
+	t.Logf("lsa on %d %s: %.1fs, %d terms", len(texts), what, time.Since(t0).Seconds(), lsa.VocabSize())
+	t0 = time.Now()
+	_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
+	require.NoError(t, err)
+	t.Logf("fine-tune %d epochs of at most %d pairs: %.1fs", ft.Epochs, ft.MaxPairs, time.Since(t0).Seconds())
+}

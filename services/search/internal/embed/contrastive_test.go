@@ -1,0 +1,173 @@
+package embed
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// structuredCorpus is "title\nbody" chunks in three topics. A title uses
+// its topic's title words ("cardiology", "heart"...), the body three
+// sentences of its topic's body words: the title <-> body pairs are what
+// fine-tuning should pull together.
+func structuredCorpus(perTopic int, seed uint64) []string {
+	type topic struct{ title, body []string }
+	topics := []topic{
+		{[]string{"cardiology", "heart", "cardiac", "vascular"}, []string{"artery", "infarction", "stent", "cholesterol", "statin", "arrhythmia", "ventricle", "pressure"}},
+		{[]string{"neurology", "brain", "neural", "cognitive"}, []string{"neuron", "synapse", "cortex", "dopamine", "axon", "hippocampus", "glia", "dendrite"}},
+		{[]string{"microbiology", "germ", "microbial", "infectious"}, []string{"bacteria", "antibiotic", "infection", "pathogen", "resistance", "microbe", "vaccine", "virulence"}},
+	}
+	rng := rand.New(rand.NewPCG(seed, 5))
+	var docs []string
+	for i := 0; i < perTopic; i++ {
+		for _, tp := range topics {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s %s review\n", tp.title[rng.IntN(len(tp.title))], tp.title[rng.IntN(len(tp.title))])
+			for s := 0; s < 3; s++ {
+				b.WriteString("The")
+				for w := 0; w < 7; w++ {
+					fmt.Fprintf(&b, " %s", tp.body[rng.IntN(len(tp.body))])
+				}
+				b.WriteString(" in patients. ")
+			}
+			docs = append(docs, strings.TrimSpace(b.String()))
+		}
+	}
+	return docs
+}
+
+func smallContrastive() ContrastiveConfig {
+	return ContrastiveConfig{Epochs: 30, BatchSize: 16, LearningRate: 0.05, Temperature: 0.3,
+		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, Seed: 3}
+}
+
+func cosine(t *testing.T, m *Builtin, a, b string) float32 {
+	t.Helper()
+	v, err := m.Embed(context.Background(), []string{a, b})
+	require.NoError(t, err)
+	return Dot(v[0], v[1])
+}
+
+// Hand-checked on the structured corpus: a chunk's title and body (a title
+// pair) and one of its sentences and the rest (a cloze pair) end closer
+// than plain LSA put them, and a title word still finds its topic's
+// bodies, which never contain it, first.
+func TestContrastivePullsStructurePairsTogether(t *testing.T) {
+	docs := structuredCorpus(20, 1)
+	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
+	tuned, err := FineTuneContrastive(context.Background(), lsa, docs, smallContrastive())
+	require.NoError(t, err)
+	require.NotEqual(t, lsa.ModelID(), tuned.ModelID())
+
+	title, body, _ := strings.Cut(docs[0], "\n")
+	before, after := cosine(t, lsa, title, body), cosine(t, tuned, title, body)
+	t.Logf("title <-> body: %.3f before, %.3f after", before, after)
+	require.Greater(t, after, before+0.05, "title <-> body: %.3f before, %.3f after", before, after)
+
+	sentences := splitSentences(body)
+	require.Len(t, sentences, 3)
+	rest := title + "\n" + sentences[1] + " " + sentences[2]
+	before, after = cosine(t, lsa, sentences[0], rest), cosine(t, tuned, sentences[0], rest)
+	t.Logf("sentence <-> rest of chunk: %.3f before, %.3f after", before, after)
+	require.Greater(t, after, before, "sentence <-> rest of chunk: %.3f before, %.3f after", before, after)
+
+	bodies := make([]string, len(docs))
+	for i, d := range docs {
+		_, bodies[i], _ = strings.Cut(d, "\n")
+	}
+	vecs, err := tuned.Embed(context.Background(), bodies)
+	require.NoError(t, err)
+	q, err := tuned.Embed(context.Background(), []string{"cardiology"})
+	require.NoError(t, err)
+	best, bestS := -1, float32(-2)
+	worstCardio := float32(2)
+	bestOther := float32(-2)
+	for i, v := range vecs {
+		s := Dot(q[0], v)
+		if s > bestS {
+			best, bestS = i, s
+		}
+		if i%3 == 0 {
+			worstCardio = min(worstCardio, s)
+		} else {
+			bestOther = max(bestOther, s)
+		}
+	}
+	require.Zero(t, best%3, "nearest body to 'cardiology' is %q", bodies[best])
+	require.Greater(t, worstCardio, bestOther, "every cardiology body ranks above every other body")
+}
+
+func TestContrastiveDeterministicAndOff(t *testing.T) {
+	docs := structuredCorpus(30, 2) // 90 texts: the parallel paths run
+	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
+	cfg := smallContrastive()
+	cfg.Epochs = 3
+	a, err := FineTuneContrastive(context.Background(), lsa, docs, cfg)
+	require.NoError(t, err)
+	b, err := FineTuneContrastive(context.Background(), lsa, docs, cfg)
+	require.NoError(t, err)
+	ab, err := a.MarshalBinary()
+	require.NoError(t, err)
+	bb, err := b.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, ab, bb, "same model, texts and seed: same bytes")
+
+	// Through TrainBuiltin (the default configuration fine-tunes) it is the
+	// same as fine-tuning the plain LSA model by hand.
+	viaTrain := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = cfg })
+	require.Equal(t, a.ModelID(), viaTrain.ModelID())
+
+	off := cfg
+	off.Epochs = 0
+	same, err := FineTuneContrastive(context.Background(), lsa, docs, off)
+	require.NoError(t, err)
+	require.Same(t, lsa, same, "epochs 0 is plain LSA")
+
+	// Texts with no title and one sentence yield no pairs: plain LSA.
+	flat := topicCorpus(30, 1)
+	flatLSA := trainSmall(t, flat, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
+	kept, err := FineTuneContrastive(context.Background(), flatLSA, flat, cfg)
+	require.NoError(t, err)
+	require.Same(t, flatLSA, kept)
+}
+
+func TestContrastiveValidates(t *testing.T) {
+	docs := structuredCorpus(5, 3)
+	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
+	for name, mod := range map[string]func(*ContrastiveConfig){
+		"batch":       func(c *ContrastiveConfig) { c.BatchSize = 1 },
+		"temperature": func(c *ContrastiveConfig) { c.Temperature = 0 },
+		"rate":        func(c *ContrastiveConfig) { c.LearningRate = -1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := smallContrastive()
+			mod(&c)
+			_, err := FineTuneContrastive(context.Background(), lsa, docs, c)
+			require.ErrorContains(t, err, "must be positive")
+		})
+	}
+	_, err := FineTuneContrastive(context.Background(), nil, docs, smallContrastive())
+	require.Error(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = FineTuneContrastive(ctx, lsa, docs, smallContrastive())
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestSplitSentences(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"One two. Three four.", []string{"One two.", "Three four."}},
+		{"Levels rose (e.g. il-6) in mice. 42 died! Why? No.", []string{"Levels rose (e.g. il-6) in mice.", "42 died!", "Why?", "No."}},
+		{"no end", []string{"no end"}},
+		{"", nil},
+	} {
+		require.Equal(t, tc.want, splitSentences(tc.in), tc.in)
+	}
+}
