@@ -133,6 +133,9 @@ type Builtin struct {
 	idf       []float32
 	proj      []float32 // len(terms) * dims, row-major
 	trainedOn int       // texts in the training sample (0: unknown, format 1)
+	// tunedEpochs is how many epochs of contrastive fine-tuning followed
+	// the SVD (0: plain LSA, and every model of formats 1 and 2).
+	tunedEpochs int
 	id        string
 }
 
@@ -356,6 +359,10 @@ func (m *Builtin) ModelID() string { return m.id }
 // serialized before it was recorded).
 func (m *Builtin) TrainedOn() int { return m.trainedOn }
 
+// FineTuned reports whether the model was fine-tuned contrastively after
+// the SVD: its vectors want another fusion preset than plain LSA's.
+func (m *Builtin) FineTuned() bool { return m.tunedEpochs > 0 }
+
 // Knows reports whether an analyzed term is in the model's vocabulary.
 func (m *Builtin) Knows(term string) bool {
 	_, ok := m.termIdx[term]
@@ -413,15 +420,16 @@ func (m *Builtin) embedOne(text string) []float32 {
 	return v
 }
 
-// Serialization format (little endian), version 2:
+// Serialization format (little endian), version 3:
 //
 //	magic "BMCISLSA" | u32 format version | u32 builtinVersion | u32 dims
 //	| analyzer options: u8 stop list, u8 no-stem, u8 join-hyphen, u32 min-len
-//	| u8 weighting | u32 texts trained on (version 2 only) | u32 vocab size | per term: u32 len + bytes | vocab x f32 idf
+//	| u8 weighting | u32 texts trained on (from version 2) | u32 fine-tuning
+//	epochs (from version 3) | u32 vocab size | per term: u32 len + bytes | vocab x f32 idf
 //	| vocab*dims x f32 projection
 const (
 	magic         = "BMCISLSA"
-	formatVersion = 2
+	formatVersion = 3
 )
 
 // MarshalBinary serializes the model; the bytes are deterministic.
@@ -440,6 +448,7 @@ func (m *Builtin) MarshalBinary() ([]byte, error) {
 	put32(uint32(m.opts.MinLength))
 	b.WriteByte(byte(m.weighting))
 	put32(uint32(m.trainedOn))
+	put32(uint32(m.tunedEpochs))
 	put32(uint32(len(m.terms)))
 	for _, t := range m.terms {
 		put32(uint32(len(t)))
@@ -479,7 +488,7 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 			return nil, fmt.Errorf("unmarshal builtin: header: %w", err)
 		}
 	}
-	if fv != formatVersion && fv != 1 {
+	if fv < 1 || fv > formatVersion {
 		return nil, fmt.Errorf("unmarshal builtin: format version %d not supported", fv)
 	}
 	if bv != builtinVersion {
@@ -507,6 +516,12 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 			return nil, fmt.Errorf("unmarshal builtin: trained-on count: %w", err)
 		}
 	}
+	var tunedEpochs uint32
+	if fv >= 3 {
+		if err := binary.Read(r, le, &tunedEpochs); err != nil {
+			return nil, fmt.Errorf("unmarshal builtin: fine-tuning epochs: %w", err)
+		}
+	}
 	if err := binary.Read(r, le, &vocab); err != nil {
 		return nil, fmt.Errorf("unmarshal builtin: vocab size: %w", err)
 	}
@@ -514,7 +529,8 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 		return nil, fmt.Errorf("unmarshal builtin: implausible shape %d x %d for %d bytes", vocab, dims, len(data))
 	}
 	opts := analysis.Options{Stop: analysis.StopList(stop), NoStem: noStem == 1, JoinHyphenated: join == 1, MinLength: int(minLen)}
-	m := &Builtin{dims: int(dims), weighting: Weighting(weighting), opts: opts, analyzer: analysis.New(opts), termIdx: make(map[string]int32, vocab), trainedOn: int(trainedOn)}
+	m := &Builtin{dims: int(dims), weighting: Weighting(weighting), opts: opts, analyzer: analysis.New(opts), termIdx: make(map[string]int32, vocab), trainedOn: int(trainedOn),
+		tunedEpochs: int(tunedEpochs)}
 	m.terms = make([]string, vocab)
 	for i := range m.terms {
 		var n uint32

@@ -225,7 +225,7 @@ func TestTrainedOnRoundTripAndFormat1(t *testing.T) {
 	// A format-1 model (stored before the count existed) still loads, with
 	// the count unknown, and embeds the same.
 	head := len(magic) + 4*3 + 3 + 4 + 1
-	v1 := append(append([]byte(nil), data[:head]...), data[head+4:]...)
+	v1 := append(append([]byte(nil), data[:head]...), data[head+8:]...)
 	binary.LittleEndian.PutUint32(v1[len(magic):], 1)
 	old, err := UnmarshalBuiltin(v1)
 	require.NoError(t, err)
@@ -233,4 +233,20 @@ func TestTrainedOnRoundTripAndFormat1(t *testing.T) {
 	a, _ := m.Embed(context.Background(), []string{"dopamine synapse"})
 	b, _ := old.Embed(context.Background(), []string{"dopamine synapse"})
 	require.Equal(t, a, b)
+
+	// A format-2 model (before the fine-tuning epochs were recorded) loads
+	// as plain LSA, which every model of that format is.
+	v2 := append(append([]byte(nil), data[:head+4]...), data[head+8:]...)
+	binary.LittleEndian.PutUint32(v2[len(magic):], 2)
+	old2, err := UnmarshalBuiltin(v2)
+	require.NoError(t, err)
+	require.Equal(t, 30, old2.TrainedOn())
+	require.False(t, old2.FineTuned())
+	c, _ := old2.Embed(context.Background(), []string{"dopamine synapse"})
+	require.Equal(t, a, c)
+
+	v4 := append([]byte(nil), data...)
+	binary.LittleEndian.PutUint32(v4[len(magic):], formatVersion+1)
+	_, err = UnmarshalBuiltin(v4)
+	require.ErrorContains(t, err, "not supported")
 }

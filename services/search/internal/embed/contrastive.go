@@ -136,6 +136,7 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 			cfg.Progress(epoch, sum/float64(max(batches, 1)))
 		}
 	}
+	out.tunedEpochs = cfg.Epochs
 	out.id = out.computeID()
 	return &out, nil
 }

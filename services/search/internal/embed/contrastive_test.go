@@ -115,6 +115,11 @@ func TestContrastiveDeterministicAndOff(t *testing.T) {
 	bb, err := b.MarshalBinary()
 	require.NoError(t, err)
 	require.Equal(t, ab, bb, "same model, texts and seed: same bytes")
+	require.False(t, lsa.FineTuned())
+	require.True(t, a.FineTuned())
+	back, err := UnmarshalBuiltin(ab)
+	require.NoError(t, err)
+	require.True(t, back.FineTuned(), "stored models say they were fine-tuned")
 
 	// Through TrainBuiltin (the default configuration fine-tunes) it is the
 	// same as fine-tuning the plain LSA model by hand.

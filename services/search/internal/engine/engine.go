@@ -174,12 +174,16 @@ func (e *Engine) exactScan(cats []string) bool {
 // CachedLists is the number of ranked lists held.
 func (e *Engine) CachedLists() int { return e.cache.Len() }
 
-// fusionFor returns the RRF options for the active provider: its preset,
-// with any configured field overriding it.
-func (c Config) fusionFor(provider string) fusion.Options {
+// fusionFor returns the fusion options for the active model's provider:
+// its preset (for builtin, the fine-tuned or the plain LSA one, from the
+// active model), with any configured field overriding it.
+func (c Config) fusionFor(provider string, active *embedding.Active) fusion.Options {
 	o := fusion.DefaultOptions()
 	if provider == embedding.ProviderBuiltin {
 		o = fusion.BuiltinOptions()
+		if active != nil && active.Builtin != nil && !active.Builtin.FineTuned() {
+			o = fusion.BuiltinLSAOptions()
+		}
 	}
 	if c.Fusion.K > 0 {
 		o.K = c.Fusion.K

@@ -38,7 +38,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	if cur != nil {
 		provider = cur.Provider
 	}
-	fopts := e.cfg.fusionFor(provider)
+	fopts := e.cfg.fusionFor(provider, cur)
 	// Vector-side feedback needs the top BM25 hits' vectors; the builtin
 	// model embeds their text in-process in microseconds, while a remote
 	// provider would add a network call per query, so only builtin does it.
@@ -191,7 +191,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		fused = fusion.FromVector(vecC)
 	default:
 		if vo.provider != "" && vo.provider != provider {
-			fopts = e.cfg.fusionFor(vo.provider)
+			fopts = e.cfg.fusionFor(vo.provider, nil)
 		}
 		fused = fusion.Fuse(bmC, vecC, fopts)
 	}

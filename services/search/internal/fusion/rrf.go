@@ -83,6 +83,17 @@ func BuiltinOptions() Options {
 		FeedbackChunks: 3, FeedbackWeight: 1}
 }
 
+// BuiltinLSAOptions is BuiltinOptions for a builtin model that was not
+// fine-tuned (trained before fine-tuning existed, or with
+// BMCIS_BUILTIN_CONTRASTIVE_EPOCHS=0): plain LSA was best at BM25 share 0.7
+// and feedback weight 2 (SciFact train hybrid 0.7104, against 0.7071 with
+// the fine-tuned model's preset).
+func BuiltinLSAOptions() Options {
+	o := BuiltinOptions()
+	o.Alpha, o.FeedbackWeight = 0.7, 2
+	return o
+}
+
 // Fuse fuses with the method opts name (RRF or Convex).
 // A convex fusion missing one list (no model, a failed query embedding)
 // ranks by the other alone, scored 0..1 as if that side had all the weight.
