@@ -136,7 +136,7 @@ type Builtin struct {
 	// tunedEpochs is how many epochs of contrastive fine-tuning followed
 	// the SVD (0: plain LSA, and every model of formats 1 and 2).
 	tunedEpochs int
-	id        string
+	id          string
 }
 
 var _ Embedder = (*Builtin)(nil)
