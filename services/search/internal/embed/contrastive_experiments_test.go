@@ -55,6 +55,23 @@ func TestSciFactContrastive(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("baseline (plain LSA, fb 3:2, share 0.7): hybrid %.4f / %.4f", baseRes.Hybrid.NDCG10, baseRes.Hybrid.Recall100)
 
+	// The shipped default (DefaultContrastiveConfig, BuiltinOptions):
+	// every row is also compared with it query by query.
+	shipCfg := eval.DefaultConfig()
+	shipCfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
+		m, err := base(ctx, a, texts)
+		if err != nil {
+			return nil, err
+		}
+		return embed.FineTuneContrastive(ctx, m, texts, embed.DefaultContrastiveConfig())
+	}
+	shipCfg.Fusion = eval.Fusion{Method: "preset", RRF: fusion.BuiltinOptions()}
+	sp, err := eval.Build(ctx, ds, shipCfg)
+	require.NoError(t, err)
+	shipRes, err := sp.Run(ctx, ds, shipCfg.Fusion)
+	require.NoError(t, err)
+	t.Logf("shipped (default fine-tuning, BuiltinOptions): hybrid %.4f / %.4f", shipRes.Hybrid.NDCG10, shipRes.Hybrid.Recall100)
+
 	// The first sweep's base (NOTES.md): 3 epochs, temperature 0.05; the
 	// "default" variant below is the shipped DefaultContrastiveConfig.
 	def := embed.ContrastiveConfig{Epochs: 3, BatchSize: 256, LearningRate: 0.05, Temperature: 0.05,
@@ -93,6 +110,12 @@ func TestSciFactContrastive(t *testing.T) {
 		"default anchor 1":  func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
 		"default epochs 8":  func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
 		"default batch 512": func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"default epochs 10": func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
+		"default epochs 12": func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
+		"default epochs 15": func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
+		"default epochs 20": func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
+		"default pairs 24k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
+		"default pairs 48k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
 	}
@@ -102,6 +125,17 @@ func TestSciFactContrastive(t *testing.T) {
 		}
 	}
 	only := os.Getenv("BMCIS_EVAL_ICT_ONLY")
+	// BMCIS_EVAL_ICT_ALPHA=0.55,0.6,... replaces the BM25 shares tried.
+	alphas := []float64{0.5, 0.6, 0.7, 0.8}
+	if env := os.Getenv("BMCIS_EVAL_ICT_ALPHA"); env != "" {
+		alphas = nil
+		for _, f := range strings.Split(env, ",") {
+			var a float64
+			_, err := fmt.Sscanf(f, "%g", &a)
+			require.NoError(t, err)
+			alphas = append(alphas, a)
+		}
+	}
 	var rows []eval.Result
 	for _, v := range variants {
 		if only != "" && !strings.Contains(v.name, only) {
@@ -144,16 +178,17 @@ func TestSciFactContrastive(t *testing.T) {
 			cfg.Fusion = eval.Fusion{Method: "preset", RRF: o}
 			p, err := eval.Build(ctx, ds, cfg)
 			require.NoError(t, err)
-			for _, alpha := range []float64{0.5, 0.6, 0.7, 0.8} {
+			for _, alpha := range alphas {
 				o.Alpha = alpha
 				res, err := p.Run(ctx, ds, eval.Fusion{Method: "preset", RRF: o})
 				require.NoError(t, err)
-				res.Config = fmt.Sprintf("%s / fb %d:%g convex %.1f", v.name, o.FeedbackChunks, o.FeedbackWeight, alpha)
+				res.Config = fmt.Sprintf("%s / fb %d:%g convex %.2f", v.name, o.FeedbackChunks, o.FeedbackWeight, alpha)
 				rows = append(rows, res)
 				d, se := eval.PairedNDCG10(res.HybridRun, baseRes.HybridRun, ds.Qrels)
 				db, seb := eval.PairedNDCG10(res.HybridRun, res.BM25Run, ds.Qrels)
-				t.Logf("fine-tune %.1fs; hybrid - baseline %+.4f (s.e. %.4f), hybrid - bm25 %+.4f (s.e. %.4f)\n%s",
-					trainTime.Seconds(), d, se, db, seb, eval.FormatResults([]eval.Result{res}))
+				dsh, ses := eval.PairedNDCG10(res.HybridRun, shipRes.HybridRun, ds.Qrels)
+				t.Logf("fine-tune %.1fs; hybrid - baseline %+.4f (s.e. %.4f), hybrid - bm25 %+.4f (s.e. %.4f), hybrid - shipped %+.4f (s.e. %.4f)\n%s",
+					trainTime.Seconds(), d, se, db, seb, dsh, ses, eval.FormatResults([]eval.Result{res}))
 			}
 		}
 	}
@@ -209,18 +244,31 @@ func TestSyntheticContrastiveSpeed(t *testing.T) {
 	timeTraining(t, "synthetic chunks", texts[:20_000])
 }
 
-// timeTraining logs the time of plain LSA and of the default fine-tuning.
+// timeTraining logs the time of plain LSA and of the default fine-tuning,
+// or of each "epochs:maxPairs" in BMCIS_EVAL_ICT_SPEED (e.g. 6:12000,10:24000)
+// on top of the default.
 func timeTraining(t *testing.T, what string, texts []string) {
 	ctx := context.Background()
 	c := embed.DefaultBuiltinConfig()
-	ft := c.Contrastive
+	fts := []embed.ContrastiveConfig{c.Contrastive}
+	if env := os.Getenv("BMCIS_EVAL_ICT_SPEED"); env != "" {
+		fts = nil
+		for _, f := range strings.Split(env, ",") {
+			ft := embed.DefaultContrastiveConfig()
+			_, err := fmt.Sscanf(f, "%d:%d", &ft.Epochs, &ft.MaxPairs)
+			require.NoError(t, err)
+			fts = append(fts, ft)
+		}
+	}
 	c.Contrastive = embed.ContrastiveConfig{}
 	t0 := time.Now()
 	lsa, err := embed.TrainBuiltin(ctx, analysis.NewEnglish(), texts, c)
 	require.NoError(t, err)
 	t.Logf("lsa on %d %s: %.1fs, %d terms", len(texts), what, time.Since(t0).Seconds(), lsa.VocabSize())
-	t0 = time.Now()
-	_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
-	require.NoError(t, err)
-	t.Logf("fine-tune %d epochs of at most %d pairs: %.1fs", ft.Epochs, ft.MaxPairs, time.Since(t0).Seconds())
+	for _, ft := range fts {
+		t0 = time.Now()
+		_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
+		require.NoError(t, err)
+		t.Logf("fine-tune %d epochs of at most %d pairs: %.1fs", ft.Epochs, ft.MaxPairs, time.Since(t0).Seconds())
+	}
 }
