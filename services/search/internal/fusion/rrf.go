@@ -75,7 +75,7 @@ func DefaultOptions() Options { return Options{K: 60, BM25Weight: 1, VectorWeigh
 // then the lists are fused by a convex combination of min-max scores with
 // BM25 share 0.6, which lets the vector side move results only where its
 // similarity stands out (hybrid 0.7195 / Recall@100 0.9545 in the harness,
-// 0.717-0.720 through the service; plain LSA was
+// 0.717-0.7195 through the service; plain LSA was
 // best at share 0.7 and feedback weight 2: 0.7104 / 0.9483).
 // K and the weights are the RRF fallback when Method is set to rrf.
 // See the eval notes.
