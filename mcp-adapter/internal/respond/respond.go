@@ -94,7 +94,9 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 	measuredMin := false
 	for attempt := 0; ; attempt++ {
 		r.fill(call, env)
-		if units > 0 && k > 0 && env.ExecutionContext.TokensEstimated > target {
+		// Once the smallest answer was measured to fit, estimates no longer
+		// decide: only a real count over the limit does (below).
+		if units > 0 && k > 0 && !measuredMin && env.ExecutionContext.TokensEstimated > target {
 			k = r.maxFit(call, env, keep, k, target)
 		}
 		if units > 0 && k < content.MinUnits() {

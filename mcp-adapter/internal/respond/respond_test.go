@@ -195,13 +195,16 @@ func TestHighEstimateDoesNotRefuseWhatFits(t *testing.T) {
 			c := call(f)
 			_, actual := decode(t, (&respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 100000, WarnRatio: 0.8}}).Success(c, c.NewEnvelope(), u))
 			u.objs[0][2].Value = envelope.Text{S: text.S, Tokens: text.Tokens * 13 / 10}
-			r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: actual + 20, WarnRatio: 0.99}}
-			c = call(f)
-			res := r.Success(c, c.NewEnvelope(), u)
-			require.False(t, res.IsError)
-			env, used := decode(t, res)
-			require.LessOrEqual(t, used, actual+20)
-			require.Len(t, env["results"], 1)
+			for _, ratio := range []float64{0.99, 0.8} { // 0.8: the answer also carries TOKEN_LIMIT_WARNING
+				r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: actual + 100, WarnRatio: ratio}}
+				c = call(f)
+				res := r.Success(c, c.NewEnvelope(), u)
+				require.False(t, res.IsError, "warn ratio %v", ratio)
+				env, used := decode(t, res)
+				require.LessOrEqual(t, used, actual+100)
+				require.Len(t, env["results"], 1)
+				require.Equal(t, ratio == 0.8, contains(codes(env), "TOKEN_LIMIT_WARNING"))
+			}
 		})
 	}
 }
