@@ -126,7 +126,7 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 func Decode(r *binfmt.Reader, p Params) *Index {
 	ix := New(p)
 	ncat := r.Count("categories", 1<<24)
-	ix.catNames = make([]string, 0, ncat)
+	ix.catNames = make([]string, 0, min(ncat, 1024)) // a count is not yet checked: grow as names arrive
 	clear(ix.catIDs)
 	for i := 0; i < ncat && r.Err() == nil; i++ {
 		c := r.String()

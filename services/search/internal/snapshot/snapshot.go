@@ -59,6 +59,13 @@ func DefaultConfig() Config {
 	return Config{Mode: ModeReadWrite, ChangeFraction: 0.1, Quiet: time.Minute, CheckInterval: time.Minute}
 }
 
+// A snapshot is used only when the feed moved by at most maxCatchUpShare
+// of its documents (or of minCatchUp for a small corpus) since it.
+const (
+	maxCatchUpShare = 0.5
+	minCatchUp      = 10_000
+)
+
 // keepOther is how long snapshots of another fingerprint (replicas of
 // another version, during a rolling upgrade) survive a newer snapshot.
 const keepOther = 24 * time.Hour
@@ -114,11 +121,20 @@ func Load(ctx context.Context, st Store, an *analysis.Analyzer, p bm25.Params, o
 	s := Started{Snapshot: *m}
 	// Generations only grow; a feed behind the snapshot means the database
 	// is not the one it was taken from (restored from a backup).
-	if feed, err := st.State(ctx); err != nil || feed.Generation < m.Generation {
+	feed, err := st.State(ctx)
+	if err != nil {
+		s.Reason = err.Error()
+		return nil, s
+	}
+	if feed.Generation < m.Generation {
 		s.Reason = fmt.Sprintf("the change feed (generation %d) is behind the snapshot (%d)", feed.Generation, m.Generation)
-		if err != nil {
-			s.Reason = err.Error()
-		}
+		return nil, s
+	}
+	// The catch-up reads and analyses every changed chunk at once (as the
+	// follower does); a corpus largely rewritten since the snapshot is
+	// better streamed by the full load.
+	if float64(feed.Generation-m.Generation) > maxCatchUpShare*float64(max(m.Documents, minCatchUp)) {
+		s.Reason = fmt.Sprintf("the feed moved %d generations since the snapshot (of %d documents): a full load streams them", feed.Generation-m.Generation, m.Documents)
 		return nil, s
 	}
 	t0 := time.Now()
@@ -205,12 +221,20 @@ func (k *Keeper) Due(ctx context.Context) (bool, string, error) {
 	if st.Documents == 0 || st.Generation == 0 {
 		return false, "empty index", nil
 	}
-	if quiet := time.Since(st.LastChange); quiet < k.cfg.Quiet {
-		return false, "the feed is not quiet", nil
-	}
 	all, err := k.st.Snapshots(ctx)
 	if err != nil {
 		return false, "", err
+	}
+	for _, m := range all {
+		if m.FormatVersion == FormatVersion && m.Fingerprint == k.fp && m.Generation > st.Generation {
+			// The database was restored from an older backup: replace the
+			// snapshot now, before new writes carry the feed past it and
+			// a starting replica takes it for a usable one.
+			return true, fmt.Sprintf("the newest snapshot (generation %d) is ahead of the feed (%d)", m.Generation, st.Generation), nil
+		}
+	}
+	if quiet := time.Since(st.LastChange); quiet < k.cfg.Quiet {
+		return false, "the feed is not quiet", nil
 	}
 	for _, m := range all {
 		if m.FormatVersion != FormatVersion || m.Fingerprint != k.fp {

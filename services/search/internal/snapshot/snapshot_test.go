@@ -218,6 +218,17 @@ func TestStartFromSnapshotThenChanges(t *testing.T) {
 			require.Equal(t, tc.due, due, why)
 		})
 	}
+
+	// A database restored from an older backup leaves the snapshot ahead of
+	// the feed: it is replaced at once, quiet feed or not.
+	_, err = e.pool.Exec(ctx, `UPDATE search_index_snapshots SET generation = generation + 1000`)
+	require.NoError(t, err)
+	cfg := snapshotConfig()
+	cfg.Quiet = time.Hour
+	due, why, err := e.keeper(caught, f2, cfg).Due(ctx)
+	require.NoError(t, err)
+	require.True(t, due, why)
+	require.Contains(t, why, "ahead of the feed")
 }
 
 // A snapshot that is missing, made by other analysis or format, damaged or
@@ -256,6 +267,7 @@ func TestSnapshotFallback(t *testing.T) {
 		{"byte flipped", sql(`UPDATE search_index_snapshot_parts SET data = set_byte(data, 40, get_byte(data, 40) # 1)`), "snapshot"},
 		{"other generation", sql(`UPDATE search_index_snapshots SET generation = generation - 1`), "stored as"},
 		{"feed behind the snapshot", sql(`UPDATE search_index_snapshots SET generation = generation + 1`), "is behind the snapshot"},
+		{"feed moved too far since", sql(`UPDATE search_index_snapshots SET generation = generation - 20000`), "a full load streams them"},
 		{"truncated", rewrite(func(b []byte) []byte { return b[:len(b)-9] }), "corrupt snapshot"},
 		{"cut in the middle", rewrite(func(b []byte) []byte { return b[:len(b)/2] }), "corrupt snapshot"},
 		{"bytes after the end", rewrite(func(b []byte) []byte { return append(b, 1, 2, 3) }), "corrupt snapshot"},
