@@ -216,6 +216,7 @@ func (s *Store) listenOnce(ctx context.Context, notify func(), connected func(bo
 		cancel()
 		if err == nil {
 			if n.Channel == mentions.GraphChannel {
+				s.mentions.clear()
 				s.kickGraph()
 			} else {
 				notify()

@@ -2,9 +2,10 @@ package store
 
 import "sync"
 
-// mentionCacheChunks bounds the chunks whose mentions are kept: about
-// 100 bytes a mention, so tens of MB at most; the cache starts over when full.
-const mentionCacheChunks = 200_000
+// mentionCacheChunks bounds the chunks whose mentions are kept: at most 10
+// mentions a chunk of about 100 bytes each, so 50 MB at worst (most chunks
+// name none); the cache starts over when full.
+const mentionCacheChunks = 50_000
 
 // mentionCache keeps chunk mentions and vendor rows for one graph version:
 // a lookup under another version empties it first. Entries read under
@@ -27,6 +28,14 @@ func (c *mentionCache) at(v int64, perChunk int) {
 			c.perChunk = perChunk
 		}
 	}
+}
+
+// clear forgets everything: a document re-linked after its write changed
+// links without moving the graph version.
+func (c *mentionCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byChunk, c.vendor = nil, nil
 }
 
 // chunks copies the cached mentions of ids into out and returns the ids

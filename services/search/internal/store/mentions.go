@@ -22,8 +22,9 @@ type Mention struct {
 // ChunkMentions returns, per chunk, the entities it mentions: vendors
 // first, then by count, then by name; at most perChunk each. Answers are
 // kept per graph version (a chunk's links change only with the graph: a
-// chunk id is never reused and is linked before it commits), so a repeated
-// page costs no database call.
+// chunk id is never reused and is linked as it commits, or re-linked just
+// after when the graph moved meanwhile, which notifies like an import), so
+// a repeated page costs no database call.
 func (s *Store) ChunkMentions(ctx context.Context, chunkIDs []int64, perChunk int) (map[int64][]Mention, error) {
 	out := map[int64][]Mention{}
 	if len(chunkIDs) == 0 {

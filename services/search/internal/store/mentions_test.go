@@ -166,4 +166,27 @@ func TestChunkMentionsAreKeptPerGraphVersion(t *testing.T) {
 	require.Empty(t, names(), "a new graph version reads the links again")
 	require.Equal(t, []string{"Acme Corporation"}, vendors("acme corporation pricing"), "a new graph version reads the vendors again")
 	require.Empty(t, vendors("acme corp pricing"), "the old name is gone with its version")
+
+	// A document whose links were missing when a search kept its chunk's
+	// mentions, and re-linked after its write (the graph moved meanwhile):
+	// the re-link's notification makes replicas read them again.
+	resB, err := s.WriteDocument(ctx, doc("b", "Acme Corporation rocks."))
+	require.NoError(t, err)
+	var chunkB int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT id FROM chunks WHERE document_id = $1", resB.DocumentID).Scan(&chunkB))
+	_, err = pool.Exec(ctx, "DELETE FROM entity_mentions WHERE chunk_id = $1", chunkB)
+	require.NoError(t, err)
+	got, err := s.ChunkMentions(ctx, []int64{chunkB}, 10)
+	require.NoError(t, err)
+	require.Empty(t, got[chunkB])
+	require.NoError(t, s.relinkDocument(ctx, resB.DocumentID))
+	select {
+	case <-s.GraphChanged():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the re-link's notification did not arrive")
+	}
+	require.Eventually(t, func() bool {
+		got, err := s.ChunkMentions(ctx, []int64{chunkB}, 10)
+		return err == nil && len(got[chunkB]) == 1 && got[chunkB][0].Name == "Acme Corporation"
+	}, 5*time.Second, 20*time.Millisecond)
 }

@@ -208,7 +208,13 @@ func (s *Store) relinkDocument(ctx context.Context, docID int64) error {
 		if err != nil {
 			return err
 		}
-		return mentions.RelinkChunks(ctx, tx, m, ids)
+		if err := mentions.RelinkChunks(ctx, tx, m, ids); err != nil {
+			return err
+		}
+		// Replicas may have kept these chunks' (missing) mentions under the
+		// current graph version: the notification makes them read again.
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, 'relink')", mentions.GraphChannel)
+		return err
 	})
 }
 
