@@ -299,6 +299,11 @@ type fetchInterval struct {
 }
 
 func (f *fetchInterval) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Response != nil {
+		// A redirect hop of a fetch already let through (http.Client sets
+		// Response on the requests it follows redirects with).
+		return f.base.RoundTrip(r)
+	}
 	f.mu.Lock()
 	if since := time.Since(f.last); !f.last.IsZero() && since < f.every {
 		f.mu.Unlock()
