@@ -216,10 +216,7 @@ func (p *Pipeline) candidates(ctx context.Context, ds *Dataset, k int) (map[stri
 		}
 		if p.model != nil {
 			t0 = time.Now()
-			qv, err := p.model.Embed(ctx, []string{q.Text})
-			if err != nil {
-				return nil, nil, fmt.Errorf("embed query %s: %w", q.ID, err)
-			}
+			qv := [][]float32{p.model.EmbedQuery(q.Text)}
 			embTime += time.Since(t0)
 			t0 = time.Now()
 			qc.vec = exactKNN(p.vectors, qv[0], k)
