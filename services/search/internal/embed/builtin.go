@@ -132,9 +132,7 @@ type Builtin struct {
 	termIdx   map[string]int32
 	idf       []float32
 	proj      []float32 // len(terms) * dims, row-major
-	// projQ embeds queries when set (an asymmetric model); nil: proj.
-	projQ     []float32
-	trainedOn int // texts in the training sample (0: unknown, format 1)
+	trainedOn int       // texts in the training sample (0: unknown, format 1)
 	// tunedEpochs is how many epochs of contrastive fine-tuning followed
 	// the SVD (0: plain LSA, and every model of formats 1 and 2).
 	tunedEpochs int
@@ -410,21 +408,10 @@ func (m *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error
 	return out, nil
 }
 
-// EmbedQuery embeds a query: with the query projection of an asymmetric
-// model, else as Embed does.
-func (m *Builtin) EmbedQuery(text string) []float32 {
-	if m.projQ != nil {
-		return m.embedWith(m.projQ, text)
-	}
-	return m.embedOne(text)
-}
-
-func (m *Builtin) embedOne(text string) []float32 { return m.embedWith(m.proj, text) }
-
-func (m *Builtin) embedWith(proj []float32, text string) []float32 {
+func (m *Builtin) embedOne(text string) []float32 {
 	v := make([]float32, m.dims)
 	for _, e := range m.weights(m.analyzer.Terms(text)) {
-		row := proj[int(e.idx)*m.dims : int(e.idx+1)*m.dims]
+		row := m.proj[int(e.idx)*m.dims : int(e.idx+1)*m.dims]
 		for c, x := range row {
 			v[c] += e.w * x
 		}

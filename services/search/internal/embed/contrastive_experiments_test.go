@@ -38,9 +38,6 @@ func TestSciFactContrastive(t *testing.T) {
 		once.Do(func() {
 			c := embed.DefaultBuiltinConfig()
 			c.Contrastive = embed.ContrastiveConfig{} // plain LSA, fine-tuned per variant below
-			if d := os.Getenv("BMCIS_EVAL_ICT_DIMS"); d != "" {
-				_, lsaErr = fmt.Sscanf(d, "%d", &c.Dims)
-			}
 			lsa, lsaErr = embed.TrainBuiltin(ctx, a, texts, c)
 		})
 		return lsa, lsaErr
@@ -107,64 +104,24 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	// Variations of the shipped default.
 	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
-		"default batch 128":       func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
-		"default temp 0.2":        func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
-		"default keep 0":          func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
-		"default anchor 1":        func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
-		"default epochs 8":        func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
-		"default batch 512":       func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
-		"default epochs 10":       func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
-		"default epochs 12":       func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
-		"default epochs 15":       func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
-		"default epochs 20":       func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
-		"default pairs 24k":       func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
-		"default pairs 48k":       func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
-		"default lex 0.5":         func(c *embed.ContrastiveConfig) { c.LexicalLogit = 0.5 },
-		"default lex 1":           func(c *embed.ContrastiveConfig) { c.LexicalLogit = 1 },
-		"default lex 2":           func(c *embed.ContrastiveConfig) { c.LexicalLogit = 2 },
-		"default lex 4":           func(c *embed.ContrastiveConfig) { c.LexicalLogit = 4 },
-		"default soup 2":          func(c *embed.ContrastiveConfig) { c.Soup = 2 },
-		"default hard 10":         func(c *embed.ContrastiveConfig) { c.HardNegatives = 10 },
-		"default hard 30":         func(c *embed.ContrastiveConfig) { c.HardNegatives = 30 },
-		"default hard 10 skip 3":  func(c *embed.ContrastiveConfig) { c.HardNegatives, c.HardSkip = 10, 3 },
-		"default hard 30 skip 10": func(c *embed.ContrastiveConfig) { c.HardNegatives, c.HardSkip = 30, 10 },
-		"default hard 10 lex 1":   func(c *embed.ContrastiveConfig) { c.HardNegatives, c.LexicalLogit = 10, 1 },
-		"default hard 10 lex 2":   func(c *embed.ContrastiveConfig) { c.HardNegatives, c.LexicalLogit = 10, 2 },
-		"default hard 30 lex 2":   func(c *embed.ContrastiveConfig) { c.HardNegatives, c.LexicalLogit = 30, 2 },
-		"default crop":            func(c *embed.ContrastiveConfig) { c.Crop = true },
-		"default crop only":       func(c *embed.ContrastiveConfig) { c.Crop, c.Cloze, c.Title = true, false, false },
-		"default dropout 0.2":     func(c *embed.ContrastiveConfig) { c.Dropout = 0.2 },
-		"default dropout 0.4":     func(c *embed.ContrastiveConfig) { c.Dropout = 0.4 },
-		"default crop hard 10":    func(c *embed.ContrastiveConfig) { c.Crop, c.HardNegatives = true, 10 },
-		"default asym":            func(c *embed.ContrastiveConfig) { c.Asymmetric = true },
-		"default asym hard 10":    func(c *embed.ContrastiveConfig) { c.Asymmetric, c.HardNegatives = true, 10 },
-		"default asym epochs 3":   func(c *embed.ContrastiveConfig) { c.Asymmetric, c.Epochs = true, 3 },
-		"default soup 4":          func(c *embed.ContrastiveConfig) { c.Soup = 4 },
+		"default batch 128": func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default temp 0.2":  func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":    func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default anchor 1":  func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":  func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default batch 512": func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"default epochs 10": func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
+		"default epochs 12": func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
+		"default epochs 15": func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
+		"default epochs 20": func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
+		"default pairs 24k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
+		"default pairs 48k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
 	}
 	for _, name := range strings.Split(os.Getenv("BMCIS_EVAL_ICT_EXTRA"), ",") {
 		if mod, ok := extra[strings.TrimSpace(name)]; ok {
 			variants = append(variants, variant{strings.TrimSpace(name), mod})
-		}
-	}
-	// BMCIS_EVAL_ICT_BIGRAMS=1: the embedder's analyzer also emits bigrams.
-	if os.Getenv("BMCIS_EVAL_ICT_BIGRAMS") != "" {
-		var bonce sync.Once
-		var blsa *embed.Builtin
-		var berr error
-		base = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
-			bonce.Do(func() {
-				o := a.Options()
-				o.Bigrams = true
-				c := embed.DefaultBuiltinConfig()
-				c.Contrastive = embed.ContrastiveConfig{}
-				blsa, berr = embed.TrainBuiltin(ctx, analysis.New(o), texts, c)
-				if berr == nil {
-					t.Logf("bigram vocabulary %d", blsa.VocabSize())
-				}
-			})
-			return blsa, berr
 		}
 	}
 	only := os.Getenv("BMCIS_EVAL_ICT_ONLY")

@@ -216,7 +216,10 @@ func (p *Pipeline) candidates(ctx context.Context, ds *Dataset, k int) (map[stri
 		}
 		if p.model != nil {
 			t0 = time.Now()
-			qv := [][]float32{p.model.EmbedQuery(q.Text)}
+			qv, err := p.model.Embed(ctx, []string{q.Text})
+			if err != nil {
+				return nil, nil, fmt.Errorf("embed query %s: %w", q.ID, err)
+			}
 			embTime += time.Since(t0)
 			t0 = time.Now()
 			qc.vec = exactKNN(p.vectors, qv[0], k)

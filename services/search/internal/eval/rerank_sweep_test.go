@@ -15,10 +15,26 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 )
 
-// Second-stage experiments over the shipped hybrid (BMCIS_EVAL_SEM=rerank).
+// TestRerankSweep measures second stages over the shipped hybrid (issue
+// 14, NOTES.md "Third round"), each compared query by query with it:
+//
+//	BMCIS_EVAL_SEM=rerank BMCIS_EVAL_RERANK=coverage,feedback,rounds,maxsim \
+//	  go test ./internal/eval -run TestRerankSweep -v -timeout 30m
+//
+//   - coverage: + mu x the mean (or weakest) cosine of each query term's own
+//     vector with the candidate (topical coverage term by term);
+//   - feedback: the feedback vector weighted by BM25 rank or score instead
+//     of a plain mean of the top m hits;
+//   - rounds: a second vector query moved towards the first fused top m;
+//   - maxsim: + mu x the best cosine of the query with one sentence of the
+//     candidate, over the fused top N.
 func TestRerankSweep(t *testing.T) {
 	if os.Getenv("BMCIS_EVAL_SEM") != "rerank" {
 		t.Skip("set BMCIS_EVAL_SEM=rerank")
+	}
+	parts := os.Getenv("BMCIS_EVAL_RERANK")
+	if parts == "" {
+		parts = "coverage,feedback,rounds,maxsim"
 	}
 	ds := loadSciFact(t)
 	ctx := context.Background()
@@ -30,20 +46,6 @@ func TestRerankSweep(t *testing.T) {
 	t.Logf("shipped: %.4f / %.4f", base.Hybrid.NDCG10, base.Hybrid.Recall100)
 	cands, _, err := p.candidates(ctx, ds, 100)
 	require.NoError(t, err)
-
-	// Sentence vectors of every chunk (header line excluded).
-	sent := make([][][]float32, len(p.chunkTxt))
-	parallel(len(p.chunkTxt), func(i int) {
-		_, body, ok := strings.Cut(p.chunkTxt[i], "\n")
-		if !ok {
-			body = p.chunkTxt[i]
-		}
-		ss := splitSent(body)
-		vs, err := p.model.Embed(ctx, ss)
-		if err == nil {
-			sent[i] = vs
-		}
-	})
 	qvec := map[string][]float32{}
 	for _, q := range ds.Queries {
 		v, err := p.model.Embed(ctx, []string{q.Text})
@@ -51,234 +53,207 @@ func TestRerankSweep(t *testing.T) {
 		qvec[q.ID] = v[0]
 	}
 	opts := fusion.BuiltinOptions()
-	type row struct {
-		name string
-		res  Metrics
-		d    float64
-		se   float64
-	}
-	var rows []row
-	// Per-term topical coverage: each distinct query term's own vector
-	// against the candidate, averaged (soft OR) or the weakest (soft AND).
-	termVecs := map[string][][]float32{}
-	for _, q := range ds.Queries {
-		var words []string
-		for _, qt := range p.analyzer.QueryTerms(q.Text) {
-			words = append(words, qt.Words[0])
+	// report evaluates one ranking per query against the shipped hybrid.
+	report := func(name string, rank func(q Query) []int64) {
+		run := Run{}
+		for _, q := range ds.Queries {
+			ids := rank(q)
+			run[q.ID] = p.docs(len(ids), func(i int) int64 { return ids[i] })
 		}
-		vs, err := p.model.Embed(ctx, words)
-		require.NoError(t, err)
-		var keep [][]float32
-		for _, v := range vs {
-			if embed.Dot(v, v) > 0 {
-				keep = append(keep, v)
+		m := Evaluate(run, ds.Qrels)
+		d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
+		t.Logf("%-42s %.4f / %.4f  %+.4f ± %.4f", name, m.NDCG10, m.Recall100, d, se)
+	}
+	// boosted re-sorts the first n fused results by Fused + mu x the
+	// min-max of extra over them.
+	boosted := func(fused []fusion.Result, n int, mu float64, extra func(chunk int64) float64) []int64 {
+		n = min(n, len(fused))
+		x := make([]float64, n)
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i := 0; i < n; i++ {
+			x[i] = extra(fused[i].ChunkID)
+			lo, hi = math.Min(lo, x[i]), math.Max(hi, x[i])
+		}
+		idx := make([]int, n)
+		score := make([]float64, n)
+		for i := range idx {
+			idx[i] = i
+			score[i] = fused[i].Fused
+			if hi > lo {
+				score[i] += mu * (x[i] - lo) / (hi - lo)
 			}
 		}
-		termVecs[q.ID] = keep
+		sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
+		out := make([]int64, 0, len(fused))
+		for _, i := range idx {
+			out = append(out, fused[i].ChunkID)
+		}
+		for _, r := range fused[n:] {
+			out = append(out, r.ChunkID)
+		}
+		return out
 	}
-	for _, agg := range []string{"mean", "min", "mean2"} {
-		for _, mu := range []float64{0.05, 0.1, 0.2, 0.3} {
-			run := Run{}
-			for _, q := range ds.Queries {
-				qc := cands[q.ID]
-				fused := fusion.Fuse(qc.bm, qc.vecFB, opts)
-				tv := termVecs[q.ID]
-				cov := make([]float64, len(fused))
-				lo, hi := math.Inf(1), math.Inf(-1)
-				for i, r := range fused {
-					dv := p.vectors[r.ChunkID]
-					var c float64
-					switch agg {
-					case "mean", "mean2":
-						for _, v := range tv {
-							x := math.Max(0, float64(embed.Dot(v, dv)))
-							if agg == "mean2" {
-								x = math.Sqrt(x)
-							}
-							c += x
-						}
-						c /= math.Max(1, float64(len(tv)))
-					case "min":
-						c = math.Inf(1)
-						for _, v := range tv {
-							c = math.Min(c, float64(embed.Dot(v, dv)))
-						}
+	ids := func(rs []fusion.Result) []int64 {
+		out := make([]int64, len(rs))
+		for i, r := range rs {
+			out[i] = r.ChunkID
+		}
+		return out
+	}
+	shipped := func(q Query) []fusion.Result { qc := cands[q.ID]; return fusion.Fuse(qc.bm, qc.vecFB, opts) }
+
+	if strings.Contains(parts, "coverage") {
+		termVecs := map[string][][]float32{}
+		for _, q := range ds.Queries {
+			var words []string
+			for _, qt := range p.analyzer.QueryTerms(q.Text) {
+				words = append(words, qt.Words[0])
+			}
+			vs, err := p.model.Embed(ctx, words)
+			require.NoError(t, err)
+			for _, v := range vs {
+				if embed.Dot(v, v) > 0 {
+					termVecs[q.ID] = append(termVecs[q.ID], v)
+				}
+			}
+		}
+		for _, agg := range []string{"mean", "min", "mean of sqrt"} {
+			for _, mu := range []float64{0.05, 0.1, 0.2, 0.3} {
+				report(fmt.Sprintf("term coverage %s mu %.2f", agg, mu), func(q Query) []int64 {
+					tv := termVecs[q.ID]
+					return boosted(shipped(q), 1000, mu, func(c int64) float64 {
 						if len(tv) == 0 {
-							c = 0
+							return 0
 						}
-					}
-					cov[i] = c
-					lo, hi = math.Min(lo, c), math.Max(hi, c)
-				}
-				type sc struct {
-					id int64
-					s  float64
-				}
-				top := make([]sc, len(fused))
-				for i, r := range fused {
-					v := 0.0
-					if hi > lo {
-						v = (cov[i] - lo) / (hi - lo)
-					}
-					top[i] = sc{r.ChunkID, r.Fused + mu*v}
-				}
-				sort.SliceStable(top, func(a, b int) bool { return top[a].s > top[b].s })
-				run[q.ID] = p.docs(len(top), func(i int) int64 { return top[i].id })
-			}
-			m2 := Evaluate(run, ds.Qrels)
-			d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
-			t.Logf("%-40s %.4f / %.4f  %+.4f ± %.4f", fmt.Sprintf("term coverage %s mu %.2f", agg, mu), m2.NDCG10, m2.Recall100, d, se)
-		}
-	}
-	if os.Getenv("BMCIS_EVAL_FBW") == "" {
-		return
-	}
-	// Feedback weighted by BM25 score or rank instead of a plain mean.
-	for _, m := range []int{3, 5, 10} {
-		for _, scheme := range []string{"rank", "score", "score2"} {
-			for _, w := range []float64{1, 1.5} {
-				for _, alpha := range []float64{0.55, 0.6, 0.65} {
-					run := Run{}
-					for _, q := range ds.Queries {
-						qc := cands[q.ID]
-						qv := append([]float32(nil), qvec[q.ID]...)
-						n := min(m, len(qc.bm))
-						var wsum float64
-						ws := make([]float64, n)
-						for i := 0; i < n; i++ {
-							switch scheme {
-							case "rank":
-								ws[i] = 1 / float64(i+1)
-							case "score":
-								ws[i] = qc.bm[i].Score / qc.bm[0].Score
-							case "score2":
-								r := qc.bm[i].Score / qc.bm[0].Score
-								ws[i] = r * r * r * r
-							}
-							wsum += ws[i]
+						s := 0.0
+						if agg == "min" {
+							s = math.Inf(1)
 						}
-						for i := 0; i < n; i++ {
-							v := p.vectors[qc.bm[i].ChunkID]
-							for c := range qv {
-								qv[c] += float32(w * ws[i] / wsum * float64(v[c]))
+						for _, v := range tv {
+							x := float64(embed.Dot(v, p.vectors[c]))
+							switch agg {
+							case "min":
+								s = math.Min(s, x)
+							case "mean":
+								s += math.Max(0, x) / float64(len(tv))
+							default:
+								s += math.Sqrt(math.Max(0, x)) / float64(len(tv))
 							}
 						}
-						embed.Normalize(qv)
-						v2 := exactKNN(p.vectors, qv, 100)
-						o := opts
-						o.Alpha = alpha
-						f2 := fusion.Fuse(qc.bm, v2, o)
-						run[q.ID] = p.docs(len(f2), func(i int) int64 { return f2[i].ChunkID })
+						return s
+					})
+				})
+			}
+		}
+	}
+	// refuse re-queries the vectors with q moved towards vs (weights ws,
+	// summing to w) and fuses at BM25 share alpha.
+	refuse := func(q Query, vs [][]float32, ws []float64, alpha float64) []int64 {
+		qv := append([]float32(nil), qvec[q.ID]...)
+		for i, v := range vs {
+			for c := range qv {
+				qv[c] += float32(ws[i]) * v[c]
+			}
+		}
+		embed.Normalize(qv)
+		o := opts
+		o.Alpha = alpha
+		return ids(fusion.Fuse(cands[q.ID].bm, exactKNN(p.vectors, qv, 100), o))
+	}
+	if strings.Contains(parts, "feedback") {
+		for _, m := range []int{3, 5, 10} {
+			for _, scheme := range []string{"rank", "score", "score^4"} {
+				for _, w := range []float64{1, 1.5} {
+					for _, alpha := range []float64{0.55, 0.6, 0.65} {
+						report(fmt.Sprintf("feedback by %s m %d w %.1f share %.2f", scheme, m, w, alpha), func(q Query) []int64 {
+							bm := cands[q.ID].bm
+							n := min(m, len(bm))
+							ws := make([]float64, n)
+							var vs [][]float32
+							sum := 0.0
+							for i := 0; i < n; i++ {
+								r := bm[i].Score / bm[0].Score
+								switch scheme {
+								case "rank":
+									ws[i] = 1 / float64(i+1)
+								case "score":
+									ws[i] = r
+								default:
+									ws[i] = r * r * r * r
+								}
+								sum += ws[i]
+								vs = append(vs, p.vectors[bm[i].ChunkID])
+							}
+							for i := range ws {
+								ws[i] *= w / sum
+							}
+							return refuse(q, vs, ws, alpha)
+						})
 					}
-					m2 := Evaluate(run, ds.Qrels)
-					d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
-					t.Logf("%-40s %.4f / %.4f  %+.4f ± %.4f", fmt.Sprintf("fb %s m %d w %.1f alpha %.2f", scheme, m, w, alpha), m2.NDCG10, m2.Recall100, d, se)
 				}
 			}
 		}
 	}
-	if os.Getenv("BMCIS_EVAL_ROUNDS") == "" {
-		return
-	}
-	// Two rounds: the vector query moved towards the top hits of the
-	// first fused ranking, then fused again.
-	for _, m := range []int{2, 3, 5} {
-		for _, w := range []float64{0.5, 1, 2} {
-			for _, alpha := range []float64{0.6, 0.7} {
-				run := Run{}
-				for _, q := range ds.Queries {
-					qc := cands[q.ID]
-					fused := fusion.Fuse(qc.bm, qc.vecFB, opts)
-					var vs [][]float32
-					for i := 0; i < min(m, len(fused)); i++ {
-						vs = append(vs, p.vectors[fused[i].ChunkID])
-					}
-					q2 := embed.Feedback(qvec[q.ID], vs, float32(w))
-					v2 := exactKNN(p.vectors, q2, 100)
-					o := opts
-					o.Alpha = alpha
-					f2 := fusion.Fuse(qc.bm, v2, o)
-					run[q.ID] = p.docs(len(f2), func(i int) int64 { return f2[i].ChunkID })
-				}
-				m2 := Evaluate(run, ds.Qrels)
-				d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
-				t.Logf("%-36s %.4f / %.4f  %+.4f ± %.4f", fmt.Sprintf("2 rounds m %d w %.1f alpha %.2f", m, w, alpha), m2.NDCG10, m2.Recall100, d, se)
-			}
-		}
-	}
-	if os.Getenv("BMCIS_EVAL_MAXSIM") == "" {
-		return
-	}
-	for _, topN := range []int{20, 50} {
-		for _, mu := range []float64{0.05, 0.1, 0.2, 0.4} {
-			for _, fb := range []bool{false, true} {
-				run := Run{}
-				for _, q := range ds.Queries {
-					qc := cands[q.ID]
-					fused := fusion.Fuse(qc.bm, qc.vecFB, opts)
-					qv := qvec[q.ID]
-					if fb {
+	if strings.Contains(parts, "rounds") {
+		for _, m := range []int{2, 3, 5} {
+			for _, w := range []float64{0.5, 1, 2} {
+				for _, alpha := range []float64{0.6, 0.7} {
+					report(fmt.Sprintf("two rounds m %d w %.1f share %.2f", m, w, alpha), func(q Query) []int64 {
+						fused := shipped(q)
 						var vs [][]float32
-						for i := 0; i < min(3, len(qc.bm)); i++ {
-							vs = append(vs, p.vectors[qc.bm[i].ChunkID])
+						var ws []float64
+						for i := 0; i < min(m, len(fused)); i++ {
+							vs = append(vs, p.vectors[fused[i].ChunkID])
 						}
-						qv = embed.Feedback(qv, vs, 1)
-					}
-					n := min(topN, len(fused))
-					ms := make([]float64, n)
-					lo, hi := math.Inf(1), math.Inf(-1)
-					for i := 0; i < n; i++ {
-						best := -1.0
-						for _, sv := range sent[fused[i].ChunkID] {
-							best = math.Max(best, float64(embed.Dot(sv, qv)))
+						for range vs {
+							ws = append(ws, w/float64(len(vs)))
 						}
-						ms[i] = best
-						lo, hi = math.Min(lo, best), math.Max(hi, best)
-					}
-					type sc struct {
-						id int64
-						s  float64
-					}
-					top := make([]sc, n)
-					for i := 0; i < n; i++ {
-						v := 0.0
-						if hi > lo {
-							v = (ms[i] - lo) / (hi - lo)
-						}
-						top[i] = sc{fused[i].ChunkID, fused[i].Fused + mu*v}
-					}
-					sort.SliceStable(top, func(a, b int) bool { return top[a].s > top[b].s })
-					ids := make([]int64, 0, len(fused))
-					for _, x := range top {
-						ids = append(ids, x.id)
-					}
-					for _, r := range fused[n:] {
-						ids = append(ids, r.ChunkID)
-					}
-					run[q.ID] = p.docs(len(ids), func(i int) int64 { return ids[i] })
+						return refuse(q, vs, ws, alpha)
+					})
 				}
-				m := Evaluate(run, ds.Qrels)
-				d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
-				rows = append(rows, row{fmt.Sprintf("maxsim top%d mu %.2f fb %v", topN, mu, fb), m, d, se})
-				t.Logf("%-36s %.4f / %.4f  %+.4f ± %.4f", rows[len(rows)-1].name, m.NDCG10, m.Recall100, d, se)
+			}
+		}
+	}
+	if strings.Contains(parts, "maxsim") {
+		sent := make([][][]float32, len(p.chunkTxt))
+		parallel(len(p.chunkTxt), func(i int) {
+			_, body, ok := strings.Cut(p.chunkTxt[i], "\n")
+			if !ok {
+				body = p.chunkTxt[i]
+			}
+			if vs, err := p.model.Embed(ctx, sentences(body)); err == nil {
+				sent[i] = vs
+			}
+		})
+		for _, topN := range []int{20, 50} {
+			for _, mu := range []float64{0.05, 0.1, 0.2, 0.4} {
+				report(fmt.Sprintf("sentence max-sim top %d mu %.2f", topN, mu), func(q Query) []int64 {
+					return boosted(shipped(q), topN, mu, func(c int64) float64 {
+						best := -1.0
+						for _, sv := range sent[c] {
+							best = math.Max(best, float64(embed.Dot(sv, qvec[q.ID])))
+						}
+						return best
+					})
+				})
 			}
 		}
 	}
 }
 
-func splitSent(s string) []string {
+// sentences cuts at '.', '?' or '!' before white space and an upper-case
+// letter or digit (as the fine-tuning's cloze pairs do).
+func sentences(s string) []string {
 	var out []string
 	start := 0
 	for i := 0; i+2 < len(s); i++ {
-		c := s[i]
-		if c != '.' && c != '?' && c != '!' {
+		if c := s[i]; c != '.' && c != '?' && c != '!' {
 			continue
 		}
 		if s[i+1] != ' ' && s[i+1] != '\n' {
 			continue
 		}
-		n := s[i+2]
-		if (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9') {
+		if n := s[i+2]; (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9') {
 			out = append(out, s[start:i+1])
 			start = i + 2
 		}
