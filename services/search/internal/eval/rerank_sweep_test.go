@@ -18,16 +18,16 @@ import (
 // TestRerankSweep measures second stages over the shipped hybrid (issue
 // 14, NOTES.md "Third round"), each compared query by query with it:
 //
-//	BMCIS_EVAL_SEM=rerank BMCIS_EVAL_RERANK=coverage,feedback,rounds,maxsim \
-//	  go test ./internal/eval -run TestRerankSweep -v -timeout 30m
+//		BMCIS_EVAL_SEM=rerank BMCIS_EVAL_RERANK=coverage,feedback,rounds,maxsim \
+//		  go test ./internal/eval -run TestRerankSweep -v -timeout 30m
 //
-//   - coverage: + mu x the mean (or weakest) cosine of each query term's own
-//     vector with the candidate (topical coverage term by term);
-//   - feedback: the feedback vector weighted by BM25 rank or score instead
-//     of a plain mean of the top m hits;
-//   - rounds: a second vector query moved towards the first fused top m;
-//   - maxsim: + mu x the best cosine of the query with one sentence of the
-//     candidate, over the fused top N.
+//	  - coverage: + mu x the mean (or weakest) cosine of each query term's own
+//	    vector with the candidate (topical coverage term by term);
+//	  - feedback: the feedback vector weighted by BM25 rank or score instead
+//	    of a plain mean of the top m hits;
+//	  - rounds: a second vector query moved towards the first fused top m;
+//	  - maxsim: + mu x the best cosine of the query with one sentence of the
+//	    candidate, over the fused top N.
 func TestRerankSweep(t *testing.T) {
 	if os.Getenv("BMCIS_EVAL_SEM") != "rerank" {
 		t.Skip("set BMCIS_EVAL_SEM=rerank")
