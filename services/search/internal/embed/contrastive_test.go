@@ -176,3 +176,56 @@ func TestSplitSentences(t *testing.T) {
 		require.Equal(t, tc.want, splitSentences(tc.in), tc.in)
 	}
 }
+
+// Concurrent ingestion stores chunks in any order: documents shuffled
+// train the same model, byte for byte, and the chunks under one header
+// line stay neighbours.
+func TestTrainingIgnoresArrivalOrder(t *testing.T) {
+	docs := structuredCorpus(20, 4)
+	// Every document gets a second chunk under the same title line.
+	var chunks [][]string
+	for _, d := range docs {
+		title, body, _ := strings.Cut(d, "\n")
+		chunks = append(chunks, []string{d, title + "\n" + body + " Follow-up in patients."})
+	}
+	flatten := func(order []int) []string {
+		var out []string
+		for _, i := range order {
+			out = append(out, chunks[i]...)
+		}
+		return out
+	}
+	order := make([]int, len(chunks))
+	for i := range order {
+		order[i] = i
+	}
+	inOrder := flatten(order)
+	rand.New(rand.NewPCG(9, 9)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	shuffled := flatten(order)
+	require.NotEqual(t, inOrder, shuffled)
+
+	cfg := smallContrastive()
+	cfg.Epochs = 3
+	a := trainSmall(t, inOrder, func(c *BuiltinConfig) { c.Contrastive = cfg })
+	b := trainSmall(t, shuffled, func(c *BuiltinConfig) { c.Contrastive = cfg })
+	ab, err := a.MarshalBinary()
+	require.NoError(t, err)
+	bb, err := b.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, ab, bb, "same texts in another order: same bytes")
+
+	canon := canonicalOrder(shuffled)
+	require.ElementsMatch(t, shuffled, canon)
+	seen := map[string]bool{}
+	for i, c := range canon {
+		head, _, _ := strings.Cut(c, "\n")
+		prev := ""
+		if i > 0 {
+			prev, _, _ = strings.Cut(canon[i-1], "\n")
+		}
+		if head != prev {
+			require.False(t, seen[head], "the chunks under %q are together", head)
+			seen[head] = true
+		}
+	}
+}

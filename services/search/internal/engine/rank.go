@@ -48,6 +48,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	type vecOut struct {
 		hits     []store.VectorHit
 		provider string
+		active   *embedding.Active // the model that embedded the query
 		dbTime   time.Duration
 		err      error
 		degraded bool
@@ -60,7 +61,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			vec, active, err := e.emb.EmbedQuery(ctx, q)
 			e.m.Stage.WithLabelValues("embed").Observe(time.Since(t0).Seconds())
 			if active != nil {
-				out.provider = active.Provider
+				out.provider, out.active = active.Provider, active
 			}
 			if err != nil {
 				// The embedder's own text may name internal endpoints: log it,
@@ -190,8 +191,10 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	case Vector:
 		fused = fusion.FromVector(vecC)
 	default:
-		if vo.provider != "" && vo.provider != provider {
-			fopts = e.cfg.fusionFor(vo.provider, nil)
+		if vo.active != nil && vo.active != cur {
+			// The model changed since the query began: fuse with the preset
+			// of the one that embedded it.
+			fopts = e.cfg.fusionFor(vo.provider, vo.active)
 		}
 		fused = fusion.Fuse(bmC, vecC, fopts)
 	}

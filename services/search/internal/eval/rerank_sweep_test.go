@@ -34,16 +34,59 @@ func TestRerankSweep(t *testing.T) {
 	}
 	parts := os.Getenv("BMCIS_EVAL_RERANK")
 	if parts == "" {
-		parts = "coverage,feedback,rounds,maxsim"
+		parts = "analysis,coverage,feedback,rounds,maxsim"
 	}
 	ds := loadSciFact(t)
+	// BMCIS_EVAL_SEEDS=1,2,...: repeat everything for each fine-tuning
+	// seed and log the means (one seed's figures vary by about 0.002).
+	seeds := []uint64{0}
+	if env := os.Getenv("BMCIS_EVAL_SEEDS"); env != "" {
+		seeds = nil
+		for _, f := range strings.Split(env, ",") {
+			var sd uint64
+			_, err := fmt.Sscanf(f, "%d", &sd)
+			require.NoError(t, err)
+			seeds = append(seeds, sd)
+		}
+	}
+	type mean struct{ n, d, ndcg, r float64 }
+	means := map[string]*mean{}
+	var order []string
+	for _, seed := range seeds {
+		rerankSweep(t, ds, parts, seed, func(name string, m Metrics, d float64) {
+			if means[name] == nil {
+				means[name] = &mean{}
+				order = append(order, name)
+			}
+			a := means[name]
+			a.n++
+			a.d += d
+			a.ndcg += m.NDCG10
+			a.r += m.Recall100
+		})
+	}
+	if len(seeds) > 1 {
+		var b strings.Builder
+		for _, k := range order {
+			a := means[k]
+			fmt.Fprintf(&b, "%-42s %.4f / %.4f  %+.4f\n", k, a.ndcg/a.n, a.r/a.n, a.d/a.n)
+		}
+		t.Logf("means over %d seeds (last column: - shipped):\n%s", len(seeds), b.String())
+	}
+}
+
+func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record func(name string, m Metrics, d float64)) {
 	ctx := context.Background()
 	cfg := DefaultConfig()
+	if seed != 0 {
+		cfg.Embed.Contrastive.Seed = seed
+	}
 	p, err := Build(ctx, ds, cfg)
 	require.NoError(t, err)
 	base, err := p.Run(ctx, ds, cfg.Fusion)
 	require.NoError(t, err)
-	t.Logf("shipped: %.4f / %.4f", base.Hybrid.NDCG10, base.Hybrid.Recall100)
+	t.Logf("seed %d, shipped: %.4f / %.4f", seed, base.Hybrid.NDCG10, base.Hybrid.Recall100)
+	record("shipped", base.Hybrid, 0)
 	cands, _, err := p.candidates(ctx, ds, 100)
 	require.NoError(t, err)
 	qvec := map[string][]float32{}
@@ -63,6 +106,7 @@ func TestRerankSweep(t *testing.T) {
 		m := Evaluate(run, ds.Qrels)
 		d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
 		t.Logf("%-42s %.4f / %.4f  %+.4f ± %.4f", name, m.NDCG10, m.Recall100, d, se)
+		record(name, m, d)
 	}
 	// boosted re-sorts the first n fused results by Fused + mu x the
 	// min-max of extra over them.
@@ -102,6 +146,45 @@ func TestRerankSweep(t *testing.T) {
 	}
 	shipped := func(q Query) []fusion.Result { qc := cands[q.ID]; return fusion.Fuse(qc.bm, qc.vecFB, opts) }
 
+	if strings.Contains(parts, "analysis") {
+		bucket := func(ranked []string, rels map[string]int) int {
+			for i, d := range Dedupe(ranked) {
+				if rels[d] > 0 {
+					switch {
+					case i == 0:
+						return 0
+					case i < 3:
+						return 1
+					case i < 10:
+						return 2
+					case i < 100:
+						return 3
+					}
+					break
+				}
+			}
+			return 4
+		}
+		names := []string{"1", "2-3", "4-10", "11-100", ">100"}
+		var trans [5][5]int
+		var gain [5]float64
+		var vecB [5][5]int
+		for qid, rels := range ds.Qrels {
+			b := bucket(base.BM25Run[qid], rels)
+			h := bucket(base.HybridRun[qid], rels)
+			qc := cands[qid]
+			vr := make([]string, len(qc.vecFB))
+			for i, c := range qc.vecFB {
+				vr[i] = p.chunkDoc[c.ChunkID]
+			}
+			trans[b][h]++
+			vecB[b][bucket(vr, rels)]++
+			gain[b] += NDCG(Dedupe(base.HybridRun[qid]), rels, 10) - NDCG(Dedupe(base.BM25Run[qid]), rels, 10)
+		}
+		for b := range trans {
+			t.Logf("first relevant in BM25 at %-6s -> hybrid %v, feedback vector %v; nDCG@10 change summed %+.2f", names[b], trans[b], vecB[b], gain[b])
+		}
+	}
 	if strings.Contains(parts, "coverage") {
 		termVecs := map[string][][]float32{}
 		for _, q := range ds.Queries {
