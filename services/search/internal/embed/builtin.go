@@ -2,20 +2,17 @@ package embed
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
@@ -112,36 +109,6 @@ func (c BuiltinConfig) withDefaults() BuiltinConfig {
 	return c
 }
 
-// canonicalOrder returns texts in an order that depends only on their
-// contents: grouped by first line (a chunk's context header: its
-// document's title and heading path), groups in the order of a hash of
-// that line, texts within a group by content. A group's chunks stay
-// together, which is what fine-tuning's neighbour pairs need; their order
-// inside it cannot be recovered from the texts alone when two documents
-// share a title, so it is not kept.
-func canonicalOrder(texts []string) []string {
-	type keyed struct {
-		hash uint64
-		head string
-		text string
-	}
-	ks := make([]keyed, len(texts))
-	for i, t := range texts {
-		head, _, _ := strings.Cut(t, "\n")
-		h := fnv.New64a()
-		h.Write([]byte(head))
-		ks[i] = keyed{h.Sum64(), head, t}
-	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		return cmp.Or(cmp.Compare(a.hash, b.hash), strings.Compare(a.head, b.head), strings.Compare(a.text, b.text))
-	})
-	out := make([]string, len(ks))
-	for i, k := range ks {
-		out[i] = k.text
-	}
-	return out
-}
-
 // builtinVersion changes whenever training or embedding math changes, so
 // vectors from an older implementation are never compared with new ones.
 const builtinVersion = 1
@@ -174,7 +141,9 @@ type Builtin struct {
 
 var _ Embedder = (*Builtin)(nil)
 
-// TrainBuiltin fits an LSA model on texts analyzed with a. The result is a
+// TrainBuiltin fits an LSA model on texts analyzed with a. Texts whose
+// order depends on how they arrived should go through Sample first: the
+// order decides the fine-tuning batches. The result is a
 // pure function of (texts, analyzer options, cfg): same inputs, same bytes.
 func TrainBuiltin(ctx context.Context, a *analysis.Analyzer, texts []string, cfg BuiltinConfig) (*Builtin, error) {
 	cfg = cfg.withDefaults()
@@ -184,11 +153,6 @@ func TrainBuiltin(ctx context.Context, a *analysis.Analyzer, texts []string, cfg
 	if len(texts) < 2 {
 		return nil, fmt.Errorf("train builtin: need at least 2 texts, got %d", len(texts))
 	}
-	// Training must not depend on the order texts arrive in (concurrent
-	// ingestion stores chunks in any order): the order decides the
-	// fine-tuning batches, which moved SciFact by up to 0.0025 nDCG@10
-	// between two ingestions of the same corpus.
-	texts = canonicalOrder(texts)
 	// Deterministic stride sample keeps training time bounded on big corpora.
 	train := texts
 	if len(texts) > cfg.MaxTrainDocs {

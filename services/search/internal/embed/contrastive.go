@@ -97,7 +97,6 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 		return nil, fmt.Errorf("fine-tune builtin: batch size %d, temperature %g, learning rate %g: all must be positive (batch >= 2)",
 			cfg.BatchSize, cfg.Temperature, cfg.LearningRate)
 	}
-	texts = canonicalOrder(texts) // as TrainBuiltin: batches do not depend on arrival order
 	parts := make([]chunkParts, len(texts))
 	parallelRange(len(texts), func(lo, hi int) {
 		for i := lo; i < hi; i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -177,55 +178,61 @@ func TestSplitSentences(t *testing.T) {
 	}
 }
 
-// Concurrent ingestion stores chunks in any order: documents shuffled
-// train the same model, byte for byte, and the chunks under one header
-// line stay neighbours.
-func TestTrainingIgnoresArrivalOrder(t *testing.T) {
+// Concurrent ingestion stores chunks in any order, even a document's own
+// chunks: every arrival order gives the same sample in the same order, so
+// the same model, byte for byte; a document's chunks stay together and in
+// order; a limit keeps whole documents (at most the last one cut).
+func TestSampleIgnoresArrivalOrder(t *testing.T) {
 	docs := structuredCorpus(20, 4)
-	// Every document gets a second chunk under the same title line.
-	var chunks [][]string
-	for _, d := range docs {
+	type rec struct {
+		doc   string
+		index int
+		text  string
+	}
+	var recs []rec
+	for i, d := range docs {
 		title, body, _ := strings.Cut(d, "\n")
-		chunks = append(chunks, []string{d, title + "\n" + body + " Follow-up in patients."})
+		id := fmt.Sprintf("doc-%02d", i)
+		recs = append(recs, rec{id, 0, d}, rec{id, 1, title + "\n" + body + " Follow-up in patients."})
 	}
-	flatten := func(order []int) []string {
-		var out []string
-		for _, i := range order {
-			out = append(out, chunks[i]...)
+	sample := func(limit int, order []rec) []string {
+		s := NewSample(limit)
+		for _, r := range order {
+			s.Add(r.doc, r.index, r.text)
 		}
-		return out
+		want := len(order)
+		if limit > 0 {
+			want = min(limit, want)
+		}
+		require.Equal(t, want, s.Len())
+		return s.Texts()
 	}
-	order := make([]int, len(chunks))
-	for i := range order {
-		order[i] = i
+	shuffled := slices.Clone(recs)
+	rand.New(rand.NewPCG(9, 9)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	require.NotEqual(t, recs, shuffled)
+
+	a, b := sample(0, recs), sample(0, shuffled)
+	require.Equal(t, a, b, "the same texts in the same order")
+	var firsts []string
+	for i := 0; i < len(a); i += 2 {
+		firsts = append(firsts, a[i])
+		require.Equal(t, a[i]+" Follow-up in patients.", a[i+1], "a document's chunks together, in order")
 	}
-	inOrder := flatten(order)
-	rand.New(rand.NewPCG(9, 9)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	shuffled := flatten(order)
-	require.NotEqual(t, inOrder, shuffled)
+	require.ElementsMatch(t, docs, firsts)
 
 	cfg := smallContrastive()
 	cfg.Epochs = 3
-	a := trainSmall(t, inOrder, func(c *BuiltinConfig) { c.Contrastive = cfg })
-	b := trainSmall(t, shuffled, func(c *BuiltinConfig) { c.Contrastive = cfg })
-	ab, err := a.MarshalBinary()
+	ma := trainSmall(t, a, func(c *BuiltinConfig) { c.Contrastive = cfg })
+	mb := trainSmall(t, b, func(c *BuiltinConfig) { c.Contrastive = cfg })
+	ab, err := ma.MarshalBinary()
 	require.NoError(t, err)
-	bb, err := b.MarshalBinary()
+	bb, err := mb.MarshalBinary()
 	require.NoError(t, err)
-	require.Equal(t, ab, bb, "same texts in another order: same bytes")
+	require.Equal(t, ab, bb)
 
-	canon := canonicalOrder(shuffled)
-	require.ElementsMatch(t, shuffled, canon)
-	seen := map[string]bool{}
-	for i, c := range canon {
-		head, _, _ := strings.Cut(c, "\n")
-		prev := ""
-		if i > 0 {
-			prev, _, _ = strings.Cut(canon[i-1], "\n")
-		}
-		if head != prev {
-			require.False(t, seen[head], "the chunks under %q are together", head)
-			seen[head] = true
-		}
-	}
+	// A limit of 15 texts: the same 15 whatever the order, the first 14
+	// seven whole documents, the 15th the first chunk of an eighth.
+	la, lb := sample(15, recs), sample(15, shuffled)
+	require.Equal(t, la, lb)
+	require.Equal(t, a[:15], la, "the limit keeps the start of the full order")
 }

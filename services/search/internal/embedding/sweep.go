@@ -257,29 +257,18 @@ func (m *Manager) newModel(ctx context.Context, sess *store.EmbedSession, rep *S
 		rep.NotTrainedOn = fmt.Sprintf("%d chunks stored, at least %d needed", total, m.cfg.MinTrainChunks)
 		return nil, nil
 	}
-	// The same deterministic stride sample TrainBuiltin would take, picked
-	// while streaming so the whole corpus is never held twice.
+	// The sample and its order depend on the documents, not on the order
+	// ingestion stored their chunks in (embed.Sample); streaming keeps
+	// memory at the sample's size.
 	limit := m.cfg.Builtin.MaxTrainDocs
 	if limit <= 0 {
 		limit = embed.DefaultBuiltinConfig().MaxTrainDocs
 	}
-	want := map[int64]struct{}{}
-	if total > int64(limit) {
-		for i := 0; i < limit; i++ {
-			want[int64(i)*total/int64(limit)] = struct{}{}
-		}
-	}
-	var texts []string
-	var pos int64
-	err = sess.AllTexts(ctx, func(_ int64, text string) {
-		if _, ok := want[pos]; ok || len(want) == 0 {
-			texts = append(texts, text)
-		}
-		pos++
-	})
-	if err != nil {
+	sample := embed.NewSample(limit)
+	if err := sess.AllTexts(ctx, sample.Add); err != nil {
 		return nil, err
 	}
+	texts := sample.Texts()
 	b, err := embed.TrainBuiltin(ctx, m.an, texts, m.cfg.Builtin)
 	if err != nil {
 		if ctx.Err() != nil {

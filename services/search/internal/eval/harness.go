@@ -145,7 +145,16 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 				return embed.TrainBuiltin(ctx, a, texts, cfg.Embed)
 			}
 		}
-		m, err := train(ctx, p.analyzer, p.chunkTxt)
+		// The service's sample and order (embed.Sample), so both train the
+		// same model on the same corpus.
+		sample := embed.NewSample(cfg.Embed.MaxTrainDocs)
+		pos := map[string]int{}
+		for i, text := range p.chunkTxt {
+			doc := p.chunkDoc[i]
+			sample.Add(doc, pos[doc], text)
+			pos[doc]++
+		}
+		m, err := train(ctx, p.analyzer, sample.Texts())
 		if err != nil {
 			return nil, fmt.Errorf("train builtin embedder: %w", err)
 		}

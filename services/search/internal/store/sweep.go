@@ -291,16 +291,18 @@ func (e *EmbedSession) ResizeEmbeddings(ctx context.Context, dims int) error {
 	})
 }
 
-// AllTexts streams the indexed text of every chunk in id order, for training.
-func (e *EmbedSession) AllTexts(ctx context.Context, fn func(id int64, text string)) error {
-	rows, err := e.conn.Query(ctx, `SELECT id, context_header, text FROM chunks ORDER BY id`)
+// AllTexts streams the indexed text of every chunk with its document's
+// external id and its position in it, for training.
+func (e *EmbedSession) AllTexts(ctx context.Context, fn func(doc string, index int, text string)) error {
+	rows, err := e.conn.Query(ctx, `SELECT d.external_id, c.chunk_index, c.context_header, c.text
+		FROM chunks c JOIN documents d ON d.id = c.document_id`)
 	if err != nil {
 		return fmt.Errorf("read chunks for training: %w", err)
 	}
-	var id int64
-	var hdr, txt string
-	_, err = pgx.ForEachRow(rows, []any{&id, &hdr, &txt}, func() error {
-		fn(id, analysis.IndexedText(hdr, txt))
+	var doc, hdr, txt string
+	var index int
+	_, err = pgx.ForEachRow(rows, []any{&doc, &index, &hdr, &txt}, func() error {
+		fn(doc, index, analysis.IndexedText(hdr, txt))
 		return nil
 	})
 	if err != nil {

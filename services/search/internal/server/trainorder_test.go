@@ -1,0 +1,50 @@
+package server_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
+
+// TestModelDoesNotDependOnIngestOrder: the same documents ingested in
+// another order (so stored under other chunk ids) train the same builtin
+// model, byte for byte, with the whole corpus as the sample and with a
+// sample cap smaller than the corpus.
+func TestModelDoesNotDependOnIngestOrder(t *testing.T) {
+	docs := append(corpus(24), labCorpus(16)...)
+	shuffled := slices.Clone(docs)
+	rand.New(rand.NewPCG(3, 3)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+
+	trained := func(cfgCap int, order []*searchv1.Document) (model string, trainedOn int64) {
+		pool, _ := newDB(t)
+		cfg := testConfig()
+		if cfgCap > 0 {
+			cfg.Embedding.Builtin.MaxTrainDocs = cfgCap
+		}
+		r := startReplica(t, pool, cfg)
+		resp := mustIngest(t, r.client, order...)
+		var st *searchv1.GetIndexStatusResponse
+		require.Eventually(t, func() bool {
+			var err error
+			st, err = r.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+			require.NoError(t, err)
+			return st.EmbedderModel != "" && st.Chunks == int64(resp.ChunksWritten) && !st.RetrainPending
+		}, 60*time.Second, 50*time.Millisecond, "no model trained on the whole corpus")
+		return st.EmbedderModel, st.ModelTrainedChunks
+	}
+	for _, limit := range []int{0, 25} {
+		a, na := trained(limit, docs)
+		b, nb := trained(limit, shuffled)
+		require.Equal(t, a, b, "sample cap %d: the same model whatever the ingest order", limit)
+		require.Equal(t, na, nb)
+		if limit > 0 {
+			require.EqualValues(t, limit, na, "the cap is the sample's size")
+		}
+	}
+}
