@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestRerankSweep(t *testing.T) {
 	}
 	parts := os.Getenv("BMCIS_EVAL_RERANK")
 	if parts == "" {
-		parts = "analysis,coverage,feedback,rounds,maxsim"
+		parts = "analysis,proximity,coverage,feedback,rounds,maxsim"
 	}
 	ds := loadSciFact(t)
 	// BMCIS_EVAL_SEEDS=1,2,...: repeat everything for each fine-tuning
@@ -183,6 +184,82 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		}
 		for b := range trans {
 			t.Logf("first relevant in BM25 at %-6s -> hybrid %v, feedback vector %v; nDCG@10 change summed %+.2f", names[b], trans[b], vecB[b], gain[b])
+		}
+	}
+	if strings.Contains(parts, "proximity") {
+		// Term proximity (BM25TP-like) on the BM25 top 100: for each pair
+		// of distinct query terms, acc = sum of 1/d^2 over occurrences at
+		// most 5 positions apart; prox = sum min(idf) x acc / (1 + acc).
+		terms := make([][]string, len(p.chunkTxt))
+		df := map[string]int{}
+		for i, txt := range p.chunkTxt {
+			terms[i] = p.analyzer.Terms(txt)
+			seen := map[string]bool{}
+			for _, tm := range terms[i] {
+				if !seen[tm] {
+					seen[tm] = true
+					df[tm]++
+				}
+			}
+		}
+		n := float64(len(p.chunkTxt))
+		idf := func(tm string) float64 {
+			f := float64(df[tm])
+			return math.Log(1 + (n-f+0.5)/(f+0.5))
+		}
+		prox := func(qterms []string, chunk int64) float64 {
+			pos := map[string][]int{}
+			for i, tm := range terms[chunk] {
+				pos[tm] = append(pos[tm], i)
+			}
+			var out float64
+			for a := 0; a < len(qterms); a++ {
+				for b := a + 1; b < len(qterms); b++ {
+					pa, pb := pos[qterms[a]], pos[qterms[b]]
+					if len(pa) == 0 || len(pb) == 0 {
+						continue
+					}
+					acc := 0.0
+					for _, x := range pa {
+						for _, y := range pb {
+							if d := math.Abs(float64(x - y)); d <= 5 && d > 0 {
+								acc += 1 / (d * d)
+							}
+						}
+					}
+					out += math.Min(idf(qterms[a]), idf(qterms[b])) * acc / (1 + acc)
+				}
+			}
+			return out
+		}
+		for _, lambda := range []float64{0.25, 0.5, 1, 2} {
+			bmRun, hybRun := Run{}, Run{}
+			for _, q := range ds.Queries {
+				qc := cands[q.ID]
+				var qterms []string
+				for _, qt := range p.analyzer.QueryTerms(q.Text) {
+					qterms = append(qterms, qt.Term)
+				}
+				bm := slices.Clone(qc.bm)
+				for i := range bm {
+					bm[i].Score += lambda * prox(qterms, bm[i].ChunkID)
+				}
+				sort.SliceStable(bm, func(a, b int) bool { return bm[a].Score > bm[b].Score })
+				ids := make([]int64, len(bm))
+				for i, c := range bm {
+					ids[i] = c.ChunkID
+				}
+				bmRun[q.ID] = p.docs(len(ids), func(i int) int64 { return ids[i] })
+				fused := fusion.Fuse(bm, qc.vecFB, opts)
+				hybRun[q.ID] = p.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
+			}
+			mb, mh := Evaluate(bmRun, ds.Qrels), Evaluate(hybRun, ds.Qrels)
+			db, seb := PairedNDCG10(bmRun, base.BM25Run, ds.Qrels)
+			dh, seh := PairedNDCG10(hybRun, base.HybridRun, ds.Qrels)
+			t.Logf("proximity lambda %.2f: BM25 %.4f / %.4f (%+.4f ± %.4f), hybrid %.4f / %.4f (%+.4f ± %.4f)",
+				lambda, mb.NDCG10, mb.Recall100, db, seb, mh.NDCG10, mh.Recall100, dh, seh)
+			record(fmt.Sprintf("proximity lambda %.2f: bm25", lambda), mb, db)
+			record(fmt.Sprintf("proximity lambda %.2f: hybrid", lambda), mh, dh)
 		}
 	}
 	if strings.Contains(parts, "coverage") {
