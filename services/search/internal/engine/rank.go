@@ -81,7 +81,9 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 				vecCh <- out
 				return
 			}
-			if vec != nil && feedback {
+			// The model may have changed since feedback was decided: never embed
+			// feedback texts with a remote provider.
+			if vec != nil && feedback && active.Provider == embedding.ProviderBuiltin {
 				if fb := e.feedbackVectors(ctx, active, <-fbHits); len(fb) > 0 {
 					vec = embed.Feedback(vec, fb, float32(fopts.FeedbackWeight))
 				}
