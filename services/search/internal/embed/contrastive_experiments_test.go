@@ -131,31 +131,15 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	only := os.Getenv("BMCIS_EVAL_ICT_ONLY")
 	// BMCIS_EVAL_ICT_ALPHA=0.55,0.6,... replaces the BM25 shares tried.
-	alphas := []float64{0.5, 0.6, 0.7, 0.8}
-	if env := os.Getenv("BMCIS_EVAL_ICT_ALPHA"); env != "" {
-		alphas = nil
-		for _, f := range strings.Split(env, ",") {
-			var a float64
-			_, err := fmt.Sscanf(f, "%g", &a)
-			require.NoError(t, err)
-			alphas = append(alphas, a)
-		}
-	}
+	alphas, err := eval.EnvList("BMCIS_EVAL_ICT_ALPHA", []float64{0.5, 0.6, 0.7, 0.8})
+	require.NoError(t, err)
 	var rows []eval.Result
 	// BMCIS_EVAL_ICT_SEEDS=1,2,3: every variant once per training seed
 	// (overriding the variant's own), then the mean over seeds per fusion
 	// setting (one seed's figure varies by about 0.002 nDCG@10: NOTES.md,
 	// "Third round").
-	seeds := []uint64{0}
-	if env := os.Getenv("BMCIS_EVAL_ICT_SEEDS"); env != "" {
-		seeds = nil
-		for _, f := range strings.Split(env, ",") {
-			var sd uint64
-			_, err := fmt.Sscanf(f, "%d", &sd)
-			require.NoError(t, err)
-			seeds = append(seeds, sd)
-		}
-	}
+	seeds, err := eval.EnvList("BMCIS_EVAL_ICT_SEEDS", []uint64{0})
+	require.NoError(t, err)
 	var seeded []variant
 	for _, v := range variants {
 		for _, sd := range seeds {

@@ -40,16 +40,8 @@ func TestRerankSweep(t *testing.T) {
 	ds := loadSciFact(t)
 	// BMCIS_EVAL_SEEDS=1,2,...: repeat everything for each fine-tuning
 	// seed and log the means (one seed's figures vary by about 0.002).
-	seeds := []uint64{0}
-	if env := os.Getenv("BMCIS_EVAL_SEEDS"); env != "" {
-		seeds = nil
-		for _, f := range strings.Split(env, ",") {
-			var sd uint64
-			_, err := fmt.Sscanf(f, "%d", &sd)
-			require.NoError(t, err)
-			seeds = append(seeds, sd)
-		}
-	}
+	seeds, err := EnvList("BMCIS_EVAL_SEEDS", []uint64{0})
+	require.NoError(t, err)
 	type mean struct{ n, d, ndcg, r float64 }
 	means := map[string]*mean{}
 	var order []string
