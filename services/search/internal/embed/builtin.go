@@ -29,8 +29,9 @@ type BuiltinConfig struct {
 	MaxDFRatio float64
 	// MaxVocab keeps at most this many terms (highest df first).
 	MaxVocab int
-	// MaxTrainDocs caps the documents used to fit the SVD (a deterministic
-	// stride sample); all documents still get vectors.
+	// MaxTrainDocs caps the texts trained on; all texts still get vectors.
+	// The service picks them with Sample; given more, TrainBuiltin takes a
+	// deterministic stride sample of what it was given.
 	MaxTrainDocs int
 	// Oversample and PowerIters are the randomized-SVD accuracy knobs.
 	Oversample int

@@ -236,3 +236,51 @@ func TestSampleIgnoresArrivalOrder(t *testing.T) {
 	require.Equal(t, la, lb)
 	require.Equal(t, a[:15], la, "the limit keeps the start of the full order")
 }
+
+// A capped sample is spread over the corpus: ids that differ only in
+// their last characters are not kept in runs, and a document far larger
+// than the cap gives about its share, in blocks of consecutive chunks.
+func TestSampleIsSpread(t *testing.T) {
+	s := NewSample(50)
+	for i := 0; i < 1000; i++ {
+		s.Add(fmt.Sprintf("doc-%06d", i), 0, fmt.Sprintf("doc-%06d", i))
+	}
+	kept := s.Texts()
+	require.Len(t, kept, 50)
+	nums := make([]int, len(kept))
+	for i, k := range kept {
+		_, err := fmt.Sscanf(k, "doc-%06d", &nums[i])
+		require.NoError(t, err)
+	}
+	slices.Sort(nums)
+	runs := 1
+	for i := 1; i < len(nums); i++ {
+		if nums[i] != nums[i-1]+1 {
+			runs++
+		}
+	}
+	require.Greater(t, runs, 40, "kept ids %v", nums)
+	require.Greater(t, nums[len(nums)-1]-nums[0], 800)
+
+	// One document of 3,200 chunks among 3,200 one-chunk documents: a
+	// 640-text sample holds about half of it, whole blocks in order.
+	s = NewSample(640)
+	for i := 0; i < 3200; i++ {
+		s.Add("big", i, fmt.Sprintf("big %04d", i))
+		s.Add(fmt.Sprintf("small-%04d", i), 0, "small")
+	}
+	big := 0
+	texts := s.Texts()
+	for i, txt := range texts {
+		if strings.HasPrefix(txt, "big ") {
+			big++
+			var n int
+			_, err := fmt.Sscanf(txt, "big %04d", &n)
+			require.NoError(t, err)
+			if n%SampleBlock != 0 && i > 0 {
+				require.Equal(t, fmt.Sprintf("big %04d", n-1), texts[i-1], "a block's chunks are consecutive, in order")
+			}
+		}
+	}
+	require.InDelta(t, 320, big, 160, "the big document's share of the sample")
+}

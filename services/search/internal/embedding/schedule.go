@@ -91,7 +91,10 @@ func (s *Scheduler) maybeRetrain(ctx context.Context) {
 		"trained_on", f.TrainedOn, "coverage", f.Coverage)
 	t0 := time.Now()
 	rep, err := s.Sweep(ctx, SweepOptions{Wait: false, Reindex: true, Bulk: true, RetrainOf: f.ModelRow})
-	if err == nil && rep.Trained {
+	switch {
+	case err == nil && rep.Unchanged:
+		s.log.Info("builtin embedder retrained into the active model; nothing to re-embed", "model", rep.Model, "seconds", time.Since(t0).Seconds())
+	case err == nil && rep.Trained:
 		s.log.Info("builtin embedder retrained", "model", rep.Model, "seconds", time.Since(t0).Seconds())
 	}
 }

@@ -29,6 +29,7 @@ type SweepOptions struct {
 // SweepReport says what a sweep did.
 type SweepReport struct {
 	Skipped      bool   // the lock was taken elsewhere
+	Unchanged    bool   // a retrain trained the model already active: nothing re-embedded
 	Trained      bool   // a builtin model was trained
 	Model        string // model id in use after the sweep ("" if none)
 	Embedded     int64  // chunks given a vector
@@ -89,6 +90,12 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 	case opt.Reindex:
 		if target, err = m.newModel(ctx, sess, &rep); err != nil || target == nil {
 			return rep, err
+		}
+		if opt.RetrainOf != 0 && target.Row == activeRow.ID {
+			// The same sample trains the same model (embed.Sample): every
+			// stored vector is already this model's.
+			rep.Unchanged, rep.Model = true, target.ModelID
+			return rep, nil
 		}
 		all = true
 	case activeRow == nil:

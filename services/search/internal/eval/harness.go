@@ -147,7 +147,11 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 		}
 		// The service's sample and order (embed.Sample), so both train the
 		// same model on the same corpus.
-		sample := embed.NewSample(cfg.Embed.MaxTrainDocs)
+		limit := cfg.Embed.MaxTrainDocs
+		if limit <= 0 {
+			limit = embed.DefaultBuiltinConfig().MaxTrainDocs
+		}
+		sample := embed.NewSample(limit)
 		pos := map[string]int{}
 		for i, text := range p.chunkTxt {
 			doc := p.chunkDoc[i]
