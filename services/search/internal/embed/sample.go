@@ -68,9 +68,9 @@ func (s *Sample) Texts() []string {
 	return out
 }
 
-// mix64 is MurmurHash3's finalizer: FNV-1a alone leaves its top bits
-// (which the order sorts on first) nearly unchanged by an id's last
-// characters, so ids like doc-000001, doc-000002... would stay in runs.
+// mix64 is MurmurHash3's finalizer: FNV-1a mixes an input's last bytes
+// into its top bits (which the order sorts on first) only weakly, and ids
+// like doc-000001, doc-000002... differ only there.
 func mix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
