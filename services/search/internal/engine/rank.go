@@ -85,7 +85,11 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			// feedback texts with a remote provider.
 			if vec != nil && feedback && active.Provider == embedding.ProviderBuiltin {
 				if fb := e.feedbackVectors(ctx, active, <-fbHits); len(fb) > 0 {
-					vec = embed.Feedback(vec, fb, float32(fopts.FeedbackWeight))
+					w := fopts.FeedbackWeight
+					if active != cur { // switched since: that model's preset
+						w = e.cfg.fusionFor(active.Provider, active).FeedbackWeight
+					}
+					vec = embed.Feedback(vec, fb, float32(w))
 				}
 			}
 			if vec != nil {
