@@ -264,13 +264,26 @@ func TestSampleIsSpread(t *testing.T) {
 
 	// One document of 3,200 chunks among 3,200 one-chunk documents: a
 	// 640-text sample holds about half of it, whole blocks in order.
-	s = NewSample(640)
-	for i := 0; i < 3200; i++ {
-		s.Add("big", i, fmt.Sprintf("big %04d", i))
-		s.Add(fmt.Sprintf("small-%04d", i), 0, "small")
+	type rec struct {
+		doc   string
+		index int
+		text  string
 	}
+	var recs []rec
+	for i := 0; i < 3200; i++ {
+		recs = append(recs, rec{"big", i, fmt.Sprintf("big %04d", i)}, rec{fmt.Sprintf("small-%04d", i), 0, "small"})
+	}
+	sampleOf := func(rs []rec) []string {
+		s := NewSample(640)
+		for _, r := range rs {
+			s.Add(r.doc, r.index, r.text)
+		}
+		return s.Texts()
+	}
+	texts := sampleOf(recs)
+	rand.New(rand.NewPCG(5, 5)).Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	require.Equal(t, texts, sampleOf(recs), "the same sample whatever the arrival order")
 	big := 0
-	texts := s.Texts()
 	for i, txt := range texts {
 		if strings.HasPrefix(txt, "big ") {
 			big++

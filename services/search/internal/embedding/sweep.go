@@ -22,7 +22,9 @@ type SweepOptions struct {
 	// BMCIS_EMBEDDING_DIMENSIONS changed.
 	Reindex bool
 	// RetrainOf, with Reindex, retrains only while that model row is still
-	// the active one: another replica may have retrained meanwhile.
+	// the active one (another replica may have retrained meanwhile), and
+	// re-embeds nothing when the retrain yields that model again
+	// (SweepReport.Unchanged).
 	RetrainOf int64
 }
 

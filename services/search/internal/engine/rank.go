@@ -54,6 +54,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		degraded bool
 	}
 	vecCh := make(chan vecOut, 1)
+	feedbackWeight := fopts.FeedbackWeight // fopts may be replaced after the goroutine reports
 	if useVec {
 		go func() {
 			var out vecOut
@@ -85,7 +86,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			// feedback texts with a remote provider.
 			if vec != nil && feedback && active.Provider == embedding.ProviderBuiltin {
 				if fb := e.feedbackVectors(ctx, active, <-fbHits); len(fb) > 0 {
-					w := fopts.FeedbackWeight
+					w := feedbackWeight
 					if active != cur { // switched since: that model's preset
 						w = e.cfg.fusionFor(active.Provider, active).FeedbackWeight
 					}
