@@ -91,10 +91,7 @@ func (s *Scheduler) maybeRetrain(ctx context.Context) {
 		"trained_on", f.TrainedOn, "coverage", f.Coverage)
 	t0 := time.Now()
 	rep, err := s.Sweep(ctx, SweepOptions{Wait: false, Reindex: true, Bulk: true, RetrainOf: f.ModelRow})
-	switch {
-	case err == nil && rep.Unchanged:
-		s.log.Info("builtin embedder retrained into the active model; nothing to re-embed", "model", rep.Model, "seconds", time.Since(t0).Seconds())
-	case err == nil && rep.Trained:
+	if err == nil && rep.Trained && !rep.Unchanged { // an unchanged retrain is the sweep's own log line
 		s.log.Info("builtin embedder retrained", "model", rep.Model, "seconds", time.Since(t0).Seconds())
 	}
 }
@@ -174,7 +171,7 @@ func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, e
 	}
 	if rep.Embedded > 0 || rep.Trained || rep.Rebuilt {
 		s.embedded.Add(float64(rep.Embedded))
-		s.log.Info("embedding sweep", "model", rep.Model, "embedded", rep.Embedded, "trained", rep.Trained,
+		s.log.Info("embedding sweep", "model", rep.Model, "embedded", rep.Embedded, "trained", rep.Trained, "unchanged", rep.Unchanged,
 			"trained_on", rep.TrainedOn, "index_rebuilt", rep.Rebuilt, "train_s", rep.TrainTime.Seconds(),
 			"embed_s", rep.EmbedTime.Seconds(), "write_s", rep.WriteTime.Seconds(), "index_s", rep.IndexTime.Seconds())
 	}
