@@ -153,7 +153,7 @@ func (m *Builtin) splitChunk(text string) chunkParts {
 	}
 	p.header = m.termIndexes(header)
 	p.headerKey = header
-	for _, s := range splitSentences(body) {
+	for _, s := range SplitSentences(body) {
 		if idx := m.termIndexes(s); len(idx) > 0 {
 			p.sentences = append(p.sentences, idx)
 		}
@@ -171,10 +171,10 @@ func (m *Builtin) termIndexes(text string) []int32 {
 	return out
 }
 
-// splitSentences cuts at '.', '?' or '!' followed by white space and an
+// SplitSentences cuts at '.', '?' or '!' followed by white space and an
 // upper-case letter or digit: crude, but abbreviations inside a sentence
 // ("e.g. the") mostly survive, and a wrong cut only makes a shorter pair.
-func splitSentences(s string) []string {
+func SplitSentences(s string) []string {
 	var out []string
 	start := 0
 	for i := 0; i+2 < len(s); i++ {

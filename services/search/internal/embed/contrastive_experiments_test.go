@@ -115,11 +115,6 @@ func TestSciFactContrastive(t *testing.T) {
 		"default epochs 15": func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
 		"default epochs 20": func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
 		"default pairs 24k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
-		"default seed 2":    func(c *embed.ContrastiveConfig) { c.Seed = 2 },
-		"default seed 3":    func(c *embed.ContrastiveConfig) { c.Seed = 3 },
-		"default seed 4":    func(c *embed.ContrastiveConfig) { c.Seed = 4 },
-		"default seed 5":    func(c *embed.ContrastiveConfig) { c.Seed = 5 },
-		"default seed 6":    func(c *embed.ContrastiveConfig) { c.Seed = 6 },
 		"default pairs 48k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }

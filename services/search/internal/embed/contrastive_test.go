@@ -69,7 +69,7 @@ func TestContrastivePullsStructurePairsTogether(t *testing.T) {
 	t.Logf("title <-> body: %.3f before, %.3f after", before, after)
 	require.Greater(t, after, before+0.05, "title <-> body: %.3f before, %.3f after", before, after)
 
-	sentences := splitSentences(body)
+	sentences := SplitSentences(body)
 	require.Len(t, sentences, 3)
 	rest := title + "\n" + sentences[1] + " " + sentences[2]
 	before, after = cosine(t, lsa, sentences[0], rest), cosine(t, tuned, sentences[0], rest)
@@ -174,7 +174,7 @@ func TestSplitSentences(t *testing.T) {
 		{"no end", []string{"no end"}},
 		{"", nil},
 	} {
-		require.Equal(t, tc.want, splitSentences(tc.in), tc.in)
+		require.Equal(t, tc.want, SplitSentences(tc.in), tc.in)
 	}
 }
 

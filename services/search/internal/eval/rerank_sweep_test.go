@@ -373,7 +373,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			if !ok {
 				body = p.chunkTxt[i]
 			}
-			if vs, err := p.model.Embed(ctx, sentences(body)); err == nil {
+			if vs, err := p.model.Embed(ctx, embed.SplitSentences(body)); err == nil {
 				sent[i] = vs
 			}
 		})
@@ -391,27 +391,4 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			}
 		}
 	}
-}
-
-// sentences cuts at '.', '?' or '!' before white space and an upper-case
-// letter or digit (as the fine-tuning's cloze pairs do).
-func sentences(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i+2 < len(s); i++ {
-		if c := s[i]; c != '.' && c != '?' && c != '!' {
-			continue
-		}
-		if s[i+1] != ' ' && s[i+1] != '\n' {
-			continue
-		}
-		if n := s[i+2]; (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9') {
-			out = append(out, s[start:i+1])
-			start = i + 2
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
 }
