@@ -41,9 +41,6 @@ type Options struct {
 	JoinHyphenated bool
 	// MinLength drops terms shorter than this many runes (0 = keep all).
 	MinLength int
-	// Bigrams also emits each pair of consecutive terms ("a b") after the
-	// terms of a text (Terms and AppendTerms only). Experiment.
-	Bigrams bool
 }
 
 // Analyzer is safe for concurrent use. Build it once and share it: it keeps
@@ -93,14 +90,7 @@ func (a *Analyzer) Terms(text string) []string {
 // AppendTerms appends the analyzed terms of text to dst and returns it.
 // Reusing dst across calls avoids allocating on the ingestion hot path.
 func (a *Analyzer) AppendTerms(dst []string, text string) []string {
-	start := len(dst)
 	a.scan(text, func(term string, _, _ int) { dst = append(dst, term) })
-	if a.opts.Bigrams {
-		end := len(dst)
-		for i := start + 1; i < end; i++ {
-			dst = append(dst, dst[i-1]+" "+dst[i])
-		}
-	}
 	return dst
 }
 

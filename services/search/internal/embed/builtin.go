@@ -137,9 +137,7 @@ type Builtin struct {
 	// tunedEpochs is how many epochs of contrastive fine-tuning followed
 	// the SVD (0: plain LSA, and every model of formats 1 and 2).
 	tunedEpochs int
-	// mix is the residual mixing layer (dims x dims), nil without one.
-	mix []float32
-	id  string
+	id          string
 }
 
 var _ Embedder = (*Builtin)(nil)
@@ -422,10 +420,6 @@ func (m *Builtin) embedOne(text string) []float32 {
 		}
 	}
 	Normalize(v)
-	if m.mix != nil {
-		_, z, _ := m.mixForward(v)
-		return z
-	}
 	return v
 }
 

@@ -2,10 +2,8 @@ package embed
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
-	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"math"
 	"slices"
 	"strings"
@@ -54,14 +52,6 @@ type ContrastiveConfig struct {
 	// space (k-means, one cluster per batch) into the same batches, so the
 	// in-batch negatives are hard ones instead of random chunks.
 	ClusterBatches bool
-	// MixLR, when positive, trains a residual mixing layer on top of the
-	// pooled unit vector u: v = normalize(u + W tanh(sqrt(dims) u)), W
-	// starting at 0, with Adam step MixLR (absolute). Experiment.
-	MixLR float64
-	// Bigrams, when positive, adds that many bigram terms with zero rows
-	// before fine-tuning (WithBigrams, min df 2, weight x BigramScale).
-	Bigrams     int
-	BigramScale float32
 	// Progress, when set, is called after every epoch with the mean batch
 	// loss (for logs and experiments).
 	Progress func(epoch int, meanLoss float64)
@@ -103,9 +93,6 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 	if cfg.Epochs <= 0 {
 		return m, nil
 	}
-	if cfg.Bigrams > 0 {
-		m = m.WithBigrams(texts, 2, cfg.Bigrams, cfg.BigramScale)
-	}
 	if cfg.BatchSize < 2 || cfg.Temperature <= 0 || cfg.LearningRate <= 0 {
 		return nil, fmt.Errorf("fine-tune builtin: batch size %d, temperature %g, learning rate %g: all must be positive (batch >= 2)",
 			cfg.BatchSize, cfg.Temperature, cfg.LearningRate)
@@ -121,9 +108,6 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 	}
 	out := *m
 	out.proj = slices.Clone(m.proj)
-	if cfg.MixLR > 0 {
-		out.mix = make([]float32, m.dims*m.dims)
-	}
 	t := newTrainer(&out, cfg)
 	rng := newGaussian(cfg.Seed*0x9e3779b97f4a7c15 + 7)
 	for epoch := 0; epoch < cfg.Epochs; epoch++ {
@@ -272,8 +256,6 @@ type trainer struct {
 	anchor  float32
 	// lastLoss is the last batch's mean loss (Progress).
 	lastLoss float64
-	// Mixing layer's gradient and Adam moments (MixLR).
-	mixGrad, mixMom, mixVel []float32
 }
 
 const adamBeta1, adamBeta2 = 0.9, 0.999
@@ -284,27 +266,12 @@ func newTrainer(m *Builtin, cfg ContrastiveConfig) *trainer {
 	for _, x := range m.proj {
 		ss += float64(x) * float64(x)
 	}
-	// Rows that are all zero (bigram rows of WithBigrams) do not count.
-	live := 0
-	for r := 0; r < len(m.terms); r++ {
-		for _, x := range m.proj[r*m.dims : (r+1)*m.dims] {
-			if x != 0 {
-				live++
-				break
-			}
-		}
-	}
-	rms := math.Sqrt(ss / float64(max(live*m.dims, 1)))
+	rms := math.Sqrt(ss / float64(max(n, 1)))
 	var init []float32
 	if cfg.Anchor != 0 {
 		init = slices.Clone(m.proj)
 	}
-	var mg, mm, mv []float32
-	if m.mix != nil {
-		mg, mm, mv = make([]float32, len(m.mix)), make([]float32, len(m.mix)), make([]float32, len(m.mix))
-	}
 	return &trainer{
-		mixGrad: mg, mixMom: mm, mixVel: mv,
 		m: m, cfg: cfg, lr: float32(cfg.LearningRate * rms), init: init,
 		mom: make([]float32, n), vel: make([]float32, n), grad: make([]float32, n),
 		touched: make([]bool, len(m.terms)), adamEps: float32(1e-8 * rms),
@@ -318,10 +285,6 @@ type encoded struct {
 	w    []weighted
 	norm float32
 	u    []float32
-	// With a mixing layer: pre is the pooled unit vector, h = tanh(a pre),
-	// znorm = |pre + W h|, u the final unit vector.
-	pre, h []float32
-	znorm  float32
 }
 
 func (t *trainer) encode(idx pairText) encoded {
@@ -340,65 +303,7 @@ func (t *trainer) encode(idx pairText) encoded {
 			e[c] /= n
 		}
 	}
-	if t.m.mix == nil {
-		return encoded{w: w, norm: n, u: e}
-	}
-	h, z, zn := t.m.mixForward(e)
-	return encoded{w: w, norm: n, u: z, pre: e, h: h, znorm: zn}
-}
-
-// mixForward applies the residual mixing layer to a unit vector u:
-// h = tanh(a u), z = u + W h, returned normalized with its norm.
-func (m *Builtin) mixForward(u []float32) (h, z []float32, norm float32) {
-	d := m.dims
-	a := float32(math.Sqrt(float64(d)))
-	h = make([]float32, d)
-	for c, x := range u {
-		h[c] = float32(math.Tanh(float64(a * x)))
-	}
-	z = slices.Clone(u)
-	for r := 0; r < d; r++ {
-		z[r] += blas.Sdot(d, m.mix[r*d:(r+1)*d], 1, h, 1)
-	}
-	var s float64
-	for _, v := range z {
-		s += float64(v) * float64(v)
-	}
-	norm = float32(math.Sqrt(s))
-	if norm > 0 {
-		for c := range z {
-			z[c] /= norm
-		}
-	}
-	return h, z, norm
-}
-
-// mixBackward takes the gradient w.r.t. the final unit vector, adds the
-// mixing layer's gradient into t.mixGrad rows [rlo, rhi) only when acc,
-// and returns the gradient w.r.t. the pooled unit vector.
-func (t *trainer) mixBackward(du []float32, e encoded) (dz, dpre []float32) {
-	d := t.dims
-	dz = make([]float32, d)
-	if e.znorm == 0 {
-		return dz, make([]float32, d)
-	}
-	dot := Dot(du, e.u)
-	for c := range du {
-		dz[c] = (du[c] - e.u[c]*dot) / e.znorm
-	}
-	// dpre = dz + a (1 - h^2) * (W^T dz)
-	wt := make([]float32, d)
-	for r := 0; r < d; r++ {
-		if dz[r] != 0 {
-			blas.Saxpy(d, dz[r], t.m.mix[r*d:(r+1)*d], 1, wt, 1)
-		}
-	}
-	a := float32(math.Sqrt(float64(d)))
-	dpre = make([]float32, d)
-	for c := range dpre {
-		dpre[c] = dz[c] + a*(1-e.h[c]*e.h[c])*wt[c]
-	}
-	return dz, dpre
+	return encoded{w: w, norm: n, u: e}
 }
 
 // step runs one batch: forward, symmetric InfoNCE gradient, Adam update.
@@ -455,7 +360,6 @@ func (t *trainer) step(batch []trainPair) {
 	// de = (du - u (u . du)) / |e|.
 	da := make([][]float32, b)
 	db := make([][]float32, b)
-	dzs := make([][2][]float32, b)
 	parallelRange(b, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			ga := make([]float32, t.dims)
@@ -468,22 +372,10 @@ func (t *trainer) step(batch []trainPair) {
 					blas.Saxpy(t.dims, w, ea[j].u, 1, gb, 1)
 				}
 			}
-			if t.m.mix != nil {
-				var dza, dzb []float32
-				dza, ga = t.mixBackward(ga, ea[i])
-				dzb, gb = t.mixBackward(gb, eb[i])
-				dzs[i] = [2][]float32{dza, dzb}
-				da[i] = throughNormPre(ga, ea[i])
-				db[i] = throughNormPre(gb, eb[i])
-				continue
-			}
 			da[i] = throughNorm(ga, ea[i])
 			db[i] = throughNorm(gb, eb[i])
 		}
 	})
-	if t.m.mix != nil {
-		t.mixStep(dzs, ea, eb)
-	}
 	// Touched rows, in a fixed order.
 	t.rows = t.rows[:0]
 	for i := 0; i < b; i++ {
@@ -536,41 +428,6 @@ func (t *trainer) step(batch []trainPair) {
 	for _, r := range t.rows {
 		t.touched[r] = false
 	}
-}
-
-// throughNormPre is throughNorm for a text with a mixing layer: the
-// pooled unit vector is e.pre.
-func throughNormPre(du []float32, e encoded) []float32 {
-	return throughNorm(du, encoded{norm: e.norm, u: e.pre})
-}
-
-// mixStep accumulates the mixing layer's gradient sum_i dz_i h_i^T and
-// takes an Adam step (dense; rows split between workers).
-func (t *trainer) mixStep(dzs [][2][]float32, ea, eb []encoded) {
-	d := t.dims
-	lr := float32(t.cfg.MixLR)
-	bc1 := float32(1 - math.Pow(adamBeta1, float64(t.steps+1)))
-	bc2 := float32(1 - math.Pow(adamBeta2, float64(t.steps+1)))
-	b1, b2 := float32(adamBeta1), float32(adamBeta2)
-	parallelRange(d, func(lo, hi int) {
-		for i := range dzs {
-			for side, e := range [2]encoded{ea[i], eb[i]} {
-				dz := dzs[i][side]
-				for r := lo; r < hi; r++ {
-					if dz[r] != 0 {
-						blas.Saxpy(d, dz[r], e.h, 1, t.mixGrad[r*d:(r+1)*d], 1)
-					}
-				}
-			}
-		}
-		for c := lo * d; c < hi*d; c++ {
-			gr := t.mixGrad[c]
-			t.mixGrad[c] = 0
-			t.mixMom[c] = b1*t.mixMom[c] + (1-b1)*gr
-			t.mixVel[c] = b2*t.mixVel[c] + (1-b2)*gr*gr
-			t.m.mix[c] -= lr * (t.mixMom[c] / bc1) / (float32(math.Sqrt(float64(t.mixVel[c]/bc2))) + 1e-8)
-		}
-	})
 }
 
 func throughNorm(du []float32, e encoded) []float32 {
@@ -656,64 +513,4 @@ func (t *trainer) clusterOrder(pairs []trainPair, rng *gaussian) []trainPair {
 		out[i] = pairs[j]
 	}
 	return out
-}
-
-// WithBigrams returns a copy of m whose analyzer also emits bigrams and
-// whose vocabulary gains the (at most maxBigrams, by df) bigrams of texts
-// in at least minDF of them, with zero rows and their log-entropy weight
-// times scale. Experiment: fine-tuning then learns the bigram rows.
-func (m *Builtin) WithBigrams(texts []string, minDF, maxBigrams int, scale float32) *Builtin {
-	opts := m.opts
-	opts.Bigrams = true
-	a := analysis.New(opts)
-	docs := make([][]string, len(texts))
-	parallelRange(len(texts), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			docs[i] = a.Terms(texts[i])
-		}
-	})
-	df := map[string]int{}
-	for _, d := range docs {
-		seen := map[string]bool{}
-		for _, t := range d {
-			if strings.IndexByte(t, ' ') >= 0 && !seen[t] {
-				seen[t] = true
-				df[t]++
-			}
-		}
-	}
-	var cands []string
-	for t, f := range df {
-		if f >= minDF && f <= len(texts)/2 {
-			cands = append(cands, t)
-		}
-	}
-	slices.SortFunc(cands, func(x, y string) int {
-		if df[x] != df[y] {
-			return df[y] - df[x]
-		}
-		return strings.Compare(x, y)
-	})
-	if len(cands) > maxBigrams {
-		cands = cands[:maxBigrams]
-	}
-	slices.Sort(cands)
-	out := *m
-	out.opts, out.analyzer = opts, a
-	out.terms = slices.Clone(m.terms)
-	out.termIdx = make(map[string]int32, len(m.terms)+len(cands))
-	for t, i := range m.termIdx {
-		out.termIdx[t] = i
-	}
-	for _, t := range cands {
-		out.termIdx[t] = int32(len(out.terms))
-		out.terms = append(out.terms, t)
-	}
-	w := entropyWeights(&out, docs)
-	out.idf = slices.Clone(m.idf)
-	for i := len(m.terms); i < len(out.terms); i++ {
-		out.idf = append(out.idf, w[i]*scale)
-	}
-	out.proj = append(slices.Clone(m.proj), make([]float32, len(cands)*m.dims)...)
-	return &out
 }
