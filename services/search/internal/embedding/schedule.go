@@ -24,7 +24,10 @@ type Scheduler struct {
 	interval time.Duration
 	timeout  time.Duration
 	embedded prometheus.Counter
-	after    func(context.Context) error
+	// trainings counts builtin trainings by result: "new" (a model to
+	// embed with) or "unchanged" (the active model again).
+	trainings *prometheus.CounterVec
+	after     func(context.Context) error
 
 	mu      sync.Mutex // one sweep at a time
 	streams atomic.Int32
@@ -40,10 +43,12 @@ type Scheduler struct {
 }
 
 // NewScheduler returns a scheduler of m's sweeps. dbTimeout bounds its
-// checks for pending work; embedded counts the chunks it embedded; after
-// runs once a sweep succeeded, to publish its result locally.
-func NewScheduler(m *Manager, interval, dbTimeout time.Duration, embedded prometheus.Counter, after func(context.Context) error, log *slog.Logger) *Scheduler {
-	return &Scheduler{m: m, log: log, interval: interval, timeout: dbTimeout, embedded: embedded, after: after,
+// checks for pending work; embedded counts the chunks it embedded and
+// trainings the models it trained (label result); after runs once a sweep
+// succeeded, to publish its result locally.
+func NewScheduler(m *Manager, interval, dbTimeout time.Duration, embedded prometheus.Counter, trainings *prometheus.CounterVec,
+	after func(context.Context) error, log *slog.Logger) *Scheduler {
+	return &Scheduler{m: m, log: log, interval: interval, timeout: dbTimeout, embedded: embedded, trainings: trainings, after: after,
 		kick: make(chan struct{}, 1)}
 }
 
@@ -168,6 +173,11 @@ func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, e
 	if rep.Trained {
 		// Training's dense matrices are garbage now; hand the pages back.
 		debug.FreeOSMemory()
+		result := "new"
+		if rep.Unchanged {
+			result = "unchanged"
+		}
+		s.trainings.WithLabelValues(result).Inc()
 	}
 	if rep.Embedded > 0 || rep.Trained || rep.Rebuilt {
 		s.embedded.Add(float64(rep.Embedded))
@@ -177,6 +187,10 @@ func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, e
 	}
 	if err := s.after(ctx); err != nil {
 		return rep, err
+	}
+	if rep.Trained && s.src != nil {
+		// After publishing, so the index holds what the model was trained on.
+		s.m.NoteTrained(s.src)
 	}
 	return rep, nil
 }

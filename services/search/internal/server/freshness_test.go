@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +93,73 @@ func TestRetrainRuleIsASetting(t *testing.T) {
 	require.Equal(t, st.EmbedderModel, after.EmbedderModel)
 	require.False(t, after.RetrainPending)
 	require.Less(t, after.ModelTermCoverage, 0.5, "the first model knows few of the new terms")
+}
+
+// manualCorpus is n long documents (about 30 chunks each), each in its own
+// made-up vocabulary repeated in every chunk: the terms of a document sit
+// in its blocks only, so a capped sample of blocks keeps or misses them
+// together.
+func manualCorpus(prefix string, n int) []*searchv1.Document {
+	var docs []*searchv1.Document
+	for d := 0; d < n; d++ {
+		var words []string
+		for k := 0; k < 24; k++ {
+			words = append(words, fmt.Sprintf("%s%c%c%cum", prefix, 'b'+d%20, 'b'+k%20, 'b'+k/20))
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Manual %s %d\n\n", prefix, d)
+		for p := 0; p < 160; p++ {
+			fmt.Fprintf(&b, "Paragraph %d. %s.\n\n", p, strings.Join(words, " "))
+		}
+		docs = append(docs, md(fmt.Sprintf("manuals/%s-%02d.md", prefix, d), "manuals", fmt.Sprintf("Manual %s %d", prefix, d), b.String()))
+	}
+	return docs
+}
+
+// TestRetrainThatCannotLiftCoverageIsNotRepeated: when the model trained
+// on a capped sample already knows under the bar's share of the corpus's
+// terms, a retrain would reach the same; the rule does not ask for one at
+// every new chunk count, and asks again once coverage falls further.
+func TestRetrainThatCannotLiftCoverageIsNotRepeated(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.Embedding.Builtin.MaxTrainDocs = 64 // two blocks of 32 chunks
+	r := startReplica(t, pool, cfg)
+	ctx := context.Background()
+	trainings := func(result string) float64 {
+		return counter(t, r.reg, "bmcis_search_embedder_trainings_total", "result", result)
+	}
+	status := func() *searchv1.GetIndexStatusResponse {
+		st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+		require.NoError(t, err)
+		return st
+	}
+
+	first := mustIngest(t, r.client, manualCorpus("z", 8)...)
+	require.Greater(t, first.ChunksWritten, int32(200), "long documents (about 30 chunks each)")
+	var st *searchv1.GetIndexStatusResponse
+	require.Eventually(t, func() bool {
+		st = status()
+		return st.EmbedderModel != "" && st.Chunks == int64(first.ChunksWritten)
+	}, 30*time.Second, 50*time.Millisecond)
+	require.EqualValues(t, 64, st.ModelTrainedChunks)
+	require.Less(t, st.ModelTermCoverage, 0.8, "the sample holds two of eight manuals' blocks")
+	require.False(t, st.RetrainPending, "a retrain would reach the same coverage: %s", st.RetrainReason)
+	require.EqualValues(t, 1, trainings("new"))
+
+	// A new chunk count alone does not ask for a retrain.
+	mustIngest(t, r.client, md("manuals/note.md", "manuals", "Note", "# Note\n\nA short note.\n"))
+	require.Eventually(t, func() bool { st = status(); return st.Chunks == int64(first.ChunksWritten)+1 }, 10*time.Second, 50*time.Millisecond)
+	require.False(t, st.RetrainPending, st.RetrainReason)
+	firstModel := st.EmbedderModel
+
+	// Two hundred studies in four new topics: coverage falls well below
+	// what the model reached, and the model is retrained.
+	mustIngest(t, r.client, labCorpus(200)...)
+	require.Eventually(t, func() bool {
+		st = status()
+		return st.EmbedderModel != firstModel && !st.RetrainPending
+	}, 60*time.Second, 100*time.Millisecond, "the model was never retrained")
+	require.GreaterOrEqual(t, trainings("new"), float64(2))
+	require.Zero(t, trainings("unchanged"), "no retrain trained the active model again")
 }

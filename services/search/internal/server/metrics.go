@@ -14,6 +14,7 @@ type metrics struct {
 	ingestDocs   *prometheus.CounterVec
 	ingestChunks prometheus.Counter
 	embedded     prometheus.Counter
+	trainings    *prometheus.CounterVec
 	feedApplied  prometheus.Counter
 	indexDocs    prometheus.Gauge
 	indexChunks  prometheus.Gauge
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 			Name: "bmcis_search_embedded_chunks_total",
 			Help: "Chunks given a vector by this process's embedding sweeps.",
 		}),
+		trainings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_search_embedder_trainings_total",
+			Help: "Builtin embedder trainings run by this process, by result (new model, or unchanged: the active model again).",
+		}, []string{"result"}),
 		feedApplied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcis_search_feed_documents_applied_total",
 			Help: "Document changes (writes and deletions) applied to the in-memory index from the change feed.",
@@ -90,7 +95,7 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 			}),
 		},
 	}
-	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.feedApplied, m.indexDocs, m.indexChunks,
+	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.trainings, m.feedApplied, m.indexDocs, m.indexChunks,
 		m.indexTerms, m.indexBytes, m.generation, m.stage, m.startSeconds, m.startGen,
 		m.snapshot.Writes, m.snapshot.LastBytes, m.snapshot.LastSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -101,6 +106,9 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 	}
 	for _, r := range []string{"written", "unchanged", "failed"} {
 		m.ingestDocs.WithLabelValues(r)
+	}
+	for _, r := range []string{"new", "unchanged"} {
+		m.trainings.WithLabelValues(r)
 	}
 	for _, r := range []string{"written", "failed"} {
 		m.snapshot.Writes.WithLabelValues(r)

@@ -104,7 +104,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		}})
 	s.feed = fl
 	s.keeper = snapshot.NewKeeper(cfg.Snapshot, st, s.ix, fl.Freeze, log, s.m.snapshot)
-	s.sweeps = embedding.NewScheduler(emb, cfg.SweepInterval, cfg.DBTimeout, s.m.embedded, func(ctx context.Context) error {
+	s.sweeps = embedding.NewScheduler(emb, cfg.SweepInterval, cfg.DBTimeout, s.m.embedded, s.m.trainings, func(ctx context.Context) error {
 		_, err := s.feed.Sync(ctx)
 		return err
 	}, log)
