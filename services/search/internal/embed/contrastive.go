@@ -52,14 +52,6 @@ type ContrastiveConfig struct {
 	// space (k-means, one cluster per batch) into the same batches, so the
 	// in-batch negatives are hard ones instead of random chunks.
 	ClusterBatches bool
-	// Spans adds recurring-span pairs (Spider, Ram et al. 2022): two
-	// chunks sharing a bigram that at most SpanMaxDF chunks hold, each
-	// with the bigram's occurrences removed; SpanSentence makes the first
-	// side the sentence holding the bigram instead of the whole chunk.
-	// Experiment.
-	Spans        bool
-	SpanMaxDF    int
-	SpanSentence bool
 	// Progress, when set, is called after every epoch with the mean batch
 	// loss (for logs and experiments).
 	Progress func(epoch int, meanLoss float64)
@@ -118,13 +110,8 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 	out.proj = slices.Clone(m.proj)
 	t := newTrainer(&out, cfg)
 	rng := newGaussian(cfg.Seed*0x9e3779b97f4a7c15 + 7)
-	var spans [][]spanRef
-	if cfg.Spans {
-		spans = recurringSpans(parts, max(cfg.SpanMaxDF, 2))
-	}
 	for epoch := 0; epoch < cfg.Epochs; epoch++ {
 		pairs := structurePairs(parts, cfg, rng)
-		pairs = append(pairs, spanPairs(parts, spans, cfg, rng)...)
 		if len(pairs) < 2 {
 			// Texts without titles or sentences teach nothing: plain LSA.
 			return m, nil
@@ -526,99 +513,4 @@ func (t *trainer) clusterOrder(pairs []trainPair, rng *gaussian) []trainPair {
 		out[i] = pairs[j]
 	}
 	return out
-}
-
-// spanRef is a rare bigram (a, b) a chunk shares with other chunks.
-type spanRef struct {
-	a, b   int32
-	others []int32 // the other chunks holding it
-}
-
-// recurringSpans lists, per chunk, its bigrams (within the header or a
-// sentence) that 2..maxDF chunks hold.
-func recurringSpans(parts []chunkParts, maxDF int) [][]spanRef {
-	holders := map[uint64][]int32{}
-	for i, p := range parts {
-		seen := map[uint64]bool{}
-		for _, seq := range append([][]int32{p.header}, p.sentences...) {
-			for k := 1; k < len(seq); k++ {
-				key := uint64(uint32(seq[k-1]))<<32 | uint64(uint32(seq[k]))
-				if !seen[key] {
-					seen[key] = true
-					holders[key] = append(holders[key], int32(i))
-				}
-			}
-		}
-	}
-	out := make([][]spanRef, len(parts))
-	keys := make([]uint64, 0, len(holders))
-	for k, h := range holders {
-		if len(h) >= 2 && len(h) <= maxDF {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		h := holders[k]
-		for _, i := range h {
-			var others []int32
-			for _, j := range h {
-				if j != i {
-					others = append(others, j)
-				}
-			}
-			out[i] = append(out[i], spanRef{a: int32(k >> 32), b: int32(uint32(k)), others: others})
-		}
-	}
-	return out
-}
-
-// withoutSpan returns seq with every occurrence of the bigram (a, b) cut.
-func withoutSpan(seq []int32, a, b int32) ([]int32, bool) {
-	var out []int32
-	found := false
-	for k := 0; k < len(seq); k++ {
-		if k+1 < len(seq) && seq[k] == a && seq[k+1] == b {
-			k++
-			found = true
-			continue
-		}
-		out = append(out, seq[k])
-	}
-	return out, found
-}
-
-func (p chunkParts) allTerms() [][]int32 { return append([][]int32{p.header}, p.sentences...) }
-
-// spanPairs draws one recurring-span pair per chunk that has one.
-func spanPairs(parts []chunkParts, spans [][]spanRef, cfg ContrastiveConfig, rng *gaussian) []trainPair {
-	var pairs []trainPair
-	for i, refs := range spans {
-		if len(refs) == 0 {
-			continue
-		}
-		r := refs[rng.u64()%uint64(len(refs))]
-		j := r.others[rng.u64()%uint64(len(r.others))]
-		var a []int32
-		for _, seq := range parts[i].allTerms() {
-			cut, found := withoutSpan(seq, r.a, r.b)
-			if cfg.SpanSentence {
-				if found {
-					a = cut
-					break
-				}
-				continue
-			}
-			a = append(a, cut...)
-		}
-		var b []int32
-		for _, seq := range parts[j].allTerms() {
-			cut, _ := withoutSpan(seq, r.a, r.b)
-			b = append(b, cut...)
-		}
-		if len(a) >= minPairTerms && len(b) >= minPairTerms {
-			pairs = append(pairs, trainPair{a: a, b: b, source: int32(i)})
-		}
-	}
-	return pairs
 }

@@ -104,26 +104,18 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	// Variations of the shipped default.
 	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
-		"default batch 128":          func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
-		"default temp 0.2":           func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
-		"default keep 0":             func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
-		"default anchor 1":           func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
-		"default epochs 8":           func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
-		"default batch 512":          func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
-		"default epochs 10":          func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
-		"default epochs 12":          func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
-		"default epochs 15":          func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
-		"default epochs 20":          func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
-		"default pairs 24k":          func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
-		"default pairs 48k":          func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
-		"default spans 5":            func(c *embed.ContrastiveConfig) { c.Spans, c.SpanMaxDF = true, 5 },
-		"default spans 20":           func(c *embed.ContrastiveConfig) { c.Spans, c.SpanMaxDF = true, 20 },
-		"default spans 20 pairs 24k": func(c *embed.ContrastiveConfig) { c.Spans, c.SpanMaxDF, c.MaxPairs = true, 20, 24_000 },
-		"default spans 50 pairs 24k": func(c *embed.ContrastiveConfig) { c.Spans, c.SpanMaxDF, c.MaxPairs = true, 50, 24_000 },
-		"default spans 5 sentence":   func(c *embed.ContrastiveConfig) { c.Spans, c.SpanMaxDF, c.SpanSentence = true, 5, true },
-		"default spans 20 sentence": func(c *embed.ContrastiveConfig) {
-			c.Spans, c.SpanMaxDF, c.SpanSentence = true, 20, true
-		},
+		"default batch 128": func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default temp 0.2":  func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":    func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default anchor 1":  func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":  func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default batch 512": func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"default epochs 10": func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
+		"default epochs 12": func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
+		"default epochs 15": func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
+		"default epochs 20": func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
+		"default pairs 24k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
+		"default pairs 48k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
 	}
