@@ -30,9 +30,6 @@ type Config struct {
 	// what BM25 indexes (0 or 1: once, as in the text). A BM25F-style
 	// field weight for the title/heading path.
 	HeaderWeight int
-	// EmbedHeaderWeight repeats the header this many times in the text
-	// each chunk is embedded from (not in the training texts). Experiment.
-	EmbedHeaderWeight int
 	// Embed configures the builtin embedder; zero Dims skips vector runs.
 	Embed embed.BuiltinConfig
 	// Fusion configures hybrid ranking.
@@ -168,14 +165,7 @@ func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
 		p.model = m
 		p.Timings["embed-train"] = time.Since(t0)
 		t0 = time.Now()
-		etx := p.chunkTxt
-		if cfg.EmbedHeaderWeight > 1 {
-			etx = make([]string, len(p.chunkTxt))
-			for i, t := range p.chunkTxt {
-				etx[i] = strings.Repeat(p.chunkHdr[i]+"\n", cfg.EmbedHeaderWeight-1) + t
-			}
-		}
-		vecs, err := m.Embed(ctx, etx)
+		vecs, err := m.Embed(ctx, p.chunkTxt)
 		if err != nil {
 			return nil, fmt.Errorf("embed corpus: %w", err)
 		}

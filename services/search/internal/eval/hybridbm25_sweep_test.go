@@ -34,27 +34,3 @@ func TestHybridBM25Params(t *testing.T) {
 		}
 	}
 }
-
-// TestEmbedHeaderWeight: the header repeated in the text each chunk is
-// embedded from (BMCIS_EVAL_SEM=embedheader).
-func TestEmbedHeaderWeight(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "embedheader" {
-		t.Skip("set BMCIS_EVAL_SEM=embedheader")
-	}
-	ds := loadSciFact(t)
-	ctx := context.Background()
-	for _, w := range []int{1, 2, 3, 5} {
-		cfg := DefaultConfig()
-		cfg.EmbedHeaderWeight = w
-		pl, err := Build(ctx, ds, cfg)
-		require.NoError(t, err)
-		for _, alpha := range []float64{0.5, 0.55, 0.6, 0.65} {
-			o := fusion.BuiltinOptions()
-			o.Alpha = alpha
-			res, err := pl.Run(ctx, ds, Fusion{Method: "preset", RRF: o})
-			require.NoError(t, err)
-			t.Logf("header x%d share %.2f: vector %.4f / %.4f  hybrid %.4f / %.4f", w, alpha,
-				res.Vector.NDCG10, res.Vector.Recall100, res.Hybrid.NDCG10, res.Hybrid.Recall100)
-		}
-	}
-}
