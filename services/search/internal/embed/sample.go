@@ -15,21 +15,23 @@ import (
 // the fine-tuning batches: the same corpus, ingested twice, used to train
 // two models (SciFact moved by up to 0.0025 nDCG@10 between ingestions).
 //
-// Texts are taken in blocks of SampleBlock consecutive chunks of one
-// document, the blocks ordered by a hash of (document, block) that is the
-// same every time and spread like a random order, chunks by position
-// within their block: neighbouring chunks mostly stay neighbours, which
-// fine-tuning's neighbour pairs need, and a large document is sampled in
-// proportion to its size rather than all or nothing. With a limit, the
-// sample keeps the first limit texts of that order; memory is bounded by
-// the limit.
+// With a limit, the sample keeps the limit chunks that come first by a
+// hash of (document, position): the same every time and as spread as a
+// random sample of chunks, which the retrain rule's coverage measure
+// assumes (embedding/freshness.go; a sample of whole blocks keeps or
+// misses a document's terms together, and a model could then never reach
+// the coverage the rule asks of it). Memory is bounded by the limit. The
+// kept chunks are then ordered by blocks of SampleBlock consecutive chunks
+// of a document, the blocks by a hash of (document, block), chunks by
+// position within their block: neighbouring chunks that were both kept
+// stay neighbours, which fine-tuning's neighbour pairs need.
 type Sample struct {
 	limit int
 	items sampleHeap
 }
 
-// SampleBlock is how many consecutive chunks of a document are sampled
-// together.
+// SampleBlock is how many consecutive chunks of a document are kept
+// together in the sample's order.
 const SampleBlock = 32
 
 // NewSample keeps at most limit texts (limit <= 0: all).
@@ -37,14 +39,10 @@ func NewSample(limit int) *Sample { return &Sample{limit: limit} }
 
 // Add offers the text of chunk index of document doc.
 func (s *Sample) Add(doc string, index int, text string) {
-	h := fnv.New64a()
-	h.Write([]byte(doc))
-	var block [8]byte
-	binary.LittleEndian.PutUint64(block[:], uint64(index/SampleBlock))
-	h.Write(block[:])
-	it := sampleItem{key: mix64(h.Sum64()), doc: doc, index: index, text: text}
+	it := sampleItem{pick: positionHash(doc, uint64(index)), order: positionHash(doc, uint64(index/SampleBlock)),
+		doc: doc, index: index, text: text}
 	if s.limit > 0 && len(s.items) == s.limit {
-		if compareItems(it, s.items[0]) >= 0 {
+		if pickFirst(it, s.items[0]) >= 0 {
 			return // after every kept text
 		}
 		s.items[0] = it
@@ -54,13 +52,25 @@ func (s *Sample) Add(doc string, index int, text string) {
 	heap.Push(&s.items, it)
 }
 
+// positionHash hashes a document id and a position in it.
+func positionHash(doc string, pos uint64) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(doc))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], pos)
+	h.Write(b[:])
+	return mix64(h.Sum64())
+}
+
 // Len is the number of texts kept.
 func (s *Sample) Len() int { return len(s.items) }
 
 // Texts returns the kept texts in their order.
 func (s *Sample) Texts() []string {
 	items := slices.Clone(s.items)
-	slices.SortFunc(items, compareItems)
+	slices.SortFunc(items, func(a, b sampleItem) int {
+		return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.doc, b.doc), cmp.Compare(a.index, b.index), cmp.Compare(a.text, b.text))
+	})
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = it.text
@@ -81,14 +91,16 @@ func mix64(x uint64) uint64 {
 }
 
 type sampleItem struct {
-	key   uint64
+	pick  uint64 // which chunks are kept: the first by pick
+	order uint64 // the block's place in the sample's order
 	doc   string
 	index int
 	text  string
 }
 
-func compareItems(a, b sampleItem) int {
-	return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.doc, b.doc), cmp.Compare(a.index, b.index), cmp.Compare(a.text, b.text))
+// pickFirst orders chunks by which is kept first under a limit.
+func pickFirst(a, b sampleItem) int {
+	return cmp.Or(cmp.Compare(a.pick, b.pick), cmp.Compare(a.doc, b.doc), cmp.Compare(a.index, b.index), cmp.Compare(a.text, b.text))
 }
 
 // sampleHeap is a max-heap: the root is the last kept text, the first to
@@ -96,7 +108,7 @@ func compareItems(a, b sampleItem) int {
 type sampleHeap []sampleItem
 
 func (h sampleHeap) Len() int           { return len(h) }
-func (h sampleHeap) Less(i, j int) bool { return compareItems(h[i], h[j]) > 0 }
+func (h sampleHeap) Less(i, j int) bool { return pickFirst(h[i], h[j]) > 0 }
 func (h sampleHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *sampleHeap) Push(x any)        { *h = append(*h, x.(sampleItem)) }
 func (h *sampleHeap) Pop() any {

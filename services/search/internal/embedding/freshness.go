@@ -18,43 +18,21 @@ import (
 //   - coverage: under RetrainCoverage of the indexed terms that a model can
 //     learn are known to it. Learnable: at most MaxDFRatio of the chunks
 //     (the model's upper vocabulary bound) and frequent enough that a
-//     retrain's sample (min(chunks, MaxTrainDocs)) would be expected to hold
-//     the term in 2*MinDF chunks, so a fresh model knows nearly all of them
-//     and a retrain cannot leave the rule firing. A model that does not
+//     retrain's sample (min(chunks, MaxTrainDocs), spread like a random
+//     sample of chunks: embed.Sample) would be expected to hold the term
+//     in 2*MinDF chunks, so a fresh model knows nearly all of them (a
+//     term expected 4 times is held twice or more about 9 times in 10)
+//     and a retrain does not leave the rule firing. A model that does not
 //     know a chunk's words embeds it from the few it knows, or as zero.
 //
-// A replica never retrains twice at the same chunk count (Scheduler). And
-// when a model's coverage of the corpus it was just trained on is already
-// under RetrainCoverage (terms concentrated in a few documents, which a
-// sample of whole blocks keeps or misses together: embed.Sample), a
-// retrain would reach the same: the coverage rule then waits until
-// coverage falls CoverageSlack below what training reached.
+// A replica never retrains twice at the same chunk count (Scheduler).
 //
 // Defaults: growth 2, coverage 0.8 (BMCIS_BUILTIN_RETRAIN_GROWTH,
 // BMCIS_BUILTIN_RETRAIN_COVERAGE; growth 0 and coverage 0 turn each off).
 const (
 	DefaultRetrainGrowth   = 2.0
 	DefaultRetrainCoverage = 0.8
-	CoverageSlack          = 0.05
 )
-
-// reachedCoverage is the coverage model row Row had right after training.
-type reachedCoverage struct {
-	Row      int64
-	Coverage float64
-}
-
-// NoteTrained records the active model's coverage of the corpus it was
-// trained on (called right after a training sweep): below the retrain
-// bar, it becomes that model's bar less CoverageSlack.
-func (m *Manager) NoteTrained(src TermSource) {
-	f := m.Assess(src)
-	if f.ModelRow == 0 || m.cfg.RetrainCoverage <= 0 || f.Coverage >= m.cfg.RetrainCoverage {
-		m.reached.Store(nil)
-		return
-	}
-	m.reached.Store(&reachedCoverage{Row: f.ModelRow, Coverage: f.Coverage})
-}
 
 // TermSource is the replica's indexed vocabulary (index.Index).
 type TermSource interface {
@@ -127,15 +105,8 @@ func (m *Manager) Assess(src TermSource) Freshness {
 		f.Pending = true
 		f.Reason = fmt.Sprintf("corpus grew to %d chunks from the %d the model was trained on", f.Chunks, f.TrainedOn)
 	case m.cfg.RetrainCoverage > 0 && total > 0 && f.Coverage < m.cfg.RetrainCoverage:
-		r := m.reached.Load()
-		if r == nil || r.Row != f.ModelRow {
-			f.Pending = true
-			f.Reason = fmt.Sprintf("the model knows %.0f%% of the indexed terms", 100*f.Coverage)
-		} else if f.Coverage < r.Coverage-CoverageSlack {
-			f.Pending = true
-			f.Reason = fmt.Sprintf("the model knows %.0f%% of the indexed terms, down from %.0f%% when it was trained",
-				100*f.Coverage, 100*r.Coverage)
-		}
+		f.Pending = true
+		f.Reason = fmt.Sprintf("the model knows %.0f%% of the indexed terms", 100*f.Coverage)
 	}
 	return f
 }

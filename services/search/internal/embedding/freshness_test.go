@@ -48,30 +48,23 @@ func TestRetrainRule(t *testing.T) {
 		growth   float64
 		coverage float64
 		maxTrain int
-		reached  *reachedCoverage // coverage row 7 (or another) reached when trained
 		pending  bool
 		cov      float64
 	}{
-		{"same corpus", known, 10, 2, 0.8, 0, nil, false, 1},
-		{"grown x2", known, 20, 2, 0.8, 0, nil, true, 1},
-		{"grown x1.9", known, 19, 2, 0.8, 0, nil, false, 1},
-		{"sample at the cap does not grow", known, 1000, 2, 0.8, 10, nil, false, 1},
-		{"growth rule off", known, 1000, 0, 0.8, 0, nil, false, 1},
+		{"same corpus", known, 10, 2, 0.8, 0, false, 1},
+		{"grown x2", known, 20, 2, 0.8, 0, true, 1},
+		{"grown x1.9", known, 19, 2, 0.8, 0, false, 1},
+		{"sample at the cap does not grow", known, 1000, 2, 0.8, 10, false, 1},
+		{"growth rule off", known, 1000, 0, 0.8, 0, false, 1},
 		// Two of five learnable terms (df >= 2*MinDF = 4) unknown: 60 %.
-		{"new words", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, nil, true, 0.6},
+		{"new words", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, true, 0.6},
 		// Terms in too few chunks for a retrain to learn, or in more than
 		// half of them, do not count.
-		{"unlearnable terms ignored", map[string]int{"alpha": 4, "beta": 4, "rare": 3, "everywhere": 9}, 10, 2, 0.8, 0, nil, false, 1},
+		{"unlearnable terms ignored", map[string]int{"alpha": 4, "beta": 4, "rare": 3, "everywhere": 9}, 10, 2, 0.8, 0, false, 1},
 		// Beyond the sample cap (10) the bar scales: 100 chunks, sample 10,
 		// so a term needs df >= 4*100/10 = 40 to count.
-		{"sampled corpus", map[string]int{"alpha": 40, "kinase": 39}, 100, 2, 0.8, 10, nil, false, 1},
-		// A model whose training left it at 60 %: retraining would reach
-		// the same, so the rule waits for coverage to fall 5 points below.
-		{"as low as when trained", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, &reachedCoverage{Row: 7, Coverage: 0.6}, false, 0.6},
-		{"within the slack", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, &reachedCoverage{Row: 7, Coverage: 0.64}, false, 0.6},
-		{"fallen from what training reached", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, &reachedCoverage{Row: 7, Coverage: 0.7}, true, 0.6},
-		{"what another model reached", map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, 10, 2, 0.8, 0, &reachedCoverage{Row: 8, Coverage: 0.6}, true, 0.6},
-		{"coverage rule off", map[string]int{"kinase": 4, "enzyme": 4}, 10, 2, 0, 0, nil, false, 0},
+		{"sampled corpus", map[string]int{"alpha": 40, "kinase": 39}, 100, 2, 0.8, 10, false, 1},
+		{"coverage rule off", map[string]int{"kinase": 4, "enzyme": 4}, 10, 2, 0, 0, false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +75,6 @@ func TestRetrainRule(t *testing.T) {
 			}
 			m := &Manager{cfg: cfg}
 			m.cur.Store(&Active{Row: 7, Provider: ProviderBuiltin, Builtin: b})
-			m.reached.Store(tc.reached)
 			f := m.Assess(terms{df: tc.df, chunks: tc.chunks})
 			require.Equal(t, tc.pending, f.Pending, f.Reason)
 			require.InDelta(t, tc.cov, f.Coverage, 1e-9)
@@ -90,15 +82,6 @@ func TestRetrainRule(t *testing.T) {
 			require.EqualValues(t, 7, f.ModelRow)
 		})
 	}
-
-	t.Run("NoteTrained keeps a coverage under the bar only", func(t *testing.T) {
-		m := &Manager{cfg: DefaultConfig()}
-		m.cur.Store(&Active{Row: 7, Provider: ProviderBuiltin, Builtin: b})
-		m.NoteTrained(terms{df: map[string]int{"alpha": 4, "beta": 4, "gamma": 4, "kinase": 4, "enzyme": 5}, chunks: 10})
-		require.Equal(t, &reachedCoverage{Row: 7, Coverage: 0.6}, m.reached.Load())
-		m.NoteTrained(terms{df: known, chunks: 10})
-		require.Nil(t, m.reached.Load())
-	})
 
 	t.Run("no model, remote model", func(t *testing.T) {
 		m := &Manager{cfg: DefaultConfig()}

@@ -157,9 +157,6 @@ type Manager struct {
 	an     *analysis.Analyzer
 	remote embed.Embedder
 	cur    atomic.Pointer[Active]
-	// reached is the coverage a model reached on the corpus this replica
-	// trained it on, when below the retrain bar (freshness.go).
-	reached atomic.Pointer[reachedCoverage]
 }
 
 // New returns a manager; for HTTP providers it builds the client now.

@@ -188,10 +188,6 @@ func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, e
 	if err := s.after(ctx); err != nil {
 		return rep, err
 	}
-	if rep.Trained && s.src != nil {
-		// After publishing, so the index holds what the model was trained on.
-		s.m.NoteTrained(s.src)
-	}
 	return rep, nil
 }
 
