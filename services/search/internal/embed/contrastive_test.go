@@ -245,7 +245,8 @@ func TestSampleIgnoresArrivalOrder(t *testing.T) {
 
 // A capped sample is spread over the corpus: ids that differ only in
 // their last characters are not kept in runs, and a document far larger
-// than the cap gives about its share, in blocks of consecutive chunks.
+// than the cap gives about its share, its kept chunks grouped by block
+// and in order within one.
 func TestSampleIsSpread(t *testing.T) {
 	s := NewSample(2000)
 	for i := 0; i < 100_000; i++ {
@@ -269,7 +270,7 @@ func TestSampleIsSpread(t *testing.T) {
 	require.Greater(t, nums[len(nums)-1]-nums[0], 95_000)
 
 	// One document of 3,200 chunks among 3,200 one-chunk documents: a
-	// 640-text sample holds about half of it, whole blocks in order.
+	// 640-text sample holds about half of it.
 	type rec struct {
 		doc   string
 		index int
