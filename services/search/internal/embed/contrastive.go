@@ -22,7 +22,10 @@ var blas gonum.Implementation
 //   - cloze: a sentence of a chunk <-> the rest of the chunk (inverse cloze
 //     task, Lee et al. 2019);
 //   - title: the context header (title / heading path) <-> the chunk body;
-//   - neighbours: consecutive chunks with the same header.
+//   - neighbours: chunks with the same header next to each other in the
+//     training texts (embed.Sample keeps a document's chunks in order:
+//     consecutive chunks when the sample holds the whole corpus, chunks of
+//     one section some positions apart under a cap).
 //
 // Each pair's other in-batch texts are its negatives. Epochs 0 turns
 // fine-tuning off (plain LSA).

@@ -24,7 +24,9 @@ import (
 // kept chunks are then ordered by blocks of SampleBlock consecutive chunks
 // of a document, the blocks by a hash of (document, block), chunks by
 // position within their block: neighbouring chunks that were both kept
-// stay neighbours, which fine-tuning's neighbour pairs need.
+// stay neighbours, which fine-tuning's neighbour pairs need (under a cap
+// few are both kept, and the pairs join chunks of a section a few
+// positions apart instead).
 type Sample struct {
 	limit int
 	items sampleHeap
