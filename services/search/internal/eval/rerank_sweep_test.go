@@ -28,14 +28,16 @@ import (
 //	    of a plain mean of the top m hits;
 //	  - rounds: a second vector query moved towards the first fused top m;
 //	  - maxsim: + mu x the best cosine of the query with one sentence of the
-//	    candidate, over the fused top N.
+//	    candidate, over the fused top N;
+//	  - regularize: + mu x the fused scores of the other top m results
+//	    weighted by their cosine with the candidate (score regularization).
 func TestRerankSweep(t *testing.T) {
 	if os.Getenv("BMCIS_EVAL_SEM") != "rerank" {
 		t.Skip("set BMCIS_EVAL_SEM=rerank")
 	}
 	parts := os.Getenv("BMCIS_EVAL_RERANK")
 	if parts == "" {
-		parts = "analysis,proximity,coverage,feedback,rounds,maxsim"
+		parts = "analysis,proximity,coverage,feedback,rounds,maxsim,regularize"
 	}
 	ds := loadSciFact(t)
 	// BMCIS_EVAL_SEEDS=1,2,...: repeat everything for each fine-tuning
@@ -361,6 +363,30 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 							ws = append(ws, w/float64(len(vs)))
 						}
 						return refuse(q, vs, ws, alpha)
+					})
+				}
+			}
+		}
+	}
+	if strings.Contains(parts, "regularize") {
+		// Score regularization (Diaz 2005): + mu x the fused scores of the
+		// other top-m results weighted by their cosine with the candidate,
+		// so candidates like other strong ones rise.
+		for _, n := range []int{20, 50} {
+			for _, m := range []int{3, 5, 10, 20} {
+				for _, mu := range []float64{0.05, 0.1, 0.2, 0.4} {
+					report(fmt.Sprintf("regularize top %d by %d, mu %.2f", n, m, mu), func(q Query) []int64 {
+						fused := shipped(q)
+						top := fused[:min(m, len(fused))]
+						return boosted(fused, n, mu, func(c int64) float64 {
+							sum := 0.0
+							for _, r := range top {
+								if r.ChunkID != c {
+									sum += r.Fused * float64(embed.Dot(p.vectors[c], p.vectors[r.ChunkID]))
+								}
+							}
+							return sum
+						})
 					})
 				}
 			}
