@@ -30,14 +30,16 @@ import (
 //	  - maxsim: + mu x the best cosine of the query with one sentence of the
 //	    candidate, over the fused top N;
 //	  - regularize: + mu x the fused scores of the other top m results
-//	    weighted by their cosine with the candidate (score regularization).
+//	    weighted by their cosine with the candidate (score regularization);
+//	  - normalize: convex fusion of scores normalized otherwise than by
+//	    min-max over the list; combined: that with weighted feedback.
 func TestRerankSweep(t *testing.T) {
 	if os.Getenv("BMCIS_EVAL_SEM") != "rerank" {
 		t.Skip("set BMCIS_EVAL_SEM=rerank")
 	}
 	parts := os.Getenv("BMCIS_EVAL_RERANK")
 	if parts == "" {
-		parts = "analysis,proximity,coverage,feedback,rounds,maxsim,regularize"
+		parts = "analysis,proximity,coverage,feedback,rounds,maxsim,regularize,normalize,combined"
 	}
 	ds := loadSciFact(t)
 	// BMCIS_EVAL_SEEDS=1,2,...: repeat everything for each fine-tuning
@@ -392,6 +394,46 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			}
 		}
 	}
+	if strings.Contains(parts, "normalize") {
+		// Convex fusion with other score normalizations than min-max over
+		// the whole list: min at rank k (scores below it count 0), or the
+		// score over the list's best (k 0).
+		for _, k := range []int{0, 10, 20, 50, 100} {
+			for _, alpha := range []float64{0.5, 0.55, 0.6, 0.65, 0.7} {
+				name := fmt.Sprintf("normalize min at rank %d, share %.2f", k, alpha)
+				if k == 0 {
+					name = fmt.Sprintf("normalize by the best, share %.2f", alpha)
+				}
+				report(name, func(q Query) []int64 { return convexBy(cands[q.ID].bm, cands[q.ID].vecFB, k, alpha) })
+			}
+		}
+	}
+	if strings.Contains(parts, "combined") {
+		// The two best second stages together: feedback weighted by
+		// (score / best)^4 over the top 3, weight 1, and scores over the
+		// list's best.
+		for _, alpha := range []float64{0.55, 0.6, 0.65} {
+			report(fmt.Sprintf("feedback by score^4 + normalize by the best, share %.2f", alpha), func(q Query) []int64 {
+				bm := cands[q.ID].bm
+				n := min(3, len(bm))
+				qv := append([]float32(nil), qvec[q.ID]...)
+				ws := make([]float64, n)
+				sum := 0.0
+				for i := 0; i < n; i++ {
+					r := bm[i].Score / bm[0].Score
+					ws[i] = r * r * r * r
+					sum += ws[i]
+				}
+				for i := 0; i < n; i++ {
+					for c, x := range p.vectors[bm[i].ChunkID] {
+						qv[c] += float32(ws[i]/sum) * x
+					}
+				}
+				embed.Normalize(qv)
+				return convexBy(bm, exactKNN(p.vectors, qv, 100), 0, alpha)
+			})
+		}
+	}
 	if strings.Contains(parts, "maxsim") {
 		sent := make([][][]float32, len(p.chunkTxt))
 		parallel(len(p.chunkTxt), func(i int) {
@@ -417,4 +459,43 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			}
 		}
 	}
+}
+
+// convexBy fuses two score-sorted lists convexly (alpha: BM25's share),
+// each score normalized as (s - lo) / (best - lo) floored at 0, lo the
+// score at rank k (k 0: lo 0, the score over the list's best).
+func convexBy(bm, vec []fusion.Candidate, k int, alpha float64) []int64 {
+	score := map[int64]float64{}
+	add := func(list []fusion.Candidate, share float64) {
+		if len(list) == 0 {
+			return
+		}
+		hi, lo := list[0].Score, 0.0
+		if k > 0 {
+			lo = list[min(k, len(list))-1].Score
+		}
+		for _, c := range list {
+			if hi > lo {
+				score[c.ChunkID] += share * math.Max(0, (c.Score-lo)/(hi-lo))
+			} else {
+				score[c.ChunkID] += 0
+			}
+		}
+	}
+	add(bm, alpha)
+	add(vec, 1-alpha)
+	out := make([]int64, 0, len(score))
+	for id := range score {
+		out = append(out, id)
+	}
+	slices.SortFunc(out, func(a, b int64) int {
+		if score[a] != score[b] {
+			if score[a] > score[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	return out
 }
