@@ -55,11 +55,6 @@ type ContrastiveConfig struct {
 	// space (k-means, one cluster per batch) into the same batches, so the
 	// in-batch negatives are hard ones instead of random chunks.
 	ClusterBatches bool
-	// TitleKeep, when positive, keeps each body sentence of a title pair
-	// with this probability (a fresh crop each epoch); TitlePairs draws
-	// that many title pairs per chunk and epoch (0 or 1: one). Experiment.
-	TitleKeep  float64
-	TitlePairs int
 	// Progress, when set, is called after every epoch with the mean batch
 	// loss (for logs and experiments).
 	Progress func(epoch int, meanLoss float64)
@@ -216,21 +211,7 @@ func structurePairs(parts []chunkParts, cfg ContrastiveConfig, rng *gaussian) []
 			body = append(body, s...)
 		}
 		if cfg.Title && len(p.header) >= 2 && len(body) >= minPairTerms {
-			for k := 0; k < max(cfg.TitlePairs, 1); k++ {
-				b := body
-				if cfg.TitleKeep > 0 {
-					b = nil
-					for _, s := range p.sentences {
-						if rng.uniform() < cfg.TitleKeep {
-							b = append(b, s...)
-						}
-					}
-					if len(b) < minPairTerms {
-						b = body
-					}
-				}
-				pairs = append(pairs, trainPair{a: p.header, b: b, source: int32(i)})
-			}
+			pairs = append(pairs, trainPair{a: p.header, b: body, source: int32(i)})
 		}
 		if cfg.Cloze && len(p.sentences) >= 2 {
 			k := int(rng.u64() % uint64(len(p.sentences)))

@@ -104,22 +104,18 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	// Variations of the shipped default.
 	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
-		"default batch 128":         func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
-		"default temp 0.2":          func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
-		"default keep 0":            func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
-		"default anchor 1":          func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
-		"default epochs 8":          func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
-		"default batch 512":         func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
-		"default epochs 10":         func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
-		"default epochs 12":         func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
-		"default epochs 15":         func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
-		"default epochs 20":         func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
-		"default pairs 24k":         func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
-		"default pairs 48k":         func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
-		"default title keep 0.5":    func(c *embed.ContrastiveConfig) { c.TitleKeep = 0.5 },
-		"default title keep 0.75":   func(c *embed.ContrastiveConfig) { c.TitleKeep = 0.75 },
-		"default title x2 keep 0.5": func(c *embed.ContrastiveConfig) { c.TitleKeep, c.TitlePairs, c.MaxPairs = 0.5, 2, 24_000 },
-		"default title x2":          func(c *embed.ContrastiveConfig) { c.TitlePairs, c.MaxPairs = 2, 24_000 },
+		"default batch 128": func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default temp 0.2":  func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":    func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default anchor 1":  func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":  func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default batch 512": func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"default epochs 10": func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
+		"default epochs 12": func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
+		"default epochs 15": func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
+		"default epochs 20": func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
+		"default pairs 24k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
+		"default pairs 48k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
 	}
