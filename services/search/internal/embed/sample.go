@@ -19,7 +19,7 @@ import (
 // hash of (document, position): the same every time and as spread as a
 // random sample of chunks, which the retrain rule's coverage measure
 // assumes (embedding/freshness.go; a sample of whole blocks keeps or
-// misses a document's terms together, and a model could then never reach
+// misses a document's terms together, and a model could then stay under
 // the coverage the rule asks of it). Memory is bounded by the limit. The
 // kept chunks are then ordered by blocks of SampleBlock consecutive chunks
 // of a document, the blocks by a hash of (document, block), chunks by

@@ -22,7 +22,7 @@ import (
 //     sample of chunks: embed.Sample) would be expected to hold the term
 //     in 2*MinDF chunks, so a fresh model knows nearly all of them (a
 //     term expected 4 times is held twice or more about 9 times in 10)
-//     and a retrain does not leave the rule firing. A model that does not
+//     and a retrain nearly never leaves the rule firing. A model that does not
 //     know a chunk's words embeds it from the few it knows, or as zero.
 //
 // A replica never retrains twice at the same chunk count (Scheduler).

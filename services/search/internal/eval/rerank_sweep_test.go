@@ -475,11 +475,11 @@ func convexBy(bm, vec []fusion.Candidate, k int, alpha float64) []int64 {
 			lo = list[min(k, len(list))-1].Score
 		}
 		for _, c := range list {
+			x := 0.0 // still a candidate, with nothing from this list
 			if hi > lo {
-				score[c.ChunkID] += share * math.Max(0, (c.Score-lo)/(hi-lo))
-			} else {
-				score[c.ChunkID] += 0
+				x = math.Max(0, (c.Score-lo)/(hi-lo))
 			}
+			score[c.ChunkID] += share * x
 		}
 	}
 	add(bm, alpha)
