@@ -181,31 +181,23 @@ func TestSplitSentences(t *testing.T) {
 // Concurrent ingestion stores chunks in any order, even a document's own
 // chunks: every arrival order gives the same sample in the same order, so
 // the same model, byte for byte; a document's chunks stay together and in
-// order; a limit keeps whole documents (at most the last one cut).
+// order; a limit keeps a subsequence of the full sample's order.
 func TestSampleIgnoresArrivalOrder(t *testing.T) {
 	docs := structuredCorpus(20, 4)
-	type rec struct {
-		doc   string
-		index int
-		text  string
-	}
-	var recs []rec
+	var recs []sampleRec
 	for i, d := range docs {
 		title, body, _ := strings.Cut(d, "\n")
 		id := fmt.Sprintf("doc-%02d", i)
-		recs = append(recs, rec{id, 0, d}, rec{id, 1, title + "\n" + body + " Follow-up in patients."})
+		recs = append(recs, sampleRec{id, 0, d}, sampleRec{id, 1, title + "\n" + body + " Follow-up in patients."})
 	}
-	sample := func(limit int, order []rec) []string {
-		s := NewSample(limit)
-		for _, r := range order {
-			s.Add(r.doc, r.index, r.text)
-		}
+	sample := func(limit int, order []sampleRec) []string {
+		texts := sampleTexts(limit, order)
 		want := len(order)
 		if limit > 0 {
 			want = min(limit, want)
 		}
-		require.Equal(t, want, s.Len())
-		return s.Texts()
+		require.Len(t, texts, want)
+		return texts
 	}
 	shuffled := slices.Clone(recs)
 	rand.New(rand.NewPCG(9, 9)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
@@ -271,25 +263,13 @@ func TestSampleIsSpread(t *testing.T) {
 
 	// One document of 3,200 chunks among 3,200 one-chunk documents: a
 	// 640-text sample holds about half of it.
-	type rec struct {
-		doc   string
-		index int
-		text  string
-	}
-	var recs []rec
+	var recs []sampleRec
 	for i := 0; i < 3200; i++ {
-		recs = append(recs, rec{"big", i, fmt.Sprintf("big %04d", i)}, rec{fmt.Sprintf("small-%04d", i), 0, "small"})
+		recs = append(recs, sampleRec{"big", i, fmt.Sprintf("big %04d", i)}, sampleRec{fmt.Sprintf("small-%04d", i), 0, "small"})
 	}
-	sampleOf := func(rs []rec) []string {
-		s := NewSample(640)
-		for _, r := range rs {
-			s.Add(r.doc, r.index, r.text)
-		}
-		return s.Texts()
-	}
-	texts := sampleOf(recs)
+	texts := sampleTexts(640, recs)
 	rand.New(rand.NewPCG(5, 5)).Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
-	require.Equal(t, texts, sampleOf(recs), "the same sample whatever the arrival order")
+	require.Equal(t, texts, sampleTexts(640, recs), "the same sample whatever the arrival order")
 	big, prev := 0, -1
 	blocks := map[int]bool{}
 	for _, txt := range texts {
@@ -317,18 +297,35 @@ func TestSampleIsSpread(t *testing.T) {
 // (whole blocks would hold two or three), so a model trained on it knows
 // every document's words, as the retrain rule expects of a fresh model.
 func TestSamplePicksChunks(t *testing.T) {
-	s := NewSample(64)
+	var recs []sampleRec
 	for d := 0; d < 8; d++ {
 		for i := 0; i < 31; i++ {
-			s.Add(fmt.Sprintf("manual-%d", d), i, fmt.Sprintf("manual-%d %02d", d, i))
+			recs = append(recs, sampleRec{fmt.Sprintf("manual-%d", d), i, fmt.Sprintf("manual-%d %02d", d, i)})
 		}
 	}
 	perDoc := map[string]int{}
-	for _, txt := range s.Texts() {
+	for _, txt := range sampleTexts(64, recs) {
 		perDoc[strings.Fields(txt)[0]]++
 	}
 	require.Len(t, perDoc, 8, "every document in the sample: %v", perDoc)
 	for doc, n := range perDoc {
 		require.GreaterOrEqual(t, n, 3, doc)
 	}
+}
+
+// sampleRec is one chunk offered to a Sample.
+type sampleRec struct {
+	doc   string
+	index int
+	text  string
+}
+
+// sampleTexts offers recs in their order to a Sample of limit and returns
+// its texts.
+func sampleTexts(limit int, recs []sampleRec) []string {
+	s := NewSample(limit)
+	for _, r := range recs {
+		s.Add(r.doc, r.index, r.text)
+	}
+	return s.Texts()
 }
