@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,9 @@ type Manager struct {
 	an     *analysis.Analyzer
 	remote embed.Embedder
 	cur    atomic.Pointer[Active]
+	// changed is closed and replaced whenever cur changes (Changed).
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 // New returns a manager; for HTTP providers it builds the client now.
@@ -184,6 +188,30 @@ func New(st *store.Store, cfg Config, an *analysis.Analyzer, log *slog.Logger) (
 
 // Config returns the configuration.
 func (m *Manager) Config() Config { return m.cfg }
+
+// set makes a the model in use and wakes Changed's waiters.
+func (m *Manager) set(a *Active) {
+	m.changedMu.Lock()
+	defer m.changedMu.Unlock()
+	if m.cur.Swap(a) == a {
+		return
+	}
+	if m.changed != nil {
+		close(m.changed)
+	}
+	m.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed when the model in use next changes.
+// Read it before Current, so a change between the two is not missed.
+func (m *Manager) Changed() <-chan struct{} {
+	m.changedMu.Lock()
+	defer m.changedMu.Unlock()
+	if m.changed == nil {
+		m.changed = make(chan struct{})
+	}
+	return m.changed
+}
 
 // Current returns the active model, or nil when none is usable yet.
 func (m *Manager) Current() *Active { return m.cur.Load() }
@@ -252,7 +280,7 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 		return false, nil
 	}
 	if activeRow == 0 {
-		m.cur.Store(nil)
+		m.set(nil)
 		return cur != nil, nil
 	}
 	row, err := m.st.ModelByID(ctx, activeRow)
@@ -264,10 +292,10 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 	}
 	a, err := m.activate(row)
 	if err != nil {
-		m.cur.Store(nil)
+		m.set(nil)
 		return true, err
 	}
-	m.cur.Store(a)
+	m.set(a)
 	return true, nil
 }
 

@@ -76,7 +76,7 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 			return rep, err
 		}
 		rep.Resized = true
-		m.cur.Store(nil)
+		m.set(nil)
 	}
 	activeRow, err := sess.ActiveModel(ctx)
 	if err != nil {
@@ -178,7 +178,7 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 		rep.WriteTime += time.Since(t0)
 		rep.Embedded += n
 		activeRow = &store.Model{ID: target.Row, ModelID: target.ModelID, Provider: target.Provider, Dimensions: target.Dims, Active: true}
-		m.cur.Store(target)
+		m.set(target)
 		all = false
 		t0 = time.Now()
 		built, err := sess.EnsureVectorIndex(ctx, m.cfg.MaintenanceMem)
@@ -195,7 +195,7 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 	} else if built {
 		rep.Rebuilt = true
 	}
-	m.cur.Store(target)
+	m.set(target)
 	return rep, nil
 }
 

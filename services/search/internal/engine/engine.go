@@ -38,6 +38,9 @@ var (
 	ErrEmbedderUnavailable = errors.New("the embedding provider is unavailable")
 	// ErrNoModel: no embedding model is active yet.
 	ErrNoModel = errors.New("no embedding model is active yet")
+	// ErrModelChanging: another model became active and this replica has
+	// not loaded it within DBTimeout; retryable.
+	ErrModelChanging = errors.New("the embedding model is being switched")
 )
 
 // Config is what ranking needs of the service configuration.
@@ -83,6 +86,8 @@ type Vectors interface {
 type QueryEmbedder interface {
 	EmbedQuery(ctx context.Context, q string) ([]float32, *embedding.Active, error)
 	Current() *embedding.Active
+	// Changed is closed when the model in use next changes.
+	Changed() <-chan struct{}
 }
 
 // Engine is safe for concurrent use.

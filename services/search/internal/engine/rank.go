@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/logging"
@@ -45,68 +47,12 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	feedback := mode == Hybrid && fopts.FeedbackChunks > 0 && provider == embedding.ProviderBuiltin
 	fbHits := make(chan feedbackHits, 1)
 
-	type vecOut struct {
-		hits     []store.VectorHit
-		provider string
-		active   *embedding.Active // the model that embedded the query
-		dbTime   time.Duration
-		err      error
-		degraded bool
-	}
 	vecCh := make(chan vecOut, 1)
-	feedbackWeight := fopts.FeedbackWeight // fopts may be replaced after the goroutine reports
 	if useVec {
-		go func() {
-			var out vecOut
-			t0 := time.Now()
-			vec, active, err := e.emb.EmbedQuery(ctx, q)
-			e.m.Stage.WithLabelValues("embed").Observe(time.Since(t0).Seconds())
-			if active != nil {
-				out.provider, out.active = active.Provider, active
-			}
-			if err != nil {
-				// The embedder's own text may name internal endpoints: log it,
-				// tell the caller less.
-				logging.FromContext(ctx).Warn("query embedding failed", "error", err.Error())
-				if mode == Vector {
-					out.err = ErrEmbedderUnavailable
-				} else {
-					// Hybrid degrades to keyword ranking rather than failing.
-					out.degraded = true
-				}
-				vecCh <- out
-				return
-			}
-			if active == nil && mode == Vector {
-				out.err = ErrNoModel
-				vecCh <- out
-				return
-			}
-			// The model may have changed since feedback was decided: never embed
-			// feedback texts with a remote provider.
-			if vec != nil && feedback && active.Provider == embedding.ProviderBuiltin {
-				if fb := e.feedbackVectors(ctx, active, <-fbHits); len(fb) > 0 {
-					w := feedbackWeight
-					if active != cur { // switched since: that model's preset
-						w = e.cfg.fusionFor(active.Provider, active).FeedbackWeight
-					}
-					vec = embed.Feedback(vec, fb, float32(w))
-				}
-			}
-			if vec != nil {
-				dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
-				t1 := time.Now()
-				out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: k, Categories: cats,
-					EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true, Exact: e.exactScan(cats)})
-				out.dbTime = time.Since(t1)
-				e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())
-				if err != nil {
-					out.err = fmt.Errorf("vector search: %w", err)
-				}
-				cancel()
-			}
-			vecCh <- out
-		}()
+		fb := sync.OnceValue(func() feedbackHits { return <-fbHits })
+		vs := vectorSide{q: q, mode: mode, k: k, cats: cats, feedback: feedback, cur: cur,
+			feedbackWeight: fopts.FeedbackWeight, fb: fb} // fopts may be replaced after the goroutine reports
+		go func() { vecCh <- e.vectorRetrying(ctx, vs) }()
 	}
 	var bmHits []bm25.Hit
 	type embOut struct {
@@ -236,6 +182,126 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		rk.Results[i] = Result{Chunk: recs[i], Result: r, Matched: analysis.OriginalWords(qts, m)}
 	}
 	return rk, dbTime, nil
+}
+
+// vecOut is the vector side's answer.
+type vecOut struct {
+	hits     []store.VectorHit
+	provider string
+	active   *embedding.Active // the model that embedded the query
+	dbTime   time.Duration
+	err      error
+	degraded bool
+}
+
+// vectorSide is one query's vector retrieval.
+type vectorSide struct {
+	q              string
+	mode           Mode
+	k              int
+	cats           []string
+	feedback       bool
+	feedbackWeight float64
+	cur            *embedding.Active // the model when ranking began
+	fb             func() feedbackHits
+}
+
+// vectorRetrying runs the vector side; when another replica has switched
+// the active model since this one loaded its own, it waits (at most
+// DBTimeout) for this replica to load the new model and runs it once more.
+// A query embedded by one model is never compared with another's vectors:
+// if the model is still not loaded, hybrid ranks by BM25 alone (not
+// cached) and vector mode answers ErrModelChanging.
+func (e *Engine) vectorRetrying(ctx context.Context, vs vectorSide) vecOut {
+	out := e.vectorSearch(ctx, vs)
+	if errors.Is(out.err, store.ErrModelChanged) && e.awaitModel(ctx, out.active) {
+		out = e.vectorSearch(ctx, vs)
+	}
+	if errors.Is(out.err, store.ErrModelChanged) {
+		logging.FromContext(ctx).Info("query embedded by a model no longer active; this replica has not loaded the new one yet")
+		if vs.mode == Vector {
+			out.err = ErrModelChanging
+		} else {
+			out.err, out.hits, out.degraded = nil, nil, true
+		}
+	}
+	return out
+}
+
+// awaitModel waits until this replica's model is no longer stale, at most
+// DBTimeout; it reports whether it is.
+func (e *Engine) awaitModel(ctx context.Context, stale *embedding.Active) bool {
+	t := time.NewTimer(e.cfg.DBTimeout)
+	defer t.Stop()
+	for {
+		changed := e.emb.Changed()
+		if e.emb.Current() != stale {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
+	var out vecOut
+	t0 := time.Now()
+	vec, active, err := e.emb.EmbedQuery(ctx, vs.q)
+	e.m.Stage.WithLabelValues("embed").Observe(time.Since(t0).Seconds())
+	if active != nil {
+		out.provider, out.active = active.Provider, active
+	}
+	if err != nil {
+		// The embedder's own text may name internal endpoints: log it,
+		// tell the caller less.
+		logging.FromContext(ctx).Warn("query embedding failed", "error", err.Error())
+		if vs.mode == Vector {
+			out.err = ErrEmbedderUnavailable
+		} else {
+			// Hybrid degrades to keyword ranking rather than failing.
+			out.degraded = true
+		}
+		return out
+	}
+	if active == nil {
+		if vs.mode == Vector {
+			out.err = ErrNoModel
+		}
+		return out
+	}
+	// The model may have changed since feedback was decided: never embed
+	// feedback texts with a remote provider.
+	if vec != nil && vs.feedback && active.Provider == embedding.ProviderBuiltin {
+		// Stored feedback vectors of another model than active make a
+		// wrong query vector, but then the vector search below, a later
+		// snapshot, finds that model active too and rejects it.
+		if fb := e.feedbackVectors(ctx, active, vs.fb()); len(fb) > 0 {
+			w := vs.feedbackWeight
+			if active != vs.cur { // switched since: that model's preset
+				w = e.cfg.fusionFor(active.Provider, active).FeedbackWeight
+			}
+			vec = embed.Feedback(vec, fb, float32(w))
+		}
+	}
+	if vec == nil {
+		return out
+	}
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
+	defer cancel()
+	t1 := time.Now()
+	out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: vs.k, Categories: vs.cats, Model: active.Row,
+		EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true, Exact: e.exactScan(vs.cats)})
+	out.dbTime = time.Since(t1)
+	e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())
+	if err != nil {
+		out.err = fmt.Errorf("vector search: %w", err)
+	}
+	return out
 }
 
 // markDuplicates flags near-duplicates (fusion.MarkDuplicates): identical

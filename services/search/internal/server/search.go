@@ -84,6 +84,8 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	switch {
 	case errors.Is(err, engine.ErrEmbedderUnavailable):
 		return nil, status.Error(codes.Unavailable, "the embedding provider is unavailable; retry shortly or use bm25 mode")
+	case errors.Is(err, engine.ErrModelChanging):
+		return nil, status.Error(codes.Unavailable, "the embedding model is being switched; retry shortly or use bm25 mode")
 	case errors.Is(err, engine.ErrNoModel):
 		return nil, status.Error(codes.FailedPrecondition,
 			"no embedding model is active yet (ingest documents, or run `bmcisctl reindex`); use bm25 or hybrid mode")

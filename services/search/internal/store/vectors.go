@@ -38,7 +38,16 @@ type VectorQuery struct {
 	// Exact scores every row of the categories instead of walking the HNSW
 	// graph: cheaper and exact when the filter selects few rows.
 	Exact bool
+	// Model is the embedding_models row that embedded Vector. When set,
+	// the search fails with ErrModelChanged if another model is active in
+	// the statement's snapshot: its vectors live in another space.
+	Model int64
 }
+
+// ErrModelChanged: another embedding model became active than the one the
+// caller embedded with. The caller's replica has not loaded it yet; it
+// will within a poll, and the call can then be repeated.
+var ErrModelChanged = errors.New("the active embedding model changed")
 
 // VectorSearch returns the K nearest chunks by cosine distance, best first,
 // ties by chunk id: through the HNSW index, plus exact distances over the
@@ -81,6 +90,14 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	if len(q.Categories) > 0 {
 		args = append(args, q.Categories)
 	}
+	if q.Model != 0 {
+		// A marker row (id -1, no distance) when q.Model is not the active
+		// model, checked in the statement's snapshot, the vectors' own:
+		// Apply switches both in one transaction.
+		args = append(args, q.Model)
+		sql += ` UNION ALL SELECT -1, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM embedding_models WHERE active AND id = $` +
+			strconv.Itoa(len(args)) + `)`
+	}
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
 	conn, err := s.pool.Acquire(ctx)
@@ -90,6 +107,7 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	defer conn.Release()
 	br := conn.SendBatch(ctx, b)
 	var hits []VectorHit
+	changed := false
 	nsets := 3
 	if len(q.Categories) > 0 && !q.Exact {
 		nsets = 4
@@ -105,7 +123,9 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 			var dist *float64
 			var v *pgvector.Vector
 			_, err = pgx.ForEachRow(rows, []any{&id, &dist, &v}, func() error {
-				if dist != nil {
+				if dist == nil && id == -1 {
+					changed = true
+				} else if dist != nil {
 					h := VectorHit{ChunkID: id, Cosine: 1 - *dist}
 					if v != nil {
 						h.Vector = v.Slice()
@@ -126,6 +146,9 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	if err != nil {
 		rollback(conn)
 		return nil, fmt.Errorf("vector search: %w", err)
+	}
+	if changed {
+		return nil, ErrModelChanged
 	}
 	sort.SliceStable(hits, func(i, j int) bool {
 		if hits[i].Cosine != hits[j].Cosine {

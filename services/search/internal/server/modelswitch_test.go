@@ -1,0 +1,87 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// switchModelSilently makes a new model row active, as another replica's
+// retrain does, but without the notification, so this replica keeps its
+// old model until told.
+func switchModelSilently(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var row int64
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO embedding_models (model_id, provider, dimensions, params)
+			SELECT model_id || '-next', provider, dimensions, params FROM embedding_models WHERE active RETURNING id`).Scan(&row); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = false WHERE active`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = true WHERE id = $1`, row); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE chunks SET embedding_model_id = $1 WHERE embedding IS NOT NULL`, row)
+		return err
+	}))
+	return row
+}
+
+// A query embedded by the model this replica holds is never compared with
+// the vectors of a model another replica has just made active: within the
+// switch, vector mode is UNAVAILABLE (retryable) and hybrid ranks by BM25
+// alone, uncached; a query in flight when the replica loads the new model
+// waits for it and answers with it.
+func TestModelSwitchNeverMixesModels(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.PollInterval = time.Hour // only a notification makes this replica sync
+	cfg.DBTimeout = time.Second  // also how long a query waits for the new model
+	r := startReplica(t, pool, cfg)
+	mustIngest(t, r.client, corpus(20)...)
+	ctx := context.Background()
+	vectorReq := &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 5}
+	require.Eventually(t, func() bool {
+		out, err := r.client.Search(ctx, vectorReq)
+		return err == nil && len(out.Results) > 0
+	}, 10*time.Second, 20*time.Millisecond, "the model is trained after the first ingest")
+
+	switchModelSilently(t, pool)
+
+	_, err := r.client.Search(ctx, vectorReq)
+	requireCode(t, err, codes.Unavailable)
+
+	bm25 := search(t, r.client, &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 10})
+	hybridReq := &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Limit: 10}
+	hybrid := search(t, r.client, hybridReq)
+	require.NotEmpty(t, hybrid.Results)
+	require.Equal(t, docIDs(bm25), docIDs(hybrid), "hybrid ranks by BM25 alone while the model is switched")
+	require.False(t, search(t, r.client, hybridReq).CacheHit, "a list ranked without the vector side is not cached")
+
+	// A vector query in flight when the notification arrives waits for the
+	// new model instead of failing.
+	done := make(chan error, 1)
+	go func() {
+		out, err := r.client.Search(ctx, vectorReq)
+		if err == nil && len(out.Results) == 0 {
+			err = context.Canceled // no results: reported below
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	_, err = pool.Exec(ctx, `SELECT pg_notify($1, 'v')`, store.Channel)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.NotEmpty(t, search(t, r.client, vectorReq).Results)
+}
