@@ -39,7 +39,7 @@ var (
 	// ErrNoModel: no embedding model is active yet.
 	ErrNoModel = errors.New("no embedding model is active yet")
 	// ErrModelChanging: another model became active and this replica has
-	// not loaded it within DBTimeout; retryable.
+	// not loaded it within a short wait; retryable.
 	ErrModelChanging = errors.New("the embedding model is being switched")
 )
 
@@ -126,7 +126,8 @@ type Ranked struct {
 	QueryTerms []string
 	Results    []Result
 	// degraded marks a hybrid list ranked by BM25 alone because the query
-	// could not be embedded; it is never cached, so recovery shows at once.
+	// could not be embedded, or the model changed under it (vectorRetrying);
+	// it is never cached, so recovery shows at once.
 	degraded bool
 }
 

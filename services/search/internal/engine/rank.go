@@ -208,17 +208,28 @@ type vectorSide struct {
 
 // vectorRetrying runs the vector side; when another replica has switched
 // the active model since this one loaded its own, it waits (at most
-// DBTimeout) for this replica to load the new model and runs it once more.
-// A query embedded by one model is never compared with another's vectors:
-// if the model is still not loaded, hybrid ranks by BM25 alone (not
-// cached) and vector mode answers ErrModelChanging.
+// modelSwitchWait) for this replica to load the new model and runs it once
+// more. A query embedded by one model is never compared with another's
+// vectors: if the model is still not loaded, hybrid ranks by BM25 alone
+// (not cached) and vector mode answers ErrModelChanging.
 func (e *Engine) vectorRetrying(ctx context.Context, vs vectorSide) vecOut {
 	out := e.vectorSearch(ctx, vs)
-	if errors.Is(out.err, store.ErrModelChanged) && e.awaitModel(ctx, out.active) {
+	if !errors.Is(out.err, store.ErrModelChanged) {
+		return out
+	}
+	if err := e.awaitModel(ctx, out.active); err != nil {
+		if ctx.Err() != nil {
+			out.err = ctx.Err()
+			return out
+		}
+		logging.FromContext(ctx).Warn("query embedded by a model no longer active, and this replica has not loaded the new one",
+			"waited", modelSwitchWait.String())
+	} else {
+		first := out.dbTime
 		out = e.vectorSearch(ctx, vs)
+		out.dbTime += first
 	}
 	if errors.Is(out.err, store.ErrModelChanged) {
-		logging.FromContext(ctx).Info("query embedded by a model no longer active; this replica has not loaded the new one yet")
 		if vs.mode == Vector {
 			out.err = ErrModelChanging
 		} else {
@@ -228,22 +239,28 @@ func (e *Engine) vectorRetrying(ctx context.Context, vs vectorSide) vecOut {
 	return out
 }
 
+// modelSwitchWait bounds how long a query waits for its replica to load a
+// model another replica activated: the change feed notifies at once and
+// loading takes well under this; a shorter wait than the servers' 500 ms
+// slow-failure mark keeps the UNAVAILABLE answer retryable by clients.
+const modelSwitchWait = 250 * time.Millisecond
+
 // awaitModel waits until this replica's model is no longer stale, at most
-// DBTimeout; it reports whether it is.
-func (e *Engine) awaitModel(ctx context.Context, stale *embedding.Active) bool {
-	t := time.NewTimer(e.cfg.DBTimeout)
+// modelSwitchWait (and DBTimeout).
+func (e *Engine) awaitModel(ctx context.Context, stale *embedding.Active) error {
+	t := time.NewTimer(min(modelSwitchWait, e.cfg.DBTimeout))
 	defer t.Stop()
 	for {
 		changed := e.emb.Changed()
 		if e.emb.Current() != stale {
-			return true
+			return nil
 		}
 		select {
 		case <-changed:
 		case <-t.C:
-			return false
+			return ErrModelChanging
 		case <-ctx.Done():
-			return false
+			return ctx.Err()
 		}
 	}
 }

@@ -32,6 +32,7 @@ const token = "search-test-token-0123456789"
 // gRPC through grpcserver's interceptor chain.
 type replica struct {
 	client searchv1.SearchServiceClient
+	addr   string
 	svc    *server.Server
 	reg    *prometheus.Registry
 }
@@ -86,7 +87,7 @@ func tryStartReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) (*repl
 	})
 	require.Eventually(t, svc.Listening, 5*time.Second, 5*time.Millisecond, "change feed never started listening")
 	reg, _ := srv.Registry().(*prometheus.Registry)
-	return &replica{client: searchv1.NewSearchServiceClient(conn), svc: svc, reg: reg}, nil
+	return &replica{client: searchv1.NewSearchServiceClient(conn), addr: lis.Addr().String(), svc: svc, reg: reg}, nil
 }
 
 // start is a fresh database with one replica on it.
