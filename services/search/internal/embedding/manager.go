@@ -158,6 +158,9 @@ type Manager struct {
 	an     *analysis.Analyzer
 	remote embed.Embedder
 	cur    atomic.Pointer[Active]
+	// unusable says why the active model could not be loaded (nil: it
+	// could, or none is active).
+	unusable atomic.Pointer[string]
 	// changed is closed and replaced whenever cur changes (Changed).
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -211,6 +214,17 @@ func (m *Manager) Changed() <-chan struct{} {
 		m.changed = make(chan struct{})
 	}
 	return m.changed
+}
+
+// Unusable says why the active model could not be loaded by this replica
+// ("" when it was, or no model is active): it may be of a newer format
+// than this release reads, or of another provider or dimension. The text
+// names models and settings, never a secret.
+func (m *Manager) Unusable() string {
+	if p := m.unusable.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Current returns the active model, or nil when none is usable yet.
@@ -280,6 +294,7 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 		return false, nil
 	}
 	if activeRow == 0 {
+		m.unusable.Store(nil)
 		m.set(nil)
 		return cur != nil, nil
 	}
@@ -292,9 +307,12 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 	}
 	a, err := m.activate(row)
 	if err != nil {
+		why := err.Error()
+		m.unusable.Store(&why)
 		m.set(nil)
 		return true, err
 	}
+	m.unusable.Store(nil)
 	m.set(a)
 	return true, nil
 }

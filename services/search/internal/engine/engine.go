@@ -43,6 +43,14 @@ var (
 	ErrModelChanging = errors.New("the embedding model is being switched")
 )
 
+// ModelUnusableError: a model is active but this replica cannot load it;
+// Reason says why (it names models and settings only).
+type ModelUnusableError struct{ Reason string }
+
+func (e *ModelUnusableError) Error() string {
+	return "the active embedding model cannot be used by this replica: " + e.Reason
+}
+
 // Config is what ranking needs of the service configuration.
 type Config struct {
 	// Candidates is how many chunks each retriever contributes.
@@ -88,6 +96,9 @@ type QueryEmbedder interface {
 	Current() *embedding.Active
 	// Changed is closed when the model in use next changes.
 	Changed() <-chan struct{}
+	// Unusable says why the active model could not be loaded ("": it was,
+	// or none is active).
+	Unusable() string
 }
 
 // Engine is safe for concurrent use.

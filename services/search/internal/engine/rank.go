@@ -288,6 +288,9 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 	if active == nil {
 		if vs.mode == Vector {
 			out.err = ErrNoModel
+			if why := e.emb.Unusable(); why != "" {
+				out.err = &ModelUnusableError{Reason: why}
+			}
 		}
 		return out
 	}

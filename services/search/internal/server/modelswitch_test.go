@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
@@ -92,4 +93,61 @@ func TestModelSwitchNeverMixesModels(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-done)
 	require.NotEmpty(t, search(t, client, vectorReq).Results)
+}
+
+// A model this replica cannot load (here: a format newer than it reads,
+// as during a rolling upgrade) is named in the vector-mode error instead
+// of "no model is active yet"; hybrid keeps answering by BM25, and the
+// replica recovers by itself once a model it reads is active again.
+func TestUnusableModelIsNamed(t *testing.T) {
+	pool, _ := newDB(t)
+	r := startReplica(t, pool, testConfig())
+	mustIngest(t, r.client, corpus(20)...)
+	ctx := context.Background()
+	vectorReq := &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 5}
+	require.Eventually(t, func() bool {
+		out, err := r.client.Search(ctx, vectorReq)
+		return err == nil && len(out.Results) > 0
+	}, 10*time.Second, 20*time.Millisecond, "the model is trained after the first ingest")
+	var shipped int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM embedding_models WHERE active`).Scan(&shipped))
+
+	activate := func(row int64) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = false WHERE active`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = true WHERE id = $1`, row); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT pg_notify($1, 'v')`, store.Channel)
+			return err
+		}))
+	}
+	// Magic, then format version 99, model version 1, 16 dimensions.
+	future := append([]byte("BMCISLSA"), 99, 0, 0, 0, 1, 0, 0, 0, 16, 0, 0, 0)
+	var row int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO embedding_models (model_id, provider, dimensions, params)
+		SELECT model_id || '-future', provider, dimensions, $1 FROM embedding_models WHERE active RETURNING id`, future).Scan(&row))
+	activate(row)
+
+	require.Eventually(t, func() bool {
+		_, err := r.client.Search(ctx, vectorReq)
+		return status.Code(err) == codes.FailedPrecondition
+	}, 5*time.Second, 20*time.Millisecond)
+	_, err := r.client.Search(ctx, vectorReq)
+	requireCode(t, err, codes.FailedPrecondition)
+	msg := status.Convert(err).Message()
+	require.Contains(t, msg, "cannot be used by this replica")
+	require.Contains(t, msg, "format version 99 not supported")
+	require.NotContains(t, msg, "no embedding model is active yet")
+	require.NotEmpty(t, search(t, r.client, &searchv1.SearchRequest{Query: "security audit", Limit: 5}).Results,
+		"hybrid answers by BM25")
+
+	activate(shipped)
+	require.Eventually(t, func() bool {
+		out, err := r.client.Search(ctx, vectorReq)
+		return err == nil && len(out.Results) > 0
+	}, 5*time.Second, 20*time.Millisecond, "vector search comes back with a model the replica reads")
 }

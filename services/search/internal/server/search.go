@@ -79,6 +79,7 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	case searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR:
 		em = engine.Vector
 	}
+	var unusable *engine.ModelUnusableError
 	rk, hit, dbTime, err := s.engine.Search(ctx, engine.Query{Text: analysis.NormalizeQuery(q), Mode: em,
 		Categories: cats, NoCache: req.GetNoCache()})
 	switch {
@@ -86,6 +87,8 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		return nil, status.Error(codes.Unavailable, "the embedding provider is unavailable; retry shortly or use bm25 mode")
 	case errors.Is(err, engine.ErrModelChanging):
 		return nil, status.Error(codes.Unavailable, "the embedding model is being switched; retry shortly or use bm25 mode")
+	case errors.As(err, &unusable):
+		return nil, status.Error(codes.FailedPrecondition, unusable.Error()+"; use bm25 or hybrid mode")
 	case errors.Is(err, engine.ErrNoModel):
 		return nil, status.Error(codes.FailedPrecondition,
 			"no embedding model is active yet (ingest documents, or run `bmcisctl reindex`); use bm25 or hybrid mode")
