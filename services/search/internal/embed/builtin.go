@@ -478,6 +478,10 @@ func boolByte(v bool) byte {
 
 // UnmarshalBuiltin restores a model written by MarshalBinary, rebuilding
 // the analyzer it was trained with.
+// ErrUnsupportedModel: a stored model of a format or version this build
+// does not read (written by a newer release, or an older model version).
+var ErrUnsupportedModel = errors.New("model format or version not supported by this build")
+
 func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 	r := bytes.NewReader(data)
 	head := make([]byte, len(magic))
@@ -492,10 +496,10 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 		}
 	}
 	if fv < 1 || fv > formatVersion {
-		return nil, fmt.Errorf("unmarshal builtin: format version %d not supported", fv)
+		return nil, fmt.Errorf("unmarshal builtin: %w: format version %d", ErrUnsupportedModel, fv)
 	}
 	if bv != builtinVersion {
-		return nil, fmt.Errorf("unmarshal builtin: model version %d, this build embeds with version %d: retrain", bv, builtinVersion)
+		return nil, fmt.Errorf("unmarshal builtin: %w: model version %d, this build embeds with version %d: retrain", ErrUnsupportedModel, bv, builtinVersion)
 	}
 	var stop, noStem, join byte
 	var minLen, vocab uint32

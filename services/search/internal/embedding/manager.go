@@ -158,9 +158,9 @@ type Manager struct {
 	an     *analysis.Analyzer
 	remote embed.Embedder
 	cur    atomic.Pointer[Active]
-	// unusable says why the active model could not be loaded (nil: it
-	// could, or none is active).
-	unusable atomic.Pointer[string]
+	// unusable is the active model row this replica could not load, and
+	// why (nil: it could, or none is active); set writes it with cur.
+	unusable atomic.Pointer[unusableModel]
 	// changed is closed and replaced whenever cur changes (Changed).
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -192,10 +192,19 @@ func New(st *store.Store, cfg Config, an *analysis.Analyzer, log *slog.Logger) (
 // Config returns the configuration.
 func (m *Manager) Config() Config { return m.cfg }
 
-// set makes a the model in use and wakes Changed's waiters.
-func (m *Manager) set(a *Active) {
+// unusableModel is an active model row this replica cannot load.
+type unusableModel struct {
+	row int64
+	// reason is for callers: it names no model, setting or command.
+	reason string
+}
+
+// set makes a the model in use (nil: none), records why when a is nil
+// because the active row cannot be loaded (u), and wakes Changed's waiters.
+func (m *Manager) set(a *Active, u *unusableModel) {
 	m.changedMu.Lock()
 	defer m.changedMu.Unlock()
+	m.unusable.Store(u)
 	if m.cur.Swap(a) == a {
 		return
 	}
@@ -216,15 +225,26 @@ func (m *Manager) Changed() <-chan struct{} {
 	return m.changed
 }
 
-// Unusable says why the active model could not be loaded by this replica
-// ("" when it was, or no model is active): it may be of a newer format
-// than this release reads, or of another provider or dimension. The text
-// names models and settings, never a secret.
+// Unusable says, in words fit for any caller, why this replica could not
+// load the active model ("" when it could, or none is active). The log has
+// the details (ids, settings, the command that fixes it).
 func (m *Manager) Unusable() string {
-	if p := m.unusable.Load(); p != nil {
-		return *p
+	if u := m.unusable.Load(); u != nil {
+		return u.reason
 	}
 	return ""
+}
+
+// unusableReason sorts a failure to load the active model for callers.
+func unusableReason(err error) string {
+	switch {
+	case errors.Is(err, embed.ErrUnsupportedModel):
+		return "is of a format this replica's release does not read (the replica needs upgrading)"
+	case errors.Is(err, ErrIncompatible):
+		return "does not match this replica's embedding configuration"
+	default:
+		return "could not be loaded"
+	}
 }
 
 // Current returns the active model, or nil when none is usable yet.
@@ -286,16 +306,18 @@ func (m *Manager) compatible(active *store.Model) error {
 }
 
 // Sync loads the active model when it is not the one in use (activeRow 0:
-// none). An incompatible active model disables vector search and is
-// reported.
+// none). An active model this replica cannot load disables vector search
+// and is reported once (the error), not at every sync.
 func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 	cur := m.Current()
 	if cur != nil && cur.Row == activeRow {
 		return false, nil
 	}
+	if u := m.unusable.Load(); cur == nil && u != nil && u.row == activeRow {
+		return false, nil // reported when it was found unusable
+	}
 	if activeRow == 0 {
-		m.unusable.Store(nil)
-		m.set(nil)
+		m.set(nil, nil)
 		return cur != nil, nil
 	}
 	row, err := m.st.ModelByID(ctx, activeRow)
@@ -307,13 +329,10 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 	}
 	a, err := m.activate(row)
 	if err != nil {
-		why := err.Error()
-		m.unusable.Store(&why)
-		m.set(nil)
+		m.set(nil, &unusableModel{row: activeRow, reason: unusableReason(err)})
 		return true, err
 	}
-	m.unusable.Store(nil)
-	m.set(a)
+	m.set(a, nil)
 	return true, nil
 }
 

@@ -76,7 +76,7 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 			return rep, err
 		}
 		rep.Resized = true
-		m.set(nil)
+		m.set(nil, nil)
 	}
 	activeRow, err := sess.ActiveModel(ctx)
 	if err != nil {
@@ -178,7 +178,7 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 		rep.WriteTime += time.Since(t0)
 		rep.Embedded += n
 		activeRow = &store.Model{ID: target.Row, ModelID: target.ModelID, Provider: target.Provider, Dimensions: target.Dims, Active: true}
-		m.set(target)
+		m.set(target, nil)
 		all = false
 		t0 = time.Now()
 		built, err := sess.EnsureVectorIndex(ctx, m.cfg.MaintenanceMem)
@@ -195,7 +195,7 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 	} else if built {
 		rep.Rebuilt = true
 	}
-	m.set(target)
+	m.set(target, nil)
 	return rep, nil
 }
 

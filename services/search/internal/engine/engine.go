@@ -44,11 +44,11 @@ var (
 )
 
 // ModelUnusableError: a model is active but this replica cannot load it;
-// Reason says why (it names models and settings only).
+// Reason says why in words fit for any caller (QueryEmbedder.Unusable).
 type ModelUnusableError struct{ Reason string }
 
 func (e *ModelUnusableError) Error() string {
-	return "the active embedding model cannot be used by this replica: " + e.Reason
+	return "vector search is off on this replica: the active embedding model " + e.Reason
 }
 
 // Config is what ranking needs of the service configuration.
@@ -96,8 +96,8 @@ type QueryEmbedder interface {
 	Current() *embedding.Active
 	// Changed is closed when the model in use next changes.
 	Changed() <-chan struct{}
-	// Unusable says why the active model could not be loaded ("": it was,
-	// or none is active).
+	// Unusable says why the active model could not be loaded, for callers
+	// ("": it was, or none is active).
 	Unusable() string
 }
 

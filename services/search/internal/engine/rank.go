@@ -223,7 +223,7 @@ func (e *Engine) vectorRetrying(ctx context.Context, vs vectorSide) vecOut {
 			return out
 		}
 		logging.FromContext(ctx).Warn("query embedded by a model no longer active, and this replica has not loaded the new one",
-			"waited", modelSwitchWait.String())
+			"model_row", out.active.Row, "waited", min(modelSwitchWait, e.cfg.DBTimeout).String())
 	} else {
 		first := out.dbTime
 		out = e.vectorSearch(ctx, vs)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
@@ -67,8 +68,10 @@ func TestModelSwitchNeverMixesModels(t *testing.T) {
 
 	switchModelSilently(t, pool)
 
-	_, err = client.Search(ctx, vectorReq)
+	var trailer metadata.MD
+	_, err = client.Search(ctx, vectorReq, grpc.Trailer(&trailer))
 	requireCode(t, err, codes.Unavailable)
+	require.Empty(t, trailer.Get("grpc-retry-pushback-ms"), "answered fast enough for clients to retry")
 
 	bm25 := search(t, client, &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 10})
 	hybridReq := &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Limit: 10}
@@ -96,9 +99,10 @@ func TestModelSwitchNeverMixesModels(t *testing.T) {
 }
 
 // A model this replica cannot load (here: a format newer than it reads,
-// as during a rolling upgrade) is named in the vector-mode error instead
-// of "no model is active yet"; hybrid keeps answering by BM25, and the
-// replica recovers by itself once a model it reads is active again.
+// as during a rolling upgrade) makes vector mode UNAVAILABLE with the
+// reason in a caller's words, not "no model is active yet"; hybrid keeps
+// answering by BM25, and the replica recovers by itself once a model it
+// reads is active again.
 func TestUnusableModelIsNamed(t *testing.T) {
 	pool, _ := newDB(t)
 	r := startReplica(t, pool, testConfig())
@@ -134,16 +138,22 @@ func TestUnusableModelIsNamed(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		_, err := r.client.Search(ctx, vectorReq)
-		return status.Code(err) == codes.FailedPrecondition
+		return status.Code(err) == codes.Unavailable
 	}, 5*time.Second, 20*time.Millisecond)
 	_, err := r.client.Search(ctx, vectorReq)
-	requireCode(t, err, codes.FailedPrecondition)
+	requireCode(t, err, codes.Unavailable)
 	msg := status.Convert(err).Message()
-	require.Contains(t, msg, "cannot be used by this replica")
-	require.Contains(t, msg, "format version 99 not supported")
+	require.Contains(t, msg, "vector search is off on this replica")
+	require.Contains(t, msg, "needs upgrading")
 	require.NotContains(t, msg, "no embedding model is active yet")
-	require.NotEmpty(t, search(t, r.client, &searchv1.SearchRequest{Query: "security audit", Limit: 5}).Results,
-		"hybrid answers by BM25")
+	require.NotContains(t, msg, "bmcisctl", "operators' commands stay in the log")
+	require.NotContains(t, msg, "-future", "model ids stay in the log")
+	hybridReq := &searchv1.SearchRequest{Query: "security audit", Limit: 5}
+	require.NotEmpty(t, search(t, r.client, hybridReq).Results, "hybrid answers by BM25")
+	// The unusable model is handled once, not again at every poll (200 ms
+	// here), which would empty the result cache each time.
+	time.Sleep(500 * time.Millisecond)
+	require.True(t, search(t, r.client, hybridReq).CacheHit, "polls leave the cache alone while the model stays unusable")
 
 	activate(shipped)
 	require.Eventually(t, func() bool {

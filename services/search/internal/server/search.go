@@ -88,7 +88,9 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	case errors.Is(err, engine.ErrModelChanging):
 		return nil, status.Error(codes.Unavailable, "the embedding model is being switched; retry shortly or use bm25 mode")
 	case errors.As(err, &unusable):
-		return nil, status.Error(codes.FailedPrecondition, unusable.Error()+"; use bm25 or hybrid mode")
+		// This replica's state, not the caller's fault: another replica
+		// may answer.
+		return nil, status.Error(codes.Unavailable, unusable.Error()+"; use bm25 or hybrid mode")
 	case errors.Is(err, engine.ErrNoModel):
 		return nil, status.Error(codes.FailedPrecondition,
 			"no embedding model is active yet (ingest documents, or run `bmcisctl reindex`); use bm25 or hybrid mode")
