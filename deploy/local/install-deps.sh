@@ -32,6 +32,8 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# The bundle test signs and verifies the Desktop extension with it.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # The adapter's end-to-end test drives it from the official Node MCP client.
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then

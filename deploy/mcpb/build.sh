@@ -10,12 +10,33 @@
 #   MCPB_PLATFORMS  a subset of "darwin win32 linux" (default: all); tests
 #                   build only their own platform
 #   MCPB_LDFLAGS    Go linker flags (the Makefile stamps the version)
+#   MCPB_SIGN_CERT, MCPB_SIGN_KEY
+#                   sign the bundle (PKCS#7, `mcpb sign`) with this code-signing
+#                   certificate and RSA key (PEM files); both or neither
+#   MCPB_SIGN_CHAIN intermediate certificates to embed (PEM files, space-separated)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${MCPB_OUT:-$root/bin/bmcis-knowledge.mcpb}
 platforms=${MCPB_PLATFORMS:-darwin win32 linux}
 ldflags=${MCPB_LDFLAGS:--s -w}
+
+# Refuse a half-given signing identity before building anything.
+if [ -n "${MCPB_SIGN_CERT:-}${MCPB_SIGN_KEY:-}${MCPB_SIGN_CHAIN:-}" ]; then
+  if [ -z "${MCPB_SIGN_CERT:-}" ] || [ -z "${MCPB_SIGN_KEY:-}" ]; then
+    echo "mcpb: signing needs both MCPB_SIGN_CERT and MCPB_SIGN_KEY" >&2; exit 2
+  fi
+  for f in "$MCPB_SIGN_CERT" "$MCPB_SIGN_KEY" ${MCPB_SIGN_CHAIN:-}; do
+    [ -r "$f" ] || { echo "mcpb: cannot read signing file $f" >&2; exit 2; }
+  done
+  # mcpb sign does not check that the key belongs to the certificate (it
+  # would write a signature no one can verify), so compare public keys.
+  certkey=$(openssl x509 -in "$MCPB_SIGN_CERT" -noout -pubkey 2>/dev/null) || certkey=
+  ownkey=$(openssl pkey -in "$MCPB_SIGN_KEY" -pubout 2>/dev/null) || ownkey=
+  if [ -z "$certkey" ] || [ "$certkey" != "$ownkey" ]; then
+    echo "mcpb: MCPB_SIGN_KEY is not the key of MCPB_SIGN_CERT (or one of them is not PEM)" >&2; exit 2
+  fi
+fi
 
 # The CLI, exactly as locked; reinstalled when the lock changed.
 if ! cmp -s "$here/package-lock.json" "$here/node_modules/.package-lock.json.src" 2>/dev/null; then
@@ -48,3 +69,10 @@ done
 "$mcpb" validate "$stage/manifest.json"
 mkdir -p "$(dirname "$out")"
 "$mcpb" pack "$stage" "$out"
+
+if [ -n "${MCPB_SIGN_CERT:-}" ]; then
+  chain=()
+  for f in ${MCPB_SIGN_CHAIN:-}; do chain+=(--intermediate "$f"); done
+  "$mcpb" sign "$out" --cert "$MCPB_SIGN_CERT" --key "$MCPB_SIGN_KEY" ${chain[@]+"${chain[@]}"} >/dev/null
+  echo "mcpb: signed $out" >&2
+fi
