@@ -476,12 +476,16 @@ func boolByte(v bool) byte {
 	return 0
 }
 
+// ErrNewerModel: a stored model written by a newer release (a format or
+// model version above this build's); upgrading the reader fixes it.
+var ErrNewerModel = errors.New("model written by a newer release")
+
+// ErrOlderModel: a stored model of an older model version than this build
+// embeds with; retraining (bmcisctl reindex) fixes it.
+var ErrOlderModel = errors.New("model of an older version than this build embeds with")
+
 // UnmarshalBuiltin restores a model written by MarshalBinary, rebuilding
 // the analyzer it was trained with.
-// ErrUnsupportedModel: a stored model of a format or version this build
-// does not read (written by a newer release, or an older model version).
-var ErrUnsupportedModel = errors.New("model format or version not supported by this build")
-
 func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 	r := bytes.NewReader(data)
 	head := make([]byte, len(magic))
@@ -495,11 +499,15 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 			return nil, fmt.Errorf("unmarshal builtin: header: %w", err)
 		}
 	}
-	if fv < 1 || fv > formatVersion {
-		return nil, fmt.Errorf("unmarshal builtin: %w: format version %d", ErrUnsupportedModel, fv)
-	}
-	if bv != builtinVersion {
-		return nil, fmt.Errorf("unmarshal builtin: %w: model version %d, this build embeds with version %d: retrain", ErrUnsupportedModel, bv, builtinVersion)
+	switch {
+	case fv < 1:
+		return nil, fmt.Errorf("unmarshal builtin: format version %d not supported", fv)
+	case fv > formatVersion:
+		return nil, fmt.Errorf("unmarshal builtin: %w: format version %d not supported (this build reads up to %d)", ErrNewerModel, fv, formatVersion)
+	case bv > builtinVersion:
+		return nil, fmt.Errorf("unmarshal builtin: %w: model version %d, this build embeds with version %d", ErrNewerModel, bv, builtinVersion)
+	case bv < builtinVersion:
+		return nil, fmt.Errorf("unmarshal builtin: %w: model version %d, this build embeds with version %d: retrain", ErrOlderModel, bv, builtinVersion)
 	}
 	var stop, noStem, join byte
 	var minLen, vocab uint32

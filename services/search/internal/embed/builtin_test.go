@@ -111,23 +111,28 @@ func TestUnmarshalBuiltinRejectsBadInput(t *testing.T) {
 	m := trainSmall(t, topicCorpus(30, 1), nil)
 	good, err := m.MarshalBinary()
 	require.NoError(t, err)
-	versionBumped := bytes.Clone(good)
-	versionBumped[12] = 99 // builtinVersion field
+	with := func(at int, v byte) []byte { b := bytes.Clone(good); b[at] = v; return b }
 	tests := []struct {
 		name string
 		data []byte
 		want string
+		is   error // the sentinel that tells upgrade from retrain, when set
 	}{
-		{"empty", nil, "not a builtin"},
-		{"bad magic", []byte("NOTAMODELxxxxxxxxxxxxxxxx"), "not a builtin"},
-		{"truncated", good[:len(good)-10], "truncated"},
-		{"trailing", append(bytes.Clone(good), 0), "trailing"},
-		{"model version", versionBumped, "retrain"},
+		{"empty", nil, "not a builtin", nil},
+		{"bad magic", []byte("NOTAMODELxxxxxxxxxxxxxxxx"), "not a builtin", nil},
+		{"truncated", good[:len(good)-10], "truncated", nil},
+		{"trailing", append(bytes.Clone(good), 0), "trailing", nil},
+		{"newer format", with(8, 99), "format version 99", ErrNewerModel},
+		{"newer model version", with(12, 99), "model version 99", ErrNewerModel},
+		{"older model version", with(12, 0), "retrain", ErrOlderModel},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := UnmarshalBuiltin(tc.data)
 			require.ErrorContains(t, err, tc.want)
+			if tc.is != nil {
+				require.ErrorIs(t, err, tc.is)
+			}
 		})
 	}
 }

@@ -204,8 +204,16 @@ type unusableModel struct {
 func (m *Manager) set(a *Active, u *unusableModel) {
 	m.changedMu.Lock()
 	defer m.changedMu.Unlock()
-	m.unusable.Store(u)
-	if m.cur.Swap(a) == a {
+	// A reader that finds no model finds the reason too: the reason is
+	// stored before cur becomes nil and cleared after it is set.
+	if a == nil {
+		m.unusable.Store(u)
+	}
+	prev := m.cur.Swap(a)
+	if a != nil {
+		m.unusable.Store(nil)
+	}
+	if prev == a {
 		return
 	}
 	if m.changed != nil {
@@ -238,8 +246,10 @@ func (m *Manager) Unusable() string {
 // unusableReason sorts a failure to load the active model for callers.
 func unusableReason(err error) string {
 	switch {
-	case errors.Is(err, embed.ErrUnsupportedModel):
-		return "is of a format this replica's release does not read (the replica needs upgrading)"
+	case errors.Is(err, embed.ErrNewerModel):
+		return "was written by a newer release than this replica's (the replica needs upgrading)"
+	case errors.Is(err, embed.ErrOlderModel):
+		return "is of an older version than this replica's release embeds with (the model needs retraining)"
 	case errors.Is(err, ErrIncompatible):
 		return "does not match this replica's embedding configuration"
 	default:
@@ -344,6 +354,10 @@ func (m *Manager) activate(row *store.Model) (*Active, error) {
 	a := &Active{Row: row.ID, ModelID: row.ModelID, Provider: row.Provider, Dims: row.Dimensions, TrainedAt: row.CreatedAt}
 	if row.Provider == ProviderBuiltin {
 		b, err := embed.UnmarshalBuiltin(row.Params)
+		if errors.Is(err, embed.ErrNewerModel) {
+			// Reindexing with this release would replace it with an older model.
+			return nil, fmt.Errorf("load builtin model %s: %w (upgrade this replica to the release that wrote it)", row.ModelID, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("load builtin model %s: %w (run `bmcisctl reindex`)", row.ModelID, err)
 		}

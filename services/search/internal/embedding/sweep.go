@@ -54,6 +54,12 @@ const stageBatch = 2000
 // registering one first when allowed (see the package comment).
 func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, error) {
 	var rep SweepReport
+	if !opt.Reindex && m.Unusable() != "" {
+		// This replica cannot load the active model (Sync logged why):
+		// replicas that can embed the pending chunks.
+		rep.Skipped = true
+		return rep, nil
+	}
 	sess, err := m.st.LockEmbedding(ctx, opt.Wait)
 	if err != nil {
 		return rep, err

@@ -197,7 +197,9 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 			if sctx.Err() != nil {
 				return nil, sctx.Err()
 			}
-			return nil, status.Errorf(codes.Unavailable, "documents were stored but embedding them failed (%v); they are searchable by keyword and will be embedded by the next sweep or re-ingestion", err)
+			// The cause can name models, settings or a provider's address:
+			// the Scheduler logged it; the caller learns what it can rely on.
+			return nil, status.Error(codes.Unavailable, "documents were stored but embedding them failed; they are searchable by keyword and will be embedded by the next sweep or re-ingestion")
 		}
 	}
 	resp.Seconds = time.Since(start).Seconds()

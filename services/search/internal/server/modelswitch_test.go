@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,7 +139,7 @@ func TestUnusableModelIsNamed(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		_, err := r.client.Search(ctx, vectorReq)
-		return status.Code(err) == codes.Unavailable
+		return strings.Contains(status.Convert(err).Message(), "vector search is off")
 	}, 5*time.Second, 20*time.Millisecond)
 	_, err := r.client.Search(ctx, vectorReq)
 	requireCode(t, err, codes.Unavailable)
@@ -154,6 +155,11 @@ func TestUnusableModelIsNamed(t *testing.T) {
 	// here), which would empty the result cache each time.
 	time.Sleep(500 * time.Millisecond)
 	require.True(t, search(t, r.client, hybridReq).CacheHit, "polls leave the cache alone while the model stays unusable")
+
+	// Ingesting still works: the documents are stored and keyword-searchable;
+	// replicas that read the active model embed them.
+	mustIngest(t, r.client, md("late.md", "data", "Late", "# Late\n\nQuokka census notes."))
+	require.Len(t, search(t, r.client, &searchv1.SearchRequest{Query: "quokka census", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 5}).Results, 1)
 
 	activate(shipped)
 	require.Eventually(t, func() bool {
