@@ -32,7 +32,7 @@ build: ## build every binary into bin/
 	@echo "built: $$(ls bin | tr '\n' ' ')"
 
 .PHONY: mcpb
-mcpb: ## build the Claude Desktop extension bundle bin/bmcis-knowledge.mcpb (all platforms; needs npm)
+mcpb: ## build the Claude Desktop extension bundle bin/bmcis-knowledge.mcpb (all platforms; needs npm; MCPB_SIGN_CERT/KEY sign it, with openssl)
 	@MCPB_LDFLAGS='$(LDFLAGS)' deploy/mcpb/build.sh
 
 .PHONY: run

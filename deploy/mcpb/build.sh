@@ -21,21 +21,48 @@ out=${MCPB_OUT:-$root/bin/bmcis-knowledge.mcpb}
 platforms=${MCPB_PLATFORMS:-darwin win32 linux}
 ldflags=${MCPB_LDFLAGS:--s -w}
 
-# Refuse a half-given signing identity before building anything.
+# A signing identity is checked before anything is built: `mcpb sign`
+# itself accepts a key that is not the certificate's (and writes a
+# signature no one can verify), reads only the first certificate of a PEM
+# file, and fails on EC or encrypted keys.
+sigdir=
 if [ -n "${MCPB_SIGN_CERT:-}${MCPB_SIGN_KEY:-}${MCPB_SIGN_CHAIN:-}" ]; then
-  if [ -z "${MCPB_SIGN_CERT:-}" ] || [ -z "${MCPB_SIGN_KEY:-}" ]; then
-    echo "mcpb: signing needs both MCPB_SIGN_CERT and MCPB_SIGN_KEY" >&2; exit 2
-  fi
-  for f in "$MCPB_SIGN_CERT" "$MCPB_SIGN_KEY" ${MCPB_SIGN_CHAIN:-}; do
-    [ -r "$f" ] || { echo "mcpb: cannot read signing file $f" >&2; exit 2; }
+  refuse() { echo "mcpb: $*" >&2; exit 2; }
+  [ -n "${MCPB_SIGN_CERT:-}" ] && [ -n "${MCPB_SIGN_KEY:-}" ] || refuse "signing needs both MCPB_SIGN_CERT and MCPB_SIGN_KEY"
+  command -v openssl >/dev/null 2>&1 || refuse "signing needs openssl (to check the identity before signing)"
+  read -r -a chainfiles <<< "${MCPB_SIGN_CHAIN:-}"
+  for f in "$MCPB_SIGN_CERT" "$MCPB_SIGN_KEY" ${chainfiles[@]+"${chainfiles[@]}"}; do
+    [ -r "$f" ] || refuse "cannot read signing file $f"
   done
-  # mcpb sign does not check that the key belongs to the certificate (it
-  # would write a signature no one can verify), so compare public keys.
-  certkey=$(openssl x509 -in "$MCPB_SIGN_CERT" -noout -pubkey 2>/dev/null) || certkey=
-  ownkey=$(openssl pkey -in "$MCPB_SIGN_KEY" -pubout 2>/dev/null) || ownkey=
-  if [ -z "$certkey" ] || [ "$certkey" != "$ownkey" ]; then
-    echo "mcpb: MCPB_SIGN_KEY is not the key of MCPB_SIGN_CERT (or one of them is not PEM)" >&2; exit 2
-  fi
+  sigdir=$(mktemp -d)
+  trap 'rm -rf "$sigdir"' EXIT
+  # One file per certificate: the first of MCPB_SIGN_CERT signs, every other
+  # certificate (its own chain, then MCPB_SIGN_CHAIN's) is embedded.
+  n=0
+  for f in "$MCPB_SIGN_CERT" ${chainfiles[@]+"${chainfiles[@]}"}; do
+    before=$n
+    n=$(awk -v dir="$sigdir" -v n="$n" '
+      /-----BEGIN CERTIFICATE-----/ { n++; out = sprintf("%s/cert-%03d.pem", dir, n) }
+      out != "" { print > out }
+      /-----END CERTIFICATE-----/ { close(out); out = "" }
+      END { print n }' "$f")
+    [ "$n" -gt "$before" ] || refuse "$f holds no PEM certificate"
+  done
+  for c in "$sigdir"/cert-*.pem; do
+    openssl x509 -in "$c" -noout 2>/dev/null || refuse "a certificate in the signing files does not parse"
+  done
+  leaf=$sigdir/cert-001.pem
+  openssl x509 -in "$leaf" -noout -text | grep -q 'Public Key Algorithm: rsaEncryption' ||
+    refuse "MCPB_SIGN_CERT's key is not RSA (the MCPB CLI signs with RSA keys only)"
+  ! grep -q ENCRYPTED "$MCPB_SIGN_KEY" || refuse "MCPB_SIGN_KEY is encrypted; the MCPB CLI needs it unencrypted"
+  first=$(grep -m1 -- '-----BEGIN' "$MCPB_SIGN_KEY" || true)
+  case $first in
+    "-----BEGIN PRIVATE KEY-----"|"-----BEGIN RSA PRIVATE KEY-----") ;;
+    *) refuse "MCPB_SIGN_KEY does not start with a PEM private key" ;;
+  esac
+  certkey=$(openssl x509 -in "$leaf" -noout -pubkey 2>/dev/null) || certkey=
+  ownkey=$(openssl pkey -passin pass: -in "$MCPB_SIGN_KEY" -pubout 2>/dev/null) || ownkey=
+  [ -n "$certkey" ] && [ "$certkey" = "$ownkey" ] || refuse "MCPB_SIGN_KEY is not the key of MCPB_SIGN_CERT"
 fi
 
 # The CLI, exactly as locked; reinstalled when the lock changed.
@@ -46,7 +73,7 @@ fi
 mcpb="$here/node_modules/.bin/mcpb"
 
 stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
+trap 'rm -rf "$stage" ${sigdir:+"$sigdir"}' EXIT
 cp "$here/manifest.json" "$here/icon.png" "$stage/"
 
 build() { # GOOS GOARCH output
@@ -68,11 +95,21 @@ done
 
 "$mcpb" validate "$stage/manifest.json"
 mkdir -p "$(dirname "$out")"
-"$mcpb" pack "$stage" "$out"
-
-if [ -n "${MCPB_SIGN_CERT:-}" ]; then
-  chain=()
-  for f in ${MCPB_SIGN_CHAIN:-}; do chain+=(--intermediate "$f"); done
-  "$mcpb" sign "$out" --cert "$MCPB_SIGN_CERT" --key "$MCPB_SIGN_KEY" ${chain[@]+"${chain[@]}"} >/dev/null
-  echo "mcpb: signed $out" >&2
+# Packed (and signed) beside the output, then renamed: a failed signing
+# never leaves an unsigned bundle where a signed one was asked for.
+packed=$(dirname "$out")/.$(basename "$out" .mcpb).$$.mcpb
+trap 'rm -rf "$stage" "$packed" ${sigdir:+"$sigdir"}' EXIT
+"$mcpb" pack "$stage" "$packed"
+if [ -n "$sigdir" ]; then
+  intermediates=()
+  for c in "$sigdir"/cert-*.pem; do
+    [ "$c" = "$leaf" ] || intermediates+=(--intermediate "$c")
+  done
+  # The CLI reports failures on stdout: keep its output for the error.
+  if ! log=$("$mcpb" sign "$packed" --cert "$leaf" --key "$MCPB_SIGN_KEY" ${intermediates[@]+"${intermediates[@]}"} 2>&1) ||
+     ! grep -q "Successfully signed" <<< "$log"; then
+    echo "mcpb: signing failed:" >&2; echo "$log" >&2; exit 1
+  fi
+  echo "mcpb: signed as $(openssl x509 -in "$leaf" -noout -subject)" >&2
 fi
+mv "$packed" "$out"
