@@ -30,7 +30,7 @@ if [ -n "${MCPB_SIGN_CERT:-}${MCPB_SIGN_KEY:-}${MCPB_SIGN_CHAIN:-}" ]; then
   refuse() { echo "mcpb: $*" >&2; exit 2; }
   [ -n "${MCPB_SIGN_CERT:-}" ] && [ -n "${MCPB_SIGN_KEY:-}" ] || refuse "signing needs both MCPB_SIGN_CERT and MCPB_SIGN_KEY"
   command -v openssl >/dev/null 2>&1 || refuse "signing needs openssl (to check the identity before signing)"
-  read -r -a chainfiles <<< "${MCPB_SIGN_CHAIN:-}"
+  read -r -d '' -a chainfiles <<< "${MCPB_SIGN_CHAIN:-}" || true # spaces or newlines
   for f in "$MCPB_SIGN_CERT" "$MCPB_SIGN_KEY" ${chainfiles[@]+"${chainfiles[@]}"}; do
     [ -r "$f" ] || refuse "cannot read signing file $f"
   done
@@ -52,10 +52,11 @@ if [ -n "${MCPB_SIGN_CERT:-}${MCPB_SIGN_KEY:-}${MCPB_SIGN_CHAIN:-}" ]; then
     openssl x509 -in "$c" -noout 2>/dev/null || refuse "a certificate in the signing files does not parse"
   done
   leaf=$sigdir/cert-001.pem
-  openssl x509 -in "$leaf" -noout -text | grep -q 'Public Key Algorithm: rsaEncryption' ||
+  leaftext=$(openssl x509 -in "$leaf" -noout -text)
+  grep -q 'Public Key Algorithm: rsaEncryption' <<< "$leaftext" ||
     refuse "MCPB_SIGN_CERT's key is not RSA (the MCPB CLI signs with RSA keys only)"
   ! grep -q ENCRYPTED "$MCPB_SIGN_KEY" || refuse "MCPB_SIGN_KEY is encrypted; the MCPB CLI needs it unencrypted"
-  first=$(grep -m1 -- '-----BEGIN' "$MCPB_SIGN_KEY" || true)
+  first=$(grep -m1 -- '-----BEGIN' "$MCPB_SIGN_KEY" | tr -d '\r' || true)
   case $first in
     "-----BEGIN PRIVATE KEY-----"|"-----BEGIN RSA PRIVATE KEY-----") ;;
     *) refuse "MCPB_SIGN_KEY does not start with a PEM private key" ;;
@@ -63,6 +64,8 @@ if [ -n "${MCPB_SIGN_CERT:-}${MCPB_SIGN_KEY:-}${MCPB_SIGN_CHAIN:-}" ]; then
   certkey=$(openssl x509 -in "$leaf" -noout -pubkey 2>/dev/null) || certkey=
   ownkey=$(openssl pkey -passin pass: -in "$MCPB_SIGN_KEY" -pubout 2>/dev/null) || ownkey=
   [ -n "$certkey" ] && [ "$certkey" = "$ownkey" ] || refuse "MCPB_SIGN_KEY is not the key of MCPB_SIGN_CERT"
+  # A signed bundle was asked for: no older file may stand in for it.
+  rm -f "$out"
 fi
 
 # The CLI, exactly as locked; reinstalled when the lock changed.
@@ -113,3 +116,4 @@ if [ -n "$sigdir" ]; then
   echo "mcpb: signed as $(openssl x509 -in "$leaf" -noout -subject)" >&2
 fi
 mv "$packed" "$out"
+echo "mcpb: wrote $out" >&2

@@ -204,8 +204,9 @@ type unusableModel struct {
 func (m *Manager) set(a *Active, u *unusableModel) {
 	m.changedMu.Lock()
 	defer m.changedMu.Unlock()
-	// A reader that finds no model finds the reason too: the reason is
-	// stored before cur becomes nil and cleared after it is set.
+	// The reason is stored before cur becomes nil and cleared after a model
+	// is set, so a reader sees no model without a reason only in the
+	// instant a model comes back (and then says "no model is active yet").
 	if a == nil {
 		m.unusable.Store(u)
 	}

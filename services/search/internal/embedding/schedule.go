@@ -186,6 +186,9 @@ func (s *Scheduler) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, e
 			"embed_s", rep.EmbedTime.Seconds(), "write_s", rep.WriteTime.Seconds(), "index_s", rep.IndexTime.Seconds())
 	}
 	if err := s.after(ctx); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("embedding sweep done, publishing its result failed", "error", err.Error())
+		}
 		return rep, err
 	}
 	return rep, nil

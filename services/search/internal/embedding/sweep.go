@@ -30,7 +30,7 @@ type SweepOptions struct {
 
 // SweepReport says what a sweep did.
 type SweepReport struct {
-	Skipped      bool   // the lock was taken elsewhere
+	Skipped      bool   // the lock was taken elsewhere, or this replica cannot load the active model
 	Unchanged    bool   // a retrain trained the model already active: nothing re-embedded
 	Trained      bool   // a builtin model was trained
 	Model        string // model id in use after the sweep ("" if none)

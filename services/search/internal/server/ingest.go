@@ -199,7 +199,7 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 			}
 			// The cause can name models, settings or a provider's address:
 			// the Scheduler logged it; the caller learns what it can rely on.
-			return nil, status.Error(codes.Unavailable, "documents were stored but embedding them failed; they are searchable by keyword and will be embedded by the next sweep or re-ingestion")
+			return nil, status.Error(codes.Unavailable, "documents were stored but embedding or publishing them failed; they are searchable by keyword and will be embedded by the next sweep or re-ingestion")
 		}
 	}
 	resp.Seconds = time.Since(start).Seconds()
