@@ -19,10 +19,7 @@ import (
 // 256 dims, each model's part normalized), against one model
 // (BMCIS_EVAL_SEM=ensemble; BMCIS_EVAL_ENSEMBLE=1:2,3:4,5:6 the seed groups).
 func TestEnsembleSweep(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "ensemble" {
-		t.Skip("set BMCIS_EVAL_SEM=ensemble")
-	}
-	ds := loadSciFact(t)
+	ds := sweepData(t, "ensemble")
 	ctx := context.Background()
 	groups := os.Getenv("BMCIS_EVAL_ENSEMBLE")
 	if groups == "" {

@@ -2,7 +2,6 @@ package eval
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,10 +13,7 @@ import (
 // TestHybridBM25Params: the hybrid with BM25 parameters of its own (the
 // lexical mode keeps k1 1.2, b 0.75). BMCIS_EVAL_SEM=hybridbm25.
 func TestHybridBM25Params(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "hybridbm25" {
-		t.Skip("set BMCIS_EVAL_SEM=hybridbm25")
-	}
-	ds := loadSciFact(t)
+	ds := sweepData(t, "hybridbm25")
 	ctx := context.Background()
 	for _, p := range []bm25.Params{{K1: 1.2, B: 0.75}, {K1: 0.9, B: 0.75}, {K1: 1.5, B: 0.75}, {K1: 2.0, B: 0.75}, {K1: 1.2, B: 0.6}, {K1: 1.2, B: 0.9}, {K1: 2.0, B: 0.9}} {
 		cfg := DefaultConfig()

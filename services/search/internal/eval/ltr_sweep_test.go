@@ -193,10 +193,7 @@ func coordAscent(qs []*ltrQuery, m *ltrModel) ([]float64, float64) {
 // ltrSetup skips unless BMCIS_EVAL_SEM=ltr, then builds the default
 // pipeline and the features of every training query.
 func ltrSetup(t *testing.T) []*ltrQuery {
-	if os.Getenv("BMCIS_EVAL_SEM") != "ltr" {
-		t.Skip("set BMCIS_EVAL_SEM=ltr")
-	}
-	ds := loadSciFact(t)
+	ds := sweepData(t, "ltr")
 	p, err := Build(context.Background(), ds, DefaultConfig())
 	require.NoError(t, err)
 	return ltrData(t, ds, p)

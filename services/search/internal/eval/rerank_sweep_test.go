@@ -34,14 +34,11 @@ import (
 //	  - normalize: convex fusion of scores normalized otherwise than by
 //	    min-max over the list; combined: that with weighted feedback.
 func TestRerankSweep(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "rerank" {
-		t.Skip("set BMCIS_EVAL_SEM=rerank")
-	}
 	parts := os.Getenv("BMCIS_EVAL_RERANK")
 	if parts == "" {
 		parts = "analysis,proximity,coverage,feedback,rounds,maxsim,regularize,normalize,combined"
 	}
-	ds := loadSciFact(t)
+	ds := sweepData(t, "rerank")
 	// BMCIS_EVAL_SEEDS=1,2,...: repeat everything for each fine-tuning
 	// seed and log the means (one seed's figures vary by about 0.002).
 	seeds, err := EnvList("BMCIS_EVAL_SEEDS", []uint64{0})

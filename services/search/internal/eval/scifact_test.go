@@ -30,6 +30,16 @@ func loadSciFact(t *testing.T) *Dataset {
 	return ds
 }
 
+// sweepData skips unless BMCIS_EVAL_SEM names this experiment group, then
+// loads SciFact: the gate every sweep of this package shares.
+func sweepData(t *testing.T, group string) *Dataset {
+	t.Helper()
+	if os.Getenv("BMCIS_EVAL_SEM") != group {
+		t.Skipf("set BMCIS_EVAL_SEM=%s", group)
+	}
+	return loadSciFact(t)
+}
+
 // TestSciFact measures the default pipeline on the SciFact training split:
 // go test ./internal/eval -run TestSciFact -v
 func TestSciFact(t *testing.T) {

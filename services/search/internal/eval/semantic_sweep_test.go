@@ -281,10 +281,7 @@ func rm3(p *Pipeline, hw int, q []string, top []fusion.Candidate, fb, nTerms int
 }
 
 func TestRM3Sweep(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "rm3" {
-		t.Skip("set BMCIS_EVAL_SEM=rm3")
-	}
-	ds := loadSciFact(t)
+	ds := sweepData(t, "rm3")
 	ctx := context.Background()
 	cfg := DefaultConfig()
 	cfg.HeaderWeight = 3
@@ -333,10 +330,7 @@ func TestRM3Sweep(t *testing.T) {
 // TestFeedbackTuning: the feedback and convex parameters around the
 // shipped preset, and the embedder trained on header-weighted text.
 func TestFeedbackTuning(t *testing.T) {
-	if os.Getenv("BMCIS_EVAL_SEM") != "tune" {
-		t.Skip("set BMCIS_EVAL_SEM=tune")
-	}
-	ds := loadSciFact(t)
+	ds := sweepData(t, "tune")
 	ctx := context.Background()
 	for _, embHW := range []int{1, 3} {
 		cfg := DefaultConfig()
