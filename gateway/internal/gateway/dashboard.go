@@ -313,7 +313,7 @@ func openAPIDocument() ([]byte, error) {
 			}
 			if resps, _ := op["responses"].(map[string]any); resps != nil {
 				resps["default"] = map[string]any{
-					"description": "An error: {code, message, details}; Retry-After on 429.",
+					"description": "An error: {code, message, details}; Retry-After on 429 and 503.",
 					"schema":      map[string]any{"$ref": "#/definitions/gatewayError"},
 				}
 			}

@@ -164,7 +164,10 @@ func (g *Gateway) handleError(ctx context.Context, _ *runtime.ServeMux, _ runtim
 		}
 		g.metrics.denials.WithLabelValues(body.Code).Inc()
 	}
-	if retryAfter < 0 && st.Code() == codes.ResourceExhausted {
+	if retryAfter < 0 && (st.Code() == codes.ResourceExhausted || st.Code() == codes.Unavailable) {
+		// Both are transient by definition (a tier refilling, a dependency
+		// or replica coming back); a client that honours Retry-After backs
+		// off instead of hammering or giving up.
 		retryAfter = 1
 	}
 	if retryAfter >= 0 {

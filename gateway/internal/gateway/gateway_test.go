@@ -115,8 +115,11 @@ func TestEveryGRPCCodeMapsToHTTP(t *testing.T) {
 			}
 			require.Equal(t, wantCode, e.Code)
 			require.NotEmpty(t, e.Message)
-			if c == codes.ResourceExhausted {
+			switch c {
+			case codes.ResourceExhausted, codes.Unavailable:
 				require.Equal(t, "1", r.header.Get("Retry-After"))
+			default:
+				require.Empty(t, r.header.Get("Retry-After"), "only transient codes say when to retry")
 			}
 			if c == codes.Unauthenticated {
 				require.NotEmpty(t, r.header.Get("WWW-Authenticate"))
