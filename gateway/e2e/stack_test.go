@@ -64,6 +64,8 @@ func newStack(t testing.TB, env map[string]string) *stack {
 		"BMCIS_GATEWAY_HEALTH_INTERVAL": "200ms",
 		"BMCIS_GATEWAY_HEALTH_TIMEOUT":  "500ms",
 		"BMCIS_GATEWAY_STATS_INTERVAL":  "300ms",
+		// The stack's credentials are published ones (platform/stacktest).
+		config.EnvAllowInsecureSecrets: "true",
 	}
 	for _, name := range serviceNames {
 		p := st.Service(name)

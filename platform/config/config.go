@@ -96,21 +96,68 @@ const EnvAllowInsecureSecrets = "BMCIS_ALLOW_INSECURE_SECRETS"
 const MinSecretLen = 32
 
 // placeholderMarks are the parts of every placeholder this project has
-// published (examples, the dev overlay, docs): a secret containing one is known.
-var placeholderMarks = []string{"change_me", "changeme", "dev-only", "placeholder", "example", "insecure"}
+// published (examples, the dev overlay, docs, platform/stacktest): a secret
+// containing one is known.
+var placeholderMarks = []string{"change_me", "changeme", "dev-only", "placeholder", "example", "insecure", "stacktest"}
 
-// weakSecret says why v must not be used as a secret, or "".
-func weakSecret(v string, minLen int) string {
+// publishedDigests are the lowercase hex SHA-256 digests of the caller
+// credentials this repository publishes whole. Their marks refuse the
+// credentials themselves; this list refuses their digests, which carry no
+// mark (the services hold digests, not credentials). Digests only, so no
+// binary carries a credential. Tests read the dev overlay, the Secret
+// template and platform/stacktest to keep it complete.
+var publishedDigests = map[string]bool{
+	// deploy/k8s/overlays/dev: BMCIS_READ_TOKEN, BMCIS_ADAPTER_TOKEN
+	"4f0caddd3ae07e7b2cd69195e2323aaf1b7381de9886af408a507ff88f92be4a": true,
+	"8c2677b421b1de1e43880e46939433204685ad420b392ba932dd2e2d1d8d4393": true,
+	// deploy/k8s/secret.example.yaml: BMCIS_READ_TOKEN, BMCIS_ADAPTER_TOKEN
+	"bef20c7573c6bc79702cc65d2ab60d7f9b5ff27a017e98cead683c80c3ec6171": true,
+	"458e15763eeb762d132e21542559ca9d215e91b9e1bc7ca6ad20c01076ca7839": true,
+	// platform/stacktest: ServiceToken, AdapterToken, IngestToken, AdminToken
+	"70148020fca22b0eb66e0a7f8ba64987c507b387023e1e3cb4d7cd0de1f78059": true,
+	"8530635cb9d2d20928bf18a3f003325f59096d48dd176d271f68fe93d501b90f": true,
+	"8d752a1a2b1c3bca3208114218d5848a0495744af13f759b3efc983293cc3cd3": true,
+	"4e281177b9e45c4a3a44966e891d5475132600b111306bb89df7026677604cf0": true,
+}
+
+// knownSecret says why v is public knowledge (a placeholder, a published
+// credential or the digest of one), or "".
+func knownSecret(v string) string {
 	lower := strings.ToLower(v)
+	if publishedDigests[lower] {
+		return "is the digest of a published credential"
+	}
 	for _, m := range placeholderMarks {
 		if strings.Contains(lower, m) {
 			return "is a published placeholder"
 		}
 	}
+	return ""
+}
+
+// weakSecret says why v must not be used as a secret, or "".
+func weakSecret(v string, minLen int) string {
+	if why := knownSecret(v); why != "" {
+		return why
+	}
 	if n := max(minLen, MinSecretLen); len(v) < n {
 		return fmt.Sprintf("must be at least %d characters long", n)
 	}
 	return ""
+}
+
+// SecretDigest returns the variable holding the hex SHA-256 digest of a
+// credential, or "" when unset. Outside development it refuses a placeholder
+// or the digest of a credential this repository publishes, naming the
+// variable, never the value. The digest's format is the caller's to check.
+func (r *Reader) SecretDigest(name string) string {
+	v, ok := r.get(name)
+	if ok && !r.insecureAllowed() {
+		if why := knownSecret(v); why != "" {
+			r.Failf(name, "%s; use the digest of a generated credential (openssl rand -hex 32), or set %s=true on a development machine", why, EnvAllowInsecureSecrets)
+		}
+	}
+	return v
 }
 
 func (r *Reader) insecureAllowed() bool {

@@ -1,6 +1,12 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +89,101 @@ func TestSecretFailsClosed(t *testing.T) {
 		r.Secret("T", true, 16)
 		require.Error(t, r.Err(), v)
 	}
+}
+
+// devOverlayLiterals are the Secret literals the dev overlay publishes.
+func devOverlayLiterals(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "k8s", "overlays", "dev", "kustomization.yaml"))
+	require.NoError(t, err)
+	_, secret, ok := strings.Cut(string(b), "\nsecretGenerator:")
+	require.True(t, ok, "the dev overlay generates its Secret")
+	secret, _, _ = strings.Cut(secret, "\n\n")
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- ([A-Z0-9_]+)=(\S+)$`).FindAllStringSubmatch(secret, -1) {
+		out[m[1]] = m[2]
+	}
+	require.Contains(t, out, "BMCIS_READ_TOKEN_SHA256", "the dev overlay's literals were read")
+	return out
+}
+
+// secretTemplateValues are the caller credentials and digests the Secret
+// template publishes.
+func secretTemplateValues(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "k8s", "secret.example.yaml"))
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(BMCIS_[A-Z_]*TOKEN(?:_SHA256)?): (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+		out[m[1]] = m[2]
+	}
+	require.Contains(t, out, "BMCIS_READ_TOKEN", "the template's values were read")
+	return out
+}
+
+// Every credential and credential digest the repository publishes is refused
+// outside development, with a message naming the variable and not the value.
+func TestPublishedCredentialsRefused(t *testing.T) {
+	digest := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	digests := map[string]string{ // variable -> published digest
+		"STACKTEST_READ_UPPER": strings.ToUpper(digest("stacktest-read-credential-0123456789abcdef")),
+	}
+	secrets := map[string]string{}
+	for k, v := range secretTemplateValues(t) {
+		if strings.HasSuffix(k, "_TOKEN") {
+			digests["TEMPLATE_"+k+"_DIGEST"] = digest(v)
+		}
+		digests["TEMPLATE_"+k] = v // the template's digest placeholders
+	}
+	for k, v := range devOverlayLiterals(t) {
+		switch {
+		case strings.HasSuffix(k, "_SHA256"):
+			digests[k] = v
+		case strings.HasSuffix(k, "_TOKEN"): // a caller credential: the services hold its digest
+			secrets[k] = v
+			digests[k+"_DIGEST"] = digest(v)
+		case strings.Contains(k, "SECRET"), strings.Contains(k, "PASSWORD"):
+			secrets[k] = v
+		}
+	}
+	require.Contains(t, digests, "BMCIS_ADAPTER_TOKEN_SHA256")
+	for _, dev := range []bool{false, true} {
+		env := map[string]string{}
+		for k, v := range digests {
+			env[k] = v
+		}
+		for k, v := range secrets {
+			env[k] = v
+		}
+		if dev {
+			env[EnvAllowInsecureSecrets] = "true"
+		}
+		r := FromMap(env)
+		for k := range digests {
+			require.Equal(t, env[k], r.SecretDigest(k))
+		}
+		for k := range secrets {
+			r.Secret(k, true, 16)
+		}
+		if dev {
+			require.NoError(t, r.Err(), "the development flag accepts published values")
+			continue
+		}
+		msg := r.Err().Error()
+		for k := range digests {
+			require.Contains(t, msg, k+": is ", "%s is refused", k)
+		}
+		for k := range secrets {
+			require.Contains(t, msg, k+": is a published placeholder")
+		}
+		for _, v := range env {
+			require.NotContains(t, msg, v, "no value in the message")
+		}
+		require.Contains(t, msg, "BMCIS_READ_TOKEN_SHA256: is the digest of a published credential")
+	}
+
+	// A digest of a generated credential passes.
+	r := FromMap(map[string]string{"D": digest("3f9a1c0d5e7b2a4c6e8f0a1b3c5d7e9f")})
+	r.SecretDigest("D")
+	require.NoError(t, r.Err())
 }

@@ -73,14 +73,15 @@ var credentialEnv = map[rpcauth.Role]string{
 // CredentialEnv names the variable holding a role's credential digest.
 func CredentialEnv(r rpcauth.Role) string { return credentialEnv[r] }
 
-// loadCredentials reads each role's digest. Two roles sharing one credential
-// would give its holder both: refused outside development.
+// loadCredentials reads each role's digest. The digest of a published
+// credential (config.SecretDigest) would let anyone in, and two roles sharing
+// one credential would give its holder both: both refused outside development.
 func loadCredentials(env *config.Reader, required bool) rpcauth.Credentials {
 	creds := rpcauth.Credentials{}
 	seen := map[rpcauth.Digest]rpcauth.Role{}
 	for _, role := range rpcauth.Roles {
 		name := CredentialEnv(role)
-		v := env.String(name, "")
+		v := env.SecretDigest(name)
 		if v == "" {
 			continue
 		}

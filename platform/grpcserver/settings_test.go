@@ -9,6 +9,8 @@ import (
 	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
+const devReadDigest = "4f0caddd3ae07e7b2cd69195e2323aaf1b7381de9886af408a507ff88f92be4a"
+
 func TestLoadCredentials(t *testing.T) {
 	read := rpcauth.DigestOf("r").String()
 	ingest := rpcauth.DigestOf("i").String()
@@ -24,6 +26,11 @@ func TestLoadCredentials(t *testing.T) {
 		{"not a digest", map[string]string{"BMCIS_READ_TOKEN_SHA256": "hunter2"}, nil, "BMCIS_READ_TOKEN_SHA256: must be the SHA-256"},
 		{"one credential for two roles", map[string]string{"BMCIS_READ_TOKEN_SHA256": read, "BMCIS_ADMIN_TOKEN_SHA256": read}, nil,
 			"BMCIS_ADMIN_TOKEN_SHA256: is the same credential as BMCIS_READ_TOKEN_SHA256"},
+		// The dev overlay's published read credential, "dev-only-insecure-read-credential".
+		{"published digest", map[string]string{"BMCIS_READ_TOKEN_SHA256": devReadDigest}, nil,
+			"BMCIS_READ_TOKEN_SHA256: is the digest of a published credential"},
+		{"published digest, in development", map[string]string{"BMCIS_READ_TOKEN_SHA256": devReadDigest, config.EnvAllowInsecureSecrets: "true"},
+			rpcauth.Credentials{rpcauth.Read: rpcauth.DigestOf("dev-only-insecure-read-credential")}, ""},
 		{"shared, in development", map[string]string{"BMCIS_READ_TOKEN_SHA256": read, "BMCIS_ADMIN_TOKEN_SHA256": read, config.EnvAllowInsecureSecrets: "true"},
 			rpcauth.Credentials{rpcauth.Read: rpcauth.DigestOf("r"), rpcauth.Admin: rpcauth.DigestOf("r")}, ""},
 	}
@@ -34,6 +41,7 @@ func TestLoadCredentials(t *testing.T) {
 			if tc.err != "" {
 				require.ErrorContains(t, env.Err(), tc.err)
 				require.NotContains(t, env.Err().Error(), "hunter2")
+				require.NotContains(t, env.Err().Error(), devReadDigest)
 				return
 			}
 			require.NoError(t, env.Err())

@@ -45,6 +45,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
@@ -60,13 +61,20 @@ const (
 // Caller credentials of every stack, one per role (platform/rpcauth):
 // ServiceToken is the read credential the gateway holds, AdapterToken the
 // MCP adapter's own, IngestToken bmcisctl's for writing, AdminToken key
-// management's. The services hold only their digests.
+// management's. The services hold only their digests. Being published here,
+// they and their digests are refused by every binary (platform/config's
+// placeholder check) unless BMCIS_ALLOW_INSECURE_SECRETS is set, which the
+// stack's environments do (devEnv).
 const (
 	ServiceToken = "stacktest-read-credential-0123456789abcdef"
 	AdapterToken = "stacktest-adapter-credential-0123456789abcdef"
 	IngestToken  = "stacktest-ingest-credential-0123456789abcdef"
 	AdminToken   = "stacktest-admin-credential-0123456789abcdef"
 )
+
+// devEnv marks the stack's processes as development ones, which accept the
+// published credentials above (config.EnvAllowInsecureSecrets).
+var devEnv = map[string]string{config.EnvAllowInsecureSecrets: "true"}
 
 // credentialDigests is the services' side of the stack's credentials.
 func credentialDigests() map[string]string {
@@ -292,6 +300,7 @@ func (s *Stack) env(name string, extra map[string]string) []string {
 		"BMCIS_LOG_LEVEL":        "info",
 	}
 	maps.Copy(vars, credentialDigests())
+	maps.Copy(vars, devEnv)
 	if r := os.Getenv(EnvRedisURL); r != "" && !s.opts.NoRedis && name == Auth {
 		vars["REDIS_URL"] = r
 	}
@@ -368,13 +377,15 @@ func (s *Stack) Close() {
 // ClientEnv is the environment a client of the stack needs (bmcisctl, the
 // MCP adapter, the gateway): the read credential in BMCIS_SERVICE_TOKEN
 // (what the adapter and the gateway hold), bmcisctl's ingest and admin
-// credentials, and each running service's address as BMCIS_<NAME>_ADDR.
+// credentials, the development flag that lets them through (devEnv), and
+// each running service's address as BMCIS_<NAME>_ADDR.
 func (s *Stack) ClientEnv() map[string]string {
 	out := map[string]string{
 		"BMCIS_SERVICE_TOKEN": ServiceToken,
 		"BMCIS_INGEST_TOKEN":  IngestToken,
 		"BMCIS_ADMIN_TOKEN":   AdminToken,
 	}
+	maps.Copy(out, devEnv)
 	for _, svc := range s.all() {
 		k := "BMCIS_" + strings.ToUpper(svc.Name) + "_ADDR"
 		if _, done := out[k]; !done {

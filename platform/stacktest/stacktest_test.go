@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/stacktest"
 )
 
@@ -95,4 +99,24 @@ func TestOwnStackKeysRestartAndDatabaseCut(t *testing.T) {
 	if auth.Running() {
 		t.Fatal("auth still running after Stop")
 	}
+}
+
+// The stack's credentials are published in this repository: every binary
+// refuses them, and their digests, unless the development flag is set, which
+// the stack's environments carry.
+func TestStackCredentialsAreRefusedOutsideDevelopment(t *testing.T) {
+	for _, tok := range []string{stacktest.ServiceToken, stacktest.AdapterToken, stacktest.IngestToken, stacktest.AdminToken} {
+		for _, dev := range []string{"", "true"} {
+			env := config.FromMap(map[string]string{"T": tok, "D": rpcauth.DigestOf(tok).String(), config.EnvAllowInsecureSecrets: dev})
+			env.Secret("T", true, 16)
+			env.SecretDigest("D")
+			if dev != "" {
+				require.NoError(t, env.Err())
+				continue
+			}
+			require.ErrorContains(t, env.Err(), "T: is a published placeholder")
+			require.ErrorContains(t, env.Err(), "D: is the digest of a published credential")
+		}
+	}
+	require.Equal(t, "true", (&stacktest.Stack{}).ClientEnv()[config.EnvAllowInsecureSecrets])
 }

@@ -137,6 +137,8 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 	vars := map[string]string{
 		adapterconfig.EnvServiceToken: r.token,
 		adapterconfig.EnvCursorSecret: "test-cursor-secret-0123456789abcdef0123456789",
+		// The stack's credentials are published ones (platform/stacktest).
+		config.EnvAllowInsecureSecrets: "true",
 	}
 	for k, v := range r.env {
 		vars[k] = v
