@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -17,9 +18,15 @@ import (
 // calling the backend for RetryInterval, so a dead Redis costs one timeout
 // per interval instead of one per call, then lets one call probe it. The
 // first success ends the degraded state, with no operator action.
+//
+// Each backend call ends before the caller's deadline (callBudget), so a
+// backend that hangs fails the call while the caller still waits for the
+// answer: the guard counts it and the failure mode answers, instead of every
+// call ending in the caller's own timeout, uncounted.
 type Guard struct {
 	backend  Limiter
 	failOpen bool
+	timeout  time.Duration
 	retry    time.Duration
 	clock    Clock
 	log      *slog.Logger
@@ -41,6 +48,10 @@ type GuardConfig struct {
 	// FailOpen allows calls while the backend is unreachable; otherwise they
 	// are refused.
 	FailOpen bool
+	// Timeout bounds each backend call (BMCIS_RATE_LIMIT_REDIS_TIMEOUT); the
+	// caller's remaining deadline bounds it further (callBudget). Zero: only
+	// the caller's deadline.
+	Timeout time.Duration
 	// RetryInterval is how long to wait before probing the backend again
 	// once degraded (default 1 s).
 	RetryInterval time.Duration
@@ -73,6 +84,7 @@ func NewGuard(backend Limiter, c GuardConfig) (*Guard, error) {
 	g := &Guard{
 		backend:   backend,
 		failOpen:  c.FailOpen,
+		timeout:   c.Timeout,
 		retry:     c.RetryInterval,
 		threshold: c.Threshold,
 		clock:     c.Clock,
@@ -109,21 +121,51 @@ func (g *Guard) Degraded() bool {
 
 // Allow implements Limiter. It returns an error only when ctx ended (the
 // caller gave up) or the backend said ErrBusy: neither says the backend is
-// unreachable.
+// unreachable. A backend call that runs out of its own budget does say so.
 func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
 	if !g.shouldTry() {
 		return g.fallback(), nil
 	}
-	d, err := g.backend.Allow(ctx, key, limits)
+	callCtx, cancel, budget := g.callContext(ctx)
+	defer cancel()
+	d, err := g.backend.Allow(callCtx, key, limits)
 	if err == nil {
 		g.up()
 		return d, nil
 	}
-	if ctx.Err() != nil || errors.Is(err, ErrBusy) {
+	if ctx.Err() != nil || budget < minBudget || errors.Is(err, ErrBusy) {
 		return Decision{}, err
 	}
 	g.down(err)
 	return g.fallback(), nil
+}
+
+const (
+	// callerShare is the part of the caller's remaining time a backend call
+	// may take; the rest is left for answering with the failure mode.
+	callerShare = 0.75
+	// minBudget is the shortest backend call whose failure says anything
+	// about the backend; a caller with less time left has all but given up.
+	minBudget = time.Millisecond
+)
+
+// callContext bounds one backend call: by the configured timeout, cut to
+// callerShare of the time left before ctx's deadline. It returns the budget
+// (unbounded: math.MaxInt64).
+func (g *Guard) callContext(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
+	budget := time.Duration(math.MaxInt64)
+	if g.timeout > 0 {
+		budget = g.timeout
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Duration(float64(time.Until(deadline))*callerShare))
+	}
+	if budget == math.MaxInt64 {
+		c, cancel := context.WithCancel(ctx)
+		return c, cancel, budget
+	}
+	c, cancel := context.WithTimeout(ctx, budget)
+	return c, cancel, budget
 }
 
 // shouldTry is true unless degraded and the next probe is not due yet; when

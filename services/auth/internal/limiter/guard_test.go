@@ -5,12 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
@@ -140,4 +145,132 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0
+}
+
+// blackhole is a TCP proxy to the test Redis that, while hang is set,
+// accepts connections and never answers on them, the way a Redis behind a
+// dropped route looks.
+type blackhole struct {
+	hang     atomic.Bool
+	upstream string
+	ln       net.Listener
+}
+
+func newBlackhole(t *testing.T, upstream string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	b := &blackhole{upstream: upstream, ln: ln}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	track := func(c net.Conn) { mu.Lock(); open = append(open, c); mu.Unlock() }
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			if b.hang.Load() {
+				conns.Go(func() { _, _ = io.Copy(io.Discard, c) })
+				continue
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			track(up)
+			conns.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
+			conns.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
+		}
+	}()
+	return b
+}
+
+// A Redis that hangs is counted even when every caller's deadline is far
+// shorter than the Redis timeout: each call is answered by the failure mode
+// before the caller's deadline, the guard degrades, and it recovers by
+// itself once Redis answers again.
+func TestGuardCountsAHangingBackendBeforeTheCallersDeadline(t *testing.T) {
+	opts, err := redis.ParseURL(os.Getenv("BMCIS_TEST_REDIS_URL"))
+	require.NoError(t, err, "BMCIS_TEST_REDIS_URL")
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("open=%v", failOpen), func(t *testing.T) {
+			hole := newBlackhole(t, opts.Addr)
+			hole.hang.Store(true)
+			o := *opts
+			o.Addr = hole.ln.Addr().String()
+			// As the auth service configures it, with the longest Redis timeout.
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second, 10*time.Second
+			o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+			client := redis.NewClient(&o)
+			t.Cleanup(func() { _ = client.Close() })
+			g, err := limiter.NewGuard(limiter.NewRedis(client, "guardtest:"+randomHex()+":"), limiter.GuardConfig{
+				FailOpen: failOpen, Timeout: 10 * time.Second, RetryInterval: 100 * time.Millisecond,
+				Log: slog.New(slog.DiscardHandler),
+			})
+			require.NoError(t, err)
+			lim := limiter.Limits{100, 1000, 10000}
+
+			for i := range 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				d, err := g.Allow(ctx, "k", lim)
+				cancel()
+				require.NoError(t, err, "call %d is answered before the caller's deadline", i)
+				require.True(t, d.Degraded)
+				require.Equal(t, failOpen, d.Allowed)
+			}
+			require.True(t, g.Degraded(), "a Redis that hangs counts as down")
+
+			hole.hang.Store(false)
+			require.Eventually(t, func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancel()
+				d, err := g.Allow(ctx, "k", lim)
+				return err == nil && !d.Degraded && d.Allowed
+			}, 5*time.Second, 20*time.Millisecond, "recovers by itself once Redis answers")
+			require.False(t, g.Degraded())
+		})
+	}
+}
+
+// A call that spends its whole budget waiting for a free connection says
+// nothing about Redis: it is ErrBusy, and the guard stays healthy.
+func TestGuardWaitingForAConnectionIsBusyNotDown(t *testing.T) {
+	opts, err := redis.ParseURL(os.Getenv("BMCIS_TEST_REDIS_URL"))
+	require.NoError(t, err, "BMCIS_TEST_REDIS_URL")
+	opts.PoolSize, opts.MaxRetries, opts.ContextTimeoutEnabled = 1, -1, true
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	held := client.Conn() // takes the only connection until closed
+	require.NoError(t, held.Ping(context.Background()).Err())
+	g, err := limiter.NewGuard(limiter.NewRedis(client, "guardtest:"+randomHex()+":"), limiter.GuardConfig{
+		Timeout: 10 * time.Second, Log: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	lim := limiter.Limits{100, 1000, 10000}
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := g.Allow(ctx, "k", lim)
+		cancel()
+		require.ErrorIs(t, err, limiter.ErrBusy)
+	}
+	require.False(t, g.Degraded(), "local overload is not an unreachable Redis")
+
+	require.NoError(t, held.Close())
+	d, err := g.Allow(context.Background(), "k", lim)
+	require.NoError(t, err)
+	require.False(t, d.Degraded)
+	require.True(t, d.Allowed)
 }

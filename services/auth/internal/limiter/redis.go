@@ -139,9 +139,12 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 		args = append(args, t.Name, windowMicros(i), limits[i])
 	}
 	res, err := script.Run(ctx, r.client, []string{r.prefix + key}, args...).Int64Slice()
-	if errors.Is(err, redis.ErrPoolTimeout) {
-		// Every connection was busy: this process is overloaded, which says
-		// nothing about Redis.
+	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		// Every connection was busy (for PoolTimeout, or for the whole of
+		// ctx's time: the client reports the context's own error only while
+		// waiting for a connection; a Redis that does not answer in time is
+		// an i/o timeout): this process is overloaded, which says nothing
+		// about Redis.
 		return Decision{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if err != nil {

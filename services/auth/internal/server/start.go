@@ -114,7 +114,7 @@ func newLimiter(cfg Config, srv *grpcserver.Server) (limiter.Limiter, func(), er
 		mode = "open"
 	}
 	g, err := limiter.NewGuard(limiter.NewRedis(client, cfg.RedisPrefix, ropts...), limiter.GuardConfig{
-		FailOpen: cfg.FailOpen, RetryInterval: cfg.RedisRetry, Log: log, Registerer: srv.Registry(),
+		FailOpen: cfg.FailOpen, Timeout: cfg.RedisTimeout, RetryInterval: cfg.RedisRetry, Log: log, Registerer: srv.Registry(),
 	})
 	if err != nil {
 		_ = client.Close()
