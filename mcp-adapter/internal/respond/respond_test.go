@@ -136,7 +136,7 @@ func TestExceeded(t *testing.T) {
 func TestFailure(t *testing.T) {
 	r := &respond.Responder{Thresholds: warnings.Defaults}
 	c := call(render.JSON)
-	res := r.Failure(c, apierr.NewInvalidFields([]string{"x"}, "metadata", []string{"chunk_id"}))
+	res := r.Failure(c, apierr.NewInvalidFields([]string{"x"}, 0, "metadata", []string{"chunk_id"}))
 	require.True(t, res.IsError)
 	env, _ := decode(t, res)
 	md := env["_metadata"].(map[string]any)

@@ -674,6 +674,15 @@ func TestErrorCodes(t *testing.T) {
 		{name: "vendor name too long", tool: tools.ToolFindVendorInfo, code: "INVALID_PARAMS", args: map[string]any{"vendor_name": strings.Repeat("v", 201)}},
 		{name: "invalid fields", tool: tools.ToolSemanticSearch, code: "INVALID_FIELDS", args: map[string]any{"query": "x", "response_mode": "ids_only", "fields": []any{"source_file"}}},
 		{name: "invalid cursor", tool: tools.ToolSemanticSearch, code: "INVALID_CURSOR", args: map[string]any{"query": "x", "cursor": "abc.def"}},
+		{name: "too many fields", tool: tools.ToolSemanticSearch, code: "INVALID_PARAMS", args: map[string]any{"query": "x", "fields": manyNames(60_000)},
+			check: func(t *testing.T, a answer) {
+				require.Equal(t, fmt.Sprintf("Invalid request parameters: fields must hold at most %d names (got 60000)", projection.MaxRequestedFields), a.errObj()["message"])
+			}},
+		{name: "too many fields, no key", key: "-", tool: tools.ToolGetChunks, code: "AUTH_REQUIRED", args: map[string]any{"chunk_ids": ids, "fields": manyNames(60_000)}},
+		{name: "many invalid fields", tool: tools.ToolGetChunks, code: "INVALID_FIELDS", args: map[string]any{"chunk_ids": ids, "fields": manyNames(projection.MaxRequestedFields)},
+			check: func(t *testing.T, a answer) {
+				require.Equal(t, fmt.Sprintf("Fields ['field0', 'field1', 'field2', 'field3', 'field4'] and %d more not available in 'full' mode", projection.MaxRequestedFields-5), a.errObj()["message"])
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -710,6 +719,15 @@ func TestErrorCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyNames are n distinct field names no mode has.
+func manyNames(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("field%d", i)
+	}
+	return out
 }
 
 func manyIDs(n int) []any {
