@@ -42,17 +42,21 @@ func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 	if a.err != nil {
 		return p, a.err
 	}
+	// The length first: nothing more is done with a list over the cap
+	// (this runs before the caller is authenticated).
+	if len(ids) == 0 || len(ids) > MaxChunkIDs {
+		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold 1 to %d ids (got %d)", MaxChunkIDs, len(ids)),
+			fmt.Sprintf("Pass at most %d chunk_id values of the results you want to read per call.", MaxChunkIDs))
+	}
+	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		if id <= 0 {
 			return p, apierr.NewInvalidParams("chunk_ids", "must hold positive ids", "Use chunk_id values from semantic_search results.")
 		}
-		if !slices.Contains(p.ids, id) {
+		if !seen[id] {
+			seen[id] = true
 			p.ids = append(p.ids, id)
 		}
-	}
-	if len(p.ids) == 0 || len(p.ids) > MaxChunkIDs {
-		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold 1 to %d ids", MaxChunkIDs),
-			"Pass the chunk_id values of the results you want to read.")
 	}
 	return p, nil
 }

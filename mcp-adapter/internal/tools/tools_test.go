@@ -670,6 +670,10 @@ func TestErrorCodes(t *testing.T) {
 		{name: "bad mode", tool: tools.ToolFindVendorInfo, code: "INVALID_PARAMS", args: map[string]any{"vendor_name": "x", "response_mode": "everything"}},
 		{name: "bad format", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": ids, "format": "html"}},
 		{name: "too many ids", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": manyIDs(101)}},
+		{name: "far too many ids", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": manyIDs(140_000)},
+			check: func(t *testing.T, a answer) {
+				require.Equal(t, "Invalid request parameters: chunk_ids must hold 1 to 100 ids (got 140000)", a.errObj()["message"])
+			}},
 		{name: "negative id", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": []any{-3}}},
 		{name: "vendor name too long", tool: tools.ToolFindVendorInfo, code: "INVALID_PARAMS", args: map[string]any{"vendor_name": strings.Repeat("v", 201)}},
 		{name: "invalid fields", tool: tools.ToolSemanticSearch, code: "INVALID_FIELDS", args: map[string]any{"query": "x", "response_mode": "ids_only", "fields": []any{"source_file"}}},
