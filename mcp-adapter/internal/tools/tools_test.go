@@ -221,6 +221,37 @@ func TestGetChunksDefaultsToFullAndReportsMissing(t *testing.T) {
 	checkTokens(t, a)
 }
 
+// TestGetChunksManyMissingFitsTheBudget: an answer with nothing to trim
+// (every id unknown) still keeps to the budget: the unknown ids are listed
+// up to a bound and counted.
+func TestGetChunksManyMissingFitsTheBudget(t *testing.T) {
+	h := newReal(t, withConfig("MAX_TOKENS_PER_RESPONSE", "1000"))
+	unknown := make([]any, tools.MaxChunkIDs)
+	for i := range unknown {
+		unknown[i] = 987_000_000 + i
+	}
+	for _, format := range formats {
+		t.Run(format, func(t *testing.T) {
+			a := h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": unknown, "format": format})
+			checkTokens(t, a)
+			require.LessOrEqual(t, int(a.execution()["tokens_used"].(float64)), 1000)
+			require.Equal(t, "partial", a.status())
+			require.Empty(t, a.results())
+			msg := a.env["warnings"].([]any)[0].(map[string]any)["message"].(string)
+			require.Equal(t, fmt.Sprintf("Chunks not found: %s and %d more (%d of %d)",
+				joinAny(unknown[:tools.MaxListedMissing]), tools.MaxChunkIDs-tools.MaxListedMissing, tools.MaxChunkIDs, tools.MaxChunkIDs), msg)
+		})
+	}
+}
+
+func joinAny(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func TestFindVendorInfoModesAndFormats(t *testing.T) {
 	h := newReal(t)
 	for _, vendor := range []string{"Globex Corporation", BigVendor} {
