@@ -150,18 +150,27 @@ func NewInvalidParams(param, problem, suggestion string) *Error {
 	return e
 }
 
-// NewInvalidFields is the answer to fields outside the mode's whitelist.
-func NewInvalidFields(invalid []string, mode string, allowed []string) *Error {
+// NewInvalidFields is the answer to fields outside the mode's whitelist:
+// invalid are the names quoted, more how many other invalid names there
+// were.
+func NewInvalidFields(invalid []string, more int, mode string, allowed []string) *Error {
 	quoted := make([]string, len(invalid))
 	for i, f := range invalid {
 		quoted[i] = "'" + f + "'"
 	}
+	andMore := ""
+	if more > 0 {
+		andMore = fmt.Sprintf(" and %d more", more)
+	}
 	e := newErr(InvalidFields, false,
-		fmt.Sprintf("Fields [%s] not available in '%s' mode", strings.Join(quoted, ", "), mode),
+		fmt.Sprintf("Fields [%s]%s not available in '%s' mode", strings.Join(quoted, ", "), andMore, mode),
 		"Request only fields from allowed_fields, or choose a richer response_mode.")
 	e.StatusMessage = "Invalid fields for response_mode"
 	e.allowedFields = allowed
 	e.Details = map[string]any{"invalid_fields": invalid, "response_mode": mode, "allowed_fields": allowed}
+	if more > 0 {
+		e.Details["more_invalid_fields"] = more
+	}
 	return e
 }
 

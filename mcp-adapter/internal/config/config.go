@@ -5,7 +5,6 @@ package config
 
 import (
 	"crypto/rand"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/oauthscope"
 	"github.com/bmcis/knowledge/platform/origin"
+	"github.com/bmcis/knowledge/platform/weburl"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
@@ -203,9 +203,10 @@ func Load(env *config.Reader) Config {
 	}
 	if bridge {
 		c.Mode = ModeBridge
-		u, err := url.Parse(mcpURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			env.Failf(EnvMCPURL, "must be the endpoint's http(s) URL, such as https://kb.example.com/mcp")
+		// The user's API key travels with every request: never in clear
+		// text over a network.
+		if !weburl.Secure(mcpURL) {
+			env.Failf(EnvMCPURL, "must be the endpoint's https URL, such as https://kb.example.com/mcp (http only on loopback: the API key must not cross a network unencrypted)")
 		}
 		if c.Transport != TransportStdio {
 			env.Failf(EnvTransport, "must be stdio when %s is set (bridge mode)", EnvMCPURL)
@@ -282,30 +283,16 @@ func loadOAuth(env *config.Reader, transport string) OAuthConfig {
 	if transport != TransportHTTP {
 		env.Failf(EnvOAuthIssuer, "needs %s=http (OAuth protects the HTTP endpoint)", EnvTransport)
 	}
-	if !webURL(o.Issuer) {
+	if !weburl.Secure(o.Issuer) {
 		env.Failf(EnvOAuthIssuer, "must be the issuer's https URL (http only on loopback), exactly as in its tokens")
 	}
 	if o.Resource == "" {
 		env.Failf(EnvOAuthResource, "is required with %s: this endpoint's public URL, such as https://kb.example.com/mcp", EnvOAuthIssuer)
-	} else if u, err := url.Parse(o.Resource); err != nil || !webURL(o.Resource) || u.Fragment != "" || u.RawQuery != "" {
+	} else if u, err := url.Parse(o.Resource); err != nil || !weburl.Secure(o.Resource) || u.Fragment != "" || u.RawQuery != "" {
 		env.Failf(EnvOAuthResource, "must be this endpoint's https URL without query or fragment (http only on loopback)")
 	}
-	if o.JWKSURL != "" && !webURL(o.JWKSURL) {
+	if o.JWKSURL != "" && !weburl.Secure(o.JWKSURL) {
 		env.Failf(EnvOAuthJWKSURL, "must be an https URL (http only on loopback)")
 	}
 	return o
-}
-
-// webURL accepts https URLs, and http ones on loopback (tests, local runs).
-func webURL(s string) bool {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.User != nil {
-		return false
-	}
-	if u.Scheme == "https" {
-		return true
-	}
-	h := u.Hostname()
-	ip := net.ParseIP(h)
-	return u.Scheme == "http" && (h == "localhost" || (ip != nil && ip.IsLoopback()))
 }

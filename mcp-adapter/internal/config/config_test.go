@@ -107,3 +107,35 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		})
 	}
 }
+
+// TestBridgeURL: the bridge sends the user's API key to BMCIS_MCP_URL with
+// every request, so the URL must be https, or http only on loopback.
+func TestBridgeURL(t *testing.T) {
+	cases := []struct {
+		url string
+		ok  bool
+	}{
+		{"https://kb.example.com/mcp", true},
+		{"http://127.0.0.1:8090/mcp", true},
+		{"http://localhost:8090/mcp", true},
+		{"http://[::1]:8090/mcp", true},
+		{"http://kb.example.com/mcp", false},
+		{"http://192.168.1.20:8090/mcp", false},
+		{"https://alice:secret@kb.example.com/mcp", false},
+		{"kb.example.com/mcp", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.url, func(t *testing.T) {
+			env := platform.FromMap(map[string]string{config.EnvMCPURL: tc.url, config.EnvAPIKey: "bmcis_key"})
+			c := config.Load(env)
+			if tc.ok {
+				require.NoError(t, env.Err())
+				require.Equal(t, config.ModeBridge, c.Mode)
+				return
+			}
+			require.ErrorContains(t, env.Err(), config.EnvMCPURL+": must be the endpoint's https URL")
+			require.ErrorContains(t, env.Err(), "http only on loopback")
+			require.NotContains(t, env.Err().Error(), "secret", "the URL's credentials are not echoed")
+		})
+	}
+}

@@ -85,6 +85,23 @@ func dedupe(values []string) []string {
 	return out
 }
 
+// Offered returns the option of ni that value names (ignoring case and
+// surrounding space), spelled as offered; when ni offered no option, any
+// value. A form answer keeps to the enum it was given, but a client may
+// make up the answer it sends with a retry, so callers check it.
+func Offered(ni *envelope.NeedsInput, value string) (string, bool) {
+	value = strings.TrimSpace(value)
+	if len(ni.Options) == 0 {
+		return value, true
+	}
+	for _, o := range ni.Options {
+		if strings.EqualFold(o.Value, value) {
+			return o.Value, true
+		}
+	}
+	return "", false
+}
+
 // Outcome is the result of Ask.
 type Outcome int
 

@@ -47,3 +47,27 @@ func TestAskWithoutCapability(t *testing.T) {
 	require.Empty(t, v)
 	require.Nil(t, res)
 }
+
+func TestOffered(t *testing.T) {
+	ambiguous := needsinput.AmbiguousVendor("acme", []string{"Acme Corp", "ACME Inc"})
+	free := needsinput.VendorNotFound("Xyz", nil)
+	for _, tc := range []struct {
+		name   string
+		ni     *envelope.NeedsInput
+		answer string
+		want   string
+		ok     bool
+	}{
+		{"offered", ambiguous, "Acme Corp", "Acme Corp", true},
+		{"offered in other case and spacing", ambiguous, "  acme inc ", "ACME Inc", true},
+		{"not offered", ambiguous, "Megacorp", "", false},
+		{"prefix of an offered name", ambiguous, "Acme", "", false},
+		{"nothing offered: free text", free, " Xyz Ltd ", "Xyz Ltd", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := needsinput.Offered(tc.ni, tc.answer)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}

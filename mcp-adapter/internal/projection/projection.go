@@ -4,8 +4,8 @@
 package projection
 
 import (
+	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -19,28 +19,54 @@ import (
 // SnippetLength is the maximum length of chunk_snippet, in characters.
 const SnippetLength = 200
 
+// MaxRequestedFields bounds the fields list: every field of a result kind
+// fits twice over. A longer list is refused before anything else is done
+// with it (the check runs before the caller is authenticated).
+const MaxRequestedFields = 32
+
+// An INVALID_FIELDS answer quotes at most maxListedInvalid names, each cut
+// to maxQuotedName characters, and counts the rest: the answer stays small
+// whatever was asked.
+const (
+	maxListedInvalid = 5
+	maxQuotedName    = 64
+)
+
 // Select narrows a mode's whitelist to the requested fields. No request
 // (nil or empty) keeps the whole whitelist. Fields keep whitelist order and
-// duplicates collapse. A field outside the whitelist is an INVALID_FIELDS
-// error that lists the allowed ones.
+// duplicates collapse. More than MaxRequestedFields names is INVALID_PARAMS;
+// a field outside the whitelist is an INVALID_FIELDS error that lists the
+// allowed ones. Linear in the request.
 func Select(allowed []string, requested []string, mode Mode) ([]string, *apierr.Error) {
 	if len(requested) == 0 {
 		return allowed, nil
 	}
-	var invalid []string
+	if len(requested) > MaxRequestedFields {
+		return nil, apierr.NewInvalidParams("fields",
+			fmt.Sprintf("must hold at most %d names (got %d)", MaxRequestedFields, len(requested)),
+			"List only the fields you need, or leave fields out for all of the mode's.")
+	}
+	ok := make(map[string]bool, len(allowed))
+	for _, f := range allowed {
+		ok[f] = true
+	}
+	var listed []string
+	invalid := map[string]bool{}
 	want := make(map[string]bool, len(requested))
 	for _, f := range requested {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(allowed, f) {
-			if !slices.Contains(invalid, f) {
-				invalid = append(invalid, f)
+		switch {
+		case ok[f]:
+			want[f] = true
+		case !invalid[f]:
+			invalid[f] = true
+			if len(listed) < maxListedInvalid {
+				listed = append(listed, shorten(f, maxQuotedName))
 			}
-			continue
 		}
-		want[f] = true
 	}
 	if len(invalid) > 0 {
-		return nil, apierr.NewInvalidFields(invalid, string(mode), allowed)
+		return nil, apierr.NewInvalidFields(listed, len(invalid)-len(listed), string(mode), allowed)
 	}
 	out := make([]string, 0, len(want))
 	for _, f := range allowed {
@@ -49,6 +75,14 @@ func Select(allowed []string, requested []string, mode Mode) ([]string, *apierr.
 		}
 	}
 	return out, nil
+}
+
+// shorten cuts s to n characters, marking the cut with "...".
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "..."
 }
 
 // Score rounds a 0..1 score to three decimals: cl100k spends a token per

@@ -1,6 +1,8 @@
 package projection_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +118,60 @@ func TestSelect(t *testing.T) {
 	e := err.Envelope()
 	require.Equal(t, allowed, e.AllowedFields)
 	require.Equal(t, allowed, e.Details["allowed_fields"])
+}
+
+func TestSelectBounds(t *testing.T) {
+	allowed := projection.SearchFields(projection.Metadata)
+	names := func(n int, prefix string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%d", prefix, i)
+		}
+		return out
+	}
+	for _, kind := range []projection.Kind{projection.SearchResult, projection.ChunkResult} {
+		require.LessOrEqual(t, 2*len(projection.AllFields(kind)), projection.MaxRequestedFields,
+			"every field of a result fits the cap twice over")
+	}
+	cases := []struct {
+		name      string
+		requested []string
+		code      apierr.Code
+		message   string
+		listed    []string
+		more      any
+	}{
+		{name: "every field twice", requested: append(slices.Clone(allowed), allowed...)},
+		{name: "over the cap", requested: names(60_000, "f"), code: apierr.InvalidParams,
+			message: fmt.Sprintf("Invalid request parameters: fields must hold at most %d names (got 60000)", projection.MaxRequestedFields)},
+		{name: "one over the cap", requested: names(projection.MaxRequestedFields+1, "f"), code: apierr.InvalidParams,
+			message: fmt.Sprintf("Invalid request parameters: fields must hold at most %d names (got %d)", projection.MaxRequestedFields, projection.MaxRequestedFields+1)},
+		{name: "many invalid: a few listed", requested: append([]string{"chunk_id"}, names(20, "x")...), code: apierr.InvalidFields,
+			message: "Fields ['x0', 'x1', 'x2', 'x3', 'x4'] and 15 more not available in 'metadata' mode",
+			listed:  []string{"x0", "x1", "x2", "x3", "x4"}, more: 15},
+		{name: "duplicate invalid counted once", requested: []string{"x", "x", "y", "x"}, code: apierr.InvalidFields,
+			message: "Fields ['x', 'y'] not available in 'metadata' mode", listed: []string{"x", "y"}},
+		{name: "long name shortened", requested: []string{strings.Repeat("z", 5000)}, code: apierr.InvalidFields,
+			message: "Fields ['" + strings.Repeat("z", 64) + "...'] not available in 'metadata' mode",
+			listed:  []string{strings.Repeat("z", 64) + "..."}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := projection.Select(allowed, tc.requested, projection.Metadata)
+			if tc.code == "" {
+				require.Nil(t, err)
+				require.Equal(t, allowed, got)
+				return
+			}
+			require.NotNil(t, err)
+			require.Equal(t, tc.code, err.Code)
+			require.Equal(t, tc.message, err.Message)
+			if tc.listed != nil {
+				require.Equal(t, tc.listed, err.Details["invalid_fields"])
+				require.Equal(t, tc.more, err.Details["more_invalid_fields"])
+			}
+		})
+	}
 }
 
 func TestSnippet(t *testing.T) {

@@ -92,6 +92,9 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 	target := limit
 	var out *render.Output
 	measuredMin := false
+	// warnable turns false when only the warning's own words would put an
+	// answer with nothing left to trim over the budget: it goes without.
+	warnable := true
 	for attempt := 0; ; attempt++ {
 		r.fill(call, env)
 		// Once the smallest answer was measured to fit, estimates no longer
@@ -122,7 +125,7 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 				// until the answer carrying it has the count it states, and
 				// dropped if trimming brought the answer under the threshold.
 				switch {
-				case used > r.Thresholds.WarnAt():
+				case used > r.Thresholds.WarnAt() && warnable:
 					w := warnings.NewTokenLimitWarning(used, limit, content.NearLimit())
 					if near == nil || near.Message != w.Message {
 						near = &w
@@ -137,11 +140,15 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 			}
 			break
 		}
-		if units > 0 && k <= content.MinUnits() {
+		if units == 0 || k <= content.MinUnits() {
+			if near != nil {
+				near, warnable = nil, false
+				keep(k)
+				continue
+			}
+			// Nothing left to trim: an answer over the budget is refused,
+			// never sent.
 			return r.exceeded(call, env, content)
-		}
-		if units == 0 || k == 0 || attempt >= 8 {
-			break // nothing left to trim: answer as is
 		}
 		// The estimate was low: tighten the target by the observed error
 		// and make sure at least one unit goes.
@@ -172,7 +179,7 @@ func (r *Responder) maxFit(call *Call, env *envelope.Envelope, keep func(int), h
 }
 
 // exceeded answers TOKEN_LIMIT_EXCEEDED with the measured size of the
-// smallest useful answer.
+// smallest useful answer (with no units, of the answer without results).
 func (r *Responder) exceeded(call *Call, env *envelope.Envelope, content Content) *mcp.CallToolResult {
 	limit := r.Thresholds.MaxTokens
 	content.Keep(env, content.MinUnits())

@@ -133,10 +133,68 @@ func TestExceeded(t *testing.T) {
 	require.Empty(t, env["results"])
 }
 
+// bulky is a Content with no units to drop and a warning of the given
+// size: nothing can be trimmed.
+type bulky struct{ words int }
+
+func (b bulky) Units() int    { return 0 }
+func (b bulky) MinUnits() int { return 0 }
+func (b bulky) Keep(env *envelope.Envelope, _ int) {
+	env.Results = []envelope.Object{}
+	env.Warnings = []envelope.Warning{warnings.NewPartialResults(strings.Repeat("alpha beta gamma ", b.words/3+1), "s")}
+	env.Metadata.Status = envelope.StatusPartial
+}
+func (b bulky) Exceeded(needed, limit int) string { return "ask for less" }
+func (b bulky) NearLimit() string                 { return "less" }
+
+// TestNothingToTrim: an answer without units either fits the budget or is
+// TOKEN_LIMIT_EXCEEDED; it never goes over.
+func TestNothingToTrim(t *testing.T) {
+	r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: 1000, WarnRatio: 0.8}}
+	for _, f := range render.Formats {
+		t.Run(string(f), func(t *testing.T) {
+			c := call(f)
+			env, used := decode(t, r.Success(c, c.NewEnvelope(), bulky{words: 100}))
+			require.Equal(t, "partial", env["_metadata"].(map[string]any)["status"])
+			require.LessOrEqual(t, used, 1000)
+
+			c = call(f)
+			res := r.Success(c, c.NewEnvelope(), bulky{words: 2000})
+			env, used = decode(t, res)
+			require.True(t, res.IsError)
+			require.LessOrEqual(t, used, 1000)
+			e := env["error"].(map[string]any)
+			require.Equal(t, "TOKEN_LIMIT_EXCEEDED", e["code"])
+			require.Equal(t, "ask for less", e["suggestion"])
+			require.Greater(t, e["details"].(map[string]any)["tokens_needed"], float64(1000))
+		})
+	}
+	// Every size on the way: within the budget, or refused. Close to the
+	// limit, the answer that fits only without TOKEN_LIMIT_WARNING goes
+	// without it.
+	unwarned := 0
+	for words := 0; words <= 1500; words += 20 {
+		for _, f := range render.Formats {
+			c := call(f)
+			res := r.Success(c, c.NewEnvelope(), bulky{words: words})
+			env, used := decode(t, res)
+			require.LessOrEqual(t, used, 1000, "%d words, %s", words, f)
+			if res.IsError {
+				require.Equal(t, "TOKEN_LIMIT_EXCEEDED", env["error"].(map[string]any)["code"])
+				continue
+			}
+			if used > 800 && !contains(codes(env), "TOKEN_LIMIT_WARNING") {
+				unwarned++
+			}
+		}
+	}
+	require.Positive(t, unwarned, "some size fits only without the warning")
+}
+
 func TestFailure(t *testing.T) {
 	r := &respond.Responder{Thresholds: warnings.Defaults}
 	c := call(render.JSON)
-	res := r.Failure(c, apierr.NewInvalidFields([]string{"x"}, "metadata", []string{"chunk_id"}))
+	res := r.Failure(c, apierr.NewInvalidFields([]string{"x"}, 0, "metadata", []string{"chunk_id"}))
 	require.True(t, res.IsError)
 	env, _ := decode(t, res)
 	md := env["_metadata"].(map[string]any)

@@ -25,6 +25,11 @@ import (
 // MaxChunkIDs bounds chunk_ids.
 const MaxChunkIDs = 100
 
+// MaxListedMissing bounds the unknown ids a get_chunks answer lists (the
+// rest are counted): a list of unknown ids has nothing the token budget
+// could trim.
+const MaxListedMissing = 10
+
 type chunksParams struct {
 	ids    []int64
 	mode   projection.Mode
@@ -42,17 +47,21 @@ func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 	if a.err != nil {
 		return p, a.err
 	}
+	// The length first: nothing more is done with a list over the cap
+	// (this runs before the caller is authenticated).
+	if len(ids) == 0 || len(ids) > MaxChunkIDs {
+		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold 1 to %d ids (got %d)", MaxChunkIDs, len(ids)),
+			fmt.Sprintf("Pass at most %d chunk_id values of the results you want to read per call.", MaxChunkIDs))
+	}
+	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		if id <= 0 {
 			return p, apierr.NewInvalidParams("chunk_ids", "must hold positive ids", "Use chunk_id values from semantic_search results.")
 		}
-		if !slices.Contains(p.ids, id) {
+		if !seen[id] {
+			seen[id] = true
 			p.ids = append(p.ids, id)
 		}
-	}
-	if len(p.ids) == 0 || len(p.ids) > MaxChunkIDs {
-		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold 1 to %d ids", MaxChunkIDs),
-			"Pass the chunk_id values of the results you want to read.")
 	}
 	return p, nil
 }
@@ -116,6 +125,15 @@ func joinIDs(ids []int64) string {
 	return strings.Join(parts, ", ")
 }
 
+// listIDs lists at most n of ids; a longer list ends with how many more
+// there were and the count against asked.
+func listIDs(ids []int64, n, asked int) string {
+	if len(ids) <= n {
+		return joinIDs(ids)
+	}
+	return fmt.Sprintf("%s and %d more (%d of %d)", joinIDs(ids[:n]), len(ids)-n, len(ids), asked)
+}
+
 func idsHash(ids []int64) string {
 	h := sha256.New()
 	var b [8]byte
@@ -147,7 +165,7 @@ func (c *chunksContent) Keep(env *envelope.Envelope, k int) {
 	var notes []string
 	if len(c.reply.missing) > 0 {
 		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
-			"Chunks not found: "+joinIDs(c.reply.missing),
+			"Chunks not found: "+listIDs(c.reply.missing, MaxListedMissing, len(c.p.ids)),
 			"Use chunk_id values from recent semantic_search results; chunks of deleted or re-ingested documents no longer exist."))
 		notes = append(notes, fmt.Sprintf("%d of %d chunks not found", len(c.reply.missing), len(c.p.ids)))
 	}
@@ -174,6 +192,9 @@ func (c *chunksContent) NearLimit() string {
 }
 
 func (c *chunksContent) Exceeded(needed, limit int) string {
+	if len(c.reply.chunks) == 0 {
+		return fmt.Sprintf("Even without chunks the answer needs about %d tokens; request fewer chunk_ids per call.", needed)
+	}
 	first := c.reply.chunks[0]
 	preview := tokens.Count(mustJSON(projection.Chunk(first, projection.ChunkFields(projection.Preview))))
 	return fmt.Sprintf("Chunk %d alone needs about %d tokens in '%s' mode, over the %d-token limit; 'preview' mode shows it in about %d tokens.",

@@ -361,6 +361,9 @@ func lighterAdvice(mode projection.Mode, pageSize int) string {
 // Exceeded measures, with the real tokenizer, what this page costs in each
 // lighter mode and suggests the richest one that fits.
 func (c *searchContent) Exceeded(needed, limit int) string {
+	if len(c.page.Hits) == 0 {
+		return fmt.Sprintf("Even without results the answer needs about %d tokens, over the %d-token limit; use 'ids_only' mode.", needed, limit)
+	}
 	suggestion := fmt.Sprintf("One result in '%s' mode needs about %d tokens, over the %d-token limit.", c.p.mode, needed, limit)
 	overhead := max(needed-pageTokens(c.page.Hits[:1], projection.SearchFields(c.p.mode)), 0)
 	for m, ok := projection.Lighter(c.p.mode); ok; m, ok = projection.Lighter(m) {

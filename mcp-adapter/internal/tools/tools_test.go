@@ -221,6 +221,37 @@ func TestGetChunksDefaultsToFullAndReportsMissing(t *testing.T) {
 	checkTokens(t, a)
 }
 
+// TestGetChunksManyMissingFitsTheBudget: an answer with nothing to trim
+// (every id unknown) still keeps to the budget: the unknown ids are listed
+// up to a bound and counted.
+func TestGetChunksManyMissingFitsTheBudget(t *testing.T) {
+	h := newReal(t, withConfig("MAX_TOKENS_PER_RESPONSE", "1000"))
+	unknown := make([]any, tools.MaxChunkIDs)
+	for i := range unknown {
+		unknown[i] = 987_000_000 + i
+	}
+	for _, format := range formats {
+		t.Run(format, func(t *testing.T) {
+			a := h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": unknown, "format": format})
+			checkTokens(t, a)
+			require.LessOrEqual(t, int(a.execution()["tokens_used"].(float64)), 1000)
+			require.Equal(t, "partial", a.status())
+			require.Empty(t, a.results())
+			msg := a.env["warnings"].([]any)[0].(map[string]any)["message"].(string)
+			require.Equal(t, fmt.Sprintf("Chunks not found: %s and %d more (%d of %d)",
+				joinAny(unknown[:tools.MaxListedMissing]), tools.MaxChunkIDs-tools.MaxListedMissing, tools.MaxChunkIDs, tools.MaxChunkIDs), msg)
+		})
+	}
+}
+
+func joinAny(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func TestFindVendorInfoModesAndFormats(t *testing.T) {
 	h := newReal(t)
 	for _, vendor := range []string{"Globex Corporation", BigVendor} {
@@ -670,10 +701,23 @@ func TestErrorCodes(t *testing.T) {
 		{name: "bad mode", tool: tools.ToolFindVendorInfo, code: "INVALID_PARAMS", args: map[string]any{"vendor_name": "x", "response_mode": "everything"}},
 		{name: "bad format", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": ids, "format": "html"}},
 		{name: "too many ids", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": manyIDs(101)}},
+		{name: "far too many ids", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": manyIDs(140_000)},
+			check: func(t *testing.T, a answer) {
+				require.Equal(t, "Invalid request parameters: chunk_ids must hold 1 to 100 ids (got 140000)", a.errObj()["message"])
+			}},
 		{name: "negative id", tool: tools.ToolGetChunks, code: "INVALID_PARAMS", args: map[string]any{"chunk_ids": []any{-3}}},
 		{name: "vendor name too long", tool: tools.ToolFindVendorInfo, code: "INVALID_PARAMS", args: map[string]any{"vendor_name": strings.Repeat("v", 201)}},
 		{name: "invalid fields", tool: tools.ToolSemanticSearch, code: "INVALID_FIELDS", args: map[string]any{"query": "x", "response_mode": "ids_only", "fields": []any{"source_file"}}},
 		{name: "invalid cursor", tool: tools.ToolSemanticSearch, code: "INVALID_CURSOR", args: map[string]any{"query": "x", "cursor": "abc.def"}},
+		{name: "too many fields", tool: tools.ToolSemanticSearch, code: "INVALID_PARAMS", args: map[string]any{"query": "x", "fields": manyNames(60_000)},
+			check: func(t *testing.T, a answer) {
+				require.Equal(t, fmt.Sprintf("Invalid request parameters: fields must hold at most %d names (got 60000)", projection.MaxRequestedFields), a.errObj()["message"])
+			}},
+		{name: "too many fields, no key", key: "-", tool: tools.ToolGetChunks, code: "AUTH_REQUIRED", args: map[string]any{"chunk_ids": ids, "fields": manyNames(60_000)}},
+		{name: "many invalid fields", tool: tools.ToolGetChunks, code: "INVALID_FIELDS", args: map[string]any{"chunk_ids": ids, "fields": manyNames(projection.MaxRequestedFields)},
+			check: func(t *testing.T, a answer) {
+				require.Equal(t, fmt.Sprintf("Fields ['field0', 'field1', 'field2', 'field3', 'field4'] and %d more not available in 'full' mode", projection.MaxRequestedFields-5), a.errObj()["message"])
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -710,6 +754,15 @@ func TestErrorCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyNames are n distinct field names no mode has.
+func manyNames(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("field%d", i)
+	}
+	return out
 }
 
 func manyIDs(n int) []any {

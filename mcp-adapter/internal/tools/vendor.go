@@ -41,11 +41,34 @@ func (s *Server) parseVendor(raw any) (vendorParams, *apierr.Error) {
 	if a.err != nil {
 		return p, a.err
 	}
-	if n := utf8.RuneCountInString(p.name); n == 0 || n > MaxVendorNameLength {
-		return p, apierr.NewInvalidParams("vendor_name", "must be 1-200 characters",
+	return p, checkVendorName(p.name)
+}
+
+// checkVendorName validates a vendor name, however it came: vendor_name or
+// an elicitation answer.
+func checkVendorName(name string) *apierr.Error {
+	if n := utf8.RuneCountInString(name); n == 0 || n > MaxVendorNameLength {
+		return apierr.NewInvalidParams("vendor_name", fmt.Sprintf("must be 1-%d characters", MaxVendorNameLength),
 			"Give the vendor's name; use semantic_search to find exact vendor names.")
 	}
-	return p, nil
+	return nil
+}
+
+// checkAnsweredVendor validates the vendor name answering ni and returns it
+// as offered. On the stateless transport the client sends the answer with
+// its retry, so it may hold anything: only one of the offered candidates
+// is taken (free text only when none was offered).
+func checkAnsweredVendor(ni *envelope.NeedsInput, value string) (string, *apierr.Error) {
+	if e := checkVendorName(value); e != nil {
+		return "", e
+	}
+	choice, ok := needsinput.Offered(ni, value)
+	if !ok {
+		return "", apierr.NewInvalidParams("vendor_name",
+			"answer must be one of the offered candidates: "+strings.Join(ni.NeedsInput.Suggestions["vendor_name"], ", "),
+			"Answer with one of the offered names, or call find_vendor_info again with another vendor_name.")
+	}
+	return choice, nil
 }
 
 func (s *Server) findVendorInfo(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -78,6 +101,8 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 	if perr != nil {
 		return s.resp.Failure(call, perr)
 	}
+	// Every later read is made for this key: inside its category scope.
+	ctx = info.scoped(ctx)
 
 	var resolved []envelope.Warning
 	if berr != nil {
@@ -88,7 +113,7 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 			if len(suggestions) == 0 {
 				suggestions, _ = s.clients.SuggestVendors(ctx, p.name, 5)
 			}
-			suggestions = s.addMentionedVendors(info.scoped(ctx), p.name, suggestions)
+			suggestions = s.addMentionedVendors(ctx, p.name, suggestions)
 			ni, e = needsinput.VendorNotFound(p.name, suggestions), apierr.NewVendorNotFound(p.name, suggestions)
 		} else if amb, ok := backend.IsAmbiguous(berr); ok {
 			ni, e = needsinput.AmbiguousVendor(p.name, amb.Candidates), apierr.NewVendorAmbiguous(p.name, amb.Candidates)
@@ -103,6 +128,9 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 		case needsinput.Pending:
 			return pending
 		case needsinput.Answered:
+			if value, e = checkAnsweredVendor(ni, value); e != nil {
+				return s.resp.Failure(call, e)
+			}
 			p.name = value
 			resolved = append(resolved, warnings.NewResolvedByElicitation("vendor_name", value))
 			v, berr = fetch(ctx, value)

@@ -1,14 +1,13 @@
 package server
 
 import (
-	"net"
-	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/ratelimit"
+	"github.com/bmcis/knowledge/platform/weburl"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
@@ -78,7 +77,7 @@ func LoadConfig(env *config.Reader) Config {
 		OAuthIssuers:   env.List("BMCIS_AUTH_OAUTH_ISSUERS", nil),
 	}
 	for _, iss := range c.OAuthIssuers {
-		if u, err := url.Parse(iss); err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) || u.Host == "" {
+		if !weburl.Secure(iss) {
 			env.Failf("BMCIS_AUTH_OAUTH_ISSUERS", "issuers must be https URLs (http only on loopback), got %q", iss)
 		}
 	}
@@ -96,13 +95,4 @@ func LoadConfig(env *config.Reader) Config {
 		}
 	}
 	return c
-}
-
-// isLoopback reports whether host is localhost or a loopback address.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
