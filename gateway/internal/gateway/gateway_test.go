@@ -148,6 +148,19 @@ func TestRequestErrorsMapToBadRequest(t *testing.T) {
 	r = s.do("POST", "/v1/search", `{"querry":"typo"}`, key(keyGood)...)
 	require.Equal(t, 400, r.status, "unknown fields are refused: %s", r.body)
 
+	// Anything but whitespace after the body's JSON value is refused, on
+	// every JSON route (one decoder), where a lax decoder read only the first.
+	for _, body := range []string{`{"query":"x"} trailing`, `{"query":"x"}{"query":"y"}`, `{"query":"x"} }`} {
+		r = s.do("POST", "/v1/search", body, key(keyGood)...)
+		require.Equal(t, 400, r.status, "%q: %s", body, r.body)
+		require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
+		require.Contains(t, r.errBody(t).Message, "after the JSON value")
+	}
+	r = s.do("POST", "/v1/keys", `{"name":"x"} 1`, HeaderAdminToken, testAdminToken)
+	require.Equal(t, 400, r.status, "%s", r.body)
+	r = s.do("POST", "/v1/search", "{\"query\":\"x\"} \r\n\t", key(keyGood)...)
+	require.Equal(t, 200, r.status, "trailing whitespace is fine: %s", r.body)
+
 	r = s.do("GET", "/v1/chunks?chunk_ids=abc", "", key(keyGood)...)
 	require.Equal(t, 400, r.status)
 
