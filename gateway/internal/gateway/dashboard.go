@@ -30,11 +30,15 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // routes assembles the whole HTTP surface.
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
-	local := func(method, path string, access Access, op string, h http.HandlerFunc) {
+	// rt is the route-table row of a local route that stands for an RPC
+	// (the upload): with it the shared error handling treats the route as
+	// the table says (admin codes, denial counts, the service's name).
+	handle := func(method, path string, access Access, op string, rt *Route, h http.HandlerFunc) {
 		route := method + " " + path
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			if rec := recorderFrom(r.Context()); rec != nil {
 				rec.route = route
+				rec.rt = rt
 			}
 			if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 				w.Header().Set("Allow", method)
@@ -50,6 +54,13 @@ func (g *Gateway) routes() http.Handler {
 			h(w, r2)
 		})
 	}
+	local := func(method, path string, access Access, op string, h http.HandlerFunc) {
+		handle(method, path, access, op, nil, h)
+	}
+	// localRPC serves a route of the table with the gateway's own code.
+	localRPC := func(rt Route, h http.HandlerFunc) {
+		handle(rt.Method, rt.Path, rt.Access, rt.Operation(), &rt, h)
+	}
 	local("GET", "/healthz", Public, "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -59,7 +70,9 @@ func (g *Gateway) routes() http.Handler {
 	local("GET", "/api/tools", Public, "", g.apiTools)
 	local("GET", "/api/config", APIKey, "rest.dashboard.config", g.apiConfig)
 	local("GET", "/api/stats", APIKey, "rest.dashboard.stats", g.apiStats)
-	local("POST", UploadPath, Admin, "", g.upload)
+	if rt, ok := routeFor(http.MethodPost, UploadPath); ok {
+		localRPC(rt, g.upload)
+	}
 	local("GET", "/openapi.json", Public, "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-cache")

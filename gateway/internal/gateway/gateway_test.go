@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -460,4 +461,26 @@ func TestUploadSendsBigFilesInParts(t *testing.T) {
 	s.search.mu.Lock()
 	defer s.search.mu.Unlock()
 	require.Equal(t, body, string(s.search.uploaded["big.txt"]))
+}
+
+// The upload route, served by the gateway itself, answers as every admin
+// route does: its row in the route table (IngestDocuments on search) gives
+// the shared error handling its codes, denial count and service name.
+func TestUploadAnswersAsAnAdminRoute(t *testing.T) {
+	s := newStack(t, nil)
+	invalid := s.gw.metrics.denials.WithLabelValues("ADMIN_TOKEN_INVALID")
+	before := testutil.ToFloat64(invalid)
+	r := s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, "wrong-token")
+	require.Equal(t, 401, r.status, "%s", r.body)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code, "the same code as the other admin routes")
+	require.Equal(t, before+1, testutil.ToFloat64(invalid), "the denial is counted")
+	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, testAdminToken)
+	require.Equal(t, 403, r.status, "%s", r.body)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
+
+	s.fakes[Search].stop()
+	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, testIngestToken)
+	require.Equal(t, 503, r.status, "%s", r.body)
+	require.Equal(t, "search service unavailable", r.errBody(t).Message)
+	require.NotContains(t, string(r.body), s.fakes[Search].addr)
 }
