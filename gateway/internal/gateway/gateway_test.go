@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -483,4 +484,57 @@ func TestUploadAnswersAsAnAdminRoute(t *testing.T) {
 	require.Equal(t, 503, r.status, "%s", r.body)
 	require.Equal(t, "search service unavailable", r.errBody(t).Message)
 	require.NotContains(t, string(r.body), s.fakes[Search].addr)
+}
+
+// A wrong credential is refused before an upload takes one of the two
+// slots or reads its body: callers without the ingest credential, however
+// slow their bodies, cannot keep an operator's upload out.
+func TestUploadRefusesWrongCredentialsBeforeReading(t *testing.T) {
+	s := newStack(t, nil)
+	type result struct {
+		status int
+		code   string
+		err    error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		// A body that never comes: declared 8 MiB, nothing sent.
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { _ = pw.Close() })
+		req, err := http.NewRequest("POST", s.url+"/v1/sources/docs/files?file=a.md", pr)
+		require.NoError(t, err)
+		req.ContentLength = 8 << 20
+		req.Header.Set(HeaderAdminToken, "junk")
+		go func() {
+			resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var e ErrorBody
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			results <- result{status: resp.StatusCode, code: e.Code}
+		}()
+	}
+	var got []result
+	require.Eventually(t, func() bool {
+		select {
+		case r := <-results:
+			got = append(got, r)
+		default:
+		}
+		return len(got) == 2 || len(s.gw.uploads) == 2
+	}, 3*time.Second, 5*time.Millisecond)
+
+	r := s.do("POST", "/v1/sources/docs/files?file=b.md", "# B", HeaderAdminToken, testIngestToken)
+	require.Equal(t, http.StatusOK, r.status, "the operator's upload goes in: %s", r.body)
+	for len(got) < 2 {
+		got = append(got, <-results)
+	}
+	for _, g := range got {
+		require.NoError(t, g.err)
+		require.Equal(t, http.StatusUnauthorized, g.status)
+		require.Equal(t, "ADMIN_TOKEN_INVALID", g.code)
+	}
 }

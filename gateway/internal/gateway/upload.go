@@ -3,6 +3,7 @@ package gateway
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,13 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	fail := func(httpStatus int, c codes.Code, reason, msg string) {
 		g.handleError(ctx, g.rest, nil, w, r, &runtime.HTTPStatusError{HTTPStatus: httpStatus, Err: newError(c, reason, msg, nil).Err()})
+	}
+	// The service checks the credential of IngestDocuments only when the
+	// stream ends, after the whole body: ask first, so a wrong credential
+	// is refused at once and never holds a slot or the body in memory.
+	if err := g.verifyIngestCredential(ctx); err != nil {
+		g.handleError(ctx, g.rest, nil, w, r, err)
+		return
 	}
 	select {
 	case g.uploads <- struct{}{}:
@@ -144,6 +152,21 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// verifyIngestCredential has the search service judge the operator's
+// credential (attached to ctx by authorize) with GetIndexStatus, the
+// cheapest call the ingest role may make (in memory; platform/rpcauth).
+// Junk and other roles' credentials are refused by the service's edge
+// (401/403); only the read credential, which the gateway and adapter hold,
+// passes it, and is refused when the stream ends.
+func (g *Gateway) verifyIngestCredential(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
+	defer cancel()
+	// The status goes to the error handler as the service gave it (wrapping
+	// would put this text into the caller's message).
+	_, err := searchv1.NewSearchServiceClient(g.conns[Search]).GetIndexStatus(cctx, &searchv1.GetIndexStatusRequest{})
+	return err
 }
 
 // checkUploadName refuses names that could leave the source's namespace or
