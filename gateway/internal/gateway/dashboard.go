@@ -379,7 +379,9 @@ func addUploadOperation(paths, defs map[string]any) {
 		"description": "The body is the file's bytes; ?file= names it and its extension picks the format. A .zip is unpacked: " +
 			"entries with absolute paths, '..', backslashes or links refuse the whole archive, hidden files are skipped, " +
 			"at most 10000 entries, each at most BMCIS_GATEWAY_MAX_UPLOAD_BYTES, all together at most four times it. " +
-			"Files become documents NAME:path of the source; nothing is deleted. A file that cannot be read is listed in failures and the others go in.",
+			"Files become documents NAME:path of the source; nothing is deleted. A file that cannot be read is listed in failures and the others go in (200); " +
+			"when no file goes in, the answer is 400 UPLOAD_REJECTED with this summary, failures included, in its details. " +
+			"The credential is checked before the body is read: a wrong one is refused at once (401/403 ADMIN_TOKEN_INVALID).",
 		"tags":     []any{"SearchService"},
 		"consumes": []any{"application/octet-stream", "application/zip"},
 		"parameters": []any{
@@ -387,9 +389,15 @@ func addUploadOperation(paths, defs map[string]any) {
 			map[string]any{"name": "file", "in": "query", "required": true, "type": "string", "description": "File name, e.g. handbook.pdf or docs.zip"},
 			map[string]any{"name": "body", "in": "body", "required": true, "schema": map[string]any{"type": "string", "format": "binary"}},
 		},
-		"responses": map[string]any{"200": map[string]any{
-			"description": "What went in.",
-			"schema":      map[string]any{"$ref": "#/definitions/v1IngestDocumentsResponse"},
-		}},
+		"responses": map[string]any{
+			"200": map[string]any{
+				"description": "What went in: at least one file written or unchanged; the others in failures.",
+				"schema":      map[string]any{"$ref": "#/definitions/v1IngestDocumentsResponse"},
+			},
+			"400": map[string]any{
+				"description": "BAD_UPLOAD, BAD_ZIP, or UPLOAD_REJECTED when no file went in (details: ErrorInfo, then the v1IngestDocumentsResponse with the failures).",
+				"schema":      map[string]any{"$ref": "#/definitions/gatewayError"},
+			},
+		},
 	}}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"archive/zip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -537,4 +538,51 @@ func TestUploadRefusesWrongCredentialsBeforeReading(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, g.status)
 		require.Equal(t, "ADMIN_TOKEN_INVALID", g.code)
 	}
+}
+
+// An upload none of whose files went in is an error that lists the
+// failures; one with some files in is a 200 summary that lists the rest.
+func TestUploadOfNothingIngestableFails(t *testing.T) {
+	s := newStack(t, nil)
+	for _, c := range []struct{ name, file, body string }{
+		{"unknown format", "x.exe", "MZ"},
+		{"empty body", "empty.md", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := s.do("POST", "/v1/sources/docs/files?file="+c.file, c.body, HeaderAdminToken, testIngestToken)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+			e := r.errBody(t)
+			require.Equal(t, "UPLOAD_REJECTED", e.Code)
+			require.Contains(t, e.Message, c.file)
+			var summary struct {
+				Type            string `json:"@type"`
+				DocumentsFailed int    `json:"documentsFailed"`
+				Failures        []struct {
+					SourceFile, Reason string
+				} `json:"failures"`
+			}
+			require.Len(t, e.Details, 2, "ErrorInfo and the summary")
+			require.NoError(t, json.Unmarshal(e.Details[1], &summary))
+			require.Equal(t, "type.googleapis.com/bmcis.search.v1.IngestDocumentsResponse", summary.Type)
+			require.Equal(t, 1, summary.DocumentsFailed)
+			require.Len(t, summary.Failures, 1)
+			require.Equal(t, c.file, summary.Failures[0].SourceFile)
+			require.NotEmpty(t, summary.Failures[0].Reason)
+		})
+	}
+
+	var zb strings.Builder
+	zw := zip.NewWriter(&zb)
+	for name, body := range map[string]string{"a.md": "# A", "b.exe": "MZ"} {
+		f, err := zw.Create(name)
+		require.NoError(t, err)
+		_, err = f.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	r := s.do("POST", "/v1/sources/docs/files?file=some.zip", zb.String(), HeaderAdminToken, testIngestToken)
+	require.Equal(t, http.StatusOK, r.status, "some files went in: %s", r.body)
+	m := r.json(t)
+	require.EqualValues(t, 1, m["documentsWritten"])
+	require.EqualValues(t, 1, m["documentsFailed"])
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docparts"
@@ -144,6 +145,10 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 		g.handleError(ctx, g.rest, nil, w, r, err) // the service's status says why (a send error shows here too)
 		return
 	}
+	if resp.GetDocumentsFailed() > 0 && resp.GetDocumentsWritten()+resp.GetDocumentsUnchanged() == 0 {
+		g.handleError(ctx, g.rest, nil, w, r, uploadRejected(resp))
+		return
+	}
 	body, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
 	if err != nil {
 		g.handleError(ctx, g.rest, nil, w, r, err)
@@ -167,6 +172,25 @@ func (g *Gateway) verifyIngestCredential(ctx context.Context) error {
 	// would put this text into the caller's message).
 	_, err := searchv1.NewSearchServiceClient(g.conns[Search]).GetIndexStatus(cctx, &searchv1.GetIndexStatusRequest{})
 	return err
+}
+
+// uploadRejected is the error of an upload none of whose files went in
+// (unknown format, empty, unreadable): 400 UPLOAD_REJECTED naming the first
+// failure, with the service's summary, failures included, as a detail. An
+// upload with some files in answers 200 with the summary instead.
+func uploadRejected(resp *searchv1.IngestDocumentsResponse) error {
+	msg := "no file of the upload went in"
+	if fs := resp.GetFailures(); len(fs) > 0 {
+		msg += ": " + fs[0].GetSourceFile() + ": " + fs[0].GetReason()
+		if len(fs) > 1 {
+			msg += fmt.Sprintf(" (and %d more; see details)", len(fs)-1)
+		}
+	}
+	var more []*anypb.Any
+	if summary, err := anypb.New(resp); err == nil {
+		more = append(more, summary)
+	}
+	return newError(codes.InvalidArgument, "UPLOAD_REJECTED", msg, nil, more...).Err()
 }
 
 // checkUploadName refuses names that could leave the source's namespace or
