@@ -82,6 +82,10 @@ func TestUploadAgainstServices(t *testing.T) {
 	}{
 		{"read credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{gateway.HeaderAdminToken, serviceToken}, http.StatusForbidden, ""},
 		{"no credential", "/v1/sources/uploads/files?file=x.md", "# X", nil, http.StatusUnauthorized, "ADMIN_TOKEN_REQUIRED"},
+		{"wrong credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{gateway.HeaderAdminToken, "junk"}, http.StatusUnauthorized, "ADMIN_TOKEN_INVALID"},
+		{"admin credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{gateway.HeaderAdminToken, adminToken}, http.StatusForbidden, "ADMIN_TOKEN_INVALID"},
+		{"unknown format", "/v1/sources/uploads/files?file=x.exe", "MZ", ingest, http.StatusBadRequest, "UPLOAD_REJECTED"},
+		{"empty file", "/v1/sources/uploads/files?file=empty.md", "", ingest, http.StatusBadRequest, "empty document"},
 		{"no file name", "/v1/sources/uploads/files", "# X", ingest, http.StatusBadRequest, "?file="},
 		{"traversal in name", "/v1/sources/uploads/files?file=../x.md", "# X", ingest, http.StatusBadRequest, "path traversal"},
 		{"traversal in zip", "/v1/sources/uploads/files?file=a.zip", zipOf(t, map[string]string{"../../etc/x.md": "# X"}), ingest, http.StatusBadRequest, "path traversal"},

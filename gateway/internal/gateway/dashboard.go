@@ -30,11 +30,15 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // routes assembles the whole HTTP surface.
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
-	local := func(method, path string, access Access, op string, h http.HandlerFunc) {
+	// rt is the route-table row of a local route that stands for an RPC
+	// (the upload): with it the shared error handling treats the route as
+	// the table says (admin codes, denial counts, the service's name).
+	handle := func(method, path string, access Access, op string, rt *Route, h http.HandlerFunc) {
 		route := method + " " + path
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			if rec := recorderFrom(r.Context()); rec != nil {
 				rec.route = route
+				rec.rt = rt
 			}
 			if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 				w.Header().Set("Allow", method)
@@ -50,6 +54,13 @@ func (g *Gateway) routes() http.Handler {
 			h(w, r2)
 		})
 	}
+	local := func(method, path string, access Access, op string, h http.HandlerFunc) {
+		handle(method, path, access, op, nil, h)
+	}
+	// localRPC serves a route of the table with the gateway's own code.
+	localRPC := func(rt Route, h http.HandlerFunc) {
+		handle(rt.Method, rt.Path, rt.Access, rt.Operation(), &rt, h)
+	}
 	local("GET", "/healthz", Public, "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -59,7 +70,9 @@ func (g *Gateway) routes() http.Handler {
 	local("GET", "/api/tools", Public, "", g.apiTools)
 	local("GET", "/api/config", APIKey, "rest.dashboard.config", g.apiConfig)
 	local("GET", "/api/stats", APIKey, "rest.dashboard.stats", g.apiStats)
-	local("POST", UploadPath, Admin, "", g.upload)
+	if rt, ok := routeFor(http.MethodPost, UploadPath); ok {
+		localRPC(rt, g.upload)
+	}
 	local("GET", "/openapi.json", Public, "", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -366,7 +379,9 @@ func addUploadOperation(paths, defs map[string]any) {
 		"description": "The body is the file's bytes; ?file= names it and its extension picks the format. A .zip is unpacked: " +
 			"entries with absolute paths, '..', backslashes or links refuse the whole archive, hidden files are skipped, " +
 			"at most 10000 entries, each at most BMCIS_GATEWAY_MAX_UPLOAD_BYTES, all together at most four times it. " +
-			"Files become documents NAME:path of the source; nothing is deleted. A file that cannot be read is listed in failures and the others go in.",
+			"Files become documents NAME:path of the source; nothing is deleted. A file that cannot be read is listed in failures and the others go in (200); " +
+			"when no file goes in, the answer is 400 UPLOAD_REJECTED with this summary, failures included, in its details. " +
+			"The credential is checked before the body is read: a wrong one is refused at once (401/403 ADMIN_TOKEN_INVALID).",
 		"tags":     []any{"SearchService"},
 		"consumes": []any{"application/octet-stream", "application/zip"},
 		"parameters": []any{
@@ -374,9 +389,15 @@ func addUploadOperation(paths, defs map[string]any) {
 			map[string]any{"name": "file", "in": "query", "required": true, "type": "string", "description": "File name, e.g. handbook.pdf or docs.zip"},
 			map[string]any{"name": "body", "in": "body", "required": true, "schema": map[string]any{"type": "string", "format": "binary"}},
 		},
-		"responses": map[string]any{"200": map[string]any{
-			"description": "What went in.",
-			"schema":      map[string]any{"$ref": "#/definitions/v1IngestDocumentsResponse"},
-		}},
+		"responses": map[string]any{
+			"200": map[string]any{
+				"description": "What went in: at least one file written or unchanged; the others in failures.",
+				"schema":      map[string]any{"$ref": "#/definitions/v1IngestDocumentsResponse"},
+			},
+			"400": map[string]any{
+				"description": "BAD_UPLOAD, BAD_ZIP, or UPLOAD_REJECTED when no file went in (details: ErrorInfo, then the v1IngestDocumentsResponse with the failures).",
+				"schema":      map[string]any{"$ref": "#/definitions/gatewayError"},
+			},
+		},
 	}}
 }

@@ -247,8 +247,14 @@ func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.
 		}
 		if d := req.GetDocument(); d != nil {
 			resp.DocumentsReceived++
-			resp.DocumentsWritten++
 			last = d.GetSourceFile()
+			if strings.HasSuffix(last, ".exe") || d.GetContentSize() == 0 && len(d.GetContent()) == 0 {
+				// As the real service: an unknown format or an empty file fails alone.
+				resp.DocumentsFailed++
+				resp.Failures = append(resp.Failures, &searchv1.IngestFailure{ExternalId: last, SourceFile: last, Reason: "not a file of a known format or empty"})
+				continue
+			}
+			resp.DocumentsWritten++
 			f.uploaded[last] = append([]byte(nil), d.GetContent()...)
 		}
 		f.uploaded[last] = append(f.uploaded[last], req.GetContentPart()...)

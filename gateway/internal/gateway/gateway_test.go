@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"archive/zip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -147,6 +150,19 @@ func TestRequestErrorsMapToBadRequest(t *testing.T) {
 
 	r = s.do("POST", "/v1/search", `{"querry":"typo"}`, key(keyGood)...)
 	require.Equal(t, 400, r.status, "unknown fields are refused: %s", r.body)
+
+	// Anything but whitespace after the body's JSON value is refused, on
+	// every JSON route (one decoder), where a lax decoder read only the first.
+	for _, body := range []string{`{"query":"x"} trailing`, `{"query":"x"}{"query":"y"}`, `{"query":"x"} }`} {
+		r = s.do("POST", "/v1/search", body, key(keyGood)...)
+		require.Equal(t, 400, r.status, "%q: %s", body, r.body)
+		require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
+		require.Contains(t, r.errBody(t).Message, "after the JSON value")
+	}
+	r = s.do("POST", "/v1/keys", `{"name":"x"} 1`, HeaderAdminToken, testAdminToken)
+	require.Equal(t, 400, r.status, "%s", r.body)
+	r = s.do("POST", "/v1/search", "{\"query\":\"x\"} \r\n\t", key(keyGood)...)
+	require.Equal(t, 200, r.status, "trailing whitespace is fine: %s", r.body)
 
 	r = s.do("GET", "/v1/chunks?chunk_ids=abc", "", key(keyGood)...)
 	require.Equal(t, 400, r.status)
@@ -447,4 +463,126 @@ func TestUploadSendsBigFilesInParts(t *testing.T) {
 	s.search.mu.Lock()
 	defer s.search.mu.Unlock()
 	require.Equal(t, body, string(s.search.uploaded["big.txt"]))
+}
+
+// The upload route, served by the gateway itself, answers as every admin
+// route does: its row in the route table (IngestDocuments on search) gives
+// the shared error handling its codes, denial count and service name.
+func TestUploadAnswersAsAnAdminRoute(t *testing.T) {
+	s := newStack(t, nil)
+	invalid := s.gw.metrics.denials.WithLabelValues("ADMIN_TOKEN_INVALID")
+	before := testutil.ToFloat64(invalid)
+	r := s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, "wrong-token")
+	require.Equal(t, 401, r.status, "%s", r.body)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code, "the same code as the other admin routes")
+	require.Equal(t, before+1, testutil.ToFloat64(invalid), "the denial is counted")
+	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, testAdminToken)
+	require.Equal(t, 403, r.status, "%s", r.body)
+	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
+
+	s.fakes[Search].stop()
+	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, testIngestToken)
+	require.Equal(t, 503, r.status, "%s", r.body)
+	require.Equal(t, "search service unavailable", r.errBody(t).Message)
+	require.NotContains(t, string(r.body), s.fakes[Search].addr)
+}
+
+// A wrong credential is refused before an upload takes one of the two
+// slots or reads its body: callers without the ingest credential, however
+// slow their bodies, cannot keep an operator's upload out.
+func TestUploadRefusesWrongCredentialsBeforeReading(t *testing.T) {
+	s := newStack(t, nil)
+	type result struct {
+		status int
+		code   string
+		err    error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		// A body that never comes: declared 8 MiB, nothing sent.
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { _ = pw.Close() })
+		req, err := http.NewRequest("POST", s.url+"/v1/sources/docs/files?file=a.md", pr)
+		require.NoError(t, err)
+		req.ContentLength = 8 << 20
+		req.Header.Set(HeaderAdminToken, "junk")
+		go func() {
+			resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var e ErrorBody
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			results <- result{status: resp.StatusCode, code: e.Code}
+		}()
+	}
+	var got []result
+	require.Eventually(t, func() bool {
+		select {
+		case r := <-results:
+			got = append(got, r)
+		default:
+		}
+		return len(got) == 2 || len(s.gw.uploads) == 2
+	}, 3*time.Second, 5*time.Millisecond)
+
+	r := s.do("POST", "/v1/sources/docs/files?file=b.md", "# B", HeaderAdminToken, testIngestToken)
+	require.Equal(t, http.StatusOK, r.status, "the operator's upload goes in: %s", r.body)
+	for len(got) < 2 {
+		got = append(got, <-results)
+	}
+	for _, g := range got {
+		require.NoError(t, g.err)
+		require.Equal(t, http.StatusUnauthorized, g.status)
+		require.Equal(t, "ADMIN_TOKEN_INVALID", g.code)
+	}
+}
+
+// An upload none of whose files went in is an error that lists the
+// failures; one with some files in is a 200 summary that lists the rest.
+func TestUploadOfNothingIngestableFails(t *testing.T) {
+	s := newStack(t, nil)
+	for _, c := range []struct{ name, file, body string }{
+		{"unknown format", "x.exe", "MZ"},
+		{"empty body", "empty.md", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := s.do("POST", "/v1/sources/docs/files?file="+c.file, c.body, HeaderAdminToken, testIngestToken)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+			e := r.errBody(t)
+			require.Equal(t, "UPLOAD_REJECTED", e.Code)
+			require.Contains(t, e.Message, c.file)
+			var summary struct {
+				Type            string `json:"@type"`
+				DocumentsFailed int    `json:"documentsFailed"`
+				Failures        []struct {
+					SourceFile, Reason string
+				} `json:"failures"`
+			}
+			require.Len(t, e.Details, 2, "ErrorInfo and the summary")
+			require.NoError(t, json.Unmarshal(e.Details[1], &summary))
+			require.Equal(t, "type.googleapis.com/bmcis.search.v1.IngestDocumentsResponse", summary.Type)
+			require.Equal(t, 1, summary.DocumentsFailed)
+			require.Len(t, summary.Failures, 1)
+			require.Equal(t, c.file, summary.Failures[0].SourceFile)
+			require.NotEmpty(t, summary.Failures[0].Reason)
+		})
+	}
+
+	var zb strings.Builder
+	zw := zip.NewWriter(&zb)
+	for name, body := range map[string]string{"a.md": "# A", "b.exe": "MZ"} {
+		f, err := zw.Create(name)
+		require.NoError(t, err)
+		_, err = f.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	r := s.do("POST", "/v1/sources/docs/files?file=some.zip", zb.String(), HeaderAdminToken, testIngestToken)
+	require.Equal(t, http.StatusOK, r.status, "some files went in: %s", r.body)
+	m := r.json(t)
+	require.EqualValues(t, 1, m["documentsWritten"])
+	require.EqualValues(t, 1, m["documentsFailed"])
 }

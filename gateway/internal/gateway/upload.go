@@ -3,6 +3,7 @@ package gateway
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docparts"
@@ -53,6 +55,13 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	fail := func(httpStatus int, c codes.Code, reason, msg string) {
 		g.handleError(ctx, g.rest, nil, w, r, &runtime.HTTPStatusError{HTTPStatus: httpStatus, Err: newError(c, reason, msg, nil).Err()})
+	}
+	// The service checks the credential of IngestDocuments only when the
+	// stream ends, after the whole body: ask first, so a wrong credential
+	// is refused at once and never holds a slot or the body in memory.
+	if err := g.verifyIngestCredential(ctx); err != nil {
+		g.handleError(ctx, g.rest, nil, w, r, err)
+		return
 	}
 	select {
 	case g.uploads <- struct{}{}:
@@ -136,6 +145,10 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 		g.handleError(ctx, g.rest, nil, w, r, err) // the service's status says why (a send error shows here too)
 		return
 	}
+	if resp.GetDocumentsFailed() > 0 && resp.GetDocumentsWritten()+resp.GetDocumentsUnchanged() == 0 {
+		g.handleError(ctx, g.rest, nil, w, r, uploadRejected(resp))
+		return
+	}
 	body, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
 	if err != nil {
 		g.handleError(ctx, g.rest, nil, w, r, err)
@@ -144,6 +157,40 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// verifyIngestCredential has the search service judge the operator's
+// credential (attached to ctx by authorize) with GetIndexStatus, the
+// cheapest call the ingest role may make (in memory; platform/rpcauth).
+// Junk and other roles' credentials are refused by the service's edge
+// (401/403); only the read credential, which the gateway and adapter hold,
+// passes it, and is refused when the stream ends.
+func (g *Gateway) verifyIngestCredential(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
+	defer cancel()
+	// The status goes to the error handler as the service gave it (wrapping
+	// would put this text into the caller's message).
+	_, err := searchv1.NewSearchServiceClient(g.conns[Search]).GetIndexStatus(cctx, &searchv1.GetIndexStatusRequest{})
+	return err
+}
+
+// uploadRejected is the error of an upload none of whose files went in
+// (unknown format, empty, unreadable): 400 UPLOAD_REJECTED naming the first
+// failure, with the service's summary, failures included, as a detail. An
+// upload with some files in answers 200 with the summary instead.
+func uploadRejected(resp *searchv1.IngestDocumentsResponse) error {
+	msg := "no file of the upload went in"
+	if fs := resp.GetFailures(); len(fs) > 0 {
+		msg += ": " + fs[0].GetSourceFile() + ": " + fs[0].GetReason()
+		if len(fs) > 1 {
+			msg += fmt.Sprintf(" (and %d more; see details)", len(fs)-1)
+		}
+	}
+	var more []*anypb.Any
+	if summary, err := anypb.New(resp); err == nil {
+		more = append(more, summary)
+	}
+	return newError(codes.InvalidArgument, "UPLOAD_REJECTED", msg, nil, more...).Err()
 }
 
 // checkUploadName refuses names that could leave the source's namespace or
