@@ -129,7 +129,10 @@ type Builtin struct {
 	weighting Weighting
 	opts      analysis.Options
 	analyzer  *analysis.Analyzer
-	terms     []string // sorted, for deterministic serialization
+	// terms are the words, sorted, then the n-gram rows (subword.go),
+	// sorted: the order is part of the serialized bytes.
+	terms     []string
+	words     int // how many of terms are words
 	termIdx   map[string]int32
 	idf       []float32
 	proj      []float32 // len(terms) * dims, row-major
@@ -137,7 +140,11 @@ type Builtin struct {
 	// tunedEpochs is how many epochs of contrastive fine-tuning followed
 	// the SVD (0: plain LSA, and every model of formats 1 and 2).
 	tunedEpochs int
-	id          string
+	// subN is the n-gram length of the sub-word rows (0: none); gramPtr and
+	// gramIdx list each word row's n-gram rows (CSR, derived from terms).
+	subN             int
+	gramPtr, gramIdx []int32
+	id               string
 }
 
 var _ Embedder = (*Builtin)(nil)
@@ -208,7 +215,8 @@ func TrainBuiltin(ctx context.Context, a *analysis.Analyzer, texts []string, cfg
 		return nil, fmt.Errorf("train builtin: vocabulary too small (%d terms)", len(cands))
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].t < cands[j].t })
-	m := &Builtin{opts: a.Options(), analyzer: a, weighting: cfg.Weighting, termIdx: make(map[string]int32, len(cands)), trainedOn: len(train)}
+	m := &Builtin{opts: a.Options(), analyzer: a, weighting: cfg.Weighting, termIdx: make(map[string]int32, len(cands)), trainedOn: len(train),
+		words: len(cands)}
 	for i, c := range cands {
 		m.terms = append(m.terms, c.t)
 		m.termIdx[c.t] = int32(i)
@@ -269,13 +277,7 @@ type weighted struct {
 // weights returns the sublinear TF-IDF weights of in-vocabulary terms,
 // sorted by term index (a stable order keeps float sums deterministic).
 func (m *Builtin) weights(terms []string) []weighted {
-	idx := make([]int32, 0, len(terms))
-	for _, t := range terms {
-		if i, ok := m.termIdx[t]; ok {
-			idx = append(idx, i)
-		}
-	}
-	return m.weightsOf(idx)
+	return m.weightsOf(m.appendIndexes(make([]int32, 0, len(terms)), terms))
 }
 
 // weightsOf weighs in-vocabulary term indexes (with repeats); it sorts idx
@@ -366,14 +368,19 @@ func (m *Builtin) TrainedOn() int { return m.trainedOn }
 // the SVD: its vectors want another fusion preset than plain LSA's.
 func (m *Builtin) FineTuned() bool { return m.tunedEpochs > 0 }
 
-// Knows reports whether an analyzed term is in the model's vocabulary.
+// Knows reports whether an analyzed term is in the model's vocabulary
+// (a word row of its own; its n-grams do not count).
 func (m *Builtin) Knows(term string) bool {
-	_, ok := m.termIdx[term]
-	return ok
+	i, ok := m.termIdx[term]
+	return ok && int(i) < m.words
 }
 
-// VocabSize is the number of terms the model knows.
-func (m *Builtin) VocabSize() int { return len(m.terms) }
+// VocabSize is the number of words the model knows (without n-grams).
+func (m *Builtin) VocabSize() int { return m.words }
+
+// Subwords is the n-gram length of the model's sub-word rows (0: none)
+// and how many it has.
+func (m *Builtin) Subwords() (n, rows int) { return m.subN, len(m.terms) - m.words }
 
 // Embed implements Embedder. Texts with no known term get a zero vector
 // (cosine 0 with everything). Large batches are embedded in parallel.
@@ -414,25 +421,26 @@ func (m *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error
 func (m *Builtin) embedOne(text string) []float32 {
 	v := make([]float32, m.dims)
 	for _, e := range m.weights(m.analyzer.Terms(text)) {
-		row := m.proj[int(e.idx)*m.dims : int(e.idx+1)*m.dims]
-		for c, x := range row {
-			v[c] += e.w * x
-		}
+		blas.Saxpy(m.dims, e.w, m.proj[int(e.idx)*m.dims:int(e.idx+1)*m.dims], 1, v, 1)
 	}
 	Normalize(v)
 	return v
 }
 
-// Serialization format (little endian), version 3:
+// Serialization format (little endian), version 4:
 //
 //	magic "BMCISLSA" | u32 format version | u32 builtinVersion | u32 dims
 //	| analyzer options: u8 stop list, u8 no-stem, u8 join-hyphen, u32 min-len
 //	| u8 weighting | u32 texts trained on (from version 2) | u32 fine-tuning
-//	epochs (from version 3) | u32 vocab size | per term: u32 len + bytes | vocab x f32 idf
-//	| vocab*dims x f32 projection
+//	epochs (from version 3) | u32 sub-word n-gram length, u32 word rows
+//	(from version 4) | u32 vocab size | per term: u32 len + bytes | vocab x
+//	f32 idf | vocab*dims x f32 projection
+//
+// A model without sub-words is written as version 3, byte for byte as
+// before, so replicas of the release before version 4 keep reading it.
 const (
 	magic         = "BMCISLSA"
-	formatVersion = 3
+	formatVersion = 4
 )
 
 // MarshalBinary serializes the model; the bytes are deterministic.
@@ -442,7 +450,11 @@ func (m *Builtin) MarshalBinary() ([]byte, error) {
 	b.WriteString(magic)
 	le := binary.LittleEndian
 	put32 := func(v uint32) { _ = binary.Write(&b, le, v) }
-	put32(formatVersion)
+	fv := uint32(formatVersion)
+	if m.subN == 0 {
+		fv = 3
+	}
+	put32(fv)
 	put32(builtinVersion)
 	put32(uint32(m.dims))
 	b.WriteByte(byte(m.opts.Stop))
@@ -452,6 +464,10 @@ func (m *Builtin) MarshalBinary() ([]byte, error) {
 	b.WriteByte(byte(m.weighting))
 	put32(uint32(m.trainedOn))
 	put32(uint32(m.tunedEpochs))
+	if fv >= 4 {
+		put32(uint32(m.subN))
+		put32(uint32(m.words))
+	}
 	put32(uint32(len(m.terms)))
 	for _, t := range m.terms {
 		put32(uint32(len(t)))
@@ -537,15 +553,33 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 			return nil, fmt.Errorf("unmarshal builtin: fine-tuning epochs: %w", err)
 		}
 	}
+	var subN, words uint32
+	if fv >= 4 {
+		if err := binary.Read(r, le, &subN); err != nil {
+			return nil, fmt.Errorf("unmarshal builtin: sub-word length: %w", err)
+		}
+		if err := binary.Read(r, le, &words); err != nil {
+			return nil, fmt.Errorf("unmarshal builtin: word rows: %w", err)
+		}
+		if subN < 2 || subN > MaxSubwordN {
+			return nil, fmt.Errorf("unmarshal builtin: sub-word length %d not in 2-%d", subN, MaxSubwordN)
+		}
+	}
 	if err := binary.Read(r, le, &vocab); err != nil {
 		return nil, fmt.Errorf("unmarshal builtin: vocab size: %w", err)
+	}
+	if fv < 4 {
+		words = vocab
+	}
+	if words > vocab || words < 2 {
+		return nil, fmt.Errorf("unmarshal builtin: %d word rows of %d", words, vocab)
 	}
 	if dims == 0 || dims > 1<<16 || uint64(vocab)*uint64(dims)*4 > uint64(len(data)) {
 		return nil, fmt.Errorf("unmarshal builtin: implausible shape %d x %d for %d bytes", vocab, dims, len(data))
 	}
 	opts := analysis.Options{Stop: analysis.StopList(stop), NoStem: noStem == 1, JoinHyphenated: join == 1, MinLength: int(minLen)}
 	m := &Builtin{dims: int(dims), weighting: Weighting(weighting), opts: opts, analyzer: analysis.New(opts), termIdx: make(map[string]int32, vocab), trainedOn: int(trainedOn),
-		tunedEpochs: int(tunedEpochs)}
+		tunedEpochs: int(tunedEpochs), subN: int(subN), words: int(words)}
 	m.terms = make([]string, vocab)
 	for i := range m.terms {
 		var n uint32
@@ -577,6 +611,12 @@ func UnmarshalBuiltin(data []byte) (*Builtin, error) {
 	if r.Len() != 0 {
 		return nil, fmt.Errorf("unmarshal builtin: %d trailing bytes", r.Len())
 	}
+	for i, t := range m.terms {
+		if isGram := t != "" && t[0] == gramPrefix; isGram != (i >= m.words) {
+			return nil, fmt.Errorf("unmarshal builtin: term %d (%q) in the wrong section", i, t)
+		}
+	}
+	m.indexGrams()
 	m.id = m.computeID()
 	return m, nil
 }

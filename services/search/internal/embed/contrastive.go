@@ -55,6 +55,9 @@ type ContrastiveConfig struct {
 	// space (k-means, one cluster per batch) into the same batches, so the
 	// in-batch negatives are hard ones instead of random chunks.
 	ClusterBatches bool
+	// Subwords adds character n-gram rows before fine-tuning (N 0: none);
+	// see SubwordConfig.
+	Subwords SubwordConfig
 	// Progress, when set, is called after every epoch with the mean batch
 	// loss (for logs and experiments).
 	Progress func(epoch int, meanLoss float64)
@@ -64,7 +67,8 @@ type ContrastiveConfig struct {
 // SciFact (see the eval package notes).
 func DefaultContrastiveConfig() ContrastiveConfig {
 	return ContrastiveConfig{Epochs: 6, BatchSize: 256, LearningRate: 0.05, Temperature: 0.3,
-		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, MaxPairs: 12_000, Seed: 1}
+		Cloze: true, Title: true, Neighbours: true, ClozeKeep: 0.1, MaxPairs: 12_000, Seed: 1,
+		Subwords: SubwordConfig{N: 4, Max: 50_000, Scale: 2}}
 }
 
 // pairText is one side of a training pair: its in-vocabulary term
@@ -87,7 +91,8 @@ type chunkParts struct {
 // FineTuneContrastive returns a copy of m whose projection was trained
 // with InfoNCE on structure pairs of texts (each "header\nbody", as
 // analysis.IndexedText builds them). m is not changed; it is returned as
-// is when cfg.Epochs is 0 or the texts yield fewer than 2 pairs. The
+// is when cfg.Epochs is 0 or the texts yield fewer than 2 pairs. With
+// cfg.Subwords the result also has n-gram rows (subword.go). The
 // result is a pure function of (m, texts, cfg).
 func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg ContrastiveConfig) (*Builtin, error) {
 	if m == nil {
@@ -99,6 +104,13 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 	if cfg.BatchSize < 2 || cfg.Temperature <= 0 || cfg.LearningRate <= 0 {
 		return nil, fmt.Errorf("fine-tune builtin: batch size %d, temperature %g, learning rate %g: all must be positive (batch >= 2)",
 			cfg.BatchSize, cfg.Temperature, cfg.LearningRate)
+	}
+	plain := m
+	if cfg.Subwords.N > 0 {
+		var err error
+		if m, err = m.withSubwords(ctx, texts, cfg.Subwords); err != nil {
+			return nil, err
+		}
 	}
 	parts := make([]chunkParts, len(texts))
 	parallelRange(len(texts), func(lo, hi int) {
@@ -117,7 +129,7 @@ func FineTuneContrastive(ctx context.Context, m *Builtin, texts []string, cfg Co
 		pairs := structurePairs(parts, cfg, rng)
 		if len(pairs) < 2 {
 			// Texts without titles or sentences teach nothing: plain LSA.
-			return m, nil
+			return plain, nil
 		}
 		shuffle(pairs, rng)
 		if cfg.MaxPairs > 0 && len(pairs) > cfg.MaxPairs {
@@ -165,13 +177,7 @@ func (m *Builtin) splitChunk(text string) chunkParts {
 }
 
 func (m *Builtin) termIndexes(text string) []int32 {
-	var out []int32
-	for _, t := range m.analyzer.Terms(text) {
-		if i, ok := m.termIdx[t]; ok {
-			out = append(out, i)
-		}
-	}
-	return out
+	return m.appendIndexes(nil, m.analyzer.Terms(text))
 }
 
 // SplitSentences cuts at '.', '?' or '!' followed by white space and an
@@ -269,7 +275,8 @@ func newTrainer(m *Builtin, cfg ContrastiveConfig) *trainer {
 	for _, x := range m.proj {
 		ss += float64(x) * float64(x)
 	}
-	rms := math.Sqrt(ss / float64(max(n, 1)))
+	// The sub-word rows start at zero: the step's scale is the word rows'.
+	rms := math.Sqrt(ss / float64(max(m.words*m.dims, 1)))
 	var init []float32
 	if cfg.Anchor != 0 {
 		init = slices.Clone(m.proj)

@@ -104,18 +104,25 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	// Variations of the shipped default.
 	for name, mod := range map[string]func(c *embed.ContrastiveConfig){
-		"default batch 128": func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
-		"default temp 0.2":  func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
-		"default keep 0":    func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
-		"default anchor 1":  func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
-		"default epochs 8":  func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
-		"default batch 512": func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
-		"default epochs 10": func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
-		"default epochs 12": func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
-		"default epochs 15": func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
-		"default epochs 20": func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
-		"default pairs 24k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
-		"default pairs 48k": func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
+		"default batch 128":    func(c *embed.ContrastiveConfig) { c.BatchSize = 128 },
+		"default no subwords":  func(c *embed.ContrastiveConfig) { c.Subwords = embed.SubwordConfig{} },
+		"default sub3 50k 1.5": func(c *embed.ContrastiveConfig) { c.Subwords = embed.SubwordConfig{N: 3, Max: 50_000, Scale: 1.5} },
+		"default sub4 50k 1.5": func(c *embed.ContrastiveConfig) { c.Subwords = embed.SubwordConfig{N: 4, Max: 50_000, Scale: 1.5} },
+		"default sub4 50k 3":   func(c *embed.ContrastiveConfig) { c.Subwords = embed.SubwordConfig{N: 4, Max: 50_000, Scale: 3} },
+		"default sub5 50k 2":   func(c *embed.ContrastiveConfig) { c.Subwords = embed.SubwordConfig{N: 5, Max: 50_000, Scale: 2} },
+		"default sub4 20k 2":   func(c *embed.ContrastiveConfig) { c.Subwords.Max = 20_000 },
+		"default sub4 30k 2":   func(c *embed.ContrastiveConfig) { c.Subwords.Max = 30_000 },
+		"default temp 0.2":     func(c *embed.ContrastiveConfig) { c.Temperature = 0.2 },
+		"default keep 0":       func(c *embed.ContrastiveConfig) { c.ClozeKeep = 0 },
+		"default anchor 1":     func(c *embed.ContrastiveConfig) { c.Anchor = 1 },
+		"default epochs 8":     func(c *embed.ContrastiveConfig) { c.Epochs = 8 },
+		"default batch 512":    func(c *embed.ContrastiveConfig) { c.BatchSize = 512 },
+		"default epochs 10":    func(c *embed.ContrastiveConfig) { c.Epochs = 10 },
+		"default epochs 12":    func(c *embed.ContrastiveConfig) { c.Epochs = 12 },
+		"default epochs 15":    func(c *embed.ContrastiveConfig) { c.Epochs = 15 },
+		"default epochs 20":    func(c *embed.ContrastiveConfig) { c.Epochs = 20 },
+		"default pairs 24k":    func(c *embed.ContrastiveConfig) { c.MaxPairs = 24_000 },
+		"default pairs 48k":    func(c *embed.ContrastiveConfig) { c.MaxPairs = 48_000 },
 	} {
 		extra[name] = func(c *embed.ContrastiveConfig) { *c = embed.DefaultContrastiveConfig(); mod(c) }
 	}
@@ -306,10 +313,23 @@ func timeTraining(t *testing.T, what string, texts []string) {
 	lsa, err := embed.TrainBuiltin(ctx, analysis.NewEnglish(), texts, c)
 	require.NoError(t, err)
 	t.Logf("lsa on %d %s: %.1fs, %d terms", len(texts), what, time.Since(t0).Seconds(), lsa.VocabSize())
+	noSub := c.Contrastive
+	if len(fts) == 1 {
+		noSub = fts[0]
+		noSub.Subwords = embed.SubwordConfig{}
+		fts = append(fts, noSub)
+	}
 	for _, ft := range fts {
 		t0 = time.Now()
-		_, err = embed.FineTuneContrastive(ctx, lsa, texts, ft)
+		m, err := embed.FineTuneContrastive(ctx, lsa, texts, ft)
 		require.NoError(t, err)
-		t.Logf("fine-tune %d epochs of at most %d pairs: %.1fs", ft.Epochs, ft.MaxPairs, time.Since(t0).Seconds())
+		n, rows := m.Subwords()
+		t.Logf("fine-tune %d epochs of at most %d pairs, %d-gram rows %d: %.1fs", ft.Epochs, ft.MaxPairs, n, rows, time.Since(t0).Seconds())
+		// Embedding is what every ingested chunk costs.
+		t0 = time.Now()
+		_, err = m.Embed(ctx, texts)
+		require.NoError(t, err)
+		el := time.Since(t0)
+		t.Logf("  embedding the %d texts: %.1fs (%.0f texts/s)", len(texts), el.Seconds(), float64(len(texts))/el.Seconds())
 	}
 }

@@ -121,6 +121,12 @@ func LoadConfig(env *config.Reader) Config {
 	c.Builtin.MaxTrainDocs = env.Int("BMCIS_BUILTIN_MAX_TRAIN_CHUNKS", c.Builtin.MaxTrainDocs, 100, 10_000_000)
 	// 0 switches back to plain LSA (the model before issue 14's training).
 	c.Builtin.Contrastive.Epochs = env.Int("BMCIS_BUILTIN_CONTRASTIVE_EPOCHS", c.Builtin.Contrastive.Epochs, 0, 100)
+	// 0: no sub-word rows (the model before issue 14's sixth round).
+	if n := env.Int("BMCIS_BUILTIN_SUBWORD_N", c.Builtin.Contrastive.Subwords.N, 0, embed.MaxSubwordN); n == 1 {
+		env.Failf("BMCIS_BUILTIN_SUBWORD_N", "must be 0 (off) or 2-%d", embed.MaxSubwordN)
+	} else {
+		c.Builtin.Contrastive.Subwords.N = n
+	}
 	c.RetrainGrowth = env.Float("BMCIS_BUILTIN_RETRAIN_GROWTH", d.RetrainGrowth, 0, 1000)
 	c.RetrainCoverage = env.Float("BMCIS_BUILTIN_RETRAIN_COVERAGE", d.RetrainCoverage, 0, 1)
 	if c.Provider != ProviderBuiltin {

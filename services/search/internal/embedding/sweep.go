@@ -304,8 +304,9 @@ func (m *Manager) newModel(ctx context.Context, sess *store.EmbedSession, rep *S
 	rep.Trained = true
 	rep.TrainedOn = len(texts)
 	rep.TrainTime = time.Since(t0)
+	subN, subRows := b.Subwords()
 	m.log.Info("builtin embedder trained", "model", b.ModelID(), "chunks", len(texts), "vocabulary", b.VocabSize(),
-		"components", b.Dimensions(), "contrastive_epochs", m.cfg.Builtin.Contrastive.Epochs, "seconds", rep.TrainTime.Seconds())
+		"subword_n", subN, "subword_rows", subRows, "components", b.Dimensions(), "contrastive_epochs", m.cfg.Builtin.Contrastive.Epochs, "seconds", rep.TrainTime.Seconds())
 	return &Active{Row: id, ModelID: b.ModelID(), Provider: ProviderBuiltin, Dims: m.cfg.Dims, Embedder: pad(b, m.cfg.Dims),
 		Builtin: b, TrainedAt: time.Now()}, nil
 }
