@@ -167,19 +167,23 @@ func walkDir(root string, fn func(Item) error) error {
 type FileState struct {
 	Size    int64
 	ModTime time.Time
+	// Folder: the problem is a folder that could not be listed (or the
+	// root itself), so nothing under it is known: not that it is gone.
+	Folder bool
 }
 
 // WalkTree walks the directory tree under root as Walk does, giving fn each
 // file's path relative to root (slash-separated, also its external id) and
 // state. A file for which skip (may be nil) says true is not read: fn gets
-// an Item with neither Doc nor Problem.
+// an Item with neither Doc nor Problem. A folder that cannot be listed (the
+// root's rel is ".") comes with a Problem and st.Folder set.
 func WalkTree(root string, skip func(rel string, st FileState) bool, fn func(rel string, st FileState, it Item) error) error {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err == nil {
 		realRoot, err = filepath.Abs(realRoot)
 	}
 	if err != nil {
-		return fn(".", FileState{}, Item{Where: root, Problem: err.Error()})
+		return fn(".", FileState{Folder: true}, Item{Where: root, Problem: err.Error()})
 	}
 	// Walk the resolved root (WalkDir does not enter a root that is a link)
 	// but name files under the root as given.
@@ -193,7 +197,9 @@ func WalkTree(root string, skip func(rel string, st FileState) bool, fn func(rel
 			return filepath.ToSlash(r)
 		}
 		if err != nil {
-			return fn(relOf(), FileState{}, Item{Where: fp, Problem: err.Error()})
+			// WalkDir reports errors only for the root and for folders it
+			// cannot list (entries come from the listing): a folder's.
+			return fn(relOf(), FileState{Folder: true}, Item{Where: fp, Problem: err.Error()})
 		}
 		if d.IsDir() {
 			if real != realRoot && strings.HasPrefix(d.Name(), ".") {
