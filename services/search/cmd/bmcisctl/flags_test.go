@@ -1,9 +1,12 @@
 package main
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/testdb"
 )
 
 // badFlagCase is a command line that must be refused as a usage error
@@ -44,4 +47,33 @@ func TestBenchRefusesBadFlagsFirst(t *testing.T) {
 		{bench("-concurrency", "x"), "bad -concurrency"},
 		{bench("extra"), `unexpected argument "extra"`},
 	})
+}
+
+// migrate refuses extra words, a down without VERSION (it would drop all
+// data) and a down "to" a version above the current one, and reports the
+// version the schema really has.
+func TestMigrateRefusesWhatItWouldNotDo(t *testing.T) {
+	_, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	code, out, errOut := ctlRun(t, "migrate", "status")
+	require.Equal(t, 0, code, errOut)
+	m := regexp.MustCompile(`schema version (\d+); pending migrations: false`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	current := m[1]
+
+	requireUsageErrors(t, []badFlagCase{
+		{[]string{"migrate", "up", "bogus"}, `migrate up takes no arguments, got "bogus"`},
+		{[]string{"migrate", "status", "now", "please"}, `migrate status takes no arguments, got "now please"`},
+		{[]string{"migrate", "down"}, "migrate down needs exactly one VERSION"},
+		{[]string{"migrate", "down", "1", "2"}, "migrate down needs exactly one VERSION"},
+		{[]string{"migrate", "down", "-1"}, "VERSION must be a non-negative integer"},
+		{[]string{"migrate", "down", "99999"}, "the schema is at version " + current + ": down rolls back to a VERSION at most that, got 99999"},
+		{[]string{"migrate", "sideways"}, `unknown migrate action "sideways"`},
+	})
+	code, out, errOut = ctlRun(t, "migrate", "down", current)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "rolled back 0 migration(s); schema version "+current+"\n", out)
+	code, out, _ = ctlRun(t, "migrate", "status")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "schema version "+current+"; pending migrations: false", "nothing was rolled back")
 }
