@@ -40,8 +40,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *maxQueries < 0 {
 		return usageErrorf("-queries must be 0 (all) or more, not %d", *maxQueries)
 	}
+	if *parallel < 1 {
+		return usageErrorf("-parallel must be at least 1, got %d", *parallel)
+	}
 	var ms []searchv1.RetrievalMode
 	for _, m := range strings.Split(*modes, ",") {
+		if strings.TrimSpace(m) == "" {
+			return usageErrorf("bad -modes %q: a comma-separated list of hybrid, bm25, vector", *modes)
+		}
 		mode, err := parseSearchMode(strings.TrimSpace(m))
 		if err != nil {
 			return err
@@ -85,7 +91,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "%-8s %9s %11s %9s\n", "mode", "nDCG@10", "Recall@100", "seconds")
 	for _, mode := range ms {
 		t0 := time.Now()
-		res, err := searchRunQueries(ctx, c, qs, mode, nil, 100, false, max(1, *parallel))
+		res, err := searchRunQueries(ctx, c, qs, mode, nil, 100, false, *parallel)
 		if err != nil {
 			return err
 		}

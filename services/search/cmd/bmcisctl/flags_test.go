@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/platform/testdb"
+	"github.com/bmcis/knowledge/services/search/internal/source"
 )
 
 // badFlagCase is a command line that must be refused as a usage error
@@ -20,7 +21,10 @@ type badFlagCase struct {
 
 func requireUsageErrors(t *testing.T, cases []badFlagCase) {
 	t.Helper()
+	maxFile := source.MaxFileBytes // -max-file-bytes writes it
+	defer func() { source.MaxFileBytes = maxFile }()
 	for _, tc := range cases {
+		source.MaxFileBytes = maxFile
 		code, out, errOut := ctlRun(t, tc.args...)
 		require.Equal(t, 2, code, "%q: stdout:\n%s\nstderr:\n%s", tc.args, out, errOut)
 		require.Contains(t, errOut, tc.want, "%q", tc.args)
@@ -76,4 +80,32 @@ func TestMigrateRefusesWhatItWouldNotDo(t *testing.T) {
 	code, out, _ = ctlRun(t, "migrate", "status")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "schema version "+current+"; pending migrations: false", "nothing was rolled back")
+}
+
+// Every numeric flag out of its range is a usage error, checked before the
+// command reads or sends anything.
+func TestNumericFlagsAreChecked(t *testing.T) {
+	t.Setenv("BMCIS_SERVICE_TOKEN", ctlToken)
+	t.Setenv("BMCIS_INGEST_TOKEN", ctlIngestToken)
+	t.Setenv("BMCIS_SEARCH_ADDR", "127.0.0.1:1")
+	dir := t.TempDir()
+	queries := ctlWrite(t, dir, "queries.jsonl", `{"_id": "q1", "text": "walrus"}`+"\n")
+	search := func(args ...string) []string {
+		return append([]string{"search", "-queries", queries, "-json"}, args...)
+	}
+	requireUsageErrors(t, []badFlagCase{
+		{search("-top-k", "-3"), "-top-k must be at least 1, got -3"},
+		{search("-top-k", "0"), "-top-k must be at least 1, got 0"},
+		{search("-parallel", "0"), "-parallel must be at least 1"},
+		{[]string{"search", "-limit", "0", "walrus"}, "-limit must be between 1 and 50, got 0"},
+		{[]string{"search", "-limit", "51", "walrus"}, "-limit must be between 1 and 50, got 51"},
+		{[]string{"search", "-offset", "-1", "walrus"}, "-offset must be 0 or more"},
+		{[]string{"eval", "-beir", dir, "-parallel", "0"}, "-parallel must be at least 1"},
+		{[]string{"eval", "-beir", dir, "-modes", "bm25,"}, "bad -modes"},
+		{[]string{"health", "-wait", "-1s", "127.0.0.1:1"}, "-wait must be 0 (one try) or more"},
+		{[]string{"ingest", "-max-file-bytes", "0", dir}, "-max-file-bytes must be at least 1"},
+		{[]string{"sync", "-max-file-bytes", "-1", "docs", dir}, "-max-file-bytes must be at least 1"},
+		{[]string{"sync", "-watch", "-interval", "0s", "docs", dir}, "-interval must be positive"},
+		{[]string{"keys", "create", "--name", "app", "--limit-minute", "-5"}, "--limit-minute must be 0 (service default) or more, got -5"},
+	})
 }

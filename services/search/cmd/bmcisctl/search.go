@@ -59,6 +59,16 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	switch {
+	case *limit < 1 || *limit > 50:
+		return usageErrorf("-limit must be between 1 and 50, got %d", *limit)
+	case *offset < 0:
+		return usageErrorf("-offset must be 0 or more, got %d", *offset)
+	case *topK < 1:
+		return usageErrorf("-top-k must be at least 1, got %d", *topK)
+	case *parallel < 1:
+		return usageErrorf("-parallel must be at least 1, got %d", *parallel)
+	}
 	mode, err := parseSearchMode(*modeName)
 	if err != nil {
 		return err
@@ -80,7 +90,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		return runSearchBatch(ctx, c, qs, mode, cats, *topK, *noCache, max(1, *parallel), stdout)
+		return runSearchBatch(ctx, c, qs, mode, cats, *topK, *noCache, *parallel, stdout)
 	}
 	if fs.NArg() == 0 {
 		return usageErrorf(`give a query: bmcisctl search "text", or -queries FILE -json`)

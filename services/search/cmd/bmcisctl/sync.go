@@ -53,6 +53,12 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() != 2 {
 		return usageErrorf("give NAME and PATH")
 	}
+	if source.MaxFileBytes < 1 {
+		return usageErrorf("-max-file-bytes must be at least 1, got %d", source.MaxFileBytes)
+	}
+	if *watch && (*interval <= 0 || *debounce < 0) {
+		return usageErrorf("-interval must be positive and -debounce not negative")
+	}
 	name, root := fs.Arg(0), fs.Arg(1)
 	if !server.SourceNameRE.MatchString(name) {
 		return usageErrorf("source name %q: use 1..64 of a-z 0-9 . _ -, starting with a letter or digit", name)
@@ -67,9 +73,6 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return err
-	}
-	if *watch && (*interval <= 0 || *debounce < 0) {
-		return usageErrorf("-interval must be positive and -debounce not negative")
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
