@@ -61,13 +61,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *duration <= 0:
 		return usageErrorf("-duration must be positive, got %s", *duration)
 	}
-	var modeList []searchv1.RetrievalMode
-	for _, ms := range strings.Split(*modes, ",") {
-		mode, err := parseSearchMode(strings.TrimSpace(ms))
-		if err != nil || strings.TrimSpace(ms) == "" {
-			return usageErrorf("bad -modes %q: a comma-separated list of hybrid, bm25, vector", *modes)
-		}
-		modeList = append(modeList, mode)
+	modeList, err := parseSearchModes(*modes)
+	if err != nil {
+		return err
 	}
 	var concList []int
 	for _, cs := range strings.Split(*concs, ",") {

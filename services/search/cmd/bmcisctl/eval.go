@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
-	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/services/search/internal/eval"
 )
 
@@ -43,16 +41,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *parallel < 1 {
 		return usageErrorf("-parallel must be at least 1, got %d", *parallel)
 	}
-	var ms []searchv1.RetrievalMode
-	for _, m := range strings.Split(*modes, ",") {
-		if strings.TrimSpace(m) == "" {
-			return usageErrorf("bad -modes %q: a comma-separated list of hybrid, bm25, vector", *modes)
-		}
-		mode, err := parseSearchMode(strings.TrimSpace(m))
-		if err != nil {
-			return err
-		}
-		ms = append(ms, mode)
+	ms, err := parseSearchModes(*modes)
+	if err != nil {
+		return err
 	}
 	ds, err := eval.LoadBEIR(*dir, *split)
 	if err != nil {

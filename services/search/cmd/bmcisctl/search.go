@@ -39,6 +39,19 @@ func parseSearchMode(s string) (searchv1.RetrievalMode, error) {
 	return 0, usageErrorf("-mode must be hybrid, bm25 or vector, got %q", s)
 }
 
+// parseSearchModes reads a -modes list: comma-separated, none empty.
+func parseSearchModes(list string) ([]searchv1.RetrievalMode, error) {
+	var out []searchv1.RetrievalMode
+	for _, m := range strings.Split(list, ",") {
+		mode, err := parseSearchMode(strings.TrimSpace(m))
+		if err != nil || strings.TrimSpace(m) == "" {
+			return nil, usageErrorf("bad -modes %q: a comma-separated list of hybrid, bm25, vector", list)
+		}
+		out = append(out, mode)
+	}
+	return out, nil
+}
+
 func searchModeName(m searchv1.RetrievalMode) string {
 	return strings.ToLower(strings.TrimPrefix(m.String(), "RETRIEVAL_MODE_"))
 }
