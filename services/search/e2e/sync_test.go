@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -112,6 +113,82 @@ func TestSyncFolders(t *testing.T) {
 	require.Regexp(t, `sync wiki: 2 sent \(2 written, 0 unchanged\), 1 kept unchanged, 1 deleted, 0 failed`, stdout.String())
 	require.Regexp(t, `wiki\s+3\s+`, s.Ctl(t, "sources", "-addr", addr))
 	require.Equal(t, 1, found("tapir"), "the unchanged file was kept, not resent")
+
+	// A folder that cannot be read is not a folder whose files are gone:
+	// nothing stored under it is deleted, and the summary says so. The
+	// sync runs as a user the folder's permissions apply to (root ignores
+	// them; CI runs as root), so the real directory read fails.
+	locked := folder(worldReadableDir(t))
+	locked.put(t, "a.md", "# A\n\nThe locked gerenuk page.\n")
+	locked.put(t, "sub/b.md", "# B\n\nThe locked gerenuk annex.\n")
+	locked.put(t, "sub/c.md", "# C\n\nThe locked gerenuk appendix.\n")
+	out, err = ctlAsUnprivileged(t, s, "sync", "-addr", addr, "locked", string(locked))
+	require.NoError(t, err)
+	require.Contains(t, out, "3 sent (3 written, 0 unchanged), 0 kept unchanged, 0 deleted, 0 failed")
+	sub := filepath.Join(string(locked), "sub")
+	for _, tc := range []struct{ dir, summary string }{
+		{sub, "1 sent (0 written, 1 unchanged), 0 kept unchanged, 0 deleted, 1 failed"},
+		{string(locked), "0 sent (0 written, 0 unchanged), 0 kept unchanged, 0 deleted, 1 failed"},
+	} {
+		require.NoError(t, os.Chmod(tc.dir, 0))
+		out, err = ctlAsUnprivileged(t, s, "sync", "-addr", addr, "locked", string(locked))
+		require.NoError(t, os.Chmod(tc.dir, 0o755))
+		require.Error(t, err, "an unreadable folder is a failure")
+		require.Contains(t, out, tc.summary)
+		require.Contains(t, out, tc.dir+": open "+tc.dir+": permission denied (a folder: every document stored under it stays)")
+		require.Equal(t, 3, found("gerenuk"), "nothing under the unreadable folder is deleted")
+	}
+	locked.remove(t, "sub/c.md")
+	out, err = ctlAsUnprivileged(t, s, "sync", "-addr", addr, "locked", string(locked))
+	require.NoError(t, err)
+	require.Contains(t, out, "2 sent (0 written, 2 unchanged), 0 kept unchanged, 1 deleted, 0 failed", "readable again, gone files go")
+	require.Equal(t, 2, found("gerenuk"))
+}
+
+// worldReadableDir is a temporary folder any user can read (t.TempDir's
+// folders are private to their owner).
+func worldReadableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "bmcis-sync-e2e-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if d != nil && d.IsDir() {
+				_ = os.Chmod(p, 0o755) // a failed test may leave a folder locked
+			}
+			return nil
+		})
+		_ = os.RemoveAll(dir)
+	})
+	require.NoError(t, os.Chmod(dir, 0o755))
+	return dir
+}
+
+// ctlAsUnprivileged runs bmcisctl as a user file permissions apply to: this
+// one, or nobody (65534) when the test runs as root, from a copy of the
+// binary that user may execute.
+func ctlAsUnprivileged(t *testing.T, s *stacktest.Stack, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd, err := s.CtlCommand(ctx, args...)
+	require.NoError(t, err)
+	if os.Geteuid() == 0 {
+		bin := filepath.Join(worldReadableDir(t), "bmcisctl")
+		data, err := os.ReadFile(cmd.Path)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(bin, data, 0o755))
+		cmd.Path, cmd.Args[0] = bin, bin
+		cmd.Dir = filepath.Dir(bin)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%w\nstderr:\n%s", err, stderr.String())
+	}
+	return stdout.String(), err
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes to it.

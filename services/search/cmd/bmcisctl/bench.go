@@ -46,6 +46,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
+	// Every flag is checked before anything is ingested or measured.
+	switch {
+	case fs.NArg() != 0:
+		return usageErrorf("unexpected argument %q (bench search takes flags only)", fs.Arg(0))
+	case *chunks < 0:
+		return usageErrorf("-chunks must be 0 (skip ingestion) or more, got %d", *chunks)
+	case *addChunks < 0:
+		return usageErrorf("-add-chunks must be 0 (skip) or more, got %d", *addChunks)
+	case *vocab < 2:
+		return usageErrorf("-vocab must be at least 2 words, got %d", *vocab)
+	case *nq < 1:
+		return usageErrorf("-queries must be at least 1, got %d", *nq)
+	case *duration <= 0:
+		return usageErrorf("-duration must be positive, got %s", *duration)
+	}
+	modeList, err := parseSearchModes(*modes)
+	if err != nil {
+		return err
+	}
+	var concList []int
+	for _, cs := range strings.Split(*concs, ",") {
+		conc, err := strconv.Atoi(strings.TrimSpace(cs))
+		if err != nil || conc < 1 {
+			return usageErrorf("bad -concurrency %q: a comma-separated list of numbers of at least 1", *concs)
+		}
+		concList = append(concList, conc)
+	}
 	c, closeConn, err := searchDial(*addr, envReadToken)
 	if err != nil {
 		return err
@@ -88,11 +115,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout)
 	fmt.Fprintf(stdout, "\n| mode | cache | concurrency | requests | QPS | P50 ms | P95 ms | P99 ms |\n|---|---|---|---|---|---|---|---|\n")
-	for _, ms := range strings.Split(*modes, ",") {
-		mode, err := parseSearchMode(strings.TrimSpace(ms))
-		if err != nil {
-			return err
-		}
+	for _, mode := range modeList {
 		for _, cached := range []bool{false, true} {
 			if cached {
 				// Warm: every query once, so the measured requests all hit.
@@ -102,11 +125,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					}
 				}
 			}
-			for _, cs := range strings.Split(*concs, ",") {
-				conc, err := strconv.Atoi(strings.TrimSpace(cs))
-				if err != nil || conc < 1 {
-					return usageErrorf("bad -concurrency %q", cs)
-				}
+			for _, conc := range concList {
 				r, err := benchSearch(ctx, c, queries, mode, cats, !cached, conc, *duration)
 				if err != nil {
 					return err

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
-	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/services/search/internal/eval"
 )
 
@@ -40,13 +38,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *maxQueries < 0 {
 		return usageErrorf("-queries must be 0 (all) or more, not %d", *maxQueries)
 	}
-	var ms []searchv1.RetrievalMode
-	for _, m := range strings.Split(*modes, ",") {
-		mode, err := parseSearchMode(strings.TrimSpace(m))
-		if err != nil {
-			return err
-		}
-		ms = append(ms, mode)
+	if *parallel < 1 {
+		return usageErrorf("-parallel must be at least 1, got %d", *parallel)
+	}
+	ms, err := parseSearchModes(*modes)
+	if err != nil {
+		return err
 	}
 	ds, err := eval.LoadBEIR(*dir, *split)
 	if err != nil {
@@ -85,7 +82,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "%-8s %9s %11s %9s\n", "mode", "nDCG@10", "Recall@100", "seconds")
 	for _, mode := range ms {
 		t0 := time.Now()
-		res, err := searchRunQueries(ctx, c, qs, mode, nil, 100, false, max(1, *parallel))
+		res, err := searchRunQueries(ctx, c, qs, mode, nil, 100, false, *parallel)
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,9 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() == 0 {
 		return usageErrorf("give at least one HOST:PORT")
 	}
+	if *wait < 0 {
+		return usageErrorf("-wait must be 0 (one try) or more, got %s", *wait)
+	}
 	deadline := time.Now().Add(*wait)
 	for _, addr := range fs.Args() {
 		for {

@@ -38,6 +38,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() == 0 {
 		return usageErrorf("give at least one PATH")
 	}
+	if source.MaxFileBytes < 1 {
+		return usageErrorf("-max-file-bytes must be at least 1, got %d", source.MaxFileBytes)
+	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
 		return err

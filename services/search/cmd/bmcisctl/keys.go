@@ -155,6 +155,11 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if strings.TrimSpace(*name) == "" {
 		return usageErrorf("--name is required")
 	}
+	for i, t := range ratelimit.Tiers {
+		if *limits[i] < 0 {
+			return usageErrorf("--%s must be 0 (service default) or more, got %d", t.FlagName(), *limits[i])
+		}
+	}
 	req := &authv1.CreateKeyRequest{Name: *name, Owner: *owner, Limits: &authv1.RateLimits{}}
 	for i, t := range ratelimit.Tiers {
 		if *limits[i] != 0 {

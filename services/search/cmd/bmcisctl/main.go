@@ -31,6 +31,10 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first interrupt cancels ctx (a command stops cleanly); then the
+	// default handling comes back, so a second one ends a command stuck
+	// where it cannot see ctx (a blocking read).
+	go func() { <-ctx.Done(); stop() }()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -39,6 +39,19 @@ func parseSearchMode(s string) (searchv1.RetrievalMode, error) {
 	return 0, usageErrorf("-mode must be hybrid, bm25 or vector, got %q", s)
 }
 
+// parseSearchModes reads a -modes list: comma-separated, none empty.
+func parseSearchModes(list string) ([]searchv1.RetrievalMode, error) {
+	var out []searchv1.RetrievalMode
+	for _, m := range strings.Split(list, ",") {
+		mode, err := parseSearchMode(strings.TrimSpace(m))
+		if err != nil || strings.TrimSpace(m) == "" {
+			return nil, usageErrorf("bad -modes %q: a comma-separated list of hybrid, bm25, vector", list)
+		}
+		out = append(out, mode)
+	}
+	return out, nil
+}
+
 func searchModeName(m searchv1.RetrievalMode) string {
 	return strings.ToLower(strings.TrimPrefix(m.String(), "RETRIEVAL_MODE_"))
 }
@@ -58,6 +71,16 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	parallel := fs.Int("parallel", 4, "queries in flight in batch mode")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	switch {
+	case *limit < 1 || *limit > 50:
+		return usageErrorf("-limit must be between 1 and 50, got %d", *limit)
+	case *offset < 0:
+		return usageErrorf("-offset must be 0 or more, got %d", *offset)
+	case *topK < 1:
+		return usageErrorf("-top-k must be at least 1, got %d", *topK)
+	case *parallel < 1:
+		return usageErrorf("-parallel must be at least 1, got %d", *parallel)
 	}
 	mode, err := parseSearchMode(*modeName)
 	if err != nil {
@@ -80,7 +103,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		return runSearchBatch(ctx, c, qs, mode, cats, *topK, *noCache, max(1, *parallel), stdout)
+		return runSearchBatch(ctx, c, qs, mode, cats, *topK, *noCache, *parallel, stdout)
 	}
 	if fs.NArg() == 0 {
 		return usageErrorf(`give a query: bmcisctl search "text", or -queries FILE -json`)

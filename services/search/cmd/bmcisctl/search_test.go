@@ -34,8 +34,15 @@ const (
 // every credential a test uses comes from its own environment.
 func TestMain(m *testing.M) {
 	os.Setenv(envCredentialsFile, filepath.Join(os.TempDir(), "bmcisctl-tests-no-credentials-file.json"))
+	if os.Getenv(envRunMain) == "1" {
+		main() // the test binary run as bmcisctl (TestSecondInterruptEndsAStuckCommand)
+		return
+	}
 	os.Exit(m.Run())
 }
+
+// envRunMain makes the test binary run bmcisctl's main with its arguments.
+const envRunMain = "BMCISCTL_TEST_RUN_MAIN"
 
 // ctlServer runs a real search service on a fresh database and points the
 // CLI at it (BMCIS_SEARCH_ADDR, the read and ingest credentials, DATABASE_URL).

@@ -85,16 +85,17 @@ func (e *ingestInterruptedError) Unwrap() error { return e.Err }
 // searchIngest streams every document under paths to the service.
 // progress (may be nil) is called after each document sent.
 func searchIngest(ctx context.Context, c searchv1.SearchServiceClient, paths []string, progress func(sent, problems int)) (*searchIngestSummary, error) {
-	return searchIngestPlan(ctx, c, ingestPlan{walk: func(emit func(source.Item) error, _ func(string) error) error {
+	return searchIngestPlan(ctx, c, ingestPlan{walk: func(emit func(source.Item) error, _ func(string) error, _ func(string) error) error {
 		return source.Walk(paths, emit)
 	}}, progress)
 }
 
 // ingestPlan is what one ingestion stream sends: the items walk emits, after
-// the sync header when sync is set (walk may then also name kept files).
+// the sync header when sync is set (walk may then also name kept files, and
+// kept folders: those it could not list).
 type ingestPlan struct {
 	sync *searchv1.SyncSource
-	walk func(emit func(source.Item) error, keep func(externalID string) error) error
+	walk func(emit func(source.Item) error, keep func(externalID string) error, keepFolder func(folder string) error) error
 }
 
 // keepBatch is how many kept ids go in one message.
@@ -221,7 +222,7 @@ func ingestUnacked(ctx context.Context, c searchv1.SearchServiceClient, plan ing
 }
 
 // sendPlan sends the plan's messages: the sync header, the documents (big
-// ones in parts) and the kept ids, counting into sum.
+// ones in parts), the kept ids and kept folders, counting into sum.
 func sendPlan(send func(*searchv1.IngestDocumentsRequest) error, plan ingestPlan, sum *searchIngestSummary, progress func(sent, problems int)) error {
 	var keep []string
 	flushKeep := func() error {
@@ -256,6 +257,8 @@ func sendPlan(send func(*searchv1.IngestDocumentsRequest) error, plan ingestPlan
 			return flushKeep()
 		}
 		return nil
+	}, func(folder string) error {
+		return send(&searchv1.IngestDocumentsRequest{KeepFolders: []string{folder}})
 	})
 	if err != nil {
 		return err

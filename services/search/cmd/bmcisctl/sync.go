@@ -42,7 +42,8 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "  Mirrors the folder PATH as the source NAME: new and changed files go in, documents whose files")
 		fmt.Fprintln(stderr, "  are gone are deleted. Documents of other sources (and plain `ingest`) are never touched; the")
 		fmt.Fprintln(stderr, "  documents' ids are NAME:RELATIVE/PATH. A file that cannot be read is listed with its reason")
-		fmt.Fprintln(stderr, "  and its previous version stays. With -watch, the folder is scanned every -interval and a")
+		fmt.Fprintln(stderr, "  and its previous version stays; so does every document under a folder that cannot be read.")
+		fmt.Fprintln(stderr, "  With -watch, the folder is scanned every -interval and a")
 		fmt.Fprintln(stderr, "  change is synced once it has stayed still for -debounce, until interrupted.")
 		fs.PrintDefaults()
 	}
@@ -51,6 +52,12 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if fs.NArg() != 2 {
 		return usageErrorf("give NAME and PATH")
+	}
+	if source.MaxFileBytes < 1 {
+		return usageErrorf("-max-file-bytes must be at least 1, got %d", source.MaxFileBytes)
+	}
+	if *watch && (*interval <= 0 || *debounce < 0) {
+		return usageErrorf("-interval must be positive and -debounce not negative")
 	}
 	name, root := fs.Arg(0), fs.Arg(1)
 	if !server.SourceNameRE.MatchString(name) {
@@ -66,9 +73,6 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return err
-	}
-	if *watch && (*interval <= 0 || *debounce < 0) {
-		return usageErrorf("-interval must be positive and -debounce not negative")
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
@@ -102,26 +106,33 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searchv1.SyncSource, root string, prev treeState, stdout io.Writer) (treeState, error) {
 	next := treeState{}
 	kept := 0
-	sum, err := searchIngestPlan(ctx, c, ingestPlan{sync: header, walk: func(emit func(source.Item) error, keep func(string) error) error {
+	sum, err := searchIngestPlan(ctx, c, ingestPlan{sync: header, walk: func(emit func(source.Item) error, keep, keepFolder func(string) error) error {
 		kept = 0 // the walk runs again when an older service needs the old RPC
 		return source.WalkTree(root, func(rel string, st source.FileState) bool {
 			old, ok := prev[rel]
 			return ok && old == st
 		}, func(rel string, st source.FileState, it source.Item) error {
-			if it.Doc == nil {
+			next[rel] = st
+			switch {
+			case st.Folder:
+				// Not listed, so not known to be gone: everything the
+				// service holds under it stays.
+				if err := keepFolder(rel); err != nil {
+					return err
+				}
+				it.Problem += " (a folder: every document stored under it stays)"
+				return emit(it)
+			case it.Doc == nil:
 				// Unchanged, or present but unreadable: either way its
 				// stored version stays.
 				if err := keep(rel); err != nil {
 					return err
 				}
-				kept++
-				next[rel] = st
 				if it.Problem == "" {
+					kept++
 					return nil
 				}
-				return emit(it)
 			}
-			next[rel] = st
 			return emit(it)
 		})
 	}}, nil)
@@ -131,7 +142,7 @@ func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searc
 	r := sum.Resp
 	fmt.Fprintf(stdout, "%s  sync %s: %d sent (%d written, %d unchanged), %d kept unchanged, %d deleted, %d failed\n",
 		time.Now().Format(time.TimeOnly), header.GetName(), sum.Sent, r.GetDocumentsWritten(), r.GetDocumentsUnchanged(),
-		kept-len(sum.Problems), r.GetDocumentsDeleted(), int(r.GetDocumentsFailed())+len(sum.Problems))
+		kept, r.GetDocumentsDeleted(), int(r.GetDocumentsFailed())+len(sum.Problems))
 	if sum.Unconfirmed {
 		fmt.Fprintln(stdout, UnconfirmedNote)
 	}

@@ -226,9 +226,9 @@ func (s *Server) ingestOne(ctx context.Context, j ingestJob, lim ingest.Limits) 
 }
 
 // finishSync ends a sync stream: a mirror deletes the source's documents
-// that were neither sent nor kept (through the one deletion path,
-// Store.DeleteDocument), then the sync is recorded. It returns the highest
-// generation it committed.
+// that were neither sent nor kept, by id or under a folder the client could
+// not list (through the one deletion path, Store.DeleteDocument), then the
+// sync is recorded. It returns the highest generation it committed.
 func (s *Server) finishSync(ctx context.Context, rx *receiver, resp *searchv1.IngestDocumentsResponse) (int64, error) {
 	name := rx.sync.GetName()
 	var maxGen int64
@@ -244,6 +244,10 @@ func (s *Server) finishSync(ctx context.Context, rx *receiver, resp *searchv1.In
 			return 0, dbError(ctx, err)
 		}
 		for _, id := range gone {
+			if rx.underKeptFolder(id) {
+				rx.kept++ // unread, not gone: its stored version stays
+				continue
+			}
 			dctx, cancel := s.dbCtx(ctx)
 			res, err := s.st.DeleteDocument(dctx, id)
 			cancel()

@@ -52,6 +52,10 @@ type receiver struct {
 	sync *searchv1.SyncSource
 	seen map[string]struct{} // external ids (prefixed) sent or kept in a sync
 	kept int
+	// keptFolders are the folders (prefixed ids without the trailing "/")
+	// a sync client could not list; allKept: it could not list the root.
+	keptFolders map[string]struct{}
+	allKept     bool
 
 	pending     *ingestJob // a document whose content is still arriving
 	pendingSize int64
@@ -113,6 +117,19 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 			rx.kept++
 		}
 	}
+	if folders := req.GetKeepFolders(); len(folders) > 0 {
+		if rx.sync == nil {
+			return grpcserver.InvalidArgument("keep_folders", "only a sync stream may keep folders")
+		}
+		for _, f := range folders {
+			f = strings.TrimSuffix(strings.TrimSpace(f), "/")
+			if f == "" || f == "." {
+				rx.allKept = true
+				continue
+			}
+			rx.keptFolders[rx.syncID(f)] = struct{}{}
+		}
+	}
 	if part := req.GetContentPart(); len(part) > 0 {
 		if err := rx.addPart(part); err != nil {
 			return err
@@ -120,7 +137,7 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 	}
 	d := req.GetDocument()
 	if d == nil {
-		if req.GetSync() != nil || len(req.GetKeepExternalIds()) > 0 || len(req.GetContentPart()) > 0 {
+		if req.GetSync() != nil || len(req.GetKeepExternalIds()) > 0 || len(req.GetKeepFolders()) > 0 || len(req.GetContentPart()) > 0 {
 			return nil
 		}
 		d = &searchv1.Document{} // an empty message is an empty (failing) document
@@ -234,7 +251,22 @@ func (rx *receiver) startSync(sy *searchv1.SyncSource) error {
 	}
 	rx.sync = sy
 	rx.seen = map[string]struct{}{}
+	rx.keptFolders = map[string]struct{}{}
 	return nil
+}
+
+// underKeptFolder reports whether the stored (prefixed) id lies in a folder
+// the client could not list: a mirror must not delete it.
+func (rx *receiver) underKeptFolder(id string) bool {
+	if rx.allKept {
+		return true
+	}
+	for i := strings.LastIndexByte(id, '/'); i > 0; i = strings.LastIndexByte(id[:i], '/') {
+		if _, ok := rx.keptFolders[id[:i]]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // syncID is the stored external id of a synced document: the source name

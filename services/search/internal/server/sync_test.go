@@ -125,6 +125,41 @@ func TestSyncKeepsTheOldVersionOfAFailedFile(t *testing.T) {
 	require.Equal(t, []string{"docs:a.md"}, bm25IDs(t, r.client, "dugong"))
 }
 
+// A folder the client could not list keeps every document stored under it
+// (and only there: a file gone elsewhere is still deleted); "." keeps the
+// whole source.
+func TestSyncKeepsTheDocumentsOfAnUnreadFolder(t *testing.T) {
+	r, _ := start(t)
+	all := []*searchv1.IngestDocumentsRequest{syncHeader("docs"),
+		doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
+		doc(md("sub/b.md", "", "B", "# B\n\nThe okapi annex.")),
+		doc(md("sub/deeper/c.md", "", "C", "# C\n\nThe okapi appendix.")),
+		doc(md("subway.md", "", "S", "# S\n\nThe okapi subway.")),
+	}
+	stored := []string{"docs:a.md", "docs:sub/b.md", "docs:sub/deeper/c.md", "docs:subway.md"}
+	_, err := sendAll(t, r.client, all...)
+	require.NoError(t, err)
+	require.Equal(t, stored, bm25IDs(t, r.client, "okapi"))
+
+	for _, tc := range []struct {
+		name    string
+		folders []string
+		deleted int32
+		left    []string
+	}{
+		{"root unread", []string{"."}, 0, stored},
+		{"subfolder unread", []string{"sub/"}, 1, []string{"docs:a.md", "docs:sub/b.md", "docs:sub/deeper/c.md"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := sendAll(t, r.client, syncHeader("docs"), doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
+				&searchv1.IngestDocumentsRequest{KeepFolders: tc.folders})
+			require.NoError(t, err)
+			require.Equal(t, tc.deleted, resp.DocumentsDeleted)
+			require.Equal(t, tc.left, bm25IDs(t, r.client, "okapi"))
+		})
+	}
+}
+
 func TestSyncHeaderIsChecked(t *testing.T) {
 	r, _ := start(t)
 	for _, tc := range []struct {
@@ -135,6 +170,7 @@ func TestSyncHeaderIsChecked(t *testing.T) {
 		{"bad name", []*searchv1.IngestDocumentsRequest{{Sync: &searchv1.SyncSource{Name: "Bad Name"}}}, "not a source name"},
 		{"header not first", []*searchv1.IngestDocumentsRequest{doc(md("a.md", "", "A", "# A\n\ntext")), syncHeader("docs")}, "only the first message"},
 		{"keep without sync", []*searchv1.IngestDocumentsRequest{{KeepExternalIds: []string{"a.md"}}}, "only a sync stream"},
+		{"folders without sync", []*searchv1.IngestDocumentsRequest{{KeepFolders: []string{"sub"}}}, "only a sync stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := sendAll(t, r.client, tc.reqs...)

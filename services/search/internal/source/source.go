@@ -20,11 +20,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -83,7 +85,7 @@ func Walk(paths []string, fn func(Item) error) error {
 func Count(paths []string) int {
 	n := 0
 	_ = Walk0(paths, func(jsonl string) {
-		f, err := os.Open(jsonl)
+		f, _, err := openRegular(jsonl)
 		if err != nil {
 			n++
 			return
@@ -167,19 +169,23 @@ func walkDir(root string, fn func(Item) error) error {
 type FileState struct {
 	Size    int64
 	ModTime time.Time
+	// Folder: the problem is a folder that could not be listed (or the
+	// root itself), so nothing under it is known: not that it is gone.
+	Folder bool
 }
 
 // WalkTree walks the directory tree under root as Walk does, giving fn each
 // file's path relative to root (slash-separated, also its external id) and
 // state. A file for which skip (may be nil) says true is not read: fn gets
-// an Item with neither Doc nor Problem.
+// an Item with neither Doc nor Problem. A folder that cannot be listed (the
+// root's rel is ".") comes with a Problem and st.Folder set.
 func WalkTree(root string, skip func(rel string, st FileState) bool, fn func(rel string, st FileState, it Item) error) error {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err == nil {
 		realRoot, err = filepath.Abs(realRoot)
 	}
 	if err != nil {
-		return fn(".", FileState{}, Item{Where: root, Problem: err.Error()})
+		return fn(".", FileState{Folder: true}, Item{Where: root, Problem: err.Error()})
 	}
 	// Walk the resolved root (WalkDir does not enter a root that is a link)
 	// but name files under the root as given.
@@ -193,7 +199,9 @@ func WalkTree(root string, skip func(rel string, st FileState) bool, fn func(rel
 			return filepath.ToSlash(r)
 		}
 		if err != nil {
-			return fn(relOf(), FileState{}, Item{Where: fp, Problem: err.Error()})
+			// WalkDir reports errors only for the root and for folders it
+			// cannot list (entries come from the listing): a folder's.
+			return fn(relOf(), FileState{Folder: true}, Item{Where: fp, Problem: err.Error()})
 		}
 		if d.IsDir() {
 			if real != realRoot && strings.HasPrefix(d.Name(), ".") {
@@ -262,16 +270,7 @@ func inside(realRoot, fp string) (string, bool, error) {
 // readFile reads one file of a single-document format (chosen by rel).
 func readFile(fp, rel, folder string) Item {
 	it := Item{Where: fp}
-	info, err := os.Stat(fp)
-	if err != nil {
-		it.Problem = err.Error()
-		return it
-	}
-	if info.Size() > MaxFileBytes {
-		it.Problem = fmt.Sprintf("too large: %d bytes (limit %d)", info.Size(), MaxFileBytes)
-		return it
-	}
-	data, err := os.ReadFile(fp)
+	data, err := readRegular(fp)
 	if err != nil {
 		it.Problem = err.Error()
 		return it
@@ -283,6 +282,50 @@ func readFile(fp, rel, folder string) Item {
 	}
 	it.Doc = doc
 	return it
+}
+
+// openRegular opens fp for reading if it is a regular file. A named pipe,
+// device or socket is refused: reading one can block forever (a pipe with
+// no writer) or never end. The open does not block (O_NONBLOCK), and the
+// check is on the opened file, so a file swapped for a pipe is refused too.
+func openRegular(fp string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(fp, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("%s", ErrNotRegular)
+	}
+	return f, info, nil
+}
+
+// ErrNotRegular is the problem reported for a named pipe, device or socket.
+const ErrNotRegular = "not a regular file (a named pipe, device or socket); skipped"
+
+// readRegular reads a regular file of at most MaxFileBytes.
+func readRegular(fp string) ([]byte, error) {
+	f, info, err := openRegular(fp)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("too large: %d bytes (limit %d)", info.Size(), MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > MaxFileBytes {
+		return nil, fmt.Errorf("too large: over %d bytes (limit %d)", MaxFileBytes, MaxFileBytes)
+	}
+	return data, nil
 }
 
 type frontMatter struct {
@@ -360,7 +403,7 @@ func splitFrontMatter(data []byte) (*frontMatter, []byte, error) {
 }
 
 func readRecords(p string, f *formats.Format, fn func(Item) error) error {
-	r, err := os.Open(p)
+	r, _, err := openRegular(p)
 	if err != nil {
 		return fn(Item{Where: p, Problem: err.Error()})
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +215,36 @@ func TestWalkSendsEveryRegisteredFormat(t *testing.T) {
 	docs, problems = collect(t, filepath.Join(root, "data/corpus.jsonl"), filepath.Join(root, "web/image.png"))
 	require.Equal(t, "text", docs["1"].FormatName)
 	require.Contains(t, problems[filepath.Join(root, "web/image.png")], "not a file of a known format (.docx, .htm, .html, .jsonl, .markdown, .md, .ndjson, .pdf, .txt, .xhtml)")
+}
+
+// A named pipe with a document's extension is a problem, not a read that
+// blocks forever waiting for a writer: in a tree, named directly, and as
+// a JSON Lines file (counting too).
+func TestNamedPipesAreSkipped(t *testing.T) {
+	root := t.TempDir()
+	put(t, root, "a.md", "# A\n\nReadable.\n")
+	for _, rel := range []string{"pipe.md", "sub/pipe.txt", "records.jsonl"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755))
+		require.NoError(t, syscall.Mkfifo(filepath.Join(root, rel), 0o644))
+	}
+	done := make(chan struct{})
+	var docs map[string]*searchv1.Document
+	var problems map[string]string
+	go func() {
+		defer close(done)
+		Count([]string{root, filepath.Join(root, "records.jsonl")})
+		docs, problems = collect(t, root, filepath.Join(root, "pipe.md"), filepath.Join(root, "records.jsonl"))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the walk blocked on a named pipe")
+	}
+	require.Len(t, docs, 1)
+	require.Contains(t, docs, "a.md")
+	require.Equal(t, map[string]string{
+		filepath.Join(root, "pipe.md"):       ErrNotRegular,
+		filepath.Join(root, "sub/pipe.txt"):  ErrNotRegular,
+		filepath.Join(root, "records.jsonl"): ErrNotRegular,
+	}, problems)
 }

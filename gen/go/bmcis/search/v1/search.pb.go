@@ -1013,8 +1013,13 @@ type IngestDocumentsRequest struct {
 	// files still present but not resent because the client saw no change.
 	// A mirroring sync keeps them and deletes the source's other documents.
 	KeepExternalIds []string `protobuf:"bytes,4,rep,name=keep_external_ids,json=keepExternalIds,proto3" json:"keep_external_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Sync streams only: folders (id prefixes as sent, before the source
+	// prefix, without a trailing "/"; "." is the whole source) that the client
+	// could not list. A mirroring sync keeps every document under them: a
+	// folder that cannot be read is not a folder whose files are gone.
+	KeepFolders   []string `protobuf:"bytes,5,rep,name=keep_folders,json=keepFolders,proto3" json:"keep_folders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IngestDocumentsRequest) Reset() {
@@ -1075,6 +1080,13 @@ func (x *IngestDocumentsRequest) GetKeepExternalIds() []string {
 	return nil
 }
 
+func (x *IngestDocumentsRequest) GetKeepFolders() []string {
+	if x != nil {
+		return x.KeepFolders
+	}
+	return nil
+}
+
 // SyncSource makes an ingestion stream a sync of a named source. Its
 // documents' external ids become "NAME:ID", so sources never share or
 // overwrite each other's documents.
@@ -1085,7 +1097,8 @@ type SyncSource struct {
 	// Where the source lives (a folder path, or "upload"), as shown by ListSources.
 	Root string `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
 	// Mirror: when the stream ends without error, the source's documents that
-	// were neither sent nor kept are deleted (their files are gone).
+	// were neither sent nor kept (by id or under a kept folder) are deleted
+	// (their files are gone).
 	Mirror        bool `protobuf:"varint,3,opt,name=mirror,proto3" json:"mirror,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2127,12 +2140,13 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
 	"\vformat_name\x18\b \x01(\tR\n" +
 	"formatName\x12!\n" +
-	"\fcontent_size\x18\t \x01(\x03R\vcontentSize\"\xcf\x01\n" +
+	"\fcontent_size\x18\t \x01(\x03R\vcontentSize\"\xf2\x01\n" +
 	"\x16IngestDocumentsRequest\x125\n" +
 	"\bdocument\x18\x01 \x01(\v2\x19.bmcis.search.v1.DocumentR\bdocument\x12/\n" +
 	"\x04sync\x18\x02 \x01(\v2\x1b.bmcis.search.v1.SyncSourceR\x04sync\x12!\n" +
 	"\fcontent_part\x18\x03 \x01(\fR\vcontentPart\x12*\n" +
-	"\x11keep_external_ids\x18\x04 \x03(\tR\x0fkeepExternalIds\"L\n" +
+	"\x11keep_external_ids\x18\x04 \x03(\tR\x0fkeepExternalIds\x12!\n" +
+	"\fkeep_folders\x18\x05 \x03(\tR\vkeepFolders\"L\n" +
 	"\n" +
 	"SyncSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
