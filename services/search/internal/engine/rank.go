@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,9 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		}
 		fused = fusion.Fuse(bmC, vecC, fopts)
 	}
+	if vo.query != nil {
+		similarityToQuery(fused, vo.query, vo.hits)
+	}
 	// Keep what this replica has loaded: a vector hit committed after the
 	// last feed poll is left out until the poll brings it in.
 	ids := make([]int64, len(fused))
@@ -186,7 +190,11 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 
 // vecOut is the vector side's answer.
 type vecOut struct {
-	hits     []store.VectorHit
+	hits []store.VectorHit
+	// query is the query's own vector when feedback moved the one searched
+	// with: results report their similarity to the query, not to its
+	// feedback (which holds the top BM25 hits themselves).
+	query    []float32
 	provider string
 	active   *embedding.Active // the model that embedded the query
 	dbTime   time.Duration
@@ -305,6 +313,7 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 			if active != vs.cur { // switched since: that model's preset
 				w = e.cfg.fusionFor(active.Provider, active).FeedbackWeight
 			}
+			out.query = vec
 			vec = embed.Feedback(vec, fb, float32(w))
 		}
 	}
@@ -322,6 +331,28 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 		out.err = fmt.Errorf("vector search: %w", err)
 	}
 	return out
+}
+
+// similarityToQuery sets each vector hit's SimilarityScore to its cosine
+// with the query's own vector: the list was searched and ranked with the
+// feedback vector, whose cosine with the top BM25 hits is high by
+// construction and would tell a caller nothing about the query.
+func similarityToQuery(rs []fusion.Result, q []float32, hits []store.VectorHit) {
+	cos := make(map[int64]float64, len(hits))
+	qn := math.Sqrt(float64(embed.Dot(q, q)))
+	for _, h := range hits {
+		if h.Vector == nil || qn == 0 {
+			continue
+		}
+		if vn := math.Sqrt(float64(embed.Dot(h.Vector, h.Vector))); vn > 0 {
+			cos[h.ChunkID] = float64(embed.Dot(q, h.Vector)) / (qn * vn)
+		}
+	}
+	for i := range rs {
+		if c, ok := cos[rs[i].ChunkID]; ok && rs[i].VectorRank > 0 {
+			rs[i].SimilarityScore = max(0, min(1, c))
+		}
+	}
 }
 
 // markDuplicates flags near-duplicates (fusion.MarkDuplicates): identical
