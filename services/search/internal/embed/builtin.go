@@ -277,7 +277,11 @@ type weighted struct {
 // weights returns the sublinear TF-IDF weights of in-vocabulary terms,
 // sorted by term index (a stable order keeps float sums deterministic).
 func (m *Builtin) weights(terms []string) []weighted {
-	return m.weightsOf(m.appendIndexes(make([]int32, 0, len(terms)), terms))
+	perWord := 1
+	if m.subN > 0 {
+		perWord = 8 // a word's own row and its n-grams' (6 on average for 4-grams)
+	}
+	return m.weightsOf(m.appendIndexes(make([]int32, 0, perWord*len(terms)), terms))
 }
 
 // weightsOf weighs in-vocabulary term indexes (with repeats); it sorts idx

@@ -15,7 +15,7 @@ import (
 // vocabulary lacks (seen in one chunk only, or never) still lands near the
 // words it is spelled like. A text's vector sums, for every analyzed word,
 // the word's own row (when the vocabulary has it) and the rows of its
-// character n-grams, each weighted like a term (local tf weight times its
+// character n-grams (none for a word shorter than n), each weighted like a term (local tf weight times its
 // global weight). The n-gram rows start at zero and are learned by the
 // contrastive fine-tuning only, so a model without fine-tuning is plain
 // LSA. Measured on SciFact in the eval package's NOTES.md ("Sixth round").
@@ -208,6 +208,11 @@ func (m *Builtin) withSubwords(ctx context.Context, texts []string, cfg SubwordC
 		return strings.Compare(gramStr[x], gramStr[y])
 	})
 	kept = kept[:min(len(kept), cfg.Max)]
+	if len(kept) == 0 {
+		// Too few texts to share an n-gram: the model stays format 3,
+		// readable by the previous release.
+		return m, nil
+	}
 	slices.SortFunc(kept, func(x, y int32) int { return strings.Compare(gramStr[x], gramStr[y]) })
 
 	out := *m

@@ -194,3 +194,19 @@ func TestSubwordsValidate(t *testing.T) {
 	_, err = FineTuneContrastive(context.Background(), sub, docs, subwordContrastive())
 	require.ErrorContains(t, err, "already has")
 }
+
+// Texts too few to share an n-gram (each kept n-gram must be in two
+// texts and at most half of them) give no n-gram rows: the model stays
+// format 3, which the previous release reads.
+func TestSubwordsNoneKeptStaysFormat3(t *testing.T) {
+	docs := morphCorpus(20, 4)[:2]
+	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
+	m, err := FineTuneContrastive(context.Background(), lsa, docs, subwordContrastive())
+	require.NoError(t, err)
+	n, rows := m.Subwords()
+	require.Zero(t, n)
+	require.Zero(t, rows)
+	b, err := m.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, uint32(3), binary.LittleEndian.Uint32(b[len(magic):]))
+}
