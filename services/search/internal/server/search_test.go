@@ -138,8 +138,13 @@ func TestHybridScoresFollowRRF(t *testing.T) {
 		// This corpus's sentences have too few terms in the model's
 		// vocabulary to make fine-tuning pairs, so its model is plain LSA,
 		// with its own preset (engine.TestFusionPresetFollowsTheActiveModel
-		// covers the choice).
-		checkConvex(t, r.client, fusion.BuiltinLSAOptions().Alpha)
+		// covers the choice). Feedback off: with it the fused cosine is
+		// the one to the feedback vector, which no result reports
+		// (similarity_score is to the query), and the fit needs the two
+		// to be the same.
+		cfg3 := testConfig()
+		cfg3.Fusion.FeedbackChunks = -1
+		checkConvex(t, startReplica(t, pool, cfg3).client, fusion.BuiltinLSAOptions().Alpha)
 	})
 	t.Run("configured rrf k=5, weights 1/0.15", func(t *testing.T) {
 		cfg2 := testConfig()
