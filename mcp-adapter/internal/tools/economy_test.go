@@ -30,7 +30,7 @@ const (
 	// from the defaults (fewer than 3 leading results stand out, one
 	// category only), is on top: the results decide it, not the query.
 	maxLayoutHintTokens = 12
-	maxToolsList    = 900 // tools/list descriptions + input schemas
+	maxToolsList        = 900 // tools/list descriptions + input schemas
 	// maxLinks bounds the resource_link blocks of a page (3 links),
 	// counted in the totals, not in the overhead.
 	maxLinks = 60
