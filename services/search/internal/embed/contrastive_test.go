@@ -16,13 +16,19 @@ import (
 // sentences of its topic's body words: the title <-> body pairs are what
 // fine-tuning should pull together.
 func structuredCorpus(perTopic int, seed uint64) []string {
-	type topic struct{ title, body []string }
-	topics := []topic{
+	return titledCorpus([]corpusTopic{
 		{[]string{"cardiology", "heart", "cardiac", "vascular"}, []string{"artery", "infarction", "stent", "cholesterol", "statin", "arrhythmia", "ventricle", "pressure"}},
 		{[]string{"neurology", "brain", "neural", "cognitive"}, []string{"neuron", "synapse", "cortex", "dopamine", "axon", "hippocampus", "glia", "dendrite"}},
 		{[]string{"microbiology", "germ", "microbial", "infectious"}, []string{"bacteria", "antibiotic", "infection", "pathogen", "resistance", "microbe", "vaccine", "virulence"}},
-	}
-	rng := rand.New(rand.NewPCG(seed, 5))
+	}, perTopic, rand.New(rand.NewPCG(seed, 5)))
+}
+
+// corpusTopic is a topic's title words and body words.
+type corpusTopic struct{ title, body []string }
+
+// titledCorpus writes perTopic chunks per topic, in turn: two title words
+// and "review", then three sentences of seven body words.
+func titledCorpus(topics []corpusTopic, perTopic int, rng *rand.Rand) []string {
 	var docs []string
 	for i := 0; i < perTopic; i++ {
 		for _, tp := range topics {

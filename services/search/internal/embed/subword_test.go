@@ -38,29 +38,11 @@ func TestAppendGrams(t *testing.T) {
 // words share stems' pieces ("methylation", "demethylase", ...), so
 // n-grams carry the topic.
 func morphCorpus(perTopic int, seed uint64) []string {
-	type topic struct{ title, body []string }
-	topics := []topic{
+	return titledCorpus([]corpusTopic{
 		{[]string{"epigenetics", "chromatin"}, []string{"methylation", "demethylase", "methyltransferase", "acetylation", "deacetylase", "histone", "methylome", "acetyltransferase"}},
 		{[]string{"cardiology", "heart"}, []string{"cardiomyocyte", "cardiomyopathy", "myocardium", "cardiotoxicity", "pericardium", "cardiogenic", "myocyte", "cardiovascular"}},
 		{[]string{"microbiology", "germ"}, []string{"bacteria", "antibiotic", "infection", "pathogen", "resistance", "microbe", "vaccine", "virulence"}},
-	}
-	rng := rand.New(rand.NewPCG(seed, 11))
-	var docs []string
-	for i := 0; i < perTopic; i++ {
-		for _, tp := range topics {
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s %s review\n", tp.title[rng.IntN(len(tp.title))], tp.title[rng.IntN(len(tp.title))])
-			for s := 0; s < 3; s++ {
-				b.WriteString("The")
-				for w := 0; w < 7; w++ {
-					fmt.Fprintf(&b, " %s", tp.body[rng.IntN(len(tp.body))])
-				}
-				b.WriteString(" in patients. ")
-			}
-			docs = append(docs, strings.TrimSpace(b.String()))
-		}
-	}
-	return docs
+	}, perTopic, rand.New(rand.NewPCG(seed, 11)))
 }
 
 func subwordContrastive() ContrastiveConfig {
