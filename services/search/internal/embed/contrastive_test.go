@@ -108,11 +108,10 @@ func TestContrastivePullsStructurePairsTogether(t *testing.T) {
 	require.Greater(t, worstCardio, bestOther, "every cardiology body ranks above every other body")
 }
 
-func TestContrastiveDeterministicAndOff(t *testing.T) {
-	docs := structuredCorpus(30, 2) // 90 texts: the parallel paths run
-	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
-	cfg := smallContrastive()
-	cfg.Epochs = 3
+// fineTuneTwice fine-tunes lsa twice with cfg and checks the two models
+// are the same bytes; it returns the model and its bytes.
+func fineTuneTwice(t *testing.T, lsa *Builtin, docs []string, cfg ContrastiveConfig) (*Builtin, []byte) {
+	t.Helper()
 	a, err := FineTuneContrastive(context.Background(), lsa, docs, cfg)
 	require.NoError(t, err)
 	b, err := FineTuneContrastive(context.Background(), lsa, docs, cfg)
@@ -122,6 +121,15 @@ func TestContrastiveDeterministicAndOff(t *testing.T) {
 	bb, err := b.MarshalBinary()
 	require.NoError(t, err)
 	require.Equal(t, ab, bb, "same model, texts and seed: same bytes")
+	return a, ab
+}
+
+func TestContrastiveDeterministicAndOff(t *testing.T) {
+	docs := structuredCorpus(30, 2) // 90 texts: the parallel paths run
+	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
+	cfg := smallContrastive()
+	cfg.Epochs = 3
+	a, ab := fineTuneTwice(t, lsa, docs, cfg)
 	require.False(t, lsa.FineTuned())
 	require.True(t, a.FineTuned())
 	back, err := UnmarshalBuiltin(ab)

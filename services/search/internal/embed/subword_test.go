@@ -104,15 +104,7 @@ func TestSubwordModelFormat(t *testing.T) {
 	lsa := trainSmall(t, docs, func(c *BuiltinConfig) { c.Contrastive = ContrastiveConfig{} })
 	cfg := subwordContrastive()
 	cfg.Epochs = 3
-	a, err := FineTuneContrastive(context.Background(), lsa, docs, cfg)
-	require.NoError(t, err)
-	b, err := FineTuneContrastive(context.Background(), lsa, docs, cfg)
-	require.NoError(t, err)
-	ab, err := a.MarshalBinary()
-	require.NoError(t, err)
-	bb, err := b.MarshalBinary()
-	require.NoError(t, err)
-	require.Equal(t, ab, bb, "same model, texts and seed: same bytes")
+	a, ab := fineTuneTwice(t, lsa, docs, cfg)
 	require.Equal(t, uint32(4), binary.LittleEndian.Uint32(ab[len(magic):]), "sub-words are format 4")
 
 	back, err := UnmarshalBuiltin(ab)
