@@ -24,6 +24,9 @@ type Reader struct {
 // FromEnv reads the process environment.
 func FromEnv() *Reader { return &Reader{lookup: os.LookupEnv} }
 
+// FromLookup reads through lookup (an environment layered over a file, say).
+func FromLookup(lookup func(string) (string, bool)) *Reader { return &Reader{lookup: lookup} }
+
 // FromMap reads a fixed map; for tests.
 func FromMap(m map[string]string) *Reader {
 	return &Reader{lookup: func(k string) (string, bool) {

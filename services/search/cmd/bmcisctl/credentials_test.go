@@ -68,3 +68,22 @@ func TestCredentialsFileProblemsAreNamed(t *testing.T) {
 	_, err = credential(envAdminToken)
 	require.ErrorContains(t, err, "missing.json")
 }
+
+// reindex works on the database directly: the file's DATABASE_URL (which
+// `make run` writes) stands in for the environment's, as for migrate.
+func TestReindexReadsTheCredentialsFile(t *testing.T) {
+	ctlServer(t)
+	docs := t.TempDir()
+	ctlWrite(t, docs, "security/a.md", "# Incident\n\nReport a suspected incident to the security desk at once.\n")
+	ctlWrite(t, docs, "security/b.md", "# Phishing\n\nForward a phishing mail to the security desk, then delete it.\n")
+	code, _, errOut := ctlRun(t, "ingest", docs)
+	require.Equal(t, 0, code, errOut)
+
+	file := filepath.Join(t.TempDir(), credentialsFileName)
+	writeCredentials(t, file, map[string]string{"DATABASE_URL": os.Getenv("DATABASE_URL")})
+	t.Setenv(envCredentialsFile, file)
+	t.Setenv("DATABASE_URL", "")
+	code, out, errOut := ctlRun(t, "reindex")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "(active)")
+}

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/bmcis/knowledge/platform/config"
 )
 
 // command is one subcommand.
@@ -107,6 +109,17 @@ func usageErrorf(format string, args ...any) error {
 // envOr returns the environment variable or def.
 // envOr returns the variable's value, else the credentials file's value for
 // it (see credentials.go), else def.
+// cliEnv reads settings as envOr does: the environment first, then the
+// credentials file (`make run` writes DATABASE_URL there).
+func cliEnv() *config.Reader {
+	return config.FromLookup(func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
+			return v, true
+		}
+		return fromFile(name)
+	})
+}
+
 func envOr(name, def string) string {
 	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
 		return v

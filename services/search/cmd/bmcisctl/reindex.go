@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/migrations"
-	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
@@ -26,7 +25,7 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("reindex", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bmcisctl reindex")
-		fmt.Fprintln(stderr, "  Works on the database directly (DATABASE_URL) with the embedder configuration the search")
+		fmt.Fprintln(stderr, "  Works on the database directly (DATABASE_URL, or the credentials file's) with the embedder configuration the search")
 		fmt.Fprintln(stderr, "  service uses (BMCIS_EMBEDDER, BMCIS_EMBEDDER_URL, BMCIS_EMBEDDER_MODEL, BMCIS_EMBEDDER_API_KEY,")
 		fmt.Fprintln(stderr, "  BMCIS_EMBEDDING_DIMENSIONS): resizes the vector column if the dimension changed, trains a new")
 		fmt.Fprintln(stderr, "  builtin model on every stored chunk (or uses the configured remote model), re-embeds every")
@@ -39,7 +38,7 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() != 0 {
 		return usageErrorf("reindex takes no arguments")
 	}
-	env := config.FromEnv()
+	env := cliEnv()
 	db := pg.LoadConfig(env)
 	cfg := embedding.LoadConfig(env)
 	if err := env.Err(); err != nil {
