@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"path"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"golang.org/x/sync/semaphore"
 
@@ -122,10 +124,17 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 			return grpcserver.InvalidArgument("keep_folders", "only a sync stream may keep folders")
 		}
 		for _, f := range folders {
-			f = strings.TrimSuffix(strings.TrimSpace(f), "/")
+			// A folder is the start of its documents' ids, which are trimmed
+			// at both ends: only its leading space goes ("notes /b.md"
+			// keeps the space before its "/").
+			f = strings.TrimRight(strings.TrimLeftFunc(f, unicode.IsSpace), "/")
 			if f == "" || f == "." {
 				rx.allKept = true
 				continue
+			}
+			if f != path.Clean(f) || path.IsAbs(f) || f == ".." || strings.HasPrefix(f, "../") {
+				// Refused, so the stream ends and nothing is deleted.
+				return grpcserver.InvalidArgument("keep_folders", "%q is not a clean folder path relative to the source (like \"a/b\")", f)
 			}
 			rx.keptFolders[rx.syncID(f)] = struct{}{}
 		}

@@ -160,6 +160,38 @@ func TestSyncKeepsTheDocumentsOfAnUnreadFolder(t *testing.T) {
 	}
 }
 
+// A kept folder matches its documents' ids exactly as they are stored:
+// spaces inside a path stay (ids are trimmed only at their ends), and a
+// folder that is not a clean relative path is refused before anything is
+// deleted.
+func TestSyncKeptFolderNames(t *testing.T) {
+	r, _ := start(t)
+	_, err := sendAll(t, r.client, syncHeader("docs"),
+		doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
+		doc(md("notes /b.md", "", "B", "# B\n\nThe okapi notes.")),
+		doc(md(" lead/c.md", "", "C", "# C\n\nThe okapi lead.")))
+	require.NoError(t, err)
+	stored := []string{"docs:a.md", "docs:lead/c.md", "docs:notes /b.md"}
+	require.ElementsMatch(t, stored, bm25IDs(t, r.client, "okapi"))
+
+	for _, bad := range []string{"./notes ", "notes //x", "/notes ", "../up", "a/../notes "} {
+		t.Run(bad, func(t *testing.T) {
+			_, err := sendAll(t, r.client, syncHeader("docs"), doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
+				&searchv1.IngestDocumentsRequest{KeepFolders: []string{bad}})
+			requireCode(t, err, codes.InvalidArgument)
+			require.Contains(t, err.Error(), "not a clean folder path")
+			require.ElementsMatch(t, stored, bm25IDs(t, r.client, "okapi"), "a refused stream deletes nothing")
+		})
+	}
+	// The walker's names as they are: a trailing space inside the path, a
+	// leading one the ids lost.
+	resp, err := sendAll(t, r.client, syncHeader("docs"), doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
+		&searchv1.IngestDocumentsRequest{KeepFolders: []string{"notes ", " lead/"}})
+	require.NoError(t, err)
+	require.Zero(t, resp.DocumentsDeleted)
+	require.ElementsMatch(t, stored, bm25IDs(t, r.client, "okapi"))
+}
+
 func TestSyncHeaderIsChecked(t *testing.T) {
 	r, _ := start(t)
 	for _, tc := range []struct {
