@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,10 @@ type Bridge struct {
 	opts Options
 	log  *slog.Logger
 	resp *respond.Responder
+
+	// transport carries the requests (nil: http.DefaultTransport); tests
+	// set one trusting their TLS server.
+	transport http.RoundTripper
 
 	mu sync.Mutex
 	// Two remote clients, connected on first use: one declares
@@ -130,7 +135,7 @@ func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error
 	}
 	trans, err := mcptransport.NewStreamableHTTP(b.opts.URL,
 		mcptransport.WithHTTPHeaders(map[string]string{"X-API-Key": b.opts.APIKey}),
-		mcptransport.WithHTTPTimeout(b.opts.Timeout))
+		mcptransport.WithHTTPBasicClient(b.httpClient()))
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", b.opts.URL, err)
 	}
@@ -154,6 +159,29 @@ func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error
 	b.log.Info("connected to the MCP endpoint", "url", b.opts.URL, "protocol", c.ProtocolVersion())
 	*slot = c
 	return c, nil
+}
+
+// httpClient is the client of every request to the endpoint (POSTs, the
+// GET stream, the closing DELETE). It follows no redirect: Go would re-send
+// X-API-Key to any host and scheme a redirect names (it strips only
+// Authorization and Cookie), and the endpoint is configured exactly, so a
+// redirect is a misconfiguration or an attack, answered with an error.
+func (b *Bridge) httpClient() *http.Client {
+	return &http.Client{
+		Transport: b.transport,
+		Timeout:   b.opts.Timeout,
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			return &redirectError{host: req.URL.Host}
+		},
+	}
+}
+
+// redirectError is the endpoint answering with a redirect, refused before
+// anything is sent to its target. It names the target's host only.
+type redirectError struct{ host string }
+
+func (e *redirectError) Error() string {
+	return "the endpoint redirected to " + e.host + "; the bridge follows no redirect"
 }
 
 // drop forgets a client after a transport failure, so the next call
@@ -290,8 +318,11 @@ func rpcErr(err error) bool {
 func (b *Bridge) unavailable(ctx context.Context, tool string, format render.Format, cause error) *mcp.CallToolResult {
 	why, retryable := "it could not be reached; check BMCIS_MCP_URL and the network", true
 	var authErr *mcptransport.AuthorizationRequiredError
+	var redirect *redirectError
 	var netErr net.Error
 	switch {
+	case errors.As(cause, &redirect): // before net.Error: *url.Error is one
+		why, retryable = "it answered with a redirect to "+redirect.host+", which the bridge does not follow (the API key goes to BMCIS_MCP_URL only); set BMCIS_MCP_URL to the endpoint's exact address", false
 	case errors.Is(cause, context.Canceled):
 		why = "the call was cancelled"
 	case errors.Is(cause, context.DeadlineExceeded), errors.As(cause, &netErr) && netErr.Timeout():

@@ -160,3 +160,51 @@ func TestFailuresAreEnvelopes(t *testing.T) {
 		})
 	}
 }
+
+// A redirect from the endpoint is refused before anything goes to its
+// target: Go would re-send X-API-Key to any host and scheme, here a plain
+// http server.
+func TestRefusesRedirects(t *testing.T) {
+	reached := make(chan http.Header, 10)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- r.Header.Clone()
+		http.Error(w, "no", http.StatusTeapot)
+	}))
+	t.Cleanup(plain.Close)
+	keys := make(chan string, 10)
+	redirecting := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys <- r.Header.Get("X-API-Key")
+		http.Redirect(w, r, plain.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirecting.Close)
+
+	b := bridge.New(bridge.Options{URL: redirecting.URL + "/mcp", APIKey: testfake.KeyGood, KeyHint: transport.StdioKeyHint, Timeout: 5 * time.Second, Logger: quiet})
+	bridge.SetTransport(b, redirecting.Client().Transport)
+	t.Cleanup(b.Close)
+	c, err := client.NewInProcessClient(b.Server())
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "desktop", Version: "1"}
+	_, err = c.Initialize(context.Background(), init)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+
+	res, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "backups"})
+	// The target answers before the client sees its response, so anything
+	// it received is in reached by now.
+	select {
+	case h := <-reached:
+		t.Fatalf("the redirect target was reached (X-API-Key %q)", h.Get("X-API-Key"))
+	default:
+	}
+	require.True(t, res.IsError)
+	require.Equal(t, "SERVICE_UNAVAILABLE", errCode(env), "%v", env)
+	e := env["error"].(map[string]any)
+	require.Contains(t, e["message"], "redirect to "+plain.Listener.Addr().String())
+	require.Equal(t, false, e["retryable"])
+	text, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.NotContains(t, string(text), testfake.KeyGood)
+	require.Equal(t, testfake.KeyGood, <-keys, "the endpoint itself got the key")
+}
