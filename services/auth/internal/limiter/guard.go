@@ -121,9 +121,10 @@ func (g *Guard) Degraded() bool {
 }
 
 // Allow implements Limiter. It returns an error only when ctx ended (the
-// caller gave up), the backend said ErrBusy, or the call's budget was below
-// minBudget (ErrBusy): none says the backend is unreachable. A backend call
-// that runs out of its own budget does say so.
+// caller gave up), the backend said ErrBusy, or the call ran out of a budget
+// below minBudget (ErrBusy): none says the backend is unreachable. A backend
+// call that runs out of a longer budget, or fails before its budget ends,
+// does say so.
 func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
 	if !g.shouldTry() {
 		return g.fallback(), nil
@@ -138,7 +139,7 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	if ctx.Err() != nil || errors.Is(err, ErrBusy) {
 		return Decision{}, err
 	}
-	if budget < g.minBudget() {
+	if budget < g.minBudget() && callCtx.Err() != nil {
 		return Decision{}, fmt.Errorf("%w: backend call had only %s: %w", ErrBusy, budget, err)
 	}
 	g.down(err)
@@ -156,9 +157,9 @@ const maxMinBudget = 50 * time.Millisecond
 // minBudget is the shortest backend call whose failure says something about
 // the backend: a quarter of the configured timeout (the time a healthy
 // backend may take), at most maxMinBudget. A call with less (its caller's
-// deadline was that short) that fails is ErrBusy, not counted, so callers
-// with tight custom deadlines cannot trip the failure mode of a slow but
-// healthy Redis.
+// deadline was that short) that runs out of it is ErrBusy, not counted, so
+// callers with tight custom deadlines cannot trip the failure mode of a slow
+// but healthy Redis. (One that fails sooner, say refused, still counts.)
 func (g *Guard) minBudget() time.Duration {
 	if g.timeout <= 0 {
 		return maxMinBudget

@@ -279,26 +279,42 @@ func TestGuardWaitingForAConnectionIsBusyNotDown(t *testing.T) {
 	require.True(t, d.Allowed)
 }
 
-// A call whose budget is below the guard's floor (a quarter of the Redis
-// timeout, at most 50 ms) says nothing about the backend when it fails: it
-// is ErrBusy and not counted.
-func TestGuardShortBudgetFailureIsBusy(t *testing.T) {
-	f := &flaky{}
-	f.down.Store(true)
-	g, err := limiter.NewGuard(f, limiter.GuardConfig{Timeout: time.Second, Log: slog.New(slog.DiscardHandler)})
+// stalled answers nothing until the call's context ends.
+type stalled struct{}
+
+func (stalled) Allow(ctx context.Context, _ string, _ limiter.Limits) (limiter.Decision, error) {
+	<-ctx.Done()
+	return limiter.Decision{}, ctx.Err()
+}
+
+// A call that runs out of a budget below the guard's floor (a quarter of the
+// Redis timeout, at most 50 ms) says nothing about the backend: it is
+// ErrBusy and not counted. A longer budget, or a failure before the budget
+// ends, counts.
+func TestGuardShortBudgetTimeoutIsBusy(t *testing.T) {
+	withDeadline := func(g *limiter.Guard, d time.Duration) (limiter.Decision, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return g.Allow(ctx, "k", limiter.Limits{1, 1, 1})
+	}
+	g, err := limiter.NewGuard(stalled{}, limiter.GuardConfig{Timeout: time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	for range 5 {
-		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond) // 30 ms budget
-		_, err := g.Allow(ctx, "k", limiter.Limits{1, 1, 1})
-		cancel()
+	for range 3 {
+		_, err := withDeadline(g, 40*time.Millisecond) // 30 ms budget
 		require.ErrorIs(t, err, limiter.ErrBusy)
 	}
 	require.False(t, g.Degraded())
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond) // 75 ms budget
-	defer cancel()
-	d, err := g.Allow(ctx, "k", limiter.Limits{1, 1, 1})
+	d, err := withDeadline(g, 100*time.Millisecond) // 75 ms budget
 	require.NoError(t, err)
-	require.True(t, d.Degraded, "a long enough budget counts the failure")
+	require.True(t, d.Degraded, "a long enough budget counts the timeout")
+
+	f := &flaky{}
+	f.down.Store(true)
+	g, err = limiter.NewGuard(f, limiter.GuardConfig{Timeout: time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	d, err = withDeadline(g, 40*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, d.Degraded, "a refused call counts whatever its budget")
 }
 
 // fullListener returns the address of a TCP listener whose accept queue is
