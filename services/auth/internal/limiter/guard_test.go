@@ -225,8 +225,9 @@ func TestGuardCountsAHangingBackendBeforeTheCallersDeadline(t *testing.T) {
 			lim := limiter.Limits{100, 1000, 10000}
 
 			for i := range 10 {
-				// 100 ms: a 75 ms budget, above the guard's 50 ms floor.
-				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				// A 150 ms budget, above the guard's 50 ms floor, leaving the
+				// answer 50 ms before the caller's deadline on a busy machine.
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				d, err := g.Allow(ctx, "k", lim)
 				cancel()
 				require.NoError(t, err, "call %d is answered before the caller's deadline", i)
@@ -304,7 +305,7 @@ func TestGuardShortBudgetTimeoutIsBusy(t *testing.T) {
 		require.ErrorIs(t, err, limiter.ErrBusy)
 	}
 	require.False(t, g.Degraded())
-	d, err := withDeadline(g, 100*time.Millisecond) // 75 ms budget
+	d, err := withDeadline(g, 200*time.Millisecond) // 150 ms budget
 	require.NoError(t, err)
 	require.True(t, d.Degraded, "a long enough budget counts the timeout")
 
@@ -357,7 +358,8 @@ func TestGuardCountsHangingConnects(t *testing.T) {
 	hanging := fullListener(t)
 	const redisTimeout = 200 * time.Millisecond
 	for _, failOpen := range []bool{false, true} {
-		for _, deadline := range []time.Duration{0, 100 * time.Millisecond} {
+		// 200 ms: a 150 ms budget, cut from the Redis timeout by the caller.
+		for _, deadline := range []time.Duration{0, 200 * time.Millisecond} {
 			t.Run(fmt.Sprintf("open=%v/deadline=%v", failOpen, deadline), func(t *testing.T) {
 				var target atomic.Value
 				target.Store(hanging)
