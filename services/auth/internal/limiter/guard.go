@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -120,8 +121,10 @@ func (g *Guard) Degraded() bool {
 }
 
 // Allow implements Limiter. It returns an error only when ctx ended (the
-// caller gave up) or the backend said ErrBusy: neither says the backend is
-// unreachable. A backend call that runs out of its own budget does say so.
+// caller gave up), the backend said ErrBusy, or the call ran out of a budget
+// below minBudget (ErrBusy): none says the backend is unreachable. A backend
+// call that runs out of a longer budget, or fails before its budget ends,
+// does say so.
 func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
 	if !g.shouldTry() {
 		return g.fallback(), nil
@@ -133,21 +136,36 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 		g.up()
 		return d, nil
 	}
-	if ctx.Err() != nil || budget < minBudget || errors.Is(err, ErrBusy) {
+	if ctx.Err() != nil || errors.Is(err, ErrBusy) {
 		return Decision{}, err
+	}
+	if budget < g.minBudget() && callCtx.Err() != nil {
+		return Decision{}, fmt.Errorf("%w: backend call had only %s: %w", ErrBusy, budget, err)
 	}
 	g.down(err)
 	return g.fallback(), nil
 }
 
-const (
-	// callerShare is the part of the caller's remaining time a backend call
-	// may take; the rest is left for answering with the failure mode.
-	callerShare = 0.75
-	// minBudget is the shortest backend call whose failure says anything
-	// about the backend; a caller with less time left has all but given up.
-	minBudget = time.Millisecond
-)
+// callerShare is the part of the caller's remaining time a backend call may
+// take; the rest is left for answering with the failure mode.
+const callerShare = 0.75
+
+// maxMinBudget caps minBudget, so a long Redis timeout does not stop callers
+// with ordinary deadlines from counting a Redis that hangs.
+const maxMinBudget = 50 * time.Millisecond
+
+// minBudget is the shortest backend call whose failure says something about
+// the backend: a quarter of the configured timeout (the time a healthy
+// backend may take), at most maxMinBudget. A call with less (its caller's
+// deadline was that short) that runs out of it is ErrBusy, not counted, so
+// callers with tight custom deadlines cannot trip the failure mode of a slow
+// but healthy Redis. (One that fails sooner, say refused, still counts.)
+func (g *Guard) minBudget() time.Duration {
+	if g.timeout <= 0 {
+		return maxMinBudget
+	}
+	return min(g.timeout/4, maxMinBudget)
+}
 
 // callContext bounds one backend call: by the configured timeout, cut to
 // callerShare of the time left before ctx's deadline. It returns the budget

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,7 +225,9 @@ func TestGuardCountsAHangingBackendBeforeTheCallersDeadline(t *testing.T) {
 			lim := limiter.Limits{100, 1000, 10000}
 
 			for i := range 10 {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				// A 150 ms budget, above the guard's 50 ms floor, leaving the
+				// answer 50 ms before the caller's deadline on a busy machine.
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				d, err := g.Allow(ctx, "k", lim)
 				cancel()
 				require.NoError(t, err, "call %d is answered before the caller's deadline", i)
@@ -261,10 +264,12 @@ func TestGuardWaitingForAConnectionIsBusyNotDown(t *testing.T) {
 	require.NoError(t, err)
 	lim := limiter.Limits{100, 1000, 10000}
 	for range 5 {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		// A 75 ms budget, above the guard's floor: busy because of the pool.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_, err := g.Allow(ctx, "k", lim)
 		cancel()
 		require.ErrorIs(t, err, limiter.ErrBusy)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
 	require.False(t, g.Degraded(), "local overload is not an unreachable Redis")
 
@@ -273,4 +278,133 @@ func TestGuardWaitingForAConnectionIsBusyNotDown(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, d.Degraded)
 	require.True(t, d.Allowed)
+}
+
+// stalled answers nothing until the call's context ends.
+type stalled struct{}
+
+func (stalled) Allow(ctx context.Context, _ string, _ limiter.Limits) (limiter.Decision, error) {
+	<-ctx.Done()
+	return limiter.Decision{}, ctx.Err()
+}
+
+// A call that runs out of a budget below the guard's floor (a quarter of the
+// Redis timeout, at most 50 ms) says nothing about the backend: it is
+// ErrBusy and not counted. A longer budget, or a failure before the budget
+// ends, counts.
+func TestGuardShortBudgetTimeoutIsBusy(t *testing.T) {
+	withDeadline := func(g *limiter.Guard, d time.Duration) (limiter.Decision, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return g.Allow(ctx, "k", limiter.Limits{1, 1, 1})
+	}
+	g, err := limiter.NewGuard(stalled{}, limiter.GuardConfig{Timeout: time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	for range 3 {
+		_, err := withDeadline(g, 40*time.Millisecond) // 30 ms budget
+		require.ErrorIs(t, err, limiter.ErrBusy)
+	}
+	require.False(t, g.Degraded())
+	d, err := withDeadline(g, 200*time.Millisecond) // 150 ms budget
+	require.NoError(t, err)
+	require.True(t, d.Degraded, "a long enough budget counts the timeout")
+
+	f := &flaky{}
+	f.down.Store(true)
+	g, err = limiter.NewGuard(f, limiter.GuardConfig{Timeout: time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	d, err = withDeadline(g, 40*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, d.Degraded, "a refused call counts whatever its budget")
+}
+
+// fullListener returns the address of a TCP listener whose accept queue is
+// full and never drained: connects to it hang (the kernel drops their SYNs),
+// as they do when Redis is partitioned away.
+func fullListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	// Fill the queue (backlog 0 holds one connection on Linux), then check
+	// that a further connect really hangs.
+	for range 4 {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			var netErr net.Error
+			require.ErrorAs(t, err, &netErr)
+			require.True(t, netErr.Timeout(), "connect to the full listener: %v", err)
+			return addr
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	t.Fatal("connects to a listener with a full backlog do not hang")
+	return ""
+}
+
+// When connects to Redis hang (go-redis then returns the caller's context
+// error, or a dial timeout that matches context.DeadlineExceeded), the calls
+// are Redis failures, not "busy": with or without a short caller deadline the
+// guard degrades, the failure mode answers, and it recovers by itself once
+// Redis is reachable again.
+func TestGuardCountsHangingConnects(t *testing.T) {
+	opts, err := redis.ParseURL(os.Getenv("BMCIS_TEST_REDIS_URL"))
+	require.NoError(t, err, "BMCIS_TEST_REDIS_URL")
+	hanging := fullListener(t)
+	const redisTimeout = 200 * time.Millisecond
+	for _, failOpen := range []bool{false, true} {
+		// 200 ms: a 150 ms budget, cut from the Redis timeout by the caller.
+		for _, deadline := range []time.Duration{0, 200 * time.Millisecond} {
+			t.Run(fmt.Sprintf("open=%v/deadline=%v", failOpen, deadline), func(t *testing.T) {
+				var target atomic.Value
+				target.Store(hanging)
+				o := *opts
+				// As the auth service configures it (server.newLimiter).
+				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
+				o.MaxRetries, o.DialerRetries, o.PoolSize, o.ContextTimeoutEnabled = -1, 1, 64, true
+				o.PoolTimeout = 2 * time.Second
+				o.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, network, target.Load().(string))
+				}
+				client := redis.NewClient(&o)
+				t.Cleanup(func() { _ = client.Close() })
+				g, err := limiter.NewGuard(limiter.NewRedis(client, "guardtest:"+randomHex()+":"), limiter.GuardConfig{
+					FailOpen: failOpen, Timeout: redisTimeout, RetryInterval: 100 * time.Millisecond,
+					Log: slog.New(slog.DiscardHandler),
+				})
+				require.NoError(t, err)
+				lim := limiter.Limits{100, 1000, 10000}
+				allow := func() (limiter.Decision, error) {
+					ctx := context.Background()
+					if deadline > 0 {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, deadline)
+						defer cancel()
+					}
+					return g.Allow(ctx, "k", lim)
+				}
+
+				for i := range 5 {
+					d, err := allow()
+					require.NoError(t, err, "call %d is answered by the failure mode, not busy", i)
+					require.True(t, d.Degraded)
+					require.Equal(t, failOpen, d.Allowed)
+				}
+				require.True(t, g.Degraded(), "hanging connects count as Redis down")
+
+				target.Store(opts.Addr)
+				require.Eventually(t, func() bool {
+					d, err := allow()
+					return err == nil && !d.Degraded && d.Allowed
+				}, 5*time.Second, 20*time.Millisecond, "recovers by itself once Redis is reachable")
+				require.False(t, g.Degraded())
+			})
+		}
+	}
 }

@@ -19,8 +19,10 @@ import (
 )
 
 // ErrBusy means the backend could not be asked in time because this process
-// had no free connection to it: local overload, not an unreachable backend,
-// so Guard passes it on instead of applying the failure mode.
+// had no free connection to it, or the call's budget was too short to say
+// anything (Guard's minBudget): local overload or a hurried caller, not an
+// unreachable backend, so Guard passes it on instead of applying the failure
+// mode.
 var ErrBusy = errors.New("rate limiter busy")
 
 // Tiers are the rate-limit tiers, from the one list in platform/ratelimit;

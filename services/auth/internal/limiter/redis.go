@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,6 +104,38 @@ type Redis struct {
 	client    redis.UniversalClient
 	prefix    string
 	testClock Clock
+	dials     *dialWatch
+}
+
+// dialWatch follows the client's connects to Redis, so Allow can tell a call
+// whose context ended while it waited for a pool turn (busy: every connection
+// was in use) from one whose context ended while a connect hung (Redis down):
+// go-redis returns the context's own error in both cases.
+type dialWatch struct {
+	inFlight   atomic.Int64
+	lastFailed atomic.Bool
+}
+
+// hanging reports whether a connect to Redis is under way, or one failed
+// since Redis last answered: either way a call that ran out of time may have
+// been waiting on it. (A connect's own timeout can end a moment after the
+// call's, so in-flight alone could miss it.)
+func (w *dialWatch) hanging() bool { return w.inFlight.Load() > 0 || w.lastFailed.Load() }
+
+func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		w.inFlight.Add(1)
+		defer w.inFlight.Add(-1)
+		c, err := next(ctx, network, addr)
+		w.lastFailed.Store(err != nil)
+		return c, err
+	}
+}
+
+func (w *dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (w *dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // RedisOption adjusts a Redis limiter.
@@ -113,11 +147,13 @@ type RedisOption func(*Redis)
 func WithTestClock(clock Clock) RedisOption { return func(r *Redis) { r.testClock = clock } }
 
 // NewRedis returns a limiter storing its state under prefix+key in client.
+// It adds a hook to client that follows its connects (dialWatch).
 func NewRedis(client redis.UniversalClient, prefix string, opts ...RedisOption) *Redis {
-	r := &Redis{client: client, prefix: prefix}
+	r := &Redis{client: client, prefix: prefix, dials: &dialWatch{}}
 	for _, o := range opts {
 		o(r)
 	}
+	client.AddHook(r.dials)
 	return r
 }
 
@@ -139,17 +175,13 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 		args = append(args, t.Name, windowMicros(i), limits[i])
 	}
 	res, err := script.Run(ctx, r.client, []string{r.prefix + key}, args...).Int64Slice()
-	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		// Every connection was busy (for PoolTimeout, or for the whole of
-		// ctx's time: the client reports the context's own error only while
-		// waiting for a connection; a Redis that does not answer in time is
-		// an i/o timeout): this process is overloaded, which says nothing
-		// about Redis.
+	if r.busy(ctx, err) {
 		return Decision{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis rate-limit script: %w", err)
 	}
+	r.dials.lastFailed.Store(false) // Redis answered: an older failed connect is stale
 	if len(res) != 3+n {
 		return Decision{}, errors.New("redis rate-limit script: reply has " + strconv.Itoa(len(res)) + " values, want " + strconv.Itoa(3+n))
 	}
@@ -164,4 +196,23 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 		}
 	}
 	return d, nil
+}
+
+// busy reports whether err means this process had no free connection in
+// time, which says nothing about Redis: PoolTimeout ran out (ErrPoolTimeout),
+// or ctx ended while the call waited for a pool turn. go-redis returns ctx's
+// own error there, but also while a connect to Redis hangs (and a dial
+// timeout matches context.DeadlineExceeded too), so ctx's error is busy only
+// when it is not a network error and no connect is hanging or failing.
+func (r *Redis) busy(ctx context.Context, err error) bool {
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		return true
+	}
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		return false
+	}
+	// Not *net.OpError (a connect or read that timed out); net.Error would
+	// not do: context.DeadlineExceeded itself satisfies it.
+	var opErr *net.OpError
+	return !errors.As(err, &opErr) && !r.dials.hanging()
 }
