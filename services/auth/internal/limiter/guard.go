@@ -139,11 +139,22 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	if ctx.Err() != nil || errors.Is(err, ErrBusy) {
 		return Decision{}, err
 	}
-	if budget < g.minBudget() && callCtx.Err() != nil {
+	if budget < g.minBudget() && budgetSpent(callCtx) {
 		return Decision{}, fmt.Errorf("%w: backend call had only %s: %w", ErrBusy, budget, err)
 	}
 	g.down(err)
 	return g.fallback(), nil
+}
+
+// budgetSpent reports whether the call's budget ran out: its context ended,
+// or its deadline passed (the client's socket deadline is the same instant,
+// and the read's timeout can come back before the context's timer fires).
+func budgetSpent(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // callerShare is the part of the caller's remaining time a backend call may

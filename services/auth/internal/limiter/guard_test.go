@@ -408,3 +408,30 @@ func TestGuardCountsHangingConnects(t *testing.T) {
 		}
 	}
 }
+
+// With a real client on a Redis that hangs, a short-budget call is busy
+// every time: the socket's read deadline is the budget's own instant, so
+// its i/o timeout can come back before the context's timer has fired.
+func TestGuardShortBudgetOnAHangingRedisIsBusy(t *testing.T) {
+	opts, err := redis.ParseURL(os.Getenv("BMCIS_TEST_REDIS_URL"))
+	require.NoError(t, err, "BMCIS_TEST_REDIS_URL")
+	hole := newBlackhole(t, opts.Addr)
+	hole.hang.Store(true)
+	o := *opts
+	o.Addr = hole.ln.Addr().String()
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+	o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+	client := redis.NewClient(&o)
+	t.Cleanup(func() { _ = client.Close() })
+	g, err := limiter.NewGuard(limiter.NewRedis(client, "guardtest:"+randomHex()+":"), limiter.GuardConfig{
+		Timeout: time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	for i := range 40 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond) // a 15 ms budget
+		_, err := g.Allow(ctx, "k", limiter.Limits{100, 1000, 10000})
+		cancel()
+		require.ErrorIs(t, err, limiter.ErrBusy, "call %d", i)
+	}
+	require.False(t, g.Degraded(), "short budgets say nothing about Redis")
+}

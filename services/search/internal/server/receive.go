@@ -124,10 +124,12 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 			return grpcserver.InvalidArgument("keep_folders", "only a sync stream may keep folders")
 		}
 		for _, f := range folders {
-			// A folder is the start of its documents' ids, which are trimmed
-			// at both ends: only its leading space goes ("notes /b.md"
-			// keeps the space before its "/").
-			f = strings.TrimRight(strings.TrimLeftFunc(f, unicode.IsSpace), "/")
+			// The path as the client walked it must be clean. A folder is
+			// the start of its documents' ids, which are trimmed at both
+			// ends, so the key drops only its leading space ("notes /b.md"
+			// keeps the space before its "/"); a name of spaces alone keeps
+			// the whole source.
+			f = strings.TrimRight(f, "/")
 			if f == "" || f == "." {
 				rx.allKept = true
 				continue
@@ -136,7 +138,11 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 				// Refused, so the stream ends and nothing is deleted.
 				return grpcserver.InvalidArgument("keep_folders", "%q is not a clean folder path relative to the source (like \"a/b\")", f)
 			}
-			rx.keptFolders[rx.syncID(f)] = struct{}{}
+			if key := strings.TrimLeftFunc(f, unicode.IsSpace); key != "" {
+				rx.keptFolders[rx.syncID(key)] = struct{}{}
+			} else {
+				rx.allKept = true
+			}
 		}
 	}
 	if part := req.GetContentPart(); len(part) > 0 {

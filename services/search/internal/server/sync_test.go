@@ -169,9 +169,10 @@ func TestSyncKeptFolderNames(t *testing.T) {
 	_, err := sendAll(t, r.client, syncHeader("docs"),
 		doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
 		doc(md("notes /b.md", "", "B", "# B\n\nThe okapi notes.")),
-		doc(md(" lead/c.md", "", "C", "# C\n\nThe okapi lead.")))
+		doc(md(" lead/c.md", "", "C", "# C\n\nThe okapi lead.")),
+		doc(md("  /sub/e.md", "", "E", "# E\n\nThe okapi under spaces.")))
 	require.NoError(t, err)
-	stored := []string{"docs:a.md", "docs:lead/c.md", "docs:notes /b.md"}
+	stored := []string{"docs:/sub/e.md", "docs:a.md", "docs:lead/c.md", "docs:notes /b.md"}
 	require.ElementsMatch(t, stored, bm25IDs(t, r.client, "okapi"))
 
 	for _, bad := range []string{"./notes ", "notes //x", "/notes ", "../up", "a/../notes "} {
@@ -186,7 +187,7 @@ func TestSyncKeptFolderNames(t *testing.T) {
 	// The walker's names as they are: a trailing space inside the path, a
 	// leading one the ids lost.
 	resp, err := sendAll(t, r.client, syncHeader("docs"), doc(md("a.md", "", "A", "# A\n\nThe okapi page.")),
-		&searchv1.IngestDocumentsRequest{KeepFolders: []string{"notes ", " lead/"}})
+		&searchv1.IngestDocumentsRequest{KeepFolders: []string{"notes ", " lead/", "  /sub"}})
 	require.NoError(t, err)
 	require.Zero(t, resp.DocumentsDeleted)
 	require.ElementsMatch(t, stored, bm25IDs(t, r.client, "okapi"))
