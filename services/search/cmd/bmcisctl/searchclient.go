@@ -70,6 +70,16 @@ type ingestInterruptedError struct {
 }
 
 func (e *ingestInterruptedError) Error() string {
+	if refused(e.Err) {
+		// The service refused the stream itself: the same command is
+		// refused the same way until its cause is fixed.
+		committed := "how many were committed is unconfirmed (an older service)"
+		if !e.Unconfirmed {
+			committed = fmt.Sprintf("%d committed", e.Acked.GetDocumentsWritten()+e.Acked.GetDocumentsUnchanged())
+		}
+		return fmt.Sprintf("%v\ningestion refused after %d document(s) sent: %s; a mirroring sync deleted nothing; "+
+			"re-running the same command is refused the same way until the cause above is fixed", e.Err, e.Sent, committed)
+	}
 	if e.Unconfirmed {
 		return fmt.Sprintf("%v\ningestion interrupted after %d document(s) sent to a search service without IngestDocumentsAcked (an older version): "+
 			"how many were committed is unconfirmed; re-run the same command to finish (stored documents are skipped as unchanged)", e.Err, e.Sent)
@@ -81,6 +91,16 @@ func (e *ingestInterruptedError) Error() string {
 }
 
 func (e *ingestInterruptedError) Unwrap() error { return e.Err }
+
+// refused reports whether the service turned the stream down for what it
+// carried or who sent it, which trying again does not change.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
 
 // searchIngest streams every document under paths to the service.
 // progress (may be nil) is called after each document sent.
