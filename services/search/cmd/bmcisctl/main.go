@@ -109,22 +109,20 @@ func usageErrorf(format string, args ...any) error {
 // envOr returns the environment variable or def.
 // envOr returns the variable's value, else the credentials file's value for
 // it (see credentials.go), else def.
-// cliEnv reads settings as envOr does: the environment first, then the
-// credentials file (`make run` writes DATABASE_URL there).
-func cliEnv() *config.Reader {
-	return config.FromLookup(func(name string) (string, bool) {
-		if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
-			return v, true
-		}
-		return fromFile(name)
-	})
+// cliLookup finds a setting in the environment first, then in the
+// credentials file (`make run` writes DATABASE_URL and the tokens there).
+func cliLookup(name string) (string, bool) {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v, true
+	}
+	return fromFile(name)
 }
 
+// cliEnv reads typed settings through cliLookup.
+func cliEnv() *config.Reader { return config.FromLookup(cliLookup) }
+
 func envOr(name, def string) string {
-	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-		return v
-	}
-	if v, ok := fromFile(name); ok {
+	if v, ok := cliLookup(name); ok {
 		return v
 	}
 	return def
