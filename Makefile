@@ -20,6 +20,9 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/bmcis/knowledge/platform/version.Version=$(VERSION) -X github.com/bmcis/knowledge/platform/version.Commit=$(COMMIT)
 GO_TEST_FLAGS ?= -count=1
 BUF := tools/run buf
+# Built once into bin/tools/ by `make tools` (tools/run), before buf runs the
+# plugins in parallel.
+PINNED_TOOLS := buf protoc-gen-go protoc-gen-go-grpc protoc-gen-grpc-gateway protoc-gen-openapiv2
 
 .PHONY: help
 help: ## list targets
@@ -61,8 +64,12 @@ test: db ## run every module's tests against the real database and Redis
 test-faults: ## the fault suite (faults/): real binaries on a private PostgreSQL and Redis it breaks
 	@BMCIS_FAULTS=1 go test $(GO_TEST_FLAGS) -v -timeout 10m ./faults/
 
+.PHONY: tools
+tools: ## build the pinned code generators and buf into bin/tools/ (once per tools/go.mod)
+	@tools/run --build $(PINNED_TOOLS)
+
 .PHONY: generate
-generate: ## regenerate Go, gateway and OpenAPI code from proto/
+generate: tools ## regenerate Go, gateway and OpenAPI code from proto/
 	@rm -rf gen/go gen/openapi/*.json
 	@$(BUF) generate
 
@@ -71,8 +78,19 @@ check-generated: generate ## fail when committed generated code differs from the
 	@git diff --exit-code -- gen || { echo "generated code is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- gen)" || { git status --porcelain -- gen; echo "untracked generated files: run make generate and commit"; exit 1; }
 
+.PHONY: check-generated-cold
+# Run 1 is a newcomer's first `make check-generated`; run 2 prebuilds only buf,
+# so buf's parallel plugins build themselves through tools/run's lock.
+check-generated-cold: ## check-generated twice, each from an empty Go build cache and no built tools
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	for prebuilt in "$(PINNED_TOOLS)" buf; do \
+		echo "== check-generated from a cold cache, prebuilt: $$prebuilt"; \
+		rm -rf "$$tmp/gocache" "$$tmp/tools"; \
+		GOCACHE="$$tmp/gocache" BMCIS_TOOLS_BIN="$$tmp/tools" $(MAKE) -s check-generated PINNED_TOOLS="$$prebuilt"; \
+	done
+
 .PHONY: lint
-lint: ## buf lint, buf format check, gofmt, go vet on every module
+lint: tools ## buf lint, buf format check, gofmt, go vet on every module
 	@$(BUF) lint
 	@$(BUF) format --diff --exit-code
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
@@ -84,7 +102,7 @@ deploy-check: ## render and check the Dockerfile and Kubernetes manifests (no cl
 	@cd deploy/check && GOWORK=off go test -count=1 ./...
 
 .PHONY: breaking
-breaking: ## check protos for breaking changes against main
+breaking: tools ## check protos for breaking changes against main
 	@$(BUF) breaking --against '.git#branch=main'
 
 .PHONY: clean
