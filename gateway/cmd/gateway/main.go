@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/settings"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/tracing"
@@ -24,7 +25,7 @@ func main() {
 
 func run() int {
 	env := config.FromEnv()
-	cfg := gateway.LoadConfig(env)
+	cfg := settings.Load(env)
 	traceCfg := tracing.LoadConfig(env)
 	if err := env.Err(); err != nil {
 		fmt.Fprintf(os.Stderr, "gateway: %v\n", err)

@@ -1,8 +1,11 @@
-package gateway
+package rest
 
 import (
 	"regexp"
 	"sort"
+	"strings"
+
+	"github.com/bmcis/knowledge/gateway/internal/backends"
 )
 
 // Access says what a route requires of its caller.
@@ -47,42 +50,48 @@ type Route struct {
 func (r Route) Operation() string { return "rest." + r.Service + "." + r.RPC }
 
 // FullMethod is the gRPC method, as the services' metrics label it.
-func (r Route) FullMethod() string { return "/" + grpcServiceNames[r.Service] + "/" + r.RPC }
+func (r Route) FullMethod() string { return "/" + backends.GRPCServices[r.Service] + "/" + r.RPC }
 
 // Key identifies the route regardless of parameter names.
 func (r Route) Key() string { return routeKey(r.Method, r.Path) }
-
-var grpcServiceNames = map[string]string{
-	Search:      "bmcis.search.v1.SearchService",
-	VendorGraph: "bmcis.vendorgraph.v1.VendorGraphService",
-	Auth:        "bmcis.auth.v1.AuthService",
-}
 
 // Routes lists every annotated RPC of the three services. A test checks it
 // against the OpenAPI document, so an RPC added to a contract fails the
 // build until it is classified here; an unclassified route is refused.
 var Routes = []Route{
-	{"POST", "/v1/search", Search, "Search", APIKey, "semantic_search"},
-	{"GET", "/v1/chunks", Search, "GetChunks", APIKey, "get_chunks"},
+	{"POST", "/v1/search", backends.Search, "Search", APIKey, "semantic_search"},
+	{"GET", "/v1/chunks", backends.Search, "GetChunks", APIKey, "get_chunks"},
 	// external_id=** takes ids with slashes (synced ids are NAME:path/to/file).
-	{"DELETE", "/v1/documents/{external_id=**}", Search, "DeleteDocument", Admin, ""},
-	{"GET", "/v1/categories", Search, "ListCategories", APIKey, ""},
-	{"GET", "/v1/index/status", Search, "GetIndexStatus", APIKey, ""},
-	{"GET", "/v1/sources", Search, "ListSources", APIKey, ""},
+	{"DELETE", "/v1/documents/{external_id=**}", backends.Search, "DeleteDocument", Admin, ""},
+	{"GET", "/v1/categories", backends.Search, "ListCategories", APIKey, ""},
+	{"GET", "/v1/index/status", backends.Search, "GetIndexStatus", APIKey, ""},
+	{"GET", "/v1/sources", backends.Search, "ListSources", APIKey, ""},
 	// The upload route streams a file or a zip's files into IngestDocuments
 	// (gateway code, not transcoding: see upload.go); its OpenAPI entry is
 	// added by openAPIDocument.
-	{"POST", UploadPath, Search, "IngestDocuments", Admin, ""},
-	{"GET", "/v1/vendors/{name}", VendorGraph, "GetVendor", APIKey, "find_vendor_info"},
-	{"GET", "/v1/vendor-suggestions", VendorGraph, "SuggestVendors", APIKey, ""},
-	{"GET", "/v1/graph/status", VendorGraph, "GetGraphStatus", APIKey, ""},
-	{"POST", "/v1/keys", Auth, "CreateKey", Admin, ""},
-	{"GET", "/v1/keys", Auth, "ListKeys", Admin, ""},
-	{"POST", "/v1/keys/{key_id}:revoke", Auth, "RevokeKey", Admin, ""},
-	{"POST", "/v1/keys/{key_id}:rotate", Auth, "RotateKey", Admin, ""},
+	{"POST", UploadPath, backends.Search, "IngestDocuments", Admin, ""},
+	{"GET", "/v1/vendors/{name}", backends.VendorGraph, "GetVendor", APIKey, "find_vendor_info"},
+	{"GET", "/v1/vendor-suggestions", backends.VendorGraph, "SuggestVendors", APIKey, ""},
+	{"GET", "/v1/graph/status", backends.VendorGraph, "GetGraphStatus", APIKey, ""},
+	{"POST", "/v1/keys", backends.Auth, "CreateKey", Admin, ""},
+	{"GET", "/v1/keys", backends.Auth, "ListKeys", Admin, ""},
+	{"POST", "/v1/keys/{key_id}:revoke", backends.Auth, "RevokeKey", Admin, ""},
+	{"POST", "/v1/keys/{key_id}:rotate", backends.Auth, "RotateKey", Admin, ""},
 }
 
-// Dashboard and utility routes served by the gateway itself.
+// UploadPath is the upload route: one file, or a zip of files, into a named
+// source, for the ingest role (the operator's credential in X-Admin-Token,
+// as on document deletion; the gateway holds none). Package upload serves it.
+const UploadPath = "/v1/sources/{name}/files"
+
+// isUploadPath reports a request path of the upload route, whose body limit
+// is BMCIS_GATEWAY_MAX_UPLOAD_BYTES.
+func isUploadPath(p string) bool {
+	return strings.HasPrefix(p, "/v1/sources/") && strings.HasSuffix(p, "/files") && strings.Count(p, "/") == 4
+}
+
+// Dashboard and utility routes served by the gateway itself, as /api/config
+// lists them.
 var localRoutes = []struct {
 	Method, Path string
 	Access       Access
@@ -110,13 +119,14 @@ var routeIndex = func() map[string]Route {
 	return m
 }()
 
-// routeFor finds the route of a grpc-gateway pattern ("/v1/keys/{key_id=*}:revoke").
-func routeFor(method, pattern string) (Route, bool) {
+// RouteFor finds the route of a grpc-gateway pattern ("/v1/keys/{key_id=*}:revoke").
+func RouteFor(method, pattern string) (Route, bool) {
 	r, ok := routeIndex[routeKey(method, pattern)]
 	return r, ok
 }
 
-func publicRoutes() []string {
+// PublicRoutes lists the routes that need no credential.
+func PublicRoutes() []string {
 	var out []string
 	for _, r := range localRoutes {
 		if r.Access == Public {
@@ -126,7 +136,8 @@ func publicRoutes() []string {
 	return out
 }
 
-func adminRoutes() []string {
+// AdminRoutes lists the routes that take an operator credential.
+func AdminRoutes() []string {
 	var out []string
 	for _, r := range Routes {
 		if r.Access == Admin {
