@@ -4,7 +4,7 @@
 // the dashboard (dashboard), and the HTTP servers that serve them.
 // cmd/gateway runs it; the tests here and in ../../e2e run the same
 // assembly against scripted and real services. The data flow and how to
-// extend it are in ../README.md.
+// extend it are in gateway/README.md.
 package gateway
 
 import (
