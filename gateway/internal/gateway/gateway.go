@@ -1,20 +1,17 @@
 // Package gateway wires the gateway's pieces together, in this one file:
 // the connections to the services, the REST edge (rest), the upload route
 // (upload), the health monitor (health), the metrics collector (stats) and
-// the dashboard (dashboard), and the HTTP servers that serve them.
-// cmd/gateway runs it; the tests here and in ../../e2e run the same
-// assembly against scripted and real services. The data flow and how to
-// extend it are in gateway/README.md.
+// the dashboard (dashboard). cmd/gateway builds it and serves its Handler;
+// the tests here and in ../../e2e serve the same assembly against scripted
+// and real services. The data flow and how to extend it are in
+// gateway/README.md.
 package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
@@ -29,11 +26,10 @@ import (
 	"github.com/bmcis/knowledge/gateway/internal/upload"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
-	"github.com/bmcis/knowledge/platform/version"
 )
 
 // Gateway is the assembled gateway. Build it with New, start its background
-// checks with Start, serve Handler (or call Run), then Close.
+// checks with Start, serve Handler, then Close.
 type Gateway struct {
 	cfg settings.Config
 	log *slog.Logger
@@ -133,67 +129,12 @@ func (g *Gateway) Stats(ctx context.Context) stats.Response { return g.collector
 // Tools returns what /api/tools shows.
 func (g *Gateway) Tools() []dashboard.ToolSummary { return g.dashboard.Tools() }
 
-// Run serves on cfg.Addr (and the metrics address) until ctx ends, then
-// drains requests in flight.
-func (g *Gateway) Run(ctx context.Context) error {
-	lis, err := net.Listen("tcp", g.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", g.cfg.Addr, err)
-	}
-	return g.Serve(ctx, lis)
+// MetricsHandler serves the gateway's own metrics (edgemetrics) for
+// BMCIS_GATEWAY_METRICS_ADDR.
+func (g *Gateway) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(g.metrics.Registry, promhttp.HandlerOpts{})
 }
 
-// Serve is Run on a listener of the caller's.
-func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
-	bg, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g.Start(bg)
-	srv := g.httpServer()
-	var metricsSrv *http.Server
-	if g.cfg.MetricsAddr != "" {
-		ml, err := net.Listen("tcp", g.cfg.MetricsAddr)
-		if err != nil {
-			_ = lis.Close()
-			return fmt.Errorf("listen for metrics on %s: %w", g.cfg.MetricsAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(g.metrics.Registry, promhttp.HandlerOpts{}))
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = metricsSrv.Serve(ml) }()
-		g.log.Info("metrics listening", "addr", ml.Addr().String())
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	g.log.Info("gateway listening", "addr", lis.Addr().String(), "version", version.Version, "config", g.cfg.String())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-	}
-	g.stopped.Store(true)
-	g.log.Info("shutting down", "timeout", g.cfg.ShutdownTimeout.String())
-	sctx, scancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
-	defer scancel()
-	err := srv.Shutdown(sctx)
-	if metricsSrv != nil {
-		_ = metricsSrv.Shutdown(sctx)
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
-}
-
-// httpServer is the one place the public HTTP server is configured:
-// header, read, write and idle limits.
-func (g *Gateway) httpServer() *http.Server {
-	return &http.Server{
-		Handler:           g.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       g.cfg.ReadTimeout,
-		WriteTimeout:      g.cfg.RequestTimeout + 10*time.Second,
-		IdleTimeout:       g.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
-	}
-}
+// Stopping marks the gateway as shutting down: /api/health says "stopped"
+// while requests in flight drain.
+func (g *Gateway) Stopping() { g.stopped.Store(true) }
