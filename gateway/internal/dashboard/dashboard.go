@@ -58,8 +58,9 @@ type Dashboard struct {
 func New(src Sources) *Dashboard { return &Dashboard{src: src} }
 
 // Mount serves the dashboard's routes on the edge, which checks each
-// route's access. A new panel's endpoint is one more line here (and its row
-// in rest's localRoutes, which /api/config lists).
+// route's access. A new panel's endpoint is one more line here and its row
+// in rest's localRoutes (which /api/config lists; the edge refuses a route
+// that is not there).
 func (d *Dashboard) Mount(e *rest.Edge) {
 	e.Handle("GET", "/api/health", rest.Public, "", d.apiHealth)
 	e.Handle("GET", "/api/servers", rest.Public, "", d.apiServers)

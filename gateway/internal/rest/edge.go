@@ -110,10 +110,11 @@ func (e *Edge) Handler() http.Handler { return e.handler }
 // ActiveClients is the number of requests in flight.
 func (e *Edge) ActiveClients() int64 { return e.inflight.Load() }
 
-// Handle serves a route of the gateway's own (not in Routes): the method is
-// enforced (GET also answers HEAD), the caller checked for access (op is
-// what auth.Check records for an APIKey route) and the route named in the
-// access log and metrics.
+// Handle serves a route of the gateway's own (not in Routes), which must be
+// listed in localRoutes with the same access rule: the method is enforced
+// (GET also answers HEAD), the caller checked for access (op is what
+// auth.Check records for an APIKey route) and the route named in the access
+// log and metrics.
 func (e *Edge) Handle(method, path string, access Access, op string, h http.HandlerFunc) {
 	e.handle(method, path, access, op, nil, h)
 }
@@ -126,6 +127,9 @@ func (e *Edge) HandleRPC(rt Route, h http.HandlerFunc) {
 }
 
 func (e *Edge) handle(method, path string, access Access, op string, rt *Route, h http.HandlerFunc) {
+	if rt == nil {
+		checkListed(method, path, access)
+	}
 	route := method + " " + path
 	e.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		if rec := recorderFrom(r.Context()); rec != nil {

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -91,7 +92,9 @@ func isUploadPath(p string) bool {
 }
 
 // Dashboard and utility routes served by the gateway itself, as /api/config
-// lists them.
+// lists them. Edge.Handle refuses (panics at start-up) a route missing here
+// or listed with another access rule, so the list cannot drift from what is
+// served.
 var localRoutes = []struct {
 	Method, Path string
 	Access       Access
@@ -123,6 +126,28 @@ var routeIndex = func() map[string]Route {
 func RouteFor(method, pattern string) (Route, bool) {
 	r, ok := routeIndex[routeKey(method, pattern)]
 	return r, ok
+}
+
+// checkListed panics unless localRoutes lists the route of a mux pattern
+// with this access rule. localRoutes writes the root without its {$}
+// anchor and a subtree with its file parameter.
+func checkListed(method, pattern string, access Access) {
+	listed := pattern
+	switch {
+	case pattern == "/{$}":
+		listed = "/"
+	case strings.HasSuffix(pattern, "/"):
+		listed = pattern + "{file}"
+	}
+	for _, r := range localRoutes {
+		if r.Method == method && r.Path == listed {
+			if r.Access != access {
+				panic(fmt.Sprintf("rest: %s %s is mounted as %s but listed in localRoutes as %s", method, listed, access, r.Access))
+			}
+			return
+		}
+	}
+	panic(fmt.Sprintf("rest: %s %s is mounted but not listed in localRoutes", method, listed))
 }
 
 // PublicRoutes lists the routes that need no credential.

@@ -39,3 +39,15 @@ func rateLimits(minute, hour, day int64) *authv1.RateLimits {
 	return &authv1.RateLimits{Tiers: []*authv1.TierLimit{
 		{Tier: "minute", Value: minute}, {Tier: "hour", Value: hour}, {Tier: "day", Value: day}}}
 }
+
+// A route the gateway serves itself must be listed, with its access rule,
+// in localRoutes (which /api/config shows).
+func TestLocalRoutesMustBeListed(t *testing.T) {
+	require.NotPanics(t, func() { checkListed("GET", "/api/stats", APIKey) })
+	require.NotPanics(t, func() { checkListed("GET", "/{$}", Public) })
+	require.NotPanics(t, func() { checkListed("GET", "/assets/", Public) })
+	require.PanicsWithValue(t, "rest: GET /api/new-panel is mounted but not listed in localRoutes",
+		func() { checkListed("GET", "/api/new-panel", Public) })
+	require.PanicsWithValue(t, "rest: GET /api/stats is mounted as public but listed in localRoutes as api-key",
+		func() { checkListed("GET", "/api/stats", Public) })
+}

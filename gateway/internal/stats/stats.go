@@ -247,9 +247,6 @@ func NewCollector(own prometheus.Gatherer, interval time.Duration, keep int, tar
 	return &Collector{own: own, client: &http.Client{Timeout: 5 * time.Second}, targets: targets, interval: interval, keep: keep}
 }
 
-// Interval is the time between scrapes.
-func (c *Collector) Interval() time.Duration { return c.interval }
-
 func (c *Collector) collect(ctx context.Context) *snapshot {
 	c.busy.Lock()
 	defer c.busy.Unlock()
