@@ -21,7 +21,7 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 )
 
-// errTooLarge marks a request whose body passed the size limit; the body
+// bodyState marks a request whose body passed the size limit; the body
 // reader records it in the request context so the error handler answers 413
 // whatever the decoder made of it.
 type bodyState struct {
@@ -38,7 +38,7 @@ func bodyStateFrom(ctx context.Context) *bodyState {
 
 // handleError is the gateway's one error handler: gRPC errors from the
 // services, the gateway's own refusals (auth, size, routing) and panics all
-// become {code, message, details} with the status HTTPStatus gives, plus
+// become {code, message, details} with the status apierror.HTTPStatus gives, plus
 // Retry-After when the status says when to retry.
 func (e *Edge) handleError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	httpStatus := 0
