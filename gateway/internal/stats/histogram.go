@@ -12,8 +12,9 @@ import (
 // 165 more packages and 9.7 MB for that one function, measured 2026-11-27 at
 // v0.316.0) and would move the module's Go, grpc-gateway and genproto
 // versions. client_golang and prometheus/common parse and gather, they do
-// not estimate quantiles; so the estimate stays here, small and tested
-// against the PromQL definition.
+// not estimate quantiles; so the estimate stays here, small. Every case of
+// TestQuantile gives the same value from promql.BucketQuantile (v0.316.0,
+// run outside this module on 2026-11-27).
 
 // hist is a cumulative Prometheus histogram.
 type hist struct {
