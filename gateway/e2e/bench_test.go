@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bmcis/knowledge/gateway/internal/benchutil"
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
@@ -40,7 +40,7 @@ func BenchmarkRESTOverheadAgainstServices(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			req.Header.Set(gateway.HeaderAPIKey, key)
+			req.Header.Set(rest.HeaderAPIKey, key)
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := hc.Do(req)
 			if err != nil {

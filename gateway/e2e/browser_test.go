@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/gateway/internal/browsertest"
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 )
 
 // The dashboard in headless Chromium against the running services: status
@@ -20,7 +20,7 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	key := s.createKey(`{"name":"e2e-browser"}`)
 	s.ingest()
 	up := s.do("POST", "/v1/sources/handbook/files?file=docs.zip", zipOf(t, map[string]string{
-		"a.md": "# A\n\nFirst handbook page.\n", "b.md": "# B\n\nSecond handbook page.\n"}), gateway.HeaderAdminToken, ingestToken)
+		"a.md": "# A\n\nFirst handbook page.\n", "b.md": "# B\n\nSecond handbook page.\n"}), rest.HeaderAdminToken, ingestToken)
 	require.Equal(t, 200, up.status, "%s", up.body)
 
 	p := browsertest.Launch(t)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 	"github.com/bmcis/knowledge/platform/stacktest"
 )
 
@@ -32,7 +32,7 @@ func TestDeleteSyncedDocumentWithNestedPath(t *testing.T) {
 
 	documents := func() int64 {
 		t.Helper()
-		r := s.do("GET", "/v1/sources", "", gateway.HeaderAPIKey, s.createKey(`{"name":"e2e-sources"}`))
+		r := s.do("GET", "/v1/sources", "", rest.HeaderAPIKey, s.createKey(`{"name":"e2e-sources"}`))
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 		var body struct {
 			Sources []struct {
@@ -46,7 +46,7 @@ func TestDeleteSyncedDocumentWithNestedPath(t *testing.T) {
 	}
 	require.EqualValues(t, 3, documents())
 
-	ingest := []string{gateway.HeaderAdminToken, ingestToken}
+	ingest := []string{rest.HeaderAdminToken, ingestToken}
 	for _, tc := range []struct {
 		name, path string
 		left       int64
@@ -68,7 +68,7 @@ func TestDeleteSyncedDocumentWithNestedPath(t *testing.T) {
 		})
 	}
 	// The route still takes only the ingest credential.
-	r := s.do("DELETE", "/v1/documents/handbook:top.md", "", gateway.HeaderAPIKey, s.createKey(`{"name":"e2e-not-ingest"}`))
+	r := s.do("DELETE", "/v1/documents/handbook:top.md", "", rest.HeaderAPIKey, s.createKey(`{"name":"e2e-not-ingest"}`))
 	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
 	require.EqualValues(t, 1, documents())
 }

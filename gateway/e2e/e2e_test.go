@@ -15,8 +15,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
+	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/dashboard"
+	"github.com/bmcis/knowledge/gateway/internal/health"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 	"github.com/bmcis/knowledge/gateway/internal/schematest"
+	"github.com/bmcis/knowledge/gateway/internal/stats"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
@@ -28,13 +33,13 @@ func TestHealthAndShapesAgainstServices(t *testing.T) {
 	r := s.do("GET", "/api/health", "")
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Health, r.body)
-	var h gateway.HealthResponse
+	var h dashboard.HealthResponse
 	require.NoError(t, json.Unmarshal(r.body, &h))
 	require.Equal(t, "ok", h.Status)
-	require.Equal(t, gateway.StateReady, h.State)
+	require.Equal(t, dashboard.StateReady, h.State)
 	require.Len(t, h.Servers, 4)
 	for _, srv := range h.Servers[:3] {
-		require.Equal(t, gateway.StatusConnected, srv.Status, srv.Name)
+		require.Equal(t, health.StatusConnected, srv.Status, srv.Name)
 		require.Equal(t, "grpc", srv.TransportType)
 		require.NotNil(t, srv.ServerInfo, srv.Name)
 		require.NotNil(t, srv.LastStarted, srv.Name)
@@ -42,7 +47,7 @@ func TestHealthAndShapesAgainstServices(t *testing.T) {
 		require.NoError(t, err)
 		require.WithinDuration(t, time.Now(), started, 10*time.Minute, "lastStarted comes from the process start time")
 	}
-	require.Equal(t, gateway.MCPAdapter, h.Servers[3].Name)
+	require.Equal(t, backends.MCPAdapter, h.Servers[3].Name)
 
 	for path, def := range map[string]string{"/api/servers": schematest.Servers, "/api/tools": schematest.Tools} {
 		r := s.do("GET", path, "")
@@ -56,7 +61,7 @@ func TestHealthAndShapesAgainstServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, _ = s.search.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
-	var st gateway.StatsResponse
+	var st stats.Response
 	require.Eventually(t, func() bool {
 		st = s.gw.Stats(ctx)
 		for _, r := range st.RPCs {
@@ -92,9 +97,9 @@ func TestRoutesMatchDirectGRPC(t *testing.T) {
 	defer cancel()
 	adminCtx := grpcclient.WithCredential(ctx, adminToken)
 	ingestCtx := grpcclient.WithCredential(ctx, ingestToken)
-	k := []string{gateway.HeaderAPIKey, key}
-	a := []string{gateway.HeaderAdminToken, adminToken}
-	in := []string{gateway.HeaderAdminToken, ingestToken}
+	k := []string{rest.HeaderAPIKey, key}
+	a := []string{rest.HeaderAdminToken, adminToken}
+	in := []string{rest.HeaderAdminToken, ingestToken}
 
 	cases := []struct {
 		name, method, path, body string
@@ -109,7 +114,7 @@ func TestRoutesMatchDirectGRPC(t *testing.T) {
 		}},
 		// An omitted limit is the documented default, not a 400.
 		{"search default limit", "POST", "/v1/search", `{"query":"cloud providers"}`, k, func() (proto.Message, error) {
-			return s.search.Search(ctx, &searchv1.SearchRequest{Query: "cloud providers", Limit: gateway.DefaultSearchLimit})
+			return s.search.Search(ctx, &searchv1.SearchRequest{Query: "cloud providers", Limit: rest.DefaultSearchLimit})
 		}},
 		{"search empty query", "POST", "/v1/search", `{"query":""}`, k, func() (proto.Message, error) {
 			return s.search.Search(ctx, &searchv1.SearchRequest{})
@@ -149,7 +154,7 @@ func TestRoutesMatchDirectGRPC(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			want, err := c.direct()
 			r := s.do(c.method, c.path, c.body, c.headers...)
-			wantStatus := gateway.HTTPStatus(status.Code(err))
+			wantStatus := apierror.HTTPStatus(status.Code(err))
 			require.Equal(t, wantStatus, r.status, "direct: %v; REST body: %s", err, r.body)
 			require.NotEqual(t, codes.Unimplemented, status.Code(err), "every route's RPC is implemented")
 			if err != nil {
@@ -194,7 +199,7 @@ func TestSearchRoutesAgainstServices(t *testing.T) {
 		{"object storage buckets lifecycle", "RETRIEVAL_MODE_BM25", "guides/object-storage.md"},
 		{"vendor onboarding compliance", "RETRIEVAL_MODE_BM25", "guides/vendor-onboarding.md"},
 	} {
-		r := s.do("POST", "/v1/search", `{"query":"`+c.query+`","mode":"`+c.mode+`","limit":3}`, gateway.HeaderAPIKey, key)
+		r := s.do("POST", "/v1/search", `{"query":"`+c.query+`","mode":"`+c.mode+`","limit":3}`, rest.HeaderAPIKey, key)
 		require.Equal(t, http.StatusOK, r.status, "%s: %s", c.query, r.body)
 		var sr searchResp
 		require.NoError(t, json.Unmarshal(r.body, &sr))
@@ -216,11 +221,11 @@ func TestSearchRoutesAgainstServices(t *testing.T) {
 	}
 	// The chunk the search found is served by id; an unknown id is reported
 	// missing; the category is listed with its document count.
-	r := s.do("POST", "/v1/search", `{"query":"cloud providers pricing","limit":1}`, gateway.HeaderAPIKey, key)
+	r := s.do("POST", "/v1/search", `{"query":"cloud providers pricing","limit":1}`, rest.HeaderAPIKey, key)
 	var sr searchResp
 	require.NoError(t, json.Unmarshal(r.body, &sr))
 	id := sr.Results[0].Chunk.ChunkID
-	r = s.do("GET", "/v1/chunks?chunk_ids="+id+"&chunk_ids=987654321", "", gateway.HeaderAPIKey, key)
+	r = s.do("GET", "/v1/chunks?chunk_ids="+id+"&chunk_ids=987654321", "", rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	var cr struct {
 		Chunks []struct {
@@ -234,10 +239,10 @@ func TestSearchRoutesAgainstServices(t *testing.T) {
 	require.Equal(t, id, cr.Chunks[0].ChunkID)
 	require.Equal(t, "guides/cloud-providers.md", cr.Chunks[0].SourceFile)
 	require.Equal(t, []string{"987654321"}, cr.MissingIDs)
-	r = s.do("GET", "/v1/categories", "", gateway.HeaderAPIKey, key)
+	r = s.do("GET", "/v1/categories", "", rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status)
 	require.JSONEq(t, `{"categories":[{"name":"guides","documentCount":3}]}`, string(r.body))
-	r = s.do("POST", "/v1/search", `{"query":""}`, gateway.HeaderAPIKey, key)
+	r = s.do("POST", "/v1/search", `{"query":""}`, rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
 	schematest.Validate(t, schematest.Error, r.body)
 }
@@ -274,9 +279,9 @@ func TestAuthAgainstServices(t *testing.T) {
 	r := s.do("GET", "/v1/keys", "")
 	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_REQUIRED", r.errBody(t).Code)
-	r = s.do("GET", "/v1/keys", "", gateway.HeaderAdminToken, "not-the-admin-token")
+	r = s.do("GET", "/v1/keys", "", rest.HeaderAdminToken, "not-the-admin-token")
 	require.Contains(t, []int{401, 403}, r.status, "a wrong admin token: %s", r.body)
-	require.Equal(t, 200, s.do("GET", "/v1/keys", "", gateway.HeaderAdminToken, adminToken).status)
+	require.Equal(t, 200, s.do("GET", "/v1/keys", "", rest.HeaderAdminToken, adminToken).status)
 
 	for _, c := range []struct {
 		headers []string
@@ -284,7 +289,7 @@ func TestAuthAgainstServices(t *testing.T) {
 		code    string
 	}{
 		{nil, 401, "AUTH_REQUIRED"},
-		{[]string{gateway.HeaderAPIKey, "bmcis_unknown_secretsecret"}, 401, "AUTH_INVALID"},
+		{[]string{rest.HeaderAPIKey, "bmcis_unknown_secretsecret"}, 401, "AUTH_INVALID"},
 		{[]string{"Authorization", "Bearer not-a-key"}, 401, "AUTH_INVALID"},
 	} {
 		r := s.do("POST", "/v1/search", `{"query":"cloud"}`, c.headers...)
@@ -306,12 +311,12 @@ func TestAuthAgainstServices(t *testing.T) {
 
 	// Revocation reaches the gateway within the verified-key cache's 30 s.
 	key2 := s.createKey(`{"name":"e2e-revoked"}`)
-	require.True(t, passedAuth(s.do("GET", "/v1/categories", "", gateway.HeaderAPIKey, key2)), "a new key is accepted")
+	require.True(t, passedAuth(s.do("GET", "/v1/categories", "", rest.HeaderAPIKey, key2)), "a new key is accepted")
 	keyID := strings.SplitN(strings.TrimPrefix(key2, "bmcis_"), "_", 2)[0]
-	r = s.do("POST", "/v1/keys/"+keyID+":revoke", `{}`, gateway.HeaderAdminToken, adminToken)
+	r = s.do("POST", "/v1/keys/"+keyID+":revoke", `{}`, rest.HeaderAdminToken, adminToken)
 	require.Equal(t, 200, r.status, "revoke: %s", r.body)
 	require.Eventually(t, func() bool {
-		r := s.do("GET", "/v1/categories", "", gateway.HeaderAPIKey, key2)
+		r := s.do("GET", "/v1/categories", "", rest.HeaderAPIKey, key2)
 		return r.status == http.StatusForbidden && r.errBody(t).Code == "AUTH_REVOKED"
 	}, 40*time.Second, 500*time.Millisecond)
 }
@@ -333,12 +338,12 @@ func TestStoppedServiceAgainstServices(t *testing.T) {
 	s := newStack(t, nil)
 	key := s.createKey(`{"name":"e2e-stop"}`)
 	s.ingest()
-	s.stop(gateway.VendorGraph)
-	h := s.waitStatus(gateway.StatusDisconnected, gateway.VendorGraph)
+	s.stop(backends.VendorGraph)
+	h := s.waitStatus(health.StatusDisconnected, backends.VendorGraph)
 	require.Equal(t, "error", h.Status)
 	for _, srv := range h.Servers {
-		if srv.Name == gateway.Search || srv.Name == gateway.Auth {
-			require.Equal(t, gateway.StatusConnected, srv.Status, srv.Name)
+		if srv.Name == backends.Search || srv.Name == backends.Auth {
+			require.Equal(t, health.StatusConnected, srv.Status, srv.Name)
 		}
 	}
 	r := s.do("GET", "/api/health", "")
@@ -348,20 +353,20 @@ func TestStoppedServiceAgainstServices(t *testing.T) {
 	require.Equal(t, 200, s.do("GET", "/", "").status)
 
 	// The search routes keep serving; the vendorgraph ones answer 503.
-	r = s.do("GET", "/v1/index/status", "", gateway.HeaderAPIKey, key)
+	r = s.do("GET", "/v1/index/status", "", rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status, "search keeps serving: %s", r.body)
 	require.Contains(t, string(r.body), `"documents":"3"`)
-	r = s.do("POST", "/v1/search", `{"query":"object storage buckets","limit":1}`, gateway.HeaderAPIKey, key)
+	r = s.do("POST", "/v1/search", `{"query":"object storage buckets","limit":1}`, rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), "guides/object-storage.md")
-	r = s.do("GET", "/v1/graph/status", "", gateway.HeaderAPIKey, key)
+	r = s.do("GET", "/v1/graph/status", "", rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusServiceUnavailable, r.status)
 	require.Equal(t, "vendorgraph service unavailable", r.errBody(t).Message)
 
 	// Without auth the gateway fails closed.
-	s.stop(gateway.Auth)
-	s.waitStatus(gateway.StatusDisconnected, gateway.Auth)
-	r = s.do("GET", "/v1/index/status", "", gateway.HeaderAPIKey, "bmcis_any_key")
+	s.stop(backends.Auth)
+	s.waitStatus(health.StatusDisconnected, backends.Auth)
+	r = s.do("GET", "/v1/index/status", "", rest.HeaderAPIKey, "bmcis_any_key")
 	require.Equal(t, http.StatusServiceUnavailable, r.status)
 	require.Equal(t, "AUTH_UNAVAILABLE", r.errBody(t).Code)
 	require.NotEmpty(t, r.header.Get("Retry-After"))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 )
 
 // scopeDocs are documents in three categories that all answer one query.
@@ -42,7 +42,7 @@ func TestKeyScopesOverREST(t *testing.T) {
 
 	search := func(key, body string) (int, scopeSearch, string) {
 		t.Helper()
-		r := s.do("POST", "/v1/search", body, gateway.HeaderAPIKey, key)
+		r := s.do("POST", "/v1/search", body, rest.HeaderAPIKey, key)
 		var out scopeSearch
 		if r.status == http.StatusOK {
 			require.NoError(t, json.Unmarshal(r.body, &out))
@@ -87,7 +87,7 @@ func TestKeyScopesOverREST(t *testing.T) {
 	})
 
 	t.Run("chunks", func(t *testing.T) {
-		r := s.do("GET", "/v1/chunks?chunk_ids="+hrChunk+"&chunk_ids="+securityChunk+"&scope.categories=hr", "", gateway.HeaderAPIKey, scoped)
+		r := s.do("GET", "/v1/chunks?chunk_ids="+hrChunk+"&chunk_ids="+securityChunk+"&scope.categories=hr", "", rest.HeaderAPIKey, scoped)
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 		var cr struct {
 			Chunks []struct {
@@ -101,19 +101,19 @@ func TestKeyScopesOverREST(t *testing.T) {
 		require.Equal(t, []string{hrChunk}, cr.MissingIDs, "another category's chunk is as missing as an unknown one")
 	})
 	t.Run("categories", func(t *testing.T) {
-		r := s.do("GET", "/v1/categories?scope.categories=hr", "", gateway.HeaderAPIKey, scoped)
+		r := s.do("GET", "/v1/categories?scope.categories=hr", "", rest.HeaderAPIKey, scoped)
 		require.Equal(t, http.StatusOK, r.status)
 		require.JSONEq(t, `{"categories":[{"name":"security","documentCount":2}]}`, string(r.body))
 	})
 	t.Run("index status", func(t *testing.T) {
-		r := s.do("GET", "/v1/index/status", "", gateway.HeaderAPIKey, scoped)
+		r := s.do("GET", "/v1/index/status", "", rest.HeaderAPIKey, scoped)
 		require.Equal(t, http.StatusOK, r.status)
 		var st struct {
 			Documents string `json:"documents"`
 		}
 		require.NoError(t, json.Unmarshal(r.body, &st))
 		require.Equal(t, "2", st.Documents)
-		r = s.do("GET", "/v1/index/status", "", gateway.HeaderAPIKey, open)
+		r = s.do("GET", "/v1/index/status", "", rest.HeaderAPIKey, open)
 		require.NoError(t, json.Unmarshal(r.body, &st))
 		require.Equal(t, strconv.Itoa(len(scopeDocs)), st.Documents, "unscoped keys keep today's answer")
 	})
@@ -122,7 +122,7 @@ func TestKeyScopesOverREST(t *testing.T) {
 		s.st.ImportGraphLines(t, []string{`{"kind":"entity","id":"quokka","name":"Quokka","entity_type":"COMPANY","confidence":0.9,"is_vendor":true}`})
 		vendor := func(key, query string) (count int, files []string) {
 			t.Helper()
-			r := s.do("GET", "/v1/vendors/Quokka?maxEvidence=10"+query, "", gateway.HeaderAPIKey, key)
+			r := s.do("GET", "/v1/vendors/Quokka?maxEvidence=10"+query, "", rest.HeaderAPIKey, key)
 			require.Equal(t, http.StatusOK, r.status, string(r.body))
 			var out struct {
 				EvidenceChunkCount int `json:"evidenceChunkCount"`
@@ -148,7 +148,7 @@ func TestKeyScopesOverREST(t *testing.T) {
 		code, _, body := search(tooled, `{"query":"quokka policy","limit":5}`)
 		require.Equal(t, http.StatusOK, code, body)
 		for _, path := range []string{"/v1/vendors/Acme", "/v1/vendor-suggestions?text=ac", "/v1/graph/status"} {
-			r := s.do("GET", path, "", gateway.HeaderAPIKey, tooled)
+			r := s.do("GET", path, "", rest.HeaderAPIKey, tooled)
 			require.Equal(t, http.StatusForbidden, r.status, "%s: %s", path, r.body)
 			require.Contains(t, string(r.body), "TOOL_NOT_ALLOWED", path)
 			require.Contains(t, string(r.body), "semantic_search, get_chunks", "the refusal says what the key may use")

@@ -18,7 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
+	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/dashboard"
 	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/health"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
+	"github.com/bmcis/knowledge/gateway/internal/settings"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
@@ -36,7 +42,7 @@ const (
 
 // serviceNames are the services behind the gateway, in its own names (the
 // same as stacktest's).
-var serviceNames = []string{gateway.Search, gateway.VendorGraph, gateway.Auth}
+var serviceNames = []string{backends.Search, backends.VendorGraph, backends.Auth}
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
 
@@ -77,7 +83,7 @@ func newStack(t testing.TB, env map[string]string) *stack {
 		vars[k] = v
 	}
 	r := config.FromMap(vars)
-	cfg := gateway.LoadConfig(r)
+	cfg := settings.Load(r)
 	require.NoError(t, r.Err())
 	gw, err := gateway.New(cfg, logging.New(io.Discard, "gateway", "error"))
 	require.NoError(t, err)
@@ -90,9 +96,9 @@ func newStack(t testing.TB, env map[string]string) *stack {
 		require.NoError(t, err)
 		s.conns[name] = conn
 	}
-	s.search = searchv1.NewSearchServiceClient(s.conns[gateway.Search])
-	s.vendor = vendorgraphv1.NewVendorGraphServiceClient(s.conns[gateway.VendorGraph])
-	s.auth = authv1.NewAuthServiceClient(s.conns[gateway.Auth])
+	s.search = searchv1.NewSearchServiceClient(s.conns[backends.Search])
+	s.vendor = vendorgraphv1.NewVendorGraphServiceClient(s.conns[backends.VendorGraph])
+	s.auth = authv1.NewAuthServiceClient(s.conns[backends.Auth])
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()
@@ -101,7 +107,7 @@ func newStack(t testing.TB, env map[string]string) *stack {
 			_ = c.Close()
 		}
 	})
-	s.waitStatus(gateway.StatusConnected, gateway.Search, gateway.VendorGraph, gateway.Auth)
+	s.waitStatus(health.StatusConnected, backends.Search, backends.VendorGraph, backends.Auth)
 	return s
 }
 
@@ -109,9 +115,9 @@ func newStack(t testing.TB, env map[string]string) *stack {
 func (s *stack) stop(name string) { s.st.Service(name).Stop(s.t) }
 
 // waitStatus waits until /api/health reports every named server in st.
-func (s *stack) waitStatus(st string, names ...string) gateway.HealthResponse {
+func (s *stack) waitStatus(st string, names ...string) dashboard.HealthResponse {
 	s.t.Helper()
-	var h gateway.HealthResponse
+	var h dashboard.HealthResponse
 	require.Eventually(s.t, func() bool {
 		h = s.gw.Health()
 		for _, srv := range h.Servers {
@@ -133,9 +139,9 @@ type response struct {
 	body   []byte
 }
 
-func (r response) errBody(t testing.TB) gateway.ErrorBody {
+func (r response) errBody(t testing.TB) apierror.Body {
 	t.Helper()
-	var e gateway.ErrorBody
+	var e apierror.Body
 	require.NoError(t, json.Unmarshal(r.body, &e), "body: %s", r.body)
 	require.NotNil(t, e.Details, "details must be an array: %s", r.body)
 	return e
@@ -166,7 +172,7 @@ func (s *stack) do(method, path, body string, headers ...string) response {
 // createKey makes an API key through the gateway's REST admin route.
 func (s *stack) createKey(body string) string {
 	s.t.Helper()
-	r := s.do("POST", "/v1/keys", body, gateway.HeaderAdminToken, adminToken)
+	r := s.do("POST", "/v1/keys", body, rest.HeaderAdminToken, adminToken)
 	require.Equal(s.t, http.StatusOK, r.status, "create key: %s", r.body)
 	var resp struct {
 		APIKey string `json:"apiKey"`

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/stacktest"
 	"github.com/bmcis/knowledge/platform/tracing"
@@ -47,7 +47,7 @@ func TestRESTCallIsOneTrace(t *testing.T) {
 	})
 	s.st.Service(stacktest.Search).WaitLog(t, "builtin embedder trained", 10*time.Second)
 
-	r := s.do("POST", "/v1/search", `{"query":"laptop encryption","mode":"RETRIEVAL_MODE_HYBRID","limit":3}`, gateway.HeaderAPIKey, key)
+	r := s.do("POST", "/v1/search", `{"query":"laptop encryption","mode":"RETRIEVAL_MODE_HYBRID","limit":3}`, rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 
 	// The search service's database spans name the trace; wait for its

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/bmcis/knowledge/gateway/internal/gateway"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 )
 
 func zipOf(t *testing.T, files map[string]string) string {
@@ -33,7 +33,7 @@ func zipOf(t *testing.T, files map[string]string) string {
 func TestUploadAgainstServices(t *testing.T) {
 	s := newStack(t, map[string]string{"BMCIS_GATEWAY_MAX_UPLOAD_BYTES": "1048576"})
 	key := s.createKey(`{"name":"e2e-upload"}`)
-	ingest := []string{gateway.HeaderAdminToken, ingestToken}
+	ingest := []string{rest.HeaderAdminToken, ingestToken}
 
 	r := s.do("POST", "/v1/sources/uploads/files?file=guide.md", "# Guide\n\nThe upload wombat guide.\n", ingest...)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -62,12 +62,12 @@ func TestUploadAgainstServices(t *testing.T) {
 	require.Equal(t, "image.png", raw.Failures[0].SourceFile)
 	require.Contains(t, raw.Failures[0].Reason, "not a file of a known format")
 
-	r = s.do("POST", "/v1/search", `{"query":"wombat","mode":"RETRIEVAL_MODE_BM25","limit":10}`, gateway.HeaderAPIKey, key)
+	r = s.do("POST", "/v1/search", `{"query":"wombat","mode":"RETRIEVAL_MODE_BM25","limit":10}`, rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	for _, id := range []string{"uploads:guide.md", "uploads:a/one.md", "uploads:a/page.html"} {
 		require.Contains(t, string(r.body), `"documentId":"`+id+`"`)
 	}
-	r = s.do("GET", "/v1/sources", "", gateway.HeaderAPIKey, key)
+	r = s.do("GET", "/v1/sources", "", rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.Contains(t, string(r.body), `"name":"uploads"`)
 	require.Contains(t, string(r.body), `"documentCount":3`)
@@ -80,10 +80,10 @@ func TestUploadAgainstServices(t *testing.T) {
 		status           int
 		want             string
 	}{
-		{"read credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{gateway.HeaderAdminToken, serviceToken}, http.StatusForbidden, ""},
+		{"read credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{rest.HeaderAdminToken, serviceToken}, http.StatusForbidden, ""},
 		{"no credential", "/v1/sources/uploads/files?file=x.md", "# X", nil, http.StatusUnauthorized, "ADMIN_TOKEN_REQUIRED"},
-		{"wrong credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{gateway.HeaderAdminToken, "junk"}, http.StatusUnauthorized, "ADMIN_TOKEN_INVALID"},
-		{"admin credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{gateway.HeaderAdminToken, adminToken}, http.StatusForbidden, "ADMIN_TOKEN_INVALID"},
+		{"wrong credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{rest.HeaderAdminToken, "junk"}, http.StatusUnauthorized, "ADMIN_TOKEN_INVALID"},
+		{"admin credential", "/v1/sources/uploads/files?file=x.md", "# X", []string{rest.HeaderAdminToken, adminToken}, http.StatusForbidden, "ADMIN_TOKEN_INVALID"},
 		{"unknown format", "/v1/sources/uploads/files?file=x.exe", "MZ", ingest, http.StatusBadRequest, "UPLOAD_REJECTED"},
 		{"empty file", "/v1/sources/uploads/files?file=empty.md", "", ingest, http.StatusBadRequest, "empty document"},
 		{"no file name", "/v1/sources/uploads/files", "# X", ingest, http.StatusBadRequest, "?file="},

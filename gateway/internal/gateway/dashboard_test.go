@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -12,8 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/dashboard"
+	"github.com/bmcis/knowledge/gateway/internal/health"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 	"github.com/bmcis/knowledge/gateway/internal/schematest"
-	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/gateway/internal/stats"
 )
 
 func TestDashboardShapes(t *testing.T) {
@@ -22,24 +25,24 @@ func TestDashboardShapes(t *testing.T) {
 	}))
 	defer mcp.Close()
 	s := newStack(t, map[string]string{"BMCIS_MCP_HEALTH_URL": mcp.URL + "/healthz"})
-	s.waitConnected(MCPAdapter)
+	s.waitConnected(backends.MCPAdapter)
 
 	r := s.do("GET", "/api/health", "")
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Health, r.body)
-	var h HealthResponse
+	var h dashboard.HealthResponse
 	require.NoError(t, json.Unmarshal(r.body, &h))
 	require.Equal(t, "ok", h.Status)
-	require.Equal(t, StateReady, h.State)
+	require.Equal(t, dashboard.StateReady, h.State)
 	require.Equal(t, "bmcis-gateway", h.ServerID)
 	var names []string
 	for _, srv := range h.Servers {
 		names = append(names, srv.Name)
-		require.Equal(t, StatusConnected, srv.Status, srv.Name)
+		require.Equal(t, health.StatusConnected, srv.Status, srv.Name)
 		require.NotNil(t, srv.ServerInfo, srv.Name)
 		require.NotNil(t, srv.LastStarted, srv.Name)
 	}
-	require.Equal(t, []string{Search, VendorGraph, Auth, MCPAdapter}, names)
+	require.Equal(t, []string{backends.Search, backends.VendorGraph, backends.Auth, backends.MCPAdapter}, names)
 	require.Equal(t, "grpc", h.Servers[0].TransportType)
 	require.Equal(t, "1.2.3", h.Servers[3].ServerInfo.Version)
 	adapterTools := []string{}
@@ -62,12 +65,12 @@ func TestDashboardShapes(t *testing.T) {
 	r = s.do("GET", "/api/tools", "")
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Tools, r.body)
-	var tl struct{ Tools []ToolSummary }
+	var tl struct{ Tools []dashboard.ToolSummary }
 	require.NoError(t, json.Unmarshal(r.body, &tl))
 	require.Len(t, tl.Tools, 3)
 	for _, x := range tl.Tools {
 		require.True(t, x.Enabled, x.Name)
-		require.Equal(t, MCPAdapter, x.Server)
+		require.Equal(t, backends.MCPAdapter, x.Server)
 	}
 
 	r = s.do("GET", "/api/config", "", key(keyGood)...)
@@ -84,13 +87,25 @@ func TestDashboardShapes(t *testing.T) {
 	require.Equal(t, 429, s.do("POST", "/v1/search", `{"query":"cloud"}`, key(keyLimited)...).status)
 	s.cacheHits.Add(3)
 	s.cacheMisses.Add(1)
-	time.Sleep(3 * s.gw.cfg.StatsInterval)
-	r = s.do("GET", "/api/stats", "", key(keyGood)...)
+	// Wait for a scrape that saw them all (and a second one, for the chart):
+	// the collector runs every BMCIS_GATEWAY_STATS_INTERVAL.
+	var st stats.Response
+	require.Eventually(t, func() bool {
+		r = s.do("GET", "/api/stats", "", key(keyGood)...)
+		st = stats.Response{}
+		if r.status != 200 || json.Unmarshal(r.body, &st) != nil {
+			return false
+		}
+		searched := false
+		for _, rpc := range st.RPCs {
+			searched = searched || (rpc.Method == "/bmcis.search.v1.SearchService/Search" && rpc.Requests == 5)
+		}
+		return searched && len(st.Cache) == 1 && st.Cache[0].Hits == 3 && st.RateLimit.GatewayDenials == 1 &&
+			len(st.History) > 0 && len(st.Routes) > 0
+	}, 10*time.Second, 50*time.Millisecond, "no scrape showed the calls")
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Stats, r.body)
-	var st StatsResponse
-	require.NoError(t, json.Unmarshal(r.body, &st))
-	var search *rpcStat
+	var search *stats.RPCStat
 	for i := range st.RPCs {
 		require.False(t, strings.Contains(st.RPCs[i].Method, "grpc.health"), "health checks are left out")
 		if st.RPCs[i].Method == "/bmcis.search.v1.SearchService/Search" {
@@ -118,22 +133,22 @@ func TestDashboardShapes(t *testing.T) {
 // A stopped service turns disconnected; the gateway keeps serving the rest.
 func TestStoppedServiceTurnsDisconnected(t *testing.T) {
 	s := newStack(t, nil)
-	s.fakes[VendorGraph].stop()
+	s.fakes[backends.VendorGraph].stop()
 	require.Eventually(t, func() bool {
-		return s.gw.monitor.probe(VendorGraph).state().status == StatusDisconnected
+		return s.gw.monitor.Probe(backends.VendorGraph).State().Status == health.StatusDisconnected
 	}, 10*time.Second, 20*time.Millisecond)
 
 	r := s.do("GET", "/api/health", "")
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Health, r.body)
-	var h HealthResponse
+	var h dashboard.HealthResponse
 	require.NoError(t, json.Unmarshal(r.body, &h))
 	require.Equal(t, "error", h.Status)
-	require.Equal(t, StatusDisconnected, h.Servers[1].Status)
+	require.Equal(t, health.StatusDisconnected, h.Servers[1].Status)
 	require.NotNil(t, h.Servers[1].Error)
 	require.Nil(t, h.Servers[1].ServerInfo)
-	require.Equal(t, StatusConnected, h.Servers[0].Status)
-	require.NotContains(t, string(r.body), s.fakes[VendorGraph].addr)
+	require.Equal(t, health.StatusConnected, h.Servers[0].Status)
+	require.NotContains(t, string(r.body), s.fakes[backends.VendorGraph].addr)
 
 	// The rest keeps working; the stopped service's routes answer 503.
 	require.Equal(t, 200, s.do("POST", "/v1/search", `{"query":"cloud"}`, key(keyGood)...).status)
@@ -143,7 +158,7 @@ func TestStoppedServiceTurnsDisconnected(t *testing.T) {
 	require.Equal(t, "UNAVAILABLE", e.Code)
 	require.Equal(t, "vendorgraph service unavailable", e.Message)
 
-	var tl struct{ Tools []ToolSummary }
+	var tl struct{ Tools []dashboard.ToolSummary }
 	r = s.do("GET", "/api/tools", "")
 	require.NoError(t, json.Unmarshal(r.body, &tl))
 	for _, x := range tl.Tools {
@@ -162,15 +177,17 @@ func TestMCPAdapterStatuses(t *testing.T) {
 	}))
 	defer failing.Close()
 	s := newStack(t, map[string]string{"BMCIS_MCP_HEALTH_URL": failing.URL})
-	require.Eventually(t, func() bool { return s.gw.monitor.probe(MCPAdapter).state().status == StatusError }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return s.gw.monitor.Probe(backends.MCPAdapter).State().Status == health.StatusError }, 5*time.Second, 20*time.Millisecond)
 	failing.Close()
-	require.Eventually(t, func() bool { return s.gw.monitor.probe(MCPAdapter).state().status == StatusDisconnected }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return s.gw.monitor.Probe(backends.MCPAdapter).State().Status == health.StatusDisconnected
+	}, 5*time.Second, 20*time.Millisecond)
 	r := s.do("GET", "/api/health", "")
 	schematest.Validate(t, schematest.Health, r.body)
-	var h HealthResponse
+	var h dashboard.HealthResponse
 	require.NoError(t, json.Unmarshal(r.body, &h))
 	require.Equal(t, "ok", h.Status, "the adapter does not decide the gateway's status")
-	var tl struct{ Tools []ToolSummary }
+	var tl struct{ Tools []dashboard.ToolSummary }
 	require.NoError(t, json.Unmarshal(s.do("GET", "/api/tools", "").body, &tl))
 	for _, x := range tl.Tools {
 		require.False(t, x.Enabled, "no tool answers while the adapter is down")
@@ -197,8 +214,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	require.Contains(t, doc.Paths["/v1/keys"]["post"], "security")
 	require.NotContains(t, doc.Paths["/v1/search"]["post"], "security")
 	paths := map[string]bool{}
-	for _, rt := range Routes {
-		paths[paramRE.ReplaceAllString(rt.Path, "{}")] = true
+	for _, rt := range rest.Routes {
+		paths[regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(rt.Path, "{}")] = true
 	}
 	require.Len(t, doc.Paths, len(paths))
 }
@@ -223,47 +240,4 @@ func TestDashboardPageIsSelfContained(t *testing.T) {
 	require.NotContains(t, page, "innerHTML", "data is inserted as text only")
 	require.Equal(t, 404, s.do("GET", "/assets/", "").status)
 	require.Equal(t, 404, s.do("GET", "/assets/nope.js", "").status)
-}
-
-func TestQuantile(t *testing.T) {
-	h := hist{bounds: []float64{.001, .002, .005, .01}, cum: []float64{0, 50, 90, 100}, count: 100}
-	require.InDelta(t, .0015, h.quantile(.25), 1e-9)
-	require.InDelta(t, .002, h.quantile(.5), 1e-9)
-	require.InDelta(t, .0075, h.quantile(.95), 1e-9)
-	require.True(t, math.IsNaN(hist{}.quantile(.5)))
-	over := hist{bounds: []float64{.001}, cum: []float64{1}, count: 10}
-	require.Equal(t, .001, over.quantile(.99), "beyond the last bucket: its bound")
-	d := h.sub(hist{bounds: h.bounds, cum: []float64{0, 50, 50, 50}, count: 50})
-	require.Equal(t, 50.0, d.count)
-	require.InDelta(t, .002+.003*(25.0/40.0), d.quantile(.5), 1e-9)
-	// After a restart (counts went down) the new counts stand alone.
-	require.Equal(t, 100.0, h.sub(hist{bounds: h.bounds, cum: []float64{0, 0, 0, 500}, count: 500}).count)
-}
-
-func TestConfig(t *testing.T) {
-	r := config.FromMap(map[string]string{})
-	c := LoadConfig(r)
-	require.NoError(t, r.Err())
-	require.Equal(t, "127.0.0.1:8080", c.Addr)
-	require.Empty(t, c.CORSOrigins)
-	b, _ := c.Backend(Auth)
-	require.Equal(t, "127.0.0.1:50053", b.Addr)
-	require.Equal(t, "http://127.0.0.1:9093/metrics", b.MetricsURL)
-	require.Equal(t, "http://127.0.0.1:8090/healthz", c.MCPHealthURL)
-	require.Empty(t, c.MCPMetricsURL)
-
-	r = config.FromMap(map[string]string{
-		"BMCIS_GATEWAY_ADDR": "nope", "BMCIS_SEARCH_ADDR": "x", "BMCIS_GATEWAY_CORS_ORIGINS": "dash.example.com",
-		"BMCIS_SERVICE_TOKEN": "short", "BMCIS_AUTH_METRICS_URL": "ftp://x", "BMCIS_GATEWAY_MAX_BODY_BYTES": "1",
-	})
-	LoadConfig(r)
-	err := r.Err()
-	require.Error(t, err)
-	for _, v := range []string{"BMCIS_GATEWAY_ADDR", "BMCIS_SEARCH_ADDR", "BMCIS_GATEWAY_CORS_ORIGINS", "BMCIS_SERVICE_TOKEN", "BMCIS_AUTH_METRICS_URL", "BMCIS_GATEWAY_MAX_BODY_BYTES"} {
-		require.Contains(t, err.Error(), v)
-	}
-	require.NotContains(t, err.Error(), "short")
-
-	require.Equal(t, "postgres://[redacted]@db:5432/x?password=[redacted]", redactURL("postgres://u:secret@db:5432/x?password=secret"))
-	require.Equal(t, "http://127.0.0.1:9091/metrics", redactURL("http://127.0.0.1:9091/metrics"))
 }

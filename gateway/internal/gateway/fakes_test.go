@@ -28,6 +28,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
+	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/health"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
+	"github.com/bmcis/knowledge/gateway/internal/settings"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
@@ -411,22 +416,22 @@ func newStack(t testing.TB, env map[string]string) *stack {
 	s := &stack{t: t, auth: &fakeAuth{}, search: &fakeSearch{}, vendor: &fakeVendor{}, fakes: map[string]*fakeService{}, logs: &syncBuffer{}}
 	s.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{Name: "bmcis_search_cache_hits_total", Help: "h"})
 	s.cacheMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "bmcis_search_cache_misses_total", Help: "m"})
-	s.fakes[Search] = startFake(t, Search, func(g *grpcserver.Server) { searchv1.RegisterSearchServiceServer(g.GRPC(), s.search) }, s.cacheHits, s.cacheMisses)
-	s.fakes[VendorGraph] = startFake(t, VendorGraph, func(g *grpcserver.Server) { vendorgraphv1.RegisterVendorGraphServiceServer(g.GRPC(), s.vendor) })
+	s.fakes[backends.Search] = startFake(t, backends.Search, func(g *grpcserver.Server) { searchv1.RegisterSearchServiceServer(g.GRPC(), s.search) }, s.cacheHits, s.cacheMisses)
+	s.fakes[backends.VendorGraph] = startFake(t, backends.VendorGraph, func(g *grpcserver.Server) { vendorgraphv1.RegisterVendorGraphServiceServer(g.GRPC(), s.vendor) })
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bmcis_auth_checks_total", Help: "c"}, []string{"result"})
 	checks.WithLabelValues("allowed").Add(10)
 	checks.WithLabelValues("rate_limit").Add(3)
 	checks.WithLabelValues("auth_invalid").Add(2)
-	s.fakes[Auth] = startFake(t, Auth, func(g *grpcserver.Server) { authv1.RegisterAuthServiceServer(g.GRPC(), s.auth) }, checks)
+	s.fakes[backends.Auth] = startFake(t, backends.Auth, func(g *grpcserver.Server) { authv1.RegisterAuthServiceServer(g.GRPC(), s.auth) }, checks)
 
 	vars := map[string]string{
 		"BMCIS_SERVICE_TOKEN":           testServiceToken,
-		"BMCIS_SEARCH_ADDR":             s.fakes[Search].addr,
-		"BMCIS_VENDORGRAPH_ADDR":        s.fakes[VendorGraph].addr,
-		"BMCIS_AUTH_ADDR":               s.fakes[Auth].addr,
-		"BMCIS_SEARCH_METRICS_URL":      s.fakes[Search].metrics,
-		"BMCIS_VENDORGRAPH_METRICS_URL": s.fakes[VendorGraph].metrics,
-		"BMCIS_AUTH_METRICS_URL":        s.fakes[Auth].metrics,
+		"BMCIS_SEARCH_ADDR":             s.fakes[backends.Search].addr,
+		"BMCIS_VENDORGRAPH_ADDR":        s.fakes[backends.VendorGraph].addr,
+		"BMCIS_AUTH_ADDR":               s.fakes[backends.Auth].addr,
+		"BMCIS_SEARCH_METRICS_URL":      s.fakes[backends.Search].metrics,
+		"BMCIS_VENDORGRAPH_METRICS_URL": s.fakes[backends.VendorGraph].metrics,
+		"BMCIS_AUTH_METRICS_URL":        s.fakes[backends.Auth].metrics,
 		"BMCIS_MCP_HEALTH_URL":          "off",
 		"BMCIS_GATEWAY_METRICS_ADDR":    "off",
 		"BMCIS_GATEWAY_HEALTH_INTERVAL": "100ms",
@@ -438,7 +443,7 @@ func newStack(t testing.TB, env map[string]string) *stack {
 		vars[k] = v
 	}
 	r := config.FromMap(vars)
-	cfg := LoadConfig(r)
+	cfg := settings.Load(r)
 	require.NoError(t, r.Err())
 	var logOut io.Writer = s.logs
 	if vars["BMCIS_TEST_DISCARD_LOGS"] == "1" { // benchmarks: log as in production, keep nothing
@@ -456,7 +461,7 @@ func newStack(t testing.TB, env map[string]string) *stack {
 		cancel()
 		gw.Close()
 	})
-	s.waitConnected(Search, VendorGraph, Auth)
+	s.waitConnected(backends.Search, backends.VendorGraph, backends.Auth)
 	return s
 }
 
@@ -464,7 +469,7 @@ func (s *stack) waitConnected(names ...string) {
 	s.t.Helper()
 	require.Eventually(s.t, func() bool {
 		for _, n := range names {
-			if p := s.gw.monitor.probe(n); p == nil || p.state().status != StatusConnected {
+			if p := s.gw.monitor.Probe(n); p == nil || p.State().Status != health.StatusConnected {
 				return false
 			}
 		}
@@ -486,9 +491,9 @@ func (r response) json(t testing.TB) map[string]any {
 	return m
 }
 
-func (r response) errBody(t testing.TB) ErrorBody {
+func (r response) errBody(t testing.TB) apierror.Body {
 	t.Helper()
-	var e ErrorBody
+	var e apierror.Body
 	require.NoError(t, json.Unmarshal(r.body, &e), "body: %s", r.body)
 	require.NotNil(t, e.Details, "details must be an array: %s", r.body)
 	return e
@@ -521,7 +526,7 @@ func doReq(t testing.TB, method, url, body string, headers ...string) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-func key(k string) []string { return []string{HeaderAPIKey, k} }
+func key(k string) []string { return []string{rest.HeaderAPIKey, k} }
 
 // rateLimits is a minute/hour/day reply as the auth service sends it.
 func rateLimits(minute, hour, day int64) *authv1.RateLimits {

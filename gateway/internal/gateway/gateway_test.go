@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -19,37 +18,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
+	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/rest"
 	"github.com/bmcis/knowledge/gateway/internal/schematest"
 )
-
-// Every annotated RPC in the OpenAPI document has exactly one route in the
-// gateway's table, and the other way round.
-func TestRouteTableMatchesOpenAPI(t *testing.T) {
-	var doc struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	served, err := openAPIDocument() // generated, plus the gateway's own upload route
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(served, &doc))
-	var fromDoc, fromTable []string
-	for path, ops := range doc.Paths {
-		for method := range ops {
-			fromDoc = append(fromDoc, routeKey(strings.ToUpper(method), path))
-		}
-	}
-	for _, r := range Routes {
-		fromTable = append(fromTable, r.Key())
-	}
-	sort.Strings(fromDoc)
-	sort.Strings(fromTable)
-	require.Equal(t, fromDoc, fromTable)
-}
 
 // Every route reaches its RPC with a valid credential.
 func TestEveryRouteSucceeds(t *testing.T) {
 	s := newStack(t, nil)
-	admin := []string{HeaderAdminToken, testAdminToken}
-	ingest := []string{HeaderAdminToken, testIngestToken}
+	admin := []string{rest.HeaderAdminToken, testAdminToken}
+	ingest := []string{rest.HeaderAdminToken, testIngestToken}
 	cases := []struct {
 		method, path, body string
 		headers            []string
@@ -78,20 +57,20 @@ func TestEveryRouteSucceeds(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 			require.Contains(t, string(r.body), c.want)
 			require.Equal(t, "application/json", r.header.Get("Content-Type"))
-			require.NotEmpty(t, r.header.Get(HeaderRequestID))
+			require.NotEmpty(t, r.header.Get(rest.HeaderRequestID))
 		})
 		path := c.path
 		if i := strings.IndexByte(path, '?'); i >= 0 {
 			path = path[:i]
 		}
-		for _, rt := range Routes {
+		for _, rt := range rest.Routes {
 			re := "^" + regexp.MustCompile(`\\\{[^}]*\\\}`).ReplaceAllString(regexp.QuoteMeta(rt.Path), `[^/:]+`) + "$"
 			if rt.Method == c.method && regexp.MustCompile(re).MatchString(path) {
 				covered[rt.Key()] = true
 			}
 		}
 	}
-	for _, rt := range Routes {
+	for _, rt := range rest.Routes {
 		assert.True(t, covered[rt.Key()], "no success case for %s %s", rt.Method, rt.Path)
 	}
 }
@@ -107,12 +86,12 @@ func TestEveryGRPCCodeMapsToHTTP(t *testing.T) {
 	}
 	for c := codes.Code(1); c <= 16; c++ {
 		t.Run(c.String(), func(t *testing.T) {
-			require.Equal(t, want[c], HTTPStatus(c))
+			require.Equal(t, want[c], apierror.HTTPStatus(c))
 			r := s.do("POST", "/v1/search", fmt.Sprintf(`{"query":"code:%d"}`, int(c)), key(keyGood)...)
 			require.Equal(t, want[c], r.status, "body: %s", r.body)
 			schematest.Validate(t, schematest.Error, r.body)
 			e := r.errBody(t)
-			wantCode := CodeName(c)
+			wantCode := apierror.CodeName(c)
 			if c == codes.Unknown { // platform/grpcserver answers unknown errors as INTERNAL
 				wantCode = "INTERNAL"
 			}
@@ -136,7 +115,7 @@ func TestEveryGRPCCodeMapsToHTTP(t *testing.T) {
 
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/v1/categories", nil)
-	s.gw.handleError(req.Context(), s.gw.rest, nil, w, req, status.Error(codes.Unknown, "<html>proxy page</html>"))
+	s.gw.edge.WriteError(w, req, status.Error(codes.Unknown, "<html>proxy page</html>"))
 	require.Equal(t, 500, w.Code)
 	require.Contains(t, w.Body.String(), `"code":"UNKNOWN"`)
 	require.NotContains(t, w.Body.String(), "proxy page")
@@ -159,7 +138,7 @@ func TestRequestErrorsMapToBadRequest(t *testing.T) {
 		require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
 		require.Contains(t, r.errBody(t).Message, "after the JSON value")
 	}
-	r = s.do("POST", "/v1/keys", `{"name":"x"} 1`, HeaderAdminToken, testAdminToken)
+	r = s.do("POST", "/v1/keys", `{"name":"x"} 1`, rest.HeaderAdminToken, testAdminToken)
 	require.Equal(t, 400, r.status, "%s", r.body)
 	r = s.do("POST", "/v1/search", "{\"query\":\"x\"} \r\n\t", key(keyGood)...)
 	require.Equal(t, 200, r.status, "trailing whitespace is fine: %s", r.body)
@@ -211,7 +190,7 @@ func TestAPIKeyChecks(t *testing.T) {
 		{"limiter down, closed mode: retryable, not the key's quota", key(keyUncounted), 503, "LIMITER_UNAVAILABLE"},
 		{"bearer unknown", []string{"Authorization", "Bearer bmcis_nope"}, 401, "AUTH_INVALID"},
 		{"basic auth is no key", []string{"Authorization", "Basic Zm9vOmJhcg=="}, 401, "AUTH_REQUIRED"},
-		{"admin token is no API key", []string{HeaderAdminToken, testAdminToken}, 401, "AUTH_REQUIRED"},
+		{"admin token is no API key", []string{rest.HeaderAdminToken, testAdminToken}, 401, "AUTH_REQUIRED"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -268,7 +247,7 @@ func TestAuthServiceDownFailsClosed(t *testing.T) {
 	require.Equal(t, "1", r.header.Get("Retry-After"))
 	require.Empty(t, s.search.last(), "the search service must not be called")
 
-	s.fakes[Auth].stop()
+	s.fakes[backends.Auth].stop()
 	r = s.do("POST", "/v1/search", `{"query":"cloud"}`, key(keyGood)...)
 	require.Equal(t, 503, r.status)
 	require.Equal(t, "AUTH_UNAVAILABLE", r.errBody(t).Code)
@@ -282,41 +261,41 @@ func TestAdminRoutes(t *testing.T) {
 	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_REQUIRED", r.errBody(t).Code)
 	// A wrong credential: refused by the auth service's edge.
-	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, "wrong-token")
+	r = s.do("POST", "/v1/keys", `{"name":"x"}`, rest.HeaderAdminToken, "wrong-token")
 	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code, "the same code as document deletion")
-	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, "wrong-token")
+	r = s.do("GET", "/v1/keys", "", rest.HeaderAdminToken, "wrong-token")
 	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
 	// The gateway's own credential cannot stand in: an ingest credential is
 	// valid but not an admin's.
-	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, testIngestToken)
+	r = s.do("GET", "/v1/keys", "", rest.HeaderAdminToken, testIngestToken)
 	require.Equal(t, 403, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
-	r = s.do("GET", "/v1/keys", "", HeaderAdminToken, testServiceToken)
+	r = s.do("GET", "/v1/keys", "", rest.HeaderAdminToken, testServiceToken)
 	require.Equal(t, 403, r.status, "the read credential is no admin's")
 	// The right one replaces the gateway's own credential upstream.
-	r = s.do("POST", "/v1/keys", `{"name":"x"}`, HeaderAdminToken, testAdminToken)
+	r = s.do("POST", "/v1/keys", `{"name":"x"}`, rest.HeaderAdminToken, testAdminToken)
 	require.Equal(t, 200, r.status, "body: %s", r.body)
 	md := s.auth.last()
 	require.Equal(t, []string{testAdminToken}, md.Get("x-bmcis-service-token"))
 	require.Empty(t, md.Get("authorization"))
 	require.Empty(t, md.Get("x-admin-token"))
 	// Errors of admin RPCs map like any other.
-	r = s.do("POST", "/v1/keys/nope:revoke", `{}`, HeaderAdminToken, testAdminToken)
+	r = s.do("POST", "/v1/keys/nope:revoke", `{}`, rest.HeaderAdminToken, testAdminToken)
 	require.Equal(t, 404, r.status)
 
 	// Document deletion takes the ingest credential; search's edge decides.
 	s.search.reset()
 	r = s.do("DELETE", "/v1/documents/doc-1", "", key(keyGood)...)
 	require.Equal(t, 401, r.status)
-	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, "wrong-token")
+	r = s.do("DELETE", "/v1/documents/doc-1", "", rest.HeaderAdminToken, "wrong-token")
 	require.Equal(t, 401, r.status)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
-	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, testAdminToken)
+	r = s.do("DELETE", "/v1/documents/doc-1", "", rest.HeaderAdminToken, testAdminToken)
 	require.Equal(t, 403, r.status, "key administrators do not delete documents")
 	require.Empty(t, s.search.last())
-	r = s.do("DELETE", "/v1/documents/doc-1", "", HeaderAdminToken, testIngestToken)
+	r = s.do("DELETE", "/v1/documents/doc-1", "", rest.HeaderAdminToken, testIngestToken)
 	require.Equal(t, 200, r.status)
 	require.Equal(t, []string{testIngestToken}, s.search.last().Get("x-bmcis-service-token"))
 
@@ -330,9 +309,9 @@ func TestAdminRoutes(t *testing.T) {
 // of the caller's credentials or other headers.
 func TestMetadataReachingServices(t *testing.T) {
 	s := newStack(t, nil)
-	r := s.do("POST", "/v1/search", `{"query":"cloud"}`, HeaderAPIKey, keyGood, HeaderRequestID, "req-from-client-1", "X-Custom", "v", "Cookie", "a=b")
+	r := s.do("POST", "/v1/search", `{"query":"cloud"}`, rest.HeaderAPIKey, keyGood, rest.HeaderRequestID, "req-from-client-1", "X-Custom", "v", "Cookie", "a=b")
 	require.Equal(t, 200, r.status)
-	require.Equal(t, "req-from-client-1", r.header.Get(HeaderRequestID))
+	require.Equal(t, "req-from-client-1", r.header.Get(rest.HeaderRequestID))
 	md := s.search.last()
 	require.Equal(t, []string{testServiceToken}, md.Get("x-bmcis-service-token"))
 	require.Equal(t, []string{"req-from-client-1"}, md.Get("x-request-id"))
@@ -347,13 +326,13 @@ func TestMetadataReachingServices(t *testing.T) {
 	require.Empty(t, s.search.last().Get("authorization"))
 
 	// A bad request id is replaced by one of the gateway's.
-	r = s.do("GET", "/v1/categories", "", HeaderAPIKey, keyGood, HeaderRequestID, strings.Repeat("x", 200))
-	id := r.header.Get(HeaderRequestID)
+	r = s.do("GET", "/v1/categories", "", rest.HeaderAPIKey, keyGood, rest.HeaderRequestID, strings.Repeat("x", 200))
+	id := r.header.Get(rest.HeaderRequestID)
 	require.True(t, strings.HasPrefix(id, "req_"), id)
 	require.Equal(t, []string{id}, s.search.last().Get("x-request-id"))
 	// Errors carry it too, and the API key never reaches the log.
 	r = s.do("GET", "/api/stats", "")
-	require.NotEmpty(t, r.header.Get(HeaderRequestID))
+	require.NotEmpty(t, r.header.Get(rest.HeaderRequestID))
 	require.NotContains(t, s.logs.String(), keyGood)
 	require.Contains(t, s.logs.String(), `"key_id":"good"`)
 }
@@ -369,7 +348,7 @@ func TestCORS(t *testing.T) {
 		require.Equal(t, 403, r.status, "a foreign page may not read the API")
 		require.Equal(t, "ORIGIN_NOT_ALLOWED", r.errBody(t).Code)
 		require.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
-		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://evil.example.com", HeaderAPIKey, keyGood)
+		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://evil.example.com", rest.HeaderAPIKey, keyGood)
 		require.Equal(t, 403, r.status)
 		require.Empty(t, s.auth.last(), "a refused origin costs no check")
 		r = s.do("GET", "/api/health", "")
@@ -380,7 +359,7 @@ func TestCORS(t *testing.T) {
 	})
 	t.Run("allowed origins without CORS", func(t *testing.T) {
 		s := newStack(t, map[string]string{"BMCIS_GATEWAY_ALLOWED_ORIGINS": "https://kb.example.com"})
-		r := s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://kb.example.com", HeaderAPIKey, keyGood)
+		r := s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://kb.example.com", rest.HeaderAPIKey, keyGood)
 		require.Equal(t, 200, r.status)
 		require.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
 		r = s.do("OPTIONS", "/v1/search", "", "Origin", "https://kb.example.com", "Access-Control-Request-Method", "POST")
@@ -398,12 +377,12 @@ func TestCORS(t *testing.T) {
 		require.Contains(t, r.header.Values("Vary"), "Origin")
 		require.Empty(t, s.auth.last(), "a preflight needs no key and costs no check")
 
-		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "http://localhost:3000", HeaderAPIKey, keyGood)
+		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "http://localhost:3000", rest.HeaderAPIKey, keyGood)
 		require.Equal(t, 200, r.status)
 		require.Equal(t, "http://localhost:3000", r.header.Get("Access-Control-Allow-Origin"))
 		require.Contains(t, r.header.Get("Access-Control-Expose-Headers"), "Retry-After")
 
-		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://evil.example.com", HeaderAPIKey, keyGood)
+		r = s.do("POST", "/v1/search", `{"query":"cloud"}`, "Origin", "https://evil.example.com", rest.HeaderAPIKey, keyGood)
 		require.Equal(t, 403, r.status)
 		require.Empty(t, r.header.Get("Access-Control-Allow-Origin"))
 		r = s.do("OPTIONS", "/v1/search", "", "Origin", "https://evil.example.com", "Access-Control-Request-Method", "POST")
@@ -426,7 +405,7 @@ func TestLimitsAndTimeouts(t *testing.T) {
 	// Without a Content-Length (chunked), the limit still holds.
 	req, err := http.NewRequest("POST", s.url+"/v1/search", &chunkedReader{s: big})
 	require.NoError(t, err)
-	req.Header.Set(HeaderAPIKey, keyGood)
+	req.Header.Set(rest.HeaderAPIKey, keyGood)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -458,7 +437,7 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 func TestUploadSendsBigFilesInParts(t *testing.T) {
 	s := newStack(t, nil)
 	body := strings.Repeat("0123456789abcdef", 3<<16) // 3 MiB
-	r := s.do("POST", "/v1/sources/big/files?file=big.txt", body, HeaderAdminToken, testIngestToken)
+	r := s.do("POST", "/v1/sources/big/files?file=big.txt", body, rest.HeaderAdminToken, testIngestToken)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	s.search.mu.Lock()
 	defer s.search.mu.Unlock()
@@ -470,21 +449,21 @@ func TestUploadSendsBigFilesInParts(t *testing.T) {
 // the shared error handling its codes, denial count and service name.
 func TestUploadAnswersAsAnAdminRoute(t *testing.T) {
 	s := newStack(t, nil)
-	invalid := s.gw.metrics.denials.WithLabelValues("ADMIN_TOKEN_INVALID")
+	invalid := s.gw.metrics.Denials.WithLabelValues("ADMIN_TOKEN_INVALID")
 	before := testutil.ToFloat64(invalid)
-	r := s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, "wrong-token")
+	r := s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", rest.HeaderAdminToken, "wrong-token")
 	require.Equal(t, 401, r.status, "%s", r.body)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code, "the same code as the other admin routes")
 	require.Equal(t, before+1, testutil.ToFloat64(invalid), "the denial is counted")
-	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, testAdminToken)
+	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", rest.HeaderAdminToken, testAdminToken)
 	require.Equal(t, 403, r.status, "%s", r.body)
 	require.Equal(t, "ADMIN_TOKEN_INVALID", r.errBody(t).Code)
 
-	s.fakes[Search].stop()
-	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", HeaderAdminToken, testIngestToken)
+	s.fakes[backends.Search].stop()
+	r = s.do("POST", "/v1/sources/docs/files?file=a.md", "# A", rest.HeaderAdminToken, testIngestToken)
 	require.Equal(t, 503, r.status, "%s", r.body)
 	require.Equal(t, "search service unavailable", r.errBody(t).Message)
-	require.NotContains(t, string(r.body), s.fakes[Search].addr)
+	require.NotContains(t, string(r.body), s.fakes[backends.Search].addr)
 }
 
 // A wrong credential is refused before an upload takes one of the two
@@ -505,7 +484,7 @@ func TestUploadRefusesWrongCredentialsBeforeReading(t *testing.T) {
 		req, err := http.NewRequest("POST", s.url+"/v1/sources/docs/files?file=a.md", pr)
 		require.NoError(t, err)
 		req.ContentLength = 8 << 20
-		req.Header.Set(HeaderAdminToken, "junk")
+		req.Header.Set(rest.HeaderAdminToken, "junk")
 		go func() {
 			resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
 			if err != nil {
@@ -513,7 +492,7 @@ func TestUploadRefusesWrongCredentialsBeforeReading(t *testing.T) {
 				return
 			}
 			defer resp.Body.Close()
-			var e ErrorBody
+			var e apierror.Body
 			_ = json.NewDecoder(resp.Body).Decode(&e)
 			results <- result{status: resp.StatusCode, code: e.Code}
 		}()
@@ -525,10 +504,10 @@ func TestUploadRefusesWrongCredentialsBeforeReading(t *testing.T) {
 			got = append(got, r)
 		default:
 		}
-		return len(got) == 2 || len(s.gw.uploads) == 2
+		return len(got) == 2 || s.gw.upload.InProgress() == 2
 	}, 3*time.Second, 5*time.Millisecond)
 
-	r := s.do("POST", "/v1/sources/docs/files?file=b.md", "# B", HeaderAdminToken, testIngestToken)
+	r := s.do("POST", "/v1/sources/docs/files?file=b.md", "# B", rest.HeaderAdminToken, testIngestToken)
 	require.Equal(t, http.StatusOK, r.status, "the operator's upload goes in: %s", r.body)
 	for len(got) < 2 {
 		got = append(got, <-results)
@@ -549,7 +528,7 @@ func TestUploadOfNothingIngestableFails(t *testing.T) {
 		{"empty body", "empty.md", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := s.do("POST", "/v1/sources/docs/files?file="+c.file, c.body, HeaderAdminToken, testIngestToken)
+			r := s.do("POST", "/v1/sources/docs/files?file="+c.file, c.body, rest.HeaderAdminToken, testIngestToken)
 			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
 			e := r.errBody(t)
 			require.Equal(t, "UPLOAD_REJECTED", e.Code)
@@ -580,7 +559,7 @@ func TestUploadOfNothingIngestableFails(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, zw.Close())
-	r := s.do("POST", "/v1/sources/docs/files?file=some.zip", zb.String(), HeaderAdminToken, testIngestToken)
+	r := s.do("POST", "/v1/sources/docs/files?file=some.zip", zb.String(), rest.HeaderAdminToken, testIngestToken)
 	require.Equal(t, http.StatusOK, r.status, "some files went in: %s", r.body)
 	m := r.json(t)
 	require.EqualValues(t, 1, m["documentsWritten"])

@@ -24,7 +24,7 @@ import (
 var updateCatalog = flag.Bool("update-catalog", false, "rewrite the gateway's copy of the MCP catalogue")
 
 // gatewayCatalog is the gateway's embedded copy (gateway module).
-var gatewayCatalog = filepath.Join("..", "..", "..", "gateway", "internal", "gateway", "mcp_catalog.json")
+var gatewayCatalog = filepath.Join("..", "..", "..", "gateway", "internal", "catalog", "mcp_catalog.json")
 
 // catalog is the file's shape.
 type catalog struct {

@@ -1,4 +1,7 @@
-package gateway
+// Package catalog is the MCP surface the product exposes through the MCP
+// adapter (its tools, resource templates and the service behind each) and
+// the servers the dashboard shows.
+package catalog
 
 // The MCP surface the product exposes through the MCP adapter: its tools,
 // resource templates and the service behind each. The dashboard shows it in
@@ -16,6 +19,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/bmcis/knowledge/gateway/internal/backends"
 )
 
 // Tool is one MCP tool.
@@ -67,22 +72,31 @@ type Capabilities struct {
 //go:embed mcp_catalog.json
 var mcpCatalogJSON []byte
 
+// Backend is the service whose RPC answers the tool.
+func (t Tool) Backend() string { return t.backend }
+
+// RPC is the method of Backend that answers the tool.
+func (t Tool) RPC() string { return t.rpc }
+
 // toolBackends names the service and RPC behind each adapter tool, in the
 // order the dashboard lists them (the progressive workflow's).
 var toolBackends = []struct{ name, backend, rpc string }{
-	{"semantic_search", Search, "Search"},
-	{"get_chunks", Search, "GetChunks"},
-	{"find_vendor_info", VendorGraph, "GetVendor"},
+	{"semantic_search", backends.Search, "Search"},
+	{"get_chunks", backends.Search, "GetChunks"},
+	{"find_vendor_info", backends.VendorGraph, "GetVendor"},
 }
 
 // templateBackends names the service behind each resource template.
 var templateBackends = map[string]string{
-	"chunk":  Search,
-	"vendor": VendorGraph,
+	"chunk":  backends.Search,
+	"vendor": backends.VendorGraph,
 }
 
 // tools and resourceTemplates are the MCP adapter's, from mcp_catalog.json.
 var tools, resourceTemplates = mustParseCatalog(mcpCatalogJSON)
+
+// Tools lists the adapter's tools in the dashboard's order.
+func Tools() []Tool { return tools }
 
 // catalogTool is a tool of mcp_catalog.json (outputSchema is left out: the
 // dashboard does not show it).
@@ -160,40 +174,42 @@ func mustParseCatalog(raw []byte) ([]Tool, []ResourceTemplate) {
 	return ts, rts
 }
 
-// capabilitiesOf returns what a server exposes: the adapter everything, each
+// CapabilitiesOf returns what a server exposes: the adapter everything, each
 // service what it answers for.
-func capabilitiesOf(server string) Capabilities {
+func CapabilitiesOf(server string) Capabilities {
 	c := Capabilities{Tools: []Tool{}, Resources: []Resource{}, ResourceTemplates: []ResourceTemplate{}, Prompts: []Prompt{}}
 	for _, t := range tools {
-		if server == MCPAdapter || t.backend == server {
+		if server == backends.MCPAdapter || t.backend == server {
 			c.Tools = append(c.Tools, t)
 		}
 	}
 	for _, rt := range resourceTemplates {
-		if server == MCPAdapter || rt.backend == server {
+		if server == backends.MCPAdapter || rt.backend == server {
 			c.ResourceTemplates = append(c.ResourceTemplates, rt)
 		}
 	}
 	return c
 }
 
-// serverMeta describes one server entry.
-type serverMeta struct {
-	name, displayName, description, transport, grpcService string
+// Server describes one server entry of /api/health.
+type Server struct {
+	Name, DisplayName, Description, Transport string
 }
 
-var serverMetas = []serverMeta{
-	{Search, "Search", "Hybrid retrieval over document chunks: BM25 and pgvector similarity fused with RRF; ingestion and result cache.", "grpc", grpcServiceNames[Search]},
-	{VendorGraph, "Vendor graph", "Vendors, entities and relationships: lookup, statistics and suggestions.", "grpc", grpcServiceNames[VendorGraph]},
-	{Auth, "Auth", "API keys and per-key rate limits (minute, hour, day).", "grpc", grpcServiceNames[Auth]},
-	{MCPAdapter, "MCP adapter", "The MCP server Claude Desktop talks to; fans tool calls out to the services.", "streamable-http", ""},
+// Servers are the entries of /api/health, in its order.
+var Servers = []Server{
+	{backends.Search, "Search", "Hybrid retrieval over document chunks: BM25 and pgvector similarity fused with RRF; ingestion and result cache.", "grpc"},
+	{backends.VendorGraph, "Vendor graph", "Vendors, entities and relationships: lookup, statistics and suggestions.", "grpc"},
+	{backends.Auth, "Auth", "API keys and per-key rate limits (minute, hour, day).", "grpc"},
+	{backends.MCPAdapter, "MCP adapter", "The MCP server Claude Desktop talks to; fans tool calls out to the services.", "streamable-http"},
 }
 
-func metaOf(name string) serverMeta {
-	for _, m := range serverMetas {
-		if m.name == name {
+// ServerNamed returns the entry of the named server.
+func ServerNamed(name string) Server {
+	for _, m := range Servers {
+		if m.Name == name {
 			return m
 		}
 	}
-	return serverMeta{name: name, displayName: name}
+	return Server{Name: name, DisplayName: name}
 }

@@ -1,4 +1,8 @@
-package gateway
+// Package settings is the gateway's configuration: every BMCIS_GATEWAY_*
+// variable and the addresses of the servers behind it, read once at start-up
+// (a bad value names its variable, never a secret's value), and the
+// redacted view /api/config shows.
+package settings
 
 import (
 	"fmt"
@@ -7,16 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bmcis/knowledge/gateway/internal/backends"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/origin"
-)
-
-// Backend names, used in routes, health entries, stats and configuration.
-const (
-	Search      = "search"
-	VendorGraph = "vendorgraph"
-	Auth        = "auth"
-	MCPAdapter  = "mcp-adapter"
 )
 
 // Off disables an optional URL or address setting.
@@ -99,13 +96,13 @@ const (
 )
 
 var backendDefaults = []struct{ name, addrVar, addr, metricsVar, metrics string }{
-	{Search, "BMCIS_SEARCH_ADDR", "127.0.0.1:50051", "BMCIS_SEARCH_METRICS_URL", "http://127.0.0.1:9091/metrics"},
-	{VendorGraph, "BMCIS_VENDORGRAPH_ADDR", "127.0.0.1:50052", "BMCIS_VENDORGRAPH_METRICS_URL", "http://127.0.0.1:9092/metrics"},
-	{Auth, "BMCIS_AUTH_ADDR", "127.0.0.1:50053", "BMCIS_AUTH_METRICS_URL", "http://127.0.0.1:9093/metrics"},
+	{backends.Search, "BMCIS_SEARCH_ADDR", "127.0.0.1:50051", "BMCIS_SEARCH_METRICS_URL", "http://127.0.0.1:9091/metrics"},
+	{backends.VendorGraph, "BMCIS_VENDORGRAPH_ADDR", "127.0.0.1:50052", "BMCIS_VENDORGRAPH_METRICS_URL", "http://127.0.0.1:9092/metrics"},
+	{backends.Auth, "BMCIS_AUTH_ADDR", "127.0.0.1:50053", "BMCIS_AUTH_METRICS_URL", "http://127.0.0.1:9093/metrics"},
 }
 
-// LoadConfig reads the configuration; every problem is recorded in env.
-func LoadConfig(env *config.Reader) Config {
+// Load reads the configuration; every problem is recorded in env.
+func Load(env *config.Reader) Config {
 	c := Config{
 		Addr:            env.Addr("BMCIS_GATEWAY_ADDR", DefaultAddr),
 		MetricsAddr:     optionalAddr(env, "BMCIS_GATEWAY_METRICS_ADDR", DefaultMetricsAddr),
@@ -219,8 +216,9 @@ func redactURL(v string) string {
 }
 
 // Effective returns the configuration as /api/config shows it: every value
-// that took effect, every secret redacted.
-func (c Config) Effective() map[string]any {
+// that took effect, every secret redacted, and the REST edge's public and
+// admin route lists.
+func (c Config) Effective(publicRoutes, adminRoutes []string) map[string]any {
 	servers := map[string]any{}
 	for _, b := range c.Backends {
 		servers[b.Name] = map[string]any{
@@ -230,7 +228,7 @@ func (c Config) Effective() map[string]any {
 			"disabled":      false,
 		}
 	}
-	servers[MCPAdapter] = map[string]any{
+	servers[backends.MCPAdapter] = map[string]any{
 		"transportType": "streamable-http",
 		"healthUrl":     nullIfEmpty(redactURL(c.MCPHealthURL)),
 		"metricsUrl":    nullIfEmpty(redactURL(c.MCPMetricsURL)),
@@ -262,8 +260,8 @@ func (c Config) Effective() map[string]any {
 		"auth": map[string]any{
 			"apiKeyHeaders":    []string{"X-API-Key", "Authorization: Bearer"},
 			"adminTokenHeader": "X-Admin-Token",
-			"publicRoutes":     publicRoutes(),
-			"adminRoutes":      adminRoutes(),
+			"publicRoutes":     publicRoutes,
+			"adminRoutes":      adminRoutes,
 		},
 		"mcpServers": servers,
 	}

@@ -1,10 +1,11 @@
-package gateway
+package rest
 
 import (
 	"context"
 
 	"google.golang.org/grpc"
 
+	"github.com/bmcis/knowledge/gateway/internal/backends"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/readscope"
@@ -21,9 +22,9 @@ func (r Route) ScopeTool() string {
 		return ""
 	case r.Tool != "":
 		return r.Tool
-	case r.Service == Search:
+	case r.Service == backends.Search:
 		return "semantic_search"
-	case r.Service == VendorGraph:
+	case r.Service == backends.VendorGraph:
 		return "find_vendor_info"
 	}
 	return ""

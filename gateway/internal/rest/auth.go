@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
@@ -70,7 +71,7 @@ func stripCredentials(r *http.Request) *http.Request {
 // request to continue with (credentials stripped; for admin routes the token
 // attached for the upstream call) or the status to answer with.
 // tool is what the route stands for in a key's tool scope (Route.ScopeTool).
-func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Access, operation, tool, service string) (*http.Request, error) {
+func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, operation, tool, service string) (*http.Request, error) {
 	ctx := r.Context()
 	switch access {
 	case Public:
@@ -78,8 +79,8 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 	case Admin:
 		tok := strings.TrimSpace(r.Header.Get(HeaderAdminToken))
 		if tok == "" {
-			g.metrics.denials.WithLabelValues("ADMIN_TOKEN_REQUIRED").Inc()
-			return nil, newError(codes.Unauthenticated, "ADMIN_TOKEN_REQUIRED",
+			e.metrics.Denials.WithLabelValues("ADMIN_TOKEN_REQUIRED").Inc()
+			return nil, apierror.New(codes.Unauthenticated, "ADMIN_TOKEN_REQUIRED",
 				"this route needs the admin token in the "+HeaderAdminToken+" header", nil).Err()
 		}
 		// The gateway holds no admin or ingest credential: the operator's
@@ -89,7 +90,7 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 		ctx = context.WithValue(grpcclient.WithCredential(r.Context(), tok), adminTokenKey{}, true)
 		return r.WithContext(ctx), nil
 	default:
-		resp, err := g.check(ctx, apiKeyFrom(r.Header), operation, tool)
+		resp, err := e.check(ctx, apiKeyFrom(r.Header), operation, tool)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +99,7 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 		}
 		setRateLimitHeaders(w, resp)
 		if !resp.GetAllowed() {
-			g.metrics.denials.WithLabelValues(denialName(resp.GetDenialReason())).Inc()
+			e.metrics.Denials.WithLabelValues(denialName(resp.GetDenialReason())).Inc()
 			return nil, denialStatus(resp).Err()
 		}
 		r = stripCredentials(r)
@@ -107,10 +108,10 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, access Acces
 }
 
 // check calls auth.Check; a failure to get a verdict fails closed.
-func (g *Gateway) check(ctx context.Context, key, operation, tool string) (*authv1.CheckResponse, error) {
+func (e *Edge) check(ctx context.Context, key, operation, tool string) (*authv1.CheckResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
 	defer cancel()
-	resp, err := g.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: tool})
+	resp, err := e.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: tool})
 	if err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "auth check failed", "error", err.Error())
 		return nil, authUnavailable(err)
@@ -122,8 +123,8 @@ func authUnavailable(err error) error {
 	if status.Code(err) == codes.Canceled {
 		return status.Error(codes.Canceled, "request canceled")
 	}
-	return newError(codes.Unavailable, "AUTH_UNAVAILABLE",
-		"the auth service could not check the credentials; try again", nil, retryInfo(1)).Err()
+	return apierror.New(codes.Unavailable, "AUTH_UNAVAILABLE",
+		"the auth service could not check the credentials; try again", nil, apierror.RetryInfo(1)).Err()
 }
 
 func denialName(r authv1.DenialReason) string {
@@ -179,7 +180,7 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 	}
 	switch resp.GetDenialReason() {
 	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT, authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
-		p.Details = append(p.Details, retryInfo(int64(max(resp.GetResetInSeconds(), 1))))
+		p.Details = append(p.Details, apierror.RetryInfo(int64(max(resp.GetResetInSeconds(), 1))))
 	}
 	return status.FromProto(p)
 }
@@ -207,5 +208,3 @@ func setRateLimitHeaders(w http.ResponseWriter, resp *authv1.CheckResponse) {
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining[limits[0].GetTier()], 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(max(resp.GetResetInSeconds(), 0)), 10))
 }
-
-func secondsDuration(s int64) time.Duration { return time.Duration(s) * time.Second }

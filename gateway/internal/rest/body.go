@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"encoding/json"

@@ -1,11 +1,14 @@
-package gateway
+// Package health watches the servers behind the gateway: each gRPC service
+// through the standard health protocol on the gateway's own connection to
+// it, the MCP adapter through its HTTP health endpoint, every interval.
+// /api/health and /api/tools read the probes' states.
+package health
 
 import (
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +17,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/bmcis/knowledge/gateway/internal/backends"
 )
 
 // Server statuses, as /api/health reports them.
@@ -24,20 +29,16 @@ const (
 	StatusError        = "error"
 )
 
-// timeFormat is ISO 8601 in UTC with milliseconds.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func isoTime(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-// probe watches one server: a gRPC service through the standard health
+// Probe watches one server: a gRPC service through the standard health
 // protocol on the gateway's connection to it, or the MCP adapter through its
 // HTTP health endpoint.
-type probe struct {
-	meta serverMeta
-	conn *grpc.ClientConn
-	hc   healthpb.HealthClient
-	url  string // HTTP health URL (adapter); empty for gRPC services
-	http *http.Client
+type Probe struct {
+	name        string
+	grpcService string // the service name asked about; empty for HTTP probes
+	conn        *grpc.ClientConn
+	hc          healthpb.HealthClient
+	url         string // HTTP health URL (adapter); empty for gRPC services
+	http        *http.Client
 
 	mu             sync.Mutex
 	status         string
@@ -47,21 +48,33 @@ type probe struct {
 	info           struct{ name, version string } // from the adapter's health body
 }
 
-// snapshot is a probe's state at one moment.
-type probeState struct {
-	status, err    string
-	checked        time.Time
-	connectedSince time.Time
-	name, version  string
+// NewGRPCProbe watches the gRPC service grpcService on conn.
+func NewGRPCProbe(name, grpcService string, conn *grpc.ClientConn) *Probe {
+	return &Probe{name: name, grpcService: grpcService, conn: conn, hc: healthpb.NewHealthClient(conn), status: StatusConnecting}
 }
 
-func (p *probe) state() probeState {
+// NewHTTPProbe watches an HTTP health endpoint (the MCP adapter's).
+func NewHTTPProbe(name, url string, timeout time.Duration) *Probe {
+	return &Probe{name: name, url: url, http: &http.Client{Timeout: timeout}, status: StatusConnecting}
+}
+
+// State is a probe's state at one moment.
+type State struct {
+	Status, Err    string
+	Checked        time.Time
+	ConnectedSince time.Time
+	// Name and Version are what the adapter's health body said, if anything.
+	Name, Version string
+}
+
+// State returns the probe's state now.
+func (p *Probe) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return probeState{status: p.status, err: p.err, checked: p.checked, connectedSince: p.connectedSince, name: p.info.name, version: p.info.version}
+	return State{Status: p.status, Err: p.err, Checked: p.checked, ConnectedSince: p.connectedSince, Name: p.info.name, Version: p.info.version}
 }
 
-func (p *probe) set(status, errMsg string, now time.Time) {
+func (p *Probe) set(status, errMsg string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if status == StatusConnected && p.status != StatusConnected {
@@ -74,7 +87,7 @@ func (p *probe) set(status, errMsg string, now time.Time) {
 }
 
 // check runs one health check and records the result.
-func (p *probe) check(ctx context.Context, timeout time.Duration) {
+func (p *Probe) check(ctx context.Context, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if p.url != "" {
@@ -85,8 +98,8 @@ func (p *probe) check(ctx context.Context, timeout time.Duration) {
 	p.set(st, msg, time.Now())
 }
 
-func (p *probe) checkGRPC(ctx context.Context) (string, string) {
-	resp, err := p.hc.Check(ctx, &healthpb.HealthCheckRequest{Service: p.meta.grpcService})
+func (p *Probe) checkGRPC(ctx context.Context) (string, string) {
+	resp, err := p.hc.Check(ctx, &healthpb.HealthCheckRequest{Service: p.grpcService})
 	if status.Code(err) == codes.NotFound { // the service name is unknown: ask about the server
 		resp, err = p.hc.Check(ctx, &healthpb.HealthCheckRequest{})
 	}
@@ -101,7 +114,7 @@ func (p *probe) checkGRPC(ctx context.Context) (string, string) {
 		if p.conn.GetState() == connectivity.Connecting {
 			return StatusConnecting, ""
 		}
-		return StatusDisconnected, transportReason(status.Convert(err).Message())
+		return StatusDisconnected, backends.UnreachableReason(status.Convert(err).Message())
 	case codes.DeadlineExceeded:
 		if s := p.conn.GetState(); s == connectivity.Connecting || s == connectivity.Idle {
 			return StatusConnecting, ""
@@ -116,18 +129,7 @@ func (p *probe) checkGRPC(ctx context.Context) (string, string) {
 	}
 }
 
-// transportReason turns a dial error into a short reason without addresses:
-// /api/health is public.
-func transportReason(msg string) string {
-	for _, r := range []string{"connection refused", "no such host", "i/o timeout", "connection reset", "network is unreachable", "EOF"} {
-		if strings.Contains(msg, r) {
-			return "not reachable: " + r
-		}
-	}
-	return "not reachable"
-}
-
-func (p *probe) checkHTTP(ctx context.Context) {
+func (p *Probe) checkHTTP(ctx context.Context) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
 		p.set(StatusError, "bad health URL", time.Now())
@@ -139,7 +141,7 @@ func (p *probe) checkHTTP(ctx context.Context) {
 			p.set(StatusError, "health check timed out", time.Now())
 			return
 		}
-		p.set(StatusDisconnected, transportReason(err.Error()), time.Now())
+		p.set(StatusDisconnected, backends.UnreachableReason(err.Error()), time.Now())
 		return
 	}
 	defer resp.Body.Close()
@@ -168,16 +170,21 @@ func (p *probe) checkHTTP(ctx context.Context) {
 	p.set(StatusConnected, "", time.Now())
 }
 
-// monitor runs the probes.
-type monitor struct {
-	probes   []*probe
+// Monitor runs the probes.
+type Monitor struct {
+	probes   []*Probe
 	interval time.Duration
 	timeout  time.Duration
 	ready    chan struct{}
 	once     sync.Once
 }
 
-func (m *monitor) checkAll(ctx context.Context) {
+// NewMonitor checks every probe each interval, each check within timeout.
+func NewMonitor(interval, timeout time.Duration, probes ...*Probe) *Monitor {
+	return &Monitor{probes: probes, interval: interval, timeout: timeout, ready: make(chan struct{})}
+}
+
+func (m *Monitor) checkAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, p := range m.probes {
 		wg.Add(1)
@@ -190,7 +197,8 @@ func (m *monitor) checkAll(ctx context.Context) {
 	m.once.Do(func() { close(m.ready) })
 }
 
-func (m *monitor) run(ctx context.Context) {
+// Run checks until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	for {
@@ -203,7 +211,8 @@ func (m *monitor) run(ctx context.Context) {
 	}
 }
 
-func (m *monitor) isReady() bool {
+// Ready reports whether the first round of checks is done.
+func (m *Monitor) Ready() bool {
 	select {
 	case <-m.ready:
 		return true
@@ -212,9 +221,10 @@ func (m *monitor) isReady() bool {
 	}
 }
 
-func (m *monitor) probe(name string) *probe {
+// Probe returns the named server's probe, or nil when it is not monitored.
+func (m *Monitor) Probe(name string) *Probe {
 	for _, p := range m.probes {
-		if p.meta.name == name {
+		if p.name == name {
 			return p
 		}
 	}

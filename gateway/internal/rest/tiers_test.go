@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"net/http/httptest"

@@ -1,4 +1,10 @@
-package gateway
+// Package upload serves the upload route (rest.UploadPath): one file, or a
+// zip of files, streamed into the search service's IngestDocuments as a sync
+// of a named source that adds and replaces and never deletes. The REST edge
+// checks the route's access and answers its errors; this package checks the
+// operator's credential with the service before it reads the body, bounds
+// uploads in progress and unpacks zips safely.
+package upload
 
 import (
 	"archive/zip"
@@ -11,20 +17,17 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docparts"
 )
-
-// UploadPath is the upload route: one file, or a zip of files, into a named
-// source, for the ingest role (the operator's credential in X-Admin-Token,
-// as on document deletion; the gateway holds none).
-const UploadPath = "/v1/sources/{name}/files"
 
 // Zip guards: an archive may not hold more entries than this, nor expand
 // to more than maxZipExpansion times the upload limit in all.
@@ -38,9 +41,30 @@ const (
 // gateway's memory limit with room for the rest.
 const maxUploads = 2
 
-func isUploadPath(p string) bool {
-	return strings.HasPrefix(p, "/v1/sources/") && strings.HasSuffix(p, "/files") && strings.Count(p, "/") == 4
+// credentialCheckTimeout bounds the question that judges the operator's
+// credential before the body is read.
+const credentialCheckTimeout = 5 * time.Second
+
+// WriteError answers an error in the gateway's one error shape (the REST
+// edge's handler: rest.Edge.WriteError).
+type WriteError func(w http.ResponseWriter, r *http.Request, err error)
+
+// Handler serves the upload route.
+type Handler struct {
+	search     searchv1.SearchServiceClient
+	maxBytes   int64 // BMCIS_GATEWAY_MAX_UPLOAD_BYTES
+	writeError WriteError
+	slots      chan struct{} // uploads in progress (maxUploads)
 }
+
+// New serves uploads into search; maxBytes is the upload limit, which also
+// bounds each file of a zip.
+func New(search searchv1.SearchServiceClient, maxBytes int64, writeError WriteError) *Handler {
+	return &Handler{search: search, maxBytes: maxBytes, writeError: writeError, slots: make(chan struct{}, maxUploads)}
+}
+
+// InProgress is the number of uploads holding a slot.
+func (h *Handler) InProgress() int { return len(h.slots) }
 
 // uploadFile is one file of an upload.
 type uploadFile struct {
@@ -48,27 +72,27 @@ type uploadFile struct {
 	data []byte
 }
 
-// upload streams the body (file=NAME in the query; NAME ending in .zip is
+// ServeHTTP streams the body (file=NAME in the query; NAME ending in .zip is
 // unpacked) into IngestDocuments as a sync of source {name} that adds and
 // replaces files and deletes nothing.
-func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	fail := func(httpStatus int, c codes.Code, reason, msg string) {
-		g.handleError(ctx, g.rest, nil, w, r, &runtime.HTTPStatusError{HTTPStatus: httpStatus, Err: newError(c, reason, msg, nil).Err()})
+		h.writeError(w, r, &runtime.HTTPStatusError{HTTPStatus: httpStatus, Err: apierror.New(c, reason, msg, nil).Err()})
 	}
 	// The service checks the credential of IngestDocuments only when the
 	// stream ends, after the whole body: ask first, so a wrong credential
 	// is refused at once and never holds a slot or the body in memory.
-	if err := g.verifyIngestCredential(ctx); err != nil {
-		g.handleError(ctx, g.rest, nil, w, r, err)
+	if err := h.verifyIngestCredential(ctx); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	select {
-	case g.uploads <- struct{}{}:
-		defer func() { <-g.uploads }()
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
 	default:
-		g.handleError(ctx, g.rest, nil, w, r, newError(codes.ResourceExhausted, "UPLOAD_BUSY",
-			"two uploads are already in progress; retry shortly", nil, retryInfo(2)).Err())
+		h.writeError(w, r, apierror.New(codes.ResourceExhausted, "UPLOAD_BUSY",
+			"two uploads are already in progress; retry shortly", nil, apierror.RetryInfo(2)).Err())
 		return
 	}
 	source := r.PathValue("name")
@@ -86,7 +110,7 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			fail(http.StatusRequestEntityTooLarge, codes.InvalidArgument, "UPLOAD_TOO_LARGE",
-				"the upload is larger than "+strconv.FormatInt(g.cfg.MaxUploadBytes, 10)+" bytes (BMCIS_GATEWAY_MAX_UPLOAD_BYTES)")
+				"the upload is larger than "+strconv.FormatInt(h.maxBytes, 10)+" bytes (BMCIS_GATEWAY_MAX_UPLOAD_BYTES)")
 			return
 		}
 		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_UPLOAD", "could not read the upload")
@@ -94,7 +118,7 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	var next func() (*uploadFile, error)
 	if strings.EqualFold(path.Ext(file), ".zip") {
-		next, err = zipFiles(data, g.cfg.MaxUploadBytes)
+		next, err = zipFiles(data, h.maxBytes)
 		if err != nil {
 			fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_ZIP", err.Error())
 			return
@@ -110,10 +134,9 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	client := searchv1.NewSearchServiceClient(g.conns[Search])
-	stream, err := client.IngestDocuments(ctx)
+	stream, err := h.search.IngestDocuments(ctx)
 	if err != nil {
-		g.handleError(ctx, g.rest, nil, w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	sendErr := stream.Send(&searchv1.IngestDocumentsRequest{Sync: &searchv1.SyncSource{Name: source, Root: "upload"}})
@@ -142,16 +165,16 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		g.handleError(ctx, g.rest, nil, w, r, err) // the service's status says why (a send error shows here too)
+		h.writeError(w, r, err) // the service's status says why (a send error shows here too)
 		return
 	}
 	if resp.GetDocumentsFailed() > 0 && resp.GetDocumentsWritten()+resp.GetDocumentsUnchanged() == 0 {
-		g.handleError(ctx, g.rest, nil, w, r, uploadRejected(resp))
+		h.writeError(w, r, uploadRejected(resp))
 		return
 	}
 	body, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
 	if err != nil {
-		g.handleError(ctx, g.rest, nil, w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -160,17 +183,17 @@ func (g *Gateway) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 // verifyIngestCredential has the search service judge the operator's
-// credential (attached to ctx by authorize) with GetIndexStatus, the
+// credential (attached to ctx by the edge's access check) with GetIndexStatus, the
 // cheapest call the ingest role may make (in memory; platform/rpcauth).
 // Junk and other roles' credentials are refused by the service's edge
 // (401/403); only the read credential, which the gateway and adapter hold,
 // passes it, and is refused when the stream ends.
-func (g *Gateway) verifyIngestCredential(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
+func (h *Handler) verifyIngestCredential(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, credentialCheckTimeout)
 	defer cancel()
 	// The status goes to the error handler as the service gave it (wrapping
 	// would put this text into the caller's message).
-	_, err := searchv1.NewSearchServiceClient(g.conns[Search]).GetIndexStatus(cctx, &searchv1.GetIndexStatusRequest{})
+	_, err := h.search.GetIndexStatus(cctx, &searchv1.GetIndexStatusRequest{})
 	return err
 }
 
@@ -190,7 +213,7 @@ func uploadRejected(resp *searchv1.IngestDocumentsResponse) error {
 	if summary, err := anypb.New(resp); err == nil {
 		more = append(more, summary)
 	}
-	return newError(codes.InvalidArgument, "UPLOAD_REJECTED", msg, nil, more...).Err()
+	return apierror.New(codes.InvalidArgument, "UPLOAD_REJECTED", msg, nil, more...).Err()
 }
 
 // checkUploadName refuses names that could leave the source's namespace or

@@ -1,4 +1,8 @@
-package gateway
+// Package stats is the dashboard's /api/stats: it scrapes the services'
+// (and the adapter's) /metrics and the gateway's own registry on a timer,
+// keeps the recent scrapes, and reduces them to requests, errors, latency
+// quantiles, cache hit rates and denials per service, RPC, tool and route.
+package stats
 
 import (
 	"context"
@@ -13,25 +17,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/catalog"
+	"github.com/bmcis/knowledge/gateway/internal/edgemetrics"
+	"github.com/bmcis/knowledge/gateway/internal/httpjson"
 )
 
 // Metric names read from the services' /metrics (platform/grpcserver) and,
 // when they exist, from service-specific and adapter metrics.
 const (
-	mHandled       = "bmcis_grpc_server_handled_total"    // {service, method, code}
-	mHandling      = "bmcis_grpc_server_handling_seconds" // histogram {service, method}
-	mStartTime     = "process_start_time_seconds"
-	mBuildInfo     = "bmcis_build_info"                // gauge {version}
-	mAuthChecks    = "bmcis_auth_checks_total"         // {outcome}: allowed, auth_required, ..., rate_limit
-	mAuthDenials   = "bmcis_auth_denials_total"        // {reason}
-	mToolCalls     = "bmcis_mcp_tool_calls_total"      // adapter {tool, outcome}
-	mToolHandling  = "bmcis_mcp_tool_handling_seconds" // adapter histogram {tool}
-	mGWRequests    = "bmcis_gateway_http_requests_total"
-	mGWLatency     = "bmcis_gateway_http_request_seconds"
-	mGWAuthDenials = "bmcis_gateway_auth_denials_total"
+	mHandled      = "bmcis_grpc_server_handled_total"    // {service, method, code}
+	mHandling     = "bmcis_grpc_server_handling_seconds" // histogram {service, method}
+	mStartTime    = "process_start_time_seconds"
+	mBuildInfo    = "bmcis_build_info"                // gauge {version}
+	mAuthChecks   = "bmcis_auth_checks_total"         // {outcome}: allowed, auth_required, ..., rate_limit
+	mAuthDenials  = "bmcis_auth_denials_total"        // {reason}
+	mToolCalls    = "bmcis_mcp_tool_calls_total"      // adapter {tool, outcome}
+	mToolHandling = "bmcis_mcp_tool_handling_seconds" // adapter histogram {tool}
 )
 
 // labelledCaches are caches counted by one family with a hit/miss label.
@@ -43,87 +50,6 @@ var labelledCaches = []struct{ family, label, hit, miss, cache string }{
 // cacheFamily matches bmcis_<scope>_cache_hits_total / _misses_total and
 // bmcis_<scope>_cache_requests_total{result="hit"|"miss"}.
 var cacheFamily = regexp.MustCompile(`^bmcis_([a-z0-9_]+?)_cache_(hits|misses|requests)_total$`)
-
-// hist is a cumulative Prometheus histogram.
-type hist struct {
-	bounds []float64 // upper bounds, +Inf excluded
-	cum    []float64 // cumulative counts per bound
-	count  float64
-}
-
-func histFrom(h *dto.Histogram) hist {
-	var out hist
-	for _, b := range h.GetBucket() {
-		if math.IsInf(b.GetUpperBound(), 1) {
-			continue
-		}
-		out.bounds = append(out.bounds, b.GetUpperBound())
-		out.cum = append(out.cum, float64(b.GetCumulativeCount()))
-	}
-	out.count = float64(h.GetSampleCount())
-	return out
-}
-
-func sameBounds(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// add merges b into h (equal bounds only).
-func (h hist) add(b hist) hist {
-	if h.count == 0 && len(h.bounds) == 0 {
-		return hist{bounds: b.bounds, cum: append([]float64(nil), b.cum...), count: b.count}
-	}
-	if !sameBounds(h.bounds, b.bounds) {
-		return h
-	}
-	out := hist{bounds: h.bounds, cum: make([]float64, len(h.cum)), count: h.count + b.count}
-	for i := range h.cum {
-		out.cum[i] = h.cum[i] + b.cum[i]
-	}
-	return out
-}
-
-// sub returns h minus an earlier prev of the same series; after a counter
-// reset (a restarted service) h alone is the difference.
-func (h hist) sub(prev hist) hist {
-	if !sameBounds(h.bounds, prev.bounds) || h.count < prev.count {
-		return h
-	}
-	out := hist{bounds: h.bounds, cum: make([]float64, len(h.cum)), count: h.count - prev.count}
-	for i := range h.cum {
-		out.cum[i] = max(h.cum[i]-prev.cum[i], 0)
-	}
-	return out
-}
-
-// quantile estimates the q-quantile in seconds the way histogram_quantile
-// does: linear within the bucket holding the rank. NaN when empty.
-func (h hist) quantile(q float64) float64 {
-	if h.count == 0 || len(h.bounds) == 0 {
-		return math.NaN()
-	}
-	rank := q * h.count
-	lower, prevCum := 0.0, 0.0
-	for i, ub := range h.bounds {
-		if h.cum[i] >= rank {
-			inBucket := h.cum[i] - prevCum
-			if inBucket <= 0 {
-				return ub
-			}
-			return lower + (ub-lower)*(rank-prevCum)/inBucket
-		}
-		lower, prevCum = ub, h.cum[i]
-	}
-	return h.bounds[len(h.bounds)-1] // in the +Inf bucket: the highest finite bound
-}
 
 // series is one target's metrics, reduced to what /api/stats shows.
 type series struct {
@@ -245,7 +171,7 @@ func parseFamilies(fams map[string]*dto.MetricFamily, callName, latencyName, key
 		}
 		s.caches[c.cache] = hm
 	}
-	for _, name := range []string{mAuthChecks, mAuthDenials, mGWAuthDenials} {
+	for _, name := range []string{mAuthChecks, mAuthDenials, edgemetrics.AuthDenials} {
 		f := fams[name]
 		if f == nil {
 			continue
@@ -276,7 +202,7 @@ func scrape(ctx context.Context, client *http.Client, url string) (map[string]*d
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("not reachable: %s", transportReason(err.Error()))
+		return nil, fmt.Errorf("not reachable: %s", backends.UnreachableReason(err.Error()))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -297,12 +223,16 @@ type snapshot struct {
 	gateway *series            // the gateway's own registry
 }
 
-// collector scrapes the metrics endpoints on a timer and keeps the recent
+// Target is one /metrics endpoint to scrape: a service's, or the MCP
+// adapter's (named backends.MCPAdapter).
+type Target struct{ Name, URL string }
+
+// Collector scrapes the metrics endpoints on a timer and keeps the recent
 // snapshots for windowed figures and the latency chart.
-type collector struct {
-	g        *Gateway
+type Collector struct {
+	own      prometheus.Gatherer // the gateway's own registry (edgemetrics)
 	client   *http.Client
-	targets  []struct{ name, url string }
+	targets  []Target
 	interval time.Duration
 	keep     int
 
@@ -311,7 +241,13 @@ type collector struct {
 	busy  sync.Mutex // one scrape round at a time
 }
 
-func (c *collector) collect(ctx context.Context) *snapshot {
+// NewCollector scrapes targets and own every interval and keeps the last
+// keep rounds.
+func NewCollector(own prometheus.Gatherer, interval time.Duration, keep int, targets ...Target) *Collector {
+	return &Collector{own: own, client: &http.Client{Timeout: 5 * time.Second}, targets: targets, interval: interval, keep: keep}
+}
+
+func (c *Collector) collect(ctx context.Context) *snapshot {
 	c.busy.Lock()
 	defer c.busy.Unlock()
 	snap := &snapshot{at: time.Now(), targets: map[string]*series{}}
@@ -323,30 +259,30 @@ func (c *collector) collect(ctx context.Context) *snapshot {
 			defer wg.Done()
 			sctx, cancel := context.WithTimeout(ctx, max(c.interval, 2*time.Second))
 			defer cancel()
-			fams, err := scrape(sctx, c.client, t.url)
+			fams, err := scrape(sctx, c.client, t.URL)
 			var s *series
 			switch {
 			case err != nil:
 				s = newSeries()
 				s.err = err.Error()
-			case t.name == MCPAdapter:
+			case t.Name == backends.MCPAdapter:
 				s = parseFamilies(fams, mToolCalls, mToolHandling, "tool", "outcome")
 			default:
 				s = parseFamilies(fams, mHandled, mHandling, "method", "code")
 			}
 			s.at = time.Now()
 			mu.Lock()
-			snap.targets[t.name] = s
+			snap.targets[t.Name] = s
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	if fams, err := c.g.metrics.registry.Gather(); err == nil {
+	if fams, err := c.own.Gather(); err == nil {
 		m := make(map[string]*dto.MetricFamily, len(fams))
 		for _, f := range fams {
 			m[f.GetName()] = f
 		}
-		snap.gateway = parseFamilies(m, mGWRequests, mGWLatency, "route", "code")
+		snap.gateway = parseFamilies(m, edgemetrics.Requests, edgemetrics.Latency, "route", "code")
 	} else {
 		snap.gateway = newSeries()
 	}
@@ -359,7 +295,8 @@ func (c *collector) collect(ctx context.Context) *snapshot {
 	return snap
 }
 
-func (c *collector) run(ctx context.Context) {
+// Run scrapes until ctx ends.
+func (c *Collector) Run(ctx context.Context) {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	for {
@@ -373,7 +310,7 @@ func (c *collector) run(ctx context.Context) {
 }
 
 // recent returns the kept snapshots, scraping first when the newest is stale.
-func (c *collector) recent(ctx context.Context) []*snapshot {
+func (c *Collector) recent(ctx context.Context) []*snapshot {
 	c.mu.Lock()
 	stale := len(c.snaps) == 0 || time.Since(c.snaps[len(c.snaps)-1].at) > 2*c.interval
 	c.mu.Unlock()
@@ -386,13 +323,35 @@ func (c *collector) recent(ctx context.Context) []*snapshot {
 }
 
 // latest returns the newest snapshot, or nil.
-func (c *collector) latest() *snapshot {
+func (c *Collector) latest() *snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.snaps) == 0 {
 		return nil
 	}
 	return c.snaps[len(c.snaps)-1]
+}
+
+// ServerInfo is what the newest scrape of a server's metrics says about the
+// process: its start time (process_start_time_seconds, 0 when absent) and
+// version (bmcis_build_info, empty when absent). ok is false when there was
+// no successful scrape.
+func (c *Collector) ServerInfo(name string) (startTime float64, version string, ok bool) {
+	latest := c.latest()
+	if latest == nil {
+		return 0, "", false
+	}
+	s := latest.targets[name]
+	if s == nil || !s.ok {
+		return 0, "", false
+	}
+	return s.startTime, s.version, true
+}
+
+// Stats returns what /api/stats shows, scraping first when the last scrape
+// is stale.
+func (c *Collector) Stats(ctx context.Context) Response {
+	return c.buildStats(c.recent(ctx))
 }
 
 // --- /api/stats ---
@@ -426,7 +385,8 @@ type callStats struct {
 	RecentP95Ms    *float64 `json:"recentP95Ms"`
 }
 
-type rpcStat struct {
+// RPCStat is one service method in /api/stats.
+type RPCStat struct {
 	Service string `json:"service"`
 	Method  string `json:"method"`
 	RPC     string `json:"rpc"`
@@ -474,14 +434,14 @@ type historyPoint struct {
 	RestRequest float64  `json:"restRequests"`
 }
 
-// StatsResponse is the body of /api/stats.
-type StatsResponse struct {
+// Response is the body of /api/stats.
+type Response struct {
 	Timestamp       string         `json:"timestamp"`
 	IntervalSeconds float64        `json:"intervalSeconds"`
 	WindowSeconds   float64        `json:"windowSeconds"`
 	Totals          statsTotals    `json:"totals"`
 	Services        []serviceStat  `json:"services"`
-	RPCs            []rpcStat      `json:"rpcs"`
+	RPCs            []RPCStat      `json:"rpcs"`
 	Tools           []toolStat     `json:"tools"`
 	Routes          []routeStat    `json:"routes"`
 	Cache           []cacheStat    `json:"cache"`
@@ -551,11 +511,11 @@ func shortMethod(full string) string {
 func isRateLimit(reason string) bool { return strings.Contains(strings.ToUpper(reason), "RATE") }
 
 // buildStats turns the kept snapshots into /api/stats.
-func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
-	out := StatsResponse{
-		Timestamp:       isoTime(time.Now()),
+func (c *Collector) buildStats(snaps []*snapshot) Response {
+	out := Response{
+		Timestamp:       httpjson.Time(time.Now()),
 		IntervalSeconds: c.interval.Seconds(),
-		Services:        []serviceStat{}, RPCs: []rpcStat{}, Tools: []toolStat{}, Routes: []routeStat{},
+		Services:        []serviceStat{}, RPCs: []RPCStat{}, Tools: []toolStat{}, Routes: []routeStat{},
 		Cache: []cacheStat{}, History: []historyPoint{},
 		RateLimit: rateLimitStat{ByReason: map[string]float64{}},
 	}
@@ -568,7 +528,7 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 
 	targetNames := make([]string, 0, len(c.targets))
 	for _, t := range c.targets {
-		targetNames = append(targetNames, t.name)
+		targetNames = append(targetNames, t.Name)
 	}
 	rpcHist := map[string]hist{} // "service method" → latest histogram, for tools
 	rpcCalls := map[string]map[string]float64{}
@@ -583,11 +543,11 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 			e := s.err
 			ss.Error = &e
 		} else {
-			at := isoTime(s.at)
+			at := httpjson.Time(s.at)
 			ss.ScrapedAt = &at
 		}
 		old := first.targets[name]
-		if name != MCPAdapter {
+		if name != backends.MCPAdapter {
 			methods := sortedKeys(s.calls, s.latency)
 			for _, m := range methods {
 				oldH, ok := hist{}, false
@@ -599,7 +559,7 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 					d := s.latency[m]
 					cs.RecentRequests, cs.RecentP50Ms, cs.RecentP95Ms = d.count, ms(d.quantile(.5)), ms(d.quantile(.95))
 				}
-				out.RPCs = append(out.RPCs, rpcStat{Service: name, Method: m, RPC: shortMethod(m), callStats: cs})
+				out.RPCs = append(out.RPCs, RPCStat{Service: name, Method: m, RPC: shortMethod(m), callStats: cs})
 				ss.Requests += cs.Requests
 				ss.Errors += cs.Errors
 				rpcHist[name+" "+shortMethod(m)] = s.latency[m]
@@ -613,7 +573,7 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 			hm := s.caches[cache]
 			out.Cache = append(out.Cache, cacheStat{Service: name, Cache: cache, Hits: hm[0], Misses: hm[1], HitRate: rate(hm[0], hm[0]+hm[1])})
 		}
-		if name == Auth && s.hasDenial {
+		if name == backends.Auth && s.hasDenial {
 			var rl float64
 			for reason, v := range s.denials {
 				out.RateLimit.ByReason[reason] = v
@@ -627,20 +587,20 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 	}
 
 	// Tools: the adapter's own metrics when it exports them, else the RPC behind each tool.
-	adapter := last.targets[MCPAdapter]
-	for _, t := range tools {
-		ts := toolStat{Name: t.Name, Service: t.backend, RPC: t.rpc}
+	adapter := last.targets[backends.MCPAdapter]
+	for _, t := range catalog.Tools() {
+		ts := toolStat{Name: t.Name, Service: t.Backend(), RPC: t.RPC()}
 		if adapter != nil && adapter.ok && (adapter.calls[t.Name] != nil || adapter.latency[t.Name].count > 0) {
-			ts.Source = MCPAdapter
+			ts.Source = backends.MCPAdapter
 			var oldH hist
 			ok := false
-			if o := first.targets[MCPAdapter]; o != nil && o.ok {
+			if o := first.targets[backends.MCPAdapter]; o != nil && o.ok {
 				oldH, ok = o.latency[t.Name]
 			}
 			ts.callStats = makeCallStats(adapter.calls[t.Name], adapter.latency[t.Name], oldH, haveOld && ok)
 		} else {
 			ts.Source = "rpc"
-			k := t.backend + " " + t.rpc
+			k := t.Backend() + " " + t.RPC()
 			_, ok := rpcOld[k]
 			ts.callStats = makeCallStats(rpcCalls[k], rpcHist[k], rpcOld[k], haveOld && ok)
 		}
@@ -682,7 +642,7 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 		var rpcD, restD hist
 		var reqs, errs float64
 		for _, name := range targetNames {
-			if name == MCPAdapter {
+			if name == backends.MCPAdapter {
 				continue
 			}
 			cs, ps := cur.targets[name], prev.targets[name]
@@ -721,7 +681,7 @@ func (c *collector) buildStats(snaps []*snapshot) StatsResponse {
 			}
 		}
 		out.History = append(out.History, historyPoint{
-			Timestamp: isoTime(cur.at), Requests: reqs, Errors: errs,
+			Timestamp: httpjson.Time(cur.at), Requests: reqs, Errors: errs,
 			P50Ms: ms(rpcD.quantile(.5)), P95Ms: ms(rpcD.quantile(.95)),
 			RestP50Ms: ms(restD.quantile(.5)), RestP95Ms: ms(restD.quantile(.95)), RestRequest: restD.count,
 		})

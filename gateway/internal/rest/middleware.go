@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
 )
@@ -89,7 +90,7 @@ func validRequestID(s string) bool {
 // outer is the first middleware: request id (taken from X-Request-Id or made
 // up, echoed, passed to every gRPC call), panic recovery, one access log line
 // and the gateway's own metrics.
-func (g *Gateway) outer(next http.Handler) http.Handler {
+func (e *Edge) outer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(HeaderRequestID)
@@ -98,22 +99,22 @@ func (g *Gateway) outer(next http.Handler) http.Handler {
 		}
 		w.Header().Set(HeaderRequestID, id)
 		rec := &recorder{route: "other"}
-		log := g.log.With("request_id", id)
+		log := e.log.With("request_id", id)
 		ctx := logging.WithRequestID(r.Context(), id)
 		ctx = logging.WithLogger(ctx, log)
 		ctx = context.WithValue(ctx, recorderKey{}, rec)
 		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w}
-		g.inflight.Add(1)
+		e.inflight.Add(1)
 		defer func() {
-			g.inflight.Add(-1)
+			e.inflight.Add(-1)
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
 				log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if sw.status == 0 {
-					g.handleError(ctx, g.rest, nil, sw, r, newError(codes.Internal, "INTERNAL",
+					e.handleError(ctx, e.rest, nil, sw, r, apierror.New(codes.Internal, "INTERNAL",
 						"internal error (request id "+id+")", nil).Err())
 				}
 			}
@@ -121,8 +122,8 @@ func (g *Gateway) outer(next http.Handler) http.Handler {
 				sw.status = http.StatusOK
 			}
 			elapsed := time.Since(start)
-			g.metrics.requests.WithLabelValues(rec.route, strconv.Itoa(sw.status)).Inc()
-			g.metrics.latency.WithLabelValues(rec.route).Observe(elapsed.Seconds())
+			e.metrics.Requests.WithLabelValues(rec.route, strconv.Itoa(sw.status)).Inc()
+			e.metrics.Latency.WithLabelValues(rec.route).Observe(elapsed.Seconds())
 			attrs := []slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("route", rec.route),
@@ -150,23 +151,23 @@ func (g *Gateway) outer(next http.Handler) http.Handler {
 
 // security sets headers every response carries, a request deadline and the
 // body size limit.
-func (g *Gateway) security(next http.Handler) http.Handler {
+func (e *Edge) security(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
-		limit := g.cfg.MaxBodyBytes
+		limit := e.cfg.MaxBodyBytes
 		if r.Method == http.MethodPost && isUploadPath(r.URL.Path) {
-			limit = g.cfg.MaxUploadBytes
+			limit = e.cfg.MaxUploadBytes
 		}
 		if r.ContentLength > limit {
 			bs := &bodyState{tooLarge: true, limit: limit}
 			r = r.WithContext(context.WithValue(r.Context(), bodyStateKey{}, bs))
-			g.handleError(r.Context(), g.rest, nil, w, r, errors.New("request too large"))
+			e.WriteError(w, r, errors.New("request too large"))
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), e.cfg.RequestTimeout)
 		defer cancel()
 		bs := &bodyState{limit: limit}
 		ctx = context.WithValue(ctx, bodyStateKey{}, bs)
@@ -210,9 +211,9 @@ const (
 // Origin (curl, SDKs) passes. CORS headers go to BMCIS_GATEWAY_CORS_ORIGINS
 // only; "*" works only when configured explicitly. Credentials (cookies)
 // are never allowed: the API authenticates with headers.
-func (g *Gateway) cors(next http.Handler) http.Handler {
-	wildcard := slices.Contains(g.cfg.CORSOrigins, "*")
-	policy := origin.New(g.cfg.Addr, append(slices.Clone(g.cfg.CORSOrigins), g.cfg.AllowedOrigins...)...)
+func (e *Edge) cors(next http.Handler) http.Handler {
+	wildcard := slices.Contains(e.cfg.CORSOrigins, "*")
+	policy := origin.New(e.cfg.Addr, append(slices.Clone(e.cfg.CORSOrigins), e.cfg.AllowedOrigins...)...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		from := r.Header.Get("Origin")
 		if from == "" {
@@ -220,20 +221,18 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 			return
 		}
 		if !policy.AllowsRequest(r) {
-			g.handleError(r.Context(), g.rest, nil, w, r,
-				newError(codes.PermissionDenied, "ORIGIN_NOT_ALLOWED", "origin "+from+" is not allowed", nil).Err())
+			e.WriteError(w, r, apierror.New(codes.PermissionDenied, "ORIGIN_NOT_ALLOWED", "origin "+from+" is not allowed", nil).Err())
 			return
 		}
 		w.Header().Add("Vary", "Origin")
-		allowed := wildcard || slices.Contains(g.cfg.CORSOrigins, from)
+		allowed := wildcard || slices.Contains(e.cfg.CORSOrigins, from)
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 		if !allowed {
 			if preflight {
 				if rec := recorderFrom(r.Context()); rec != nil {
 					rec.route = "OPTIONS *"
 				}
-				g.handleError(r.Context(), g.rest, nil, w, r,
-					newError(codes.PermissionDenied, "CORS_ORIGIN_NOT_ALLOWED", "origin "+from+" is not allowed", nil).Err())
+				e.WriteError(w, r, apierror.New(codes.PermissionDenied, "CORS_ORIGIN_NOT_ALLOWED", "origin "+from+" is not allowed", nil).Err())
 				return
 			}
 			next.ServeHTTP(w, r) // no CORS headers: the browser keeps the response from the page
