@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // maxOptions bounds the options offered.
@@ -131,8 +132,8 @@ func Params(ni *envelope.NeedsInput) mcp.ElicitationParams {
 		prop["enum"] = vals
 	}
 	if field == "query" {
-		prop["minLength"] = 1
-		prop["maxLength"] = 500
+		prop["minLength"] = limits.SearchQuery.Min
+		prop["maxLength"] = limits.SearchQuery.Max
 		if topics := ni.NeedsInput.Suggestions[field]; len(topics) > 0 {
 			prop["description"] = ni.NeedsInput.Reason + " Indexed topics include: " + strings.Join(topics, ", ") + "."
 		}

@@ -1,8 +1,11 @@
 package projection
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // Mode is a progressive-disclosure level.
@@ -75,7 +78,7 @@ var table = []Spec{
 			VendorResult: "entity and relationship ids",
 		},
 		// ids_only lists the ids of what full would return.
-		Caps: Caps{100, 500, 10}, CapsPartial: true,
+		Caps: Caps{limits.VendorEntities.Max, limits.VendorRelationships.Max, 10}, CapsPartial: true,
 		VendorAdvice: "Use 'preview' mode or include_relationships=false",
 	},
 	{
@@ -119,9 +122,10 @@ var table = []Spec{
 		},
 		Summary: map[Kind]string{
 			SearchResult: "whole text and all scores",
-			VendorResult: "up to 100 entities and 500 relationships",
+			VendorResult: fmt.Sprintf("up to %d entities and %d relationships", limits.VendorEntities.Max, limits.VendorRelationships.Max),
 		},
-		Caps: Caps{100, 500, 5}, CapsPartial: true, Details: true, Signals: true, Previews: true,
+		// The most the vendor graph returns (platform/limits).
+		Caps: Caps{limits.VendorEntities.Max, limits.VendorRelationships.Max, 5}, CapsPartial: true, Details: true, Signals: true, Previews: true,
 		VendorAdvice: "Use 'preview' mode or include_relationships=false",
 	},
 }

@@ -18,6 +18,7 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // Search is the stand-in search service.
@@ -154,13 +155,13 @@ func (s *Search) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		return nil, err
 	}
 	q := req.GetQuery()
-	if n := utf8.RuneCountInString(q); n == 0 || n > 500 {
-		return nil, status.Error(codes.InvalidArgument, "query: must be 1..500 characters")
+	if n := utf8.RuneCountInString(q); !limits.SearchQuery.Allows(n) {
+		return nil, status.Errorf(codes.InvalidArgument, "query: must be %d..%d characters", limits.SearchQuery.Min, limits.SearchQuery.Max)
 	}
-	if req.GetLimit() < 1 || req.GetLimit() > 50 {
-		return nil, status.Error(codes.InvalidArgument, "limit: must be 1..50")
+	if !limits.SearchPageSize.Allows(int(req.GetLimit())) {
+		return nil, status.Errorf(codes.InvalidArgument, "limit: must be %d..%d", limits.SearchPageSize.Min, limits.SearchPageSize.Max)
 	}
-	if req.GetOffset() < 0 {
+	if !limits.SearchOffset.Allows(int(req.GetOffset())) {
 		return nil, status.Error(codes.InvalidArgument, "offset: must be >= 0")
 	}
 	qterms := []string{}
@@ -290,8 +291,8 @@ func (s *Search) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
-	if n := len(req.GetChunkIds()); n == 0 || n > 100 {
-		return nil, status.Error(codes.InvalidArgument, "chunk_ids: 1..100 ids")
+	if n := len(req.GetChunkIds()); !limits.ChunkIDs.Allows(n) {
+		return nil, status.Errorf(codes.InvalidArgument, "chunk_ids: %d..%d ids", limits.ChunkIDs.Min, limits.ChunkIDs.Max)
 	}
 	resp := &searchv1.GetChunksResponse{}
 	for _, id := range req.GetChunkIds() {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // VendorGraph is the stand-in vendor graph service.
@@ -116,8 +118,8 @@ func (g *VendorGraph) GetVendor(_ context.Context, req *vendorgraphv1.GetVendorR
 		return nil, err
 	}
 	n := normalize(req.GetName())
-	if n == "" || len(req.GetName()) > 200 {
-		return nil, status.Error(codes.InvalidArgument, "name: must be 1..200 characters")
+	if n == "" || !limits.VendorName.Allows(utf8.RuneCountInString(req.GetName())) {
+		return nil, status.Errorf(codes.InvalidArgument, "name: must be %d..%d characters", limits.VendorName.Min, limits.VendorName.Max)
 	}
 	v, ok := g.vendors[n]
 	if !ok {

@@ -20,10 +20,8 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/limits"
 )
-
-// MaxChunkIDs bounds chunk_ids.
-const MaxChunkIDs = 100
 
 // MaxListedMissing bounds the unknown ids a get_chunks answer lists (the
 // rest are counted): a list of unknown ids has nothing the token budget
@@ -49,9 +47,9 @@ func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 	}
 	// The length first: nothing more is done with a list over the cap
 	// (this runs before the caller is authenticated).
-	if len(ids) == 0 || len(ids) > MaxChunkIDs {
-		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold 1 to %d ids (got %d)", MaxChunkIDs, len(ids)),
-			fmt.Sprintf("Pass at most %d chunk_id values of the results you want to read per call.", MaxChunkIDs))
+	if !limits.ChunkIDs.Allows(len(ids)) {
+		return p, apierr.NewInvalidParams("chunk_ids", fmt.Sprintf("must hold %d to %d ids (got %d)", limits.ChunkIDs.Min, limits.ChunkIDs.Max, len(ids)),
+			fmt.Sprintf("Pass at most %d chunk_id values of the results you want to read per call.", limits.ChunkIDs.Max))
 	}
 	seen := make(map[int64]bool, len(ids))
 	for _, id := range ids {

@@ -16,6 +16,7 @@ import (
 	"github.com/bmcis/knowledge/platform/stacktest"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 type elicitor struct {
@@ -140,7 +141,7 @@ func TestElicitedVendorAnswer(t *testing.T) {
 
 	for name, bad := range map[string]string{
 		"not offered": "Megacorp Holdings",
-		"too long":    strings.Repeat("a", tools.MaxVendorNameLength+1),
+		"too long":    strings.Repeat("a", limits.VendorName.Max+1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := answered(h, ambiguous, bad)

@@ -11,6 +11,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // Resource URI templates.
@@ -67,8 +68,8 @@ func (s *Server) readChunk(ctx context.Context, req mcp.ReadResourceRequest) ([]
 func (s *Server) readVendor(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	p := vendorParams{name: templateArg(req, "vendor_name"), mode: projection.Full, relationships: true, format: render.Both}
 	var perr *apierr.Error
-	if n := len([]rune(p.name)); n == 0 || n > MaxVendorNameLength {
-		perr = apierr.NewInvalidParams("vendor_name", "must be 1-200 characters", "Use kb://vendors/{vendor_name} with a URL-encoded name.")
+	if n := len([]rune(p.name)); !limits.VendorName.Allows(n) {
+		perr = apierr.NewInvalidParams("vendor_name", vendorNameRule(), "Use kb://vendors/{vendor_name} with a URL-encoded name.")
 	}
 	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
 	res := s.vendor(ctx, mcp.CallToolRequest{}, call, p, perr, false)

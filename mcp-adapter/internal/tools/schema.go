@@ -10,6 +10,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/jschema"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // The output schemas describe the envelope every answer uses, errors and
@@ -52,7 +53,7 @@ func metadataSchema() schema {
 func paginationSchema() schema {
 	return nullable(obj(schema{
 		"cursor":          nullStr(),
-		"page_size":       schema{"type": "integer", "minimum": 1, "maximum": 50},
+		"page_size":       schema{"type": "integer", "minimum": limits.SearchPageSize.Min, "maximum": limits.SearchPageSize.Max},
 		"has_more":        boolean(),
 		"total_available": integer(0),
 		"returned_count":  integer(0),

@@ -21,13 +21,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
-)
-
-// Search limits.
-const (
-	MaxQueryLength  = 500
-	MaxPageSize     = 50
-	DefaultPageSize = 10
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 type searchParams struct {
@@ -44,11 +38,11 @@ type searchParams struct {
 
 func (s *Server) parseSearch(raw any) (searchParams, *apierr.Error) {
 	a := newArgs(raw, "query", "top_k", "page_size", "cursor", "response_mode", "fields", "format")
-	p := searchParams{pageSize: DefaultPageSize}
+	p := searchParams{pageSize: limits.DefaultPageSize}
 	p.format = s.parseFormat(a)
 	p.query = strings.TrimSpace(a.str("query"))
-	topK, hasTopK := a.integer("top_k", 1, MaxPageSize)
-	size, hasSize := a.integer("page_size", 1, MaxPageSize)
+	topK, hasTopK := a.integer("top_k", limits.SearchPageSize.Min, limits.SearchPageSize.Max)
+	size, hasSize := a.integer("page_size", limits.SearchPageSize.Min, limits.SearchPageSize.Max)
 	switch {
 	case hasSize:
 		p.pageSize, p.sizeGiven = size, true
@@ -62,8 +56,8 @@ func (s *Server) parseSearch(raw any) (searchParams, *apierr.Error) {
 	if a.err != nil {
 		return p, a.err
 	}
-	if n := utf8.RuneCountInString(p.query); n > MaxQueryLength {
-		return p, apierr.NewQueryTooLong(n, MaxQueryLength)
+	if n := utf8.RuneCountInString(p.query); n > limits.SearchQuery.Max {
+		return p, apierr.NewQueryTooLong(n, limits.SearchQuery.Max)
 	}
 	return p, nil
 }
@@ -123,8 +117,8 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 			return pending
 		case needsinput.Answered:
 			p.query = value
-			if n := utf8.RuneCountInString(value); n > MaxQueryLength {
-				return s.resp.Failure(call, apierr.NewQueryTooLong(n, MaxQueryLength))
+			if n := utf8.RuneCountInString(value); n > limits.SearchQuery.Max {
+				return s.resp.Failure(call, apierr.NewQueryTooLong(n, limits.SearchQuery.Max))
 			}
 			resolved = append(resolved, warnings.NewResolvedByElicitation("query", value))
 		default:

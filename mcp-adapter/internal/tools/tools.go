@@ -28,6 +28,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // Tool names.
@@ -170,11 +171,11 @@ func searchTool(format render.Format) mcp.Tool {
 			"response_mode: "+projection.Describe(projection.SearchResult, projection.Metadata)+". "+
 			"Page with the previous answer's cursor; read chosen chunks in full with get_chunks."),
 		toolPresentation("Search the knowledge base"),
-		mcp.WithString("query", mcp.Required(), mcp.MaxLength(500),
+		mcp.WithString("query", mcp.Required(), mcp.MaxLength(limits.SearchQuery.Max),
 			mcp.Description("A question or keywords.")),
-		mcp.WithInteger("page_size", mcp.Min(1), mcp.Max(50), mcp.DefaultNumber(10),
+		mcp.WithInteger("page_size", mcp.Min(float64(limits.SearchPageSize.Min)), mcp.Max(float64(limits.SearchPageSize.Max)), mcp.DefaultNumber(limits.DefaultPageSize),
 			mcp.Description("Results per page.")),
-		mcp.WithInteger("top_k", mcp.Min(1), mcp.Max(50),
+		mcp.WithInteger("top_k", mcp.Min(float64(limits.SearchPageSize.Min)), mcp.Max(float64(limits.SearchPageSize.Max)),
 			mcp.Description("Deprecated alias of page_size.")),
 		mcp.WithString("cursor",
 			mcp.Description("pagination.cursor of the previous answer to the same query.")),
@@ -194,7 +195,7 @@ func vendorTool(format render.Format) mcp.Tool {
 			"Names match ignoring case and punctuation; an ambiguous or unknown name answers with candidates. "+
 			"response_mode: "+projection.Describe(projection.VendorResult, projection.Metadata)+"."),
 		toolPresentation("Look up a vendor"),
-		mcp.WithString("vendor_name", mcp.Required(), mcp.MinLength(1), mcp.MaxLength(200),
+		mcp.WithString("vendor_name", mcp.Required(), mcp.MinLength(limits.VendorName.Min), mcp.MaxLength(limits.VendorName.Max),
 			mcp.Description("The vendor's name or alias.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
 			mcp.Description("Detail level.")),
@@ -212,7 +213,7 @@ func chunksTool(format render.Format) mcp.Tool {
 			"Chunks come in the order asked; unknown ids are reported in a warning. "+
 			"response_mode: "+projection.Describe(projection.ChunkResult, projection.Full)+"."),
 		toolPresentation("Read chunks by id"),
-		mcp.WithArray("chunk_ids", mcp.Required(), mcp.WithIntegerItems(), mcp.MinItems(1), mcp.MaxItems(100),
+		mcp.WithArray("chunk_ids", mcp.Required(), mcp.WithIntegerItems(), mcp.MinItems(limits.ChunkIDs.Min), mcp.MaxItems(limits.ChunkIDs.Max),
 			mcp.Description("chunk_id values from semantic_search.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Full)),
 			mcp.Description("Detail per chunk.")),

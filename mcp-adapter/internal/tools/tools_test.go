@@ -27,6 +27,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 var worstEstimate struct {
@@ -226,7 +227,7 @@ func TestGetChunksDefaultsToFullAndReportsMissing(t *testing.T) {
 // up to a bound and counted.
 func TestGetChunksManyMissingFitsTheBudget(t *testing.T) {
 	h := newReal(t, withConfig("MAX_TOKENS_PER_RESPONSE", "1000"))
-	unknown := make([]any, tools.MaxChunkIDs)
+	unknown := make([]any, limits.ChunkIDs.Max)
 	for i := range unknown {
 		unknown[i] = 987_000_000 + i
 	}
@@ -239,7 +240,7 @@ func TestGetChunksManyMissingFitsTheBudget(t *testing.T) {
 			require.Empty(t, a.results())
 			msg := a.env["warnings"].([]any)[0].(map[string]any)["message"].(string)
 			require.Equal(t, fmt.Sprintf("Chunks not found: %s and %d more (%d of %d)",
-				joinAny(unknown[:tools.MaxListedMissing]), tools.MaxChunkIDs-tools.MaxListedMissing, tools.MaxChunkIDs, tools.MaxChunkIDs), msg)
+				joinAny(unknown[:tools.MaxListedMissing]), limits.ChunkIDs.Max-tools.MaxListedMissing, limits.ChunkIDs.Max, limits.ChunkIDs.Max), msg)
 		})
 	}
 }

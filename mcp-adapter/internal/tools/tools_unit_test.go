@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 // How the key was checked shows in the answer's warnings: a degraded
@@ -39,7 +40,7 @@ func TestParseChunkIDs(t *testing.T) {
 		return out
 	}
 	tooMany := func(n int) string {
-		return fmt.Sprintf("Invalid request parameters: chunk_ids must hold 1 to %d ids (got %d)", MaxChunkIDs, n)
+		return fmt.Sprintf("Invalid request parameters: chunk_ids must hold 1 to %d ids (got %d)", limits.ChunkIDs.Max, n)
 	}
 	cases := []struct {
 		name string
@@ -48,8 +49,8 @@ func TestParseChunkIDs(t *testing.T) {
 		err  string
 	}{
 		{name: "duplicates collapse in order", ids: []any{float64(3), float64(1), float64(3), "1", float64(2)}, want: []int64{3, 1, 2}},
-		{name: "the cap, all duplicates", ids: list(MaxChunkIDs, 2), want: []int64{1, 2}},
-		{name: "over the cap with few distinct ids", ids: list(MaxChunkIDs+1, 2), err: tooMany(MaxChunkIDs + 1)},
+		{name: "the cap, all duplicates", ids: list(limits.ChunkIDs.Max, 2), want: []int64{1, 2}},
+		{name: "over the cap with few distinct ids", ids: list(limits.ChunkIDs.Max+1, 2), err: tooMany(limits.ChunkIDs.Max + 1)},
 		{name: "far over the cap", ids: list(140_000, 140_000), err: tooMany(140_000)},
 		{name: "far over the cap as a string", ids: strings.Repeat("7,", 140_000), err: tooMany(140_000)},
 		{name: "empty", ids: []any{}, err: tooMany(0)},

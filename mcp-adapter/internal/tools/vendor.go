@@ -19,10 +19,8 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/limits"
 )
-
-// MaxVendorNameLength bounds vendor_name.
-const MaxVendorNameLength = 200
 
 type vendorParams struct {
 	name          string
@@ -44,11 +42,16 @@ func (s *Server) parseVendor(raw any) (vendorParams, *apierr.Error) {
 	return p, checkVendorName(p.name)
 }
 
+// vendorNameRule says how long vendor_name may be.
+func vendorNameRule() string {
+	return fmt.Sprintf("must be %d-%d characters", limits.VendorName.Min, limits.VendorName.Max)
+}
+
 // checkVendorName validates a vendor name, however it came: vendor_name or
 // an elicitation answer.
 func checkVendorName(name string) *apierr.Error {
-	if n := utf8.RuneCountInString(name); n == 0 || n > MaxVendorNameLength {
-		return apierr.NewInvalidParams("vendor_name", fmt.Sprintf("must be 1-%d characters", MaxVendorNameLength),
+	if n := utf8.RuneCountInString(name); !limits.VendorName.Allows(n) {
+		return apierr.NewInvalidParams("vendor_name", vendorNameRule(),
 			"Give the vendor's name; use semantic_search to find exact vendor names.")
 	}
 	return nil

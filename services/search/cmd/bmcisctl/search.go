@@ -12,6 +12,7 @@ import (
 	"time"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
 func init() {
@@ -60,21 +61,21 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("search", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
 	modeName := fs.String("mode", "hybrid", "hybrid, bm25 or vector")
-	limit := fs.Int("limit", 10, "results to show (human mode), 1..50")
+	limit := fs.Int("limit", limits.DefaultPageSize, fmt.Sprintf("results to show (human mode), %d..%d", limits.SearchPageSize.Min, limits.SearchPageSize.Max))
 	offset := fs.Int("offset", 0, "first result to show (human mode)")
 	var cats searchStrings
 	fs.Var(&cats, "category", "restrict to a category (repeatable)")
 	noCache := fs.Bool("no-cache", false, "bypass the result cache")
 	queries := fs.String("queries", "", "BEIR queries.jsonl to run (batch mode)")
-	topK := fs.Int("top-k", 100, "results per query in batch mode (paged 50 at a time)")
+	topK := fs.Int("top-k", 100, fmt.Sprintf("results per query in batch mode (paged %d at a time)", limits.SearchPageSize.Max))
 	asJSON := fs.Bool("json", false, "batch mode: one JSON object per query on stdout")
 	parallel := fs.Int("parallel", 4, "queries in flight in batch mode")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case *limit < 1 || *limit > 50:
-		return usageErrorf("-limit must be between 1 and 50, got %d", *limit)
+	case !limits.SearchPageSize.Allows(*limit):
+		return usageErrorf("-limit must be between %d and %d, got %d", limits.SearchPageSize.Min, limits.SearchPageSize.Max, *limit)
 	case *offset < 0:
 		return usageErrorf("-offset must be 0 or more, got %d", *offset)
 	case *topK < 1:
@@ -186,11 +187,12 @@ func searchRawID(raw json.RawMessage) string {
 	return strings.TrimSpace(string(raw))
 }
 
-// searchTopK pages through a query's ranked list, 50 at a time.
+// searchTopK pages through a query's ranked list, a page of the most the
+// service allows at a time.
 func searchTopK(ctx context.Context, c searchv1.SearchServiceClient, query string, mode searchv1.RetrievalMode, cats []string, k int, noCache bool) ([]*searchv1.SearchResult, error) {
 	var out []*searchv1.SearchResult
 	for len(out) < k {
-		lim := min(50, k-len(out))
+		lim := min(limits.SearchPageSize.Max, k-len(out))
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: query, Mode: mode, Offset: int32(len(out)), Limit: int32(lim), Categories: cats, NoCache: noCache})
 		cancel()

@@ -20,7 +20,7 @@ func IndexedText(header, text string) string {
 // HeaderWeight is how many times the context header's terms count in what
 // BM25 indexes: once in IndexedText plus HeaderWeight-1 repeats, a
 // BM25F-style field weight for the title and heading path. Measured on
-// SciFact train (eval NOTES.md): x1 0.6998, x2 0.7028, x3 0.7061, x4
+// SciFact train (experiments/retrieval/NOTES.md): x1 0.6998, x2 0.7028, x3 0.7061, x4
 // 0.7056, x5 0.7031 nDCG@10.
 const HeaderWeight = 3
 

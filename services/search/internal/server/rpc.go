@@ -12,18 +12,17 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
-
-const maxChunkIDs = 100
 
 // GetChunks returns whole chunks by id, in the order asked. They come from
 // memory; ids this replica has not loaded yet are read from PostgreSQL.
 func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) (*searchv1.GetChunksResponse, error) {
 	ids := req.GetChunkIds()
-	if len(ids) == 0 || len(ids) > maxChunkIDs {
-		return nil, grpcserver.InvalidArgument("chunk_ids", "give between 1 and %d ids, got %d", maxChunkIDs, len(ids))
+	if !limits.ChunkIDs.Allows(len(ids)) {
+		return nil, grpcserver.InvalidArgument("chunk_ids", "give between %d and %d ids, got %d", limits.ChunkIDs.Min, limits.ChunkIDs.Max, len(ids))
 	}
 	recs := s.ix.Chunks(ids)
 	var unknown []int64

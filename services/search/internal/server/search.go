@@ -14,18 +14,13 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
-)
-
-// Request limits.
-const (
-	maxQueryChars = 500
-	maxLimit      = 50
 )
 
 // Search ranks chunks for a query and returns one page of the list.
@@ -35,13 +30,13 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	switch n := utf8.RuneCountInString(req.GetQuery()); {
 	case q == "":
 		return nil, grpcserver.InvalidArgument("query", "must not be empty")
-	case n > maxQueryChars:
-		return nil, grpcserver.InvalidArgument("query", "must be at most %d characters, got %d", maxQueryChars, n)
+	case n > limits.SearchQuery.Max:
+		return nil, grpcserver.InvalidArgument("query", "must be at most %d characters, got %d", limits.SearchQuery.Max, n)
 	}
-	if l := req.GetLimit(); l < 1 || l > maxLimit {
-		return nil, grpcserver.InvalidArgument("limit", "must be between 1 and %d, got %d", maxLimit, l)
+	if l := req.GetLimit(); !limits.SearchPageSize.Allows(int(l)) {
+		return nil, grpcserver.InvalidArgument("limit", "must be between %d and %d, got %d", limits.SearchPageSize.Min, limits.SearchPageSize.Max, l)
 	}
-	if req.GetOffset() < 0 {
+	if !limits.SearchOffset.Allows(int(req.GetOffset())) {
 		return nil, grpcserver.InvalidArgument("offset", "must not be negative, got %d", req.GetOffset())
 	}
 	mode := req.GetMode()

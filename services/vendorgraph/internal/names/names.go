@@ -6,10 +6,13 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/bmcis/knowledge/platform/limits"
 )
 
-// MaxLen is the longest name, in characters, a lookup or a record may carry.
-const MaxLen = 200
+// MaxLen is the longest name, in characters, a record may carry: as long as
+// a lookup may ask for (GetVendorRequest.name's limit).
+var MaxLen = limits.VendorName.Max
 
 // Normalize lowercases s and folds every run of characters that are neither
 // letters nor digits (white space, punctuation, symbols) into one space,

@@ -25,6 +25,7 @@ import (
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/mentions"
 	"github.com/bmcis/knowledge/platform/pg"
@@ -34,16 +35,12 @@ import (
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/names"
 )
 
-// Request limits from the contract.
+// Defaults and internal bounds; the request limits are platform/limits'.
 const (
-	defaultCap          = 5
-	maxEntitiesCap      = 100
-	maxRelationshipsCap = 500
-	topEntities         = 5
-	maxCandidates       = 10
-	defaultSuggestions  = 10
-	maxSuggestions      = 50
-	maxEvidenceCap      = 50
+	defaultCap         = 5
+	topEntities        = 5
+	maxCandidates      = 10
+	defaultSuggestions = 10
 )
 
 // cacheKey identifies a GetVendor reply. The normalized name, not the
@@ -112,10 +109,9 @@ type getVendorQuery struct {
 	categories []string // evidence scope; none: every category
 }
 
-func checkName(field, name string) (string, error) {
-	n := names.Len(name)
-	if n < 1 || n > names.MaxLen {
-		return "", grpcserver.InvalidArgument(field, "must be 1 to %d characters, got %d", names.MaxLen, n)
+func checkName(field string, limit limits.Limit, name string) (string, error) {
+	if n := names.Len(name); !limit.Allows(n) {
+		return "", grpcserver.InvalidArgument(field, "must be %d to %d characters, got %d", limit.Min, limit.Max, n)
 	}
 	norm := names.Normalize(name)
 	if norm == "" {
@@ -125,41 +121,37 @@ func checkName(field, name string) (string, error) {
 }
 
 func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error) {
-	norm, err := checkName("name", req.GetName())
+	norm, err := checkName("name", limits.VendorName, req.GetName())
 	if err != nil {
 		return getVendorQuery{}, err
 	}
-	capOf := func(field string, v int32, hi int32) (int32, error) {
+	capOf := func(field string, v int32, limit limits.Limit) (int32, error) {
 		switch {
+		case !limit.Allows(int(v)):
+			return 0, grpcserver.InvalidArgument(field, "must be 0 (default %d) to %d, got %d", defaultCap, limit.Max, v)
 		case v == 0:
 			return defaultCap, nil
-		case v < 0 || v > hi:
-			return 0, grpcserver.InvalidArgument(field, "must be 0 (default %d) to %d, got %d", defaultCap, hi, v)
 		}
 		return v, nil
 	}
-	maxE, err := capOf("max_entities", req.GetMaxEntities(), maxEntitiesCap)
+	maxE, err := capOf("max_entities", req.GetMaxEntities(), limits.VendorEntities)
 	if err != nil {
 		return getVendorQuery{}, err
 	}
-	maxR, err := capOf("max_relationships", req.GetMaxRelationships(), maxRelationshipsCap)
+	maxR, err := capOf("max_relationships", req.GetMaxRelationships(), limits.VendorRelationships)
 	if err != nil {
 		return getVendorQuery{}, err
 	}
-	maxEv := req.GetMaxEvidence()
-	switch {
-	case maxEv == 0:
-		maxEv = defaultCap
-	case maxEv < 0 || maxEv > maxEvidenceCap:
-		return getVendorQuery{}, grpcserver.InvalidArgument("max_evidence", "must be 0 (default %d) to %d, got %d", defaultCap, maxEvidenceCap, maxEv)
+	maxEv, err := capOf("max_evidence", req.GetMaxEvidence(), limits.VendorEvidence)
+	if err != nil {
+		return getVendorQuery{}, err
 	}
 	depth := req.GetDepth()
-	switch depth {
-	case 0:
+	switch {
+	case !limits.VendorDepth.Allows(int(depth)):
+		return getVendorQuery{}, grpcserver.InvalidArgument("depth", "must be 0 (default 1) to %d, got %d", limits.VendorDepth.Max, depth)
+	case depth == 0:
 		depth = 1
-	case 1, 2:
-	default:
-		return getVendorQuery{}, grpcserver.InvalidArgument("depth", "must be 0 (default 1), 1 or 2, got %d", depth)
 	}
 	include := req.IncludeRelationships == nil || *req.IncludeRelationships
 	cats := slices.Clone(req.GetEvidenceCategories())
@@ -324,16 +316,16 @@ func quoteList(items []string) string {
 // SuggestVendors returns vendor names close to the text: prefix matches
 // first, then by trigram similarity.
 func (s *Server) SuggestVendors(ctx context.Context, req *vendorgraphv1.SuggestVendorsRequest) (*vendorgraphv1.SuggestVendorsResponse, error) {
-	norm, err := checkName("text", req.GetText())
+	norm, err := checkName("text", limits.SuggestText, req.GetText())
 	if err != nil {
 		return nil, err
 	}
 	limit := req.GetLimit()
 	switch {
+	case !limits.Suggestions.Allows(int(limit)):
+		return nil, grpcserver.InvalidArgument("limit", "must be 0 (default %d) to %d, got %d", defaultSuggestions, limits.Suggestions.Max, limit)
 	case limit == 0:
 		limit = defaultSuggestions
-	case limit < 0 || limit > maxSuggestions:
-		return nil, grpcserver.InvalidArgument("limit", "must be 0 (default %d) to %d, got %d", defaultSuggestions, maxSuggestions, limit)
 	}
 	dctx, cancel := s.dbCtx(ctx)
 	defer cancel()

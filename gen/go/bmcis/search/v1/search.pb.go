@@ -7,6 +7,7 @@
 package searchv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -2052,12 +2053,13 @@ var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
-	"\x1cbmcis/search/v1/search.proto\x12\x0fbmcis.search.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\x01\n" +
-	"\rSearchRequest\x12\x14\n" +
-	"\x05query\x18\x01 \x01(\tR\x05query\x122\n" +
-	"\x04mode\x18\x02 \x01(\x0e2\x1e.bmcis.search.v1.RetrievalModeR\x04mode\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x05R\x06offset\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1e\n" +
+	"\x1cbmcis/search/v1/search.proto\x12\x0fbmcis.search.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x02\n" +
+	"\rSearchRequest\x12 \n" +
+	"\x05query\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xf4\x03R\x05query\x122\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x1e.bmcis.search.v1.RetrievalModeR\x04mode\x12\x1f\n" +
+	"\x06offset\x18\x03 \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\x06offset\x12\x1f\n" +
+	"\x05limit\x18\x04 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x01R\x05limit\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x05 \x03(\tR\n" +
 	"categories\x12\x19\n" +
@@ -2119,9 +2121,10 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\ventity_type\x18\x03 \x01(\tR\n" +
 	"entityType\x12\x1b\n" +
 	"\tis_vendor\x18\x04 \x01(\bR\bisVendor\x12\x14\n" +
-	"\x05count\x18\x05 \x01(\x05R\x05count\"a\n" +
-	"\x10GetChunksRequest\x12\x1b\n" +
-	"\tchunk_ids\x18\x01 \x03(\x03R\bchunkIds\x120\n" +
+	"\x05count\x18\x05 \x01(\x05R\x05count\"m\n" +
+	"\x10GetChunksRequest\x12'\n" +
+	"\tchunk_ids\x18\x01 \x03(\x03B\n" +
+	"\xbaH\a\x92\x01\x04\b\x01\x10dR\bchunkIds\x120\n" +
 	"\x05scope\x18\x02 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"d\n" +
 	"\x11GetChunksResponse\x12.\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x16.bmcis.search.v1.ChunkR\x06chunks\x12\x1f\n" +

@@ -7,6 +7,7 @@
 package vendorgraphv1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -30,9 +31,9 @@ type GetVendorRequest struct {
 	// Vendor name or alias, 1..200 characters; case, white space and
 	// punctuation are ignored.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Most entities to return (0 means the default, 5).
+	// Most entities to return, at most 100 (0 means the default, 5).
 	MaxEntities int32 `protobuf:"varint,2,opt,name=max_entities,json=maxEntities,proto3" json:"max_entities,omitempty"`
-	// Most relationships to return (0 means the default, 5).
+	// Most relationships to return, at most 500 (0 means the default, 5).
 	MaxRelationships int32 `protobuf:"varint,3,opt,name=max_relationships,json=maxRelationships,proto3" json:"max_relationships,omitempty"`
 	// Whether to return relationships; true when unset.
 	IncludeRelationships *bool `protobuf:"varint,4,opt,name=include_relationships,json=includeRelationships,proto3,oneof" json:"include_relationships,omitempty"`
@@ -1446,14 +1447,16 @@ var File_bmcis_vendorgraph_v1_vendorgraph_proto protoreflect.FileDescriptor
 
 const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\n" +
-	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x02\n" +
-	"\x10GetVendorRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
-	"\fmax_entities\x18\x02 \x01(\x05R\vmaxEntities\x12+\n" +
-	"\x11max_relationships\x18\x03 \x01(\x05R\x10maxRelationships\x128\n" +
-	"\x15include_relationships\x18\x04 \x01(\bH\x00R\x14includeRelationships\x88\x01\x01\x12\x14\n" +
-	"\x05depth\x18\x05 \x01(\x05R\x05depth\x12!\n" +
-	"\fmax_evidence\x18\x06 \x01(\x05R\vmaxEvidence\x12/\n" +
+	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x02\n" +
+	"\x10GetVendorRequest\x12\x1e\n" +
+	"\x04name\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x04name\x12,\n" +
+	"\fmax_entities\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\vmaxEntities\x127\n" +
+	"\x11max_relationships\x18\x03 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xf4\x03(\x00R\x10maxRelationships\x128\n" +
+	"\x15include_relationships\x18\x04 \x01(\bH\x00R\x14includeRelationships\x88\x01\x01\x12\x1f\n" +
+	"\x05depth\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x02(\x00R\x05depth\x12,\n" +
+	"\fmax_evidence\x18\x06 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\vmaxEvidence\x12/\n" +
 	"\x13evidence_categories\x18\a \x03(\tR\x12evidenceCategoriesB\x18\n" +
 	"\x16_include_relationships\"\xd0\x06\n" +
 	"\x11GetVendorResponse\x12\x1f\n" +
@@ -1545,10 +1548,11 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"candidates\x18\x02 \x03(\tR\n" +
-	"candidates\"A\n" +
-	"\x15SuggestVendorsRequest\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"b\n" +
+	"candidates\"X\n" +
+	"\x15SuggestVendorsRequest\x12\x1e\n" +
+	"\x04text\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x04text\x12\x1f\n" +
+	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x05limit\"b\n" +
 	"\x16SuggestVendorsResponse\x12H\n" +
 	"\vsuggestions\x18\x01 \x03(\v2&.bmcis.vendorgraph.v1.VendorSuggestionR\vsuggestions\"Y\n" +
 	"\x10VendorSuggestion\x12\x12\n" +

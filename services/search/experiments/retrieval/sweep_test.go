@@ -1,4 +1,4 @@
-package eval
+package retrieval
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // several minutes, so it only runs with BMCIS_EVAL_SWEEP set to a group:
 // "bm25", "analysis", "embed", "fusion" or "all".
 //
-//	BMCIS_EVAL_SWEEP=bm25 go test ./internal/eval -run TestSciFactSweep -v -timeout 30m
+//	BMCIS_EVAL_SWEEP=bm25 go test ./experiments/retrieval -run TestSciFactSweep -v -timeout 30m
 func TestSciFactSweep(t *testing.T) {
 	group := os.Getenv("BMCIS_EVAL_SWEEP")
 	if group == "" {

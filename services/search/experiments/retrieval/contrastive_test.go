@@ -1,4 +1,4 @@
-package embed_test
+package retrieval_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/services/search/experiments/retrieval"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
@@ -24,7 +25,7 @@ import (
 // pairs (inverse cloze, title <-> body, neighbouring chunks): vector alone
 // and the shipped hybrid (feedback + convex) at a few BM25 shares.
 //
-//	BMCIS_EVAL_ICT=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactContrastive -v -timeout 60m
+//	BMCIS_EVAL_ICT=1 BMCIS_SCIFACT_DIR=... go test ./experiments/retrieval -run TestSciFactContrastive -v -timeout 60m
 //
 // BMCIS_EVAL_ICT_ONLY=<substring> runs the variants whose name contains it.
 func TestSciFactContrastive(t *testing.T) {
@@ -44,12 +45,12 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	// The plain-LSA default before this work (feedback 3:2, BM25 share
 	// 0.7): every row's hybrid is compared with it query by query.
-	baseCfg := eval.DefaultConfig()
+	baseCfg := retrieval.DefaultConfig()
 	baseCfg.Train = base
 	baseOpts := fusion.BuiltinOptions()
 	baseOpts.Alpha, baseOpts.FeedbackChunks, baseOpts.FeedbackWeight = 0.7, 3, 2
-	baseCfg.Fusion = eval.Fusion{Method: "preset", RRF: baseOpts}
-	bp, err := eval.Build(ctx, ds, baseCfg)
+	baseCfg.Fusion = retrieval.Fusion{Method: "preset", RRF: baseOpts}
+	bp, err := retrieval.Build(ctx, ds, baseCfg)
 	require.NoError(t, err)
 	baseRes, err := bp.Run(ctx, ds, baseCfg.Fusion)
 	require.NoError(t, err)
@@ -57,7 +58,7 @@ func TestSciFactContrastive(t *testing.T) {
 
 	// The shipped default (DefaultContrastiveConfig, BuiltinOptions):
 	// every row is also compared with it query by query.
-	shipCfg := eval.DefaultConfig()
+	shipCfg := retrieval.DefaultConfig()
 	shipCfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
 		m, err := base(ctx, a, texts)
 		if err != nil {
@@ -65,8 +66,8 @@ func TestSciFactContrastive(t *testing.T) {
 		}
 		return embed.FineTuneContrastive(ctx, m, texts, embed.DefaultContrastiveConfig())
 	}
-	shipCfg.Fusion = eval.Fusion{Method: "preset", RRF: fusion.BuiltinOptions()}
-	sp, err := eval.Build(ctx, ds, shipCfg)
+	shipCfg.Fusion = retrieval.Fusion{Method: "preset", RRF: fusion.BuiltinOptions()}
+	sp, err := retrieval.Build(ctx, ds, shipCfg)
 	require.NoError(t, err)
 	shipRes, err := sp.Run(ctx, ds, shipCfg.Fusion)
 	require.NoError(t, err)
@@ -133,14 +134,14 @@ func TestSciFactContrastive(t *testing.T) {
 	}
 	only := os.Getenv("BMCIS_EVAL_ICT_ONLY")
 	// BMCIS_EVAL_ICT_ALPHA=0.55,0.6,... replaces the BM25 shares tried.
-	alphas, err := eval.EnvList("BMCIS_EVAL_ICT_ALPHA", []float64{0.5, 0.6, 0.7, 0.8})
+	alphas, err := retrieval.EnvList("BMCIS_EVAL_ICT_ALPHA", []float64{0.5, 0.6, 0.7, 0.8})
 	require.NoError(t, err)
-	var rows []eval.Result
+	var rows []retrieval.Result
 	// BMCIS_EVAL_ICT_SEEDS=1,2,3: every variant once per training seed
 	// (overriding the variant's own), then the mean over seeds per fusion
 	// setting (one seed's figure varies by about 0.002 nDCG@10: NOTES.md,
 	// "Third round").
-	seeds, err := eval.EnvList("BMCIS_EVAL_ICT_SEEDS", []uint64{0})
+	seeds, err := retrieval.EnvList("BMCIS_EVAL_ICT_SEEDS", []uint64{0})
 	require.NoError(t, err)
 	var seeded []variant
 	for _, v := range variants {
@@ -184,7 +185,7 @@ func TestSciFactContrastive(t *testing.T) {
 		}
 		var trainTime time.Duration
 		c.Progress = func(epoch int, loss float64) { t.Logf("%s: epoch %d loss %.4f", v.name, epoch, loss) }
-		cfg := eval.DefaultConfig()
+		cfg := retrieval.DefaultConfig()
 		cfg.Train = func(ctx context.Context, a *analysis.Analyzer, texts []string) (*embed.Builtin, error) {
 			m, err := base(ctx, a, texts)
 			if err != nil {
@@ -212,12 +213,12 @@ func TestSciFactContrastive(t *testing.T) {
 				_, err := fmt.Sscanf(fb, "%d:%g", &o.FeedbackChunks, &o.FeedbackWeight)
 				require.NoError(t, err)
 			}
-			cfg.Fusion = eval.Fusion{Method: "preset", RRF: o}
-			p, err := eval.Build(ctx, ds, cfg)
+			cfg.Fusion = retrieval.Fusion{Method: "preset", RRF: o}
+			p, err := retrieval.Build(ctx, ds, cfg)
 			require.NoError(t, err)
 			for _, alpha := range alphas {
 				o.Alpha = alpha
-				res, err := p.Run(ctx, ds, eval.Fusion{Method: "preset", RRF: o})
+				res, err := p.Run(ctx, ds, retrieval.Fusion{Method: "preset", RRF: o})
 				require.NoError(t, err)
 				res.Config = fmt.Sprintf("%s / fb %d:%g convex %.2f", v.name, o.FeedbackChunks, o.FeedbackWeight, alpha)
 				rows = append(rows, res)
@@ -236,11 +237,11 @@ func TestSciFactContrastive(t *testing.T) {
 				dsh, ses := eval.PairedNDCG10(res.HybridRun, shipRes.HybridRun, ds.Qrels)
 				a.dd += db
 				t.Logf("fine-tune %.1fs; hybrid - baseline %+.4f (s.e. %.4f), hybrid - bm25 %+.4f (s.e. %.4f), hybrid - shipped %+.4f (s.e. %.4f)\n%s",
-					trainTime.Seconds(), d, se, db, seb, dsh, ses, eval.FormatResults([]eval.Result{res}))
+					trainTime.Seconds(), d, se, db, seb, dsh, ses, retrieval.FormatResults([]retrieval.Result{res}))
 			}
 		}
 	}
-	t.Logf("\n%s", eval.FormatResults(rows))
+	t.Logf("\n%s", retrieval.FormatResults(rows))
 }
 
 // sciFactFor loads SciFact's training split when BMCIS_EVAL_ICT is mode

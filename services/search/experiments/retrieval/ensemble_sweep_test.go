@@ -1,4 +1,4 @@
-package eval
+package retrieval
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 )
 
@@ -48,7 +49,7 @@ func TestEnsembleSweep(t *testing.T) {
 		first := members[0]
 		for _, alpha := range []float64{0.5, 0.55, 0.6, 0.65} {
 			for _, fbw := range []float64{1, 1.5} {
-				run := Run{}
+				run := eval.Run{}
 				for _, q := range ds.Queries {
 					qcs, _, err := first.candidates(ctx, ds, 100)
 					require.NoError(t, err)
@@ -82,7 +83,7 @@ func TestEnsembleSweep(t *testing.T) {
 					fused := fusion.Fuse(bm, vec, o)
 					run[q.ID] = first.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
 				}
-				m := Evaluate(run, ds.Qrels)
+				m := eval.Evaluate(run, ds.Qrels)
 				t.Logf("ensemble %s, fb weight %.1f, share %.2f: hybrid %.4f / %.4f", g, fbw, alpha, m.NDCG10, m.Recall100)
 			}
 		}

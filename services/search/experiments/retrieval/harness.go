@@ -1,4 +1,8 @@
-package eval
+// Package retrieval is the in-process retrieval harness and the opt-in
+// SciFact experiments run on it (NOTES.md): the service's analyzer, BM25
+// index, embedder and fusion, driven directly, without a database. No
+// binary imports it; ../README.md says how to run it and why it is here.
+package retrieval
 
 import (
 	"context"
@@ -14,6 +18,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 )
 
@@ -59,13 +64,13 @@ func DefaultConfig() Config {
 type Result struct {
 	Config  string
 	Chunks  int
-	BM25    Metrics
-	Vector  Metrics
-	Hybrid  Metrics
+	BM25    eval.Metrics
+	Vector  eval.Metrics
+	Hybrid  eval.Metrics
 	Timings map[string]time.Duration
 	// BM25Run and HybridRun are the rankings of every query (document
 	// ids), for paired comparisons (PairedNDCG10).
-	BM25Run, HybridRun Run
+	BM25Run, HybridRun eval.Run
 }
 
 // Pipeline is an indexed corpus ready to answer queries, so several query
@@ -88,7 +93,7 @@ type Pipeline struct {
 
 // Build chunks, analyzes and indexes the corpus, and trains the builtin
 // embedder when cfg.Embed.Dims > 0.
-func Build(ctx context.Context, ds *Dataset, cfg Config) (*Pipeline, error) {
+func Build(ctx context.Context, ds *eval.Dataset, cfg Config) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg, analyzer: analysis.New(cfg.Analyzer), index: bm25.New(cfg.BM25), Timings: map[string]time.Duration{}}
 	ck, err := cl100k.Load()
 	if err != nil {
@@ -212,7 +217,7 @@ type queryCands struct {
 
 // candidates retrieves (and caches per BM25 parameters) both candidate
 // lists for every query, so fusion sweeps do not redo retrieval.
-func (p *Pipeline) candidates(ctx context.Context, ds *Dataset, k int) (map[string]queryCands, map[string]time.Duration, error) {
+func (p *Pipeline) candidates(ctx context.Context, ds *eval.Dataset, k int) (map[string]queryCands, map[string]time.Duration, error) {
 	params := p.index.Params()
 	if p.cache != nil && p.cacheParams == params {
 		return p.cache, p.cacheTimes, nil
@@ -259,7 +264,7 @@ func (p *Pipeline) candidates(ctx context.Context, ds *Dataset, k int) (map[stri
 
 // Run answers every query with BM25, vector and hybrid retrieval and
 // returns document-level metrics for each.
-func (p *Pipeline) Run(ctx context.Context, ds *Dataset, f Fusion) (Result, error) {
+func (p *Pipeline) Run(ctx context.Context, ds *eval.Dataset, f Fusion) (Result, error) {
 	k := p.cfg.Candidates
 	if k <= 0 {
 		k = 200
@@ -275,7 +280,7 @@ func (p *Pipeline) Run(ctx context.Context, ds *Dataset, f Fusion) (Result, erro
 	for name, d := range times {
 		res.Timings[name] = d
 	}
-	bm25Run, vecRun, hybRun := Run{}, Run{}, Run{}
+	bm25Run, vecRun, hybRun := eval.Run{}, eval.Run{}, eval.Run{}
 	for qid, qc := range cands {
 		bm25Run[qid] = p.docs(len(qc.bm), func(i int) int64 { return qc.bm[i].ChunkID })
 		if p.model == nil {
@@ -289,11 +294,11 @@ func (p *Pipeline) Run(ctx context.Context, ds *Dataset, f Fusion) (Result, erro
 		fused := f.fuse(qc.bm, vec)
 		hybRun[qid] = p.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
 	}
-	res.BM25 = Evaluate(bm25Run, ds.Qrels)
+	res.BM25 = eval.Evaluate(bm25Run, ds.Qrels)
 	res.BM25Run, res.HybridRun = bm25Run, hybRun
 	if p.model != nil {
-		res.Vector = Evaluate(vecRun, ds.Qrels)
-		res.Hybrid = Evaluate(hybRun, ds.Qrels)
+		res.Vector = eval.Evaluate(vecRun, ds.Qrels)
+		res.Hybrid = eval.Evaluate(hybRun, ds.Qrels)
 	}
 	return res, nil
 }

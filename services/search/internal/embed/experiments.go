@@ -8,10 +8,12 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 )
 
-// Representations measured against LSA on SciFact (eval NOTES.md) and not
-// shipped. They reuse Builtin's linear form, vector = sum_t w_t * P[t],
-// with another P and global weight; exported to the external test
-// package only.
+// Representations measured against LSA on SciFact and not shipped
+// (services/search/experiments/retrieval: NOTES.md, representations_test.go).
+// They reuse Builtin's linear form, vector = sum_t w_t * P[t], with another
+// P and global weight, so they need Builtin's unexported parts: this is the
+// one piece of the experiments that stays in the package, exported for them
+// alone. The service never calls it (the linker drops it from binaries).
 
 // ExperimentRandomIndexing: P[t] is a sparse random ternary vector (nnz
 // entries of +-1 in dims), global weight idf: a random projection of the

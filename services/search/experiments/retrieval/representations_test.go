@@ -1,4 +1,4 @@
-package embed_test
+package retrieval_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/services/search/experiments/retrieval"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
@@ -21,7 +22,7 @@ import (
 // more LSA dimensions) with the shipped hybrid (feedback + convex) and
 // with RRF k=5 0.15:
 //
-//	BMCIS_EVAL_REPR=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactRepresentations -v -timeout 30m
+//	BMCIS_EVAL_REPR=1 BMCIS_SCIFACT_DIR=... go test ./experiments/retrieval -run TestSciFactRepresentations -v -timeout 30m
 func TestSciFactRepresentations(t *testing.T) {
 	dir := os.Getenv("BMCIS_SCIFACT_DIR")
 	if os.Getenv("BMCIS_EVAL_REPR") == "" || dir == "" {
@@ -52,33 +53,33 @@ func TestSciFactRepresentations(t *testing.T) {
 			return embed.TrainBuiltin(ctx, a, texts, c)
 		}},
 	}
-	var rows []eval.Result
+	var rows []retrieval.Result
 	for _, v := range variants {
-		for _, f := range []eval.Fusion{
+		for _, f := range []retrieval.Fusion{
 			{Method: "preset", RRF: fusion.BuiltinOptions()},
 			{Method: "rrf", RRF: fusion.Options{K: 5, BM25Weight: 1, VectorWeight: 0.15}},
 		} {
-			cfg := eval.DefaultConfig()
+			cfg := retrieval.DefaultConfig()
 			cfg.Train = v.train
 			cfg.Fusion = f
 			cfg.Name = fmt.Sprintf("%s / %s", v.name, f.Method)
-			p, err := eval.Build(ctx, ds, cfg)
+			p, err := retrieval.Build(ctx, ds, cfg)
 			require.NoError(t, err)
 			res, err := p.Run(ctx, ds, f)
 			require.NoError(t, err)
 			res.Config = cfg.Name
-			t.Logf("%s", eval.FormatResults([]eval.Result{res}))
+			t.Logf("%s", retrieval.FormatResults([]retrieval.Result{res}))
 			rows = append(rows, res)
 		}
 	}
-	t.Logf("\n%s", eval.FormatResults(rows))
+	t.Logf("\n%s", retrieval.FormatResults(rows))
 }
 
 // TestSciFactQueryExpansion: each query term adds its nearest terms in the
 // LSA term space as BM25 terms; the original terms count `orig` times, an
 // expansion term once.
 //
-//	BMCIS_EVAL_REPR=1 BMCIS_SCIFACT_DIR=... go test ./internal/embed -run TestSciFactQueryExpansion -v
+//	BMCIS_EVAL_REPR=1 BMCIS_SCIFACT_DIR=... go test ./experiments/retrieval -run TestSciFactQueryExpansion -v
 func TestSciFactQueryExpansion(t *testing.T) {
 	dir := os.Getenv("BMCIS_SCIFACT_DIR")
 	if os.Getenv("BMCIS_EVAL_REPR") == "" || dir == "" {
@@ -87,7 +88,7 @@ func TestSciFactQueryExpansion(t *testing.T) {
 	ds, err := eval.LoadBEIR(dir, "train")
 	require.NoError(t, err)
 	ctx := context.Background()
-	p, err := eval.Build(ctx, ds, eval.DefaultConfig())
+	p, err := retrieval.Build(ctx, ds, retrieval.DefaultConfig())
 	require.NoError(t, err)
 	nearest := embed.ExperimentNeighbours(p.Model())
 	an := p.Model().Analyzer()

@@ -1,4 +1,4 @@
-package eval
+package retrieval
 
 import (
 	"context"
@@ -11,18 +11,19 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/stretchr/testify/require"
 )
 
 // expRun ranks every query with rank and scores the document run.
-func (p *Pipeline) expRun(ds *Dataset, rank func(q Query) []int64) Metrics {
-	run := Run{}
+func (p *Pipeline) expRun(ds *eval.Dataset, rank func(q eval.Query) []int64) eval.Metrics {
+	run := eval.Run{}
 	for _, q := range ds.Queries {
 		ids := rank(q)
 		run[q.ID] = p.docs(len(ids), func(i int) int64 { return ids[i] })
 	}
-	return Evaluate(run, ds.Qrels)
+	return eval.Evaluate(run, ds.Qrels)
 }
 
 func candIDs(c []fusion.Candidate) []int64 {
@@ -67,7 +68,7 @@ func TestSemanticSweep(t *testing.T) {
 	ds := loadSciFact(t)
 	ctx := context.Background()
 	const K = 100
-	logm := func(name string, m Metrics) { t.Logf("%-50s %.4f / %.4f", name, m.NDCG10, m.Recall100) }
+	logm := func(name string, m eval.Metrics) { t.Logf("%-50s %.4f / %.4f", name, m.NDCG10, m.Recall100) }
 
 	if group == "header" {
 		for _, hw := range []int{1, 2, 3, 4, 5} {
@@ -78,7 +79,7 @@ func TestSemanticSweep(t *testing.T) {
 			require.NoError(t, err)
 			for _, prm := range []bm25.Params{{K1: 1.2, B: 0.75}, {K1: 1.5, B: 0.75}, {K1: 0.9, B: 0.75}} {
 				p.Index().SetParams(prm)
-				m := p.expRun(ds, func(q Query) []int64 {
+				m := p.expRun(ds, func(q eval.Query) []int64 {
 					hits := p.index.Search(p.analyzer.Terms(q.Text), bm25.SearchOptions{K: K})
 					ids := make([]int64, len(hits))
 					for i, h := range hits {
@@ -122,7 +123,7 @@ func TestSemanticSweep(t *testing.T) {
 		c.qv = v[0]
 		cache[q.ID] = c
 	}
-	bmM := p.expRun(ds, func(q Query) []int64 { return candIDs(cache[q.ID].bm) })
+	bmM := p.expRun(ds, func(q eval.Query) []int64 { return candIDs(cache[q.ID].bm) })
 	logm(fmt.Sprintf("hw=%d bm25", hw), bmM)
 	// Full scores: every chunk's BM25 and cosine, so interpolation never
 	// lacks a side.
@@ -152,11 +153,11 @@ func TestSemanticSweep(t *testing.T) {
 				qvs[q.ID] = prfVector(c.qv, p.vectors, c.bm, m, beta)
 				vl[q.ID] = exactKNN(p.vectors, qvs[q.ID], K)
 			}
-			vm := p.expRun(ds, func(q Query) []int64 { return candIDs(vl[q.ID]) })
+			vm := p.expRun(ds, func(q eval.Query) []int64 { return candIDs(vl[q.ID]) })
 			logm(fmt.Sprintf("vector prf m=%d beta=%.1f", m, beta), vm)
 			for _, a := range []float64{0.3, 0.5, 0.7, 1, 1.5} {
 				for _, mode := range []string{"union", "bmonly"} {
-					hm := p.expRun(ds, func(q Query) []int64 {
+					hm := p.expRun(ds, func(q eval.Query) []int64 {
 						c := cache[q.ID]
 						f := fulls[q.ID]
 						seen := map[int64]bool{}
@@ -301,7 +302,7 @@ func TestRM3Sweep(t *testing.T) {
 		v, _ := p.model.Embed(ctx, []string{q.Text})
 		qv[q.ID] = v[0]
 	}
-	t.Logf("bm25 %.4f", p.expRun(ds, func(q Query) []int64 { return candIDs(base[q.ID]) }).NDCG10)
+	t.Logf("bm25 %.4f", p.expRun(ds, func(q eval.Query) []int64 { return candIDs(base[q.ID]) }).NDCG10)
 	for _, fb := range []int{3, 5, 10} {
 		for _, nt := range []int{10, 20} {
 			for _, lam := range []float64{0.5, 0.7, 0.85} {
@@ -309,17 +310,17 @@ func TestRM3Sweep(t *testing.T) {
 				for _, q := range ds.Queries {
 					exp[q.ID] = ts.search(rm3(p, 3, p.analyzer.Terms(q.Text), base[q.ID], fb, nt, lam), 100)
 				}
-				m := p.expRun(ds, func(q Query) []int64 { return candIDs(exp[q.ID]) })
+				m := p.expRun(ds, func(q eval.Query) []int64 { return candIDs(exp[q.ID]) })
 				line := fmt.Sprintf("rm3 fb=%d terms=%d lambda=%.2f: %.4f / %.4f", fb, nt, lam, m.NDCG10, m.Recall100)
 				vl := map[string][]fusion.Candidate{}
 				for _, q := range ds.Queries {
 					vl[q.ID] = exactKNN(p.vectors, prfVector(qv[q.ID], p.vectors, base[q.ID], 3, 2), 100)
 				}
 				for _, a := range []float64{0.7, 0.8} {
-					h := p.expRun(ds, func(q Query) []int64 { return resIDs(fusion.Convex(exp[q.ID], vl[q.ID], a, 0)) })
+					h := p.expRun(ds, func(q eval.Query) []int64 { return resIDs(fusion.Convex(exp[q.ID], vl[q.ID], a, 0)) })
 					line += fmt.Sprintf(" | convex %.1f %.4f / %.4f", a, h.NDCG10, h.Recall100)
 				}
-				h := p.expRun(ds, func(q Query) []int64 { return resIDs(fusion.RRF(exp[q.ID], vl[q.ID], fusion.BuiltinOptions())) })
+				h := p.expRun(ds, func(q eval.Query) []int64 { return resIDs(fusion.RRF(exp[q.ID], vl[q.ID], fusion.BuiltinOptions())) })
 				line += fmt.Sprintf(" | rrf5 %.4f / %.4f", h.NDCG10, h.Recall100)
 				t.Log(line)
 			}
@@ -373,9 +374,9 @@ func TestFeedbackTuning(t *testing.T) {
 					vl[q.ID] = exactKNN(p.vectors, prfVector(qv[q.ID], p.vectors, bm[q.ID], m, beta), 100)
 				}
 				line := fmt.Sprintf("embHW=%d m=%d beta=%.1f vec %.4f", embHW, m, beta,
-					p.expRun(ds, func(q Query) []int64 { return candIDs(vl[q.ID]) }).NDCG10)
+					p.expRun(ds, func(q eval.Query) []int64 { return candIDs(vl[q.ID]) }).NDCG10)
 				for _, a := range []float64{0.6, 0.65, 0.7, 0.75} {
-					h := p.expRun(ds, func(q Query) []int64 { return resIDs(fusion.Convex(bm[q.ID], vl[q.ID], a, 0)) })
+					h := p.expRun(ds, func(q eval.Query) []int64 { return resIDs(fusion.Convex(bm[q.ID], vl[q.ID], a, 0)) })
 					line += fmt.Sprintf(" | a=%.2f %.4f/%.4f", a, h.NDCG10, h.Recall100)
 				}
 				t.Log(line)

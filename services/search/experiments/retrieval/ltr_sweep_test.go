@@ -1,4 +1,4 @@
-package eval
+package retrieval
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ import (
 // by coordinate ascent on nDCG@10 (RankLib style), reported in-sample and
 // out-of-fold (5-fold cross-validation over the training queries).
 //
-//	BMCIS_EVAL_SEM=ltr go test ./internal/eval -run TestLearnedFusion -v -timeout 60m
+//	BMCIS_EVAL_SEM=ltr go test ./experiments/retrieval -run TestLearnedFusion -v -timeout 60m
 
 // Candidate features (index into ltrCand.f).
 const (
@@ -148,8 +149,8 @@ func ltrMean(qs []*ltrQuery, m *ltrModel, w []float64) float64 {
 }
 
 // ltrMetrics is the mean over every judged query (all of them are in qs).
-func ltrMetrics(qs []*ltrQuery, m *ltrModel, w []float64) Metrics {
-	var out Metrics
+func ltrMetrics(qs []*ltrQuery, m *ltrModel, w []float64) eval.Metrics {
+	var out eval.Metrics
 	for _, q := range qs {
 		n, r := q.eval(m, w, true)
 		out.NDCG10 += n
@@ -200,7 +201,7 @@ func ltrSetup(t *testing.T) []*ltrQuery {
 }
 
 // ltrData computes both lists and the features of every training query.
-func ltrData(t *testing.T, ds *Dataset, p *Pipeline) []*ltrQuery {
+func ltrData(t *testing.T, ds *eval.Dataset, p *Pipeline) []*ltrQuery {
 	ctx := context.Background()
 	const K = 100
 	fbo := fusion.BuiltinOptions()
@@ -654,7 +655,7 @@ func cvFolds(n int) (test, train [][]int) {
 // crossValidate fits on four folds and scores the fifth, for each fold:
 // the out-of-fold metrics over every query, and each query's out-of-fold
 // nDCG@10 (by index in qs).
-func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []float64) (Metrics, []float64) {
+func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []float64) (eval.Metrics, []float64) {
 	pick := func(idx []int) []*ltrQuery {
 		out := make([]*ltrQuery, len(idx))
 		for i, x := range idx {
@@ -662,7 +663,7 @@ func crossValidate(qs []*ltrQuery, m *ltrModel, fit func(train []*ltrQuery) []fl
 		}
 		return out
 	}
-	var oof Metrics
+	var oof eval.Metrics
 	per := make([]float64, len(qs))
 	test, train := cvFolds(len(qs))
 	for f := range test {

@@ -1,4 +1,4 @@
-package eval
+package retrieval
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/services/search/internal/embed"
+	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 )
 
@@ -20,7 +21,7 @@ import (
 // 14, NOTES.md "Third round"), each compared query by query with it:
 //
 //		BMCIS_EVAL_SEM=rerank BMCIS_EVAL_RERANK=coverage,feedback,rounds,maxsim \
-//		  go test ./internal/eval -run TestRerankSweep -v -timeout 30m
+//		  go test ./experiments/retrieval -run TestRerankSweep -v -timeout 30m
 //
 //	  - coverage: + mu x the mean (or weakest) cosine of each query term's own
 //	    vector with the candidate (topical coverage term by term);
@@ -47,7 +48,7 @@ func TestRerankSweep(t *testing.T) {
 	means := map[string]*mean{}
 	var order []string
 	for _, seed := range seeds {
-		rerankSweep(t, ds, parts, seed, func(name string, m Metrics, d float64) {
+		rerankSweep(t, ds, parts, seed, func(name string, m eval.Metrics, d float64) {
 			if means[name] == nil {
 				means[name] = &mean{}
 				order = append(order, name)
@@ -69,7 +70,7 @@ func TestRerankSweep(t *testing.T) {
 	}
 }
 
-func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record func(name string, m Metrics, d float64)) {
+func rerankSweep(t *testing.T, ds *eval.Dataset, parts string, seed uint64, record func(name string, m eval.Metrics, d float64)) {
 	ctx := context.Background()
 	cfg := DefaultConfig()
 	if seed != 0 {
@@ -91,14 +92,14 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 	}
 	opts := fusion.BuiltinOptions()
 	// report evaluates one ranking per query against the shipped hybrid.
-	report := func(name string, rank func(q Query) []int64) {
-		run := Run{}
+	report := func(name string, rank func(q eval.Query) []int64) {
+		run := eval.Run{}
 		for _, q := range ds.Queries {
 			ids := rank(q)
 			run[q.ID] = p.docs(len(ids), func(i int) int64 { return ids[i] })
 		}
-		m := Evaluate(run, ds.Qrels)
-		d, se := PairedNDCG10(run, base.HybridRun, ds.Qrels)
+		m := eval.Evaluate(run, ds.Qrels)
+		d, se := eval.PairedNDCG10(run, base.HybridRun, ds.Qrels)
 		t.Logf("%-42s %.4f / %.4f  %+.4f ± %.4f", name, m.NDCG10, m.Recall100, d, se)
 		record(name, m, d)
 	}
@@ -138,11 +139,11 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		}
 		return out
 	}
-	shipped := func(q Query) []fusion.Result { qc := cands[q.ID]; return fusion.Fuse(qc.bm, qc.vecFB, opts) }
+	shipped := func(q eval.Query) []fusion.Result { qc := cands[q.ID]; return fusion.Fuse(qc.bm, qc.vecFB, opts) }
 
 	if strings.Contains(parts, "analysis") {
 		bucket := func(ranked []string, rels map[string]int) int {
-			for i, d := range Dedupe(ranked) {
+			for i, d := range eval.Dedupe(ranked) {
 				if rels[d] > 0 {
 					switch {
 					case i == 0:
@@ -173,7 +174,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			}
 			trans[b][h]++
 			vecB[b][bucket(vr, rels)]++
-			gain[b] += NDCG(Dedupe(base.HybridRun[qid]), rels, 10) - NDCG(Dedupe(base.BM25Run[qid]), rels, 10)
+			gain[b] += eval.NDCG(eval.Dedupe(base.HybridRun[qid]), rels, 10) - eval.NDCG(eval.Dedupe(base.BM25Run[qid]), rels, 10)
 		}
 		for b := range trans {
 			t.Logf("first relevant in BM25 at %-6s -> hybrid %v, feedback vector %v; nDCG@10 change summed %+.2f", names[b], trans[b], vecB[b], gain[b])
@@ -226,7 +227,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			return out
 		}
 		for _, lambda := range []float64{0.25, 0.5, 1, 2} {
-			bmRun, hybRun := Run{}, Run{}
+			bmRun, hybRun := eval.Run{}, eval.Run{}
 			for _, q := range ds.Queries {
 				qc := cands[q.ID]
 				var qterms []string
@@ -246,9 +247,9 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 				fused := fusion.Fuse(bm, qc.vecFB, opts)
 				hybRun[q.ID] = p.docs(len(fused), func(i int) int64 { return fused[i].ChunkID })
 			}
-			mb, mh := Evaluate(bmRun, ds.Qrels), Evaluate(hybRun, ds.Qrels)
-			db, seb := PairedNDCG10(bmRun, base.BM25Run, ds.Qrels)
-			dh, seh := PairedNDCG10(hybRun, base.HybridRun, ds.Qrels)
+			mb, mh := eval.Evaluate(bmRun, ds.Qrels), eval.Evaluate(hybRun, ds.Qrels)
+			db, seb := eval.PairedNDCG10(bmRun, base.BM25Run, ds.Qrels)
+			dh, seh := eval.PairedNDCG10(hybRun, base.HybridRun, ds.Qrels)
 			t.Logf("proximity lambda %.2f: BM25 %.4f / %.4f (%+.4f ± %.4f), hybrid %.4f / %.4f (%+.4f ± %.4f)",
 				lambda, mb.NDCG10, mb.Recall100, db, seb, mh.NDCG10, mh.Recall100, dh, seh)
 			record(fmt.Sprintf("proximity lambda %.2f: bm25", lambda), mb, db)
@@ -272,7 +273,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		}
 		for _, agg := range []string{"mean", "min", "mean of sqrt"} {
 			for _, mu := range []float64{0.05, 0.1, 0.2, 0.3} {
-				report(fmt.Sprintf("term coverage %s mu %.2f", agg, mu), func(q Query) []int64 {
+				report(fmt.Sprintf("term coverage %s mu %.2f", agg, mu), func(q eval.Query) []int64 {
 					tv := termVecs[q.ID]
 					return boosted(shipped(q), 1000, mu, func(c int64) float64 {
 						if len(tv) == 0 {
@@ -301,7 +302,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 	}
 	// refuse re-queries the vectors with q moved towards vs (weights ws,
 	// summing to w) and fuses at BM25 share alpha.
-	refuse := func(q Query, vs [][]float32, ws []float64, alpha float64) []int64 {
+	refuse := func(q eval.Query, vs [][]float32, ws []float64, alpha float64) []int64 {
 		qv := append([]float32(nil), qvec[q.ID]...)
 		for i, v := range vs {
 			for c := range qv {
@@ -318,7 +319,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 			for _, scheme := range []string{"rank", "score", "score^4"} {
 				for _, w := range []float64{1, 1.5} {
 					for _, alpha := range []float64{0.55, 0.6, 0.65} {
-						report(fmt.Sprintf("feedback by %s m %d w %.1f share %.2f", scheme, m, w, alpha), func(q Query) []int64 {
+						report(fmt.Sprintf("feedback by %s m %d w %.1f share %.2f", scheme, m, w, alpha), func(q eval.Query) []int64 {
 							bm := cands[q.ID].bm
 							n := min(m, len(bm))
 							ws := make([]float64, n)
@@ -351,7 +352,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		for _, m := range []int{2, 3, 5} {
 			for _, w := range []float64{0.5, 1, 2} {
 				for _, alpha := range []float64{0.6, 0.7} {
-					report(fmt.Sprintf("two rounds m %d w %.1f share %.2f", m, w, alpha), func(q Query) []int64 {
+					report(fmt.Sprintf("two rounds m %d w %.1f share %.2f", m, w, alpha), func(q eval.Query) []int64 {
 						fused := shipped(q)
 						var vs [][]float32
 						var ws []float64
@@ -374,7 +375,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		for _, n := range []int{20, 50} {
 			for _, m := range []int{3, 5, 10, 20} {
 				for _, mu := range []float64{0.05, 0.1, 0.2, 0.4} {
-					report(fmt.Sprintf("regularize top %d by %d, mu %.2f", n, m, mu), func(q Query) []int64 {
+					report(fmt.Sprintf("regularize top %d by %d, mu %.2f", n, m, mu), func(q eval.Query) []int64 {
 						fused := shipped(q)
 						top := fused[:min(m, len(fused))]
 						return boosted(fused, n, mu, func(c int64) float64 {
@@ -401,7 +402,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 				if k == 0 {
 					name = fmt.Sprintf("normalize by the best, share %.2f", alpha)
 				}
-				report(name, func(q Query) []int64 { return convexBy(cands[q.ID].bm, cands[q.ID].vecFB, k, alpha) })
+				report(name, func(q eval.Query) []int64 { return convexBy(cands[q.ID].bm, cands[q.ID].vecFB, k, alpha) })
 			}
 		}
 	}
@@ -410,7 +411,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		// (score / best)^4 over the top 3, weight 1, and scores over the
 		// list's best.
 		for _, alpha := range []float64{0.55, 0.6, 0.65} {
-			report(fmt.Sprintf("feedback by score^4 + normalize by the best, share %.2f", alpha), func(q Query) []int64 {
+			report(fmt.Sprintf("feedback by score^4 + normalize by the best, share %.2f", alpha), func(q eval.Query) []int64 {
 				bm := cands[q.ID].bm
 				n := min(3, len(bm))
 				qv := append([]float32(nil), qvec[q.ID]...)
@@ -444,7 +445,7 @@ func rerankSweep(t *testing.T, ds *Dataset, parts string, seed uint64, record fu
 		})
 		for _, topN := range []int{20, 50} {
 			for _, mu := range []float64{0.05, 0.1, 0.2, 0.4} {
-				report(fmt.Sprintf("sentence max-sim top %d mu %.2f", topN, mu), func(q Query) []int64 {
+				report(fmt.Sprintf("sentence max-sim top %d mu %.2f", topN, mu), func(q eval.Query) []int64 {
 					return boosted(shipped(q), topN, mu, func(c int64) float64 {
 						best := -1.0
 						for _, sv := range sent[c] {

@@ -1,4 +1,4 @@
-package eval
+package retrieval
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/services/search/internal/eval"
 )
 
 // sciFactDir is $BMCIS_SCIFACT_DIR or <repo>/../shared/data/scifact.
@@ -15,24 +17,24 @@ func sciFactDir() string {
 	if d := os.Getenv("BMCIS_SCIFACT_DIR"); d != "" {
 		return d
 	}
-	// This package is <repo>/services/search/internal/eval.
+	// This package is <repo>/services/search/experiments/retrieval.
 	return filepath.Join("..", "..", "..", "..", "..", "shared", "data", "scifact")
 }
 
-func loadSciFact(t *testing.T) *Dataset {
+func loadSciFact(t *testing.T) *eval.Dataset {
 	t.Helper()
 	dir := sciFactDir()
 	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err != nil {
 		t.Skipf("SciFact not found at %s (set BMCIS_SCIFACT_DIR): %v", dir, err)
 	}
-	ds, err := LoadBEIR(dir, "train")
+	ds, err := eval.LoadBEIR(dir, "train")
 	require.NoError(t, err)
 	return ds
 }
 
 // sweepData skips unless BMCIS_EVAL_SEM names this experiment group, then
 // loads SciFact: the gate every sweep of this package shares.
-func sweepData(t *testing.T, group string) *Dataset {
+func sweepData(t *testing.T, group string) *eval.Dataset {
 	t.Helper()
 	if os.Getenv("BMCIS_EVAL_SEM") != group {
 		t.Skipf("set BMCIS_EVAL_SEM=%s", group)
@@ -41,7 +43,7 @@ func sweepData(t *testing.T, group string) *Dataset {
 }
 
 // TestSciFact measures the default pipeline on the SciFact training split:
-// go test ./internal/eval -run TestSciFact -v
+// go test ./experiments/retrieval -run TestSciFact -v
 func TestSciFact(t *testing.T) {
 	ds := loadSciFact(t)
 	ctx := context.Background()
