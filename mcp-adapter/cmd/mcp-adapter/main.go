@@ -119,7 +119,7 @@ func run() int {
 		}
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
 		h = tracing.HTTPHandler(h, "mcp-adapter")
-		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, MaxConns: cfg.HTTPMaxConns}
+		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, Conns: cfg.HTTPConns}
 		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())
 			return 1

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/oauthscope"
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/weburl"
@@ -54,8 +55,9 @@ type Config struct {
 	// keep-alive connection's wait for the next one (http mode).
 	HTTPReadTimeout time.Duration
 	HTTPIdleTimeout time.Duration
-	// HTTPMaxConns caps open connections in http mode.
-	HTTPMaxConns int
+	// HTTPConns bounds the connections held in http mode, in total and
+	// per client, and the wait for a request's header.
+	HTTPConns connlimit.Limits
 	// AllowedOrigins are the browser origins allowed in http mode besides
 	// the listener's own loopback origins; "*" allows all.
 	AllowedOrigins []string
@@ -115,14 +117,17 @@ type OAuthConfig struct {
 
 // Environment variable names.
 const (
-	EnvTransport           = "BMCIS_MCP_TRANSPORT"
-	EnvMCPURL              = "BMCIS_MCP_URL"
-	EnvMCPTimeout          = "BMCIS_MCP_TIMEOUT"
-	EnvHTTPAddr            = "BMCIS_MCP_HTTP_ADDR"
-	EnvHTTPMaxBody         = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
-	EnvHTTPReadTimeout     = "BMCIS_MCP_HTTP_READ_TIMEOUT"
-	EnvHTTPIdleTimeout     = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
-	EnvHTTPMaxConns        = "BMCIS_MCP_HTTP_MAX_CONNS"
+	EnvTransport       = "BMCIS_MCP_TRANSPORT"
+	EnvMCPURL          = "BMCIS_MCP_URL"
+	EnvMCPTimeout      = "BMCIS_MCP_TIMEOUT"
+	EnvHTTPAddr        = "BMCIS_MCP_HTTP_ADDR"
+	EnvHTTPMaxBody     = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
+	EnvHTTPReadTimeout = "BMCIS_MCP_HTTP_READ_TIMEOUT"
+	EnvHTTPIdleTimeout = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
+	// EnvHTTPConnsPrefix prefixes platform/connlimit's variables:
+	// BMCIS_MCP_HTTP_MAX_CONNS, _MAX_CONNS_PER_CLIENT, _READ_HEADER_TIMEOUT.
+	EnvHTTPConnsPrefix     = "BMCIS_MCP_HTTP_"
+	EnvHTTPMaxConns        = EnvHTTPConnsPrefix + "MAX_CONNS"
 	EnvAllowedOrigins      = "BMCIS_MCP_ALLOWED_ORIGINS"
 	EnvLogLevel            = "BMCIS_LOG_LEVEL"
 	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
@@ -178,7 +183,7 @@ func Load(env *config.Reader) Config {
 		HTTPMaxBodyBytes: env.Int(EnvHTTPMaxBody, 1<<20, 4<<10, 64<<20),
 		HTTPReadTimeout:  env.Duration(EnvHTTPReadTimeout, 30*time.Second, time.Second, 10*time.Minute),
 		HTTPIdleTimeout:  env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
-		HTTPMaxConns:     env.Int(EnvHTTPMaxConns, 512, 1, 1_000_000),
+		HTTPConns:        connlimit.Load(env, EnvHTTPConnsPrefix),
 		AllowedOrigins:   env.List(EnvAllowedOrigins, nil),
 		LogLevel:         env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
 		SearchAddr:       env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
