@@ -77,7 +77,10 @@ func (l Limits) withDefaults() Limits {
 // until srv closes, as srv.Serve does. It sets srv.ReadHeaderTimeout and
 // chains a hook before srv.ConnState, which must not change afterwards.
 func (l Limits) Serve(srv *http.Server, ln net.Listener) error {
-	g := newListener(ln, l.withDefaults())
+	return serve(srv, newListener(ln, l.withDefaults()))
+}
+
+func serve(srv *http.Server, g *listener) error {
 	srv.ReadHeaderTimeout = g.limits.ReadHeaderTimeout
 	next := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {

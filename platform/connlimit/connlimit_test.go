@@ -18,16 +18,20 @@ import (
 )
 
 // serve runs a server answering "ok" within l on a loopback listener and
-// returns its address.
-func serve(t *testing.T, l connlimit.Limits) string {
+// returns its address and a wait for n connections to be held idle.
+func serve(t *testing.T, l connlimit.Limits) (addr string, waitIdle func(n int)) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	serveFn, idle := connlimit.ServeCountingIdle(l, srv, ln)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Serve(srv, ln) }()
+	go func() { defer close(done); _ = serveFn() }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
-	return ln.Addr().String()
+	return ln.Addr().String(), func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return idle() == n }, time.Minute, time.Millisecond, "%d idle connections", n)
+	}
 }
 
 // get asks addr from the loopback address from on a new connection.
@@ -62,13 +66,17 @@ func finish(t *testing.T, c net.Conn) {
 // At the bound, a new connection is admitted by closing the longest-idle
 // one; a connection sending its request stays.
 func TestFullServerReclaimsTheLongestIdle(t *testing.T) {
-	addr := serve(t, connlimit.Limits{MaxConns: 3, ReadHeaderTimeout: time.Minute})
+	addr, waitIdle := serve(t, connlimit.Limits{MaxConns: 3, ReadHeaderTimeout: time.Minute})
 	half := floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 1)
-	idle := floodtest.Idle(t, addr, []string{"127.0.0.3"}, 2, "/")
+	idle := floodtest.Idle(t, addr, []string{"127.0.0.3"}, 1, "/")
+	waitIdle(1)
+	idle = append(idle, floodtest.Idle(t, addr, []string{"127.0.0.3"}, 1, "/")...)
+	waitIdle(2)
 
 	floodtest.Idle(t, addr, []string{"127.0.0.1"}, 1, "/")
 	floodtest.WaitCut(t, idle[:1], time.Now().Add(time.Minute))
 	// The first caller's connection is idle too, but newer.
+	waitIdle(2)
 	floodtest.Idle(t, addr, []string{"127.0.0.1"}, 1, "/")
 	floodtest.WaitCut(t, idle[1:], time.Now().Add(time.Minute))
 	finish(t, half[0])
@@ -77,11 +85,18 @@ func TestFullServerReclaimsTheLongestIdle(t *testing.T) {
 // One client at its bound with nothing idle cannot take more; other
 // clients are served.
 func TestPerClientBound(t *testing.T) {
-	addr := serve(t, connlimit.Limits{MaxConns: 100, MaxConnsPerClient: 4, ReadHeaderTimeout: time.Minute})
-	idle := floodtest.Idle(t, addr, []string{"127.0.0.2"}, 4, "/")
-	// Its idle connections make room for its new ones.
-	half := floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 4)
-	floodtest.WaitCut(t, idle, time.Now().Add(time.Minute))
+	addr, waitIdle := serve(t, connlimit.Limits{MaxConns: 100, MaxConnsPerClient: 4, ReadHeaderTimeout: time.Minute})
+	var idle []net.Conn
+	for i := range 4 { // one at a time: idle in this order
+		idle = append(idle, floodtest.Idle(t, addr, []string{"127.0.0.2"}, 1, "/")...)
+		waitIdle(i + 1)
+	}
+	// Its idle connections make room for its new ones, longest idle first.
+	half := floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 1)
+	floodtest.WaitCut(t, idle[:1], time.Now().Add(time.Minute))
+	waitIdle(3)
+	half = append(half, floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 3)...)
+	floodtest.WaitCut(t, idle[1:], time.Now().Add(time.Minute))
 	// Then it has nothing idle.
 	extra := floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 3)
 	floodtest.WaitCut(t, extra, time.Now().Add(time.Minute))
@@ -93,7 +108,7 @@ func TestPerClientBound(t *testing.T) {
 // When every slot is taken by a connection that is not idle, a new one
 // waits in the backlog and is served when a slot frees.
 func TestFullServerWaitsForASlot(t *testing.T) {
-	addr := serve(t, connlimit.Limits{MaxConns: 1, ReadHeaderTimeout: time.Minute})
+	addr, _ := serve(t, connlimit.Limits{MaxConns: 1, ReadHeaderTimeout: time.Minute})
 	held := floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 1)
 	errc := make(chan error, 1)
 	go func() { errc <- get(addr, "127.0.0.1") }()
@@ -105,7 +120,7 @@ func TestFullServerWaitsForASlot(t *testing.T) {
 
 // A request sent in halves is cut at the header timeout.
 func TestHalfSentRequestIsCut(t *testing.T) {
-	addr := serve(t, connlimit.Limits{ReadHeaderTimeout: 200 * time.Millisecond})
+	addr, _ := serve(t, connlimit.Limits{ReadHeaderTimeout: 200 * time.Millisecond})
 	half := floodtest.HalfSent(t, addr, []string{"127.0.0.2"}, 3)
 	floodtest.WaitCut(t, half, time.Now().Add(time.Minute))
 }
@@ -115,7 +130,7 @@ func TestHalfSentRequestIsCut(t *testing.T) {
 // caller is answered within 1 s and the half-sent requests are cut within
 // 20 s.
 func TestFloodOnDefaults(t *testing.T) {
-	addr := serve(t, connlimit.Limits{})
+	addr, _ := serve(t, connlimit.Limits{})
 	floodtest.Idle(t, addr, floodtest.Addrs(2, 5), 600, "/")
 	sent := time.Now()
 	half := floodtest.HalfSent(t, addr, floodtest.Addrs(20, 2), 50)
