@@ -249,7 +249,7 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 		g.log.Info("metrics listening", "addr", ml.Addr().String())
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
+	go func() { errc <- g.cfg.Conns.Serve(srv, lis) }()
 	g.log.Info("gateway listening", "addr", lis.Addr().String(), "version", version.Version, "config", g.cfg.String())
 	select {
 	case err := <-errc:
@@ -273,7 +273,7 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 func (g *Gateway) httpServer() *http.Server {
 	return &http.Server{
 		Handler:           g.handler,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: g.cfg.Conns.ReadHeaderTimeout,
 		ReadTimeout:       g.cfg.ReadTimeout,
 		WriteTimeout:      g.cfg.RequestTimeout + 10*time.Second,
 		IdleTimeout:       g.cfg.IdleTimeout,
