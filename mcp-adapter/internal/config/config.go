@@ -113,6 +113,9 @@ type OAuthConfig struct {
 	// issuer's key set (default 5 s): tokens naming unknown key ids cannot
 	// make every request a fetch.
 	KeyRefreshInterval time.Duration
+	// AcceptUntypedTokens accepts access tokens typed "JWT" or not at all,
+	// for identity providers that do not set RFC 9068's typ at+jwt.
+	AcceptUntypedTokens bool
 }
 
 // Environment variable names.
@@ -157,6 +160,7 @@ const (
 	EnvOAuthJWKSURL        = "BMCIS_OAUTH_JWKS_URL"
 	EnvOAuthScopes         = "BMCIS_OAUTH_SCOPES"
 	EnvOAuthKeyRefresh     = "BMCIS_OAUTH_JWKS_MIN_INTERVAL"
+	EnvOAuthUntypedTokens  = "BMCIS_OAUTH_ACCEPT_UNTYPED_TOKENS"
 )
 
 // DefaultCategoryWeights rate the demo corpus's categories; override them
@@ -271,11 +275,12 @@ func categoryWeights(env *config.Reader) map[string]float64 {
 // the http transport only.
 func loadOAuth(env *config.Reader, transport string) OAuthConfig {
 	o := OAuthConfig{
-		Issuer:             strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
-		Resource:           strings.TrimSpace(env.String(EnvOAuthResource, "")),
-		JWKSURL:            strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
-		Scopes:             env.List(EnvOAuthScopes, []string{oauthscope.Read}),
-		KeyRefreshInterval: env.Duration(EnvOAuthKeyRefresh, 5*time.Second, 100*time.Millisecond, 10*time.Minute),
+		Issuer:              strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
+		Resource:            strings.TrimSpace(env.String(EnvOAuthResource, "")),
+		JWKSURL:             strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
+		Scopes:              env.List(EnvOAuthScopes, []string{oauthscope.Read}),
+		KeyRefreshInterval:  env.Duration(EnvOAuthKeyRefresh, 5*time.Second, 100*time.Millisecond, 10*time.Minute),
+		AcceptUntypedTokens: env.Bool(EnvOAuthUntypedTokens, false),
 	}
 	if o.Issuer == "" {
 		for _, name := range []string{EnvOAuthResource, EnvOAuthJWKSURL} {
