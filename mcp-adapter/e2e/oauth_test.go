@@ -210,6 +210,9 @@ func TestOAuthResourceServer(t *testing.T) {
 		wrongAudience := token(issuers.Issuer, "kb-reader", "kb:read", "http://127.0.0.1:1/elsewhere")
 		otherIssuer := token(issuers.Other, "kb-reader", "kb:read", resource)
 		short := token(issuers.Issuer, "kb-short", "kb:read", resource)
+		untyped := token(issuers.Issuer, "kb-untyped", "kb:read", resource)
+		require.Equal(t, "JWT", header(t, untyped)["typ"])
+		require.Equal(t, "at+jwt", header(t, short)["typ"])
 		require.LessOrEqual(t, claimInt(t, short, "exp")-claimInt(t, short, "iat"), int64(3), "kb-short tokens live three seconds")
 		code, _ := post(bearer(short))
 		require.Equal(t, http.StatusOK, code, "valid until it expires")
@@ -221,6 +224,7 @@ func TestOAuthResourceServer(t *testing.T) {
 			{"another issuer", otherIssuer, "the access token is not valid for this resource"},
 			{"expired", short, "the access token has expired"},
 			{"not a token", "a.b.c", "the access token is not valid for this resource"},
+			{"not typed at+jwt (RFC 9068)", untyped, "the access token is not valid for this resource"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				code, challenge := post(bearer(tc.token))
@@ -294,6 +298,22 @@ func TestOAuthResourceServer(t *testing.T) {
 		// Known keys keep working meanwhile.
 		code, _ := post(bearer(valid))
 		require.Equal(t, http.StatusOK, code)
+	})
+
+	t.Run("a provider that does not type its tokens: the documented setting", func(t *testing.T) {
+		addr := stacktest.FreeAddr(t)
+		resource := "http://" + addr + "/mcp"
+		lenient := adapterHTTP(t, s, map[string]string{
+			"BMCIS_MCP_HTTP_ADDR":               addr,
+			"BMCIS_AUTH_ADDR":                   authSvc.Addr(),
+			"BMCIS_OAUTH_ISSUER":                issuers.Issuer,
+			"BMCIS_OAUTH_RESOURCE":              resource,
+			"BMCIS_OAUTH_ACCEPT_UNTYPED_TOKENS": "true",
+		})
+		for _, client := range []string{"kb-untyped", "kb-reader"} {
+			env := callTool(t, httpClient(t, lenient, bearer(token(issuers.Issuer, client, "kb:read", resource))), "semantic_search", map[string]any{"query": "backups", "page_size": 1})
+			require.Equal(t, "success", status(env), "%s: %v", client, env["error"])
+		}
 	})
 
 	t.Run("API keys keep working beside it", func(t *testing.T) {

@@ -89,7 +89,7 @@ func serve(ctx context.Context, g *gateway.Gateway, cfg settings.Config, lis net
 		log.Info("metrics listening", "addr", ml.Addr().String())
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
+	go func() { errc <- cfg.Conns.Serve(srv, lis) }()
 	log.Info("gateway listening", "addr", lis.Addr().String(), "version", version.Version, "config", cfg.String())
 	select {
 	case err := <-errc:
@@ -115,7 +115,7 @@ func serve(ctx context.Context, g *gateway.Gateway, cfg settings.Config, lis net
 func httpServer(cfg settings.Config, h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: cfg.Conns.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.RequestTimeout + 10*time.Second,
 		IdleTimeout:       cfg.IdleTimeout,

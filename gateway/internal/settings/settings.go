@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmcis/knowledge/gateway/internal/backends"
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/origin"
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	ReadTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections (BMCIS_GATEWAY_IDLE_TIMEOUT).
 	IdleTimeout time.Duration
+	// Conns bound the connections held, in total and per client, and the
+	// wait for a request's header (platform/connlimit:
+	// BMCIS_GATEWAY_MAX_CONNS, _MAX_CONNS_PER_CLIENT, _READ_HEADER_TIMEOUT).
+	Conns connlimit.Limits
 	// ShutdownTimeout bounds the wait for requests in flight on SIGTERM
 	// (BMCIS_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
@@ -116,6 +121,7 @@ func Load(env *config.Reader) Config {
 		RequestTimeout:  env.Duration("BMCIS_GATEWAY_REQUEST_TIMEOUT", 30*time.Second, 100*time.Millisecond, 10*time.Minute),
 		ReadTimeout:     env.Duration("BMCIS_GATEWAY_READ_TIMEOUT", 30*time.Second, time.Second, 10*time.Minute),
 		IdleTimeout:     env.Duration("BMCIS_GATEWAY_IDLE_TIMEOUT", 2*time.Minute, time.Second, time.Hour),
+		Conns:           connlimit.Load(env, "BMCIS_GATEWAY_"),
 		ShutdownTimeout: env.Duration("BMCIS_SHUTDOWN_TIMEOUT", 20*time.Second, time.Second, 10*time.Minute),
 		HealthInterval:  env.Duration("BMCIS_GATEWAY_HEALTH_INTERVAL", 5*time.Second, 50*time.Millisecond, 10*time.Minute),
 		HealthTimeout:   env.Duration("BMCIS_GATEWAY_HEALTH_TIMEOUT", 2*time.Second, 50*time.Millisecond, time.Minute),

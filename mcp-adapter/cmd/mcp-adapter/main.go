@@ -113,13 +113,13 @@ func run() int {
 		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
 		if cfg.OAuth.Issuer != "" {
 			v := oauth.New(oauth.Config{Issuer: cfg.OAuth.Issuer, Resource: cfg.OAuth.Resource, JWKSURL: cfg.OAuth.JWKSURL, Scopes: cfg.OAuth.Scopes,
-				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval})
+				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval, AcceptUntypedTokens: cfg.OAuth.AcceptUntypedTokens})
 			h = transport.WithOAuth(v, h, logger)
 			logger.Info("OAuth resource server", "issuer", cfg.OAuth.Issuer, "resource", cfg.OAuth.Resource, "metadata", v.MetadataURL())
 		}
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
 		h = tracing.HTTPHandler(h, "mcp-adapter")
-		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, MaxConns: cfg.HTTPMaxConns}
+		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, Conns: cfg.HTTPConns}
 		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())
 			return 1

@@ -11,6 +11,8 @@
 //   kb-security  scope kb:read:security, 300 s tokens
 //   kb-short     scope kb:read, 3 s tokens (the expiry test)
 //   kb-other     scope other:read (none of the adapter's: insufficient_scope)
+//   kb-untyped   scope kb:read, tokens typed "JWT" instead of RFC 9068's
+//                "at+jwt", as some identity providers issue them
 //
 // A line "rotate" on stdin rotates main's signing key: a new key signs
 // from now on and both keys are published, as a provider does during a
@@ -45,11 +47,18 @@ const client = (id, scope) => ({
 
 function provider(issuer, keys) {
   const p = new Provider(issuer, {
-    clients: [client("kb-reader", "kb:read"), client("kb-security", "kb:read:security"), client("kb-short", "kb:read"), client("kb-other", "other:read")],
+    clients: [client("kb-reader", "kb:read"), client("kb-security", "kb:read:security"), client("kb-short", "kb:read"), client("kb-other", "other:read"), client("kb-untyped", "kb:read")],
     jwks: { keys },
     scopes: ["openid", "kb:read", "kb:read:security", "other:read"],
     // Each token's lifetime is its resource server's (kb-short: 3 s).
     ttl: { ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 300 },
+    formats: {
+      customizers: {
+        jwt: (_ctx, token, jwt) => {
+          if (token.clientId === "kb-untyped") jwt.header = { typ: "JWT" };
+        },
+      },
+    },
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/oauthscope"
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/weburl"
@@ -54,8 +55,9 @@ type Config struct {
 	// keep-alive connection's wait for the next one (http mode).
 	HTTPReadTimeout time.Duration
 	HTTPIdleTimeout time.Duration
-	// HTTPMaxConns caps open connections in http mode.
-	HTTPMaxConns int
+	// HTTPConns bounds the connections held in http mode, in total and
+	// per client, and the wait for a request's header.
+	HTTPConns connlimit.Limits
 	// AllowedOrigins are the browser origins allowed in http mode besides
 	// the listener's own loopback origins; "*" allows all.
 	AllowedOrigins []string
@@ -111,18 +113,24 @@ type OAuthConfig struct {
 	// issuer's key set (default 5 s): tokens naming unknown key ids cannot
 	// make every request a fetch.
 	KeyRefreshInterval time.Duration
+	// AcceptUntypedTokens accepts access tokens typed "JWT" or not at all,
+	// for identity providers that do not set RFC 9068's typ at+jwt.
+	AcceptUntypedTokens bool
 }
 
 // Environment variable names.
 const (
-	EnvTransport           = "BMCIS_MCP_TRANSPORT"
-	EnvMCPURL              = "BMCIS_MCP_URL"
-	EnvMCPTimeout          = "BMCIS_MCP_TIMEOUT"
-	EnvHTTPAddr            = "BMCIS_MCP_HTTP_ADDR"
-	EnvHTTPMaxBody         = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
-	EnvHTTPReadTimeout     = "BMCIS_MCP_HTTP_READ_TIMEOUT"
-	EnvHTTPIdleTimeout     = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
-	EnvHTTPMaxConns        = "BMCIS_MCP_HTTP_MAX_CONNS"
+	EnvTransport       = "BMCIS_MCP_TRANSPORT"
+	EnvMCPURL          = "BMCIS_MCP_URL"
+	EnvMCPTimeout      = "BMCIS_MCP_TIMEOUT"
+	EnvHTTPAddr        = "BMCIS_MCP_HTTP_ADDR"
+	EnvHTTPMaxBody     = "BMCIS_MCP_HTTP_MAX_BODY_BYTES"
+	EnvHTTPReadTimeout = "BMCIS_MCP_HTTP_READ_TIMEOUT"
+	EnvHTTPIdleTimeout = "BMCIS_MCP_HTTP_IDLE_TIMEOUT"
+	// EnvHTTPConnsPrefix prefixes platform/connlimit's variables:
+	// BMCIS_MCP_HTTP_MAX_CONNS, _MAX_CONNS_PER_CLIENT, _READ_HEADER_TIMEOUT.
+	EnvHTTPConnsPrefix     = "BMCIS_MCP_HTTP_"
+	EnvHTTPMaxConns        = EnvHTTPConnsPrefix + "MAX_CONNS"
 	EnvAllowedOrigins      = "BMCIS_MCP_ALLOWED_ORIGINS"
 	EnvLogLevel            = "BMCIS_LOG_LEVEL"
 	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
@@ -152,6 +160,7 @@ const (
 	EnvOAuthJWKSURL        = "BMCIS_OAUTH_JWKS_URL"
 	EnvOAuthScopes         = "BMCIS_OAUTH_SCOPES"
 	EnvOAuthKeyRefresh     = "BMCIS_OAUTH_JWKS_MIN_INTERVAL"
+	EnvOAuthUntypedTokens  = "BMCIS_OAUTH_ACCEPT_UNTYPED_TOKENS"
 )
 
 // DefaultCategoryWeights rate the demo corpus's categories; override them
@@ -178,7 +187,7 @@ func Load(env *config.Reader) Config {
 		HTTPMaxBodyBytes: env.Int(EnvHTTPMaxBody, 1<<20, 4<<10, 64<<20),
 		HTTPReadTimeout:  env.Duration(EnvHTTPReadTimeout, 30*time.Second, time.Second, 10*time.Minute),
 		HTTPIdleTimeout:  env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
-		HTTPMaxConns:     env.Int(EnvHTTPMaxConns, 512, 1, 1_000_000),
+		HTTPConns:        connlimit.Load(env, EnvHTTPConnsPrefix),
 		AllowedOrigins:   env.List(EnvAllowedOrigins, nil),
 		LogLevel:         env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
 		SearchAddr:       env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
@@ -266,11 +275,12 @@ func categoryWeights(env *config.Reader) map[string]float64 {
 // the http transport only.
 func loadOAuth(env *config.Reader, transport string) OAuthConfig {
 	o := OAuthConfig{
-		Issuer:             strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
-		Resource:           strings.TrimSpace(env.String(EnvOAuthResource, "")),
-		JWKSURL:            strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
-		Scopes:             env.List(EnvOAuthScopes, []string{oauthscope.Read}),
-		KeyRefreshInterval: env.Duration(EnvOAuthKeyRefresh, 5*time.Second, 100*time.Millisecond, 10*time.Minute),
+		Issuer:              strings.TrimSpace(env.String(EnvOAuthIssuer, "")),
+		Resource:            strings.TrimSpace(env.String(EnvOAuthResource, "")),
+		JWKSURL:             strings.TrimSpace(env.String(EnvOAuthJWKSURL, "")),
+		Scopes:              env.List(EnvOAuthScopes, []string{oauthscope.Read}),
+		KeyRefreshInterval:  env.Duration(EnvOAuthKeyRefresh, 5*time.Second, 100*time.Millisecond, 10*time.Minute),
+		AcceptUntypedTokens: env.Bool(EnvOAuthUntypedTokens, false),
 	}
 	if o.Issuer == "" {
 		for _, name := range []string{EnvOAuthResource, EnvOAuthJWKSURL} {

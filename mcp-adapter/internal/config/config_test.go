@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	platform "github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/connlimit"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
@@ -36,30 +37,32 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 1<<20, c.HTTPMaxBodyBytes)
 	require.Equal(t, 30*time.Second, c.HTTPReadTimeout)
 	require.Equal(t, 120*time.Second, c.HTTPIdleTimeout)
-	require.Equal(t, 512, c.HTTPMaxConns)
+	require.Equal(t, connlimit.Limits{MaxConns: 512, MaxConnsPerClient: 128, ReadHeaderTimeout: 5 * time.Second}, c.HTTPConns)
 	require.Equal(t, 5*time.Second, c.AllowCacheTTL)
 	require.Empty(t, c.AllowedOrigins)
 }
 
 func TestValues(t *testing.T) {
 	env := platform.FromMap(map[string]string{
-		config.EnvServiceToken:        token,
-		config.EnvTransport:           "HTTP",
-		config.EnvHTTPAddr:            ":9000",
-		config.EnvCursorSecret:        "cursor-secret-0123456789abcdef0123456789",
-		config.EnvMaxTokens:           "20000",
-		config.EnvWarnThreshold:       "0.9",
-		config.EnvCacheMissSlow:       "100ms",
-		config.EnvDesktop:             "false",
-		config.EnvCategoryWeights:     "Security=1, docs = 0.4",
-		config.EnvDefaultResponseMode: "preview",
-		config.EnvDefaultFormat:       "json",
-		config.EnvAPIKey:              "bmcis_k_s",
-		config.EnvHTTPMaxBody:         "65536",
-		config.EnvHTTPReadTimeout:     "5s",
-		config.EnvHTTPIdleTimeout:     "1m",
-		config.EnvHTTPMaxConns:        "64",
-		config.EnvAllowedOrigins:      "https://claude.example.com, http://localhost:3000",
+		config.EnvServiceToken:                             token,
+		config.EnvTransport:                                "HTTP",
+		config.EnvHTTPAddr:                                 ":9000",
+		config.EnvCursorSecret:                             "cursor-secret-0123456789abcdef0123456789",
+		config.EnvMaxTokens:                                "20000",
+		config.EnvWarnThreshold:                            "0.9",
+		config.EnvCacheMissSlow:                            "100ms",
+		config.EnvDesktop:                                  "false",
+		config.EnvCategoryWeights:                          "Security=1, docs = 0.4",
+		config.EnvDefaultResponseMode:                      "preview",
+		config.EnvDefaultFormat:                            "json",
+		config.EnvAPIKey:                                   "bmcis_k_s",
+		config.EnvHTTPMaxBody:                              "65536",
+		config.EnvHTTPReadTimeout:                          "5s",
+		config.EnvHTTPIdleTimeout:                          "1m",
+		config.EnvHTTPMaxConns:                             "64",
+		config.EnvHTTPConnsPrefix + "MAX_CONNS_PER_CLIENT": "8",
+		config.EnvHTTPConnsPrefix + "READ_HEADER_TIMEOUT":  "2s",
+		config.EnvAllowedOrigins:                           "https://claude.example.com, http://localhost:3000",
 	})
 	c := config.Load(env)
 	require.NoError(t, env.Err())
@@ -77,7 +80,7 @@ func TestValues(t *testing.T) {
 	require.Equal(t, 65536, c.HTTPMaxBodyBytes)
 	require.Equal(t, 5*time.Second, c.HTTPReadTimeout)
 	require.Equal(t, time.Minute, c.HTTPIdleTimeout)
-	require.Equal(t, 64, c.HTTPMaxConns)
+	require.Equal(t, connlimit.Limits{MaxConns: 64, MaxConnsPerClient: 8, ReadHeaderTimeout: 2 * time.Second}, c.HTTPConns)
 	require.Equal(t, []string{"https://claude.example.com", "http://localhost:3000"}, c.AllowedOrigins)
 }
 

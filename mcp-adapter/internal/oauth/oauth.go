@@ -13,6 +13,7 @@ package oauth
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,11 @@ type Config struct {
 	// one fetch), so without it anyone could make every request cost the
 	// issuer a fetch with made-up key ids.
 	KeyRefreshInterval time.Duration
+	// AcceptUntypedTokens also accepts tokens whose JOSE header says typ
+	// "JWT" or nothing, for identity providers that do not issue RFC 9068
+	// access tokens (typ "at+jwt"). Off, such a token is refused: an ID
+	// token or any other JWT of the issuer is not an access token.
+	AcceptUntypedTokens bool
 }
 
 // DefaultKeyRefreshInterval: at most one key set fetch per 5 s.
@@ -151,6 +157,9 @@ func New(cfg Config) *Verifier {
 // ErrInsufficientScope or ErrUnavailable (wrapped with the detail, for
 // logs). With ErrInsufficientScope the identity is returned too.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
+	if err := checkType(raw, v.cfg.AcceptUntypedTokens); err != nil {
+		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	verifier, err := v.oidcVerifier(ctx)
 	if err != nil {
 		return Identity{}, err
@@ -191,6 +200,43 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 		return id, ErrInsufficientScope
 	}
 	return id, nil
+}
+
+// AccessTokenType is the JOSE typ of an RFC 9068 access token.
+const AccessTokenType = "at+jwt"
+
+// checkType refuses a token whose JOSE header typ is not at+jwt (RFC 9068
+// section 4; "application/" may prefix it, compared without case, RFC 7515
+// section 4.1.9); with untyped, typ "JWT" or none passes too. It reads the
+// header only: the signature, which covers it, is checked next.
+func checkType(raw string, untyped bool) error {
+	head, _, ok := strings.Cut(raw, ".")
+	if !ok {
+		return errors.New("not a JWT")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return fmt.Errorf("header: %v", err)
+	}
+	var h struct {
+		Typ *string `json:"typ"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return fmt.Errorf("header: %v", err)
+	}
+	typ := ""
+	if h.Typ != nil {
+		typ = strings.TrimPrefix(strings.ToLower(*h.Typ), "application/")
+	}
+	switch {
+	case typ == AccessTokenType:
+		return nil
+	case untyped && (h.Typ == nil || typ == "jwt"):
+		return nil
+	case h.Typ == nil:
+		return errors.New("the token has no typ; an access token says at+jwt (RFC 9068)")
+	}
+	return fmt.Errorf("typ %q is not at+jwt (RFC 9068)", *h.Typ)
 }
 
 // oidcVerifier returns the go-oidc verifier, discovering the key set URL

@@ -1,10 +1,8 @@
 package transport_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -122,29 +120,4 @@ func TestProtocolVersionHeader(t *testing.T) {
 			}
 		})
 	}
-}
-
-// At the cap, a further connection waits until one closes.
-func TestConnectionCap(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })}
-	go func() { _ = srv.Serve(transport.LimitListener(ln, 1)) }()
-	t.Cleanup(func() { cancel(); _ = srv.Close() })
-
-	held, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	get := func(timeout time.Duration) error {
-		c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String(), nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
-	require.Error(t, get(300*time.Millisecond), "the one allowed connection is taken")
-	require.NoError(t, held.Close())
-	require.NoError(t, get(5*time.Second), "served once it closed")
 }

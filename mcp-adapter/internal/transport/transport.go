@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
-	"golang.org/x/net/netutil"
 
+	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/version"
 
@@ -193,59 +193,37 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // ServerLimits bound how long the HTTP server waits on a client and how
-// many clients it holds.
+// many connections it holds.
 type ServerLimits struct {
 	// Read is the most time reading a whole request, body included.
 	Read time.Duration
 	// Idle is how long a keep-alive connection waits for the next request.
 	Idle time.Duration
-	// MaxConns caps open connections; further ones wait in the listen
-	// backlog until one closes. Zero means DefaultMaxConns.
-	MaxConns int
+	// Conns bound the connections open at once, in total and per client,
+	// and the wait for a request's header (platform/connlimit).
+	Conns connlimit.Limits
 }
 
-// DefaultMaxConns is the default cap on open connections.
-const DefaultMaxConns = 512
-
-// ServeHTTP listens on addr until ctx ends, then shuts down gracefully.
-// Zero timeouts take 30 s (read) and 120 s (idle). There is no write
-// timeout: a tool call's answer may stream for as long as its backends take.
+// ServeHTTP listens on addr and serves until ctx ends, then shuts down
+// gracefully (Serve).
 func ServeHTTP(ctx context.Context, addr string, h http.Handler, to ServerLimits, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, LimitListener(ln, to.MaxConns), newServer(h, to), logger)
+	return Serve(ctx, ln, h, to, logger)
 }
 
-// LimitListener caps the connections open at once on ln (n <= 0:
-// DefaultMaxConns).
-func LimitListener(ln net.Listener, n int) net.Listener {
-	if n <= 0 {
-		n = DefaultMaxConns
-	}
-	return netutil.LimitListener(ln, n)
-}
-
-func newServer(h http.Handler, to ServerLimits) *http.Server {
-	if to.Read <= 0 {
-		to.Read = 30 * time.Second
-	}
-	if to.Idle <= 0 {
-		to.Idle = 120 * time.Second
-	}
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: min(10*time.Second, to.Read),
-		ReadTimeout:       to.Read,
-		IdleTimeout:       to.Idle,
-	}
-}
-
-func serve(ctx context.Context, ln net.Listener, srv *http.Server, logger *slog.Logger) error {
-	logger.Info("serving MCP over streamable HTTP", "addr", ln.Addr().String(), "endpoint", "/mcp")
+// Serve serves on ln until ctx ends, then shuts down gracefully. Zero
+// timeouts take 30 s (read) and 120 s (idle); idle connections are closed
+// sooner when the connection bound is reached. There is no write timeout:
+// a tool call's answer may stream for as long as its backends take.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, to ServerLimits, logger *slog.Logger) error {
+	logger.Info("serving MCP over streamable HTTP", "addr", ln.Addr().String(), "endpoint", "/mcp",
+		"max_conns", to.Conns.MaxConns, "max_conns_per_client", to.Conns.MaxConnsPerClient)
+	srv := newServer(h, to)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- to.Conns.Serve(srv, ln) }()
 	select {
 	case err := <-errc:
 		return err
@@ -260,4 +238,18 @@ func serve(ctx context.Context, ln net.Listener, srv *http.Server, logger *slog.
 		return err
 	}
 	return nil
+}
+
+func newServer(h http.Handler, to ServerLimits) *http.Server {
+	if to.Read <= 0 {
+		to.Read = 30 * time.Second
+	}
+	if to.Idle <= 0 {
+		to.Idle = 120 * time.Second
+	}
+	return &http.Server{
+		Handler:     h,
+		ReadTimeout: to.Read,
+		IdleTimeout: to.Idle,
+	}
 }

@@ -228,9 +228,7 @@ func TestServerTimeouts(t *testing.T) {
 	srv := transport.NewServer(http.NotFoundHandler(), transport.ServerLimits{})
 	require.Equal(t, 30*time.Second, srv.ReadTimeout)
 	require.Equal(t, 120*time.Second, srv.IdleTimeout)
-	require.Equal(t, 10*time.Second, srv.ReadHeaderTimeout)
 	srv = transport.NewServer(http.NotFoundHandler(), transport.ServerLimits{Read: 2 * time.Second, Idle: time.Minute})
 	require.Equal(t, 2*time.Second, srv.ReadTimeout)
-	require.Equal(t, 2*time.Second, srv.ReadHeaderTimeout)
 	require.Equal(t, time.Minute, srv.IdleTimeout)
 }
