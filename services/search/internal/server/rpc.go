@@ -12,11 +12,15 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/readmask"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
 const maxChunkIDs = 100
+
+// chunksResponseDesc is what a GetChunks read mask names fields of.
+var chunksResponseDesc = (&searchv1.GetChunksResponse{}).ProtoReflect().Descriptor()
 
 // GetChunks returns whole chunks by id, in the order asked. They come from
 // memory; ids this replica has not loaded yet are read from PostgreSQL.
@@ -24,6 +28,10 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	ids := req.GetChunkIds()
 	if len(ids) == 0 || len(ids) > maxChunkIDs {
 		return nil, grpcserver.InvalidArgument("chunk_ids", "give between 1 and %d ids, got %d", maxChunkIDs, len(ids))
+	}
+	mask, err := readmask.New(req.GetReadMask(), chunksResponseDesc, "chunks.chunk_id", "missing_ids")
+	if err != nil {
+		return nil, grpcserver.InvalidArgument("read_mask", "%v", err)
 	}
 	recs := s.ix.Chunks(ids)
 	var unknown []int64
@@ -45,11 +53,14 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 			fromDB[r.ID] = r
 		}
 	}
-	dctx, cancel := s.dbCtx(ctx)
-	texts, _, err := s.texts.texts(dctx, recs)
-	cancel()
-	if err != nil {
-		return nil, dbError(ctx, err)
+	var texts map[int64]store.StoredText
+	if mask.Wants("chunks.chunk_text") || mask.Wants("chunks.context_header") {
+		dctx, cancel := s.dbCtx(ctx)
+		texts, _, err = s.texts.texts(dctx, recs)
+		cancel()
+		if err != nil {
+			return nil, dbError(ctx, err)
+		}
 	}
 	sc := s.readScope(req.GetScope())
 	resp := &searchv1.GetChunksResponse{}
@@ -64,6 +75,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 		}
 		resp.Chunks = append(resp.Chunks, chunkProto(r, texts))
 	}
+	mask.Prune(resp)
 	return resp, nil
 }
 

@@ -269,6 +269,7 @@ type StoredText struct {
 // exist are left out): what a replica keeping text only in PostgreSQL
 // reads for the page it shows.
 func (s *Store) ChunkTexts(ctx context.Context, ids []int64) (map[int64]StoredText, error) {
+	s.reads.ChunkTexts.Add(1)
 	out := make(map[int64]StoredText, len(ids))
 	if len(ids) == 0 {
 		return out, nil
