@@ -50,7 +50,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 		}
 		_, recs := index.Records(docs, chunks)
 		for _, r := range recs {
-			fromDB[r.ID] = r
+			fromDB[r.ChunkID] = r
 		}
 	}
 	var texts map[int64]store.StoredText

@@ -219,22 +219,22 @@ func resultProto(r *engine.Result, rank int, texts map[int64]store.StoredText) *
 // chunkProto maps a record; texts supplies header and text for records
 // that left them in PostgreSQL.
 func chunkProto(c *index.Chunk, texts map[int64]store.StoredText) *searchv1.Chunk {
-	header, text := c.Header, c.Text
+	header, text := c.ContextHeader, c.ChunkText
 	if c.TextInDatabase {
-		t := texts[c.ID]
-		header, text = t.Header, t.Text
+		t := texts[c.ChunkID]
+		header, text = t.ContextHeader, t.ChunkText
 	}
 	return &searchv1.Chunk{
-		ChunkId:         c.ID,
+		ChunkId:         c.ChunkID,
 		DocumentId:      c.Doc.ExternalID,
 		SourceFile:      c.Doc.SourceFile,
 		SourceCategory:  c.Doc.Category,
 		Title:           c.Doc.Title,
 		ContextHeader:   header,
 		ChunkText:       text,
-		ChunkIndex:      c.Index,
-		TotalChunks:     c.Total,
-		ChunkTokenCount: c.Tokens,
+		ChunkIndex:      c.ChunkIndex,
+		TotalChunks:     c.TotalChunks,
+		ChunkTokenCount: c.ChunkTokenCount,
 		Page:            c.Page,
 		UpdatedAt:       timestamppb.New(c.Doc.UpdatedAt),
 	}
