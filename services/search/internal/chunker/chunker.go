@@ -79,7 +79,7 @@ func (o Options) withDefaults() Options {
 // stored: it has no id or hash yet, and it says how much of its text
 // repeats the previous piece (OverlapTokens), which only the cutting needs.
 // Its fields have the names of searchv1.Chunk's, the record a chunk ends
-// as (see docs/ARCHITECTURE.md, "One chunk record").
+// as (see docs/SEARCH.md, "One chunk record").
 type Chunk struct {
 	// ChunkIndex is the 0-based position of the chunk in its document.
 	ChunkIndex int
