@@ -11,7 +11,6 @@ package readmask
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -22,7 +21,15 @@ import (
 // Mask is a validated read mask. The zero Mask (and a Mask of an unset or
 // empty FieldMask) wants every field.
 type Mask struct {
-	paths []string // nil: every field
+	root *node // nil: every field
+}
+
+// node is the wanted fields of a message, by name; whole wants every field
+// of it (the mask named the message field itself). A tree, so pruning an
+// answer costs a map lookup per field and no allocation.
+type node struct {
+	whole  bool
+	fields map[protoreflect.Name]*node
 }
 
 // All is the mask that wants every field.
@@ -35,21 +42,20 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 	if len(fm.GetPaths()) == 0 {
 		return All, nil
 	}
-	paths := make([]string, 0, len(fm.GetPaths())+len(always))
-	for _, p := range append(slices.Clone(fm.GetPaths()), always...) {
-		p = strings.TrimSpace(p)
-		if err := resolve(response, p); err != nil {
-			return All, err
+	root := &node{}
+	for _, paths := range [][]string{fm.GetPaths(), always} {
+		for _, p := range paths {
+			if err := root.add(response, strings.TrimSpace(p)); err != nil {
+				return All, err
+			}
 		}
-		paths = append(paths, p)
 	}
-	slices.Sort(paths)
-	return Mask{paths: slices.Compact(paths)}, nil
+	return Mask{root: root}, nil
 }
 
-// resolve checks that path names a field of md, going through message
-// fields (repeated ones included).
-func resolve(md protoreflect.MessageDescriptor, path string) error {
+// add adds path, checking that it names a field of md, going through
+// message fields (repeated ones included).
+func (n *node) add(md protoreflect.MessageDescriptor, path string) error {
 	segs := strings.Split(path, ".")
 	for i, seg := range segs {
 		if md == nil {
@@ -59,67 +65,68 @@ func resolve(md protoreflect.MessageDescriptor, path string) error {
 		if fd == nil {
 			return fmt.Errorf("read mask path %q: no field %q in %s", path, seg, md.Name())
 		}
-		if fd.IsMap() {
-			md = nil
-			continue
+		md = nil
+		if !fd.IsMap() {
+			md = fd.Message()
 		}
-		md = fd.Message()
+		if n.whole {
+			continue // an enclosing message is wanted whole; still validate the rest
+		}
+		if n.fields == nil {
+			n.fields = map[protoreflect.Name]*node{}
+		}
+		child := n.fields[fd.Name()]
+		if child == nil {
+			child = &node{}
+			n.fields[fd.Name()] = child
+		}
+		n = child
 	}
+	n.whole, n.fields = true, nil
 	return nil
 }
 
 // IsAll reports whether the mask wants every field.
-func (m Mask) IsAll() bool { return m.paths == nil }
+func (m Mask) IsAll() bool { return m.root == nil }
 
-// Wants reports whether the answer needs path: the mask names it, a
-// message field above it, or a field below it.
+// Wants reports whether the answer needs path (a path of the response
+// message): the mask names it, a message field above it, or a field below
+// it.
 func (m Mask) Wants(path string) bool {
-	if m.paths == nil {
-		return true
-	}
-	for _, p := range m.paths {
-		if p == path || strings.HasPrefix(path, p+".") || strings.HasPrefix(p, path+".") {
+	n := m.root
+	for seg := range strings.SplitSeq(path, ".") {
+		if n == nil || n.whole {
 			return true
 		}
-	}
-	return false
-}
-
-// whole reports whether the mask wants path and everything under it.
-func (m Mask) whole(path string) bool {
-	if m.paths == nil {
-		return true
-	}
-	for _, p := range m.paths {
-		if p == path || strings.HasPrefix(path, p+".") {
-			return true
+		if n = n.fields[protoreflect.Name(seg)]; n == nil {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // Prune clears every field of msg (the response) the mask does not want.
 func (m Mask) Prune(msg proto.Message) {
-	if m.paths == nil || msg == nil {
+	if m.root == nil || msg == nil {
 		return
 	}
-	m.prune(msg.ProtoReflect(), "")
+	m.root.prune(msg.ProtoReflect())
 }
 
-func (m Mask) prune(msg protoreflect.Message, prefix string) {
+func (n *node) prune(msg protoreflect.Message) {
 	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		path := prefix + string(fd.Name())
+		child := n.fields[fd.Name()]
 		switch {
-		case !m.Wants(path):
+		case child == nil:
 			msg.Clear(fd)
-		case m.whole(path) || fd.Message() == nil || fd.IsMap():
+		case child.whole || fd.Message() == nil || fd.IsMap():
 		case fd.IsList():
 			l := v.List()
 			for i := range l.Len() {
-				m.prune(l.Get(i).Message(), path+".")
+				child.prune(l.Get(i).Message())
 			}
 		default:
-			m.prune(v.Message(), path+".")
+			child.prune(v.Message())
 		}
 		return true
 	})
