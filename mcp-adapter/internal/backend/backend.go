@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
@@ -146,74 +147,41 @@ func readScope(ctx context.Context) *searchv1.ReadScope {
 	return &searchv1.ReadScope{Categories: cats}
 }
 
-// SearchPage runs one page of a hybrid query.
-func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int) (model.SearchPage, error) {
-	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
-	defer cancel()
-	resp, err := c.Search.Search(ctx, &searchv1.SearchRequest{
-		Query:  query,
-		Mode:   searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
-		Offset: int32(offset),
-		Limit:  int32(limit),
-		Scope:  readScope(ctx),
-	})
-	if err != nil {
-		return model.SearchPage{}, err
-	}
-	page := model.SearchPage{
-		TotalAvailable: int(resp.GetTotalAvailable()),
-		CacheHit:       resp.GetCacheHit(),
-		Mode:           method(resp.GetMode()),
-		QueryTerms:     resp.GetQueryTerms(),
-		SearchTimeMS:   resp.GetSearchTimeMs(),
-		DatabaseTimeMS: resp.GetDatabaseTimeMs(),
-		Hits:           make([]model.Hit, 0, len(resp.GetResults())),
-	}
-	for _, r := range resp.GetResults() {
-		page.Hits = append(page.Hits, model.Hit{
-			Chunk:           chunk(r.GetChunk()),
-			Rank:            int(r.GetRank()),
-			HybridScore:     r.GetHybridScore(),
-			SimilarityScore: r.GetSimilarityScore(),
-			BM25Score:       r.GetBm25Score(),
-			ScoreType:       method(r.GetScoreType()),
-			MatchedTerms:    r.GetMatchedTerms(),
-			BM25Rank:        int(r.GetBm25Rank()),
-			VectorRank:      int(r.GetVectorRank()),
-			IsDuplicate:     r.GetIsDuplicate(),
-			SimilarChunkIDs: r.GetSimilarChunkIds(),
-			Mentions:        mentions(r.GetMentions()),
-		})
-	}
-	page.QueryVendors = mentions(resp.GetQueryVendors())
-	return page, nil
-}
-
-func mentions(ms []*searchv1.EntityMention) []model.Mention {
-	if len(ms) == 0 {
+// readMask is the read mask of paths (nil: the whole answer).
+func readMask(paths []string) *fieldmaskpb.FieldMask {
+	if paths == nil {
 		return nil
 	}
-	out := make([]model.Mention, len(ms))
-	for i, m := range ms {
-		out[i] = model.Mention{EntityID: m.GetEntityId(), Name: m.GetName(), EntityType: m.GetEntityType(),
-			IsVendor: m.GetIsVendor(), Count: int(m.GetCount())}
-	}
-	return out
+	return &fieldmaskpb.FieldMask{Paths: paths}
+}
+
+// SearchPage runs one page of a hybrid query. read lists the fields of the
+// answer the caller will read (SearchRequest.read_mask; nil: all): the
+// service reads and sends no others.
+func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int, read []string) (*searchv1.SearchResponse, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	defer cancel()
+	return c.Search.Search(ctx, &searchv1.SearchRequest{
+		Query:    query,
+		Mode:     searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
+		Offset:   int32(offset),
+		Limit:    int32(limit),
+		Scope:    readScope(ctx),
+		ReadMask: readMask(read),
+	})
 }
 
 // GetChunks fetches chunks by id, in the order asked, and the ids missing.
-func (c *Clients) GetChunks(ctx context.Context, ids []int64) ([]model.Chunk, []int64, error) {
+// read lists the fields the caller will read (GetChunksRequest.read_mask;
+// nil: all).
+func (c *Clients) GetChunks(ctx context.Context, ids []int64, read []string) ([]*searchv1.Chunk, []int64, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
 	defer cancel()
-	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids, Scope: readScope(ctx)})
+	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids, Scope: readScope(ctx), ReadMask: readMask(read)})
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]model.Chunk, 0, len(resp.GetChunks()))
-	for _, ch := range resp.GetChunks() {
-		out = append(out, chunk(ch))
-	}
-	return out, resp.GetMissingIds(), nil
+	return resp.GetChunks(), resp.GetMissingIds(), nil
 }
 
 // Categories lists the indexed document categories, largest first.
@@ -235,39 +203,6 @@ func (c *Clients) Categories(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func chunk(c *searchv1.Chunk) model.Chunk {
-	if c == nil {
-		return model.Chunk{}
-	}
-	m := model.Chunk{
-		ChunkID:         c.GetChunkId(),
-		DocumentID:      c.GetDocumentId(),
-		SourceFile:      c.GetSourceFile(),
-		SourceCategory:  c.GetSourceCategory(),
-		Title:           c.GetTitle(),
-		ContextHeader:   c.GetContextHeader(),
-		ChunkText:       c.GetChunkText(),
-		ChunkIndex:      int(c.GetChunkIndex()),
-		TotalChunks:     int(c.GetTotalChunks()),
-		ChunkTokenCount: int(c.GetChunkTokenCount()),
-		Page:            int(c.GetPage()),
-	}
-	if c.GetUpdatedAt() != nil {
-		m.UpdatedAt = c.GetUpdatedAt().AsTime()
-	}
-	return m
-}
-
-func method(m searchv1.RetrievalMode) model.ScoreMethod {
-	switch m {
-	case searchv1.RetrievalMode_RETRIEVAL_MODE_BM25:
-		return model.ScoreBM25
-	case searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR:
-		return model.ScoreVector
-	}
-	return model.ScoreHybrid
 }
 
 // NotFoundError is a vendor name that matches no vendor.

@@ -1,9 +1,15 @@
-// Package model holds the adapter's view of backend data, decoupled from the
-// generated protobuf types so the pure packages (projection, signals,
-// render) can be tested without gRPC.
+// Package model holds the adapter's view of the vendor graph, and the names
+// of score methods. A chunk and a search result need no view of their own:
+// the adapter reads the search service's records as they come
+// (searchv1.Chunk, searchv1.SearchResult, searchv1.SearchResponse), whose
+// field names are the reference's.
 package model
 
-import "time"
+import (
+	"time"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
 
 // ScoreMethod names the retrievers behind a score.
 type ScoreMethod string
@@ -15,65 +21,15 @@ const (
 	ScoreVector ScoreMethod = "vector"
 )
 
-// Chunk is one stored piece of a document.
-type Chunk struct {
-	ChunkID        int64
-	DocumentID     string
-	SourceFile     string
-	SourceCategory string
-	Title          string
-	ContextHeader  string
-	ChunkText      string
-	ChunkIndex     int
-	TotalChunks    int
-	// ChunkTokenCount is the cl100k count of ChunkText computed at
-	// ingestion; 0 when unknown.
-	ChunkTokenCount int
-	// Page is the 1-based page the chunk is on, for paged formats (PDF);
-	// 0 otherwise.
-	Page      int
-	UpdatedAt time.Time
-}
-
-// Hit is a ranked search result.
-type Hit struct {
-	Chunk
-	Rank            int
-	HybridScore     float64
-	SimilarityScore float64
-	BM25Score       float64
-	ScoreType       ScoreMethod
-	MatchedTerms    []string
-	// BM25Rank and VectorRank are 1-based ranks on each retriever, 0 when
-	// that retriever did not return the chunk.
-	BM25Rank        int
-	VectorRank      int
-	IsDuplicate     bool
-	SimilarChunkIDs []int64
-	// Mentions are the graph entities the chunk names, vendors first.
-	Mentions []Mention
-}
-
-// Mention is a vendor-graph entity a text names.
-type Mention struct {
-	EntityID   string
-	Name       string
-	EntityType string
-	IsVendor   bool
-	Count      int
-}
-
-// SearchPage is one page of a ranked query.
-type SearchPage struct {
-	Hits           []Hit
-	TotalAvailable int
-	CacheHit       bool
-	Mode           ScoreMethod
-	QueryTerms     []string
-	SearchTimeMS   float64
-	DatabaseTimeMS float64
-	// QueryVendors are the vendors the query itself names.
-	QueryVendors []Mention
+// Method names the retrievers of a retrieval mode (hybrid when unspecified).
+func Method(m searchv1.RetrievalMode) ScoreMethod {
+	switch m {
+	case searchv1.RetrievalMode_RETRIEVAL_MODE_BM25:
+		return ScoreBM25
+	case searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR:
+		return ScoreVector
+	}
+	return ScoreHybrid
 }
 
 // Entity is a node of the vendor graph.

@@ -6,16 +6,18 @@ import (
 	"strconv"
 	"strings"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/jschema"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 )
 
-// Source is what a field's value is read from: a search hit (a chunk
-// fetched by id is a hit without scores) or a vendor neighbourhood, and the
-// mode asked for.
+// Source is what a field's value is read from: a search result (a chunk
+// fetched by id is a result without scores) or a vendor neighbourhood, and
+// the mode asked for.
 type Source struct {
-	Hit           model.Hit
+	Hit           *searchv1.SearchResult
 	Vendor        model.Vendor
 	Mode          Spec
 	Relationships bool // include_relationships
@@ -63,11 +65,22 @@ type Field struct {
 	Value    func(src *Source) any
 	Markdown []Markdown
 	List     *List
+	// Reads lists the fields of the search service's answer the value is
+	// read from, as paths of searchv1.SearchResult: the read mask of a
+	// request is the union of its fields' (SearchReads, ChunkReads), so a
+	// field that is not shown is not read.
+	Reads []string
 	// OmitEmpty leaves the field out of a result when its value is an
 	// empty list or the number 0: tokens spent on "no mentions" or "no
 	// page" say nothing.
 	OmitEmpty bool
 }
+
+// r lists a field's Reads.
+func r(paths ...string) []string { return paths }
+
+// chunk is the chunk of the result read.
+func (s *Source) chunk() *searchv1.Chunk { return s.Hit.GetChunk() }
 
 // MaxMentions bounds a search result's mentions (vendors first).
 const MaxMentions = 3
@@ -75,15 +88,15 @@ const MaxMentions = 3
 // registry lists every field; the markdown rendering walks it in this
 // order.
 var registry = []Field{
-	{Name: "source_file", Schema: jschema.Str(), Value: func(s *Source) any { return s.Hit.SourceFile },
+	{Name: "source_file", Schema: jschema.Str(), Reads: r("chunk.source_file"), Value: func(s *Source) any { return s.chunk().GetSourceFile() },
 		Markdown: []Markdown{{Head, func(_ envelope.Object, v any) string { return bold(v) }}}},
-	{Name: "chunk_id", Schema: jschema.Int(0), Value: func(s *Source) any { return s.Hit.ChunkID },
+	{Name: "chunk_id", Schema: jschema.Int(0), Reads: r("chunk.chunk_id"), Value: func(s *Source) any { return s.chunk().GetChunkId() },
 		Markdown: []Markdown{
 			// Without a file name the id is the heading, else a fact.
 			{Head, func(r envelope.Object, v any) string { return unlessFile(r, "chunk "+toString(v)) }},
 			{Fact, func(r envelope.Object, v any) string { return ifFile(r, "id "+toString(v)) }},
 		}},
-	{Name: "chunk_index", Schema: jschema.Int(0), Value: func(s *Source) any { return s.Hit.ChunkIndex },
+	{Name: "chunk_index", Schema: jschema.Int(0), Reads: r("chunk.chunk_index"), Value: func(s *Source) any { return int(s.chunk().GetChunkIndex()) },
 		Markdown: []Markdown{{Fact, func(r envelope.Object, v any) string {
 			part := "part " + strconv.Itoa(toInt(v)+1)
 			if total, ok := r.Int("total_chunks"); ok {
@@ -92,38 +105,38 @@ var registry = []Field{
 			return part
 		}}}},
 	// total_chunks reads with chunk_index.
-	{Name: "total_chunks", Schema: jschema.Int(0), Value: func(s *Source) any { return s.Hit.TotalChunks }},
+	{Name: "total_chunks", Schema: jschema.Int(0), Reads: r("chunk.total_chunks"), Value: func(s *Source) any { return int(s.chunk().GetTotalChunks()) }},
 	// page: where a chunk of a paged document (PDF) is, to cite it; absent
 	// for the others.
-	{Name: "page", Schema: jschema.Int(1), Value: func(s *Source) any { return s.Hit.Page }, OmitEmpty: true,
+	{Name: "page", Schema: jschema.Int(1), Reads: r("chunk.page"), Value: func(s *Source) any { return int(s.chunk().GetPage()) }, OmitEmpty: true,
 		Markdown: fact("page %d")},
-	{Name: "hybrid_score", Schema: jschema.Unit(), Value: func(s *Source) any { return Score(s.Hit.HybridScore) },
+	{Name: "hybrid_score", Schema: jschema.Unit(), Reads: r("hybrid_score"), Value: func(s *Source) any { return Score(s.Hit.GetHybridScore()) },
 		Markdown: fact("score %v")},
-	{Name: "similarity_score", Schema: jschema.Unit(), Value: func(s *Source) any { return Score(s.Hit.SimilarityScore) },
+	{Name: "similarity_score", Schema: jschema.Unit(), Reads: r("similarity_score"), Value: func(s *Source) any { return Score(s.Hit.GetSimilarityScore()) },
 		Markdown: fact("semantic %v")},
-	{Name: "bm25_score", Schema: jschema.Unit(), Value: func(s *Source) any { return Score(s.Hit.BM25Score) },
+	{Name: "bm25_score", Schema: jschema.Unit(), Reads: r("bm25_score"), Value: func(s *Source) any { return Score(s.Hit.GetBm25Score()) },
 		Markdown: fact("keyword %v")},
-	{Name: "source_category", Schema: jschema.NullStr(), Value: func(s *Source) any { return nullable(s.Hit.SourceCategory) },
+	{Name: "source_category", Schema: jschema.NullStr(), Reads: r("chunk.source_category"), Value: func(s *Source) any { return nullable(s.chunk().GetSourceCategory()) },
 		Markdown: fact("%s")},
-	{Name: "chunk_token_count", Schema: jschema.Int(0), Value: func(s *Source) any { return s.Hit.ChunkTokenCount },
+	{Name: "chunk_token_count", Schema: jschema.Int(0), Reads: r("chunk.chunk_token_count"), Value: func(s *Source) any { return int(s.chunk().GetChunkTokenCount()) },
 		Markdown: fact("%d tokens")},
 	// rank numbers the result; it has no text of its own.
-	{Name: "rank", Schema: jschema.Int(1), Value: func(s *Source) any { return s.Hit.Rank }},
-	{Name: "score_type", Schema: jschema.Enum(scoreMethods...), Value: func(s *Source) any { return string(s.Hit.ScoreType) }},
-	{Name: "context_header", Schema: jschema.NullStr(), Value: func(s *Source) any { return nullable(s.Hit.ContextHeader) },
+	{Name: "rank", Schema: jschema.Int(1), Reads: r("rank"), Value: func(s *Source) any { return int(s.Hit.GetRank()) }},
+	{Name: "score_type", Schema: jschema.Enum(scoreMethods...), Reads: r("score_type"), Value: func(s *Source) any { return string(model.Method(s.Hit.GetScoreType())) }},
+	{Name: "context_header", Schema: jschema.NullStr(), Reads: r("chunk.context_header"), Value: func(s *Source) any { return nullable(s.chunk().GetContextHeader()) },
 		Markdown: line("Section: %s")},
-	{Name: "chunk_snippet", Schema: jschema.Str(), Value: func(s *Source) any { return Snippet(s.Hit.ChunkText, SnippetLength) },
+	{Name: "chunk_snippet", Schema: jschema.Str(), Reads: r("chunk.chunk_text"), Value: func(s *Source) any { return Snippet(s.chunk().GetChunkText(), SnippetLength) },
 		Markdown: line("> %s")},
-	{Name: "chunk_text", Schema: jschema.Str(), Value: func(s *Source) any {
-		return envelope.Text{S: s.Hit.ChunkText, Tokens: s.Hit.ChunkTokenCount}
+	{Name: "chunk_text", Schema: jschema.Str(), Reads: r("chunk.chunk_text", "chunk.chunk_token_count"), Value: func(s *Source) any {
+		return envelope.Text{S: s.chunk().GetChunkText(), Tokens: int(s.chunk().GetChunkTokenCount())}
 	}, Markdown: []Markdown{{Body, nil}}},
 	// mentions: the graph entities the chunk names, for find_vendor_info.
-	{Name: "mentions", Schema: jschema.S{"type": "array", "items": mentionSchema(), "maxItems": MaxMentions},
+	{Name: "mentions", Schema: jschema.S{"type": "array", "items": mentionSchema(), "maxItems": MaxMentions}, Reads: r("mentions"),
 		Value: func(s *Source) any {
-			list := make([]envelope.Object, 0, min(len(s.Hit.Mentions), MaxMentions))
-			for _, m := range capList(s.Hit.Mentions, MaxMentions) {
-				list = append(list, envelope.Object{{Key: "name", Value: m.Name}, {Key: "type", Value: m.EntityType},
-					{Key: "entity_id", Value: m.EntityID}})
+			list := make([]envelope.Object, 0, min(len(s.Hit.GetMentions()), MaxMentions))
+			for _, m := range capList(s.Hit.GetMentions(), MaxMentions) {
+				list = append(list, envelope.Object{{Key: "name", Value: m.GetName()}, {Key: "type", Value: m.GetEntityType()},
+					{Key: "entity_id", Value: m.GetEntityId()}})
 			}
 			return list
 		}, OmitEmpty: true, Markdown: []Markdown{{Line, mentionsMarkdown}}},

@@ -42,7 +42,8 @@ func TestThrowawayModeIsPickedUpEverywhere(t *testing.T) {
 	}, projection.Field{
 		Name:   "chunk_chars",
 		Schema: jschema.Int(0),
-		Value:  func(s *projection.Source) any { return utf8.RuneCountInString(s.Hit.ChunkText) },
+		Reads:  []string{"chunk.chunk_text"},
+		Value:  func(s *projection.Source) any { return utf8.RuneCountInString(s.Hit.GetChunk().GetChunkText()) },
 		Markdown: []projection.Markdown{{Place: projection.Fact, Text: func(_ envelope.Object, v any) string {
 			return fmt.Sprintf("%d chars", v)
 		}}},

@@ -6,10 +6,13 @@ package projection
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
@@ -131,14 +134,49 @@ func isEmpty(v any) bool {
 	return false
 }
 
-// Hit projects a search hit onto fields (a Select result).
-func Hit(h model.Hit, fields []string) envelope.Object {
+// Hit projects a search result onto fields (a Select result).
+func Hit(h *searchv1.SearchResult, fields []string) envelope.Object {
 	return project(&Source{Hit: h}, fields)
 }
 
 // Chunk projects a chunk fetched by id onto fields (a Select result).
-func Chunk(c model.Chunk, fields []string) envelope.Object {
-	return project(&Source{Hit: model.Hit{Chunk: c}}, fields)
+func Chunk(c *searchv1.Chunk, fields []string) envelope.Object {
+	return project(&Source{Hit: &searchv1.SearchResult{Chunk: c}}, fields)
+}
+
+// SearchReads is the read mask (SearchRequest.read_mask) of a search
+// answer shown with fields, plus extra paths of searchv1.SearchResult
+// that the caller reads besides (signals, warnings).
+func SearchReads(fields []string, extra ...string) []string {
+	var out []string
+	for _, p := range reads(fields, extra) {
+		out = append(out, "results."+p)
+	}
+	return out
+}
+
+// ChunkReads is the read mask (GetChunksRequest.read_mask) of a get_chunks
+// answer shown with fields.
+func ChunkReads(fields []string) []string {
+	var out []string
+	for _, p := range reads(fields, nil) {
+		if c, ok := strings.CutPrefix(p, "chunk."); ok {
+			out = append(out, "chunks."+c)
+		}
+	}
+	return out
+}
+
+// reads is the sorted union of the fields' Reads and extra.
+func reads(fields, extra []string) []string {
+	out := slices.Clone(extra)
+	for _, name := range fields {
+		if f, ok := Lookup(name); ok {
+			out = append(out, f.Reads...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Snippet returns the first max characters of text, cut back to the last

@@ -9,6 +9,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/readmask"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
@@ -27,12 +33,12 @@ func TestSearchWhitelists(t *testing.T) {
 		{projection.Full, []string{"chunk_id", "chunk_text", "similarity_score", "bm25_score", "hybrid_score", "rank", "score_type", "source_file", "source_category", "context_header", "chunk_index", "total_chunks", "page", "chunk_token_count", "mentions"}},
 	}
 	h := hit()
-	h.Page = 4 // a PDF's chunk
-	h.Mentions = []model.Mention{
-		{EntityID: "v1", Name: "Acme Corp", EntityType: "COMPANY", IsVendor: true, Count: 2},
-		{EntityID: "p1", Name: "Acme Cloud", EntityType: "PRODUCT", Count: 1},
-		{EntityID: "p2", Name: "Acme Vault", EntityType: "PRODUCT", Count: 1},
-		{EntityID: "p3", Name: "Acme Edge", EntityType: "PRODUCT", Count: 1},
+	h.Chunk.Page = 4 // a PDF's chunk
+	h.Mentions = []*searchv1.EntityMention{
+		{EntityId: "v1", Name: "Acme Corp", EntityType: "COMPANY", IsVendor: true, Count: 2},
+		{EntityId: "p1", Name: "Acme Cloud", EntityType: "PRODUCT", Count: 1},
+		{EntityId: "p2", Name: "Acme Vault", EntityType: "PRODUCT", Count: 1},
+		{EntityId: "p3", Name: "Acme Edge", EntityType: "PRODUCT", Count: 1},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
@@ -52,6 +58,44 @@ func TestSearchWhitelists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadsAreWhatTheFieldsRead pins each field's Reads, the read mask a
+// request sends: a result pruned to the mask of a mode (as the search
+// service prunes its answer) projects exactly as the whole result does,
+// and a mode without text or mentions asks for neither.
+func TestReadsAreWhatTheFieldsRead(t *testing.T) {
+	whole := hit()
+	whole.Chunk.Page = 4
+	whole.MatchedTerms, whole.Bm25Rank, whole.VectorRank = []string{"chunk"}, 2, 3
+	whole.Mentions = []*searchv1.EntityMention{{EntityId: "v1", Name: "Acme Corp", EntityType: "COMPANY", IsVendor: true, Count: 2}}
+	searchDesc := (&searchv1.SearchResponse{}).ProtoReflect().Descriptor()
+	chunksDesc := (&searchv1.GetChunksResponse{}).ProtoReflect().Descriptor()
+	for _, m := range projection.Modes() {
+		t.Run(string(m), func(t *testing.T) {
+			fields := projection.SearchFields(m)
+			mask, err := readmask.New(&fieldmaskpb.FieldMask{Paths: projection.SearchReads(fields)}, searchDesc)
+			require.NoError(t, err)
+			resp := &searchv1.SearchResponse{Results: []*searchv1.SearchResult{proto.Clone(whole).(*searchv1.SearchResult)}}
+			mask.Prune(resp)
+			require.Equal(t, projection.Hit(whole, fields), projection.Hit(resp.Results[0], fields))
+
+			cfields := projection.ChunkFields(m)
+			cmask, err := readmask.New(&fieldmaskpb.FieldMask{Paths: projection.ChunkReads(cfields)}, chunksDesc)
+			require.NoError(t, err)
+			chunks := &searchv1.GetChunksResponse{Chunks: []*searchv1.Chunk{proto.Clone(whole.Chunk).(*searchv1.Chunk)}}
+			cmask.Prune(chunks)
+			require.Equal(t, projection.Chunk(whole.Chunk, cfields), projection.Chunk(chunks.Chunks[0], cfields))
+
+			text := slices.ContainsFunc(fields, func(f string) bool { return f == "chunk_text" || f == "chunk_snippet" })
+			require.Equal(t, text, mask.Wants("results.chunk.chunk_text"))
+			require.Equal(t, slices.Contains(fields, "mentions"), mask.Wants("results.mentions"))
+		})
+	}
+	ids := projection.SearchReads(projection.SearchFields(projection.IDsOnly))
+	require.Equal(t, []string{"results.chunk.chunk_id", "results.hybrid_score", "results.rank"}, ids,
+		"ids_only asks for no text and no mentions")
+	require.Equal(t, []string{"chunks.chunk_id"}, projection.ChunkReads(projection.ChunkFields(projection.IDsOnly)))
 }
 
 func TestVendorWhitelistsAndCaps(t *testing.T) {
@@ -214,7 +258,7 @@ func TestScoreAndNulls(t *testing.T) {
 	require.Equal(t, 0.875, projection.Score(0.87514))
 	require.Equal(t, 0.876, projection.Score(0.8756))
 	h := hit()
-	h.SourceCategory, h.ContextHeader = "", ""
+	h.Chunk.SourceCategory, h.Chunk.ContextHeader = "", ""
 	o := projection.Hit(h, projection.SearchFields(projection.Preview))
 	cat, _ := o.Get("source_category")
 	hdr, _ := o.Get("context_header")
@@ -222,14 +266,14 @@ func TestScoreAndNulls(t *testing.T) {
 	require.Nil(t, hdr)
 	full := projection.Hit(h, projection.SearchFields(projection.Full))
 	text, _ := full.Get("chunk_text")
-	require.Equal(t, envelope.Text{S: h.ChunkText, Tokens: h.ChunkTokenCount}, text)
+	require.Equal(t, envelope.Text{S: h.GetChunk().GetChunkText(), Tokens: int(h.GetChunk().GetChunkTokenCount())}, text)
 }
 
-func hit() model.Hit {
-	return model.Hit{
-		Chunk: model.Chunk{ChunkID: 7, SourceFile: "docs/a.md", SourceCategory: "security", ContextHeader: "A > B",
-			ChunkText: "Text of the chunk.", ChunkIndex: 1, TotalChunks: 3, ChunkTokenCount: 5, UpdatedAt: time.Now()},
-		Rank: 1, HybridScore: 0.9, SimilarityScore: 0.8, BM25Score: 0.7, ScoreType: model.ScoreHybrid,
+func hit() *searchv1.SearchResult {
+	return &searchv1.SearchResult{
+		Chunk: &searchv1.Chunk{ChunkId: 7, SourceFile: "docs/a.md", SourceCategory: "security", ContextHeader: "A > B",
+			ChunkText: "Text of the chunk.", ChunkIndex: 1, TotalChunks: 3, ChunkTokenCount: 5, UpdatedAt: timestamppb.Now()},
+		Rank: 1, HybridScore: 0.9, SimilarityScore: 0.8, Bm25Score: 0.7, ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
 	}
 }
 

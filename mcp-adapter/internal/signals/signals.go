@@ -13,9 +13,23 @@ import (
 	"strings"
 	"time"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 )
+
+// Reads lists what the signals read of a search result (paths of
+// searchv1.SearchResult), shown or not: a page that gets signals asks the
+// search service for them (projection.SearchReads), and for the vendors
+// the query names (QueryReads).
+var Reads = []string{"rank", "hybrid_score", "similarity_score", "bm25_score", "score_type", "bm25_rank", "vector_rank",
+	"matched_terms", "is_duplicate", "similar_chunk_ids",
+	"chunk.chunk_id", "chunk.chunk_text", "chunk.source_category", "chunk.updated_at"}
+
+// QueryReads lists what the page-level signals read of a search answer
+// besides its results (paths of searchv1.SearchResponse).
+var QueryReads = []string{"query_vendors"}
 
 // Config holds the tunables of the signals.
 type Config struct {
@@ -62,22 +76,23 @@ const (
 // only one retriever returned it, the fused score rests on one signal:
 // 0.25 + 0.25*s, s that retriever's score. A single-retriever query has
 // nothing to agree with: 0.25 + 0.5*s.
-func ScoreReliability(h model.Hit, depth int) float64 {
-	switch h.ScoreType {
+func ScoreReliability(h *searchv1.SearchResult, depth int) float64 {
+	switch model.Method(h.GetScoreType()) {
 	case model.ScoreBM25:
-		return clamp01(0.25 + 0.5*h.BM25Score)
+		return clamp01(0.25 + 0.5*h.GetBm25Score())
 	case model.ScoreVector:
-		return clamp01(0.25 + 0.5*h.SimilarityScore)
+		return clamp01(0.25 + 0.5*h.GetSimilarityScore())
 	}
+	bm25Rank, vectorRank := int(h.GetBm25Rank()), int(h.GetVectorRank())
 	switch {
-	case h.BM25Rank > 0 && h.VectorRank > 0:
-		d := max(depth, h.BM25Rank, h.VectorRank, 2)
-		agreement := 1 - math.Abs(math.Log(float64(h.BM25Rank))-math.Log(float64(h.VectorRank)))/math.Log(float64(d))
+	case bm25Rank > 0 && vectorRank > 0:
+		d := max(depth, bm25Rank, vectorRank, 2)
+		agreement := 1 - math.Abs(math.Log(float64(bm25Rank))-math.Log(float64(vectorRank)))/math.Log(float64(d))
 		return clamp01(0.5 + 0.5*clamp01(agreement))
-	case h.BM25Rank > 0:
-		return clamp01(0.25 + 0.25*h.BM25Score)
-	case h.VectorRank > 0:
-		return clamp01(0.25 + 0.25*h.SimilarityScore)
+	case bm25Rank > 0:
+		return clamp01(0.25 + 0.25*h.GetBm25Score())
+	case vectorRank > 0:
+		return clamp01(0.25 + 0.25*h.GetSimilarityScore())
 	}
 	return 0.25
 }
@@ -104,13 +119,17 @@ func (c Config) Recency(updated time.Time) float64 {
 }
 
 // ConfidenceOf combines the signals of one hit.
-func (c Config) ConfidenceOf(h model.Hit, depth int) Confidence {
+func (c Config) ConfidenceOf(h *searchv1.SearchResult, depth int) Confidence {
+	var updated time.Time
+	if t := h.GetChunk().GetUpdatedAt(); t != nil {
+		updated = t.AsTime()
+	}
 	conf := Confidence{
 		ScoreReliability: ScoreReliability(h, depth),
-		SourceQuality:    c.SourceQuality(h.SourceCategory),
-		Recency:          c.Recency(h.UpdatedAt),
+		SourceQuality:    c.SourceQuality(h.GetChunk().GetSourceCategory()),
+		Recency:          c.Recency(updated),
 	}
-	conf.Overall = wHybrid*clamp01(h.HybridScore) + wReliability*conf.ScoreReliability +
+	conf.Overall = wHybrid*clamp01(h.GetHybridScore()) + wReliability*conf.ScoreReliability +
 		wSource*conf.SourceQuality + wRecency*conf.Recency
 	return conf
 }
@@ -144,25 +163,26 @@ func Tier(score float64) string {
 // of its fused score, its rank on each retriever, and up to three of the
 // query's content words it matched (stop words say nothing and are left
 // out).
-func Explanation(h model.Hit) string {
+func Explanation(h *searchv1.SearchResult) string {
 	var basis string
+	method, bm25Rank, vectorRank := model.Method(h.GetScoreType()), h.GetBm25Rank(), h.GetVectorRank()
 	switch {
-	case h.ScoreType == model.ScoreBM25:
-		basis = fmt.Sprintf("keyword #%d only", max(h.BM25Rank, h.Rank))
-	case h.ScoreType == model.ScoreVector:
-		basis = fmt.Sprintf("semantic #%d only", max(h.VectorRank, h.Rank))
-	case h.BM25Rank > 0 && h.VectorRank > 0:
-		basis = fmt.Sprintf("semantic #%d, keyword #%d", h.VectorRank, h.BM25Rank)
-	case h.VectorRank > 0:
-		basis = fmt.Sprintf("semantic #%d, no keyword match", h.VectorRank)
-	case h.BM25Rank > 0:
-		basis = fmt.Sprintf("keyword #%d, weak semantic", h.BM25Rank)
+	case method == model.ScoreBM25:
+		basis = fmt.Sprintf("keyword #%d only", max(bm25Rank, h.GetRank()))
+	case method == model.ScoreVector:
+		basis = fmt.Sprintf("semantic #%d only", max(vectorRank, h.GetRank()))
+	case bm25Rank > 0 && vectorRank > 0:
+		basis = fmt.Sprintf("semantic #%d, keyword #%d", vectorRank, bm25Rank)
+	case vectorRank > 0:
+		basis = fmt.Sprintf("semantic #%d, no keyword match", vectorRank)
+	case bm25Rank > 0:
+		basis = fmt.Sprintf("keyword #%d, weak semantic", bm25Rank)
 	default:
 		basis = "fused score"
 	}
-	s := Tier(h.HybridScore) + ": " + basis
+	s := Tier(h.GetHybridScore()) + ": " + basis
 	var terms []string
-	for _, t := range h.MatchedTerms {
+	for _, t := range h.GetMatchedTerms() {
 		if !stopWords[strings.ToLower(t)] && len(terms) < 3 {
 			terms = append(terms, t)
 		}
@@ -203,17 +223,17 @@ const unlinkedDuplicateConfidence = 0.8
 // hit with no near duplicates; otherwise the highest word-trigram Jaccard
 // similarity between the hit's text and its linked chunks present on the
 // page, or 0.8 when none of them is.
-func DedupOf(h model.Hit, page map[int64]string) Dedup {
-	d := Dedup{IsDuplicate: h.IsDuplicate, SimilarChunkIDs: h.SimilarChunkIDs, Confidence: 1}
+func DedupOf(h *searchv1.SearchResult, page map[int64]string) Dedup {
+	d := Dedup{IsDuplicate: h.GetIsDuplicate(), SimilarChunkIDs: h.GetSimilarChunkIds(), Confidence: 1}
 	if d.SimilarChunkIDs == nil {
 		d.SimilarChunkIDs = []int64{}
 	}
-	if !h.IsDuplicate && len(h.SimilarChunkIDs) == 0 {
+	if !d.IsDuplicate && len(d.SimilarChunkIDs) == 0 {
 		return d
 	}
 	best, compared := 0.0, false
-	mine := shingles(h.ChunkText)
-	for _, id := range h.SimilarChunkIDs {
+	mine := shingles(h.GetChunk().GetChunkText())
+	for _, id := range d.SimilarChunkIDs {
 		other, ok := page[id]
 		if !ok {
 			continue
@@ -263,11 +283,11 @@ func jaccard(a, b map[string]struct{}) float64 {
 
 // Page holds what the page-level signals need.
 type Page struct {
-	Hits           []model.Hit
+	Hits           []*searchv1.SearchResult
 	TotalAvailable int
 	QueryTerms     []string
 	// QueryVendors are the vendors the query names.
-	QueryVendors []model.Mention
+	QueryVendors []*searchv1.EntityMention
 }
 
 // Annotate returns, for each hit of the page, the desktop members to append
@@ -276,7 +296,7 @@ type Page struct {
 func (c Config) Annotate(p Page) [][]envelope.Field {
 	texts := make(map[int64]string, len(p.Hits))
 	for _, h := range p.Hits {
-		texts[h.ChunkID] = h.ChunkText
+		texts[h.GetChunk().GetChunkId()] = h.GetChunk().GetChunkText()
 	}
 	depth := max(p.TotalAvailable, len(p.Hits))
 	out := make([][]envelope.Field, len(p.Hits))
@@ -291,12 +311,9 @@ func (c Config) Annotate(p Page) [][]envelope.Field {
 				{Key: "overall", Value: round2(conf.Overall)},
 			}})
 		}
-		method := string(h.ScoreType)
-		if method == "" {
-			method = string(model.ScoreHybrid)
-		}
+		method := string(model.Method(h.GetScoreType()))
 		fields = append(fields, envelope.Field{Key: "ranking", Value: envelope.Object{
-			{Key: "percentile", Value: Percentile(h.Rank, depth)},
+			{Key: "percentile", Value: Percentile(int(h.GetRank()), depth)},
 			{Key: "explanation", Value: Explanation(h)},
 			{Key: "score_method", Value: method},
 		}})
@@ -325,10 +342,10 @@ func (c Config) VisualHints(p Page) *envelope.VisualHints {
 	vh := &envelope.VisualHints{ShowConfidence: c.IncludeConfidence}
 	categories := map[string]bool{}
 	for i, h := range p.Hits {
-		if i == vh.HighlightTop && i < 3 && h.HybridScore >= highlightScore {
+		if i == vh.HighlightTop && i < 3 && h.GetHybridScore() >= highlightScore {
 			vh.HighlightTop++
 		}
-		categories[h.SourceCategory] = true
+		categories[h.GetChunk().GetSourceCategory()] = true
 	}
 	if len(categories) > 1 {
 		g := "source_category"
@@ -345,7 +362,7 @@ func (c Config) VisualHints(p Page) *envelope.VisualHints {
 func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 	matched := map[string]bool{}
 	for _, h := range p.Hits {
-		for _, t := range h.MatchedTerms {
+		for _, t := range h.GetMatchedTerms() {
 			matched[t] = true
 		}
 	}
@@ -359,8 +376,8 @@ func QueryAnalysis(p Page) *envelope.QueryAnalysis {
 		qa.UnmatchedTerms = append(qa.UnmatchedTerms, t)
 	}
 	for _, v := range p.QueryVendors {
-		if !slices.Contains(qa.Vendors, v.Name) {
-			qa.Vendors = append(qa.Vendors, v.Name)
+		if !slices.Contains(qa.Vendors, v.GetName()) {
+			qa.Vendors = append(qa.Vendors, v.GetName())
 		}
 	}
 	if len(qa.UnmatchedTerms) == 0 && len(qa.Vendors) == 0 {

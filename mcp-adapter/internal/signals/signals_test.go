@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
-	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
 )
 
@@ -24,16 +26,16 @@ func cfg() signals.Config {
 func TestScoreReliability(t *testing.T) {
 	cases := []struct {
 		name string
-		hit  model.Hit
+		hit  *searchv1.SearchResult
 		want float64
 	}{
-		{"retrievers agree", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 3, VectorRank: 3}, 1},
-		{"first vs last", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 1, VectorRank: 100}, 0.5},
-		{"half apart in log", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 1, VectorRank: 10}, 0.75},
-		{"keyword only", model.Hit{ScoreType: model.ScoreHybrid, BM25Rank: 2, BM25Score: 0.8}, 0.45},
-		{"semantic only", model.Hit{ScoreType: model.ScoreHybrid, VectorRank: 2, SimilarityScore: 0.4}, 0.35},
-		{"bm25 mode", model.Hit{ScoreType: model.ScoreBM25, BM25Score: 0.5}, 0.5},
-		{"neither", model.Hit{ScoreType: model.ScoreHybrid}, 0.25},
+		{"retrievers agree", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Bm25Rank: 3, VectorRank: 3}, 1},
+		{"first vs last", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Bm25Rank: 1, VectorRank: 100}, 0.5},
+		{"half apart in log", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Bm25Rank: 1, VectorRank: 10}, 0.75},
+		{"keyword only", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, Bm25Rank: 2, Bm25Score: 0.8}, 0.45},
+		{"semantic only", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, VectorRank: 2, SimilarityScore: 0.4}, 0.35},
+		{"bm25 mode", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Bm25Score: 0.5}, 0.5},
+		{"neither", &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID}, 0.25},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,8 +56,8 @@ func TestRecencyAndSource(t *testing.T) {
 }
 
 func TestConfidenceOverall(t *testing.T) {
-	h := model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.8, BM25Rank: 2, VectorRank: 2,
-		Chunk: model.Chunk{SourceCategory: "security", UpdatedAt: now}}
+	h := &searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, HybridScore: 0.8, Bm25Rank: 2, VectorRank: 2,
+		Chunk: &searchv1.Chunk{SourceCategory: "security", UpdatedAt: timestamppb.New(now)}}
 	c := cfg().ConfidenceOf(h, 50)
 	require.Equal(t, 1.0, c.ScoreReliability)
 	require.Equal(t, 0.9, c.SourceQuality)
@@ -71,17 +73,17 @@ func TestPercentileAndExplanation(t *testing.T) {
 	require.Equal(t, "Top", signals.Tier(0.85))
 	require.Equal(t, "Weak", signals.Tier(0.1))
 	cases := []struct {
-		hit  model.Hit
+		hit  *searchv1.SearchResult
 		want string
 	}{
-		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.9, BM25Rank: 1, VectorRank: 2, MatchedTerms: []string{"jwt", "token", "refresh", "extra"}},
+		{&searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, HybridScore: 0.9, Bm25Rank: 1, VectorRank: 2, MatchedTerms: []string{"jwt", "token", "refresh", "extra"}},
 			"Top: semantic #2, keyword #1; matched jwt, token, refresh"},
-		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.7, BM25Rank: 3, VectorRank: 7, MatchedTerms: []string{"how", "do", "we", "handle", "suspected", "incident", "evidence"}},
+		{&searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, HybridScore: 0.7, Bm25Rank: 3, VectorRank: 7, MatchedTerms: []string{"how", "do", "we", "handle", "suspected", "incident", "evidence"}},
 			"High: semantic #7, keyword #3; matched handle, suspected, incident"},
-		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.5, BM25Rank: 4, MatchedTerms: []string{"the", "and"}},
+		{&searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, HybridScore: 0.5, Bm25Rank: 4, MatchedTerms: []string{"the", "and"}},
 			"Moderate: keyword #4, weak semantic"},
-		{model.Hit{ScoreType: model.ScoreHybrid, HybridScore: 0.3, VectorRank: 5}, "Weak: semantic #5, no keyword match"},
-		{model.Hit{ScoreType: model.ScoreBM25, HybridScore: 0.3, BM25Rank: 2, Rank: 2}, "Weak: keyword #2 only"},
+		{&searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, HybridScore: 0.3, VectorRank: 5}, "Weak: semantic #5, no keyword match"},
+		{&searchv1.SearchResult{ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, HybridScore: 0.3, Bm25Rank: 2, Rank: 2}, "Weak: keyword #2 only"},
 	}
 	for _, tc := range cases {
 		require.Equal(t, tc.want, signals.Explanation(tc.hit))
@@ -91,21 +93,21 @@ func TestPercentileAndExplanation(t *testing.T) {
 func TestDedup(t *testing.T) {
 	text := "the quick brown fox jumps over the lazy dog"
 	page := map[int64]string{1: text, 2: text, 3: "entirely different words here for sure"}
-	d := signals.DedupOf(model.Hit{Chunk: model.Chunk{ChunkID: 2, ChunkText: text}, IsDuplicate: true, SimilarChunkIDs: []int64{1}}, page)
+	d := signals.DedupOf(&searchv1.SearchResult{Chunk: &searchv1.Chunk{ChunkId: 2, ChunkText: text}, IsDuplicate: true, SimilarChunkIds: []int64{1}}, page)
 	require.Equal(t, 1.0, d.Confidence)
-	d = signals.DedupOf(model.Hit{Chunk: model.Chunk{ChunkID: 2, ChunkText: text}, SimilarChunkIDs: []int64{99}}, page)
+	d = signals.DedupOf(&searchv1.SearchResult{Chunk: &searchv1.Chunk{ChunkId: 2, ChunkText: text}, SimilarChunkIds: []int64{99}}, page)
 	require.Equal(t, 0.8, d.Confidence, "linked chunks off the page")
-	d = signals.DedupOf(model.Hit{Chunk: model.Chunk{ChunkID: 3, ChunkText: page[3]}}, page)
+	d = signals.DedupOf(&searchv1.SearchResult{Chunk: &searchv1.Chunk{ChunkId: 3, ChunkText: page[3]}}, page)
 	require.Equal(t, 1.0, d.Confidence)
 	require.NotNil(t, d.SimilarChunkIDs)
 }
 
 func TestPageSignals(t *testing.T) {
-	hits := []model.Hit{
-		{Rank: 1, HybridScore: 0.9, MatchedTerms: []string{"jwt"}, Chunk: model.Chunk{ChunkID: 1, SourceCategory: "security"}},
-		{Rank: 2, HybridScore: 0.75, MatchedTerms: []string{"jwt", "refresh"}, Chunk: model.Chunk{ChunkID: 2, SourceCategory: "auth"}},
-		{Rank: 3, HybridScore: 0.5, IsDuplicate: true, SimilarChunkIDs: []int64{1}, Chunk: model.Chunk{ChunkID: 3, SourceCategory: "auth"}},
-		{Rank: 4, HybridScore: 0.95, Chunk: model.Chunk{ChunkID: 4, SourceCategory: "auth"}},
+	hits := []*searchv1.SearchResult{
+		{Rank: 1, HybridScore: 0.9, MatchedTerms: []string{"jwt"}, Chunk: &searchv1.Chunk{ChunkId: 1, SourceCategory: "security"}},
+		{Rank: 2, HybridScore: 0.75, MatchedTerms: []string{"jwt", "refresh"}, Chunk: &searchv1.Chunk{ChunkId: 2, SourceCategory: "auth"}},
+		{Rank: 3, HybridScore: 0.5, IsDuplicate: true, SimilarChunkIds: []int64{1}, Chunk: &searchv1.Chunk{ChunkId: 3, SourceCategory: "auth"}},
+		{Rank: 4, HybridScore: 0.95, Chunk: &searchv1.Chunk{ChunkId: 4, SourceCategory: "auth"}},
 	}
 	p := signals.Page{Hits: hits, TotalAvailable: 10, QueryTerms: []string{"jwt", "refresh", "rotation", "jwt"}}
 	vh := cfg().VisualHints(p)
@@ -116,7 +118,7 @@ func TestPageSignals(t *testing.T) {
 	require.Empty(t, qa.Vendors)
 	p.QueryTerms = []string{"jwt", "refresh"}
 	require.Nil(t, signals.QueryAnalysis(p), "every term matched: nothing to say")
-	p.QueryVendors = []model.Mention{{Name: "Acme Corp", EntityID: "e1"}, {Name: "Acme Corp", EntityID: "e1"}}
+	p.QueryVendors = []*searchv1.EntityMention{{Name: "Acme Corp", EntityId: "e1"}, {Name: "Acme Corp", EntityId: "e1"}}
 	qa = signals.QueryAnalysis(p)
 	require.Equal(t, []string{"Acme Corp"}, qa.Vendors, "the names, once")
 	require.Empty(t, qa.UnmatchedTerms)

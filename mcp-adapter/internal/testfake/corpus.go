@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 )
 
@@ -91,16 +93,16 @@ var Epoch = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 // long ranked lists); exact copies of three sections under archive/ (near
 // duplicates); one huge chunk and twelve big chunks for the token-budget
 // paths. Ids are stable.
-func Corpus() []model.Chunk {
+func Corpus() []*searchv1.Chunk {
 	docs := Documents()
-	var chunks []model.Chunk
+	var chunks []*searchv1.Chunk
 	id := int64(1000)
 	add := func(file, cat, header, text string, idx, total int, age time.Duration) {
 		id++
-		chunks = append(chunks, model.Chunk{
-			ChunkID: id, DocumentID: "doc-" + file, SourceFile: file, SourceCategory: cat,
-			Title: header, ContextHeader: header, ChunkText: text, ChunkIndex: idx, TotalChunks: total,
-			ChunkTokenCount: tokens.Count(text), UpdatedAt: Epoch.Add(-age),
+		chunks = append(chunks, &searchv1.Chunk{
+			ChunkId: id, DocumentId: "doc-" + file, SourceFile: file, SourceCategory: cat,
+			Title: header, ContextHeader: header, ChunkText: text, ChunkIndex: int32(idx), TotalChunks: int32(total),
+			ChunkTokenCount: int32(tokens.Count(text)), UpdatedAt: timestamppb.New(Epoch.Add(-age)),
 		})
 	}
 	var all []section

@@ -13,20 +13,19 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/proto"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-
-	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/platform/limits"
+	"github.com/bmcis/knowledge/platform/readmask"
 )
 
 // Search is the stand-in search service.
 type Search struct {
 	searchv1.UnimplementedSearchServiceServer
 
-	chunks []model.Chunk
-	byID   map[int64]model.Chunk
+	chunks []*searchv1.Chunk
+	byID   map[int64]*searchv1.Chunk
 	vecs   [][]float64
 	terms  []map[string]int
 
@@ -39,13 +38,13 @@ type Search struct {
 
 // NewSearch indexes the corpus.
 func NewSearch() *Search {
-	s := &Search{byID: map[int64]model.Chunk{}, seen: map[string]bool{}}
+	s := &Search{byID: map[int64]*searchv1.Chunk{}, seen: map[string]bool{}}
 	for _, c := range Corpus() {
 		s.chunks = append(s.chunks, c)
-		s.byID[c.ChunkID] = c
-		s.vecs = append(s.vecs, trigramVector(c.ChunkText))
+		s.byID[c.GetChunkId()] = c
+		s.vecs = append(s.vecs, trigramVector(c.GetChunkText()))
 		tf := map[string]int{}
-		for _, t := range words(c.ChunkText) {
+		for _, t := range words(c.GetChunkText()) {
 			tf[t]++
 		}
 		s.terms = append(s.terms, tf)
@@ -54,7 +53,7 @@ func NewSearch() *Search {
 }
 
 // Chunks returns the corpus.
-func (s *Search) Chunks() []model.Chunk { return s.chunks }
+func (s *Search) Chunks() []*searchv1.Chunk { return s.chunks }
 
 // FailNext makes the next calls fail with errs, in order.
 func (s *Search) FailNext(errs ...error) {
@@ -164,6 +163,10 @@ func (s *Search) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	if !limits.SearchOffset.Allows(int(req.GetOffset())) {
 		return nil, status.Error(codes.InvalidArgument, "offset: must be >= 0")
 	}
+	mask, err := readmask.New(req.GetReadMask(), (&searchv1.SearchResponse{}).ProtoReflect().Descriptor(), searchAlways...)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, "read_mask: "+err.Error())
+	}
 	qterms := []string{}
 	seenT := map[string]bool{}
 	for _, t := range words(q) {
@@ -222,7 +225,7 @@ func (s *Search) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		if list[a].fused != list[b].fused {
 			return list[a].fused > list[b].fused
 		}
-		return s.chunks[list[a].i].ChunkID < s.chunks[list[b].i].ChunkID
+		return s.chunks[list[a].i].GetChunkId() < s.chunks[list[b].i].GetChunkId()
 	})
 	key := strings.Join(strings.Fields(strings.ToLower(q)), " ")
 	s.mu.Lock()
@@ -234,7 +237,7 @@ func (s *Search) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	byText := map[string][]int64{}
 	for _, c := range list {
 		ch := s.chunks[c.i]
-		byText[ch.ChunkText] = append(byText[ch.ChunkText], ch.ChunkID)
+		byText[ch.GetChunkText()] = append(byText[ch.GetChunkText()], ch.GetChunkId())
 	}
 	resp := &searchv1.SearchResponse{
 		TotalAvailable: int32(len(list)),
@@ -250,14 +253,14 @@ func (s *Search) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	firstSeen := map[string]bool{}
 	for r, c := range list {
 		ch := s.chunks[c.i]
-		dup := firstSeen[ch.ChunkText]
-		firstSeen[ch.ChunkText] = true
+		dup := firstSeen[ch.GetChunkText()]
+		firstSeen[ch.GetChunkText()] = true
 		if r < off || r >= off+lim {
 			continue
 		}
 		var similar []int64
-		for _, id := range byText[ch.ChunkText] {
-			if id != ch.ChunkID {
+		for _, id := range byText[ch.GetChunkText()] {
+			if id != ch.GetChunkId() {
 				similar = append(similar, id)
 			}
 		}
@@ -275,16 +278,20 @@ func (s *Search) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 			SimilarChunkIds: similar,
 		})
 	}
+	mask.Prune(resp)
 	return resp, nil
 }
 
-func toProto(c model.Chunk) *searchv1.Chunk {
-	return &searchv1.Chunk{
-		ChunkId: c.ChunkID, DocumentId: c.DocumentID, SourceFile: c.SourceFile, SourceCategory: c.SourceCategory,
-		Title: c.Title, ContextHeader: c.ContextHeader, ChunkText: c.ChunkText, ChunkIndex: int32(c.ChunkIndex),
-		TotalChunks: int32(c.TotalChunks), ChunkTokenCount: int32(c.ChunkTokenCount), UpdatedAt: timestamppb.New(c.UpdatedAt),
-	}
-}
+// toProto copies a corpus chunk for an answer (which its read mask prunes).
+func toProto(c *searchv1.Chunk) *searchv1.Chunk { return proto.Clone(c).(*searchv1.Chunk) }
+
+// The read masks' always-sent fields, as the search service's
+// (SearchRequest.read_mask, GetChunksRequest.read_mask).
+var (
+	searchAlways = []string{"results.chunk.chunk_id", "results.rank", "total_available", "cache_hit", "mode",
+		"query_terms", "search_time_ms", "database_time_ms"}
+	chunksAlways = []string{"chunks.chunk_id", "missing_ids"}
+)
 
 // GetChunks returns chunks by id.
 func (s *Search) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) (*searchv1.GetChunksResponse, error) {
@@ -294,6 +301,10 @@ func (s *Search) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	if n := len(req.GetChunkIds()); !limits.ChunkIDs.Allows(n) {
 		return nil, status.Errorf(codes.InvalidArgument, "chunk_ids: %d..%d ids", limits.ChunkIDs.Min, limits.ChunkIDs.Max)
 	}
+	mask, err := readmask.New(req.GetReadMask(), (&searchv1.GetChunksResponse{}).ProtoReflect().Descriptor(), chunksAlways...)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, "read_mask: "+err.Error())
+	}
 	resp := &searchv1.GetChunksResponse{}
 	for _, id := range req.GetChunkIds() {
 		if c, ok := s.byID[id]; ok {
@@ -302,6 +313,7 @@ func (s *Search) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 			resp.MissingIds = append(resp.MissingIds, id)
 		}
 	}
+	mask.Prune(resp)
 	return resp, nil
 }
 
@@ -312,8 +324,8 @@ func (s *Search) ListCategories(ctx context.Context, _ *searchv1.ListCategoriesR
 	}
 	counts := map[string]int32{}
 	for _, c := range s.chunks {
-		if c.SourceCategory != "" {
-			counts[c.SourceCategory]++
+		if c.GetSourceCategory() != "" {
+			counts[c.GetSourceCategory()]++
 		}
 	}
 	resp := &searchv1.ListCategoriesResponse{}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
-	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
@@ -65,7 +66,7 @@ func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 }
 
 type chunksReply struct {
-	chunks  []model.Chunk
+	chunks  []*searchv1.Chunk
 	missing []int64
 }
 
@@ -89,7 +90,7 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 		if ferr != nil {
 			return chunksReply{}, nil
 		}
-		chunks, missing, err := s.clients.GetChunks(ctx, p.ids)
+		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, projection.ChunkReads(fields))
 		return chunksReply{chunks, missing}, err
 	})
 	call.BackendDone = s.opts.Now()
@@ -170,7 +171,7 @@ func (c *chunksContent) Keep(env *envelope.Envelope, k int) {
 	if k < len(c.objects) {
 		omitted := make([]int64, 0, len(c.objects)-k)
 		for _, ch := range c.reply.chunks[k:] {
-			omitted = append(omitted, ch.ChunkID)
+			omitted = append(omitted, ch.GetChunkId())
 		}
 		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
 			fmt.Sprintf("Returned %d of %d chunks to stay within the %d-token limit; omitted: %s",
@@ -196,7 +197,7 @@ func (c *chunksContent) Exceeded(needed, limit int) string {
 	first := c.reply.chunks[0]
 	preview := tokens.Count(mustJSON(projection.Chunk(first, projection.ChunkFields(projection.Preview))))
 	return fmt.Sprintf("Chunk %d alone needs about %d tokens in '%s' mode, over the %d-token limit; 'preview' mode shows it in about %d tokens.",
-		first.ChunkID, needed, c.p.mode, limit, preview)
+		first.GetChunkId(), needed, c.p.mode, limit, preview)
 }
 
 func mustJSON(v any) string {

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
-	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
@@ -25,12 +26,13 @@ func BenchmarkFormatSearchPage(b *testing.B) {
 		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true,
 		Signals: signals.Config{DefaultWeight: 0.7, HalfLife: time.Hour * 4320, IncludeConfidence: true},
 	})
-	var hits []model.Hit
+	var hits []*searchv1.SearchResult
 	for i, c := range testfake.Corpus()[:10] {
-		hits = append(hits, model.Hit{Chunk: c, Rank: i + 1, HybridScore: 0.8 - float64(i)/100, BM25Rank: i + 1, VectorRank: i + 2,
-			SimilarityScore: 0.7, BM25Score: 0.6, ScoreType: model.ScoreHybrid, MatchedTerms: []string{"incident"}})
+		hits = append(hits, &searchv1.SearchResult{Chunk: c, Rank: int32(i + 1), HybridScore: 0.8 - float64(i)/100, Bm25Rank: int32(i + 1),
+			VectorRank: int32(i + 2), SimilarityScore: 0.7, Bm25Score: 0.6, ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
+			MatchedTerms: []string{"incident"}})
 	}
-	page := model.SearchPage{Hits: hits, TotalAvailable: 64, QueryTerms: []string{"incident", "severity"}}
+	page := &searchv1.SearchResponse{Results: hits, TotalAvailable: 64, QueryTerms: []string{"incident", "severity"}}
 	for _, mode := range []projection.Mode{projection.Metadata, projection.Full} {
 		for _, f := range []render.Format{render.JSON, render.Both} {
 			b.Run(string(mode)+"/"+string(f), func(b *testing.B) {

@@ -10,10 +10,11 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
-	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/needsinput"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
@@ -154,17 +155,18 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	fields, ferr := projection.Select(projection.SearchFields(p.mode), p.fields, p.mode)
 
 	var backendTime time.Duration
-	fetch := func(ctx context.Context) (model.SearchPage, error) {
+	read := s.searchReads(p.mode, fields)
+	fetch := func(ctx context.Context) (*searchv1.SearchResponse, error) {
 		if ferr != nil {
-			return model.SearchPage{}, nil
+			return &searchv1.SearchResponse{}, nil
 		}
 		start := time.Now()
-		pg, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize)
+		pg, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize, read)
 		backendTime = time.Since(start)
 		return pg, err
 	}
 	var (
-		page model.SearchPage
+		page *searchv1.SearchResponse
 		info authInfo
 		aerr *apierr.Error
 		berr error
@@ -186,8 +188,8 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		return s.resp.Failure(call, apierr.FromBackend(apierr.Search, berr))
 	}
 
-	call.CacheHit = page.CacheHit
-	call.DatabaseTimeMS = page.DatabaseTimeMS
+	call.CacheHit = page.GetCacheHit()
+	call.DatabaseTimeMS = page.GetDatabaseTimeMs()
 	call.CacheKey = fmt.Sprintf("search:%s:%s:%d:%d", p.mode, queryHash, offset, p.pageSize)
 
 	env := call.NewEnvelope()
@@ -196,7 +198,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		base = append(base, warnings.NewDeprecatedParameter("top_k", "page_size"))
 	}
 	base = append(base, info.warnings()...)
-	if !page.CacheHit && s.opts.Thresholds.CacheMissSlow > 0 && backendTime > s.opts.Thresholds.CacheMissSlow {
+	if !page.GetCacheHit() && s.opts.Thresholds.CacheMissSlow > 0 && backendTime > s.opts.Thresholds.CacheMissSlow {
 		base = append(base, warnings.NewCacheMissSlow(backendTime))
 	}
 	if w, ok := lowQuality(page, offset, s.opts.Thresholds.LowQuality); ok {
@@ -212,6 +214,20 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	return s.resp.Success(call, env, content)
 }
 
+// lowQualityReads are what lowQuality reads of a result (paths of
+// searchv1.SearchResult).
+var lowQualityReads = []string{"similarity_score", "matched_terms"}
+
+// searchReads is the read mask of a search shown with fields in mode m:
+// what the fields, the quality warning and (for a mode with desktop
+// signals) the signals read, and nothing else.
+func (s *Server) searchReads(m projection.Mode, fields []string) []string {
+	if !s.opts.Desktop || !projection.Of(m).Signals {
+		return projection.SearchReads(fields, lowQualityReads...)
+	}
+	return append(projection.SearchReads(fields, append(slices.Clone(lowQualityReads), signals.Reads...)...), signals.QueryReads...)
+}
+
 // lowQuality reports LOW_QUALITY_RESULTS on the first page only (offset
 // 0): when it is empty, or when its top result is weak on both absolute
 // signals, i.e. its similarity_score (cosine, not rank-based) is below the
@@ -220,24 +236,24 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 // return it). hybrid_score is rank-based (the top of any non-empty ranking
 // scores high, deep ranks always low), so it says nothing about quality.
 // Later pages never warn: their quality was judged on the first.
-func lowQuality(page model.SearchPage, offset int, threshold float64) (envelope.Warning, bool) {
+func lowQuality(page *searchv1.SearchResponse, offset int, threshold float64) (envelope.Warning, bool) {
 	if offset != 0 {
 		return envelope.Warning{}, false
 	}
-	if len(page.Hits) == 0 {
+	if len(page.GetResults()) == 0 {
 		return warnings.NewNoResults(), true
 	}
-	top := page.Hits[0]
-	coverage := termCoverage(top, page.QueryTerms)
-	if top.SimilarityScore < threshold && coverage < threshold {
-		return warnings.NewLowQualityResults(top.SimilarityScore, coverage, threshold), true
+	top := page.GetResults()[0]
+	coverage := termCoverage(top, page.GetQueryTerms())
+	if top.GetSimilarityScore() < threshold && coverage < threshold {
+		return warnings.NewLowQualityResults(top.GetSimilarityScore(), coverage, threshold), true
 	}
 	return envelope.Warning{}, false
 }
 
 // termCoverage is the share of the distinct query terms the hit matched
 // (0 when there are no query terms; a hit BM25 did not return matched none).
-func termCoverage(h model.Hit, queryTerms []string) float64 {
+func termCoverage(h *searchv1.SearchResult, queryTerms []string) float64 {
 	terms := map[string]bool{}
 	for _, t := range queryTerms {
 		terms[t] = true
@@ -247,7 +263,7 @@ func termCoverage(h model.Hit, queryTerms []string) float64 {
 	}
 	matched := 0
 	for t := range terms {
-		if slices.Contains(h.MatchedTerms, t) {
+		if slices.Contains(h.GetMatchedTerms(), t) {
 			matched++
 		}
 	}
@@ -258,7 +274,7 @@ func termCoverage(h model.Hit, queryTerms []string) float64 {
 type searchContent struct {
 	s           *Server
 	p           searchParams
-	page        model.SearchPage
+	page        *searchv1.SearchResponse
 	offset      int
 	queryHash   string
 	fields      []string
@@ -270,12 +286,12 @@ type searchContent struct {
 
 // project builds every result object of the page once.
 func (c *searchContent) project() {
-	c.objects = make([]envelope.Object, len(c.page.Hits))
+	c.objects = make([]envelope.Object, len(c.page.GetResults()))
 	var extra [][]envelope.Field
 	if c.withSignals {
-		extra = c.s.opts.Signals.Annotate(c.signalPage(c.page.Hits))
+		extra = c.s.opts.Signals.Annotate(c.signalPage(c.page.GetResults()))
 	}
-	for i, h := range c.page.Hits {
+	for i, h := range c.page.GetResults() {
 		o := projection.Hit(h, c.fields)
 		if extra != nil {
 			o = append(o, extra[i]...)
@@ -284,12 +300,12 @@ func (c *searchContent) project() {
 	}
 }
 
-func (c *searchContent) signalPage(hits []model.Hit) signals.Page {
+func (c *searchContent) signalPage(hits []*searchv1.SearchResult) signals.Page {
 	return signals.Page{
 		Hits:           hits,
-		TotalAvailable: c.page.TotalAvailable,
-		QueryTerms:     c.page.QueryTerms,
-		QueryVendors:   c.page.QueryVendors,
+		TotalAvailable: int(c.page.GetTotalAvailable()),
+		QueryTerms:     c.page.GetQueryTerms(),
+		QueryVendors:   c.page.GetQueryVendors(),
 	}
 }
 
@@ -299,7 +315,7 @@ func (c *searchContent) MinUnits() int { return min(1, len(c.objects)) }
 func (c *searchContent) Keep(env *envelope.Envelope, k int) {
 	env.Results = c.objects[:k]
 	next := c.offset + k
-	total := c.page.TotalAvailable
+	total := int(c.page.GetTotalAvailable())
 	hasMore := next < total
 	var cur *string
 	if hasMore {
@@ -326,7 +342,7 @@ func (c *searchContent) Keep(env *envelope.Envelope, k int) {
 	// The page-level desktop signals go with the per-result ones: a mode
 	// without signals (ids_only) gets neither.
 	if c.s.opts.Desktop && projection.Of(c.p.mode).Signals {
-		hits := c.page.Hits[:k]
+		hits := c.page.GetResults()[:k]
 		sp := c.signalPage(hits)
 		vh := c.s.opts.Signals.VisualHints(sp)
 		if !c.s.opts.Signals.IncludeConfidence || !c.withSignals {
@@ -355,23 +371,23 @@ func lighterAdvice(mode projection.Mode, pageSize int) string {
 // Exceeded measures, with the real tokenizer, what this page costs in each
 // lighter mode and suggests the richest one that fits.
 func (c *searchContent) Exceeded(needed, limit int) string {
-	if len(c.page.Hits) == 0 {
+	if len(c.page.GetResults()) == 0 {
 		return fmt.Sprintf("Even without results the answer needs about %d tokens, over the %d-token limit; use 'ids_only' mode.", needed, limit)
 	}
 	suggestion := fmt.Sprintf("One result in '%s' mode needs about %d tokens, over the %d-token limit.", c.p.mode, needed, limit)
-	overhead := max(needed-pageTokens(c.page.Hits[:1], projection.SearchFields(c.p.mode)), 0)
+	overhead := max(needed-pageTokens(c.page.GetResults()[:1], projection.SearchFields(c.p.mode)), 0)
 	for m, ok := projection.Lighter(c.p.mode); ok; m, ok = projection.Lighter(m) {
-		cost := overhead + pageTokens(c.page.Hits, projection.SearchFields(m))
+		cost := overhead + pageTokens(c.page.GetResults(), projection.SearchFields(m))
 		if cost <= limit {
 			return suggestion + fmt.Sprintf(" Use '%s' mode: this page of %d results takes about %d tokens; then read single chunks with get_chunks in 'preview' mode.",
-				m, len(c.page.Hits), cost)
+				m, len(c.page.GetResults()), cost)
 		}
 	}
 	return suggestion + " Use 'ids_only' mode with a smaller page_size."
 }
 
 // pageTokens counts the tokens of hits projected onto fields.
-func pageTokens(hits []model.Hit, fields []string) int {
+func pageTokens(hits []*searchv1.SearchResult, fields []string) int {
 	objs := make([]envelope.Object, len(hits))
 	for i, h := range hits {
 		objs[i] = projection.Hit(h, fields)

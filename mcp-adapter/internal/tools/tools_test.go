@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/require"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/stacktest"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
@@ -371,13 +372,13 @@ func TestPaginationReturnsEveryResultOnceInOrder(t *testing.T) {
 	// compare the pages with.
 	var want []int64
 	for off := 0; ; off += 50 {
-		pg, err := h.realClients().SearchPage(context.Background(), query, off, 50)
+		pg, err := h.realClients().SearchPage(context.Background(), query, off, 50, nil)
 		require.NoError(t, err)
-		for _, hit := range pg.Hits {
-			want = append(want, hit.Chunk.ChunkID)
+		for _, hit := range pg.GetResults() {
+			want = append(want, hit.GetChunk().GetChunkId())
 		}
-		if off+50 >= pg.TotalAvailable {
-			require.Len(t, want, pg.TotalAvailable)
+		if off+50 >= int(pg.GetTotalAvailable()) {
+			require.Len(t, want, int(pg.GetTotalAvailable()))
 			break
 		}
 	}
@@ -521,16 +522,16 @@ func TestTokenLimitExceeded(t *testing.T) {
 	require.Contains(t, []string{"success", "partial"}, a.status(), "mode %s: %v", m, a.env["error"])
 
 	// get_chunks: the longest chunk of a page in full mode.
-	pg, err := h.realClients().SearchPage(context.Background(), "security incident reporting", 0, 20)
+	pg, err := h.realClients().SearchPage(context.Background(), "security incident reporting", 0, 20, nil)
 	require.NoError(t, err)
-	longest := pg.Hits[0].Chunk
-	for _, hit := range pg.Hits {
-		if hit.Chunk.ChunkTokenCount > longest.ChunkTokenCount {
-			longest = hit.Chunk
+	longest := pg.GetResults()[0].GetChunk()
+	for _, hit := range pg.GetResults() {
+		if hit.GetChunk().GetChunkTokenCount() > longest.GetChunkTokenCount() {
+			longest = hit.GetChunk()
 		}
 	}
-	require.Greater(t, longest.ChunkTokenCount, 300, "with the envelope, more than the 450-token budget")
-	ids := []any{longest.ChunkID}
+	require.Greater(t, longest.GetChunkTokenCount(), int32(300), "with the envelope, more than the 450-token budget")
+	ids := []any{longest.GetChunkId()}
 	a = h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": ids})
 	require.Equal(t, "TOKEN_LIMIT_EXCEEDED", a.errCode())
 	require.Contains(t, a.errObj()["suggestion"], "'preview' mode")
@@ -1016,27 +1017,30 @@ func TestResources(t *testing.T) {
 // retriever ranks, token counts, dates, duplicate links and query terms.
 func TestRealSearchFillsTheSignalInputs(t *testing.T) {
 	h := newReal(t)
-	pg, err := h.realClients().SearchPage(context.Background(), "reporting a security incident", 0, 50)
+	pg, err := h.realClients().SearchPage(context.Background(), "reporting a security incident", 0, 50, nil)
 	require.NoError(t, err)
-	require.Len(t, pg.Hits, 50)
-	require.ElementsMatch(t, []string{"reporting", "security", "incident"}, pg.QueryTerms)
+	require.Len(t, pg.GetResults(), 50)
+	require.ElementsMatch(t, []string{"reporting", "security", "incident"}, pg.GetQueryTerms())
 	both, dups := 0, 0
-	for _, hit := range pg.Hits {
-		c := hit.Chunk
-		require.Positive(t, c.ChunkTokenCount, "chunk_token_count")
-		require.Equal(t, c.ChunkTokenCount, tokens.Count(c.ChunkText), "chunk_token_count is the cl100k count of the text")
-		require.False(t, c.UpdatedAt.IsZero(), "updated_at from the front matter")
-		require.True(t, c.UpdatedAt.Year() >= 2024 && c.UpdatedAt.Before(time.Now()), "updated_at %s", c.UpdatedAt)
-		require.True(t, hit.BM25Rank > 0 || hit.VectorRank > 0, "at least one retriever ranked chunk %d", c.ChunkID)
-		if hit.BM25Rank > 0 && hit.VectorRank > 0 {
+	for _, hit := range pg.GetResults() {
+		c := hit.GetChunk()
+		require.Positive(t, c.GetChunkTokenCount(), "chunk_token_count")
+		require.Equal(t, int(c.GetChunkTokenCount()), tokens.Count(c.GetChunkText()), "chunk_token_count is the cl100k count of the text")
+		require.NotNil(t, c.GetUpdatedAt(), "updated_at from the front matter")
+		updated := c.GetUpdatedAt().AsTime()
+		require.True(t, updated.Year() >= 2024 && updated.Before(time.Now()), "updated_at %s", updated)
+		bm25, vector := hit.GetBm25Rank() > 0, hit.GetVectorRank() > 0
+		require.True(t, bm25 || vector, "at least one retriever ranked chunk %d", c.GetChunkId())
+		if bm25 && vector {
 			both++
 		}
-		if hit.IsDuplicate {
+		if hit.GetIsDuplicate() {
 			dups++
-			require.NotEmpty(t, hit.SimilarChunkIDs)
+			require.NotEmpty(t, hit.GetSimilarChunkIds())
 		}
-		want := map[[2]bool]string{{true, true}: "hybrid", {true, false}: "bm25", {false, true}: "vector"}[[2]bool{hit.BM25Rank > 0, hit.VectorRank > 0}]
-		require.Equal(t, want, string(hit.ScoreType), "score_type names the retrievers that returned the chunk")
+		want := map[[2]bool]searchv1.RetrievalMode{{true, true}: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
+			{true, false}: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, {false, true}: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR}[[2]bool{bm25, vector}]
+		require.Equal(t, want, hit.GetScoreType(), "score_type names the retrievers that returned the chunk")
 	}
 	require.Greater(t, both, 10, "both retrievers agree on many results")
 	require.Positive(t, dups, "the copied section is flagged as a duplicate")

@@ -162,20 +162,23 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 // suggestions from the documents.
 const maxMentionedSuggestions = 3
 
+// mentionsOnly is the read mask of that search: the mentions, no text.
+var mentionsOnly = []string{"results.mentions"}
+
 // addMentionedVendors adds to suggestions the vendors that the chunks best
 // matching name's words mention: the documents may know the vendor by a
 // name the graph lacks ("our payroll provider"). Best effort, inside the
 // key's read scope: a search that fails adds nothing.
 func (s *Server) addMentionedVendors(ctx context.Context, name string, suggestions []string) []string {
-	page, err := s.clients.SearchPage(ctx, name, 0, 10)
+	page, err := s.clients.SearchPage(ctx, name, 0, 10, mentionsOnly)
 	if err != nil {
 		return suggestions
 	}
 	added := 0
-	for _, h := range page.Hits {
-		for _, m := range h.Mentions {
-			if m.IsVendor && added < maxMentionedSuggestions && !slices.Contains(suggestions, m.Name) {
-				suggestions = append(suggestions, m.Name)
+	for _, h := range page.GetResults() {
+		for _, m := range h.GetMentions() {
+			if m.GetIsVendor() && added < maxMentionedSuggestions && !slices.Contains(suggestions, m.GetName()) {
+				suggestions = append(suggestions, m.GetName())
 				added++
 			}
 		}

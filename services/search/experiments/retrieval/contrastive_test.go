@@ -287,7 +287,7 @@ func TestSyntheticContrastiveSpeed(t *testing.T) {
 		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
 		require.NoError(t, err)
 		for _, c := range cs {
-			texts = append(texts, analysis.IndexedText(c.ContextHeader, c.Text))
+			texts = append(texts, analysis.IndexedText(c.ContextHeader, c.ChunkText))
 		}
 	}
 	timeTraining(t, "synthetic chunks", texts[:20_000])

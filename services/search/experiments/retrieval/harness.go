@@ -115,9 +115,9 @@ func Build(ctx context.Context, ds *eval.Dataset, cfg Config) (*Pipeline, error)
 			chunks = []chunker.Chunk{{ContextHeader: d.Title}}
 		}
 		for _, c := range chunks {
-			text := c.Text
+			text := c.ChunkText
 			if cfg.HeaderInText && c.ContextHeader != "" {
-				text = c.ContextHeader + "\n" + c.Text
+				text = c.ContextHeader + "\n" + c.ChunkText
 			}
 			p.chunkDoc = append(p.chunkDoc, d.ID)
 			p.chunkTxt = append(p.chunkTxt, text)

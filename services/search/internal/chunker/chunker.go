@@ -75,20 +75,24 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Chunk is one piece of a document.
+// Chunk is one piece of a document as the chunker cut it, before it is
+// stored: it has no id or hash yet, and it says how much of its text
+// repeats the previous piece (OverlapTokens), which only the cutting needs.
+// Its fields have the names of searchv1.Chunk's, the record a chunk ends
+// as (see docs/SEARCH.md, "One chunk record").
 type Chunk struct {
-	// Index is the 0-based position of the chunk in its document.
-	Index int
-	// Total is the number of chunks of the document.
-	Total int
-	// Text is the chunk content, overlap included.
-	Text string
+	// ChunkIndex is the 0-based position of the chunk in its document.
+	ChunkIndex int
+	// TotalChunks is the number of chunks of the document.
+	TotalChunks int
+	// ChunkText is the chunk content, overlap included.
+	ChunkText string
 	// ContextHeader is the heading path, root first, joined by " > ". The
 	// document title, when given, is the root.
 	ContextHeader string
-	// Tokens is the exact cl100k token count of Text.
-	Tokens int
-	// OverlapTokens is the token count of the prefix of Text repeated from
+	// ChunkTokenCount is the exact cl100k token count of ChunkText.
+	ChunkTokenCount int
+	// OverlapTokens is the token count of the prefix of ChunkText repeated from
 	// the previous chunk (0 when there is none).
 	OverlapTokens int
 	// Page is the 1-based page the chunk is on (PagedMarkdown), else 0.
@@ -148,8 +152,8 @@ func (c *Chunker) Split(format Format, title, text string) ([]Chunk, error) {
 	}
 	chunks := c.pack(text, units)
 	for i := range chunks {
-		chunks[i].Index = i
-		chunks[i].Total = len(chunks)
+		chunks[i].ChunkIndex = i
+		chunks[i].TotalChunks = len(chunks)
 	}
 	return chunks, nil
 }
@@ -348,7 +352,7 @@ func (c *Chunker) pack(src string, units []unit) []Chunk {
 			if text == "" {
 				text = src[u.start:u.end]
 			}
-			out = append(out, Chunk{Text: text, ContextHeader: header(u.path), Tokens: c.tok.Count(text), Page: u.page})
+			out = append(out, Chunk{ChunkText: text, ContextHeader: header(u.path), ChunkTokenCount: c.tok.Count(text), Page: u.page})
 			overlapStart, overlapTokens = -1, 0
 			i++
 			continue
@@ -388,7 +392,7 @@ func (c *Chunker) pack(src string, units []unit) []Chunk {
 			text = src[start:units[j-1].end]
 			n = c.tok.Count(text)
 		}
-		out = append(out, Chunk{Text: text, ContextHeader: header(u.path), Tokens: n, OverlapTokens: ov, Page: u.page})
+		out = append(out, Chunk{ChunkText: text, ContextHeader: header(u.path), ChunkTokenCount: n, OverlapTokens: ov, Page: u.page})
 
 		overlapStart, overlapTokens = -1, 0
 		if j < len(units) && c.opts.OverlapTokens > 0 {

@@ -53,7 +53,7 @@ func TestMarkdownHeadingPaths(t *testing.T) {
 		for marker, hdr := range want {
 			// A chunk may start in a parent section and run into a child, so
 			// a marker's chunk header must be the marker's path or a prefix.
-			if strings.Contains(ch.Text, marker) {
+			if strings.Contains(ch.ChunkText, marker) {
 				require.True(t, strings.HasPrefix(hdr, ch.ContextHeader), "%q in chunk with header %q", marker, ch.ContextHeader)
 				if ch.ContextHeader == hdr {
 					seen[marker] = true
@@ -95,15 +95,15 @@ func TestCodeBlocksStayWhole(t *testing.T) {
 	require.NoError(t, err)
 	foundGo, foundTilde := false, false
 	for _, ch := range chunks {
-		if strings.Contains(ch.Text, "```go") {
-			require.Contains(t, ch.Text, code, "go block cut")
+		if strings.Contains(ch.ChunkText, "```go") {
+			require.Contains(t, ch.ChunkText, code, "go block cut")
 			foundGo = true
 		}
-		if strings.Contains(ch.Text, "~~~\n") {
-			require.Contains(t, ch.Text, tilde, "tilde block cut")
+		if strings.Contains(ch.ChunkText, "~~~\n") {
+			require.Contains(t, ch.ChunkText, tilde, "tilde block cut")
 			foundTilde = true
 		}
-		require.Equal(t, 0, strings.Count(ch.Text, "```")%2, "unbalanced fence in %q", ch.Text)
+		require.Equal(t, 0, strings.Count(ch.ChunkText, "```")%2, "unbalanced fence in %q", ch.ChunkText)
 	}
 	require.True(t, foundGo)
 	require.True(t, foundTilde)
@@ -121,14 +121,14 @@ func TestOversizedCodeBlockIsRefenced(t *testing.T) {
 	var rebuilt strings.Builder
 	parts := 0
 	for _, ch := range chunks {
-		if !strings.HasPrefix(ch.Text, "```python\n") {
+		if !strings.HasPrefix(ch.ChunkText, "```python\n") {
 			continue
 		}
 		parts++
-		require.True(t, strings.HasSuffix(ch.Text, "\n```"), "part not closed: %q", ch.Text)
-		require.LessOrEqual(t, ch.Tokens, 100)
+		require.True(t, strings.HasSuffix(ch.ChunkText, "\n```"), "part not closed: %q", ch.ChunkText)
+		require.LessOrEqual(t, ch.ChunkTokenCount, 100)
 		require.Equal(t, "Big", ch.ContextHeader)
-		inner := strings.TrimSuffix(strings.TrimPrefix(ch.Text, "```python\n"), "\n```")
+		inner := strings.TrimSuffix(strings.TrimPrefix(ch.ChunkText, "```python\n"), "\n```")
 		rebuilt.WriteString(inner + "\n")
 	}
 	require.Greater(t, parts, 2)
@@ -161,25 +161,25 @@ func TestOverlapAndSizes(t *testing.T) {
 				require.Greater(t, len(chunks), 1)
 				overlaps := 0
 				for i, ch := range chunks {
-					require.Equal(t, i, ch.Index)
-					require.Equal(t, len(chunks), ch.Total)
-					require.Equal(t, len(ref.EncodeOrdinary(ch.Text)), ch.Tokens, "token count must be cl100k's")
-					require.Equal(t, tok.Count(ch.Text), ch.Tokens)
-					require.LessOrEqual(t, ch.Tokens, opts.TargetTokens)
-					require.Greater(t, ch.Tokens, 0)
+					require.Equal(t, i, ch.ChunkIndex)
+					require.Equal(t, len(chunks), ch.TotalChunks)
+					require.Equal(t, len(ref.EncodeOrdinary(ch.ChunkText)), ch.ChunkTokenCount, "token count must be cl100k's")
+					require.Equal(t, tok.Count(ch.ChunkText), ch.ChunkTokenCount)
+					require.LessOrEqual(t, ch.ChunkTokenCount, opts.TargetTokens)
+					require.Greater(t, ch.ChunkTokenCount, 0)
 					require.LessOrEqual(t, ch.OverlapTokens, opts.OverlapTokens)
 					if ch.OverlapTokens > 0 {
 						overlaps++
-						prev := chunks[i-1].Text
+						prev := chunks[i-1].ChunkText
 						// The overlap is a suffix of the previous chunk.
 						found := false
-						for k := 1; k <= len(ch.Text) && k <= len(prev); k++ {
-							if strings.HasSuffix(prev, ch.Text[:k]) && tok.Count(ch.Text[:k]) == ch.OverlapTokens {
+						for k := 1; k <= len(ch.ChunkText) && k <= len(prev); k++ {
+							if strings.HasSuffix(prev, ch.ChunkText[:k]) && tok.Count(ch.ChunkText[:k]) == ch.OverlapTokens {
 								found = true
 								break
 							}
 						}
-						require.True(t, found, "chunk %d overlap (%d tokens) is not a suffix of chunk %d:\n%q\n%q", i, ch.OverlapTokens, i-1, prev, ch.Text)
+						require.True(t, found, "chunk %d overlap (%d tokens) is not a suffix of chunk %d:\n%q\n%q", i, ch.OverlapTokens, i-1, prev, ch.ChunkText)
 					}
 				}
 				if opts.OverlapTokens > 0 {
@@ -199,7 +199,7 @@ func requireCovers(t *testing.T, src string, chunks []Chunk) {
 	t.Helper()
 	var all []string
 	for _, ch := range chunks {
-		all = append(all, strings.Fields(ch.Text)...)
+		all = append(all, strings.Fields(ch.ChunkText)...)
 	}
 	k := 0
 	for _, w := range strings.Fields(src) {
@@ -237,7 +237,7 @@ func TestPlainTextAndAbstract(t *testing.T) {
 			}
 			for _, ch := range chunks {
 				require.Equal(t, tc.header, ch.ContextHeader)
-				require.LessOrEqual(t, ch.Tokens, 60)
+				require.LessOrEqual(t, ch.ChunkTokenCount, 60)
 			}
 			requireCovers(t, tc.text, chunks)
 		})

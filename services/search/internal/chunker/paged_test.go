@@ -18,7 +18,7 @@ func TestPagedMarkdown(t *testing.T) {
 	}
 	var out []got
 	for _, ch := range chunks {
-		out = append(out, got{ch.ContextHeader, ch.Page, ch.Text})
+		out = append(out, got{ch.ContextHeader, ch.Page, ch.ChunkText})
 	}
 	require.Equal(t, []got{
 		{"Handbook.pdf > p. 1 > Guide", 1, "# Guide\n\n## Setup\n\nInstall the agent."},

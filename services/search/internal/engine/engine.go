@@ -142,7 +142,8 @@ type Ranked struct {
 	degraded bool
 }
 
-// Result is one ranked chunk.
+// Result is one ranked chunk: the replica's record (not a copy) with its
+// scores.
 type Result struct {
 	Chunk *index.Chunk
 	fusion.Result

@@ -75,7 +75,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			fb := feedbackHits{ids: ids}
 			for _, c := range e.ix.Chunks(ids) {
 				if c != nil && !c.TextInDatabase {
-					fb.texts = append(fb.texts, analysis.IndexedText(c.Header, c.Text))
+					fb.texts = append(fb.texts, analysis.IndexedText(c.ContextHeader, c.ChunkText))
 				}
 			}
 			fbHits <- fb

@@ -33,20 +33,24 @@ type Document struct {
 	Chunks     []int64
 }
 
-// Chunk is one chunk with what a result shows.
+// Chunk is a replica's in-memory record of a chunk: searchv1.Chunk's
+// fields (same names) with the document's shared through Doc, counts in
+// 32 bits and the text optional (TextInDatabase), because a replica holds
+// every chunk of the corpus. The server's chunkProto is the one place it
+// becomes a searchv1.Chunk.
 type Chunk struct {
-	ID     int64
-	Doc    *Document
-	Index  int32
-	Total  int32
-	Tokens int32
-	Header string
-	Text   string
+	ChunkID         int64
+	Doc             *Document
+	ChunkIndex      int32
+	TotalChunks     int32
+	ChunkTokenCount int32
+	ContextHeader   string
+	ChunkText       string
 	// Page is the 1-based page of a paged format (PDF), else 0.
 	Page int32
-	// TextInDatabase says Header and Text were not kept in memory
-	// (Options.TextInDatabase): whoever shows the chunk reads them from
-	// PostgreSQL by ID (chunk ids are never reused, so any copy stays valid).
+	// TextInDatabase says ContextHeader and ChunkText were not kept in
+	// memory (Options.TextInDatabase): whoever shows the chunk reads them
+	// from PostgreSQL by ChunkID (chunk ids are never reused, so any copy stays valid).
 	TextInDatabase bool
 	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
 	// to flag identical content in a result list.
@@ -134,9 +138,9 @@ func record(d *Document, c store.Chunk) *Chunk {
 	if len(c.Hash) >= 8 {
 		h = binary.BigEndian.Uint64(c.Hash)
 	}
-	d.Chunks = append(d.Chunks, c.ID)
-	return &Chunk{ID: c.ID, Doc: d, Index: int32(c.Index), Total: int32(c.Total), Tokens: int32(c.Tokens),
-		Header: c.Header, Text: c.Text, Page: int32(c.Page), Hash: h}
+	d.Chunks = append(d.Chunks, c.ChunkID)
+	return &Chunk{ChunkID: c.ChunkID, Doc: d, ChunkIndex: int32(c.ChunkIndex), TotalChunks: int32(c.TotalChunks), ChunkTokenCount: int32(c.ChunkTokenCount),
+		ContextHeader: c.ContextHeader, ChunkText: c.ChunkText, Page: int32(c.Page), Hash: h}
 }
 
 // Apply publishes a batch: documents in it replace their previous version
@@ -166,7 +170,7 @@ func (ix *Index) Apply(b *Batch) {
 		remove = append(remove, old.Chunks...)
 		for _, cid := range old.Chunks {
 			if c := ix.chunks[cid]; c != nil {
-				ix.textBytes -= int64(len(c.Text) + len(c.Header))
+				ix.textBytes -= int64(len(c.ChunkText) + len(c.ContextHeader))
 				if ix.catChunks[c.Doc.Category]--; ix.catChunks[c.Doc.Category] <= 0 {
 					delete(ix.catChunks, c.Doc.Category)
 				}
@@ -187,9 +191,9 @@ func (ix *Index) Apply(b *Batch) {
 		ix.incCat(d.Category)
 	}
 	for _, c := range chunks {
-		ix.chunks[c.ID] = c
+		ix.chunks[c.ChunkID] = c
 		ix.catChunks[c.Doc.Category]++
-		ix.textBytes += int64(len(c.Text) + len(c.Header))
+		ix.textBytes += int64(len(c.ChunkText) + len(c.ContextHeader))
 	}
 	// Old and new chunks swap under one BM25 lock: a document is never seen
 	// half replaced.
@@ -284,9 +288,9 @@ func (l *Loader) index(rows []store.Chunk) {
 	bdocs := l.ix.analyze(chunks)
 	l.ix.mu.Lock()
 	for _, c := range chunks {
-		l.ix.chunks[c.ID] = c
+		l.ix.chunks[c.ChunkID] = c
 		l.ix.catChunks[c.Doc.Category]++
-		l.ix.textBytes += int64(len(c.Text) + len(c.Header))
+		l.ix.textBytes += int64(len(c.ChunkText) + len(c.ContextHeader))
 	}
 	l.ix.mu.Unlock()
 	l.ix.bm.ReplaceBatch(bdocs)
@@ -298,9 +302,9 @@ func (ix *Index) analyze(chunks []*Chunk) []bm25.Doc {
 	bdocs := make([]bm25.Doc, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ID, Category: c.Doc.Category, Terms: analysis.IndexedTerms(ix.an, c.Header, c.Text)}
+		bdocs[i] = bm25.Doc{ChunkID: c.ChunkID, Category: c.Doc.Category, Terms: analysis.IndexedTerms(ix.an, c.ContextHeader, c.ChunkText)}
 		if ix.opt.TextInDatabase {
-			c.Header, c.Text, c.TextInDatabase = "", "", true
+			c.ContextHeader, c.ChunkText, c.TextInDatabase = "", "", true
 		}
 	})
 	return bdocs

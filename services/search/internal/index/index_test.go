@@ -32,8 +32,8 @@ func batch(t testing.TB, chunks int) *Batch {
 		b.Documents = append(b.Documents, doc)
 		for _, c := range cs {
 			id++
-			h := sha256.Sum256([]byte(c.Text))
-			b.Chunks = append(b.Chunks, store.Chunk{ID: id, DocumentID: doc.ID, Index: c.Index, Total: c.Total, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: h[:]})
+			h := sha256.Sum256([]byte(c.ChunkText))
+			b.Chunks = append(b.Chunks, store.Chunk{ChunkID: id, DocumentID: doc.ID, ChunkIndex: c.ChunkIndex, TotalChunks: c.TotalChunks, ContextHeader: c.ContextHeader, ChunkText: c.ChunkText, ChunkTokenCount: c.ChunkTokenCount, Hash: h[:]})
 		}
 	}
 	return b
@@ -53,12 +53,12 @@ func TestApplyReplaceDelete(t *testing.T) {
 	// Replace document 1 with a single new chunk; delete document 2.
 	d1 := b.Documents[0]
 	d1.Generation = 2
-	ix.Apply(&Batch{Generation: 2, Documents: []store.Document{d1}, Chunks: []store.Chunk{{ID: 100000, DocumentID: d1.ID, Total: 1, Text: "zebra crossing"}},
+	ix.Apply(&Batch{Generation: 2, Documents: []store.Document{d1}, Chunks: []store.Chunk{{ChunkID: 100000, DocumentID: d1.ID, TotalChunks: 1, ChunkText: "zebra crossing"}},
 		Deleted: []int64{b.Documents[1].ID}})
 	require.Len(t, ix.SearchBM25(analysis.NewEnglish().Terms("zebra"), nil, 10), 1)
 	for _, c := range b.Chunks {
 		if c.DocumentID <= 2 {
-			require.Nil(t, ix.Chunk(c.ID), "old chunk %d gone", c.ID)
+			require.Nil(t, ix.Chunk(c.ChunkID), "old chunk %d gone", c.ChunkID)
 		}
 	}
 	require.Equal(t, int64(2), ix.Generation())
@@ -97,7 +97,7 @@ func TestMemoryPer100kChunks(t *testing.T) {
 	b := batch(t, n)
 	textBytes := 0
 	for _, c := range b.Chunks {
-		textBytes += len(c.Text) + len(c.Header)
+		textBytes += len(c.ChunkText) + len(c.ContextHeader)
 	}
 	// BMCIS_INDEX_MEMORY_TEXT=database measures the text-less layout.
 	ix := NewWithOptions(analysis.NewEnglish(), bm25.DefaultParams(), Options{TextInDatabase: os.Getenv("BMCIS_INDEX_MEMORY_TEXT") == "database"})
@@ -162,8 +162,8 @@ func TestSlicedFirstLoadMatchesOneBatch(t *testing.T) {
 	}
 	require.Equal(t, wantIn, in)
 	require.Equal(t, len(b.Chunks), total)
-	c := sliced.Chunk(b.Chunks[0].ID)
+	c := sliced.Chunk(b.Chunks[0].ChunkID)
 	require.True(t, c.TextInDatabase)
-	require.Empty(t, c.Text)
-	require.NotEmpty(t, whole.Chunk(b.Chunks[0].ID).Text)
+	require.Empty(t, c.ChunkText)
+	require.NotEmpty(t, whole.Chunk(b.Chunks[0].ChunkID).ChunkText)
 }

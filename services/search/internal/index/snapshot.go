@@ -58,7 +58,7 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		if a.Doc.ID != b.Doc.ID {
 			return cmpInt(a.Doc.ID, b.Doc.ID)
 		}
-		return cmpInt(int64(a.Index), int64(b.Index))
+		return cmpInt(int64(a.ChunkIndex), int64(b.ChunkIndex))
 	})
 	w.Uvarint(uint64(len(f.docs)))
 	prevDoc, prevChunk, next := int64(0), int64(0), 0
@@ -75,17 +75,17 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		w.Varint(d.Generation)
 		w.Uvarint(uint64(len(d.Chunks)))
 		for _, id := range d.Chunks {
-			if next >= len(f.chunks) || f.chunks[next].ID != id || f.chunks[next].Doc != d {
+			if next >= len(f.chunks) || f.chunks[next].ChunkID != id || f.chunks[next].Doc != d {
 				w.Fail(fmt.Errorf("encode index: chunk %d of document %d has no record in order", id, d.ID))
 				return
 			}
 			c := f.chunks[next]
 			next++
-			w.Varint(c.ID - prevChunk)
-			prevChunk = c.ID
-			w.Varint(int64(c.Index))
-			w.Varint(int64(c.Total))
-			w.Varint(int64(c.Tokens))
+			w.Varint(c.ChunkID - prevChunk)
+			prevChunk = c.ChunkID
+			w.Varint(int64(c.ChunkIndex))
+			w.Varint(int64(c.TotalChunks))
+			w.Varint(int64(c.ChunkTokenCount))
 			w.Varint(int64(c.Page))
 			binary.BigEndian.PutUint64(hash[:], c.Hash)
 			w.Raw(hash[:])
@@ -141,17 +141,17 @@ func Decode(r *binfmt.Reader, an *analysis.Analyzer, p bm25.Params, o Options) (
 		d.Chunks = make([]int64, 0, nch)
 		for j := 0; j < nch && r.Err() == nil; j++ {
 			c := &Chunk{Doc: d, TextInDatabase: true}
-			c.ID = prevChunk + r.Varint()
-			prevChunk = c.ID
-			c.Index, c.Total, c.Tokens, c.Page = int32(r.Varint()), int32(r.Varint()), int32(r.Varint()), int32(r.Varint())
+			c.ChunkID = prevChunk + r.Varint()
+			prevChunk = c.ChunkID
+			c.ChunkIndex, c.TotalChunks, c.ChunkTokenCount, c.Page = int32(r.Varint()), int32(r.Varint()), int32(r.Varint()), int32(r.Varint())
 			r.Raw(hash[:])
 			c.Hash = binary.BigEndian.Uint64(hash[:])
-			if _, dup := ix.chunks[c.ID]; dup || !bm.Contains(c.ID) {
-				r.Failf("chunk %d: twice, or not in the bm25 index", c.ID)
+			if _, dup := ix.chunks[c.ChunkID]; dup || !bm.Contains(c.ChunkID) {
+				r.Failf("chunk %d: twice, or not in the bm25 index", c.ChunkID)
 				break
 			}
-			d.Chunks = append(d.Chunks, c.ID)
-			ix.chunks[c.ID] = c
+			d.Chunks = append(d.Chunks, c.ChunkID)
+			ix.chunks[c.ChunkID] = c
 			ix.catChunks[d.Category]++
 		}
 		ix.docs[d.ID] = d
@@ -177,9 +177,9 @@ func (ix *Index) FillText(id int64, header, text string) bool {
 		return c != nil
 	}
 	if !c.TextInDatabase {
-		ix.textBytes -= int64(len(c.Header) + len(c.Text))
+		ix.textBytes -= int64(len(c.ContextHeader) + len(c.ChunkText))
 	}
-	c.Header, c.Text, c.TextInDatabase = header, text, false
+	c.ContextHeader, c.ChunkText, c.TextInDatabase = header, text, false
 	ix.textBytes += int64(len(header) + len(text))
 	return true
 }

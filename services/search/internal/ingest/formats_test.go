@@ -48,10 +48,10 @@ func TestPrepareKeepsStructure(t *testing.T) {
 			require.Equal(t, "Employee Handbook", row.Title, "the file's own title")
 			var got []string
 			for _, c := range row.Chunks {
-				got = append(got, c.Header)
-				require.NotContains(t, c.Text, "\f", "a chunk never spans a page break")
+				got = append(got, c.ContextHeader)
+				require.NotContains(t, c.ChunkText, "\f", "a chunk never spans a page break")
 				for _, a := range tc.absent {
-					require.NotContains(t, c.Header, a)
+					require.NotContains(t, c.ContextHeader, a)
 				}
 			}
 			for _, h := range tc.headers {

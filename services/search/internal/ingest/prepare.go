@@ -123,8 +123,8 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 		Chunks: make([]store.Chunk, len(chunks)),
 	}
 	for i, c := range chunks {
-		sum := sha256.Sum256([]byte(c.Text))
-		row.Chunks[i] = store.Chunk{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: sum[:], Page: c.Page}
+		sum := sha256.Sum256([]byte(c.ChunkText))
+		row.Chunks[i] = store.Chunk{ChunkIndex: c.ChunkIndex, ContextHeader: c.ContextHeader, ChunkText: c.ChunkText, ChunkTokenCount: c.ChunkTokenCount, Hash: sum[:], Page: c.Page}
 	}
 	return row, nil
 }

@@ -24,8 +24,8 @@ func TestPrepare(t *testing.T) {
 	require.Nil(t, fail)
 	require.Equal(t, "a.md", row.ExternalID)
 	require.Len(t, row.Chunks, 1)
-	require.NotContains(t, row.Chunks[0].Text, "\r")
-	require.False(t, strings.HasPrefix(row.Chunks[0].Text, "\xef\xbb\xbf"))
+	require.NotContains(t, row.Chunks[0].ChunkText, "\r")
+	require.False(t, strings.HasPrefix(row.Chunks[0].ChunkText, "\xef\xbb\xbf"))
 	require.Len(t, row.ContentHash, 32)
 
 	// CRLF vs LF and a BOM do not change the hash; visible metadata does.

@@ -13,9 +13,13 @@ import (
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
+	"github.com/bmcis/knowledge/platform/readmask"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
+
+// chunksResponseDesc is what a GetChunks read mask names fields of.
+var chunksResponseDesc = (&searchv1.GetChunksResponse{}).ProtoReflect().Descriptor()
 
 // GetChunks returns whole chunks by id, in the order asked. They come from
 // memory; ids this replica has not loaded yet are read from PostgreSQL.
@@ -23,6 +27,10 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	ids := req.GetChunkIds()
 	if !limits.ChunkIDs.Allows(len(ids)) {
 		return nil, grpcserver.InvalidArgument("chunk_ids", "give between %d and %d ids, got %d", limits.ChunkIDs.Min, limits.ChunkIDs.Max, len(ids))
+	}
+	mask, err := readmask.New(req.GetReadMask(), chunksResponseDesc, "chunks.chunk_id", "missing_ids")
+	if err != nil {
+		return nil, grpcserver.InvalidArgument("read_mask", "%v", err)
 	}
 	recs := s.ix.Chunks(ids)
 	var unknown []int64
@@ -41,14 +49,17 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 		}
 		_, recs := index.Records(docs, chunks)
 		for _, r := range recs {
-			fromDB[r.ID] = r
+			fromDB[r.ChunkID] = r
 		}
 	}
-	dctx, cancel := s.dbCtx(ctx)
-	texts, _, err := s.texts.texts(dctx, recs)
-	cancel()
-	if err != nil {
-		return nil, dbError(ctx, err)
+	var texts map[int64]store.StoredText
+	if mask.Wants("chunks.chunk_text") || mask.Wants("chunks.context_header") {
+		dctx, cancel := s.dbCtx(ctx)
+		texts, _, err = s.texts.texts(dctx, recs)
+		cancel()
+		if err != nil {
+			return nil, dbError(ctx, err)
+		}
 	}
 	sc := s.readScope(req.GetScope())
 	resp := &searchv1.GetChunksResponse{}
@@ -63,6 +74,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 		}
 		resp.Chunks = append(resp.Chunks, chunkProto(r, texts))
 	}
+	mask.Prune(resp)
 	return resp, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
+	"github.com/bmcis/knowledge/platform/readmask"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -38,6 +39,10 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	}
 	if !limits.SearchOffset.Allows(int(req.GetOffset())) {
 		return nil, grpcserver.InvalidArgument("offset", "must not be negative, got %d", req.GetOffset())
+	}
+	mask, err := readmask.New(req.GetReadMask(), searchResponseDesc, searchAlways...)
+	if err != nil {
+		return nil, grpcserver.InvalidArgument("read_mask", "%v", err)
 	}
 	mode := req.GetMode()
 	switch mode {
@@ -106,19 +111,24 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		for i := range page {
 			shown[i] = page[i].Chunk
 		}
-		dctx, cancel := s.dbCtx(ctx)
-		texts, took, err := s.texts.texts(dctx, shown)
-		cancel()
-		dbTime += took
-		if err != nil {
-			return nil, dbError(ctx, err)
+		var texts map[int64]store.StoredText
+		if mask.Wants("results.chunk.chunk_text") || mask.Wants("results.chunk.context_header") {
+			var took time.Duration
+			dctx, cancel := s.dbCtx(ctx)
+			texts, took, err = s.texts.texts(dctx, shown)
+			cancel()
+			dbTime += took
+			if err != nil {
+				return nil, dbError(ctx, err)
+			}
 		}
 		resp.Results = make([]*searchv1.SearchResult, len(page))
 		for i := range page {
 			resp.Results[i] = resultProto(&page[i], off+i+1, texts)
 		}
 	}
-	s.addMentions(ctx, q, resp)
+	s.addMentions(ctx, q, resp, mask)
+	mask.Prune(resp)
 	resp.SearchTimeMs = float64(time.Since(start).Microseconds()) / 1000
 	resp.DatabaseTimeMs = float64(dbTime.Microseconds()) / 1000
 	return resp, nil
@@ -127,24 +137,43 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 // maxMentions bounds a result's mentions.
 const maxMentions = 10
 
+// searchResponseDesc is what a search's read mask names fields of.
+var searchResponseDesc = (&searchv1.SearchResponse{}).ProtoReflect().Descriptor()
+
+// searchAlways are the fields a search answer carries whatever its read
+// mask: what identifies a result, and the page's own facts (none is read
+// for the answer alone).
+var searchAlways = []string{"results.chunk.chunk_id", "results.rank", "total_available", "cache_hit", "mode",
+	"query_terms", "search_time_ms", "database_time_ms"}
+
 // addMentions lists the entities each result's chunk mentions and the
-// vendors the query names. They enrich the answer: when the database cannot
-// say, the results go out without them (and a log line says why).
-func (s *Server) addMentions(ctx context.Context, query string, resp *searchv1.SearchResponse) {
+// vendors the query names, each only when the read mask wants it. They
+// enrich the answer: when the database cannot say, the results go out
+// without them (and a log line says why).
+func (s *Server) addMentions(ctx context.Context, query string, resp *searchv1.SearchResponse, mask readmask.Mask) {
+	chunks, vendors := mask.Wants("results.mentions") && len(resp.Results) > 0, mask.Wants("query_vendors")
+	if !chunks && !vendors {
+		return
+	}
 	dctx, cancel := s.dbCtx(ctx)
 	defer cancel()
-	ids := make([]int64, len(resp.Results))
-	for i, r := range resp.Results {
-		ids[i] = r.GetChunk().GetChunkId()
-	}
-	byChunk, err := s.st.ChunkMentions(dctx, ids, maxMentions)
-	if err == nil {
-		for _, r := range resp.Results {
-			r.Mentions = mentionProtos(byChunk[r.GetChunk().GetChunkId()])
+	var err error
+	if chunks {
+		ids := make([]int64, len(resp.Results))
+		for i, r := range resp.Results {
+			ids[i] = r.GetChunk().GetChunkId()
 		}
-		var vendors []store.Mention
-		vendors, err = s.st.QueryVendors(dctx, query)
-		resp.QueryVendors = mentionProtos(vendors)
+		var byChunk map[int64][]store.Mention
+		if byChunk, err = s.st.ChunkMentions(dctx, ids, maxMentions); err == nil {
+			for _, r := range resp.Results {
+				r.Mentions = mentionProtos(byChunk[r.GetChunk().GetChunkId()])
+			}
+		}
+	}
+	if err == nil && vendors {
+		var found []store.Mention
+		found, err = s.st.QueryVendors(dctx, query)
+		resp.QueryVendors = mentionProtos(found)
 	}
 	if err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "search answered without mentions", "error", err.Error())
@@ -185,22 +214,22 @@ func resultProto(r *engine.Result, rank int, texts map[int64]store.StoredText) *
 // chunkProto maps a record; texts supplies header and text for records
 // that left them in PostgreSQL.
 func chunkProto(c *index.Chunk, texts map[int64]store.StoredText) *searchv1.Chunk {
-	header, text := c.Header, c.Text
+	header, text := c.ContextHeader, c.ChunkText
 	if c.TextInDatabase {
-		t := texts[c.ID]
-		header, text = t.Header, t.Text
+		t := texts[c.ChunkID]
+		header, text = t.ContextHeader, t.ChunkText
 	}
 	return &searchv1.Chunk{
-		ChunkId:         c.ID,
+		ChunkId:         c.ChunkID,
 		DocumentId:      c.Doc.ExternalID,
 		SourceFile:      c.Doc.SourceFile,
 		SourceCategory:  c.Doc.Category,
 		Title:           c.Doc.Title,
 		ContextHeader:   header,
 		ChunkText:       text,
-		ChunkIndex:      c.Index,
-		TotalChunks:     c.Total,
-		ChunkTokenCount: c.Tokens,
+		ChunkIndex:      c.ChunkIndex,
+		TotalChunks:     c.TotalChunks,
+		ChunkTokenCount: c.ChunkTokenCount,
 		Page:            c.Page,
 		UpdatedAt:       timestamppb.New(c.Doc.UpdatedAt),
 	}

@@ -188,6 +188,10 @@ func (s *Server) refreshMatcher(ctx context.Context) {
 // Listening reports whether the change-feed listener is connected.
 func (s *Server) Listening() bool { return s.feed.Listening() }
 
+// Reads counts the store's per-answer lookups (chunk text, mentions): what
+// a request's read mask spares.
+func (s *Server) Reads() *store.ReadCounts { return s.st.Reads() }
+
 // dbCtx bounds one database call of a request.
 func (s *Server) dbCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.DBTimeout)

@@ -37,11 +37,11 @@ func (t *textSource) texts(ctx context.Context, cs []*index.Chunk) (map[int64]st
 		if out == nil {
 			out = make(map[int64]store.StoredText, len(cs))
 		}
-		if v, ok := t.cache.Get(c.ID); ok {
-			out[c.ID] = v
+		if v, ok := t.cache.Get(c.ChunkID); ok {
+			out[c.ChunkID] = v
 			continue
 		}
-		missing = append(missing, c.ID)
+		missing = append(missing, c.ChunkID)
 	}
 	if len(missing) == 0 {
 		return out, 0, nil

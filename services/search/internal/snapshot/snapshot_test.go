@@ -54,8 +54,8 @@ func (e *env) write(t *testing.T, i int, v string) {
 	h := sha256.Sum256([]byte(content))
 	row.ContentHash = h[:]
 	for _, c := range cs {
-		ch := sha256.Sum256([]byte(c.Text))
-		row.Chunks = append(row.Chunks, store.Chunk{Index: c.Index, Header: c.ContextHeader, Text: c.Text, Tokens: c.Tokens, Hash: ch[:], Page: i % 3})
+		ch := sha256.Sum256([]byte(c.ChunkText))
+		row.Chunks = append(row.Chunks, store.Chunk{ChunkIndex: c.ChunkIndex, ContextHeader: c.ContextHeader, ChunkText: c.ChunkText, ChunkTokenCount: c.ChunkTokenCount, Hash: ch[:], Page: i % 3})
 	}
 	_, err = e.st.WriteDocument(context.Background(), row)
 	require.NoError(t, err)

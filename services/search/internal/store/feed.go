@@ -36,16 +36,18 @@ type Document struct {
 	Generation int64
 }
 
-// Chunk is a stored chunk: what a replica reads, and what ingestion writes.
+// Chunk is a chunks row: what ingestion writes and a replica reads. Beside
+// searchv1.Chunk's fields (same names) it carries the row's own: its
+// document's row id and its content hash.
 type Chunk struct {
-	ID         int64
-	DocumentID int64
-	Index      int
-	Total      int
-	Header     string
-	Text       string
-	Tokens     int
-	Hash       []byte
+	ChunkID         int64
+	DocumentID      int64
+	ChunkIndex      int
+	TotalChunks     int
+	ContextHeader   string
+	ChunkText       string
+	ChunkTokenCount int
+	Hash            []byte
 	// Page is the 1-based page of a paged format (PDF), else 0.
 	Page int
 }
@@ -135,7 +137,7 @@ func (s *Store) ChangesSinceStream(ctx context.Context, since int64, onDocuments
 				return err
 			}
 			var c Chunk
-			_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash, &c.Page}, func() error {
+			_, err = pgx.ForEachRow(rows, []any{&c.ChunkID, &c.DocumentID, &c.ChunkIndex, &c.TotalChunks, &c.ContextHeader, &c.ChunkText, &c.ChunkTokenCount, &c.Hash, &c.Page}, func() error {
 				out := c
 				c.Hash = nil
 				return onChunk(out)

@@ -26,6 +26,7 @@ type Mention struct {
 // after when the graph moved meanwhile, which notifies like an import), so
 // a repeated page costs no database call.
 func (s *Store) ChunkMentions(ctx context.Context, chunkIDs []int64, perChunk int) (map[int64][]Mention, error) {
+	s.reads.ChunkMentions.Add(1)
 	out := map[int64][]Mention{}
 	if len(chunkIDs) == 0 {
 		return out, nil
@@ -83,6 +84,7 @@ func (s *Store) readChunkMentions(ctx context.Context, chunkIDs []int64, perChun
 // the graph (GraphChanged, and a periodic version check); only before the
 // first build does it read the graph.
 func (s *Store) QueryVendors(ctx context.Context, text string) ([]Mention, error) {
+	s.reads.QueryVendors.Add(1)
 	m, v, ok := s.linker.Current()
 	if !ok {
 		var err error

@@ -105,7 +105,7 @@ func benchDocs(g []benchEntity, chunks int) []DocumentRow {
 				}
 				text = text[:at] + " " + g[r.IntN(len(g))].name + text[at:]
 			}
-			row.Chunks = append(row.Chunks, Chunk{Index: len(row.Chunks), Text: text, Tokens: len(text) / 4, Hash: []byte(strconv.Itoa(len(row.Chunks)))})
+			row.Chunks = append(row.Chunks, Chunk{ChunkIndex: len(row.Chunks), ChunkText: text, ChunkTokenCount: len(text) / 4, Hash: []byte(strconv.Itoa(len(row.Chunks)))})
 			total++
 			cur.Reset()
 		}
@@ -154,9 +154,9 @@ func BenchmarkMentionsMatcher(b *testing.B) {
 		chunks, bytes, links := 0, 0, 0
 		for _, d := range docs {
 			for _, c := range d.Chunks {
-				links += len(m.Match(c.Text))
+				links += len(m.Match(c.ChunkText))
 				chunks++
-				bytes += len(c.Text)
+				bytes += len(c.ChunkText)
 			}
 		}
 		match := time.Since(start)

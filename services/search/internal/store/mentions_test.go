@@ -56,7 +56,7 @@ func links(t *testing.T, s *Store, externalID string) map[string]map[int]int {
 func doc(id string, texts ...string) DocumentRow {
 	d := DocumentRow{ExternalID: id, SourceFile: id + ".md", ContentHash: []byte(id + texts[0])}
 	for i, tx := range texts {
-		d.Chunks = append(d.Chunks, Chunk{Index: i, Text: tx, Tokens: 5, Hash: []byte{byte(i)}})
+		d.Chunks = append(d.Chunks, Chunk{ChunkIndex: i, ChunkText: tx, ChunkTokenCount: 5, Hash: []byte{byte(i)}})
 	}
 	return d
 }

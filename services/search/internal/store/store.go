@@ -57,6 +57,7 @@ type Store struct {
 	linker    *mentions.Linker
 	mentions  mentionCache
 	graphKick chan struct{}
+	reads     ReadCounts
 }
 
 // New returns a store on pool.

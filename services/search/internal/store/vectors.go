@@ -208,7 +208,7 @@ func (s *Store) ChunksByID(ctx context.Context, ids []int64) ([]Chunk, []Documen
 	seen := map[int64]bool{}
 	var c Chunk
 	var d Document
-	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.DocumentID, &c.Index, &c.Total, &c.Header, &c.Text, &c.Tokens, &c.Hash, &c.Page,
+	_, err = pgx.ForEachRow(rows, []any{&c.ChunkID, &c.DocumentID, &c.ChunkIndex, &c.TotalChunks, &c.ContextHeader, &c.ChunkText, &c.ChunkTokenCount, &c.Hash, &c.Page,
 		&d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation}, func() error {
 		chunks = append(chunks, c)
 		c.Hash = nil
@@ -261,14 +261,15 @@ func (s *Store) model(ctx context.Context, where string, args ...any) (*Model, e
 
 // StoredText is a chunk's header and text as stored.
 type StoredText struct {
-	Header string
-	Text   string
+	ContextHeader string
+	ChunkText     string
 }
 
 // ChunkTexts reads the header and text of chunks by id (ids that no longer
 // exist are left out): what a replica keeping text only in PostgreSQL
 // reads for the page it shows.
 func (s *Store) ChunkTexts(ctx context.Context, ids []int64) (map[int64]StoredText, error) {
+	s.reads.ChunkTexts.Add(1)
 	out := make(map[int64]StoredText, len(ids))
 	if len(ids) == 0 {
 		return out, nil
@@ -279,7 +280,7 @@ func (s *Store) ChunkTexts(ctx context.Context, ids []int64) (map[int64]StoredTe
 	}
 	var id int64
 	var t StoredText
-	_, err = pgx.ForEachRow(rows, []any{&id, &t.Header, &t.Text}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &t.ContextHeader, &t.ChunkText}, func() error {
 		out[id] = t
 		return nil
 	})

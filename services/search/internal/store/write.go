@@ -118,8 +118,8 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	var mIdx, mCount []int32
 	var mEntity []string
 	for _, c := range d.Chunks {
-		for _, l := range matcher.Links([]mentions.ChunkText{{ID: int64(c.Index), Text: c.Text}}) {
-			mIdx, mEntity, mCount = append(mIdx, int32(c.Index)), append(mEntity, l.EntityID), append(mCount, int32(l.Count))
+		for _, l := range matcher.Links([]mentions.ChunkText{{ID: int64(c.ChunkIndex), Text: c.ChunkText}}) {
+			mIdx, mEntity, mCount = append(mIdx, int32(c.ChunkIndex)), append(mEntity, l.EntityID), append(mCount, int32(l.Count))
 		}
 	}
 
@@ -131,7 +131,7 @@ func (s *Store) WriteDocument(ctx context.Context, d DocumentRow) (WriteResult, 
 	hdr, txt := make([]string, n), make([]string, n)
 	hashes := make([][]byte, n)
 	for i, c := range d.Chunks {
-		idx[i], tok[i], hdr[i], txt[i], hashes[i], page[i] = int32(c.Index), int32(c.Tokens), c.Header, c.Text, c.Hash, int32(c.Page)
+		idx[i], tok[i], hdr[i], txt[i], hashes[i], page[i] = int32(c.ChunkIndex), int32(c.ChunkTokenCount), c.ContextHeader, c.ChunkText, c.Hash, int32(c.Page)
 	}
 	b = &pgx.Batch{}
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", mentions.LockKey)

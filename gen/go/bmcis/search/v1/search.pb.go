@@ -11,6 +11,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -151,7 +152,17 @@ type SearchRequest struct {
 	NoCache bool `protobuf:"varint,6,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"`
 	// What the caller's key may read; results, totals and the categories
 	// accepted above stay inside it.
-	Scope         *ReadScope `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope *ReadScope `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The fields of the answer the caller needs, as paths of
+	// SearchResponse; a path through results names that field of every
+	// result ("results.chunk.chunk_text", "results.mentions",
+	// "query_vendors"), and a message path names all its fields. Unset: every
+	// field. What the mask leaves out is neither read nor sent: without
+	// results.chunk.chunk_text and results.chunk.context_header no chunk text
+	// is fetched, without results.mentions and query_vendors no mention is
+	// looked up. results.chunk.chunk_id, results.rank and the page fields
+	// (total_available, cache_hit, mode, timings) always come.
+	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,8,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -231,6 +242,13 @@ func (x *SearchRequest) GetNoCache() bool {
 func (x *SearchRequest) GetScope() *ReadScope {
 	if x != nil {
 		return x.Scope
+	}
+	return nil
+}
+
+func (x *SearchRequest) GetReadMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ReadMask
 	}
 	return nil
 }
@@ -771,7 +789,13 @@ type GetChunksRequest struct {
 	// 1..100 chunk ids.
 	ChunkIds []int64 `protobuf:"varint,1,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
 	// What the caller's key may read; chunks outside it are reported missing.
-	Scope         *ReadScope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope *ReadScope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The fields of the answer the caller needs, as paths of
+	// GetChunksResponse ("chunks.chunk_text"), as SearchRequest.read_mask:
+	// unset is every field; without chunks.chunk_text and
+	// chunks.context_header no chunk text is fetched. chunks.chunk_id and
+	// missing_ids always come.
+	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -816,6 +840,13 @@ func (x *GetChunksRequest) GetChunkIds() []int64 {
 func (x *GetChunksRequest) GetScope() *ReadScope {
 	if x != nil {
 		return x.Scope
+	}
+	return nil
+}
+
+func (x *GetChunksRequest) GetReadMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ReadMask
 	}
 	return nil
 }
@@ -2053,7 +2084,7 @@ var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
-	"\x1cbmcis/search/v1/search.proto\x12\x0fbmcis.search.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x02\n" +
+	"\x1cbmcis/search/v1/search.proto\x12\x0fbmcis.search.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
 	"\rSearchRequest\x12 \n" +
 	"\x05query\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xf4\x03R\x05query\x122\n" +
@@ -2064,7 +2095,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"categories\x18\x05 \x03(\tR\n" +
 	"categories\x12\x19\n" +
 	"\bno_cache\x18\x06 \x01(\bR\anoCache\x120\n" +
-	"\x05scope\x18\a \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"+\n" +
+	"\x05scope\x18\a \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\x127\n" +
+	"\tread_mask\x18\b \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"+\n" +
 	"\tReadScope\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
@@ -2121,11 +2153,12 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\ventity_type\x18\x03 \x01(\tR\n" +
 	"entityType\x12\x1b\n" +
 	"\tis_vendor\x18\x04 \x01(\bR\bisVendor\x12\x14\n" +
-	"\x05count\x18\x05 \x01(\x05R\x05count\"m\n" +
+	"\x05count\x18\x05 \x01(\x05R\x05count\"\xa6\x01\n" +
 	"\x10GetChunksRequest\x12'\n" +
 	"\tchunk_ids\x18\x01 \x03(\x03B\n" +
 	"\xbaH\a\x92\x01\x04\b\x01\x10dR\bchunkIds\x120\n" +
-	"\x05scope\x18\x02 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"d\n" +
+	"\x05scope\x18\x02 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\x127\n" +
+	"\tread_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"d\n" +
 	"\x11GetChunksResponse\x12.\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x16.bmcis.search.v1.ChunkR\x06chunks\x12\x1f\n" +
 	"\vmissing_ids\x18\x02 \x03(\x03R\n" +
@@ -2285,55 +2318,58 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*ListSourcesRequest)(nil),      // 23: bmcis.search.v1.ListSourcesRequest
 	(*ListSourcesResponse)(nil),     // 24: bmcis.search.v1.ListSourcesResponse
 	(*Source)(nil),                  // 25: bmcis.search.v1.Source
-	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),   // 26: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	6,  // 2: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
-	0,  // 3: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
-	7,  // 4: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	26, // 5: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 6: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
-	0,  // 7: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
-	7,  // 8: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
-	3,  // 9: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	5,  // 10: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
-	1,  // 11: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	26, // 12: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 13: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
-	12, // 14: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
-	15, // 15: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	13, // 16: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
-	3,  // 17: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	20, // 18: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 19: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	26, // 20: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	26, // 21: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
-	3,  // 22: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	25, // 23: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	26, // 24: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	2,  // 25: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 26: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	11, // 27: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	11, // 28: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	16, // 29: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	18, // 30: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	21, // 31: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	23, // 32: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	4,  // 33: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 34: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 35: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 36: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 37: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 38: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 39: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 40: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	26, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
+	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
+	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
+	27, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
+	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
+	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
+	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	26, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
+	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
+	27, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
+	12, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
+	15, // 17: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	13, // 18: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
+	3,  // 19: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	20, // 20: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 21: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	27, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	27, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	3,  // 24: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	25, // 25: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	27, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	2,  // 27: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 28: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	11, // 29: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	11, // 30: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	16, // 31: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	18, // 32: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	21, // 33: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	23, // 34: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	4,  // 35: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 36: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 37: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 38: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 39: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 40: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 41: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 42: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
