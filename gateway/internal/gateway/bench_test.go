@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -67,7 +66,9 @@ func searchPaths(tb testing.TB, s *stack) []benchutil.Path {
 }
 
 // BenchmarkRESTOverhead times REST search against direct gRPC search on the
-// same in-process service; see docs/GATEWAY.md for the figures.
+// same in-process service and reports the REST overhead at the median
+// (rest-overhead-p50-µs; the budget is 1 ms); see docs/GATEWAY.md for the
+// figures. Speed is measured here, never asserted by a unit test.
 //
 //	cd gateway && go test ./internal/gateway -run '^$' -bench RESTOverhead -benchtime 2000x
 func BenchmarkRESTOverhead(b *testing.B) {
@@ -77,28 +78,6 @@ func BenchmarkRESTOverhead(b *testing.B) {
 	r := benchutil.Measure(b, 200, b.N, paths...)
 	b.StopTimer()
 	benchutil.Report(b, r)
-}
-
-// The budget: REST search adds at most 1 ms at the median.
-func TestRESTOverheadBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing test")
-	}
-	s := newStack(t, benchEnv)
-	paths := searchPaths(t, s)
-	// Noise on a shared machine only adds time: one attempt within budget
-	// shows the gateway can meet it.
-	var overhead time.Duration
-	for attempt := 1; attempt <= 3; attempt++ {
-		r := benchutil.Measure(t, 100, 500, paths...)
-		overhead = r.P50("rest") - r.P50("grpc")
-		t.Logf("attempt %d, p50: gRPC %s, gRPC+Check %s, REST %s; REST overhead %s",
-			attempt, r.P50("grpc"), r.P50("grpc+check"), r.P50("rest"), overhead)
-		if overhead <= time.Millisecond {
-			return
-		}
-	}
-	require.LessOrEqual(t, overhead, time.Millisecond)
 }
 
 // benchEnv keeps the background work at its production pace.

@@ -84,18 +84,28 @@ func TestDashboardShapes(t *testing.T) {
 	require.Equal(t, 429, s.do("POST", "/v1/search", `{"query":"cloud"}`, key(keyLimited)...).status)
 	s.cacheHits.Add(3)
 	s.cacheMisses.Add(1)
-	time.Sleep(3 * s.gw.cfg.StatsInterval)
-	r = s.do("GET", "/api/stats", "", key(keyGood)...)
+	// Wait until a scrape has seen the calls and the cache figures.
+	var st StatsResponse
+	var search *rpcStat
+	require.Eventually(t, func() bool {
+		r = s.do("GET", "/api/stats", "", key(keyGood)...)
+		st, search = StatsResponse{}, nil
+		if r.status != 200 || json.Unmarshal(r.body, &st) != nil {
+			return false
+		}
+		for i := range st.RPCs {
+			if st.RPCs[i].Method == "/bmcis.search.v1.SearchService/Search" {
+				search = &st.RPCs[i]
+			}
+		}
+		return search != nil && search.Requests == 5 && len(st.Cache) == 1 && st.Cache[0].HitRate != nil &&
+			math.Abs(*st.Cache[0].HitRate-0.75) < 1e-9 && st.RateLimit.ServiceDenials != nil &&
+			*st.RateLimit.ServiceDenials == 3 && len(st.History) > 0
+	}, 20*time.Second, 20*time.Millisecond, "/api/stats never showed the calls and the cache figures")
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Stats, r.body)
-	var st StatsResponse
-	require.NoError(t, json.Unmarshal(r.body, &st))
-	var search *rpcStat
 	for i := range st.RPCs {
 		require.False(t, strings.Contains(st.RPCs[i].Method, "grpc.health"), "health checks are left out")
-		if st.RPCs[i].Method == "/bmcis.search.v1.SearchService/Search" {
-			search = &st.RPCs[i]
-		}
 	}
 	require.NotNil(t, search, "stats: %s", r.body)
 	require.Equal(t, 5.0, search.Requests)
