@@ -55,7 +55,7 @@ func TestRedisKilled(t *testing.T) {
 					require.True(t, r.r.Retryable)
 				}
 			}
-			t.Logf("%s mode: %d calls, %d during the outage, %d degraded, %d refused; counted again %s after Redis started",
+			t.Logf("%s mode: %d calls, %d during the outage, %d degraded, %d refused; counted again %s after Redis answered",
 				mode, len(results), during, degraded, refused, back)
 			require.Positive(t, during)
 			switch mode {
