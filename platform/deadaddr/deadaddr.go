@@ -28,7 +28,14 @@ func Loopback(t testing.TB) string {
 // Hold is Loopback for an address that must outlive one test (a process
 // shared by a package's tests): the port stays held until release.
 func Hold() (addr string, release func(), err error) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// Processes the test starts must not inherit the socket (and hold the
+	// port): close-on-exec, set under ForkLock as the net package does.
+	syscall.ForkLock.RLock()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return "", nil, fmt.Errorf("deadaddr: socket: %w", err)
 	}
