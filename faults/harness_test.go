@@ -268,6 +268,37 @@ func (l *load) finish() []timed {
 	return append([]timed(nil), l.results...)
 }
 
+// waitAllOK runs every check at once, each polling every 50 ms until it
+// holds or limit passes, and returns how long after since each first held.
+// A check that never holds fails the test. Checks run off the test's
+// goroutine: they must not fail the test themselves.
+func waitAllOK(t *testing.T, since time.Time, limit time.Duration, checks map[string]func() bool) map[string]time.Duration {
+	t.Helper()
+	var mu sync.Mutex
+	back := map[string]time.Duration{}
+	var wg sync.WaitGroup
+	for name, check := range checks {
+		wg.Go(func() {
+			for time.Since(since) < limit {
+				if check() {
+					mu.Lock()
+					back[name] = time.Since(since)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for name := range checks {
+		if _, ok := back[name]; !ok {
+			t.Fatalf("%s: not back within %s", name, limit)
+		}
+	}
+	return back
+}
+
 // waitOK calls until one succeeds and returns when it started, failing the
 // test after limit.
 func waitOK(t *testing.T, limit time.Duration, call func() result) time.Duration {

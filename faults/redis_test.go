@@ -29,8 +29,8 @@ func TestRedisKilled(t *testing.T) {
 			down := time.Now()
 			e.redis.Kill()
 			time.Sleep(3 * time.Second)
-			up := time.Now()
 			e.redis.Start()
+			up := time.Now() // Redis answers again: the fault has cleared
 			var back time.Duration
 			require.Eventually(t, func() bool {
 				r := query(1)
@@ -55,7 +55,7 @@ func TestRedisKilled(t *testing.T) {
 					require.True(t, r.r.Retryable)
 				}
 			}
-			t.Logf("%s mode: %d calls, %d during the outage, %d degraded, %d refused; counted again %s after Redis started",
+			t.Logf("%s mode: %d calls, %d during the outage, %d degraded, %d refused; counted again %s after Redis answered",
 				mode, len(results), during, degraded, refused, back)
 			require.Positive(t, during)
 			switch mode {

@@ -15,9 +15,11 @@ import (
 )
 
 // After a long outage of a backend, a client dialed with platform/grpcclient
-// reaches it within 2 s of its return. gRPC's default backoff (growing to
-// 120 s) left callers failing for many seconds after the service was back:
-// after 20 s down, its next attempt came about 6 s after the restart.
+// reaches it soon after its return: its backoff stops growing at 1 s (+20%
+// jitter), and the bound here is over three times that. gRPC's default
+// backoff (growing to 120 s) left callers failing for many seconds after the
+// service was back: after 20 s down, its next attempt came about 6 s after
+// the restart.
 func TestReconnectAfterALongOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a 20 s outage")
@@ -46,7 +48,7 @@ func TestReconnectAfterALongOutage(t *testing.T) {
 	svc.Start(t)
 	back := time.Now()
 	for call() != nil {
-		require.Less(t, time.Since(back), 2*time.Second, "the client reconnects within 2 s of the backend's return")
+		require.Less(t, time.Since(back), 4*time.Second, "the client reconnects within 4 s of the backend's return")
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("reconnected %v after the service was back", time.Since(back).Round(10*time.Millisecond))

@@ -80,10 +80,9 @@ func TestOAuthResourceServer(t *testing.T) {
 	// fetches the provider's keys at most once per keyRefresh.
 	const keyRefresh = time.Second
 	authSvc := s.StartService(t, stacktest.Auth, map[string]string{"BMCIS_AUTH_OAUTH_ISSUERS": issuers.Issuer})
-	addr := stacktest.FreeAddr(t)
-	resource := "http://" + addr + "/mcp"
-	base := adapterHTTP(t, s, map[string]string{
-		"BMCIS_MCP_HTTP_ADDR":           addr,
+	ln := stacktest.Listen(t)
+	resource := "http://" + ln.Addr().String() + "/mcp"
+	base := adapterHTTPOn(t, s, ln, map[string]string{
 		"BMCIS_AUTH_ADDR":               authSvc.Addr(),
 		"BMCIS_OAUTH_ISSUER":            issuers.Issuer,
 		"BMCIS_OAUTH_RESOURCE":          resource,
@@ -301,10 +300,9 @@ func TestOAuthResourceServer(t *testing.T) {
 	})
 
 	t.Run("a provider that does not type its tokens: the documented setting", func(t *testing.T) {
-		addr := stacktest.FreeAddr(t)
-		resource := "http://" + addr + "/mcp"
-		lenient := adapterHTTP(t, s, map[string]string{
-			"BMCIS_MCP_HTTP_ADDR":               addr,
+		ln := stacktest.Listen(t)
+		resource := "http://" + ln.Addr().String() + "/mcp"
+		lenient := adapterHTTPOn(t, s, ln, map[string]string{
 			"BMCIS_AUTH_ADDR":                   authSvc.Addr(),
 			"BMCIS_OAUTH_ISSUER":                issuers.Issuer,
 			"BMCIS_OAUTH_RESOURCE":              resource,

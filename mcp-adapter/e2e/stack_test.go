@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"sync"
 	"testing"
 
@@ -39,7 +40,14 @@ func key(t testing.TB) string {
 // returns its base URL; it is stopped when the test ends.
 func adapterHTTP(t testing.TB, s *stacktest.Stack, extra map[string]string) string {
 	t.Helper()
-	a := s.StartAdapterHTTP(t, extra)
+	return adapterHTTPOn(t, s, stacktest.Listen(t), extra)
+}
+
+// adapterHTTPOn is adapterHTTP serving ln (stacktest.Listen), for a test
+// that must know the address before the start.
+func adapterHTTPOn(t testing.TB, s *stacktest.Stack, ln *net.TCPListener, extra map[string]string) string {
+	t.Helper()
+	a := s.StartAdapterHTTPOn(t, ln, extra)
 	adapterLogs.Store(a.Base, a)
 	return a.Base
 }

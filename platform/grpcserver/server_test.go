@@ -417,8 +417,8 @@ func TestDatabaseHealthIsItsOwnService(t *testing.T) {
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, statusOf("grpc.testing.TestService"))
 	require.Contains(t, h.logs.String(), "database unreachable")
 
+	// It comes back by itself: how soon follows dbhealth's interval and
+	// hysteresis (platform/dbhealth); the wait here only guards against never.
 	db.down.Store(false)
-	back := time.Now()
-	require.Eventually(t, func() bool { return statusOf(DatabaseHealthService) == healthpb.HealthCheckResponse_SERVING }, 5*time.Second, 10*time.Millisecond)
-	require.Less(t, time.Since(back), 2*time.Second)
+	require.Eventually(t, func() bool { return statusOf(DatabaseHealthService) == healthpb.HealthCheckResponse_SERVING }, 20*time.Second, 10*time.Millisecond)
 }

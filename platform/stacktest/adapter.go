@@ -48,11 +48,38 @@ func (a *Adapter) Logs() string { return a.logs.String() }
 // ends, and its log is printed when the test failed.
 func (s *Stack) StartAdapterHTTP(t testing.TB, extra map[string]string) *Adapter {
 	t.Helper()
-	bin := Binary(t, "mcp-adapter")
-	addr := extra["BMCIS_MCP_HTTP_ADDR"] // a test that must know it before the start
-	if addr == "" {
-		addr = FreeAddr(t)
+	return s.StartAdapterHTTPOn(t, Listen(t), extra)
+}
+
+// Listen is a loopback listener (127.0.0.1, a port of the kernel's choice)
+// for StartAdapterHTTPOn, for a test that must know the adapter's address
+// before it starts. StartAdapterHTTPOn hands it to the adapter; otherwise it
+// is closed when the test ends.
+func Listen(t testing.TB) *net.TCPListener {
+	t.Helper()
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// StartAdapterHTTPOn is StartAdapterHTTP serving ln: the adapter gets the
+// socket itself by socket activation (LISTEN_FDS, fd 3), so the port is held
+// from before the start and no other listener can take it meanwhile.
+// BMCIS_MCP_HTTP_ADDR is ln's address.
+func (s *Stack) StartAdapterHTTPOn(t testing.TB, ln *net.TCPListener, extra map[string]string) *Adapter {
+	t.Helper()
+	bin := Binary(t, "mcp-adapter")
+	addr := ln.Addr().String()
+	sock, err := ln.File()
+	if err != nil {
+		t.Fatalf("stacktest: the adapter's socket: %v", err)
+	}
+	// Once the adapter runs, it alone holds the socket: when it ends, its
+	// port refuses connections.
+	defer func() { _ = sock.Close(); _ = ln.Close() }()
 	env := map[string]string{
 		"BMCIS_MCP_TRANSPORT": "http",
 		"BMCIS_MCP_HTTP_ADDR": addr,
@@ -63,8 +90,11 @@ func (s *Stack) StartAdapterHTTP(t testing.TB, extra map[string]string) *Adapter
 		env[k] = v
 	}
 	env["BMCIS_MCP_HTTP_ADDR"] = addr
-	cmd := exec.Command(bin)
+	// LISTEN_PID must be the adapter's own pid: the shell exports its pid
+	// and execs the adapter in its place.
+	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec "$0"`, bin)
 	cmd.Env = s.AdapterEnv(env)
+	cmd.ExtraFiles = []*os.File{sock} // fd 3
 	a := &Adapter{Base: "http://" + addr, logs: &SyncBuffer{}}
 	cmd.Stderr = a.logs
 	setParentDeathSignal(cmd)
@@ -104,18 +134,6 @@ func (s *Stack) StartAdapterHTTP(t testing.TB, extra map[string]string) *Adapter
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// FreeAddr is a loopback address that was free a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // SyncBuffer is an output buffer safe for concurrent writes (a process's

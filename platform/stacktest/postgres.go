@@ -3,6 +3,7 @@ package stacktest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -63,7 +64,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	base, err := os.MkdirTemp("", "bmcis-pg-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	p := &Postgres{t: t, bin: bin, port: freeLowPort(t), data: filepath.Join(base, "data"), run: filepath.Join(base, "run")}
+	p := &Postgres{t: t, bin: bin, data: filepath.Join(base, "data"), run: filepath.Join(base, "run")}
 	require.NoError(t, os.Mkdir(p.data, 0o700))
 	require.NoError(t, os.Mkdir(p.run, 0o755))
 	if os.Geteuid() == 0 {
@@ -83,8 +84,16 @@ func StartPostgres(t testing.TB) *Postgres {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	p.Start()
 	t.Cleanup(p.Stop)
+	for range 20 {
+		if p.port, err = lowPort(); err != nil {
+			break
+		}
+		if err = p.start(); !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -115,6 +124,12 @@ func (p *Postgres) Port() int { return p.port }
 // it accepts connections.
 func (p *Postgres) Start() {
 	p.t.Helper()
+	if err := p.start(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *Postgres) start() error {
 	p.mu.Lock()
 	// Durability stays on for commits (synchronous_commit): the kill tests
 	// check that nothing acknowledged is lost. fsync=off only matters for an
@@ -131,7 +146,7 @@ func (p *Postgres) Start() {
 	err := cmd.Start()
 	if err != nil {
 		p.mu.Unlock()
-		p.t.Fatalf("start postgres: %v", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -140,24 +155,46 @@ func (p *Postgres) Start() {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		conn, err := pgx.Connect(ctx, p.url("postgres"))
+		err := p.ours()
 		if err == nil {
-			_ = conn.Close(ctx)
-			cancel()
-			return
+			return nil
 		}
-		cancel()
 		select {
 		case <-done:
-			p.t.Fatalf("postgres exited on start: %s", p.Logs())
+			p.mu.Lock()
+			p.cmd = nil
+			p.mu.Unlock()
+			if strings.Contains(p.Logs(), "could not bind") {
+				return fmt.Errorf("postgres on port %d: %w", p.port, errPortTaken)
+			}
+			return fmt.Errorf("postgres exited on start: %s", p.Logs())
 		default:
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("postgres did not accept connections within 30 s: %v\n%s", err, p.Logs())
+			return fmt.Errorf("postgres did not accept connections within 30 s: %v\n%s", err, p.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// ours checks that the server accepting connections on the port is this
+// cluster (its data directory), not another one that holds the port.
+func (p *Postgres) ours() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.url("postgres"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var dir string
+	if err := conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir); err != nil {
+		return err
+	}
+	if dir != p.data {
+		return fmt.Errorf("another cluster (%s) answers on port %d", dir, p.port)
+	}
+	return nil
 }
 
 // Stop shuts the cluster down the way an operator would (fast shutdown:

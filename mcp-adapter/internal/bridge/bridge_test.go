@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/deadaddr"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -111,13 +111,7 @@ func TestForwardsToTheEndpoint(t *testing.T) {
 }
 
 func TestFailuresAreEnvelopes(t *testing.T) {
-	dead := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		require.NoError(t, l.Close())
-		return "http://" + addr + "/mcp"
-	}()
+	dead := "http://" + deadaddr.Loopback(t) + "/mcp"
 	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "upstream down", http.StatusServiceUnavailable)
 	}))

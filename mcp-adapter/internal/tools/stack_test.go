@@ -10,7 +10,6 @@ package tools_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/deadaddr"
 	"github.com/bmcis/knowledge/platform/stacktest"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
@@ -169,15 +169,8 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 	return h
 }
 
-// deadAddr is a loopback address nothing listens on.
-func deadAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
+// deadAddr is a loopback address that refuses connections (platform/deadaddr).
+func deadAddr(t testing.TB) string { return deadaddr.Loopback(t) }
 
 var degradedAuth struct {
 	sync.Once
@@ -191,8 +184,12 @@ func degradedAuthAddr(t testing.TB) string {
 	t.Helper()
 	s := demoStack(t)
 	degradedAuth.Do(func() {
+		// The process outlives this test, so its dead Redis port stays held
+		// until the test process ends.
+		redisAddr, _, err := deadaddr.Hold()
+		require.NoError(t, err)
 		svc := s.StartService(t, stacktest.Auth, map[string]string{
-			"REDIS_URL":                      "redis://" + deadAddr(t) + "/0",
+			"REDIS_URL":                      "redis://" + redisAddr + "/0",
 			"RATE_LIMIT_ON_REDIS_FAILURE":    "open",
 			"BMCIS_RATE_LIMIT_REDIS_TIMEOUT": "100ms",
 		})

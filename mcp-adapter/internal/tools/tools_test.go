@@ -610,9 +610,11 @@ func TestWarnings(t *testing.T) {
 		require.NotContains(t, a.warningCodes(), "CACHE_MISS_SLOW")
 		require.True(t, a.execution()["cache_hit"].(bool), "the search service's cache serves the repeat")
 		require.NotContains(t, a.execution(), "database_time_ms", "no database read, no database time")
-		h = newReal(t)
+		// A threshold no miss reaches, however loaded the machine: no warning.
+		h = newReal(t, withConfig("CACHE_MISS_SLOW_THRESHOLD", "1m"))
 		a = h.call(tools.ToolSemanticSearch, map[string]any{"query": q + " again"})
-		require.NotContains(t, a.warningCodes(), "CACHE_MISS_SLOW", "the default threshold (250 ms) is not reached")
+		require.False(t, a.execution()["cache_hit"].(bool))
+		require.NotContains(t, a.warningCodes(), "CACHE_MISS_SLOW", "a miss under the threshold is not slow")
 	})
 	t.Run("rate limiter degraded", func(t *testing.T) {
 		h := newReal(t, withAddr(stacktest.Auth, degradedAuthAddr(t)))
@@ -828,7 +830,9 @@ func TestBackendDownOnlyAffectsItsTools(t *testing.T) {
 	require.Equal(t, "SERVICE_UNAVAILABLE", a.errCode())
 	require.True(t, a.errObj()["retryable"].(bool))
 	require.Equal(t, "The vendorgraph service is unavailable: it cannot be reached", a.errObj()["message"])
-	require.Less(t, time.Since(start), 3*time.Second, "answers within the deadline")
+	// Bounded by its 2 s deadline, not hanging: five times that is room for
+	// a loaded machine.
+	require.Less(t, time.Since(start), 10*time.Second, "answers within the deadline")
 	checkTokens(t, a)
 	a = h.call(tools.ToolSemanticSearch, map[string]any{"query": "backups"})
 	require.Equal(t, "success", a.status())
@@ -850,7 +854,9 @@ func TestAuthDownFailsClosed(t *testing.T) {
 	require.True(t, a.errObj()["retryable"].(bool))
 	require.Contains(t, a.errObj()["message"], "The auth service is unavailable")
 	require.Empty(t, a.results(), "nothing is returned unless auth allowed the call")
-	require.Less(t, time.Since(start), 3*time.Second)
+	// Bounded by the 1 s auth deadline, not hanging: ten times that is room
+	// for a loaded machine.
+	require.Less(t, time.Since(start), 10*time.Second)
 }
 
 // Permanent misconfigurations are not retryable: a search address that
@@ -1049,6 +1055,14 @@ func TestRealSearchFillsTheSignalInputs(t *testing.T) {
 func TestSignalsAreDerivedFromRetrievers(t *testing.T) {
 	h := newReal(t)
 	a := h.call(tools.ToolSemanticSearch, map[string]any{"query": "incident commander bridge status update", "page_size": 20, "response_mode": "preview"})
+	require.Len(t, a.results(), 20, "a full page to check")
+	// Full mode carries each result's score_type, which ranking.score_method
+	// must repeat.
+	full := h.call(tools.ToolSemanticSearch, map[string]any{"query": "incident commander bridge status update", "page_size": 20, "response_mode": "full"})
+	scoreType := map[any]any{}
+	for _, r := range full.results() {
+		scoreType[r["chunk_id"]] = r["score_type"]
+	}
 	for _, r := range a.results() {
 		c := r["confidence"].(map[string]any)
 		for _, k := range []string{"score_reliability", "source_quality", "recency", "overall"} {
@@ -1057,8 +1071,8 @@ func TestSignalsAreDerivedFromRetrievers(t *testing.T) {
 		}
 		require.Less(t, c["recency"].(float64), 1.0, "dated documents age")
 		rk := r["ranking"].(map[string]any)
-		require.Equal(t, r["ranking"].(map[string]any)["score_method"], rk["score_method"])
 		require.Contains(t, []any{"hybrid", "bm25", "vector"}, rk["score_method"])
+		require.Equal(t, scoreType[r["chunk_id"]], rk["score_method"], "ranking.score_method is the result's score_type")
 		require.NotEmpty(t, rk["explanation"])
 		weights := map[string]float64{"security": 0.9, "authentication": 0.9, "cloud-providers": 0.85, "data-platforms": 0.85, "vendor-management": 0.85}
 		require.Equal(t, weights[r["source_category"].(string)], c["source_quality"], "category weights from the configuration")

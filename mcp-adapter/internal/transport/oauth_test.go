@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,19 +13,17 @@ import (
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
+	"github.com/bmcis/knowledge/platform/deadaddr"
 )
 
 // The OAuth guard in front of the endpoint, without a reachable issuer
-// (a loopback port nobody listens on): metadata is served, a missing
+// (a loopback port that refuses connections): metadata is served, a missing
 // credential is challenged, API keys pass untouched, and a token that
 // cannot be checked answers 503 with Retry-After, not 401 (the token may
 // be fine; the client must not throw it away). The real provider is in
 // mcp-adapter/e2e (TestOAuthResourceServer).
 func TestOAuthGuard(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	issuer := "http://" + l.Addr().String()
-	require.NoError(t, l.Close())
+	issuer := "http://" + deadaddr.Loopback(t)
 	v := oauth.New(oauth.Config{Issuer: issuer, Resource: "https://kb.example.com/mcp"})
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, ok := oauth.FromContext(r.Context())

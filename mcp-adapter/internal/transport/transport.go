@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -204,10 +206,10 @@ type ServerLimits struct {
 	Conns connlimit.Limits
 }
 
-// ServeHTTP listens on addr and serves until ctx ends, then shuts down
-// gracefully (Serve).
+// ServeHTTP listens on addr (or serves the socket a service manager passed,
+// see listen) and serves until ctx ends, then shuts down gracefully (Serve).
 func ServeHTTP(ctx context.Context, addr string, h http.Handler, to ServerLimits, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
 		return err
 	}
@@ -252,4 +254,28 @@ func newServer(h http.Handler, to ServerLimits) *http.Server {
 		ReadTimeout: to.Read,
 		IdleTimeout: to.Idle,
 	}
+}
+
+// listen returns the one listening socket passed by systemd-style socket
+// activation (LISTEN_FDS=1 for this process's LISTEN_PID, on fd 3), which
+// lets the service manager (or a test) hold the port before the process
+// starts; otherwise it listens on addr.
+func listen(addr string) (net.Listener, error) {
+	if os.Getenv("LISTEN_PID") != strconv.Itoa(os.Getpid()) {
+		return net.Listen("tcp", addr)
+	}
+	if n := os.Getenv("LISTEN_FDS"); n != "1" {
+		return nil, fmt.Errorf("socket activation: LISTEN_FDS is %q, want exactly one socket", n)
+	}
+	// Children must not take the socket for theirs.
+	for _, k := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
+		_ = os.Unsetenv(k)
+	}
+	f := os.NewFile(3, "activated socket")
+	ln, err := net.FileListener(f)
+	_ = f.Close() // ln holds its own copy
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: fd 3: %w", err)
+	}
+	return ln, nil
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/deadaddr"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 )
 
@@ -162,10 +163,7 @@ func TestGraphImportBadInput(t *testing.T) {
 		require.Contains(t, stderr, "BMCIS_INGEST_TOKEN is not set")
 	})
 	t.Run("service down", func(t *testing.T) {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := lis.Addr().String()
-		require.NoError(t, lis.Close())
+		addr := deadaddr.Loopback(t)
 		code, _, stderr := runCLI(t, "graph", "import", "-addr", addr, writeFile(t, "{}\n"))
 		require.Equal(t, 1, code)
 		require.Contains(t, stderr, addr)
