@@ -21,6 +21,9 @@ const (
 	envAdminToken = "BMCIS_ADMIN_TOKEN"
 	// envCredentialsFile names the credentials file explicitly.
 	envCredentialsFile = "BMCIS_CREDENTIALS_FILE"
+	// envDataDir is where `make run` keeps its state (deploy/local/lib.sh),
+	// the credentials file included, instead of the checkout's .data.
+	envDataDir = "BMCIS_DATA_DIR"
 )
 
 // credentialsFileName is what `make run` writes under the checkout's .data,
@@ -36,14 +39,29 @@ func fromFile(name string) (string, bool) {
 	return v, ok && v != ""
 }
 
-// loadCredentialsFile reads BMCIS_CREDENTIALS_FILE, or the first
-// .data/bmcisctl.json found walking up from the working directory. A
+// credentialsFilePath is the credentials file a command reads, or "":
+// BMCIS_CREDENTIALS_FILE; else, when BMCIS_DATA_DIR is set, the file in it
+// and no other (a default .data left by an earlier run holds another
+// stack's credentials); else the first .data/bmcisctl.json found walking up
+// from the working directory.
+func credentialsFilePath() string {
+	if path := strings.TrimSpace(os.Getenv(envCredentialsFile)); path != "" {
+		return path
+	}
+	if dir := strings.TrimSpace(os.Getenv(envDataDir)); dir != "" {
+		path := filepath.Join(dir, credentialsFileName)
+		if _, err := os.Stat(path); err != nil {
+			return ""
+		}
+		return path
+	}
+	return findUp(filepath.Join(".data", credentialsFileName))
+}
+
+// loadCredentialsFile reads the credentials file (credentialsFilePath). A
 // command reads it a few times; it is small.
 func loadCredentialsFile() (map[string]string, error) {
-	path := strings.TrimSpace(os.Getenv(envCredentialsFile))
-	if path == "" {
-		path = findUp(filepath.Join(".data", credentialsFileName))
-	}
+	path := credentialsFilePath()
 	if path == "" {
 		return nil, nil
 	}
@@ -87,8 +105,8 @@ func credential(name string) (string, error) {
 	if _, err := loadCredentialsFile(); err != nil {
 		return "", usageErrorf("%s is not set, and %v", name, err)
 	}
-	return "", usageErrorf("%s is not set (after `make run`, run bmcisctl inside the checkout: it reads .data/%s; or set %s)",
-		name, credentialsFileName, envCredentialsFile)
+	return "", usageErrorf("%s is not set (after `make run`, run bmcisctl inside the checkout: it reads .data/%s, or %s/%s when %s is set; or set %s)",
+		name, credentialsFileName, envDataDir, credentialsFileName, envDataDir, envCredentialsFile)
 }
 
 // withCredential makes the calls made with ctx present the named credential.

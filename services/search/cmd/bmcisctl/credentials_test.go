@@ -87,3 +87,36 @@ func TestReindexReadsTheCredentialsFile(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "(active)")
 }
+
+// With BMCIS_DATA_DIR set, `make run` writes the credentials there; a
+// default .data left in the checkout by an earlier run holds another
+// stack's credentials and must not be read.
+func TestDataDirCredentialsWinOverAStaleCheckoutFile(t *testing.T) {
+	t.Setenv(envCredentialsFile, "")
+	t.Setenv(envIngestToken, "")
+	checkout := t.TempDir()
+	writeCredentials(t, filepath.Join(checkout, ".data", credentialsFileName),
+		map[string]string{envIngestToken: "stale-credential-of-an-earlier-run"})
+	t.Chdir(checkout)
+
+	dataDir := t.TempDir()
+	writeCredentials(t, filepath.Join(dataDir, credentialsFileName),
+		map[string]string{envIngestToken: "credential-of-the-running-stack"})
+	t.Setenv(envDataDir, dataDir)
+	tok, err := credential(envIngestToken)
+	require.NoError(t, err)
+	require.Equal(t, "credential-of-the-running-stack", tok)
+
+	// A data directory without the file yet does not fall back to the
+	// stale one: the credential is reported missing, naming the variable.
+	t.Setenv(envDataDir, t.TempDir())
+	_, err = credential(envIngestToken)
+	require.ErrorContains(t, err, "BMCIS_INGEST_TOKEN is not set")
+	require.ErrorContains(t, err, envDataDir)
+
+	// Without BMCIS_DATA_DIR the checkout's file is the one.
+	t.Setenv(envDataDir, "")
+	tok, err = credential(envIngestToken)
+	require.NoError(t, err)
+	require.Equal(t, "stale-credential-of-an-earlier-run", tok)
+}
