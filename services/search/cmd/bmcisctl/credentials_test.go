@@ -69,8 +69,8 @@ func TestCredentialsFileProblemsAreNamed(t *testing.T) {
 	require.ErrorContains(t, err, "missing.json")
 }
 
-// reindex works on the database directly: the file's DATABASE_URL (which
-// `make run` writes) stands in for the environment's, as for migrate.
+// reindex is a call to the search service: the file's address and ingest
+// credential are all it needs, no database URL.
 func TestReindexReadsTheCredentialsFile(t *testing.T) {
 	ctlServer(t)
 	docs := t.TempDir()
@@ -79,13 +79,29 @@ func TestReindexReadsTheCredentialsFile(t *testing.T) {
 	code, _, errOut := ctlRun(t, "ingest", docs)
 	require.Equal(t, 0, code, errOut)
 
+	addr := os.Getenv("BMCIS_SEARCH_ADDR")
 	file := filepath.Join(t.TempDir(), credentialsFileName)
-	writeCredentials(t, file, map[string]string{"DATABASE_URL": os.Getenv("DATABASE_URL")})
+	writeCredentials(t, file, map[string]string{
+		"BMCIS_SEARCH_ADDR":  addr,
+		"BMCIS_INGEST_TOKEN": ctlIngestToken,
+	})
 	t.Setenv(envCredentialsFile, file)
-	t.Setenv("DATABASE_URL", "")
+	for _, k := range []string{"DATABASE_URL", "BMCIS_SEARCH_ADDR", "BMCIS_INGEST_TOKEN"} {
+		t.Setenv(k, "")
+	}
 	code, out, errOut := ctlRun(t, "reindex")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "(active)")
+	require.Contains(t, out, "(active;")
+	require.Contains(t, out, "embedded   2 of 2 chunks")
+
+	// The read credential may not reindex: the service refuses it.
+	writeCredentials(t, file, map[string]string{
+		"BMCIS_SEARCH_ADDR":  addr,
+		"BMCIS_INGEST_TOKEN": ctlToken,
+	})
+	code, _, errOut = ctlRun(t, "reindex")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "PermissionDenied")
 }
 
 // With BMCIS_DATA_DIR set, `make run` writes the credentials there; a

@@ -169,7 +169,7 @@ func TestCLIIngestSearchEvalReindex(t *testing.T) {
 
 	code, out, errOut = ctlRun(t, "reindex")
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `model +builtin:lsa-v1:\d+:[0-9a-f]+ \(active\)`, out)
+	require.Regexp(t, `model +builtin:lsa-v1:\d+:[0-9a-f]+ \(active; builtin, \d+ dimensions\)`, out)
 	require.Contains(t, out, "embedded   17 of 17 chunks")
 
 	code, _, errOut = ctlRun(t, "search", "-mode", "nope", "x")
