@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -72,7 +73,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		return nil, err
 	}
 	if err := emb.CheckCompatible(ctx); err != nil {
-		return nil, err
+		if !errors.Is(err, embedding.ErrIncompatible) {
+			return nil, err
+		}
+		// Start anyway, vector side off (the change feed finds the active
+		// model unusable; sweeps write nothing): the fix is a Reindex
+		// call on a replica with the new configuration, this one.
+		log.Error("stored embeddings do not match this replica's embedder: vector search is off until a reindex", "error", err.Error())
 	}
 	ck, err := chunker.NewDefault()
 	if err != nil {
