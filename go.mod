@@ -2,7 +2,13 @@ module github.com/bmcis/knowledge
 
 go 1.26.0
 
+// platform's document formats and synthetic corpus speak the search
+// contract's Document.
+replace github.com/bmcis/knowledge/gen => ./gen
+
 require (
+	github.com/bmcis/knowledge/gen v0.0.0-00010101000000-000000000000
+	github.com/coregx/ahocorasick v0.3.1
 	github.com/exaring/otelpgx v0.13.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/jackc/pgx/v5 v5.12.0
@@ -29,7 +35,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/coregx/ahocorasick v0.3.1 // indirect
 	github.com/dlclark/regexp2 v1.11.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

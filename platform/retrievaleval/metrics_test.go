@@ -1,4 +1,4 @@
-package eval
+package retrievaleval
 
 import (
 	"math"

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bmcis/knowledge/bmcisctl/internal/source"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docparts"
 	"github.com/bmcis/knowledge/platform/grpcclient"
-	"github.com/bmcis/knowledge/services/search/internal/source"
 )
 
 // searchDefaultAddr is where `make run` starts the search service.

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
-	"github.com/bmcis/knowledge/services/search/internal/synth"
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/syntheticdocs"
 )
 
 func init() {
@@ -78,7 +78,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeConn()
-	g := synth.New(*seed, *vocab)
+	g := syntheticdocs.New(*seed, *vocab)
 
 	fmt.Fprintf(stdout, "machine: %d CPUs (GOMAXPROCS %d), %s; load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), memTotal(), loadAvg())
 	if *chunks > 0 {
@@ -146,7 +146,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func benchIngest(ctx context.Context, c searchv1.SearchServiceClient, g *synth.Generator, first, target int, metricsURL string, stdout, stderr io.Writer) (int, error) {
+func benchIngest(ctx context.Context, c searchv1.SearchServiceClient, g *syntheticdocs.Generator, first, target int, metricsURL string, stdout, stderr io.Writer) (int, error) {
 	ck, err := chunker.NewDefault()
 	if err != nil {
 		return 0, err

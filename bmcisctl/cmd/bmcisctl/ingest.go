@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/bmcis/knowledge/services/search/internal/formats"
-	"github.com/bmcis/knowledge/services/search/internal/source"
+	"github.com/bmcis/knowledge/bmcisctl/internal/source"
+	"github.com/bmcis/knowledge/platform/docformat"
 )
 
 func init() {
@@ -24,7 +24,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Int64Var(&source.MaxFileBytes, "max-file-bytes", source.MaxFileBytes, "largest file read (the service's BMCIS_SEARCH_MAX_DOCUMENT_BYTES decides what it accepts)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bmcisctl ingest [-addr HOST:PORT] [-quiet] PATH...")
-		fmt.Fprintf(stderr, "  PATH is a file, or a directory tree of files (%s; source file = path\n", strings.Join(formats.Extensions(), " "))
+		fmt.Fprintf(stderr, "  PATH is a file, or a directory tree of files (%s; source file = path\n", strings.Join(docformat.Extensions(), " "))
 		fmt.Fprintln(stderr, "  relative to it, category = front matter `category:` or the first folder), or a JSON Lines file of")
 		fmt.Fprintln(stderr, `  {"_id"|"id","title","text","category"?,"updated_at"?} records (e.g. a BEIR corpus.jsonl).`)
 		fmt.Fprintln(stderr, "  A file that cannot be read (corrupt, encrypted, no text, not what its extension says) is listed")

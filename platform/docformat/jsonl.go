@@ -1,4 +1,4 @@
-package formats
+package docformat
 
 import (
 	"bufio"
@@ -15,15 +15,6 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 )
-
-func init() {
-	Register(Format{
-		Name:       "jsonl",
-		Extensions: []string{".jsonl", ".ndjson"},
-		MediaTypes: []string{"application/jsonl", "application/x-ndjson"},
-		Records:    ReadJSONL,
-	})
-}
 
 // MaxRecordBytes is the largest JSON Lines record sent: one gRPC message
 // carries one document and gRPC's default limit is 4 MiB.

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
-	"github.com/bmcis/knowledge/services/search/internal/eval"
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/retrievaleval"
 )
 
 // BenchmarkChunkSciFact chunks 1,000 SciFact abstracts (one chunk each,
@@ -15,9 +15,9 @@ import (
 func BenchmarkChunkSciFact(b *testing.B) {
 	dir := os.Getenv("BMCIS_SCIFACT_DIR")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "..", "shared", "data", "scifact")
+		dir = filepath.Join("..", "..", "..", "shared", "data", "scifact")
 	}
-	ds, err := eval.LoadBEIR(dir, "train")
+	ds, err := retrievaleval.LoadBEIR(dir, "train")
 	if err != nil {
 		b.Skipf("SciFact not available: %v", err)
 	}

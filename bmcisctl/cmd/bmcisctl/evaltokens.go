@@ -8,7 +8,7 @@ import (
 	"time"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/eval"
+	"github.com/bmcis/knowledge/platform/retrievaleval"
 )
 
 // tokenStrategy is one way a model may spend context on a question: the
@@ -80,7 +80,7 @@ type tokenEvalOptions struct {
 // each strategy and reports the tokens per query and success@10: whether a
 // document judged relevant was among the chunks the strategy read. The
 // search service (c) only maps the chunks read to their documents.
-func runTokenEval(ctx context.Context, c searchv1.SearchServiceClient, ds *eval.Dataset, name, split string, o tokenEvalOptions, stdout, stderr io.Writer) error {
+func runTokenEval(ctx context.Context, c searchv1.SearchServiceClient, ds *retrievaleval.Dataset, name, split string, o tokenEvalOptions, stdout, stderr io.Writer) error {
 	qs := ds.Queries
 	if o.maxQueries > 0 && o.maxQueries < len(qs) {
 		qs = qs[:o.maxQueries]

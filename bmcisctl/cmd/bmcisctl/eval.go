@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/bmcis/knowledge/services/search/internal/eval"
+	"github.com/bmcis/knowledge/platform/retrievaleval"
 )
 
 func init() {
@@ -45,7 +45,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ds, err := eval.LoadBEIR(*dir, *split)
+	ds, err := retrievaleval.LoadBEIR(*dir, *split)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		run := eval.Run{}
+		run := retrievaleval.Run{}
 		for i, q := range qs {
 			ids := make([]string, len(res[i]))
 			for j, r := range res[i] {
@@ -94,7 +94,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			run[q.ID] = ids
 		}
-		m := eval.Evaluate(run, ds.Qrels)
+		m := retrievaleval.Evaluate(run, ds.Qrels)
 		fmt.Fprintf(stdout, "%-8s %9.4f %11.4f %9.1f\n", searchModeName(mode), m.NDCG10, m.Recall100, time.Since(t0).Seconds())
 	}
 	return nil

@@ -1,8 +1,8 @@
-// Package synth generates a deterministic synthetic corpus for benchmarks:
+// Package syntheticdocs generates a deterministic synthetic corpus for benchmarks:
 // markdown documents with nested headings and paragraphs whose words follow
 // a Zipf distribution over a pseudo-word vocabulary, plus queries drawn
 // from the same vocabulary. The same seed always gives the same corpus.
-package synth
+package syntheticdocs
 
 import (
 	"fmt"

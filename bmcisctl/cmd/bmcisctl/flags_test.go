@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/bmcisctl/internal/source"
 	"github.com/bmcis/knowledge/platform/testdb"
-	"github.com/bmcis/knowledge/services/search/internal/source"
 )
 
 // badFlagCase is a command line that must be refused as a usage error

@@ -1,7 +1,7 @@
-// Package eval measures retrieval quality on BEIR-format data sets: a
+// Package retrievaleval measures retrieval quality on BEIR-format data sets: a
 // loader for corpus/queries/qrels and the standard trec_eval metrics
 // (nDCG@k with graded gains, Recall@k), computed at document level.
-package eval
+package retrievaleval
 
 import (
 	"math"

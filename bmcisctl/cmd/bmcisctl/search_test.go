@@ -4,81 +4,134 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
-	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/platform/grpcserver"
-	"github.com/bmcis/knowledge/platform/pg"
-	"github.com/bmcis/knowledge/platform/rpcauth"
-	"github.com/bmcis/knowledge/platform/testdb"
-	"github.com/bmcis/knowledge/services/search/internal/server"
+	"github.com/bmcis/knowledge/platform/stacktest"
 )
 
+// The stack's read and ingest credentials (platform/stacktest).
 const (
-	ctlToken       = "search-cli-test-read-credential-0123456789"
-	ctlIngestToken = "search-cli-test-ingest-credential-0123456789"
+	ctlToken       = stacktest.ServiceToken
+	ctlIngestToken = stacktest.IngestToken
 )
 
 // TestMain keeps the tests away from a developer's .data/bmcisctl.json:
-// every credential a test uses comes from its own environment.
+// every credential a test uses comes from its own environment. It also
+// stops the binaries' build directory at the end (stacktest.MainCode).
 func TestMain(m *testing.M) {
 	os.Setenv(envCredentialsFile, filepath.Join(os.TempDir(), "bmcisctl-tests-no-credentials-file.json"))
+	os.Unsetenv(envDataDir)
 	if os.Getenv(envRunMain) == "1" {
 		main() // the test binary run as bmcisctl (TestSecondInterruptEndsAStuckCommand)
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(stacktest.MainCode(m))
 }
 
 // envRunMain makes the test binary run bmcisctl's main with its arguments.
 const envRunMain = "BMCISCTL_TEST_RUN_MAIN"
 
-// ctlServer runs a real search service on a fresh database and points the
-// CLI at it (BMCIS_SEARCH_ADDR, the read and ingest credentials, DATABASE_URL).
+// ctlServer runs the real search service binary on a fresh database and
+// points the CLI at it (BMCIS_SEARCH_ADDR, the read and ingest credentials).
 func ctlServer(t *testing.T) { ctlServerOf(t, false) }
 
-// ctlServerOf is ctlServer; with old, the service is registered as a
-// search service before IngestDocumentsAcked was added: gRPC itself
-// answers that method Unimplemented ("unknown method").
+// ctlServerOf is ctlServer; with old, the CLI reaches the service through
+// a proxy that answers IngestDocumentsAcked the way gRPC answers a method a
+// server does not have (a search service before it was added):
+// Unimplemented, "unknown method".
 func ctlServerOf(t *testing.T, old bool) {
 	t.Helper()
-	pool, url := testdb.New(t)
-	srv := grpcserver.New(grpcserver.Settings{Name: "search-cli-test", LogLevel: "error", ShutdownTimeout: 5 * time.Second,
-		Credentials: rpcauth.Credentials{rpcauth.Read: rpcauth.DigestOf(ctlToken), rpcauth.Ingest: rpcauth.DigestOf(ctlIngestToken)}},
-		grpcserver.WithLogOutput(io.Discard), grpcserver.WithClassifier(pg.ClassifyError))
-	cfg := server.DefaultConfig()
-	cfg.PollInterval = 100 * time.Millisecond
-	svc, err := server.Open(context.Background(), pool, cfg, srv.Logger(), srv.Registry())
-	require.NoError(t, err)
-	desc := searchv1.SearchService_ServiceDesc
-	if old {
-		desc.Streams = slices.DeleteFunc(slices.Clone(desc.Streams), func(s grpc.StreamDesc) bool {
-			return s.StreamName == "IngestDocumentsAcked"
-		})
+	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Search}})
+	for k, v := range s.ClientEnv() {
+		t.Setenv(k, v)
 	}
-	srv.GRPC().RegisterService(&desc, svc)
+	if old {
+		t.Setenv("BMCIS_SEARCH_ADDR", olderSearchProxy(t, s.Addr(stacktest.Search)))
+	}
+}
+
+// rawFrame is one gRPC message, passed through undecoded.
+type rawFrame struct{ b []byte }
+
+// rawCodec moves rawFrames as they are.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.(*rawFrame).b, nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	v.(*rawFrame).b = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// olderSearchProxy serves on loopback every search method by forwarding it
+// to backend, except IngestDocumentsAcked; it returns its address.
+func olderSearchProxy(t *testing.T, backend string) string {
+	t.Helper()
+	conn, err := grpc.NewClient(backend, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	const acked = "/bmcis.search.v1.SearchService/IngestDocumentsAcked"
+	forward := func(_ any, ss grpc.ServerStream) error {
+		method, _ := grpc.MethodFromServerStream(ss)
+		if method == acked {
+			return status.Error(codes.Unimplemented, "unknown method IngestDocumentsAcked for service bmcis.search.v1.SearchService")
+		}
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), md))
+		defer cancel()
+		cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			return err
+		}
+		go func() {
+			for {
+				var f rawFrame
+				if err := ss.RecvMsg(&f); err != nil {
+					_ = cs.CloseSend()
+					return
+				}
+				if err := cs.SendMsg(&f); err != nil {
+					return
+				}
+			}
+		}()
+		for {
+			var f rawFrame
+			err := cs.RecvMsg(&f)
+			if errors.Is(err, io.EOF) {
+				ss.SetTrailer(cs.Trailer())
+				return nil
+			}
+			if err != nil {
+				ss.SetTrailer(cs.Trailer())
+				return err
+			}
+			if err := ss.SendMsg(&f); err != nil {
+				return err
+			}
+		}
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(forward))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { svc.Run(ctx); done <- struct{}{} }()
-	go func() { _ = srv.Serve(ctx, lis); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
-	t.Setenv("BMCIS_SEARCH_ADDR", lis.Addr().String())
-	t.Setenv("BMCIS_SERVICE_TOKEN", ctlToken)
-	t.Setenv("BMCIS_INGEST_TOKEN", ctlIngestToken)
-	t.Setenv("DATABASE_URL", url)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	return lis.Addr().String()
 }
 
 func ctlRun(t *testing.T, args ...string) (int, string, string) {

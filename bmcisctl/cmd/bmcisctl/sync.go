@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bmcis/knowledge/bmcisctl/internal/source"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/server"
-	"github.com/bmcis/knowledge/services/search/internal/source"
+	"github.com/bmcis/knowledge/platform/sourcename"
 )
 
 func init() {
@@ -60,8 +60,8 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageErrorf("-interval must be positive and -debounce not negative")
 	}
 	name, root := fs.Arg(0), fs.Arg(1)
-	if !server.SourceNameRE.MatchString(name) {
-		return usageErrorf("source name %q: use 1..64 of a-z 0-9 . _ -, starting with a letter or digit", name)
+	if !sourcename.Valid(name) {
+		return usageErrorf("source name %q: use %s", name, sourcename.Rule)
 	}
 	info, err := os.Stat(root)
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package source reads documents to ingest from the file system: directory
-// trees of files in any single-document format of the formats registry
+// trees of files in any single-document format declared in platform/docformat
 // (markdown, text, HTML, DOCX, PDF, ...), and JSON Lines files of {"_id"|"id",
 // "title", "text", "category"?, "updated_at"?} records (so a BEIR
 // corpus.jsonl ingests as it is). Files are sent as they are, named by
@@ -33,7 +33,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/formats"
+	"github.com/bmcis/knowledge/platform/docformat"
 )
 
 // MaxFileBytes is the largest file read: the service's default document
@@ -42,7 +42,7 @@ import (
 var MaxFileBytes int64 = 64 << 20
 
 // Item is one document read, or a problem with one input.
-type Item = formats.Record
+type Item = docformat.Record
 
 // Walk reads every PATH and calls fn for each document or problem, in a
 // deterministic order. It stops at the first error fn returns.
@@ -61,13 +61,13 @@ func Walk(paths []string, fn func(Item) error) error {
 			}
 			continue
 		}
-		f, ok := formats.ForPath(p)
+		f, ok := docformat.ForPath(p)
 		switch {
 		case !ok:
-			if err := fn(Item{Where: p, Problem: "not a file of a known format (" + strings.Join(formats.Extensions(), ", ") + ")"}); err != nil {
+			if err := fn(Item{Where: p, Problem: "not a file of a known format (" + strings.Join(docformat.Extensions(), ", ") + ")"}); err != nil {
 				return err
 			}
-		case f.Records != nil:
+		case f.Container():
 			if err := readRecords(p, f, fn); err != nil {
 				return err
 			}
@@ -146,13 +146,13 @@ func Walk0(paths []string, jsonl func(string), other func()) error {
 // inTree reports a file a directory walk reads: one document in a
 // registered format (containers such as JSON Lines only when named).
 func inTree(p string) bool {
-	f, ok := formats.ForPath(p)
-	return ok && f.Extract != nil
+	f, ok := docformat.ForPath(p)
+	return ok && !f.Container()
 }
 
 func isContainer(p string) bool {
-	f, ok := formats.ForPath(p)
-	return ok && f.Records != nil
+	f, ok := docformat.ForPath(p)
+	return ok && f.Container()
 }
 
 // ErrOutsideRoot is the problem reported for a link that resolves outside
@@ -339,9 +339,9 @@ type frontMatter struct {
 // folder ("" at the root). Front matter is read for the formats that have
 // it; other formats travel as bytes for the service to extract.
 func ParseFile(rel, folder string, data []byte) (*searchv1.Document, error) {
-	f, ok := formats.ForPath(rel)
-	if !ok || f.Extract == nil {
-		return nil, fmt.Errorf("not a file of a known format (%s)", strings.Join(formats.Extensions(), ", "))
+	f, ok := docformat.ForPath(rel)
+	if !ok || f.Container() {
+		return nil, fmt.Errorf("not a file of a known format (%s)", strings.Join(docformat.Extensions(), ", "))
 	}
 	doc := &searchv1.Document{ExternalId: rel, SourceFile: rel, Category: folder, Content: data, FormatName: f.Name, Format: f.Legacy}
 	if !f.FrontMatter {
@@ -358,7 +358,7 @@ func ParseFile(rel, folder string, data []byte) (*searchv1.Document, error) {
 		}
 		doc.Title = strings.TrimSpace(fm.Title)
 		if fm.UpdatedAt != "" {
-			ts, err := formats.ParseTime(fm.UpdatedAt)
+			ts, err := docformat.ParseTime(fm.UpdatedAt)
 			if err != nil {
 				return nil, fmt.Errorf("front matter updated_at: %v", err)
 			}
@@ -366,7 +366,7 @@ func ParseFile(rel, folder string, data []byte) (*searchv1.Document, error) {
 		}
 	}
 	if doc.Title == "" && f.Legacy == searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN {
-		doc.Title = formats.FirstHeading(string(body))
+		doc.Title = docformat.FirstHeading(string(body))
 	}
 	if doc.Title == "" {
 		base := path.Base(rel)
@@ -402,7 +402,7 @@ func splitFrontMatter(data []byte) (*frontMatter, []byte, error) {
 	return nil, data, nil // no closing line: not front matter
 }
 
-func readRecords(p string, f *formats.Format, fn func(Item) error) error {
+func readRecords(p string, f *docformat.Format, fn func(Item) error) error {
 	r, _, err := openRegular(p)
 	if err != nil {
 		return fn(Item{Where: p, Problem: err.Error()})
