@@ -1,7 +1,8 @@
 // Command bmcisctl is the operators' tool: database migrations, health checks,
-// and (as the services grow) ingestion, search, evaluation, keys and graph
-// import. It lives in the search module because most of what it does is
-// search's domain; the other services are reached through their gRPC clients.
+// ingestion, deletion, reindexing, search, evaluation, keys and graph import.
+// It is a module of its own that reaches every service only through its gRPC
+// contract (gen/) and the shared platform/ packages, never through a
+// service's packages or tables; only `migrate` opens the database.
 package main
 
 import (
