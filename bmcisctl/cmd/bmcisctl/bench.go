@@ -21,8 +21,9 @@ import (
 
 func init() {
 	commands["bench"] = command{
-		summary: "benchmark a running search service: bench search [-chunks 100000] [-duration 10s] ...",
-		run:     runBench,
+		summary:  "benchmark a running search service: bench search [-chunks 100000] [-duration 10s] ...",
+		run:      runBench,
+		complete: subcommands("search"),
 	}
 }
 

@@ -100,7 +100,7 @@ func TestReindexReadsTheCredentialsFile(t *testing.T) {
 		"BMCIS_INGEST_TOKEN": ctlToken,
 	})
 	code, _, errOut = ctlRun(t, "reindex")
-	require.Equal(t, 1, code)
+	require.Equal(t, exitRefused, code)
 	require.Contains(t, errOut, "PermissionDenied")
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -20,9 +19,6 @@ func init() {
 	}
 }
 
-// errSomeNotDeleted marks a delete that removed some documents but not all.
-var errSomeNotDeleted = errors.New("not every document was deleted")
-
 func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("delete", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
@@ -30,7 +26,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: bmcisctl delete [-addr HOST:PORT] ID...")
 		fmt.Fprintln(stderr, "  Deletes each document with that external id (as `search` shows it, e.g. handbook:security/a.md)")
 		fmt.Fprintln(stderr, "  and its chunks, with the ingest credential (BMCIS_INGEST_TOKEN). Every id is tried; an unknown")
-		fmt.Fprintln(stderr, "  id is reported and the command exits 1. A document of a synced source comes back on the next")
+		fmt.Fprintln(stderr, "  id is reported and the command exits 5 (partial). A document of a synced source comes back on the next")
 		fmt.Fprintln(stderr, "  sync while its file exists.")
 		fs.PrintDefaults()
 	}
@@ -74,7 +70,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%w: %d of %d not found or refused", errSomeNotDeleted, failed, len(ids))
+		return fmt.Errorf("%w: %d of %d not found or refused", errPartial, failed, len(ids))
 	}
 	return nil
 }

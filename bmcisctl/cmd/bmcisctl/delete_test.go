@@ -29,7 +29,7 @@ func TestDeleteRemovesDocumentsByID(t *testing.T) {
 
 	// An unknown id is named; the known ones given with it are still deleted.
 	code, out, errOut = ctlRun(t, "delete", "no/such.md", "cloud/c.md")
-	require.Equal(t, 1, code)
+	require.Equal(t, exitPartial, code)
 	require.Contains(t, errOut, `no document with id "no/such.md"`)
 	require.Contains(t, errOut, "1 of 2 not found or refused")
 	require.Contains(t, out, "deleted cloud/c.md")

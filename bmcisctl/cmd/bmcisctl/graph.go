@@ -26,8 +26,9 @@ const graphDefaultAddr = "127.0.0.1:50052"
 
 func init() {
 	commands["graph"] = command{
-		summary: "vendor graph: graph import FILE.jsonl | graph status (BMCIS_VENDORGRAPH_ADDR, BMCIS_INGEST_TOKEN)",
-		run:     runGraph,
+		summary:  "vendor graph: graph import FILE.jsonl | graph status (BMCIS_VENDORGRAPH_ADDR, BMCIS_INGEST_TOKEN)",
+		run:      runGraph,
+		complete: subcommands("import", "status"),
 	}
 }
 
@@ -73,11 +74,15 @@ func graphClient(addr string) (vendorgraphv1.VendorGraphServiceClient, func(), e
 func runGraphStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("graph status", stderr)
 	addr := fs.String("addr", envOr("BMCIS_VENDORGRAPH_ADDR", graphDefaultAddr), "vendorgraph gRPC address")
+	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usageErrorf("graph status takes no arguments")
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
 	}
 	client, closeConn, err := graphClient(*addr)
 	if err != nil {
@@ -89,6 +94,9 @@ func runGraphStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	st, err := client.GetGraphStatus(ctx, &vendorgraphv1.GetGraphStatusRequest{})
 	if err != nil {
 		return fmt.Errorf("vendorgraph at %s: %w", *addr, err)
+	}
+	if *output != outputTable {
+		return writeRecord(stdout, *output, st)
 	}
 	last := "never"
 	if st.GetLastUpdated() != nil {

@@ -167,7 +167,7 @@ func TestGraphImportBadInput(t *testing.T) {
 		addr := lis.Addr().String()
 		require.NoError(t, lis.Close())
 		code, _, stderr := runCLI(t, "graph", "import", "-addr", addr, writeFile(t, "{}\n"))
-		require.Equal(t, 1, code)
+		require.Equal(t, exitUnavailable, code)
 		require.Contains(t, stderr, addr)
 	})
 }

@@ -85,5 +85,5 @@ func printIngestSummary(w io.Writer, sum *searchIngestSummary) error {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", where, f.Reason)
 	}
-	return fmt.Errorf("%d document(s) failed", failed)
+	return fmt.Errorf("%w: %d document(s) failed", errPartial, failed)
 }

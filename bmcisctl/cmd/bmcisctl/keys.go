@@ -25,6 +25,15 @@ func init() {
 	commands["keys"] = command{
 		summary: "manage API keys on the auth service: keys create|list|revoke|rotate",
 		run:     runKeys,
+		complete: func(ctx context.Context, args []string) []string {
+			switch {
+			case len(args) == 0:
+				return []string{"create", "list", "revoke", "rotate"}
+			case len(args) == 1 && (args[0] == "revoke" || args[0] == "rotate"):
+				return keyIDs(ctx)
+			}
+			return nil
+		},
 	}
 }
 
@@ -66,6 +75,25 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageErrorf("unknown keys subcommand %q", args[0])
 	}
 	return sub(ctx, args[1:], stdout, stderr)
+}
+
+// keyIDs lists the active keys' ids on the running auth service, for
+// completion; nothing when it cannot be reached.
+func keyIDs(ctx context.Context) []string {
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return nil
+	}
+	defer done()
+	resp, err := client.ListKeys(ctx, &authv1.ListKeysRequest{})
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, k := range resp.GetKeys() {
+		ids = append(ids, k.GetKeyId())
+	}
+	return ids
 }
 
 // keysClient dials the auth service with the admin credential, bounded so a
@@ -199,8 +227,12 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	owner := fs.String("owner", "", "only this owner's keys")
 	all := fs.Bool("all", false, "include revoked and expired keys")
 	quiet := fs.Bool("q", false, "print key ids only, one per line")
+	output := outputFlag(fs)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	if len(rest) > 0 {
@@ -220,6 +252,9 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			fmt.Fprintln(stdout, k.GetKeyId())
 		}
 		return nil
+	}
+	if *output != outputTable {
+		return writeRecords(stdout, *output, resp.GetKeys())
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	names := make([]string, len(ratelimit.Tiers))

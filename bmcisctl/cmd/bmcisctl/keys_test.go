@@ -190,7 +190,7 @@ func TestKeysErrors(t *testing.T) {
 		{"create without name", []string{"create"}, 2, "--name is required"},
 		{"bad expiry", []string{"create", "--name", "x", "--expires-in", "ninety days"}, 2, "--expires-in"},
 		{"negative expiry", []string{"create", "--name", "x", "--expires-in", "-5h"}, 2, "--expires-in"},
-		{"bad flag", []string{"create", "--nme", "x"}, 2, "flag provided but not defined"},
+		{"bad flag", []string{"create", "--nme", "x"}, 2, "unknown flag: --nme"},
 		{"revoke without id", []string{"revoke"}, 2, "exactly one KEY_ID"},
 		{"rotate two ids", []string{"rotate", "a", "b"}, 2, "exactly one KEY_ID"},
 		{"server refuses", []string{"create", "--name", "bad"}, 1, "name: must not contain control characters (InvalidArgument)"},

@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -24,6 +23,9 @@ import (
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// complete, when set, offers values for the positional argument being
+	// typed after args (source names, key ids) from the running services.
+	complete func(ctx context.Context, args []string) []string
 }
 
 // commands lists the subcommands; each file of this package adds its own.
@@ -43,63 +45,21 @@ func main() {
 	os.Exit(code)
 }
 
+// run executes one command line and returns its exit code (exitcodes.go).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "bmcisctl: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "bmcisctl %s: %v\n", args[0], err)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	root := newRoot(ctx, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	return exitCode(cmd, err, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: bmcisctl COMMAND [flags]")
-	fmt.Fprintln(w)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun `bmcisctl COMMAND -h` for a command's flags.")
-}
-
-// newFlags returns a flag set that reports errors instead of exiting.
+// newFlags returns a flag set that reports errors instead of exiting. The
+// command defines its flags on it with the standard flag package; parse
+// reads them GNU style (flagstyle.go).
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bmcisctl "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
-}
-
-// parse parses flags, turning a bad flag into errUsage.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
 }
 
 // usageErrorf builds a usage error.

@@ -13,8 +13,9 @@ import (
 
 func init() {
 	commands["migrate"] = command{
-		summary: "apply (up), roll back (down VERSION) or show (status) the schema; uses DATABASE_URL",
-		run:     runMigrate,
+		summary:  "apply (up), roll back (down VERSION) or show (status) the schema; uses DATABASE_URL",
+		run:      runMigrate,
+		complete: subcommands("up", "down", "status"),
 	}
 }
 

@@ -67,10 +67,19 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	noCache := fs.Bool("no-cache", false, "bypass the result cache")
 	queries := fs.String("queries", "", "BEIR queries.jsonl to run (batch mode)")
 	topK := fs.Int("top-k", 100, "results per query in batch mode (paged 50 at a time)")
-	asJSON := fs.Bool("json", false, "batch mode: one JSON object per query on stdout")
+	asJSON := fs.Bool("json", false, "batch mode: one JSON object per query on stdout (as --output json)")
+	output := outputFlag(fs)
 	parallel := fs.Int("parallel", 4, "queries in flight in batch mode")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if *output == outputJSON {
+		*asJSON = true
+	} else if *asJSON && *output == outputTable {
+		*output = outputJSON
 	}
 	switch {
 	case *limit < 1 || *limit > 50:
@@ -97,7 +106,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usageErrorf("give either -queries FILE or a query text, not both")
 		}
 		if !*asJSON {
-			return usageErrorf("-queries needs -json (the only batch output format)")
+			return usageErrorf("--queries needs --output json (or --json): one JSON object per query")
 		}
 		qs, err := readSearchQueries(*queries)
 		if err != nil {
@@ -113,6 +122,9 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Categories: cats, NoCache: *noCache})
 	if err != nil {
 		return err
+	}
+	if *output != outputTable {
+		return writeRecord(stdout, *output, resp)
 	}
 	fmt.Fprintf(stdout, "%d results (%s, %.2f ms, database %.2f ms, cache hit %t); terms: %s\n\n", resp.TotalAvailable,
 		searchModeName(resp.Mode), resp.SearchTimeMs, resp.DatabaseTimeMs, resp.CacheHit, strings.Join(resp.QueryTerms, " "))

@@ -20,11 +20,40 @@ func init() {
 	commands["sync"] = command{
 		summary: "mirror a folder as a named source: sync [-addr HOST:PORT] [-watch] NAME PATH",
 		run:     runSync,
+		complete: func(ctx context.Context, args []string) []string {
+			if len(args) != 0 {
+				return nil
+			}
+			return sourceNames(ctx)
+		},
 	}
 	commands["sources"] = command{
 		summary: "list the named sources with their documents and last sync: sources [-addr HOST:PORT]",
 		run:     runSources,
 	}
+}
+
+// sourceNames lists the sources' names on the running search service, for
+// completion; nothing when it cannot be reached.
+func sourceNames(ctx context.Context) []string {
+	c, closeConn, err := searchDial(searchAddrFlag(), envIngestToken)
+	if err != nil {
+		return nil
+	}
+	defer closeConn()
+	cctx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return nil
+	}
+	resp, err := c.ListSources(cctx, &searchv1.ListSourcesRequest{})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, s := range resp.GetSources() {
+		names = append(names, s.GetName())
+	}
+	return names
 }
 
 // treeState is what a sync pass saw: each file's size and modification time.
@@ -167,6 +196,9 @@ type filesFailedError int
 
 func (e filesFailedError) Error() string { return fmt.Sprintf("%d file(s) failed", int(e)) }
 
+// Is makes a failed file a partial sync (exitPartial): the others went in.
+func (e filesFailedError) Is(target error) bool { return target == errPartial }
+
 // watchTree scans root every interval; when the tree differs from what was
 // last synced and has stayed the same for debounce, it calls pass. It
 // returns when ctx ends (an interrupt), with nil.
@@ -223,7 +255,11 @@ func scanTree(root string) (treeState, error) {
 func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sources", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
@@ -238,6 +274,9 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	resp, err := c.ListSources(cctx, &searchv1.ListSourcesRequest{})
 	if err != nil {
 		return fmt.Errorf("list sources via %s: %w", *addr, err)
+	}
+	if *output != outputTable {
+		return writeRecords(stdout, *output, resp.GetSources())
 	}
 	if len(resp.GetSources()) == 0 {
 		fmt.Fprintln(stdout, "no sources (bmcisctl sync NAME PATH makes one)")
