@@ -5,11 +5,11 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Every Go module of the go.work workspace (tools/ is separate on purpose).
-MODULES := . gen services/search services/vendorgraph services/auth mcp-adapter gateway
+MODULES := . gen bmcisctl services/search services/vendorgraph services/auth mcp-adapter gateway
 # Binaries: name=package.
 BINARIES := \
 	search=./services/search/cmd/search \
-	bmcisctl=./services/search/cmd/bmcisctl \
+	bmcisctl=./bmcisctl/cmd/bmcisctl \
 	vendorgraph=./services/vendorgraph/cmd/vendorgraph \
 	auth=./services/auth/cmd/auth \
 	mcp-adapter=./mcp-adapter/cmd/mcp-adapter \

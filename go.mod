@@ -2,10 +2,14 @@ module github.com/bmcis/knowledge
 
 go 1.26.0
 
+// platform's document formats and synthetic corpus speak the search
+// contract's Document.
+replace github.com/bmcis/knowledge/gen => ./gen
+
 require (
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.12-20260825204119-511051f7f437.1
 	buf.build/go/protovalidate v1.4.0
-	github.com/bmcis/knowledge/gen v0.0.0
+	github.com/bmcis/knowledge/gen v0.0.0-00010101000000-000000000000
 	github.com/coregx/ahocorasick v0.3.1
 	github.com/exaring/otelpgx v0.13.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
@@ -65,5 +69,3 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261005182115-fad411399dd8 // indirect
 )
-
-replace github.com/bmcis/knowledge/gen => ./gen

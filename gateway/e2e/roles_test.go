@@ -82,6 +82,10 @@ func TestReadCredentialCannotWrite(t *testing.T) {
 			_, err := s.search.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{ExternalId: "x"})
 			return err
 		},
+		"Reindex": func(ctx context.Context) error {
+			_, err := s.search.Reindex(ctx, &searchv1.ReindexRequest{})
+			return err
+		},
 		"ImportGraph": func(ctx context.Context) error {
 			st, err := s.vendor.ImportGraph(ctx)
 			if err != nil {

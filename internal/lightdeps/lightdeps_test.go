@@ -69,7 +69,7 @@ func TestNoBinaryLinksTheExperiments(t *testing.T) {
 	require.NoError(t, err)
 	checked := 0
 	for _, dir := range []string{
-		"services/search/cmd/search", "services/search/cmd/bmcisctl", "services/vendorgraph/cmd/vendorgraph",
+		"services/search/cmd/search", "bmcisctl/cmd/bmcisctl", "services/vendorgraph/cmd/vendorgraph",
 		"services/auth/cmd/auth", "mcp-adapter/cmd/mcp-adapter", "gateway/cmd/gateway",
 	} {
 		if _, err := os.Stat(filepath.Join(root, dir)); os.IsNotExist(err) {
@@ -85,4 +85,28 @@ func TestNoBinaryLinksTheExperiments(t *testing.T) {
 		})
 	}
 	require.Positive(t, checked, "no binary found: has the layout changed?")
+}
+
+// bmcisctl is a module of its own that reaches the services only through
+// their gRPC contracts: it builds from gen/ and platform/ (the root module)
+// and never from a service's packages, so an operator's tool cannot reach
+// around a service into its tables.
+func TestOperatorCLIDependsOnlyOnContractsAndPlatform(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	cmd := exec.Command("go", "list", "-deps", "-test", "-f", "{{.ImportPath}}", "./...")
+	cmd.Dir = filepath.Join(root, "bmcisctl")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go list: %s", out)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/bmcis/knowledge/bmcisctl/cmd/bmcisctl")
+	for _, d := range deps {
+		if !strings.HasPrefix(d, "github.com/bmcis/knowledge") {
+			continue
+		}
+		ok := d == "github.com/bmcis/knowledge" || strings.HasPrefix(d, "github.com/bmcis/knowledge/bmcisctl") ||
+			strings.HasPrefix(d, "github.com/bmcis/knowledge/gen/") || strings.HasPrefix(d, "github.com/bmcis/knowledge/platform/") ||
+			strings.HasPrefix(d, "github.com/bmcis/knowledge/migrations")
+		require.True(t, ok, "bmcisctl depends on %s (only gen/ and the root module's platform/ and migrations/ are allowed)", d)
+	}
 }

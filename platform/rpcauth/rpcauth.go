@@ -61,6 +61,9 @@ var rules = Table{
 	// a sync. It reveals names, counts and sync times, no content; a scoped
 	// key sees only its categories' counts and no roots.
 	"/bmcis.search.v1.SearchService/ListSources": {Read, Ingest},
+	// Reindex re-embeds the whole corpus: an operator's call (bmcisctl's
+	// ingest credential), never the gateway's or the adapter's.
+	"/bmcis.search.v1.SearchService/Reindex": {Ingest},
 
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read, Adapter},
 	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read, Adapter},

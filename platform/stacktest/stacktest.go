@@ -99,7 +99,7 @@ var packages = map[string]string{
 	Search:        "./services/search/cmd/search",
 	VendorGraph:   "./services/vendorgraph/cmd/vendorgraph",
 	Auth:          "./services/auth/cmd/auth",
-	"bmcisctl":    "./services/search/cmd/bmcisctl",
+	"bmcisctl":    "./bmcisctl/cmd/bmcisctl",
 	"mcp-adapter": "./mcp-adapter/cmd/mcp-adapter",
 	"gateway":     "./gateway/cmd/gateway",
 }

@@ -59,7 +59,7 @@ func TestSyncFolders(t *testing.T) {
 	wiki.put(t, "c.md", "# C\n\nThe wiki tapir page.\n")
 
 	out, err := s.TryCtl("sync", "-addr", addr, "handbook", string(hb))
-	require.Error(t, err, "a failed file makes the exit status 1")
+	require.Error(t, err, "a failed file makes the exit status 5 (partial)")
 	require.Contains(t, out, "4 sent (3 written, 0 unchanged), 0 kept unchanged, 0 deleted, 1 failed")
 	require.Contains(t, out, filepath.Join(string(hb), "broken.pdf")+": not a PDF")
 	out = s.Ctl(t, "sync", "-addr", addr, "wiki", string(wiki))

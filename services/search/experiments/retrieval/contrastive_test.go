@@ -12,13 +12,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/syntheticdocs"
 	"github.com/bmcis/knowledge/services/search/experiments/retrieval"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
-	"github.com/bmcis/knowledge/services/search/internal/synth"
 )
 
 // TestSciFactContrastive measures LSA fine-tuned with InfoNCE on structure
@@ -280,7 +280,7 @@ func TestSyntheticContrastiveSpeed(t *testing.T) {
 	}
 	ck, err := chunker.NewDefault()
 	require.NoError(t, err)
-	g := synth.New(1, 50_000)
+	g := syntheticdocs.New(1, 50_000)
 	var texts []string
 	for i := 0; len(texts) < 20_000; i++ {
 		d := g.Document(i)

@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/platform/cl100k"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/eval"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"

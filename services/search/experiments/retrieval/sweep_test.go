@@ -6,9 +6,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/stretchr/testify/require"

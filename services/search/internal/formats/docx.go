@@ -11,16 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
 )
 
 func init() {
-	Register(Format{
-		Name:       "docx",
-		Extensions: []string{".docx"},
-		MediaTypes: []string{"application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
-		Extract:    extractDOCX,
-	})
+	register("docx", extractDOCX)
 }
 
 // maxDOCXPart bounds how much one XML part may inflate to (a zip bomb

@@ -1,47 +1,27 @@
-// Package formats is the one place a document format is declared: its
-// name, the file extensions and media types that select it, and how its
-// bytes become text with structure. Each format is one file of this package
-// that registers itself by name (as bleve registers analyzers); source
-// (which files to read), the ingest protocol (Document.format_name) and
-// ingest.Prepare (how to read the bytes) all ask this registry, so adding a
-// format is adding one file.
+// Package formats turns a document's bytes into text with structure, one
+// extractor per document format of platform/docformat (which declares the
+// formats: names, extensions, media types, front matter, containers). Each
+// format is one file of this package that registers its extractor by name;
+// ingest.Prepare asks ForDocument how to read a document.
 package formats
 
 import (
 	"fmt"
-	"io"
-	"mime"
-	"path"
-	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/docformat"
 )
 
-// Format declares one document format.
+// Format is a declared format with its extractor.
 type Format struct {
-	// Name is the registered name, sent as Document.format_name.
-	Name string
-	// Extensions select the format for a file, lower case with the dot.
-	Extensions []string
-	// MediaTypes select the format for an upload (first is canonical).
-	MediaTypes []string
+	*docformat.Format
 	// Extract reads one document's bytes. name is the document's source
 	// file, for titles and messages. A returned error is the reason the
-	// file is refused, in words a user can act on.
+	// file is refused, in words a user can act on. Nil for a container,
+	// which the client splits.
 	Extract func(data []byte, name string) (Extracted, error)
-	// Records, set instead of Extract, makes the format a container of many
-	// documents (JSON Lines): the ingesting client splits the file.
-	Records func(r io.Reader, name string, fn func(Record) error) error
-	// FrontMatter says a leading YAML block may set title, category and
-	// updated_at (read by the client before sending).
-	FrontMatter bool
-	// Legacy is the ContentFormat enum value older clients send for this
-	// format (unspecified when there is none).
-	Legacy searchv1.ContentFormat
 }
 
 // Extracted is a document's text with its structure.
@@ -54,126 +34,64 @@ type Extracted struct {
 	Title string
 }
 
-// Record is one document of a container file, or a problem with one entry.
-type Record struct {
-	// Where names the input: a path, or "file.jsonl:LINE".
-	Where string
-	// Doc is nil when Problem is set.
-	Doc     *searchv1.Document
-	Problem string
-}
-
 var (
-	mu       sync.RWMutex
-	byName   = map[string]*Format{}
-	byExt    = map[string]*Format{}
-	byMedia  = map[string]*Format{}
-	byLegacy = map[searchv1.ContentFormat]*Format{}
+	extractors = map[string]func(data []byte, name string) (Extracted, error){}
+	// withExtractors is every declared format with its extractor, built
+	// once after the files' init functions registered them.
+	withExtractors = sync.OnceValue(func() map[string]*Format {
+		out := map[string]*Format{}
+		for _, f := range docformat.All() {
+			out[f.Name] = &Format{Format: f, Extract: extractors[f.Name]}
+		}
+		return out
+	})
 )
 
-// Register adds a format. It panics on a duplicate name, extension or media
-// type: registrations are init-time declarations, so a clash is a bug.
-func Register(f Format) {
-	mu.Lock()
-	defer mu.Unlock()
-	if f.Name == "" || (f.Extract == nil) == (f.Records == nil) {
-		panic(fmt.Sprintf("formats: %q needs a name and exactly one of Extract or Records", f.Name))
+// register adds the extractor of a declared format. It panics on an
+// undeclared or doubly registered name: registrations are init-time
+// declarations, so either is a bug.
+func register(name string, extract func(data []byte, name string) (Extracted, error)) {
+	f, ok := docformat.ByName(name)
+	if !ok || f.Container() {
+		panic(fmt.Sprintf("formats: %q is not a declared document format (platform/docformat)", name))
 	}
-	if _, dup := byName[f.Name]; dup {
-		panic("formats: duplicate format " + f.Name)
+	if _, dup := extractors[name]; dup {
+		panic("formats: duplicate extractor for " + name)
 	}
-	p := &f
-	byName[f.Name] = p
-	for _, e := range f.Extensions {
-		e = strings.ToLower(e)
-		if _, dup := byExt[e]; dup {
-			panic("formats: duplicate extension " + e)
-		}
-		byExt[e] = p
-	}
-	for _, m := range f.MediaTypes {
-		if _, dup := byMedia[m]; dup {
-			panic("formats: duplicate media type " + m)
-		}
-		byMedia[m] = p
-	}
-	if f.Legacy != searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED {
-		byLegacy[f.Legacy] = p
-	}
+	extractors[name] = extract
 }
 
-// ByName returns the format registered under name.
+// ByName returns the format declared under name.
 func ByName(name string) (*Format, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	f, ok := byName[name]
+	f, ok := withExtractors()[name]
 	return f, ok
 }
 
 // ForPath returns the format a file's extension selects.
 func ForPath(p string) (*Format, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	f, ok := byExt[strings.ToLower(path.Ext(strings.ReplaceAll(p, `\`, "/")))]
-	return f, ok
+	d, ok := docformat.ForPath(p)
+	if !ok {
+		return nil, false
+	}
+	return ByName(d.Name)
 }
 
 // ForMediaType returns the format a media type (parameters allowed)
 // selects.
 func ForMediaType(mt string) (*Format, bool) {
-	base, _, err := mime.ParseMediaType(mt)
-	if err != nil {
+	d, ok := docformat.ForMediaType(mt)
+	if !ok {
 		return nil, false
 	}
-	mu.RLock()
-	defer mu.RUnlock()
-	f, ok := byMedia[base]
-	return f, ok
+	return ByName(d.Name)
 }
 
-// ForDocument returns the format a document names: format_name when set,
-// else the legacy enum (unspecified meaning markdown).
+// ForDocument returns the format a document names (docformat.ForDocument).
 func ForDocument(d *searchv1.Document) (*Format, error) {
-	if n := d.GetFormatName(); n != "" {
-		if f, ok := ByName(n); ok && f.Extract != nil {
-			return f, nil
-		}
-		return nil, fmt.Errorf("unknown format %q (known: %s)", n, strings.Join(Names(), ", "))
+	df, err := docformat.ForDocument(d)
+	if err != nil {
+		return nil, err
 	}
-	legacy := d.GetFormat()
-	if legacy == searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED {
-		legacy = searchv1.ContentFormat_CONTENT_FORMAT_MARKDOWN
-	}
-	mu.RLock()
-	defer mu.RUnlock()
-	if f, ok := byLegacy[legacy]; ok {
-		return f, nil
-	}
-	return nil, fmt.Errorf("unknown content format %d", legacy)
-}
-
-// Names lists the registered formats that hold one document each, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	var out []string
-	for n, f := range byName {
-		if f.Extract != nil {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Extensions lists every registered extension, sorted (for messages).
-func Extensions() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	out := make([]string, 0, len(byExt))
-	for e := range byExt {
-		out = append(out, e)
-	}
-	slices.Sort(out)
-	return out
+	f, _ := ByName(df.Name)
+	return f, nil
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/docformat"
 	"github.com/bmcis/knowledge/services/search/internal/formats/sample"
 )
 
@@ -65,7 +66,12 @@ func TestRegistry(t *testing.T) {
 	}
 	_, ok := ForPath("image.png")
 	require.False(t, ok)
-	require.Equal(t, []string{"docx", "html", "markdown", "pdf", "text"}, Names(), "containers are not document formats")
+	require.Equal(t, []string{"docx", "html", "markdown", "pdf", "text"}, docformat.Names(), "containers are not document formats")
+	for _, d := range docformat.All() {
+		f, ok := ByName(d.Name)
+		require.True(t, ok)
+		require.Equal(t, !d.Container(), f.Extract != nil, "%s: every document format has an extractor, a container none", d.Name)
+	}
 
 	t.Run("documents name their format", func(t *testing.T) {
 		for _, tc := range []struct {

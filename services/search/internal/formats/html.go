@@ -14,16 +14,11 @@ import (
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
 
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
 )
 
 func init() {
-	Register(Format{
-		Name:       "html",
-		Extensions: []string{".html", ".htm", ".xhtml"},
-		MediaTypes: []string{"text/html", "application/xhtml+xml"},
-		Extract:    extractHTML,
-	})
+	register("html", extractHTML)
 }
 
 var htmlElement = regexp.MustCompile(`(?i)<(!doctype\s+html|html|head|body|title|main|article|section|div|p|h[1-6]|ul|ol|table|span|a)[\s>/]`)

@@ -24,16 +24,11 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
 )
 
 func init() {
-	Register(Format{
-		Name:       "pdf",
-		Extensions: []string{".pdf"},
-		MediaTypes: []string{"application/pdf"},
-		Extract:    extractPDF,
-	})
+	register("pdf", extractPDF)
 }
 
 // PDFium runs as WebAssembly inside the process (wazero, no cgo), so the

@@ -6,23 +6,15 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
 )
 
 func init() {
-	Register(Format{
-		Name:        "text",
-		Extensions:  []string{".txt"},
-		MediaTypes:  []string{"text/plain"},
-		FrontMatter: true,
-		Legacy:      searchv1.ContentFormat_CONTENT_FORMAT_TEXT,
-		Extract: func(data []byte, _ string) (Extracted, error) {
-			if err := CheckText(data); err != nil {
-				return Extracted{}, err
-			}
-			return Extracted{Text: string(data), Layout: chunker.PlainText}, nil
-		},
+	register("text", func(data []byte, _ string) (Extracted, error) {
+		if err := CheckText(data); err != nil {
+			return Extracted{}, err
+		}
+		return Extracted{Text: string(data), Layout: chunker.PlainText}, nil
 	})
 }
 

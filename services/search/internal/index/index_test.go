@@ -10,18 +10,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/syntheticdocs"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/store"
-	"github.com/bmcis/knowledge/services/search/internal/synth"
 )
 
 // batch builds a change batch of synthetic documents until chunks chunks.
 func batch(t testing.TB, chunks int) *Batch {
 	ck, err := chunker.NewDefault()
 	require.NoError(t, err)
-	g := synth.New(1, 30_000)
+	g := syntheticdocs.New(1, 30_000)
 	b := &Batch{Generation: 1, LastChange: time.Now()}
 	var id int64
 	for i := 0; len(b.Chunks) < chunks; i++ {
@@ -116,7 +116,7 @@ func TestMemoryPer100kChunks(t *testing.T) {
 func BenchmarkSearchBM25(b *testing.B) {
 	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
 	ix.Apply(batch(b, 20_000))
-	g := synth.New(1, 30_000)
+	g := syntheticdocs.New(1, 30_000)
 	an := analysis.NewEnglish()
 	qs := make([][]string, 100)
 	for i := range qs {
@@ -147,7 +147,7 @@ func TestSlicedFirstLoadMatchesOneBatch(t *testing.T) {
 	require.Zero(t, sliced.Stats().TextBytes)
 
 	an := analysis.NewEnglish()
-	g := synth.New(1, 30_000)
+	g := syntheticdocs.New(1, 30_000)
 	for i := 0; i < 20; i++ {
 		q := an.Terms(g.Query(i))
 		require.Equal(t, whole.SearchBM25(q, nil, 20), sliced.SearchBM25(q, nil, 20), "query %d", i)

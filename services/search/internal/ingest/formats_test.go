@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/formats/sample"
 )
 

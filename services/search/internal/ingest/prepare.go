@@ -14,7 +14,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
+	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/formats"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/services/search/internal/source"
+	"github.com/bmcis/knowledge/platform/docformat"
 )
 
 func TestIngestAndSearchEveryMode(t *testing.T) {
@@ -205,12 +208,7 @@ func dedupe(ids []string) []string {
 // pages, and the section copied word for word between two pages is flagged.
 func TestDemoCorpus(t *testing.T) {
 	r, _ := start(t)
-	var docs []*searchv1.Document
-	require.NoError(t, source.Walk([]string{"../../demo/docs"}, func(it source.Item) error {
-		require.Empty(t, it.Problem, it.Where)
-		docs = append(docs, it.Doc)
-		return nil
-	}))
+	docs := demoDocs(t, "../../demo/docs")
 	require.Len(t, docs, 46) // 40 markdown pages, two each of PDF, DOCX and HTML
 	resp := mustIngest(t, r.client, docs...)
 	require.EqualValues(t, 46, resp.DocumentsWritten, "%v", resp.Failures)
@@ -235,6 +233,30 @@ func TestDemoCorpus(t *testing.T) {
 	st, err := r.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(st.EmbedderModel, "builtin:lsa-v1:256:"), st.EmbedderModel)
+}
+
+// demoDocs reads the files under root as bmcisctl ingest sends them, with
+// no front matter read: named by their relative path, of their first
+// folder's category, as bytes of their format for the service to extract.
+func demoDocs(t *testing.T, root string) []*searchv1.Document {
+	t.Helper()
+	var docs []*searchv1.Document
+	require.NoError(t, filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		f, ok := docformat.ForPath(p)
+		require.True(t, ok && !f.Container(), p)
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		rel, err := filepath.Rel(root, p)
+		require.NoError(t, err)
+		rel = filepath.ToSlash(rel)
+		category, _, _ := strings.Cut(rel, "/")
+		docs = append(docs, &searchv1.Document{ExternalId: rel, SourceFile: rel, Category: category, Content: data, FormatName: f.Name})
+		return nil
+	}))
+	return docs
 }
 
 // IngestDocumentsAcked acknowledges as it goes: counts only grow, and the

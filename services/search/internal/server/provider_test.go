@@ -3,22 +3,20 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"hash/fnv"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
-	"github.com/bmcis/knowledge/services/search/internal/embedding"
-	"github.com/bmcis/knowledge/services/search/internal/server"
-	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
 // hashedBOW is a stand-in embedding model: analyzed terms hashed into dims
@@ -156,10 +154,16 @@ func TestHTTPEmbedderProvidersEndToEnd(t *testing.T) {
 	}
 }
 
-func TestStartRefusesIncompatibleEmbeddings(t *testing.T) {
+// A replica configured for another embedder than the stored vectors' starts
+// with its vector side off (saying why, naming no model or setting), so an
+// operator can call Reindex on it with the new configuration; then vector
+// search works.
+func TestIncompatibleEmbeddingsStartVectorsOffUntilReindexed(t *testing.T) {
 	pool, _ := newDB(t)
 	r := startReplica(t, pool, testConfig())
 	mustIngest(t, r.client, corpus(12)...)
+	ctx := context.Background()
+	vector := &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3, NoCache: true}
 
 	fake := &fakeEmbedder{t: t, an: analysis.NewEnglish()}
 	ts := httptest.NewServer(fake)
@@ -167,44 +171,42 @@ func TestStartRefusesIncompatibleEmbeddings(t *testing.T) {
 	openai := testConfig()
 	openai.Embedding.Provider, openai.Embedding.URL, openai.Embedding.Model, openai.Embedding.APIKey = "openai", ts.URL, "text-embedding-3-small", "sk-test-key"
 
-	_, err := tryStartReplica(t, pool, openai)
-	require.ErrorIs(t, err, embedding.ErrIncompatible)
-	require.ErrorContains(t, err, "bmcisctl reindex")
-	require.ErrorContains(t, err, "the active embedding model is builtin:lsa-v1:")
+	r2 := startReplica(t, pool, openai)
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = r2.client.Search(ctx, vector)
+		return status.Code(err) == codes.Unavailable
+	}, 10*time.Second, 20*time.Millisecond, "vector search is off on the mismatched replica: %v", err)
+	require.ErrorContains(t, err, "does not match this replica's embedding configuration")
+	require.NotEmpty(t, search(t, r2.client, &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 3}).Results,
+		"keyword search works meanwhile")
 
+	rep, err := r2.client.Reindex(ctx, &searchv1.ReindexRequest{})
+	require.NoError(t, err)
+	require.Equal(t, "openai:text-embedding-3-small:256:v1", rep.Model)
+	require.Equal(t, rep.TotalChunks, rep.EmbeddedChunks)
+	require.Eventually(t, func() bool {
+		out, err := r2.client.Search(ctx, vector)
+		return err == nil && len(out.Results) > 0
+	}, 10*time.Second, 20*time.Millisecond, "vector search works after the reindex")
+
+	// Dimensions: a replica with a smaller vector size starts too, and its
+	// reindex resizes the column.
 	smaller := testConfig()
 	smaller.Embedding.Dims = 128
 	smaller.Embedding.Builtin.Dims = 128
-	_, err = tryStartReplica(t, pool, smaller)
-	require.ErrorIs(t, err, embedding.ErrIncompatible)
-	require.ErrorContains(t, err, "BMCIS_EMBEDDING_DIMENSIONS=128")
-	require.ErrorContains(t, err, "bmcisctl reindex")
-
-	// The fix: reindex with the new configuration, then it starts.
-	m, err := embedding.New(store.New(pool), openai.Embedding, analysis.NewEnglish(), discardLog())
-	require.NoError(t, err)
-	rep, err := m.Sweep(context.Background(), embedding.SweepOptions{Wait: true, Reindex: true, Bulk: true})
-	require.NoError(t, err)
-	require.Equal(t, "openai:text-embedding-3-small:256:v1", rep.Model)
-	require.EqualValues(t, rep.TotalChunks, rep.Embedded)
-	r2 := startReplica(t, pool, openai)
-	out := search(t, r2.client, &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3})
-	require.NotEmpty(t, out.Results)
-
-	// Dimensions: reindex resizes the column.
-	m, err = embedding.New(store.New(pool), smaller.Embedding, analysis.NewEnglish(), discardLog())
-	require.NoError(t, err)
-	rep, err = m.Sweep(context.Background(), embedding.SweepOptions{Wait: true, Reindex: true, Bulk: true})
-	require.NoError(t, err)
-	require.True(t, rep.Resized)
-	require.True(t, strings.HasPrefix(rep.Model, "builtin:lsa-v1:"), rep.Model)
 	r3 := startReplica(t, pool, smaller)
-	st, err := r3.client.GetIndexStatus(context.Background(), &searchv1.GetIndexStatusRequest{})
+	rep, err = r3.client.Reindex(ctx, &searchv1.ReindexRequest{})
+	require.NoError(t, err)
+	require.True(t, rep.ColumnResized)
+	require.True(t, strings.HasPrefix(rep.Model, "builtin:lsa-v1:"), rep.Model)
+	st, err := r3.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
 	require.NoError(t, err)
 	require.EqualValues(t, 128, st.EmbedderDimensions)
-	out = search(t, r3.client, &searchv1.SearchRequest{Query: "firewall", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, Limit: 3})
-	require.NotEmpty(t, out.Results)
-	_ = server.DefaultConfig
+	require.Eventually(t, func() bool {
+		out, err := r3.client.Search(ctx, vector)
+		return err == nil && len(out.Results) > 0
+	}, 10*time.Second, 20*time.Millisecond, "vector search works after the resize")
 }
 
 // While the embedding provider fails, hybrid ranks by BM25 alone and does not

@@ -6,20 +6,17 @@ import (
 	"hash/fnv"
 	"io"
 	"path"
-	"regexp"
 	"strings"
 	"unicode"
 
 	"golang.org/x/sync/semaphore"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/docformat"
 	"github.com/bmcis/knowledge/platform/grpcserver"
-	"github.com/bmcis/knowledge/services/search/internal/formats"
+	"github.com/bmcis/knowledge/platform/sourcename"
 	"github.com/bmcis/knowledge/services/search/internal/ingest"
 )
-
-// SourceNameRE is what a source name may be (the sources table checks it too).
-var SourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 const maxSourceRoot = 4096
 
@@ -170,7 +167,7 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 	if rx.sync != nil && d.GetFormatName() == "" && d.GetFormat() == searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED {
 		// Files of a source (an upload does not know the formats) are
 		// read by their names, as bmcisctl does.
-		if f, ok := formats.ForPath(d.GetSourceFile()); ok && f.Extract != nil {
+		if f, ok := docformat.ForPath(d.GetSourceFile()); ok && !f.Container() {
 			d.FormatName = f.Name
 		} else {
 			unknown = true
@@ -187,7 +184,7 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 		// Refused before its bytes arrive; the parts still to come are skipped.
 		reason := fmt.Sprintf("too large: %d bytes (limit %d, BMCIS_SEARCH_MAX_DOCUMENT_BYTES)", size, limit)
 		if unknown {
-			reason = "not a file of a known format (" + strings.Join(formats.Extensions(), ", ") + ")"
+			reason = "not a file of a known format (" + strings.Join(docformat.Extensions(), ", ") + ")"
 		}
 		rx.results <- ingestResult{failure: &ingest.Failure{ExternalID: d.GetExternalId(), SourceFile: d.GetSourceFile(), Reason: reason}}
 		if d.GetContentSize() > int64(len(d.GetContent())) {
@@ -252,8 +249,8 @@ func (rx *receiver) dispatch(j ingestJob) {
 // startSync validates the sync header and records the source.
 func (rx *receiver) startSync(sy *searchv1.SyncSource) error {
 	name := sy.GetName()
-	if !SourceNameRE.MatchString(name) {
-		return grpcserver.InvalidArgument("sync.name", "%q is not a source name (1..64 of a-z 0-9 . _ -, starting with a letter or digit)", name)
+	if !sourcename.Valid(name) {
+		return grpcserver.InvalidArgument("sync.name", "%q is not a source name (%s)", name, sourcename.Rule)
 	}
 	if len(sy.GetRoot()) > maxSourceRoot {
 		return grpcserver.InvalidArgument("sync.root", "longer than %d bytes", maxSourceRoot)

@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -18,11 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/follower"
@@ -72,7 +73,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		return nil, err
 	}
 	if err := emb.CheckCompatible(ctx); err != nil {
-		return nil, err
+		if !errors.Is(err, embedding.ErrIncompatible) {
+			return nil, err
+		}
+		// Start anyway, vector side off (the change feed finds the active
+		// model unusable; sweeps write nothing): the fix is a Reindex
+		// call on a replica with the new configuration, this one.
+		log.Error("stored embeddings do not match this replica's embedder: vector search is off until a reindex", "error", err.Error())
 	}
 	ck, err := chunker.NewDefault()
 	if err != nil {

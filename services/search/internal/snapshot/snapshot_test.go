@@ -15,16 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/syntheticdocs"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
-	"github.com/bmcis/knowledge/services/search/internal/chunker"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/follower"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/snapshot"
 	"github.com/bmcis/knowledge/services/search/internal/store"
-	"github.com/bmcis/knowledge/services/search/internal/synth"
 )
 
 type env struct {
@@ -32,7 +32,7 @@ type env struct {
 	st   *store.Store
 	an   *analysis.Analyzer
 	ck   *chunker.Chunker
-	gen  *synth.Generator
+	gen  *syntheticdocs.Generator
 	log  *slog.Logger
 }
 
@@ -40,7 +40,7 @@ func newEnv(t *testing.T) *env {
 	pool, _ := testdb.New(t)
 	ck, err := chunker.NewDefault()
 	require.NoError(t, err)
-	return &env{pool: pool, st: store.New(pool), an: analysis.NewEnglish(), ck: ck, gen: synth.New(3, 2000),
+	return &env{pool: pool, st: store.New(pool), an: analysis.NewEnglish(), ck: ck, gen: syntheticdocs.New(3, 2000),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 

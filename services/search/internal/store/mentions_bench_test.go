@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bmcis/knowledge/platform/mentions"
+	"github.com/bmcis/knowledge/platform/syntheticdocs"
 	"github.com/bmcis/knowledge/platform/testdb"
-	"github.com/bmcis/knowledge/services/search/internal/synth"
 )
 
 // Mention linking at scale (docs/BENCHMARKS.md, "Mentions"): a graph of
@@ -84,7 +84,7 @@ func benchNames(g []benchEntity) []mentions.Name {
 // benchDocs splits synthetic documents into chunks of about 1,500
 // characters and names three random entities in each chunk.
 func benchDocs(g []benchEntity, chunks int) []DocumentRow {
-	gen := synth.New(1, 30000)
+	gen := syntheticdocs.New(1, 30000)
 	r := rand.New(rand.NewPCG(7, 7))
 	var docs []DocumentRow
 	total := 0

@@ -2080,6 +2080,195 @@ func (x *Source) GetLastDeleted() int32 {
 	return 0
 }
 
+// ReindexRequest asks for a full re-embedding with the service's settings.
+type ReindexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReindexRequest) Reset() {
+	*x = ReindexRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReindexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReindexRequest) ProtoMessage() {}
+
+func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReindexRequest.ProtoReflect.Descriptor instead.
+func (*ReindexRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
+}
+
+// ReindexResponse reports what a reindex did.
+type ReindexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model now active (provider and model identifier with its version).
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Embedding provider (builtin, openai, ollama).
+	EmbedderProvider string `protobuf:"bytes,2,opt,name=embedder_provider,json=embedderProvider,proto3" json:"embedder_provider,omitempty"`
+	// Embedding dimensions of the active model.
+	EmbedderDimensions int32 `protobuf:"varint,3,opt,name=embedder_dimensions,json=embedderDimensions,proto3" json:"embedder_dimensions,omitempty"`
+	// The vector column was resized to the configured dimensions.
+	ColumnResized bool `protobuf:"varint,4,opt,name=column_resized,json=columnResized,proto3" json:"column_resized,omitempty"`
+	// A builtin model was trained.
+	Trained bool `protobuf:"varint,5,opt,name=trained,proto3" json:"trained,omitempty"`
+	// Chunks the builtin model was trained on.
+	TrainedChunks int64 `protobuf:"varint,6,opt,name=trained_chunks,json=trainedChunks,proto3" json:"trained_chunks,omitempty"`
+	// Chunks given a vector by the new model.
+	EmbeddedChunks int64 `protobuf:"varint,7,opt,name=embedded_chunks,json=embeddedChunks,proto3" json:"embedded_chunks,omitempty"`
+	// Chunks stored.
+	TotalChunks int64 `protobuf:"varint,8,opt,name=total_chunks,json=totalChunks,proto3" json:"total_chunks,omitempty"`
+	// The vector (HNSW) index was rebuilt.
+	IndexRebuilt bool `protobuf:"varint,9,opt,name=index_rebuilt,json=indexRebuilt,proto3" json:"index_rebuilt,omitempty"`
+	// Seconds spent training, embedding, writing vectors and building the
+	// index.
+	TrainSeconds  float64 `protobuf:"fixed64,10,opt,name=train_seconds,json=trainSeconds,proto3" json:"train_seconds,omitempty"`
+	EmbedSeconds  float64 `protobuf:"fixed64,11,opt,name=embed_seconds,json=embedSeconds,proto3" json:"embed_seconds,omitempty"`
+	WriteSeconds  float64 `protobuf:"fixed64,12,opt,name=write_seconds,json=writeSeconds,proto3" json:"write_seconds,omitempty"`
+	IndexSeconds  float64 `protobuf:"fixed64,13,opt,name=index_seconds,json=indexSeconds,proto3" json:"index_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReindexResponse) Reset() {
+	*x = ReindexResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReindexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReindexResponse) ProtoMessage() {}
+
+func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReindexResponse.ProtoReflect.Descriptor instead.
+func (*ReindexResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReindexResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ReindexResponse) GetEmbedderProvider() string {
+	if x != nil {
+		return x.EmbedderProvider
+	}
+	return ""
+}
+
+func (x *ReindexResponse) GetEmbedderDimensions() int32 {
+	if x != nil {
+		return x.EmbedderDimensions
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetColumnResized() bool {
+	if x != nil {
+		return x.ColumnResized
+	}
+	return false
+}
+
+func (x *ReindexResponse) GetTrained() bool {
+	if x != nil {
+		return x.Trained
+	}
+	return false
+}
+
+func (x *ReindexResponse) GetTrainedChunks() int64 {
+	if x != nil {
+		return x.TrainedChunks
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetEmbeddedChunks() int64 {
+	if x != nil {
+		return x.EmbeddedChunks
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetTotalChunks() int64 {
+	if x != nil {
+		return x.TotalChunks
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetIndexRebuilt() bool {
+	if x != nil {
+		return x.IndexRebuilt
+	}
+	return false
+}
+
+func (x *ReindexResponse) GetTrainSeconds() float64 {
+	if x != nil {
+		return x.TrainSeconds
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetEmbedSeconds() float64 {
+	if x != nil {
+		return x.EmbedSeconds
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetWriteSeconds() float64 {
+	if x != nil {
+		return x.WriteSeconds
+	}
+	return 0
+}
+
+func (x *ReindexResponse) GetIndexSeconds() float64 {
+	if x != nil {
+		return x.IndexSeconds
+	}
+	return 0
+}
+
 var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
@@ -2254,7 +2443,23 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0elast_unchanged\x18\a \x01(\x05R\rlastUnchanged\x12\x1f\n" +
 	"\vlast_failed\x18\b \x01(\x05R\n" +
 	"lastFailed\x12!\n" +
-	"\flast_deleted\x18\t \x01(\x05R\vlastDeleted*~\n" +
+	"\flast_deleted\x18\t \x01(\x05R\vlastDeleted\"\x10\n" +
+	"\x0eReindexRequest\"\xf2\x03\n" +
+	"\x0fReindexResponse\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12+\n" +
+	"\x11embedder_provider\x18\x02 \x01(\tR\x10embedderProvider\x12/\n" +
+	"\x13embedder_dimensions\x18\x03 \x01(\x05R\x12embedderDimensions\x12%\n" +
+	"\x0ecolumn_resized\x18\x04 \x01(\bR\rcolumnResized\x12\x18\n" +
+	"\atrained\x18\x05 \x01(\bR\atrained\x12%\n" +
+	"\x0etrained_chunks\x18\x06 \x01(\x03R\rtrainedChunks\x12'\n" +
+	"\x0fembedded_chunks\x18\a \x01(\x03R\x0eembeddedChunks\x12!\n" +
+	"\ftotal_chunks\x18\b \x01(\x03R\vtotalChunks\x12#\n" +
+	"\rindex_rebuilt\x18\t \x01(\bR\findexRebuilt\x12#\n" +
+	"\rtrain_seconds\x18\n" +
+	" \x01(\x01R\ftrainSeconds\x12#\n" +
+	"\rembed_seconds\x18\v \x01(\x01R\fembedSeconds\x12#\n" +
+	"\rwrite_seconds\x18\f \x01(\x01R\fwriteSeconds\x12#\n" +
+	"\rindex_seconds\x18\r \x01(\x01R\findexSeconds*~\n" +
 	"\rRetrievalMode\x12\x1e\n" +
 	"\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RETRIEVAL_MODE_HYBRID\x10\x01\x12\x17\n" +
@@ -2263,7 +2468,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xa3\a\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xf1\a\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -2274,7 +2479,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"&\x82\xd3\xe4\x93\x02 *\x1e/v1/documents/{external_id=**}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
-	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sourcesB\xbc\x01\n" +
+	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12L\n" +
+	"\aReindex\x12\x1f.bmcis.search.v1.ReindexRequest\x1a .bmcis.search.v1.ReindexResponseB\xbc\x01\n" +
 	"\x13com.bmcis.search.v1B\vSearchProtoP\x01Z:github.com/bmcis/knowledge/gen/go/bmcis/search/v1;searchv1\xa2\x02\x03BSX\xaa\x02\x0fBmcis.Search.V1\xca\x02\x0fBmcis\\Search\\V1\xe2\x02\x1bBmcis\\Search\\V1\\GPBMetadata\xea\x02\x11Bmcis::Search::V1b\x06proto3"
 
 var (
@@ -2290,7 +2496,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
@@ -2318,25 +2524,27 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*ListSourcesRequest)(nil),      // 23: bmcis.search.v1.ListSourcesRequest
 	(*ListSourcesResponse)(nil),     // 24: bmcis.search.v1.ListSourcesResponse
 	(*Source)(nil),                  // 25: bmcis.search.v1.Source
-	(*fieldmaskpb.FieldMask)(nil),   // 26: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*ReindexRequest)(nil),          // 26: bmcis.search.v1.ReindexRequest
+	(*ReindexResponse)(nil),         // 27: bmcis.search.v1.ReindexResponse
+	(*fieldmaskpb.FieldMask)(nil),   // 28: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	26, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	28, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	27, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	26, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	28, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	27, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
 	12, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
 	15, // 17: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
@@ -2344,11 +2552,11 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	3,  // 19: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	20, // 20: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
 	3,  // 21: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	27, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	27, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	29, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	29, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	25, // 25: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	27, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	29, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
 	2,  // 27: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
 	8,  // 28: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
 	11, // 29: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
@@ -2357,16 +2565,18 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	18, // 32: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
 	21, // 33: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
 	23, // 34: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	4,  // 35: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 36: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 37: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 38: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 39: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 40: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 41: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 42: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
+	26, // 35: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	4,  // 36: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 37: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 38: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 39: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 40: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 41: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 42: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 43: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	27, // 44: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -2383,7 +2593,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	SearchService_ListCategories_FullMethodName       = "/bmcis.search.v1.SearchService/ListCategories"
 	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
 	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
+	SearchService_Reindex_FullMethodName              = "/bmcis.search.v1.SearchService/Reindex"
 )
 
 // SearchServiceClient is the client API for SearchService service.
@@ -68,6 +69,13 @@ type SearchServiceClient interface {
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads) with their document counts and last sync.
 	ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error)
+	// Reindex trains (builtin provider) or registers (remote provider) an
+	// embedding model with the service's embedder settings, resizes the vector
+	// column when the dimensions changed, re-embeds every chunk, activates the
+	// model in one transaction and rebuilds the vector index; the other
+	// replicas switch through the change feed. The call lasts as long as the
+	// work. An operator's call (`bmcisctl reindex`), so it has no REST route.
+	Reindex(ctx context.Context, in *ReindexRequest, opts ...grpc.CallOption) (*ReindexResponse, error)
 }
 
 type searchServiceClient struct {
@@ -164,6 +172,16 @@ func (c *searchServiceClient) ListSources(ctx context.Context, in *ListSourcesRe
 	return out, nil
 }
 
+func (c *searchServiceClient) Reindex(ctx context.Context, in *ReindexRequest, opts ...grpc.CallOption) (*ReindexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReindexResponse)
+	err := c.cc.Invoke(ctx, SearchService_Reindex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SearchServiceServer is the server API for SearchService service.
 // All implementations must embed UnimplementedSearchServiceServer
 // for forward compatibility.
@@ -203,6 +221,13 @@ type SearchServiceServer interface {
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads) with their document counts and last sync.
 	ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error)
+	// Reindex trains (builtin provider) or registers (remote provider) an
+	// embedding model with the service's embedder settings, resizes the vector
+	// column when the dimensions changed, re-embeds every chunk, activates the
+	// model in one transaction and rebuilds the vector index; the other
+	// replicas switch through the change feed. The call lasts as long as the
+	// work. An operator's call (`bmcisctl reindex`), so it has no REST route.
+	Reindex(context.Context, *ReindexRequest) (*ReindexResponse, error)
 	mustEmbedUnimplementedSearchServiceServer()
 }
 
@@ -236,6 +261,9 @@ func (UnimplementedSearchServiceServer) GetIndexStatus(context.Context, *GetInde
 }
 func (UnimplementedSearchServiceServer) ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSources not implemented")
+}
+func (UnimplementedSearchServiceServer) Reindex(context.Context, *ReindexRequest) (*ReindexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reindex not implemented")
 }
 func (UnimplementedSearchServiceServer) mustEmbedUnimplementedSearchServiceServer() {}
 func (UnimplementedSearchServiceServer) testEmbeddedByValue()                       {}
@@ -380,6 +408,24 @@ func _SearchService_ListSources_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SearchService_Reindex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReindexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).Reindex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_Reindex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).Reindex(ctx, req.(*ReindexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SearchService_ServiceDesc is the grpc.ServiceDesc for SearchService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +456,10 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSources",
 			Handler:    _SearchService_ListSources_Handler,
+		},
+		{
+			MethodName: "Reindex",
+			Handler:    _SearchService_Reindex_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/syntheticdocs"
+)
+
+func init() {
+	commands["bench"] = command{
+		summary:  "benchmark a running search service: bench search [-chunks 100000] [-duration 10s] ...",
+		run:      runBench,
+		complete: subcommands("search"),
+	}
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "search" {
+		fmt.Fprintln(stderr, "usage: bmcisctl bench search [flags]   (bmcisctl bench search -h for flags)")
+		return usageErrorf("bench needs a target: search")
+	}
+	fs := newFlags("bench search", stderr)
+	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	metricsURL := fs.String("metrics-url", envOr("BMCIS_SEARCH_METRICS_URL", "http://127.0.0.1:9091/metrics"), "the search process's /metrics (BMCIS_SEARCH_METRICS_URL)")
+	chunks := fs.Int("chunks", 100_000, "synthetic chunks to ingest (0: skip ingestion)")
+	seed := fs.Uint64("seed", 1, "corpus seed")
+	vocab := fs.Int("vocab", 30_000, "vocabulary size")
+	nq := fs.Int("queries", 500, "distinct queries")
+	duration := fs.Duration("duration", 10*time.Second, "measuring time per scenario")
+	modes := fs.String("modes", "hybrid,bm25,vector", "modes")
+	concs := fs.String("concurrency", "1,16", "concurrency levels")
+	category := fs.String("category", "", "also filter every query on this category (e.g. rare)")
+	addChunks := fs.Int("add-chunks", 5000, "after the main ingestion, ingest this many more chunks with the model active (0: skip)")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	// Every flag is checked before anything is ingested or measured.
+	switch {
+	case fs.NArg() != 0:
+		return usageErrorf("unexpected argument %q (bench search takes flags only)", fs.Arg(0))
+	case *chunks < 0:
+		return usageErrorf("-chunks must be 0 (skip ingestion) or more, got %d", *chunks)
+	case *addChunks < 0:
+		return usageErrorf("-add-chunks must be 0 (skip) or more, got %d", *addChunks)
+	case *vocab < 2:
+		return usageErrorf("-vocab must be at least 2 words, got %d", *vocab)
+	case *nq < 1:
+		return usageErrorf("-queries must be at least 1, got %d", *nq)
+	case *duration <= 0:
+		return usageErrorf("-duration must be positive, got %s", *duration)
+	}
+	modeList, err := parseSearchModes(*modes)
+	if err != nil {
+		return err
+	}
+	var concList []int
+	for _, cs := range strings.Split(*concs, ",") {
+		conc, err := strconv.Atoi(strings.TrimSpace(cs))
+		if err != nil || conc < 1 {
+			return usageErrorf("bad -concurrency %q: a comma-separated list of numbers of at least 1", *concs)
+		}
+		concList = append(concList, conc)
+	}
+	c, closeConn, err := searchDial(*addr, envReadToken)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	g := syntheticdocs.New(*seed, *vocab)
+
+	fmt.Fprintf(stdout, "machine: %d CPUs (GOMAXPROCS %d), %s; load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), memTotal(), loadAvg())
+	if *chunks > 0 {
+		if _, err := benchIngest(ctx, c, g, 0, *chunks, *metricsURL, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	if *addChunks > 0 {
+		st, err := c.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nincremental ingestion (model active, %d documents indexed):\n", st.Documents)
+		if _, err := benchIngest(ctx, c, g, int(st.Documents)+1_000_000, *addChunks, *metricsURL, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	st, err := c.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "index: %d documents, %d chunks, embedder %s (%s, %d dims)\n", st.Documents, st.Chunks, st.EmbedderProvider, st.EmbedderModel, st.EmbedderDimensions)
+	queries := make([]string, *nq)
+	for i := range queries {
+		queries[i] = g.Query(i)
+	}
+	var cats []string
+	if *category != "" {
+		cats = []string{*category}
+	}
+	fmt.Fprintf(stdout, "\nsearch latency at the gRPC client, limit 10, %d distinct queries, %s per scenario", len(queries), *duration)
+	if len(cats) > 0 {
+		fmt.Fprintf(stdout, ", category filter %q", *category)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "\n| mode | cache | concurrency | requests | QPS | P50 ms | P95 ms | P99 ms |\n|---|---|---|---|---|---|---|---|\n")
+	for _, mode := range modeList {
+		for _, cached := range []bool{false, true} {
+			if cached {
+				// Warm: every query once, so the measured requests all hit.
+				for _, q := range queries {
+					if _, err := c.Search(ctx, &searchv1.SearchRequest{Query: q, Mode: mode, Limit: 10, Categories: cats}); err != nil {
+						return err
+					}
+				}
+			}
+			for _, conc := range concList {
+				r, err := benchSearch(ctx, c, queries, mode, cats, !cached, conc, *duration)
+				if err != nil {
+					return err
+				}
+				label := "uncached"
+				if cached {
+					label = "cached"
+				}
+				fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.0f | %.2f | %.2f | %.2f |\n", searchModeName(mode), label, conc, r.n, r.qps, r.p50, r.p95, r.p99)
+			}
+		}
+	}
+	if rss, err := processRSS(ctx, *metricsURL); err == nil {
+		fmt.Fprintf(stdout, "\nsearch process resident memory after the searches: %.0f MiB\n", rss/(1<<20))
+	} else {
+		fmt.Fprintf(stdout, "\nsearch process memory: not read (%v)\n", err)
+	}
+	return nil
+}
+
+func benchIngest(ctx context.Context, c searchv1.SearchServiceClient, g *syntheticdocs.Generator, first, target int, metricsURL string, stdout, stderr io.Writer) (int, error) {
+	ck, err := chunker.NewDefault()
+	if err != nil {
+		return 0, err
+	}
+	// Generate until the chunker says the corpus has the target size.
+	var docs []*searchv1.Document
+	var bytes int64
+	for n := 0; n < target; {
+		d := g.Document(first + len(docs))
+		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		if err != nil {
+			return 0, err
+		}
+		n += len(cs)
+		bytes += int64(len(d.Content))
+		docs = append(docs, d)
+	}
+	if rss, err := processRSS(ctx, metricsURL); err == nil {
+		fmt.Fprintf(stdout, "search process resident memory before ingestion: %.0f MiB\n", rss/(1<<20))
+	}
+	fmt.Fprintf(stderr, "ingesting %d synthetic documents (%.1f MiB)...\n", len(docs), float64(bytes)/(1<<20))
+	t0 := time.Now()
+	ictx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return 0, err
+	}
+	stream, err := c.IngestDocuments(ictx)
+	if err != nil {
+		return 0, err
+	}
+	bar := newSearchProgressBar(stderr, len(docs), false)
+	for i, d := range docs {
+		if err := stream.Send(&searchv1.IngestDocumentsRequest{Document: d}); err != nil {
+			break
+		}
+		bar.update(i + 1)
+	}
+	sent := time.Since(t0)
+	bar.done()
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return 0, fmt.Errorf("ingest: %w", err)
+	}
+	el := time.Since(t0)
+	fmt.Fprintf(stdout, "ingestion: %d documents (%d written, %d unchanged, %d failed), %d chunks, %.1f MiB of markdown\n",
+		resp.DocumentsReceived, resp.DocumentsWritten, resp.DocumentsUnchanged, resp.DocumentsFailed, resp.ChunksWritten, float64(bytes)/(1<<20))
+	fmt.Fprintf(stdout, "  stream sent in %.1f s (documents stored and keyword-searchable: %.0f chunks/s)\n", sent.Seconds(), float64(resp.ChunksWritten)/sent.Seconds())
+	fmt.Fprintf(stdout, "  answered after %.1f s, embedding and HNSW index included: %.0f chunks/s end to end\n", el.Seconds(), float64(resp.ChunksWritten)/el.Seconds())
+	if rss, err := processRSS(ctx, metricsURL); err == nil {
+		fmt.Fprintf(stdout, "search process resident memory after ingestion: %.0f MiB\n", rss/(1<<20))
+	}
+	return len(docs), nil
+}
+
+type benchResult struct {
+	n             int
+	qps           float64
+	p50, p95, p99 float64
+}
+
+func benchSearch(ctx context.Context, c searchv1.SearchServiceClient, queries []string, mode searchv1.RetrievalMode, cats []string, noCache bool, conc int, d time.Duration) (benchResult, error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := w; time.Now().Before(deadline); i += conc {
+				q := queries[i%len(queries)]
+				t0 := time.Now()
+				_, err := c.Search(ctx, &searchv1.SearchRequest{Query: q, Mode: mode, Limit: 10, NoCache: noCache, Categories: cats})
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if firstErr != nil {
+		return benchResult{}, firstErr
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	return benchResult{n: len(lat), qps: float64(len(lat)) / el.Seconds(), p50: pct(0.50), p95: pct(0.95), p99: pct(0.99)}, nil
+}
+
+// processRSS reads process_resident_memory_bytes from a /metrics page.
+func processRSS(ctx context.Context, url string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("process_resident_memory_bytes not found at %s", url)
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "memory unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return fmt.Sprintf("%.0f GiB RAM", kb/(1<<20))
+		}
+	}
+	return "memory unknown"
+}

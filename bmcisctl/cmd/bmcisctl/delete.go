@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+)
+
+func init() {
+	commands["delete"] = command{
+		summary: "delete documents (and their chunks) by external id: delete [-addr HOST:PORT] ID...",
+		run:     runDelete,
+	}
+}
+
+func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("delete", stderr)
+	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bmcisctl delete [-addr HOST:PORT] ID...")
+		fmt.Fprintln(stderr, "  Deletes each document with that external id (as `search` shows it, e.g. handbook:security/a.md)")
+		fmt.Fprintln(stderr, "  and its chunks, with the ingest credential (BMCIS_INGEST_TOKEN). Every id is tried; an unknown")
+		fmt.Fprintln(stderr, "  id is reported and the command exits 5 (partial). A document of a synced source comes back on the next")
+		fmt.Fprintln(stderr, "  sync while its file exists.")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageErrorf("give at least one document ID")
+	}
+	ids := fs.Args()
+	for _, id := range ids {
+		if strings.TrimSpace(id) == "" {
+			return usageErrorf("an empty document ID")
+		}
+	}
+	c, closeConn, err := searchDial(*addr, envIngestToken)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	cctx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, id := range ids {
+		resp, err := c.DeleteDocument(cctx, &searchv1.DeleteDocumentRequest{ExternalId: id})
+		switch status.Code(err) {
+		case codes.OK:
+			fmt.Fprintf(stdout, "deleted %s (%d chunks)\n", id, resp.GetChunksDeleted())
+		case codes.NotFound:
+			failed++
+			fmt.Fprintf(stderr, "bmcisctl delete: no document with id %q\n", id)
+		case codes.InvalidArgument:
+			failed++
+			fmt.Fprintf(stderr, "bmcisctl delete: %q: %s\n", id, status.Convert(err).Message())
+		default:
+			// Refused, unavailable or interrupted: the remaining ids would
+			// fail the same way.
+			return fmt.Errorf("delete %q via %s: %w", id, *addr, err)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w: %d of %d not found or refused", errPartial, failed, len(ids))
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package main
+
+// examples are each command's examples, shown by `bmcisctl help COMMAND`
+// and COMMAND --help. TestExamplesParse parses every one, so each stays a
+// command line that works.
+var examples = map[string][]string{
+	"bench": {
+		"bmcisctl bench search --chunks 100000 --duration 10s",
+		"bmcisctl bench search --chunks 0 --modes hybrid --concurrency 1,16",
+	},
+	"delete": {
+		"bmcisctl delete handbook:security/old.md",
+		"bmcisctl delete --addr search:50051 a.md b.md",
+	},
+	"eval": {
+		"bmcisctl eval --beir ../shared/data/scifact",
+		"bmcisctl eval --beir ../shared/data/scifact --modes bm25 --no-ingest",
+	},
+	"graph": {
+		"bmcisctl graph import services/vendorgraph/demo/demo-graph.jsonl",
+		"bmcisctl graph import - -q < graph.jsonl",
+		"bmcisctl graph status -o json",
+	},
+	"health": {
+		"bmcisctl health --wait 30s 127.0.0.1:50051 127.0.0.1:50052",
+	},
+	"ingest": {
+		"bmcisctl ingest services/search/demo/docs",
+		"bmcisctl ingest corpus.jsonl --quiet",
+	},
+	"keys": {
+		"bmcisctl keys create --name ci --owner platform --expires-in 90d",
+		"bmcisctl keys list --owner platform -o json",
+		"bmcisctl keys revoke KEY_ID",
+		"bmcisctl keys rotate KEY_ID --overlap 24h",
+	},
+	"migrate": {
+		"bmcisctl migrate up",
+		"bmcisctl migrate status",
+		"bmcisctl migrate down 20250101000000",
+	},
+	"reindex": {
+		"bmcisctl reindex",
+		"bmcisctl reindex --addr search:50051",
+	},
+	"search": {
+		`bmcisctl search "security incident reporting" --mode bm25 -n 5`,
+		`bmcisctl search "mfa rollout" -o json`,
+		"bmcisctl search --queries queries.jsonl --top-k 100 --json",
+	},
+	"sources": {
+		"bmcisctl sources",
+		"bmcisctl sources -o yaml",
+	},
+	"sync": {
+		"bmcisctl sync handbook ~/Documents/handbook",
+		"bmcisctl sync handbook ~/Documents/handbook --watch",
+		"bmcisctl sync handbook ~/Documents/handbook -w --interval 5s",
+	},
+	"version": {
+		"bmcisctl version",
+	},
+}

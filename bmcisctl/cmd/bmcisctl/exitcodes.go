@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Exit codes, the same for every command (the README's bmcisctl section
+// and every help text list them).
+const (
+	exitOK = 0
+	// exitFailed: the command did not do what was asked (a service's error
+	// other than the ones below, a file that cannot be read).
+	exitFailed = 1
+	// exitUsage: the command line is wrong (unknown command or flag, a
+	// missing or bad argument); nothing was done.
+	exitUsage = 2
+	// exitRefused: a service refused the credential (missing, unknown, or
+	// not allowed this call).
+	exitRefused = 3
+	// exitUnavailable: a service could not be reached or did not answer in
+	// time; retrying later may work.
+	exitUnavailable = 4
+	// exitPartial: some items failed and the rest were done (documents an
+	// ingestion refused, ids a delete did not find); the output lists them.
+	exitPartial = 5
+)
+
+// exitCodeSummary is the table in one line, for help texts.
+const exitCodeSummary = "0 done, 1 failed, 2 usage, 3 refused (credential), 4 unavailable (service unreachable or too slow), 5 partial (some items failed, the rest done)"
+
+// errPartial marks a command that did part of its work (exitPartial).
+var errPartial = errors.New("partial")
+
+// exitCode prints err (if any) for the command that ran and returns its
+// exit code.
+func exitCode(cmd *cobra.Command, err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	name := "bmcisctl"
+	if cmd != nil && cmd.HasParent() {
+		name += " " + cmd.Name()
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") {
+		// cobra's, with its "did you mean" suggestions.
+		fmt.Fprintf(stderr, "bmcisctl: %s\nRun `bmcisctl help` for the commands.\n", strings.TrimRight(msg, "\n"))
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return classify(err)
+}
+
+// classify maps an error to its exit code.
+func classify(err error) int {
+	switch {
+	case errors.Is(err, errUsage):
+		return exitUsage
+	case errors.Is(err, errPartial):
+		return exitPartial
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		switch st.Code() {
+		case codes.Unauthenticated, codes.PermissionDenied:
+			return exitRefused
+		case codes.Unavailable, codes.DeadlineExceeded:
+			return exitUnavailable
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return exitUnavailable
+	}
+	return exitFailed
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/pg"
+)
+
+func init() {
+	commands["migrate"] = command{
+		summary:  "apply (up), roll back (down VERSION) or show (status) the schema; uses DATABASE_URL",
+		run:      runMigrate,
+		complete: subcommands("up", "down", "status"),
+	}
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bmcisctl migrate up | down VERSION | status")
+		fmt.Fprintln(stderr, "  down rolls back to VERSION, at most the current version (0 drops every table: all data).")
+		fmt.Fprintln(stderr, "  DATABASE_URL names the database; BMCIS_EMBEDDING_DIMENSIONS fixes the vector size (default 256).")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	// The whole command line is checked before the database is touched.
+	rest := fs.Args()
+	action := "up"
+	if len(rest) > 0 {
+		action, rest = rest[0], rest[1:]
+	}
+	target := int64(-1)
+	switch action {
+	case "up", "status":
+		if len(rest) != 0 {
+			return usageErrorf("migrate %s takes no arguments, got %q", action, strings.Join(rest, " "))
+		}
+	case "down":
+		// No default: a bare "down" would roll back to 0 and drop all data.
+		if len(rest) != 1 {
+			return usageErrorf("migrate down needs exactly one VERSION to roll back to (see migrate status; 0 drops all data)")
+		}
+		v, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil || v < 0 {
+			return usageErrorf("VERSION must be a non-negative integer, got %q", rest[0])
+		}
+		target = v
+	default:
+		return usageErrorf("unknown migrate action %q (want up, down VERSION or status)", action)
+	}
+	url := envOr("DATABASE_URL", "")
+	if url == "" {
+		return usageErrorf("DATABASE_URL is not set")
+	}
+	pool, err := pg.ConnectRaw(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	switch action {
+	case "up":
+		applied, err := migrations.Up(ctx, pool)
+		if err != nil {
+			return err
+		}
+		current, _, err := migrations.Status(ctx, pool)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "applied %d migration(s); schema version %d\n", len(applied), current)
+	case "down":
+		current, _, err := migrations.Status(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if target > current {
+			return usageErrorf("the schema is at version %d: down rolls back to a VERSION at most that, got %d", current, target)
+		}
+		rolled, err := migrations.DownTo(ctx, pool, target)
+		if err != nil {
+			return err
+		}
+		if current, _, err = migrations.Status(ctx, pool); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rolled back %d migration(s); schema version %d\n", len(rolled), current)
+	case "status":
+		current, pending, err := migrations.Status(ctx, pool)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "schema version %d; pending migrations: %t\n", current, pending)
+	}
+	return nil
+}

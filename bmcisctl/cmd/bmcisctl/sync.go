@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bmcis/knowledge/bmcisctl/internal/source"
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/sourcename"
+)
+
+func init() {
+	commands["sync"] = command{
+		summary: "mirror a folder as a named source: sync [-addr HOST:PORT] [-watch] NAME PATH",
+		run:     runSync,
+		complete: func(ctx context.Context, args []string) []string {
+			if len(args) != 0 {
+				return nil
+			}
+			return sourceNames(ctx)
+		},
+	}
+	commands["sources"] = command{
+		summary: "list the named sources with their documents and last sync: sources [-addr HOST:PORT]",
+		run:     runSources,
+	}
+}
+
+// sourceNames lists the sources' names on the running search service, for
+// completion; nothing when it cannot be reached.
+func sourceNames(ctx context.Context) []string {
+	c, closeConn, err := searchDial(searchAddrFlag(), envIngestToken)
+	if err != nil {
+		return nil
+	}
+	defer closeConn()
+	cctx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return nil
+	}
+	resp, err := c.ListSources(cctx, &searchv1.ListSourcesRequest{})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, s := range resp.GetSources() {
+		names = append(names, s.GetName())
+	}
+	return names
+}
+
+// treeState is what a sync pass saw: each file's size and modification time.
+type treeState map[string]source.FileState
+
+func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sync", stderr)
+	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	watch := fs.Bool("watch", false, "keep following changes until interrupted")
+	fs.Int64Var(&source.MaxFileBytes, "max-file-bytes", source.MaxFileBytes, "largest file read (the service's BMCIS_SEARCH_MAX_DOCUMENT_BYTES decides what it accepts)")
+	interval := fs.Duration("interval", time.Second, "with -watch: how often the folder is scanned")
+	debounce := fs.Duration("debounce", time.Second, "with -watch: how long a change must stay still before it is synced")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bmcisctl sync [-addr HOST:PORT] [-watch [-interval D] [-debounce D]] NAME PATH")
+		fmt.Fprintln(stderr, "  Mirrors the folder PATH as the source NAME: new and changed files go in, documents whose files")
+		fmt.Fprintln(stderr, "  are gone are deleted. Documents of other sources (and plain `ingest`) are never touched; the")
+		fmt.Fprintln(stderr, "  documents' ids are NAME:RELATIVE/PATH. A file that cannot be read is listed with its reason")
+		fmt.Fprintln(stderr, "  and its previous version stays; so does every document under a folder that cannot be read.")
+		fmt.Fprintln(stderr, "  With -watch, the folder is scanned every -interval and a")
+		fmt.Fprintln(stderr, "  change is synced once it has stayed still for -debounce, until interrupted.")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usageErrorf("give NAME and PATH")
+	}
+	if source.MaxFileBytes < 1 {
+		return usageErrorf("-max-file-bytes must be at least 1, got %d", source.MaxFileBytes)
+	}
+	if *watch && (*interval <= 0 || *debounce < 0) {
+		return usageErrorf("-interval must be positive and -debounce not negative")
+	}
+	name, root := fs.Arg(0), fs.Arg(1)
+	if !sourcename.Valid(name) {
+		return usageErrorf("source name %q: use %s", name, sourcename.Rule)
+	}
+	info, err := os.Stat(root)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	if !info.IsDir() {
+		return usageErrorf("%s is not a folder", root)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	c, closeConn, err := searchDial(*addr, envIngestToken)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+
+	header := &searchv1.SyncSource{Name: name, Root: abs, Mirror: true}
+	state, err := syncPass(ctx, c, header, root, nil, stdout)
+	if !*watch {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sync %s: %v (retrying on the next change)\n", name, err)
+	}
+	fmt.Fprintf(stdout, "watching %s (every %s, debounce %s); interrupt to stop\n", root, *interval, *debounce)
+	return watchTree(ctx, root, *interval, *debounce, state, func(prev treeState) (treeState, error) {
+		next, err := syncPass(ctx, c, header, root, prev, stdout)
+		var failed filesFailedError
+		if err != nil && ctx.Err() == nil && !errors.As(err, &failed) {
+			fmt.Fprintf(stderr, "sync %s: %v (retrying)\n", name, err)
+		}
+		return next, err
+	})
+}
+
+// syncPass streams one sync of the tree: files whose state differs from
+// prev (all of them when prev is nil) are sent, the others named as kept.
+// It returns the state of what the service now holds; on a failed pass it
+// returns prev, so the next pass sends the changes again.
+func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searchv1.SyncSource, root string, prev treeState, stdout io.Writer) (treeState, error) {
+	next := treeState{}
+	kept := 0
+	sum, err := searchIngestPlan(ctx, c, ingestPlan{sync: header, walk: func(emit func(source.Item) error, keep, keepFolder func(string) error) error {
+		kept = 0 // the walk runs again when an older service needs the old RPC
+		return source.WalkTree(root, func(rel string, st source.FileState) bool {
+			old, ok := prev[rel]
+			return ok && old == st
+		}, func(rel string, st source.FileState, it source.Item) error {
+			next[rel] = st
+			switch {
+			case st.Folder:
+				// Not listed, so not known to be gone: everything the
+				// service holds under it stays.
+				if err := keepFolder(rel); err != nil {
+					return err
+				}
+				it.Problem += " (a folder: every document stored under it stays)"
+				return emit(it)
+			case it.Doc == nil:
+				// Unchanged, or present but unreadable: either way its
+				// stored version stays.
+				if err := keep(rel); err != nil {
+					return err
+				}
+				if it.Problem == "" {
+					kept++
+					return nil
+				}
+			}
+			return emit(it)
+		})
+	}}, nil)
+	if err != nil {
+		return prev, fmt.Errorf("sync %s: %w", header.GetName(), err)
+	}
+	r := sum.Resp
+	fmt.Fprintf(stdout, "%s  sync %s: %d sent (%d written, %d unchanged), %d kept unchanged, %d deleted, %d failed\n",
+		time.Now().Format(time.TimeOnly), header.GetName(), sum.Sent, r.GetDocumentsWritten(), r.GetDocumentsUnchanged(),
+		kept, r.GetDocumentsDeleted(), int(r.GetDocumentsFailed())+len(sum.Problems))
+	if sum.Unconfirmed {
+		fmt.Fprintln(stdout, UnconfirmedNote)
+	}
+	failed := int(r.GetDocumentsFailed()) + len(sum.Problems)
+	if failed == 0 {
+		return next, nil
+	}
+	fmt.Fprintln(stdout, "failures (their previous versions stay):")
+	for _, p := range sum.Problems {
+		fmt.Fprintf(stdout, "  %s: %s\n", p.Where, p.Problem)
+	}
+	for _, f := range r.GetFailures() {
+		fmt.Fprintf(stdout, "  %s: %s\n", filepath.Join(root, filepath.FromSlash(f.GetSourceFile())), f.GetReason())
+	}
+	// A failed file keeps its state in next: it is sent again when it
+	// changes (is fixed), not on every pass.
+	return next, filesFailedError(failed)
+}
+
+// filesFailedError: the pass completed but some files could not be ingested.
+type filesFailedError int
+
+func (e filesFailedError) Error() string { return fmt.Sprintf("%d file(s) failed", int(e)) }
+
+// Is makes a failed file a partial sync (exitPartial): the others went in.
+func (e filesFailedError) Is(target error) bool { return target == errPartial }
+
+// watchTree scans root every interval; when the tree differs from what was
+// last synced and has stayed the same for debounce, it calls pass. It
+// returns when ctx ends (an interrupt), with nil.
+//
+// Polling, not file-system events: a scan is a stat per file, which the
+// sync needs anyway to name the files still present; it works the same on
+// network and container-mounted folders where inotify/FSEvents miss
+// changes, needs no per-directory watch (inotify's max_user_watches), and
+// cannot lose changes to an event-queue overflow.
+func watchTree(ctx context.Context, root string, interval, debounce time.Duration, synced treeState, pass func(prev treeState) (treeState, error)) error {
+	var pending treeState
+	var since time.Time
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		snap, err := scanTree(root)
+		if err != nil {
+			continue // the folder may be moving; look again
+		}
+		switch {
+		case maps.Equal(snap, synced):
+			pending = nil
+		case pending == nil || !maps.Equal(snap, pending):
+			pending, since = snap, time.Now()
+		case time.Since(since) >= debounce:
+			next, err := pass(synced)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil || next != nil {
+				synced = next
+			}
+			pending = nil
+		}
+	}
+}
+
+// scanTree reads every file's state without reading any file.
+func scanTree(root string) (treeState, error) {
+	st := treeState{}
+	err := source.WalkTree(root, func(string, source.FileState) bool { return true },
+		func(rel string, fst source.FileState, _ source.Item) error {
+			st[rel] = fst // problems too: syncPass records them the same way
+			return nil
+		})
+	return st, err
+}
+
+func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sources", stderr)
+	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	output := outputFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	c, closeConn, err := searchDial(*addr, envIngestToken)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	cctx, err := withCredential(ctx, envIngestToken)
+	if err != nil {
+		return err
+	}
+	resp, err := c.ListSources(cctx, &searchv1.ListSourcesRequest{})
+	if err != nil {
+		return fmt.Errorf("list sources via %s: %w", *addr, err)
+	}
+	if *output != outputTable {
+		return writeRecords(stdout, *output, resp.GetSources())
+	}
+	if len(resp.GetSources()) == 0 {
+		fmt.Fprintln(stdout, "no sources (bmcisctl sync NAME PATH makes one)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDOCUMENTS\tCHUNKS\tLAST SYNC\tWRITTEN\tUNCHANGED\tFAILED\tDELETED\tROOT")
+	for _, s := range resp.GetSources() {
+		last := "never"
+		if s.GetLastSyncAt() != nil {
+			last = s.GetLastSyncAt().AsTime().Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", s.GetName(), s.GetDocumentCount(), s.GetChunkCount(), last,
+			s.GetLastWritten(), s.GetLastUnchanged(), s.GetLastFailed(), s.GetLastDeleted(), s.GetRoot())
+	}
+	return tw.Flush()
+}
