@@ -136,11 +136,17 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 		g.up()
 		return d, nil
 	}
-	if ctx.Err() != nil || errors.Is(err, ErrBusy) {
+	if errors.Is(err, ErrBusy) {
 		return Decision{}, err
 	}
+	// Checked before the caller's own context: on a loaded machine the
+	// caller's deadline often passes too before this line runs, and a short
+	// budget's timeout is still busy then.
 	if budget < g.minBudget() && budgetSpent(callCtx) {
 		return Decision{}, fmt.Errorf("%w: backend call had only %s: %w", ErrBusy, budget, err)
+	}
+	if ctx.Err() != nil {
+		return Decision{}, err
 	}
 	g.down(err)
 	return g.fallback(), nil

@@ -298,14 +298,17 @@ func TestGuardShortBudgetTimeoutIsBusy(t *testing.T) {
 		defer cancel()
 		return g.Allow(ctx, "k", limiter.Limits{1, 1, 1})
 	}
-	g, err := limiter.NewGuard(stalled{}, limiter.GuardConfig{Timeout: time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler)})
+	// Timeout 400 ms: the floor is 50 ms. The long call's budget is the
+	// timeout, leaving its caller 3.6 s to be answered by the failure mode
+	// however loaded the machine is.
+	g, err := limiter.NewGuard(stalled{}, limiter.GuardConfig{Timeout: 400 * time.Millisecond, Threshold: 1, Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	for range 3 {
 		_, err := withDeadline(g, 40*time.Millisecond) // 30 ms budget
 		require.ErrorIs(t, err, limiter.ErrBusy)
 	}
 	require.False(t, g.Degraded())
-	d, err := withDeadline(g, 200*time.Millisecond) // 150 ms budget
+	d, err := withDeadline(g, 4*time.Second) // 400 ms budget
 	require.NoError(t, err)
 	require.True(t, d.Degraded, "a long enough budget counts the timeout")
 
