@@ -1,0 +1,128 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/testdb"
+)
+
+// crossings are the privileges a service still holds on another service's
+// tables (00013_cross_domain_grants.sql), each to move behind a buf
+// contract. Anything not listed here is refused.
+var crossings = map[migrations.Service]map[string][]string{
+	migrations.VendorGraph: {
+		"search.documents":       {"SELECT"},
+		"search.chunks":          {"SELECT"},
+		"search.entity_mentions": {"SELECT", "INSERT", "DELETE"},
+		"search.chunk_terms":     {"SELECT", "INSERT"},
+		"search.mention_state":   {"SELECT", "UPDATE"},
+	},
+	migrations.Search: {
+		"vendorgraph.entities":       {"SELECT"},
+		"vendorgraph.vendor_aliases": {"SELECT"},
+	},
+}
+
+var privileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
+
+// TestServiceRolesOwnOnlyTheirSchema connects as each service's login role
+// and shows it is no superuser, is distinct from the others, reads and
+// writes its own tables, and is refused on every other service's tables
+// (but for the listed crossings) and on DDL anywhere.
+func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+
+	rows, err := admin.Query(ctx, `SELECT n.nspname, n.nspname || '.' || c.relname, c.oid FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND n.nspname IN ('search', 'vendorgraph', 'auth') ORDER BY 2`)
+	require.NoError(t, err)
+	type table struct {
+		Schema, Name string
+		OID          uint32
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowToStructByPos[table])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(tables), 18)
+	for _, tb := range tables {
+		// The migration role owns every table: no service role owns one.
+		var owner string
+		require.NoError(t, admin.QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE schemaname || '.' || tablename = $1", tb.Name).Scan(&owner))
+		require.NotContains(t, []string{"bmcis_search", "bmcis_vendorgraph", "bmcis_auth"}, owner, tb.Name)
+	}
+
+	users := map[string]bool{}
+	for _, svc := range migrations.Services {
+		t.Run(string(svc), func(t *testing.T) {
+			conn, err := pgx.Connect(ctx, testdb.ServiceURL(t, dbURL, string(svc)))
+			require.NoError(t, err)
+			defer conn.Close(context.Background())
+
+			var user string
+			var super, createRole, createDB bool
+			require.NoError(t, conn.QueryRow(ctx, `SELECT current_user, rolsuper, rolcreaterole, rolcreatedb
+				FROM pg_roles WHERE rolname = current_user`).Scan(&user, &super, &createRole, &createDB))
+			require.False(t, super || createRole || createDB, "%s: superuser %v, createrole %v, createdb %v", user, super, createRole, createDB)
+			require.False(t, users[user], "two services share the role %s", user)
+			users[user] = true
+			for _, other := range migrations.Services {
+				var member bool
+				require.NoError(t, conn.QueryRow(ctx, "SELECT pg_has_role(current_user, $1, 'USAGE')", other.GroupRole()).Scan(&member))
+				require.Equal(t, other == svc, member, "member of %s", other.GroupRole())
+			}
+			var path string
+			require.NoError(t, conn.QueryRow(ctx, "SHOW search_path").Scan(&path))
+			require.Equal(t, svc.SearchPath(), path)
+
+			for _, tb := range tables {
+				if tb.Schema == svc.Schema() {
+					_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
+					require.NoError(t, err, "read own table %s", tb.Name)
+					_, err = conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
+					require.NoError(t, err, "write own table %s", tb.Name)
+					continue
+				}
+				allowed := crossings[svc][tb.Name]
+				for _, p := range privileges {
+					var has bool
+					require.NoError(t, conn.QueryRow(ctx, "SELECT has_table_privilege($1::oid, $2)", tb.OID, p).Scan(&has))
+					require.Equal(t, slices.Contains(allowed, p), has, "%s %s on %s", user, p, tb.Name)
+				}
+				if !slices.Contains(allowed, "SELECT") {
+					_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
+					requireRefused(t, err, "read "+tb.Name)
+				}
+				if !slices.Contains(allowed, "DELETE") {
+					_, err := conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
+					requireRefused(t, err, "write "+tb.Name)
+				}
+			}
+			// No DDL, in its own schema or public; no COPY ... PROGRAM.
+			for _, ddl := range []string{
+				"CREATE TABLE " + svc.Schema() + ".intruder (i int)",
+				"CREATE TABLE public.intruder (i int)",
+				"COPY (SELECT 1) TO PROGRAM 'true'",
+			} {
+				_, err := conn.Exec(ctx, ddl)
+				requireRefused(t, err, ddl)
+			}
+		})
+	}
+}
+
+func requireRefused(t *testing.T, err error, what string) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "%s: want a refusal, got %v", what, err)
+	require.Equal(t, "42501", pgErr.Code, "%s: want insufficient_privilege, got %s", what, pgErr.Message)
+}
