@@ -1,10 +1,17 @@
 -- One owner per table: each service's tables move into a schema of its own
--- (search, vendorgraph, auth), and each service connects as a role that may
--- read and write that schema only. The migration role (whoever runs
--- `bmcisctl migrate`) keeps owning every object and alone runs DDL; the
--- service roles are NOLOGIN groups, so a deployment grants one to each
--- service's own LOGIN role (docs/DEPLOY.md, "Database roles";
--- migrations.EnsureServiceLogin). The ownership map: docs/DATA-OWNERSHIP.md.
+-- (search, vendorgraph, auth), owned by the service's group role, and each
+-- service connects as a login role in that group: it reads, writes and
+-- maintains its own tables (search drops and rebuilds its vector indexes
+-- around bulk loads, VACUUMs and ANALYZEs them, which only an owner may)
+-- and cannot reach another schema's. The migration role (whoever runs
+-- `bmcisctl migrate`) owns the schemas and runs every migration, as a
+-- member of each group; a service has no CREATE on any schema. The group
+-- roles are NOLOGIN, so a deployment makes each service's own LOGIN role a
+-- member (`bmcisctl migrate up` does, migrations.EnsureServiceLogin;
+-- docs/DEPLOY.md, "Database roles"). The map: docs/DATA-OWNERSHIP.md.
+--
+-- A later migration that creates a table in a service's schema gives it
+-- to the group (ALTER TABLE ... OWNER TO bmcis_search) and names the schema.
 --
 -- Roles are cluster-wide while grants live in each database, so the roles
 -- are created only when missing (several databases of one cluster, test
@@ -24,6 +31,10 @@ BEGIN
             EXCEPTION WHEN duplicate_object OR unique_violation THEN
                 NULL; -- another database's migration created it meanwhile
             END;
+        END IF;
+        -- The migration role acts as each owner (a superuser needs not).
+        IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+            EXECUTE format('GRANT %I TO %I', r, current_user);
         END IF;
     END LOOP;
 END $$;
@@ -72,6 +83,23 @@ END $$;
 -- already revokes it; older servers grant it to everyone).
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 
+-- Each service's group owns its tables (their indexes and serial sequences
+-- follow) and its standalone sequences.
+-- +goose StatementBegin
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname IN ('search', 'vendorgraph', 'auth') AND c.relkind IN ('r', 'p', 'S')
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                               AND d.objid = c.oid AND d.deptype IN ('a', 'i'))
+    LOOP
+        EXECUTE format('ALTER %s %I.%I OWNER TO %I',
+            CASE r.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.nspname, r.relname, 'bmcis_' || r.nspname);
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
 -- Each service: its schema, every table and sequence in it, nothing else.
 -- Tables a later migration adds are granted by the default privileges.
 GRANT USAGE ON SCHEMA search TO bmcis_search;
@@ -96,14 +124,6 @@ ALTER DEFAULT PRIVILEGES IN SCHEMA auth GRANT USAGE, SELECT, UPDATE ON SEQUENCES
 -- reads from goose's table.
 GRANT SELECT ON public.goose_db_version TO bmcis_search, bmcis_vendorgraph, bmcis_auth;
 
--- Planner statistics after a large graph import: ANALYZE is the owner's
--- (the migration role's), so the service asks through this function.
-CREATE FUNCTION vendorgraph.analyze_graph() RETURNS void
-    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-    AS 'ANALYZE vendorgraph.entities, vendorgraph.vendor_aliases, vendorgraph.relationships';
-REVOKE ALL ON FUNCTION vendorgraph.analyze_graph() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION vendorgraph.analyze_graph() TO bmcis_vendorgraph;
-
 -- +goose Down
 -- +goose StatementBegin
 DO $$
@@ -111,7 +131,6 @@ BEGIN
     EXECUTE format('ALTER DATABASE %I RESET search_path', current_database());
 END $$;
 -- +goose StatementEnd
-DROP FUNCTION IF EXISTS vendorgraph.analyze_graph();
 REVOKE ALL ON public.goose_db_version FROM bmcis_search, bmcis_vendorgraph, bmcis_auth;
 ALTER DEFAULT PRIVILEGES IN SCHEMA search REVOKE ALL ON TABLES FROM bmcis_search;
 ALTER DEFAULT PRIVILEGES IN SCHEMA search REVOKE ALL ON SEQUENCES FROM bmcis_search;
@@ -120,6 +139,20 @@ ALTER DEFAULT PRIVILEGES IN SCHEMA vendorgraph REVOKE ALL ON SEQUENCES FROM bmci
 ALTER DEFAULT PRIVILEGES IN SCHEMA auth REVOKE ALL ON TABLES FROM bmcis_auth;
 ALTER DEFAULT PRIVILEGES IN SCHEMA auth REVOKE ALL ON SEQUENCES FROM bmcis_auth;
 
+-- +goose StatementBegin
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname IN ('search', 'vendorgraph', 'auth') AND c.relkind IN ('r', 'p', 'S')
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                               AND d.objid = c.oid AND d.deptype IN ('a', 'i'))
+    LOOP
+        EXECUTE format('ALTER %s %I.%I OWNER TO %I',
+            CASE r.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.nspname, r.relname, current_user);
+    END LOOP;
+END $$;
+-- +goose StatementEnd
 ALTER TABLE auth.api_key_limits              SET SCHEMA public;
 ALTER TABLE auth.rate_limit_tiers            SET SCHEMA public;
 ALTER TABLE auth.api_keys                    SET SCHEMA public;

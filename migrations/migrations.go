@@ -29,6 +29,9 @@ const DimensionsEnv = "BMCIS_EMBEDDING_DIMENSIONS"
 // DefaultDimensions is the embedding size when DimensionsEnv is unset.
 const DefaultDimensions = 256
 
+// VersionTable is goose's record of the applied migrations.
+const VersionTable = "public.goose_db_version"
+
 // FS returns the embedded migration files.
 func FS() fs.FS { return sqlFiles }
 
@@ -98,7 +101,9 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 		return nil, nil, err
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sqlFiles)
+	// Named with its schema: a session whose search_path starts elsewhere
+	// (a service role's, or the database default after 00012) still finds it.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sqlFiles, goose.WithTableName(VersionTable))
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("load migrations: %w", err)

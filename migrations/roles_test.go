@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/platform/testdb"
 )
 
@@ -37,7 +38,8 @@ var privileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "R
 // TestServiceRolesOwnOnlyTheirSchema connects as each service's login role
 // and shows it is no superuser, is distinct from the others, reads and
 // writes its own tables, and is refused on every other service's tables
-// (but for the listed crossings) and on DDL anywhere.
+// (but for the listed crossings), on creating tables anywhere, and on
+// running programs on the server.
 func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -55,18 +57,24 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(tables), 18)
 	for _, tb := range tables {
-		// The migration role owns every table: no service role owns one.
+		// Each table is its own service's group's, never another's.
 		var owner string
-		require.NoError(t, admin.QueryRow(ctx, "SELECT tableowner FROM pg_tables WHERE schemaname || '.' || tablename = $1", tb.Name).Scan(&owner))
-		require.NotContains(t, []string{"bmcis_search", "bmcis_vendorgraph", "bmcis_auth"}, owner, tb.Name)
+		require.NoError(t, admin.QueryRow(ctx, "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = $1", tb.OID).Scan(&owner))
+		require.Equal(t, "bmcis_"+tb.Schema, owner, tb.Name)
 	}
 
 	users := map[string]bool{}
 	for _, svc := range migrations.Services {
 		t.Run(string(svc), func(t *testing.T) {
-			conn, err := pgx.Connect(ctx, testdb.ServiceURL(t, dbURL, string(svc)))
+			svcURL := testdb.ServiceURL(t, dbURL, string(svc))
+			conn, err := pgx.Connect(ctx, svcURL)
 			require.NoError(t, err)
 			defer conn.Close(context.Background())
+			// The service's own start-up check reads the schema version.
+			pool, err := pg.ConnectRaw(ctx, svcURL)
+			require.NoError(t, err)
+			require.NoError(t, migrations.RequireCurrent(ctx, pool))
+			pool.Close()
 
 			var user string
 			var super, createRole, createDB bool
@@ -125,4 +133,52 @@ func requireRefused(t *testing.T, err error, what string) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "%s: want a refusal, got %v", what, err)
 	require.Equal(t, "42501", pgErr.Code, "%s: want insufficient_privilege, got %s", what, pgErr.Message)
+}
+
+// TestSchemasMigrationKeepsData moves a populated database (every table
+// in public, as before 00012) into the service schemas: the rows, the
+// links between them and the sequences stay, and the services' roles
+// write to them.
+func TestSchemasMigrationKeepsData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	_, err := migrations.DownTo(ctx, admin, 11)
+	require.NoError(t, err)
+	admin.Reset() // the search_path of open connections named the dropped schemas
+
+	_, err = admin.Exec(ctx, `
+		INSERT INTO public.documents (external_id, source_file, content_hash) VALUES ('doc-1', 'a.md', '\x00');
+		INSERT INTO public.chunks (document_id, chunk_index, total_chunks, text, token_count, content_hash)
+			SELECT id, 0, 1, 'Acme ships widgets', 3, '\x00' FROM public.documents;
+		INSERT INTO public.entities (id, name, normalized_name, entity_type, confidence, record_hash, is_vendor)
+			VALUES ('00000000-0000-0000-0000-000000000001', 'Acme', 'acme', 'vendor', 1, '\x00', true);
+		INSERT INTO public.entity_mentions (entity_id, chunk_id, mention_count)
+			SELECT '00000000-0000-0000-0000-000000000001', id, 1 FROM public.chunks;
+		INSERT INTO public.api_keys (key_id, secret_hash, name, owner) VALUES ('k1', decode(repeat('00', 32), 'hex'), 'n', 'o');`)
+	require.NoError(t, err)
+	_, err = migrations.Up(ctx, admin)
+	require.NoError(t, err)
+	admin.Reset()
+
+	var docs, chunks, ents, mentions, keys int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM search.documents), (SELECT count(*) FROM search.chunks),
+		(SELECT count(*) FROM vendorgraph.entities), (SELECT count(*) FROM search.entity_mentions), (SELECT count(*) FROM auth.api_keys)`).
+		Scan(&docs, &chunks, &ents, &mentions, &keys))
+	require.Equal(t, []int{1, 1, 1, 1, 1}, []int{docs, chunks, ents, mentions, keys})
+
+	// The search role writes a document: the id and generation sequences
+	// came along, and its mention's entity is still tied to its chunk.
+	conn, err := pgx.Connect(ctx, testdb.ServiceURL(t, dbURL, string(migrations.Search)))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var id, gen int64
+	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO documents (external_id, source_file, content_hash)
+		VALUES ('doc-2', 'b.md', '\x00') RETURNING id, generation`).Scan(&id, &gen))
+	require.Greater(t, id, int64(1))
+	require.Positive(t, gen)
+	_, err = conn.Exec(ctx, "DELETE FROM chunks")
+	require.NoError(t, err)
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM search.entity_mentions").Scan(&mentions))
+	require.Zero(t, mentions, "mentions go with their chunk")
 }

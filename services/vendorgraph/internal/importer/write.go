@@ -205,15 +205,14 @@ const analyzeThreshold = 10000
 
 // Analyze refreshes planner statistics after a large import (see
 // analyzeThreshold); it runs after the commit, outside the import's
-// transaction. It reports whether it ran. ANALYZE is the tables' owner's
-// (the migration role's), so it goes through vendorgraph.analyze_graph().
+// transaction. It reports whether it ran.
 func Analyze(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, c Counts) (bool, error) {
 	if c.EntitiesCreated+c.EntitiesUpdated+c.RelationshipsCreated+c.RelationshipsUpdated < analyzeThreshold {
 		return false, nil
 	}
-	if _, err := db.Exec(ctx, "SELECT vendorgraph.analyze_graph()"); err != nil {
+	if _, err := db.Exec(ctx, "ANALYZE entities, vendor_aliases, relationships"); err != nil {
 		return true, fmt.Errorf("analyze graph tables: %w", err)
 	}
 	return true, nil
