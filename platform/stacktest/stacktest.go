@@ -2,7 +2,9 @@
 // subprocesses for tests in other modules (their server packages are
 // internal to their own modules), on a fresh migrated database from
 // platform/testdb, with 127.0.0.1:0 ports read back from the services' own
-// "grpc listening" and "metrics listening" log lines.
+// "grpc listening" and "metrics listening" log lines. Each service connects
+// as its own database role (testdb.ServiceURL), as deployed; the stack's
+// DatabaseURL, the admin's, is for the test's own checks.
 //
 // It is for _test.go files only: it imports the database test helpers, which
 // the light binaries (the MCP adapter, the gateway) must never link.
