@@ -148,3 +148,29 @@ func Connect(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// ConnectService is Connect for a service: it also refuses a role that
+// could reach past the service's own schema (a superuser, or one that
+// creates roles or databases), unless c.AllowPrivileged (development).
+func ConnectService(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
+	pool, err := Connect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.AllowPrivileged {
+		return pool, nil
+	}
+	var user string
+	var privileged bool
+	if err := pool.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls
+		FROM pg_roles WHERE rolname = current_user`).Scan(&user, &privileged); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("check database role: %w", err)
+	}
+	if privileged {
+		pool.Close()
+		return nil, fmt.Errorf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases: "+
+			"give the service its own role (docs/DEPLOY.md, \"Database roles\")", user)
+	}
+	return pool, nil
+}

@@ -63,6 +63,14 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 		require.Equal(t, "bmcis_"+tb.Schema, owner, tb.Name)
 	}
 
+	// A service refuses the admin's (a superuser's) credential, unless on a
+	// development machine.
+	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	require.ErrorContains(t, err, "a superuser or a role that creates roles or databases")
+	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true})
+	require.NoError(t, err)
+	dev.Close()
+
 	users := map[string]bool{}
 	for _, svc := range migrations.Services {
 		t.Run(string(svc), func(t *testing.T) {
@@ -70,10 +78,10 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 			conn, err := pgx.Connect(ctx, svcURL)
 			require.NoError(t, err)
 			defer conn.Close(context.Background())
-			// The service's own start-up check reads the schema version.
-			pool, err := pg.ConnectRaw(ctx, svcURL)
+			// The service's own start-up checks pass: the schema version,
+			// and a role that reaches no further than its schema.
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
 			require.NoError(t, err)
-			require.NoError(t, migrations.RequireCurrent(ctx, pool))
 			pool.Close()
 
 			var user string
