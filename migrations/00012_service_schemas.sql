@@ -5,7 +5,8 @@
 -- around bulk loads, VACUUMs and ANALYZEs them, which only an owner may)
 -- and cannot reach another schema's. The migration role (whoever runs
 -- `bmcisctl migrate`) owns the schemas and runs every migration, as a
--- member of each group; a service has no CREATE on any schema. The group
+-- member of each group; only search may create in its own schema (its
+-- indexes), no service in another's or in public. The group
 -- roles are NOLOGIN, so a deployment makes each service's own LOGIN role a
 -- member (`bmcisctl migrate up` does, migrations.EnsureServiceLogin;
 -- docs/DEPLOY.md, "Database roles"). The map: docs/DATA-OWNERSHIP.md.
@@ -103,6 +104,9 @@ END $$;
 -- Each service: its schema, every table and sequence in it, nothing else.
 -- Tables a later migration adds are granted by the default privileges.
 GRANT USAGE ON SCHEMA search TO bmcis_search;
+-- CREATE INDEX needs CREATE on the schema: search rebuilds its vector
+-- indexes itself (store.EmbedSession). The others create nothing.
+GRANT CREATE ON SCHEMA search TO bmcis_search;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA search TO bmcis_search;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA search TO bmcis_search;
 ALTER DEFAULT PRIVILEGES IN SCHEMA search GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO bmcis_search;
