@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -107,15 +106,27 @@ func quoteLiteral(s string) string {
 // LoginURLEnv names the variable holding the service's own database URL
 // (BMCIS_SEARCH_DATABASE_URL, ...): the service is given it as its
 // DATABASE_URL, and `bmcisctl migrate up` sets up its login role from it.
-func (s Service) LoginURLEnv() string { return "BMCIS_" + strings.ToUpper(string(s)) + "_DATABASE_URL" }
+func (s Service) LoginURLEnv() string { return loginURLEnv[s] }
+
+// loginURLEnv is written out so that each name can be found as it is set.
+var loginURLEnv = map[Service]string{
+	Search:      "BMCIS_SEARCH_DATABASE_URL",
+	VendorGraph: "BMCIS_VENDORGRAPH_DATABASE_URL",
+	Auth:        "BMCIS_AUTH_DATABASE_URL",
+}
 
 // EnsureServiceLogins sets up the login role of every service whose URL
 // getenv returns (LoginURLEnv), with that URL's user and password, and
 // returns the services it set up. A URL connecting as the migration role
 // itself is refused: a service must not hold the DDL's credential.
 func EnsureServiceLogins(ctx context.Context, db Execer, migrationUser string, getenv func(string) string) ([]Service, error) {
-	var done []Service
+	type login struct {
+		svc            Service
+		user, password string
+	}
+	var logins []login
 	seen := map[string]Service{}
+	// Every URL is checked before any role is touched.
 	for _, svc := range Services {
 		v := getenv(svc.LoginURLEnv())
 		if v == "" {
@@ -123,19 +134,23 @@ func EnsureServiceLogins(ctx context.Context, db Execer, migrationUser string, g
 		}
 		cfg, err := pgconn.ParseConfig(v)
 		if err != nil {
-			return done, fmt.Errorf("%s: not a PostgreSQL connection URL", svc.LoginURLEnv())
+			return nil, fmt.Errorf("%s: not a PostgreSQL connection URL", svc.LoginURLEnv())
 		}
 		switch other, dup := seen[cfg.User]; {
 		case cfg.User == migrationUser:
-			return done, fmt.Errorf("%s connects as the migration role %s: give the service a role of its own", svc.LoginURLEnv(), migrationUser)
+			return nil, fmt.Errorf("%s connects as the migration role %s: give the service a role of its own", svc.LoginURLEnv(), migrationUser)
 		case dup:
-			return done, fmt.Errorf("%s and %s name the same role %s: each service needs its own", other.LoginURLEnv(), svc.LoginURLEnv(), cfg.User)
+			return nil, fmt.Errorf("%s and %s name the same role %s: each service needs its own", other.LoginURLEnv(), svc.LoginURLEnv(), cfg.User)
 		}
 		seen[cfg.User] = svc
-		if err := EnsureServiceLogin(ctx, db, svc, cfg.User, cfg.Password); err != nil {
+		logins = append(logins, login{svc, cfg.User, cfg.Password})
+	}
+	var done []Service
+	for _, l := range logins {
+		if err := EnsureServiceLogin(ctx, db, l.svc, l.user, l.password); err != nil {
 			return done, err
 		}
-		done = append(done, svc)
+		done = append(done, l.svc)
 	}
 	return done, nil
 }

@@ -193,3 +193,27 @@ func TestSchemasMigrationKeepsData(t *testing.T) {
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM search.entity_mentions").Scan(&mentions))
 	require.Zero(t, mentions, "mentions go with their chunk")
 }
+
+// bmcisctl migrate up refuses to make a service's login of the migration
+// role itself, or one login for two services.
+func TestEnsureServiceLoginsRefusesSharedRoles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testdb.New(t)
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+	_, err := migrations.EnsureServiceLogins(ctx, admin, "migrator", env(map[string]string{
+		migrations.Search.LoginURLEnv(): "postgres://migrator:pw@127.0.0.1:5432/bmcis",
+	}))
+	require.ErrorContains(t, err, "BMCIS_SEARCH_DATABASE_URL connects as the migration role migrator")
+
+	_, err = migrations.EnsureServiceLogins(ctx, admin, "migrator", env(map[string]string{
+		migrations.Search.LoginURLEnv(): "postgres://shared_login:pw@127.0.0.1:5432/bmcis",
+		migrations.Auth.LoginURLEnv():   "postgres://shared_login:pw@127.0.0.1:5432/bmcis",
+	}))
+	require.ErrorContains(t, err, "BMCIS_SEARCH_DATABASE_URL and BMCIS_AUTH_DATABASE_URL name the same role shared_login")
+	require.NotContains(t, err.Error(), "pw@")
+	var created bool
+	require.NoError(t, admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'shared_login')").Scan(&created))
+	require.False(t, created, "refused before any role is touched")
+}
