@@ -123,6 +123,19 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 					requireRefused(t, err, "write "+tb.Name)
 				}
 			}
+			if svc == migrations.Search {
+				// Search maintains its own tables as their owner: it drops and
+				// rebuilds its vector index around a bulk load, then VACUUMs
+				// (store.EmbedSession; a non-owner's VACUUM would skip them).
+				for _, stmt := range []string{
+					"DROP INDEX search.chunks_embedding_hnsw",
+					"CREATE INDEX chunks_embedding_hnsw ON search.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+					"VACUUM (ANALYZE) search.chunks",
+				} {
+					_, err := conn.Exec(ctx, stmt)
+					require.NoError(t, err, stmt)
+				}
+			}
 			// No table in public or another's schema (search alone creates
 			// in its own: it rebuilds its vector indexes); no COPY ... PROGRAM.
 			refused := []string{"CREATE TABLE public.intruder (i int)", "COPY (SELECT 1) TO PROGRAM 'true'"}
