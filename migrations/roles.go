@@ -141,6 +141,8 @@ func EnsureServiceLogins(ctx context.Context, db Execer, migrationUser string, g
 			return nil, fmt.Errorf("%s connects as the migration role %s: give the service a role of its own", svc.LoginURLEnv(), migrationUser)
 		case dup:
 			return nil, fmt.Errorf("%s and %s name the same role %s: each service needs its own", other.LoginURLEnv(), svc.LoginURLEnv(), cfg.User)
+		case cfg.Password == "":
+			return nil, fmt.Errorf("%s has no password: the service's role gets the one it names", svc.LoginURLEnv())
 		}
 		seen[cfg.User] = svc
 		logins = append(logins, login{svc, cfg.User, cfg.Password})
