@@ -29,6 +29,9 @@ const DimensionsEnv = "BMCIS_EMBEDDING_DIMENSIONS"
 // DefaultDimensions is the embedding size when DimensionsEnv is unset.
 const DefaultDimensions = 256
 
+// VersionTable is goose's record of the applied migrations.
+const VersionTable = "public.goose_db_version"
+
 // FS returns the embedded migration files.
 func FS() fs.FS { return sqlFiles }
 
@@ -98,7 +101,9 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 		return nil, nil, err
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sqlFiles)
+	// Named with its schema: a session whose search_path starts elsewhere
+	// (a service role's, or the database default after 00012) still finds it.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sqlFiles, goose.WithTableName(VersionTable))
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("load migrations: %w", err)
@@ -140,6 +145,32 @@ func Connect(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
 	if err := RequireCurrent(ctx, pool); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("check schema: %w", err)
+	}
+	return pool, nil
+}
+
+// ConnectService is Connect for a service: it also refuses a role that
+// could reach past the service's own schema (a superuser, or one that
+// creates roles or databases), unless c.AllowPrivileged (development).
+func ConnectService(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
+	pool, err := Connect(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.AllowPrivileged {
+		return pool, nil
+	}
+	var user string
+	var privileged bool
+	if err := pool.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls
+		FROM pg_roles WHERE rolname = current_user`).Scan(&user, &privileged); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("check database role: %w", err)
+	}
+	if privileged {
+		pool.Close()
+		return nil, fmt.Errorf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases: "+
+			"give the service its own role (docs/DEPLOY.md, \"Database roles\")", user)
 	}
 	return pool, nil
 }

@@ -22,8 +22,9 @@ func tables(t *testing.T, ctx context.Context, conn interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }) []string {
 	t.Helper()
-	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
-		WHERE table_schema = 'public' AND table_name <> 'goose_db_version' ORDER BY table_name`)
+	rows, err := conn.Query(ctx, `SELECT table_schema || '.' || table_name FROM information_schema.tables
+		WHERE table_schema IN ('public', 'search', 'vendorgraph', 'auth') AND table_name <> 'goose_db_version'
+		ORDER BY 1`)
 	require.NoError(t, err)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -52,7 +53,8 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, versions, applied)
 	want := tables(t, ctx, pool)
-	require.Subset(t, want, []string{"api_keys", "chunks", "documents", "embedding_models", "entities", "relationships", "vendor_aliases"})
+	require.Subset(t, want, []string{"auth.api_keys", "search.chunks", "search.documents", "search.embedding_models",
+		"vendorgraph.entities", "vendorgraph.relationships", "vendorgraph.vendor_aliases"})
 	require.NoError(t, migrations.RequireCurrent(ctx, pool))
 
 	again, err := migrations.Up(ctx, pool)

@@ -194,7 +194,8 @@ func firstLines(s string, n int) string {
 // the service token from the Secret (never a literal value in a manifest).
 func TestSecretsComeFromSecrets(t *testing.T) {
 	secretVars := map[string]bool{
-		"BMCIS_SERVICE_TOKEN": true, "DATABASE_URL": true, "BMCIS_CURSOR_SECRET": true, "BMCIS_EMBEDDER_API_KEY": true,
+		"BMCIS_SERVICE_TOKEN": true, "DATABASE_URL": true, "BMCIS_SEARCH_DATABASE_URL": true,
+		"BMCIS_VENDORGRAPH_DATABASE_URL": true, "BMCIS_AUTH_DATABASE_URL": true, "BMCIS_CURSOR_SECRET": true, "BMCIS_EMBEDDER_API_KEY": true,
 		"BMCIS_READ_TOKEN_SHA256": true, "BMCIS_ADAPTER_TOKEN_SHA256": true, "BMCIS_INGEST_TOKEN_SHA256": true, "BMCIS_ADMIN_TOKEN_SHA256": true,
 	}
 	for _, ov := range overlays {

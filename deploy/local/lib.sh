@@ -43,3 +43,19 @@ secret() {
   fi
   cat "$f"
 }
+
+# The services' own database roles (migrations/00012_service_schemas.sql):
+# a LOGIN role per service, member of the service's group role, with a
+# generated password kept in .data/pg-NAME-password, set up by `bmcisctl
+# migrate up` from BMCIS_NAME_DATABASE_URL. The migration role (the
+# cluster's superuser locally) runs the DDL; no service connects as it.
+service_db_login() { printf 'bmcis_%s_login' "$1"; }
+service_db_password() { secret "pg-$1-password"; }
+
+# service_db_url NAME ADMIN_URL: ADMIN_URL with the service's login role.
+service_db_url() {
+  local rest=${2#*://}
+  case $2 in postgres://* | postgresql://*) ;; *) die "DATABASE_URL must be a postgres:// URL to derive the services' own" ;; esac
+  rest=${rest#*@}
+  printf 'postgres://%s:%s@%s' "$(service_db_login "$1")" "$(service_db_password "$1")" "$rest"
+}

@@ -40,7 +40,14 @@ ADMIN_SHA=$(sha256 "$ADMIN_TOKEN")
 JSON
 ) && mv -f "$DATA/bmcisctl.json.tmp" "$DATA/bmcisctl.json"
 
-DATABASE_URL=$DATABASE_URL bin/bmcisctl migrate up >&2
+# Each service connects as its own role, which reaches its own schema only;
+# DATABASE_URL (the migration role) stays with bmcisctl, which sets the
+# services' roles up after migrating.
+DATABASE_URL=$DATABASE_URL \
+  BMCIS_SEARCH_DATABASE_URL=$(service_db_url search "$DATABASE_URL") \
+  BMCIS_VENDORGRAPH_DATABASE_URL=$(service_db_url vendorgraph "$DATABASE_URL") \
+  BMCIS_AUTH_DATABASE_URL=$(service_db_url auth "$DATABASE_URL") \
+  bin/bmcisctl migrate up >&2
 
 "$ROOT/deploy/local/stop.sh" services
 
@@ -54,13 +61,13 @@ SERVICES=(
   "auth 50053 9093"
 )
 
-# creds NAME: the environment of a service: its database, and the digests of
+# creds NAME: the environment of a service: its database role, and the digests of
 # the roles that may call it (search and vendorgraph: read, adapter,
 # ingest; auth: read, adapter, admin); auth alone gets Redis.
 creds() {
   case $1 in
-    search | vendorgraph) echo "DATABASE_URL=$DATABASE_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA" ;;
-    auth) echo "DATABASE_URL=$DATABASE_URL REDIS_URL=$REDIS_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_ADMIN_TOKEN_SHA256=$ADMIN_SHA" ;;
+    search | vendorgraph) echo "DATABASE_URL=$(service_db_url "$1" "$DATABASE_URL") BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA" ;;
+    auth) echo "DATABASE_URL=$(service_db_url auth "$DATABASE_URL") REDIS_URL=$REDIS_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_ADMIN_TOKEN_SHA256=$ADMIN_SHA" ;;
   esac
 }
 
@@ -138,7 +145,7 @@ for entry in "${SERVICES[@]}"; do
 done
 [ -x bin/mcp-adapter ] && printf '  %-12s http://127.0.0.1:8090/mcp (streamable HTTP; key in X-API-Key)   log %s\n' mcp-adapter "$LOGS/mcp-adapter.log"
 [ -x bin/gateway ] && printf '  %-12s http://127.0.0.1:8080/ (dashboard; REST under /v1, OpenAPI at /openapi.json)   log %s\n' gateway "$LOGS/gateway.log"
-printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (password in .data/pg-password)" redis "127.0.0.1:$REDIS_PORT (password in .data/redis-password)" \
+printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (superuser password in .data/pg-password; each service its own role, .data/pg-SERVICE-password)" redis "127.0.0.1:$REDIS_PORT (password in .data/redis-password)" \
   bmcisctl "reads the addresses and operator credentials from .data/bmcisctl.json"
 echo
 echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"

@@ -163,6 +163,18 @@ func (r *Reader) SecretDigest(name string) string {
 	return v
 }
 
+// RefuseKnownSecret fails name, outside development, when v (a secret
+// carried inside the variable, such as DATABASE_URL's password) is a
+// published placeholder. It names the variable, never the value.
+func (r *Reader) RefuseKnownSecret(name, what, v string) {
+	if v == "" || r.insecureAllowed() {
+		return
+	}
+	if why := knownSecret(v); why != "" {
+		r.Failf(name, "%s %s; generate one (openssl rand -hex 32), or set %s=true on a development machine", what, why, EnvAllowInsecureSecrets)
+	}
+}
+
 func (r *Reader) insecureAllowed() bool {
 	v, _ := r.get(EnvAllowInsecureSecrets)
 	b, err := strconv.ParseBool(v)

@@ -52,7 +52,7 @@ const GraphChannel = "bmcis_vendorgraph_changed"
 // GraphVersion reads the version of the graph's names.
 func GraphVersion(ctx context.Context, q Querier) (int64, error) {
 	var v int64
-	if err := q.QueryRow(ctx, "SELECT graph_version FROM mention_state").Scan(&v); err != nil {
+	if err := q.QueryRow(ctx, "SELECT graph_version FROM search.mention_state").Scan(&v); err != nil {
 		return 0, fmt.Errorf("read graph version: %w", err)
 	}
 	return v, nil
@@ -62,7 +62,7 @@ func GraphVersion(ctx context.Context, q Querier) (int64, error) {
 // changed names) and returns the new one.
 func BumpGraphVersion(ctx context.Context, q Querier) (int64, error) {
 	var v int64
-	if err := q.QueryRow(ctx, "UPDATE mention_state SET graph_version = nextval('mention_graph_version') RETURNING graph_version").Scan(&v); err != nil {
+	if err := q.QueryRow(ctx, "UPDATE search.mention_state SET graph_version = nextval('search.mention_graph_version') RETURNING graph_version").Scan(&v); err != nil {
 		return 0, fmt.Errorf("bump graph version: %w", err)
 	}
 	return v, nil
@@ -71,9 +71,9 @@ func BumpGraphVersion(ctx context.Context, q Querier) (int64, error) {
 // LoadNames reads every entity name and alias.
 func LoadNames(ctx context.Context, q Querier) ([]Name, error) {
 	rows, err := q.Query(ctx, `
-		SELECT id::text, name, is_vendor FROM entities
+		SELECT id::text, name, is_vendor FROM vendorgraph.entities
 		UNION ALL
-		SELECT a.entity_id::text, a.alias, true FROM vendor_aliases a`)
+		SELECT a.entity_id::text, a.alias, true FROM vendorgraph.vendor_aliases a`)
 	if err != nil {
 		return nil, fmt.Errorf("load entity names: %w", err)
 	}
@@ -190,7 +190,7 @@ func InsertLinks(ctx context.Context, q Querier, links []Link) error {
 		ents[i], chunks[i], counts[i] = l.EntityID, l.ChunkID, int32(l.Count)
 	}
 	if _, err := q.Exec(ctx, `
-		INSERT INTO entity_mentions (entity_id, chunk_id, mention_count)
+		INSERT INTO search.entity_mentions (entity_id, chunk_id, mention_count)
 		SELECT u.e::uuid, u.c, u.n FROM unnest($1::text[], $2::bigint[], $3::int[]) AS u(e, c, n)`,
 		ents, chunks, counts); err != nil {
 		return fmt.Errorf("insert mentions: %w", err)
@@ -216,7 +216,7 @@ func relinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64, keep
 		n := min(len(ids), relinkBatch)
 		batch := ids[:n]
 		ids = ids[n:]
-		rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id = ANY($1::bigint[])", batch)
+		rows, err := tx.Query(ctx, "SELECT id, text FROM search.chunks WHERE id = ANY($1::bigint[])", batch)
 		if err != nil {
 			return total, fmt.Errorf("read chunks to link: %w", err)
 		}
@@ -231,7 +231,7 @@ func relinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64, keep
 		for i, c := range chunks {
 			kept[i] = c.ID
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM entity_mentions WHERE chunk_id = ANY($1::bigint[])", kept); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM search.entity_mentions WHERE chunk_id = ANY($1::bigint[])", kept); err != nil {
 			return total, fmt.Errorf("drop old mentions: %w", err)
 		}
 		if err := InsertLinks(ctx, tx, m.Links(chunks)); err != nil {
@@ -245,7 +245,7 @@ func relinkChunks(ctx context.Context, tx Querier, m *Matcher, ids []int64, keep
 // RelinkAll re-links every chunk: the path for an import that changed so
 // many names that finding their chunks one name at a time costs more.
 func RelinkAll(ctx context.Context, tx Querier, m *Matcher) (int, error) {
-	if _, err := tx.Exec(ctx, "DELETE FROM entity_mentions"); err != nil {
+	if _, err := tx.Exec(ctx, "DELETE FROM search.entity_mentions"); err != nil {
 		return 0, fmt.Errorf("drop mentions: %w", err)
 	}
 	var after int64
@@ -305,8 +305,8 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		return st, err
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT id::text, name FROM entities WHERE id = ANY($1::uuid[])
-		UNION SELECT entity_id::text, alias FROM vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
+		SELECT id::text, name FROM vendorgraph.entities WHERE id = ANY($1::uuid[])
+		UNION SELECT entity_id::text, alias FROM vendorgraph.vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return st, fmt.Errorf("read changed names: %w", err)
 	}
@@ -322,7 +322,7 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 	if err != nil {
 		return st, err
 	}
-	rows, err = tx.Query(ctx, "SELECT DISTINCT chunk_id FROM entity_mentions WHERE entity_id = ANY($1::uuid[])", ids)
+	rows, err = tx.Query(ctx, "SELECT DISTINCT chunk_id FROM search.entity_mentions WHERE entity_id = ANY($1::uuid[])", ids)
 	if err != nil {
 		return st, fmt.Errorf("read old mentions: %w", err)
 	}
@@ -339,7 +339,7 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 	flat, lo, hi := FlatTerms(looked)
 	rows, err = tx.Query(ctx, `
 		SELECT DISTINCT c.id FROM unnest($2::int[], $3::int[]) AS n(lo, hi)
-		CROSS JOIN LATERAL (SELECT chunk_id AS id FROM chunk_terms WHERE terms @> ($1::int[])[n.lo:n.hi]) AS c`,
+		CROSS JOIN LATERAL (SELECT chunk_id AS id FROM search.chunk_terms WHERE terms @> ($1::int[])[n.lo:n.hi]) AS c`,
 		flat, lo, hi)
 	if err != nil {
 		return st, fmt.Errorf("find candidate chunks: %w", err)
@@ -379,7 +379,7 @@ func neverLinks(words []string, name string) bool {
 // its reads see every chunk committed before the lock was taken.
 func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
 	var after int64
-	if err := tx.QueryRow(ctx, "SELECT terms_through FROM mention_state").Scan(&after); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT terms_through FROM search.mention_state").Scan(&after); err != nil {
 		return 0, fmt.Errorf("read words index state: %w", err)
 	}
 	total := 0
@@ -399,10 +399,10 @@ func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
 		flat, lo, hi := FlatTerms(texts)
 		if _, err := tx.Exec(ctx, `
 			WITH ins AS (
-			    INSERT INTO chunk_terms (chunk_id, terms)
+			    INSERT INTO search.chunk_terms (chunk_id, terms)
 			    SELECT u.id, ($2::int[])[u.lo:u.hi] FROM unnest($1::bigint[], $3::int[], $4::int[]) AS u(id, lo, hi)
 			    ON CONFLICT (chunk_id) DO NOTHING)
-			UPDATE mention_state SET terms_through = $5`,
+			UPDATE search.mention_state SET terms_through = $5`,
 			ids, flat, lo, hi, after); err != nil {
 			return total, fmt.Errorf("index chunk words: %w", err)
 		}
@@ -412,7 +412,7 @@ func IndexNewChunks(ctx context.Context, tx Querier) (int, error) {
 
 // chunksAfter reads up to limit chunks with ids above after, in id order.
 func chunksAfter(ctx context.Context, tx Querier, after int64, limit int) ([]ChunkText, error) {
-	rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE id > $1 ORDER BY id LIMIT $2", after, limit)
+	rows, err := tx.Query(ctx, "SELECT id, text FROM search.chunks WHERE id > $1 ORDER BY id LIMIT $2", after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read chunks after %d: %w", after, err)
 	}

@@ -33,19 +33,28 @@ type Config struct {
 	// ConnectTimeout bounds each connection attempt (DATABASE_CONNECT_TIMEOUT),
 	// so a dead database answers UNAVAILABLE quickly instead of hanging.
 	ConnectTimeout time.Duration
+	// AllowPrivileged lets a service connect as a superuser or a role that
+	// creates roles or databases: development only
+	// (BMCIS_ALLOW_INSECURE_SECRETS; migrations.ConnectService).
+	AllowPrivileged bool
 }
 
 // LoadConfig reads the database settings; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
 	c := Config{
-		URL:            env.Required("DATABASE_URL"),
-		MaxConns:       env.Int("DATABASE_MAX_CONNS", 10, 1, 1000),
-		ConnectTimeout: env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
+		URL:             env.Required("DATABASE_URL"),
+		MaxConns:        env.Int("DATABASE_MAX_CONNS", 10, 1, 1000),
+		ConnectTimeout:  env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
+		AllowPrivileged: env.InsecureSecretsAllowed(),
 	}
 	if c.URL != "" {
-		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
+		pc, err := pgxpool.ParseConfig(c.URL)
+		if err != nil {
 			// pgx's message can quote the URL, password included: say less.
 			env.Failf("DATABASE_URL", "not a valid PostgreSQL connection string")
+		} else {
+			// Each service's role has a generated password (docs/DEPLOY.md).
+			env.RefuseKnownSecret("DATABASE_URL", "its password", pc.ConnConfig.Password)
 		}
 	}
 	return c

@@ -56,6 +56,17 @@ func TestLoadConfigValidates(t *testing.T) {
 	env = config.FromMap(nil)
 	pg.LoadConfig(env)
 	require.ErrorContains(t, env.Err(), "DATABASE_URL: required but not set")
+
+	// A published placeholder password fails closed, without being repeated;
+	// the development flag lets it through.
+	placeholder := "postgres://bmcis_search_login:CHANGE_ME-search@db:5432/bmcis"
+	env = config.FromMap(map[string]string{"DATABASE_URL": placeholder})
+	pg.LoadConfig(env)
+	require.ErrorContains(t, env.Err(), "DATABASE_URL: its password is a published placeholder")
+	require.NotContains(t, env.Err().Error(), "CHANGE_ME-search")
+	env = config.FromMap(map[string]string{"DATABASE_URL": placeholder, config.EnvAllowInsecureSecrets: "true"})
+	pg.LoadConfig(env)
+	require.NoError(t, env.Err())
 }
 
 func TestLostConnectionIsUnavailable(t *testing.T) {

@@ -2,7 +2,9 @@
 // subprocesses for tests in other modules (their server packages are
 // internal to their own modules), on a fresh migrated database from
 // platform/testdb, with 127.0.0.1:0 ports read back from the services' own
-// "grpc listening" and "metrics listening" log lines.
+// "grpc listening" and "metrics listening" log lines. Each service connects
+// as its own database role (testdb.ServiceURL), as deployed; the stack's
+// DatabaseURL, the admin's, is for the test's own checks.
 //
 // It is for _test.go files only: it imports the database test helpers, which
 // the light binaries (the MCP adapter, the gateway) must never link.
@@ -226,8 +228,11 @@ type Options struct {
 
 // Stack is a set of running services on one database.
 type Stack struct {
-	// DatabaseURL is the services' database.
+	// DatabaseURL is the services' database, as the migration role (the
+	// admin) connects to it.
 	DatabaseURL string
+	// serviceURLs is the database as each service's own role connects.
+	serviceURLs map[string]string
 
 	bin      string
 	opts     Options
@@ -258,7 +263,16 @@ func start(t testing.TB, opts Options) (*Stack, error) {
 	if names == nil {
 		names = AllServices
 	}
-	s := &Stack{DatabaseURL: opts.DatabaseURL, bin: build.dir, opts: opts, services: map[string]*Service{}}
+	s := &Stack{DatabaseURL: opts.DatabaseURL, bin: build.dir, opts: opts, services: map[string]*Service{},
+		serviceURLs: map[string]string{}}
+	// Each service connects as its own database role, as deployed.
+	for _, name := range AllServices {
+		u, err := testdb.ServiceURLErr(opts.DatabaseURL, name)
+		if err != nil {
+			return nil, err
+		}
+		s.serviceURLs[name] = u
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, svc := range s.all() {
@@ -292,7 +306,7 @@ func start(t testing.TB, opts Options) (*Stack, error) {
 // options, then extra.
 func (s *Stack) env(name string, extra map[string]string) []string {
 	vars := map[string]string{
-		"DATABASE_URL":           s.DatabaseURL,
+		"DATABASE_URL":           s.serviceURLs[name],
 		"BMCIS_GRPC_ADDR":        "127.0.0.1:0",
 		"BMCIS_METRICS_ADDR":     "127.0.0.1:0",
 		"BMCIS_SHUTDOWN_DRAIN":   "0s",

@@ -1,16 +1,19 @@
 package stacktest_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/stacktest"
+	"github.com/bmcis/knowledge/platform/testdb"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -119,4 +122,26 @@ func TestStackCredentialsAreRefusedOutsideDevelopment(t *testing.T) {
 		}
 	}
 	require.Equal(t, "true", (&stacktest.Stack{}).ClientEnv()[config.EnvAllowInsecureSecrets])
+}
+
+// Auth shares no table with another service (docs/DATA-OWNERSHIP.md), so
+// it runs on a database of its own: its keys land there, none in the
+// database the other services use.
+func TestAuthRunsOnADatabaseOfItsOwn(t *testing.T) {
+	authPool, authDB := testdb.New(t)
+	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Auth}, NoRedis: true,
+		ServiceEnv: map[string]map[string]string{stacktest.Auth: {"DATABASE_URL": testdb.ServiceURL(t, authDB, stacktest.Auth)}}})
+	key := s.CreateKey(t, stacktest.Key{Name: "own-database"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var own int
+	require.NoError(t, authPool.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys WHERE key_id = $1", stacktest.KeyID(key)).Scan(&own))
+	require.Equal(t, 1, own, "the key is in auth's own database")
+	shared, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	defer shared.Close(context.Background())
+	var elsewhere int
+	require.NoError(t, shared.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&elsewhere))
+	require.Zero(t, elsewhere, "nothing of auth's in the other services' database")
 }

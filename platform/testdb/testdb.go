@@ -61,6 +61,12 @@ func New(t testing.TB) (*pgxpool.Pool, string) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
+	// Fixtures and checks connect as the admin and name tables unqualified:
+	// they see every service's schema. Services connect as their own roles
+	// (ServiceURL), whose search_path is their schema alone.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" SET search_path = "+AdminSearchPath); err != nil {
+		t.Fatalf("set test database search_path: %v", err)
+	}
 	url, err := withDatabase(admin, name)
 	if err != nil {
 		t.Fatalf("test database URL: %v", err)

@@ -25,6 +25,8 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "usage: bmcisctl migrate up | down VERSION | status")
 		fmt.Fprintln(stderr, "  down rolls back to VERSION, at most the current version (0 drops every table: all data).")
 		fmt.Fprintln(stderr, "  DATABASE_URL names the database; BMCIS_EMBEDDING_DIMENSIONS fixes the vector size (default 256).")
+		fmt.Fprintln(stderr, "  up also sets up each service's login role from BMCIS_SEARCH_DATABASE_URL, BMCIS_VENDORGRAPH_DATABASE_URL")
+		fmt.Fprintln(stderr, "  and BMCIS_AUTH_DATABASE_URL, when set (user, password; member of the service's group role).")
 	}
 	if err := parse(fs, args); err != nil {
 		return err
@@ -75,6 +77,14 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		fmt.Fprintf(stdout, "applied %d migration(s); schema version %d\n", len(applied), current)
+		// Each service's own login role, from its URL (docs/DEPLOY.md, "Database roles").
+		logins, err := migrations.EnsureServiceLogins(ctx, pool, pool.Config().ConnConfig.User, func(name string) string { return envOr(name, "") })
+		if err != nil {
+			return err
+		}
+		for _, svc := range logins {
+			fmt.Fprintf(stdout, "%s: login role set up from %s\n", svc, svc.LoginURLEnv())
+		}
 	case "down":
 		current, _, err := migrations.Status(ctx, pool)
 		if err != nil {

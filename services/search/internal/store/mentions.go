@@ -58,7 +58,7 @@ func (s *Store) readChunkMentions(ctx context.Context, chunkIDs []int64, perChun
 		SELECT chunk_id, entity_id, name, entity_type, is_vendor, mention_count FROM (
 			SELECT m.chunk_id, e.id::text AS entity_id, e.name, e.entity_type, e.is_vendor, m.mention_count,
 			       row_number() OVER (PARTITION BY m.chunk_id ORDER BY e.is_vendor DESC, m.mention_count DESC, e.name, e.id) AS n
-			FROM entity_mentions m JOIN entities e ON e.id = m.entity_id
+			FROM entity_mentions m JOIN vendorgraph.entities e ON e.id = m.entity_id
 			WHERE m.chunk_id = ANY($1::bigint[])) ranked
 		WHERE n <= $2 ORDER BY chunk_id, n`, chunkIDs, perChunk)
 	if err != nil {
@@ -99,7 +99,7 @@ func (s *Store) QueryVendors(ctx context.Context, text string) ([]Mention, error
 	ids := slices.Sorted(maps.Keys(found))
 	vendors, missing := s.mentions.vendors(v, ids)
 	if len(missing) > 0 {
-		rows, err := s.pool.Query(ctx, `SELECT id::text, name, entity_type FROM entities
+		rows, err := s.pool.Query(ctx, `SELECT id::text, name, entity_type FROM vendorgraph.entities
 			WHERE id = ANY($1::uuid[]) AND is_vendor`, missing)
 		if err != nil {
 			return nil, fmt.Errorf("read query vendors: %w", err)

@@ -56,20 +56,20 @@ func (s *Store) Evidence(ctx context.Context, v Vendor, limit int, categories []
 		categories = nil // NULL: every category
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*) FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+	b.Queue(`SELECT count(*) FROM search.entity_mentions m JOIN search.chunks c ON c.id = m.chunk_id
 		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2))`, v.ID, categories)
 	b.Queue(`
 		WITH linked AS (
-			SELECT m.chunk_id, m.mention_count FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+			SELECT m.chunk_id, m.mention_count FROM search.entity_mentions m JOIN search.chunks c ON c.id = m.chunk_id
 			WHERE m.entity_id = $1 AND ($5::text[] IS NULL OR c.category = ANY($5))
 			ORDER BY m.mention_count DESC, m.chunk_id LIMIT $4)
 		SELECT c.id, d.external_id, d.source_file, l.mention_count, c.text,
 		       l.mention_count * (1 + ts_rank_cd(`+mentions.WordsVector+`, phraseto_tsquery('simple', $2))) AS score
-		FROM linked l JOIN chunks c ON c.id = l.chunk_id JOIN documents d ON d.id = c.document_id
+		FROM linked l JOIN search.chunks c ON c.id = l.chunk_id JOIN search.documents d ON d.id = c.document_id
 		ORDER BY score DESC, c.id LIMIT $3`, v.ID, mentions.Normalize(v.Name), limit, evidencePool, categories)
 	b.Queue(`
 		SELECT d.external_id, d.source_file, d.title, sum(m.mention_count)::int, count(*)::int
-		FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id JOIN documents d ON d.id = c.document_id
+		FROM search.entity_mentions m JOIN search.chunks c ON c.id = m.chunk_id JOIN search.documents d ON d.id = c.document_id
 		WHERE m.entity_id = $1 AND ($3::text[] IS NULL OR c.category = ANY($3))
 		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, v.ID, limit, categories)
 	br := s.pool.SendBatch(ctx, b)

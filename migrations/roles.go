@@ -1,0 +1,158 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Service is a service that owns a schema of the database.
+type Service string
+
+// The services and their schemas (00012_service_schemas.sql).
+const (
+	Search      Service = "search"
+	VendorGraph Service = "vendorgraph"
+	Auth        Service = "auth"
+)
+
+// Services lists every service that owns a schema.
+var Services = []Service{Search, VendorGraph, Auth}
+
+// Schema is the schema holding the service's tables.
+func (s Service) Schema() string { return string(s) }
+
+// GroupRole is the NOLOGIN role the migrations grant the service's schema
+// to; a deployment makes the service's LOGIN role a member of it.
+func (s Service) GroupRole() string { return "bmcis_" + string(s) }
+
+// SearchPath is the service's search_path: its own schema, then public for
+// the extensions' types and functions (vector, pg_trgm).
+func (s Service) SearchPath() string { return string(s) + ", public" }
+
+// ParseService returns the service of a name.
+func ParseService(name string) (Service, error) {
+	s := Service(name)
+	if !slices.Contains(Services, s) {
+		return "", fmt.Errorf("unknown service %q (one of search, vendorgraph, auth)", name)
+	}
+	return s, nil
+}
+
+// Execer is a connection or a transaction.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// EnsureServiceLogin makes login a LOGIN role with password that is a
+// member of the service's group role and starts in the service's schema:
+// created when missing, its password and settings set again when present.
+// It runs as the migration role (CREATEROLE, or a superuser), after
+// `migrate up` created the group roles. The login is refused superuser,
+// database and role creation whatever it had.
+func EnsureServiceLogin(ctx context.Context, db Execer, svc Service, login, password string) error {
+	if _, err := ParseService(string(svc)); err != nil {
+		return err
+	}
+	if login == "" || password == "" {
+		return errors.New("ensure service login: login and password must be set")
+	}
+	role := pgx.Identifier{login}.Sanitize()
+	// PASSWORD takes no bind parameter; the literal is quoted, never logged.
+	pw := quoteLiteral(password)
+	_, err := db.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+pw)
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // duplicate_object
+		return fmt.Errorf("create login role %s: %s", login, redact(err))
+	}
+	stmts := []string{
+		"ALTER ROLE " + role + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD " + pw,
+		"GRANT " + pgx.Identifier{svc.GroupRole()}.Sanitize() + " TO " + role,
+		"ALTER ROLE " + role + " SET search_path = " + svc.SearchPath(),
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(ctx, s); err != nil {
+			return fmt.Errorf("set up login role %s: %s", login, redact(err))
+		}
+	}
+	return nil
+}
+
+// redact keeps a server error's message and code, never the statement
+// (which carries the password).
+func redact(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
+	}
+	return "statement failed"
+}
+
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}
+
+// LoginURLEnv names the variable holding the service's own database URL
+// (BMCIS_SEARCH_DATABASE_URL, ...): the service is given it as its
+// DATABASE_URL, and `bmcisctl migrate up` sets up its login role from it.
+func (s Service) LoginURLEnv() string { return loginURLEnv[s] }
+
+// loginURLEnv is written out so that each name can be found as it is set.
+var loginURLEnv = map[Service]string{
+	Search:      "BMCIS_SEARCH_DATABASE_URL",
+	VendorGraph: "BMCIS_VENDORGRAPH_DATABASE_URL",
+	Auth:        "BMCIS_AUTH_DATABASE_URL",
+}
+
+// EnsureServiceLogins sets up the login role of every service whose URL
+// getenv returns (LoginURLEnv), with that URL's user and password, and
+// returns the services it set up. A URL connecting as the migration role
+// itself is refused: a service must not hold the DDL's credential.
+func EnsureServiceLogins(ctx context.Context, db Execer, migrationUser string, getenv func(string) string) ([]Service, error) {
+	type login struct {
+		svc            Service
+		user, password string
+	}
+	var logins []login
+	seen := map[string]Service{}
+	// Every URL is checked before any role is touched.
+	for _, svc := range Services {
+		v := getenv(svc.LoginURLEnv())
+		if v == "" {
+			continue
+		}
+		cfg, err := pgconn.ParseConfig(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a PostgreSQL connection URL", svc.LoginURLEnv())
+		}
+		switch other, dup := seen[cfg.User]; {
+		case cfg.User == migrationUser:
+			return nil, fmt.Errorf("%s connects as the migration role %s: give the service a role of its own", svc.LoginURLEnv(), migrationUser)
+		case dup:
+			return nil, fmt.Errorf("%s and %s name the same role %s: each service needs its own", other.LoginURLEnv(), svc.LoginURLEnv(), cfg.User)
+		case cfg.Password == "":
+			return nil, fmt.Errorf("%s has no password: the service's role gets the one it names", svc.LoginURLEnv())
+		}
+		seen[cfg.User] = svc
+		logins = append(logins, login{svc, cfg.User, cfg.Password})
+	}
+	var done []Service
+	for _, l := range logins {
+		if err := EnsureServiceLogin(ctx, db, l.svc, l.user, l.password); err != nil {
+			return done, err
+		}
+		done = append(done, l.svc)
+	}
+	return done, nil
+}

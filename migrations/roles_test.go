@@ -1,0 +1,232 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/testdb"
+)
+
+// crossings are the privileges a service still holds on another service's
+// tables (00013_cross_domain_grants.sql), each to move behind a buf
+// contract. Anything not listed here is refused.
+var crossings = map[migrations.Service]map[string][]string{
+	migrations.VendorGraph: {
+		"search.documents":       {"SELECT"},
+		"search.chunks":          {"SELECT"},
+		"search.entity_mentions": {"SELECT", "INSERT", "DELETE"},
+		"search.chunk_terms":     {"SELECT", "INSERT"},
+		"search.mention_state":   {"SELECT", "UPDATE"},
+	},
+	migrations.Search: {
+		"vendorgraph.entities":       {"SELECT"},
+		"vendorgraph.vendor_aliases": {"SELECT"},
+	},
+}
+
+var privileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
+
+// TestServiceRolesOwnOnlyTheirSchema connects as each service's login role
+// and shows it is no superuser, is distinct from the others, reads and
+// writes its own tables, and is refused on every other service's tables
+// (but for the listed crossings), on creating tables anywhere, and on
+// running programs on the server.
+func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+
+	rows, err := admin.Query(ctx, `SELECT n.nspname, n.nspname || '.' || c.relname, c.oid FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND n.nspname IN ('search', 'vendorgraph', 'auth') ORDER BY 2`)
+	require.NoError(t, err)
+	type table struct {
+		Schema, Name string
+		OID          uint32
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowToStructByPos[table])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(tables), 18)
+	for _, tb := range tables {
+		// Each table is its own service's group's, never another's.
+		var owner string
+		require.NoError(t, admin.QueryRow(ctx, "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = $1", tb.OID).Scan(&owner))
+		require.Equal(t, "bmcis_"+tb.Schema, owner, tb.Name)
+	}
+
+	// A service refuses the admin's (a superuser's) credential, unless on a
+	// development machine.
+	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	require.ErrorContains(t, err, "a superuser or a role that creates roles or databases")
+	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true})
+	require.NoError(t, err)
+	dev.Close()
+
+	users := map[string]bool{}
+	for _, svc := range migrations.Services {
+		t.Run(string(svc), func(t *testing.T) {
+			svcURL := testdb.ServiceURL(t, dbURL, string(svc))
+			conn, err := pgx.Connect(ctx, svcURL)
+			require.NoError(t, err)
+			defer conn.Close(context.Background())
+			// The service's own start-up checks pass: the schema version,
+			// and a role that reaches no further than its schema.
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+			require.NoError(t, err)
+			pool.Close()
+
+			var user string
+			var super, createRole, createDB bool
+			require.NoError(t, conn.QueryRow(ctx, `SELECT current_user, rolsuper, rolcreaterole, rolcreatedb
+				FROM pg_roles WHERE rolname = current_user`).Scan(&user, &super, &createRole, &createDB))
+			require.False(t, super || createRole || createDB, "%s: superuser %v, createrole %v, createdb %v", user, super, createRole, createDB)
+			require.False(t, users[user], "two services share the role %s", user)
+			users[user] = true
+			for _, other := range migrations.Services {
+				var member bool
+				require.NoError(t, conn.QueryRow(ctx, "SELECT pg_has_role(current_user, $1, 'USAGE')", other.GroupRole()).Scan(&member))
+				require.Equal(t, other == svc, member, "member of %s", other.GroupRole())
+			}
+			var path string
+			require.NoError(t, conn.QueryRow(ctx, "SHOW search_path").Scan(&path))
+			require.Equal(t, svc.SearchPath(), path)
+
+			for _, tb := range tables {
+				if tb.Schema == svc.Schema() {
+					_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
+					require.NoError(t, err, "read own table %s", tb.Name)
+					_, err = conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
+					require.NoError(t, err, "write own table %s", tb.Name)
+					continue
+				}
+				allowed := crossings[svc][tb.Name]
+				for _, p := range privileges {
+					var has bool
+					require.NoError(t, conn.QueryRow(ctx, "SELECT has_table_privilege($1::oid, $2)", tb.OID, p).Scan(&has))
+					require.Equal(t, slices.Contains(allowed, p), has, "%s %s on %s", user, p, tb.Name)
+				}
+				if !slices.Contains(allowed, "SELECT") {
+					_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
+					requireRefused(t, err, "read "+tb.Name)
+				}
+				if !slices.Contains(allowed, "DELETE") {
+					_, err := conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
+					requireRefused(t, err, "write "+tb.Name)
+				}
+			}
+			if svc == migrations.Search {
+				// Search maintains its own tables as their owner: it drops and
+				// rebuilds its vector index around a bulk load, then VACUUMs
+				// (store.EmbedSession; a non-owner's VACUUM would skip them).
+				for _, stmt := range []string{
+					"DROP INDEX search.chunks_embedding_hnsw",
+					"CREATE INDEX chunks_embedding_hnsw ON search.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+					"VACUUM (ANALYZE) search.chunks",
+				} {
+					_, err := conn.Exec(ctx, stmt)
+					require.NoError(t, err, stmt)
+				}
+			}
+			// No table in public or another's schema (search alone creates
+			// in its own: it rebuilds its vector indexes); no COPY ... PROGRAM.
+			refused := []string{"CREATE TABLE public.intruder (i int)", "COPY (SELECT 1) TO PROGRAM 'true'"}
+			for _, other := range migrations.Services {
+				if other != svc || svc != migrations.Search {
+					refused = append(refused, "CREATE TABLE "+other.Schema()+".intruder (i int)")
+				}
+			}
+			for _, ddl := range refused {
+				_, err := conn.Exec(ctx, ddl)
+				requireRefused(t, err, ddl)
+			}
+		})
+	}
+}
+
+func requireRefused(t *testing.T, err error, what string) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "%s: want a refusal, got %v", what, err)
+	require.Equal(t, "42501", pgErr.Code, "%s: want insufficient_privilege, got %s", what, pgErr.Message)
+}
+
+// TestSchemasMigrationKeepsData moves a populated database (every table
+// in public, as before 00012) into the service schemas: the rows, the
+// links between them and the sequences stay, and the services' roles
+// write to them.
+func TestSchemasMigrationKeepsData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	_, err := migrations.DownTo(ctx, admin, 11)
+	require.NoError(t, err)
+	admin.Reset() // the search_path of open connections named the dropped schemas
+
+	_, err = admin.Exec(ctx, `
+		INSERT INTO public.documents (external_id, source_file, content_hash) VALUES ('doc-1', 'a.md', '\x00');
+		INSERT INTO public.chunks (document_id, chunk_index, total_chunks, text, token_count, content_hash)
+			SELECT id, 0, 1, 'Acme ships widgets', 3, '\x00' FROM public.documents;
+		INSERT INTO public.entities (id, name, normalized_name, entity_type, confidence, record_hash, is_vendor)
+			VALUES ('00000000-0000-0000-0000-000000000001', 'Acme', 'acme', 'vendor', 1, '\x00', true);
+		INSERT INTO public.entity_mentions (entity_id, chunk_id, mention_count)
+			SELECT '00000000-0000-0000-0000-000000000001', id, 1 FROM public.chunks;
+		INSERT INTO public.api_keys (key_id, secret_hash, name, owner) VALUES ('k1', decode(repeat('00', 32), 'hex'), 'n', 'o');`)
+	require.NoError(t, err)
+	_, err = migrations.Up(ctx, admin)
+	require.NoError(t, err)
+	admin.Reset()
+
+	var docs, chunks, ents, mentions, keys int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM search.documents), (SELECT count(*) FROM search.chunks),
+		(SELECT count(*) FROM vendorgraph.entities), (SELECT count(*) FROM search.entity_mentions), (SELECT count(*) FROM auth.api_keys)`).
+		Scan(&docs, &chunks, &ents, &mentions, &keys))
+	require.Equal(t, []int{1, 1, 1, 1, 1}, []int{docs, chunks, ents, mentions, keys})
+
+	// The search role writes a document: the id and generation sequences
+	// came along, and its mention's entity is still tied to its chunk.
+	conn, err := pgx.Connect(ctx, testdb.ServiceURL(t, dbURL, string(migrations.Search)))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var id, gen int64
+	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO documents (external_id, source_file, content_hash)
+		VALUES ('doc-2', 'b.md', '\x00') RETURNING id, generation`).Scan(&id, &gen))
+	require.Greater(t, id, int64(1))
+	require.Positive(t, gen)
+	_, err = conn.Exec(ctx, "DELETE FROM chunks")
+	require.NoError(t, err)
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM search.entity_mentions").Scan(&mentions))
+	require.Zero(t, mentions, "mentions go with their chunk")
+}
+
+// bmcisctl migrate up refuses to make a service's login of the migration
+// role itself, or one login for two services.
+func TestEnsureServiceLoginsRefusesSharedRoles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testdb.New(t)
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+	_, err := migrations.EnsureServiceLogins(ctx, admin, "migrator", env(map[string]string{
+		migrations.Search.LoginURLEnv(): "postgres://migrator:pw@127.0.0.1:5432/bmcis",
+	}))
+	require.ErrorContains(t, err, "BMCIS_SEARCH_DATABASE_URL connects as the migration role migrator")
+
+	_, err = migrations.EnsureServiceLogins(ctx, admin, "migrator", env(map[string]string{
+		migrations.Search.LoginURLEnv(): "postgres://shared_login:pw@127.0.0.1:5432/bmcis",
+		migrations.Auth.LoginURLEnv():   "postgres://shared_login:pw@127.0.0.1:5432/bmcis",
+	}))
+	require.ErrorContains(t, err, "BMCIS_SEARCH_DATABASE_URL and BMCIS_AUTH_DATABASE_URL name the same role shared_login")
+	require.NotContains(t, err.Error(), "pw@")
+	var created bool
+	require.NoError(t, admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'shared_login')").Scan(&created))
+	require.False(t, created, "refused before any role is touched")
+}
