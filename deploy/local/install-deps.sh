@@ -63,4 +63,18 @@ if [ ! -f "$sharedir/extension/vector.control" ]; then
   as_root make -s -C "$work/src" PG_CONFIG="$PG_BIN/pg_config" install >/dev/null
   log "pgvector installed"
 fi
+# promtool checks the shipped alert rules and dashboard (deploy/monitoring).
+# Only the binary is taken from Debian's prometheus package, unpacked rather
+# than installed, so no Prometheus daemon is ever set up or started.
+if ! command -v promtool >/dev/null 2>&1; then
+  log "installing promtool from Debian's prometheus package"
+  [ "$apt_updated" -eq 1 ] || { as_root apt-get update -qq; apt_updated=1; }
+  work="$CACHE/prometheus"
+  rm -rf "$work" && mkdir -p "$work"
+  (cd "$work" && apt-get -o APT::Sandbox::User=root download -qq prometheus)
+  dpkg-deb -x "$work"/prometheus_*.deb "$work/root"
+  as_root install -m 0755 "$work/root/usr/bin/promtool" /usr/local/bin/promtool
+  rm -rf "$work"
+  log "promtool installed: $(promtool --version 2>&1 | head -n1)"
+fi
 log "dependencies present"

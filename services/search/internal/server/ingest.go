@@ -162,6 +162,12 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 
 	rx := &receiver{s: s, ctx: ctx, recv: recv, resp: resp, results: results, jobs: jobs,
 		budget: semaphore.NewWeighted(int64(max(lim.MaxBytes, 1<<20)))}
+	synced := false
+	defer func() {
+		if rx.sync != nil {
+			s.m.recordSync(synced, resp.DocumentsFailed)
+		}
+	}()
 	recvErr := rx.run()
 	for _, j := range jobs {
 		close(j)
@@ -181,6 +187,7 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 		if err != nil {
 			return nil, err
 		}
+		synced = true
 		maxGen = max(maxGen, gen)
 	}
 	sctx := streamCtx

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/snapshot"
+	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
 type metrics struct {
@@ -15,6 +19,7 @@ type metrics struct {
 	ingestChunks prometheus.Counter
 	embedded     prometheus.Counter
 	trainings    *prometheus.CounterVec
+	syncs        *prometheus.CounterVec
 	feedApplied  prometheus.Counter
 	indexDocs    prometheus.Gauge
 	indexChunks  prometheus.Gauge
@@ -48,6 +53,10 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 		trainings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_search_embedder_trainings_total",
 			Help: "Builtin embedder trainings run by this process, by result (new model, or unchanged: the active model again).",
+		}, []string{"result"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_search_source_syncs_total",
+			Help: "Source syncs (bmcisctl sync) this replica received, by result (completed; partial: completed with documents it could not ingest; failed: the sync ended in an error and was not recorded).",
 		}, []string{"result"}),
 		feedApplied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcis_search_feed_documents_applied_total",
@@ -95,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 			}),
 		},
 	}
-	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.trainings, m.feedApplied, m.indexDocs, m.indexChunks,
+	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.trainings, m.syncs, m.feedApplied, m.indexDocs, m.indexChunks,
 		m.indexTerms, m.indexBytes, m.generation, m.stage, m.startSeconds, m.startGen,
 		m.snapshot.Writes, m.snapshot.LastBytes, m.snapshot.LastSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -112,6 +121,9 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 	}
 	for _, r := range []string{"written", "failed"} {
 		m.snapshot.Writes.WithLabelValues(r)
+	}
+	for _, r := range []string{syncCompleted, syncPartial, syncFailed} {
+		m.syncs.WithLabelValues(r)
 	}
 	return m
 }
@@ -132,4 +144,93 @@ func (m *metrics) setStart(s snapshot.Started, took time.Duration) {
 		m.startGen.Set(float64(s.Snapshot.Generation))
 	}
 	m.startSeconds.WithLabelValues(source).Set(took.Seconds())
+}
+
+// Results of bmcis_search_source_syncs_total.
+const (
+	syncCompleted = "completed"
+	syncPartial   = "partial"
+	syncFailed    = "failed"
+)
+
+// recordSync counts one sync stream: recorded tells whether it completed
+// (its counts were stored), failed how many documents it could not ingest.
+func (m *metrics) recordSync(recorded bool, failed int32) {
+	switch {
+	case !recorded:
+		m.syncs.WithLabelValues(syncFailed).Inc()
+	case failed > 0:
+		m.syncs.WithLabelValues(syncPartial).Inc()
+	default:
+		m.syncs.WithLabelValues(syncCompleted).Inc()
+	}
+}
+
+var (
+	modelCreatedDesc = prometheus.NewDesc("bmcis_search_embedder_model_created_timestamp_seconds",
+		"When the embedding model this replica embeds queries with was registered (Unix seconds), by provider; absent while no model is active. Its age says whether the builtin model is still being retrained.",
+		[]string{"provider"}, nil)
+	modelUnusableDesc = prometheus.NewDesc("bmcis_search_embedder_model_unusable",
+		"1 while this replica cannot load the active embedding model (it then serves keyword-only results), 0 otherwise.",
+		nil, nil)
+	sourceLastSyncDesc = prometheus.NewDesc("bmcis_search_source_last_sync_timestamp_seconds",
+		"When each source's last sync completed (Unix seconds), from the sources table; absent until one completes.",
+		[]string{"source"}, nil)
+	sourceLastFailedDesc = prometheus.NewDesc("bmcis_search_source_last_sync_failed_documents",
+		"Documents each source's last completed sync could not ingest, from the sources table.",
+		[]string{"source"}, nil)
+)
+
+// stateCollector reads, at scrape time, facts that live outside this
+// process's counters: the active model (shared by every replica through
+// the database) and each source's last sync (written by whichever replica
+// received it). A failed read of the sources is left out of the scrape, not
+// an error: bmcis_database_up already reports an outage, and the rest of the
+// scrape must still arrive.
+type stateCollector struct {
+	emb     *embedding.Manager
+	st      *store.Store
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+func registerStateMetrics(reg prometheus.Registerer, emb *embedding.Manager, st *store.Store, timeout time.Duration, log *slog.Logger) error {
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	return reg.Register(&stateCollector{emb: emb, st: st, timeout: timeout, log: log})
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- modelCreatedDesc
+	ch <- modelUnusableDesc
+	ch <- sourceLastSyncDesc
+	ch <- sourceLastFailedDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if a := c.emb.Current(); a != nil && !a.TrainedAt.IsZero() {
+		ch <- prometheus.MustNewConstMetric(modelCreatedDesc, prometheus.GaugeValue,
+			float64(a.TrainedAt.UnixMilli())/1e3, a.Provider)
+	}
+	unusable := 0.0
+	if c.emb.Unusable() != "" {
+		unusable = 1
+	}
+	ch <- prometheus.MustNewConstMetric(modelUnusableDesc, prometheus.GaugeValue, unusable)
+
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	states, err := c.st.SyncStates(ctx)
+	if err != nil {
+		c.log.Warn("metrics: source sync states left out of this scrape", "error", err.Error())
+		return
+	}
+	for _, s := range states {
+		if !s.LastSyncAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(sourceLastSyncDesc, prometheus.GaugeValue,
+				float64(s.LastSyncAt.UnixMilli())/1e3, s.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(sourceLastFailedDesc, prometheus.GaugeValue, float64(s.Failed), s.Name)
+	}
 }

@@ -101,6 +101,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
+	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {
+		return nil, err
+	}
 	eng = engine.New(cfg.engine(), s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache})
 	s.engine = eng
 	fl := follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,

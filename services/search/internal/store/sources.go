@@ -87,3 +87,32 @@ func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, err
 	}
 	return out, nil
 }
+
+// SyncState is a source's last completed sync, for the service's metrics.
+type SyncState struct {
+	Name       string
+	LastSyncAt time.Time // zero: no sync completed yet
+	Failed     int       // documents the last completed sync could not ingest
+}
+
+// SyncStates lists every source's last completed sync, reading only the
+// sources table (no document counts), so a metrics scrape stays cheap.
+func (s *Store) SyncStates(ctx context.Context) ([]SyncState, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, last_sync_at, last_failed FROM sources ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list sync states: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SyncState, error) {
+		var st SyncState
+		var last *time.Time
+		err := r.Scan(&st.Name, &last, &st.Failed)
+		if last != nil {
+			st.LastSyncAt = *last
+		}
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sync states: %w", err)
+	}
+	return out, nil
+}
