@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Exit codes, the same for every command (the README's bmcisctl section
+// Exit codes, the same for every command (docs/BMCISCTL.md
 // and every help text list them).
 const (
 	exitOK = 0
