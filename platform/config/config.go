@@ -163,6 +163,19 @@ func (r *Reader) SecretDigest(name string) string {
 	return v
 }
 
+// URLPassword refuses, outside development, a published placeholder used as
+// the password inside a connection URL (DATABASE_URL, REDIS_URL): the
+// variable is no secret as a whole, but its password is. The message names
+// the variable, never the value. An empty password is the server's to judge.
+func (r *Reader) URLPassword(name, password string) {
+	if password == "" || r.insecureAllowed() {
+		return
+	}
+	if why := knownSecret(password); why != "" {
+		r.Failf(name, "its password %s; use a generated one (openssl rand -hex 32), or set %s=true on a development machine", why, EnvAllowInsecureSecrets)
+	}
+}
+
 func (r *Reader) insecureAllowed() bool {
 	v, _ := r.get(EnvAllowInsecureSecrets)
 	b, err := strconv.ParseBool(v)

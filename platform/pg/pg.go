@@ -43,9 +43,12 @@ func LoadConfig(env *config.Reader) Config {
 		ConnectTimeout: env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
 	}
 	if c.URL != "" {
-		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
+		pc, err := pgxpool.ParseConfig(c.URL)
+		if err != nil {
 			// pgx's message can quote the URL, password included: say less.
 			env.Failf("DATABASE_URL", "not a valid PostgreSQL connection string")
+		} else {
+			env.URLPassword("DATABASE_URL", pc.ConnConfig.Password)
 		}
 	}
 	return c

@@ -89,9 +89,11 @@ func LoadConfig(env *config.Reader) Config {
 		env.Failf("BMCIS_KEY_LIFETIME", "must be 0 (no expiry) or at least %s", minLifetime)
 	}
 	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		if opts, err := redis.ParseURL(c.RedisURL); err != nil {
 			// The URL may hold a password: never echo it.
 			env.Failf("REDIS_URL", "not a valid redis:// or rediss:// URL")
+		} else {
+			env.URLPassword("REDIS_URL", opts.Password)
 		}
 	}
 	return c
