@@ -59,7 +59,8 @@ var rules = Table{
 	// Listing sources is a read: the dashboard (gateway, read credential)
 	// shows them, and bmcisctl sources (ingest credential) lists them after
 	// a sync. It reveals names, counts and sync times, no content; a scoped
-	// key sees only its categories' counts and no roots.
+	// key sees only the sources and counts of its categories, and only the
+	// ingest role sees roots (paths on the syncing machines).
 	"/bmcis.search.v1.SearchService/ListSources": {Read, Ingest},
 
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read, Adapter},
@@ -115,6 +116,13 @@ func MayClaim(ctx context.Context, c Claim) bool {
 		}
 	}
 	return false
+}
+
+// Holds reports whether the call's verified credential holds role r, for
+// what a handler shows only to some roles. A call whose roles were not
+// verified (checks off) holds none.
+func Holds(ctx context.Context, r Role) bool {
+	return slices.Contains(RolesFrom(ctx), r)
 }
 
 // Rule returns the roles allowed to call method, and whether it has a rule.
