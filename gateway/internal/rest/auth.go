@@ -14,6 +14,7 @@ import (
 
 	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
@@ -102,8 +103,10 @@ func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, 
 			e.metrics.Denials.WithLabelValues(denialName(resp.GetDenialReason())).Inc()
 			return nil, denialStatus(resp).Err()
 		}
-		r = stripCredentials(r)
-		return r.WithContext(readscope.With(r.Context(), resp.GetScopes().GetCategories())), nil
+		// The services cache replies per caller, so cache_hit tells a caller
+		// only about its own earlier calls (platform/cacheowner).
+		ctx = cacheowner.With(readscope.With(ctx, resp.GetScopes().GetCategories()), apiKeyFrom(r.Header))
+		return stripCredentials(r).WithContext(ctx), nil
 	}
 }
 

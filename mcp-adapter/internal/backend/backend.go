@@ -25,6 +25,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/readscope"
@@ -159,7 +160,7 @@ func readMask(paths []string) *fieldmaskpb.FieldMask {
 // answer the caller will read (SearchRequest.read_mask; nil: all): the
 // service reads and sends no others.
 func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int, read []string) (*searchv1.SearchResponse, error) {
-	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	ctx, cancel := withTimeout(cacheowner.Outgoing(ctx), c.Timeouts.Search)
 	defer cancel()
 	return c.Search.Search(ctx, &searchv1.SearchRequest{
 		Query:    query,
@@ -233,7 +234,7 @@ type VendorRequest struct {
 // GetVendor returns a vendor's neighbourhood. An unknown name is a
 // *NotFoundError, an ambiguous one an *AmbiguousError.
 func (c *Clients) GetVendor(ctx context.Context, r VendorRequest) (model.Vendor, error) {
-	ctx, cancel := withTimeout(ctx, c.Timeouts.VendorGraph)
+	ctx, cancel := withTimeout(cacheowner.Outgoing(ctx), c.Timeouts.VendorGraph)
 	defer cancel()
 	include := r.IncludeRelationships
 	resp, err := c.VendorGraph.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/readscope"
 	"github.com/bmcis/knowledge/platform/version"
@@ -230,6 +231,9 @@ func chunksTool(format render.Format) mcp.Tool {
 func (s *Server) newCall(ctx context.Context, op string, format render.Format) (context.Context, *respond.Call) {
 	id := logging.NewRequestID()
 	ctx = logging.WithRequestID(ctx, id)
+	// The services cache replies per caller, so cache_hit tells a caller
+	// only about its own earlier calls (platform/cacheowner).
+	ctx = cacheowner.With(ctx, s.opts.Key(ctx))
 	return ctx, &respond.Call{
 		Operation: op,
 		RequestID: id,
