@@ -85,9 +85,17 @@ type Claim string
 // verifies the tokens, may.
 const OAuthSubject Claim = "bmcis.auth.v1.CheckRequest.oauth"
 
+// ClientAddress is CheckRequest.client_address: "the end user calls from
+// this address", by which auth budgets failed checks. Whoever may assert it
+// can spend another address's budget or dodge its own, so only the edges
+// that see end users' connections may: the adapter, and the gateway (which
+// holds the read credential).
+const ClientAddress Claim = "bmcis.auth.v1.CheckRequest.client_address"
+
 // claims maps every claim to the roles allowed to make it.
 var claims = map[Claim][]Role{
-	OAuthSubject: {Adapter},
+	OAuthSubject:  {Adapter},
+	ClientAddress: {Read, Adapter},
 }
 
 // ClaimRule returns the roles allowed to make a claim (none: nobody).

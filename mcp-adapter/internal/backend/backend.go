@@ -129,13 +129,27 @@ func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.Che
 	defer cancel()
 	// The adapter's operations are its tool names: the auth service refuses
 	// a tool outside the key's tool scope.
-	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation}
+	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation, ClientAddress: clientAddress(ctx)}
 	if id, ok := oauth.FromContext(ctx); ok {
 		// A verified access token: auth decides on its subject and scopes.
 		req.ApiKey = ""
 		req.Oauth = &authv1.OAuthSubject{Issuer: id.Issuer, Subject: id.Subject, Scopes: id.Scopes, ClientId: id.ClientID}
 	}
 	return c.Auth.Check(ctx, req)
+}
+
+type clientAddressKey struct{}
+
+// WithClientAddress returns ctx naming the address of the end user's
+// connection (the HTTP transport sets it; stdio has none), which Check
+// sends so auth can budget failed checks per client.
+func WithClientAddress(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientAddressKey{}, addr)
+}
+
+func clientAddress(ctx context.Context) string {
+	a, _ := ctx.Value(clientAddressKey{}).(string)
+	return a
 }
 
 // readScope is the search scope of the caller's key (platform/readscope):

@@ -366,6 +366,8 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 		return apierr.NewAuthInvalid("AUTH_REVOKED", resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED:
 		return apierr.NewToolNotAllowed(op, resp.GetScopes().GetTools())
+	case authv1.DenialReason_DENIAL_REASON_AUTH_THROTTLED:
+		return apierr.NewAuthThrottled(int(resp.GetResetInSeconds()), resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
 		// Closed mode with the shared limiter down: no quota was spent, so
 		// not RATE_LIMIT; the deployment is briefly unable to count calls.
