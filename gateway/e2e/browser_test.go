@@ -57,7 +57,8 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	require.Equal(t, "handbook", src[0][0])
 	require.Equal(t, "2", src[0][1], "documents")
 	require.NotEqual(t, "never", src[0][3], "last sync")
-	require.Equal(t, []string{"2", "0", "0", "0", "upload"}, src[0][4:])
+	// No root: the dashboard's read credential is shown no paths.
+	require.Equal(t, []string{"2", "0", "0", "0"}, src[0][4:])
 
 	// The vendor picture on the demo graph, with a document that names the
 	// vendor: the neighbourhood drawn, the document beside it.

@@ -61,7 +61,13 @@ type stack struct {
 
 func newStack(t testing.TB, env map[string]string) *stack {
 	t.Helper()
-	st := stacktest.Start(t, stacktest.Options{})
+	return newStackWith(t, stacktest.Options{}, env)
+}
+
+// newStackWith is newStack on services started with opts.
+func newStackWith(t testing.TB, opts stacktest.Options, env map[string]string) *stack {
+	t.Helper()
+	st := stacktest.Start(t, opts)
 	s := &stack{t: t, st: st, conns: map[string]*grpc.ClientConn{}}
 	vars := map[string]string{
 		"BMCIS_SERVICE_TOKEN":           serviceToken,

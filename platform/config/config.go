@@ -163,15 +163,16 @@ func (r *Reader) SecretDigest(name string) string {
 	return v
 }
 
-// RefuseKnownSecret fails name, outside development, when v (a secret
-// carried inside the variable, such as DATABASE_URL's password) is a
-// published placeholder. It names the variable, never the value.
-func (r *Reader) RefuseKnownSecret(name, what, v string) {
-	if v == "" || r.insecureAllowed() {
+// URLPassword refuses, outside development, a published placeholder used as
+// the password inside a connection URL (DATABASE_URL, REDIS_URL): the
+// variable is no secret as a whole, but its password is. The message names
+// the variable, never the value. An empty password is the server's to judge.
+func (r *Reader) URLPassword(name, password string) {
+	if password == "" || r.insecureAllowed() {
 		return
 	}
-	if why := knownSecret(v); why != "" {
-		r.Failf(name, "%s %s; generate one (openssl rand -hex 32), or set %s=true on a development machine", what, why, EnvAllowInsecureSecrets)
+	if why := knownSecret(password); why != "" {
+		r.Failf(name, "its password %s; use a generated one (openssl rand -hex 32), or set %s=true on a development machine", why, EnvAllowInsecureSecrets)
 	}
 }
 

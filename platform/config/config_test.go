@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -129,6 +130,7 @@ func TestPublishedCredentialsRefused(t *testing.T) {
 		"STACKTEST_READ_UPPER": strings.ToUpper(digest("stacktest-read-credential-0123456789abcdef")),
 	}
 	secrets := map[string]string{}
+	urlPasswords := map[string]string{} // variable -> the password inside its URL
 	for k, v := range secretTemplateValues(t) {
 		if strings.HasSuffix(k, "_TOKEN") {
 			digests["TEMPLATE_"+k+"_DIGEST"] = digest(v)
@@ -144,8 +146,17 @@ func TestPublishedCredentialsRefused(t *testing.T) {
 			digests[k+"_DIGEST"] = digest(v)
 		case strings.Contains(k, "SECRET"), strings.Contains(k, "PASSWORD"):
 			secrets[k] = v
+		case strings.HasSuffix(k, "_URL"):
+			u, err := url.Parse(v)
+			require.NoError(t, err, k)
+			pw, ok := u.User.Password()
+			require.True(t, ok, "%s carries a password", k)
+			urlPasswords[k] = pw
+		default:
+			t.Fatalf("the dev overlay publishes %s, which this test does not check", k)
 		}
 	}
+	require.Contains(t, urlPasswords, "DATABASE_URL")
 	require.Contains(t, digests, "BMCIS_ADAPTER_TOKEN_SHA256")
 	for _, dev := range []bool{false, true} {
 		env := map[string]string{}
@@ -165,6 +176,9 @@ func TestPublishedCredentialsRefused(t *testing.T) {
 		for k := range secrets {
 			r.Secret(k, true, 16)
 		}
+		for k, pw := range urlPasswords {
+			r.URLPassword(k, pw)
+		}
 		if dev {
 			require.NoError(t, r.Err(), "the development flag accepts published values")
 			continue
@@ -175,6 +189,10 @@ func TestPublishedCredentialsRefused(t *testing.T) {
 		}
 		for k := range secrets {
 			require.Contains(t, msg, k+": is a published placeholder")
+		}
+		for k, pw := range urlPasswords {
+			require.Contains(t, msg, k+": its password is a published placeholder")
+			require.NotContains(t, msg, pw, "no password in the message")
 		}
 		for _, v := range env {
 			require.NotContains(t, msg, v, "no value in the message")

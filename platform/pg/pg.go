@@ -54,7 +54,7 @@ func LoadConfig(env *config.Reader) Config {
 			env.Failf("DATABASE_URL", "not a valid PostgreSQL connection string")
 		} else {
 			// Each service's role has a generated password (docs/DEPLOY.md).
-			env.RefuseKnownSecret("DATABASE_URL", "its password", pc.ConnConfig.Password)
+			env.URLPassword("DATABASE_URL", pc.ConnConfig.Password)
 		}
 	}
 	return c

@@ -69,6 +69,35 @@ func TestLoadConfigValidates(t *testing.T) {
 	require.NoError(t, env.Err())
 }
 
+// The dev overlay's and the Secret template's database passwords are
+// published: outside development LoadConfig refuses a DATABASE_URL carrying
+// one, without echoing it; a generated password passes.
+func TestLoadConfigRefusesPublishedPassword(t *testing.T) {
+	for _, published := range []string{
+		"postgres://bmcis:dev-only-insecure-password@postgres:5432/bmcis?sslmode=disable",     // deploy/k8s/overlays/dev
+		"postgres://bmcis:CHANGE_ME@postgres.example.internal:5432/bmcis?sslmode=verify-full", // deploy/k8s/secret.example.yaml
+		"host=postgres user=bmcis password=dev-only-insecure-password dbname=bmcis",           // the same, as a keyword string
+	} {
+		env := config.FromMap(map[string]string{"DATABASE_URL": published})
+		pg.LoadConfig(env)
+		require.ErrorContains(t, env.Err(), "DATABASE_URL: its password is a published placeholder", published)
+		require.NotContains(t, env.Err().Error(), "dev-only-insecure-password")
+		require.NotContains(t, env.Err().Error(), "CHANGE_ME")
+
+		env = config.FromMap(map[string]string{"DATABASE_URL": published, config.EnvAllowInsecureSecrets: "true"})
+		pg.LoadConfig(env)
+		require.NoError(t, env.Err(), "the development flag accepts it")
+	}
+	for _, fine := range []string{
+		"postgres://bmcis:3f9a1c0d5e7b2a4c6e8f0a1b3c5d7e9f@db:5432/bmcis",
+		"postgres://bmcis@db:5432/bmcis", // no password: certificate or peer authentication
+	} {
+		env := config.FromMap(map[string]string{"DATABASE_URL": fine})
+		pg.LoadConfig(env)
+		require.NoError(t, env.Err(), fine)
+	}
+}
+
 func TestLostConnectionIsUnavailable(t *testing.T) {
 	tests := []struct {
 		name string

@@ -59,7 +59,8 @@ var rules = Table{
 	// Listing sources is a read: the dashboard (gateway, read credential)
 	// shows them, and bmcisctl sources (ingest credential) lists them after
 	// a sync. It reveals names, counts and sync times, no content; a scoped
-	// key sees only its categories' counts and no roots.
+	// key sees only the sources and counts of its categories, and only the
+	// ingest role sees roots (paths on the syncing machines).
 	"/bmcis.search.v1.SearchService/ListSources": {Read, Ingest},
 	// Reindex re-embeds the whole corpus: an operator's call (bmcisctl's
 	// ingest credential), never the gateway's or the adapter's.
@@ -87,9 +88,17 @@ type Claim string
 // verifies the tokens, may.
 const OAuthSubject Claim = "bmcis.auth.v1.CheckRequest.oauth"
 
+// ClientAddress is CheckRequest.client_address: "the end user calls from
+// this address", by which auth budgets failed checks. Whoever may assert it
+// can spend another address's budget or dodge its own, so only the edges
+// that see end users' connections may: the adapter, and the gateway (which
+// holds the read credential).
+const ClientAddress Claim = "bmcis.auth.v1.CheckRequest.client_address"
+
 // claims maps every claim to the roles allowed to make it.
 var claims = map[Claim][]Role{
-	OAuthSubject: {Adapter},
+	OAuthSubject:  {Adapter},
+	ClientAddress: {Read, Adapter},
 }
 
 // ClaimRule returns the roles allowed to make a claim (none: nobody).
@@ -118,6 +127,13 @@ func MayClaim(ctx context.Context, c Claim) bool {
 		}
 	}
 	return false
+}
+
+// Holds reports whether the call's verified credential holds role r, for
+// what a handler shows only to some roles. A call whose roles were not
+// verified (checks off) holds none.
+func Holds(ctx context.Context, r Role) bool {
+	return slices.Contains(RolesFrom(ctx), r)
 }
 
 // Rule returns the roles allowed to call method, and whether it has a rule.

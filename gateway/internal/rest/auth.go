@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
@@ -90,7 +92,7 @@ func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, 
 		ctx = context.WithValue(grpcclient.WithCredential(r.Context(), tok), adminTokenKey{}, true)
 		return r.WithContext(ctx), nil
 	default:
-		resp, err := e.check(ctx, apiKeyFrom(r.Header), operation, tool)
+		resp, err := e.check(ctx, apiKeyFrom(r.Header), remoteHost(r), operation, tool)
 		if err != nil {
 			return nil, err
 		}
@@ -102,16 +104,31 @@ func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, 
 			e.metrics.Denials.WithLabelValues(denialName(resp.GetDenialReason())).Inc()
 			return nil, denialStatus(resp).Err()
 		}
-		r = stripCredentials(r)
-		return r.WithContext(readscope.With(r.Context(), resp.GetScopes().GetCategories())), nil
+		// The services cache replies per caller, so cache_hit tells a caller
+		// only about its own earlier calls (platform/cacheowner).
+		ctx = cacheowner.With(readscope.With(ctx, resp.GetScopes().GetCategories()), apiKeyFrom(r.Header))
+		return stripCredentials(r).WithContext(ctx), nil
 	}
 }
 
+// remoteHost is the address of the client's connection, without the port:
+// auth budgets failed checks by it. Forwarding headers are not read (any
+// client can write them); behind a proxy every caller shares the proxy's
+// address, and BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT=0 turns the budget off.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
 // check calls auth.Check; a failure to get a verdict fails closed.
-func (e *Edge) check(ctx context.Context, key, operation, tool string) (*authv1.CheckResponse, error) {
+func (e *Edge) check(ctx context.Context, key, clientAddress, operation, tool string) (*authv1.CheckResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, authCheckTimeout)
 	defer cancel()
-	resp, err := e.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: tool})
+	resp, err := e.authClient.Check(cctx, &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: tool,
+		ClientAddress: clientAddress})
 	if err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "auth check failed", "error", err.Error())
 		return nil, authUnavailable(err)
@@ -155,6 +172,8 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 		c, def = codes.PermissionDenied, "the API key has been revoked"
 	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT:
 		c, def = codes.ResourceExhausted, "rate limit exceeded"
+	case authv1.DenialReason_DENIAL_REASON_AUTH_THROTTLED:
+		c, def = codes.ResourceExhausted, "too many failed API key checks from this address; retry later"
 	case authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
 		c, def = codes.Unavailable, "rate limits cannot be counted right now; retry shortly"
 	default:
@@ -179,7 +198,8 @@ func denialStatus(resp *authv1.CheckResponse) *status.Status {
 		p.Details = append(p.Details, info)
 	}
 	switch resp.GetDenialReason() {
-	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT, authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
+	case authv1.DenialReason_DENIAL_REASON_RATE_LIMIT, authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE,
+		authv1.DenialReason_DENIAL_REASON_AUTH_THROTTLED:
 		p.Details = append(p.Details, apierror.RetryInfo(int64(max(resp.GetResetInSeconds(), 1))))
 	}
 	return status.FromProto(p)

@@ -8,6 +8,7 @@ import (
 	"github.com/bmcis/knowledge/gateway/internal/backends"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/readscope"
 )
 
@@ -41,14 +42,16 @@ func readScope(ctx context.Context) *searchv1.ReadScope {
 
 // scopedSearch sets the scope of every search read from the caller's key,
 // replacing any value the REST caller sent in the body or query string:
-// the scope is the key's, never the caller's to choose.
+// the scope is the key's, never the caller's to choose. Searches and vendor
+// lookups also name the caller whose cached replies they may use
+// (platform/cacheowner).
 type scopedSearch struct {
 	searchv1.SearchServiceClient
 }
 
 func (c scopedSearch) Search(ctx context.Context, in *searchv1.SearchRequest, opts ...grpc.CallOption) (*searchv1.SearchResponse, error) {
 	in.Scope = readScope(ctx)
-	return c.SearchServiceClient.Search(ctx, in, opts...)
+	return c.SearchServiceClient.Search(cacheowner.Outgoing(ctx), in, opts...)
 }
 
 func (c scopedSearch) GetChunks(ctx context.Context, in *searchv1.GetChunksRequest, opts ...grpc.CallOption) (*searchv1.GetChunksResponse, error) {
@@ -80,5 +83,5 @@ type scopedVendor struct {
 
 func (c scopedVendor) GetVendor(ctx context.Context, in *vendorgraphv1.GetVendorRequest, opts ...grpc.CallOption) (*vendorgraphv1.GetVendorResponse, error) {
 	in.EvidenceCategories = readscope.Categories(ctx)
-	return c.VendorGraphServiceClient.GetVendor(ctx, in, opts...)
+	return c.VendorGraphServiceClient.GetVendor(cacheowner.Outgoing(ctx), in, opts...)
 }

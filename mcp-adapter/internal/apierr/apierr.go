@@ -134,6 +134,22 @@ func NewRateLimit(remaining envelope.Remaining, resetInSeconds int) *Error {
 	return e
 }
 
+// NewAuthThrottled is the answer when the caller's address made too many
+// failed key checks lately: the contract has no code of its own for it, so
+// it is a retryable RATE_LIMIT whose details say why (reason
+// AUTH_THROTTLED); no key quota was spent.
+func NewAuthThrottled(resetInSeconds int, serviceMessage string) *Error {
+	resetInSeconds = max(resetInSeconds, 1)
+	e := newErr(RateLimit, true, "Too many failed API key checks from your address",
+		fmt.Sprintf("Check the API key, then wait %d seconds before calling again.", resetInSeconds))
+	e.resetInSeconds = &resetInSeconds
+	e.Details = map[string]any{"reason": "AUTH_THROTTLED", "reset_in_seconds": resetInSeconds}
+	if serviceMessage != "" {
+		e.Details["auth_message"] = serviceMessage
+	}
+	return e
+}
+
 // NewQueryTooLong is the answer to a query over max characters.
 func NewQueryTooLong(length, max int) *Error {
 	e := newErr(QueryTooLong, false,

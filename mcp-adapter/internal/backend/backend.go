@@ -25,6 +25,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/readscope"
@@ -128,13 +129,27 @@ func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.Che
 	defer cancel()
 	// The adapter's operations are its tool names: the auth service refuses
 	// a tool outside the key's tool scope.
-	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation}
+	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation, ClientAddress: clientAddress(ctx)}
 	if id, ok := oauth.FromContext(ctx); ok {
 		// A verified access token: auth decides on its subject and scopes.
 		req.ApiKey = ""
 		req.Oauth = &authv1.OAuthSubject{Issuer: id.Issuer, Subject: id.Subject, Scopes: id.Scopes, ClientId: id.ClientID}
 	}
 	return c.Auth.Check(ctx, req)
+}
+
+type clientAddressKey struct{}
+
+// WithClientAddress returns ctx naming the address of the end user's
+// connection (the HTTP transport sets it; stdio has none), which Check
+// sends so auth can budget failed checks per client.
+func WithClientAddress(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientAddressKey{}, addr)
+}
+
+func clientAddress(ctx context.Context) string {
+	a, _ := ctx.Value(clientAddressKey{}).(string)
+	return a
 }
 
 // readScope is the search scope of the caller's key (platform/readscope):
@@ -159,7 +174,7 @@ func readMask(paths []string) *fieldmaskpb.FieldMask {
 // answer the caller will read (SearchRequest.read_mask; nil: all): the
 // service reads and sends no others.
 func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int, read []string) (*searchv1.SearchResponse, error) {
-	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	ctx, cancel := withTimeout(cacheowner.Outgoing(ctx), c.Timeouts.Search)
 	defer cancel()
 	return c.Search.Search(ctx, &searchv1.SearchRequest{
 		Query:    query,
@@ -233,7 +248,7 @@ type VendorRequest struct {
 // GetVendor returns a vendor's neighbourhood. An unknown name is a
 // *NotFoundError, an ambiguous one an *AmbiguousError.
 func (c *Clients) GetVendor(ctx context.Context, r VendorRequest) (model.Vendor, error) {
-	ctx, cancel := withTimeout(ctx, c.Timeouts.VendorGraph)
+	ctx, cancel := withTimeout(cacheowner.Outgoing(ctx), c.Timeouts.VendorGraph)
 	defer cancel()
 	include := r.IncludeRelationships
 	resp, err := c.VendorGraph.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{

@@ -67,6 +67,8 @@ func TestThrowawayModeIsPickedUpEverywhere(t *testing.T) {
 			require.Contains(t, tool["description"], "scores", name)
 			if fields, ok := props["fields"].(map[string]any); ok {
 				require.Contains(t, fields["items"].(map[string]any)["enum"], "chunk_chars", name)
+				// The cap Select enforces is the one the schema declares.
+				require.Equal(t, float64(projection.MaxRequestedFields), fields["maxItems"], name)
 			}
 		}
 		search := toMap(t, srv.GetTool(tools.ToolSemanticSearch).Tool)

@@ -6,6 +6,7 @@ package respond
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -206,6 +207,53 @@ func (r *Responder) FailureWith(call *Call, e *apierr.Error, ni *envelope.NeedsI
 	env.NeedsInput = ni
 	env.Warnings = append(env.Warnings, extra...)
 	return r.finishError(call, env)
+}
+
+// Offer builds an error answer that offers the first k of some names to
+// choose from (a vendor's candidates or close matches).
+type Offer func(k int) (*apierr.Error, *envelope.NeedsInput)
+
+// FitOffer holds an error answer offering n names to the token budget. The
+// names come from the data and may be long, and an answer repeats them
+// (message, suggestions, details, needs_input): it offers the most names
+// whose answer, extra warnings included, fits, and says how many were left
+// out. The answer offering none is bounded by the request and always sent.
+// It returns the answer's parts for FailureWith, and the needs_input for an
+// elicitation, which must not offer more than the answer does.
+func (r *Responder) FitOffer(call *Call, n int, offer Offer, extra ...envelope.Warning) (*apierr.Error, *envelope.NeedsInput, []envelope.Warning) {
+	build := func(k int) (*apierr.Error, *envelope.NeedsInput, []envelope.Warning) {
+		e, ni := offer(k)
+		warns := slices.Clone(extra)
+		if k < n {
+			warns = append(warns, warnings.NewPartialResults(
+				fmt.Sprintf("Only %d of %d matching names fit the token budget (%d tokens).", k, n, r.Thresholds.MaxTokens),
+				"Give a more specific name."))
+		}
+		return e, ni, warns
+	}
+	fits := func(k int) bool {
+		e, ni, warns := build(k)
+		env := r.failureEnvelope(call, e)
+		env.NeedsInput, env.Warnings = ni, append(env.Warnings, warns...)
+		r.fill(call, env)
+		out, err := r.render(call, env)
+		return err == nil && out.TokensUsed <= r.Thresholds.MaxTokens
+	}
+	if fits(n) {
+		return build(n)
+	}
+	// Real counts, by bisection: an error path, and n is small (the
+	// backends offer at most a dozen names).
+	lo, hi := 0, n-1 // lo fits or is the floor
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return build(lo)
 }
 
 func (r *Responder) failureEnvelope(call *Call, e *apierr.Error) *envelope.Envelope {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/needsinput"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
@@ -265,4 +266,58 @@ func TestHighEstimateDoesNotRefuseWhatFits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An error answer offering names repeats each in its message, suggestions,
+// details and needs_input: ten long vendor names run far over a
+// budget. FitOffer offers the most that fit, says how many were left out,
+// and the answer's real count is within the budget; short names are all
+// offered, with no warning.
+func TestFitOfferHoldsErrorsToBudget(t *testing.T) {
+	const limit = 3000
+	r := &respond.Responder{Thresholds: warnings.Thresholds{MaxTokens: limit, WarnRatio: 0.8}}
+	names := func(n, length int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("Vendor %d %s", i, strings.Repeat("Holdings ", length/9))
+		}
+		return out
+	}
+	offer := func(names []string) respond.Offer {
+		return func(k int) (*apierr.Error, *envelope.NeedsInput) {
+			return apierr.NewVendorAmbiguous("Vendor", names[:k]), needsinput.AmbiguousVendor("Vendor", names[:k])
+		}
+	}
+	someFit := false
+	for _, f := range render.Formats {
+		t.Run(string(f), func(t *testing.T) {
+			c := call(f)
+			// Names just long enough that offering all ten is over the
+			// budget in this format (markdown repeats less than JSON).
+			var long []string
+			for length := 100; ; length *= 2 {
+				long = names(10, length)
+				e, ni := offer(long)(len(long))
+				if _, over := decode(t, r.FailureWith(c, e, ni)); over > limit {
+					break
+				}
+			}
+			e, ni, extra := r.FitOffer(c, len(long), offer(long))
+			env, used := decode(t, r.FailureWith(c, e, ni, extra...))
+			require.LessOrEqual(t, used, limit)
+			offered, _ := env["error"].(map[string]any)["suggestions"].([]any)
+			require.Less(t, len(offered), len(long))
+			someFit = someFit || len(offered) > 0
+			require.Len(t, env["needs_input"].(map[string]any)["options"], len(offered), "the question offers what the error does")
+			require.Equal(t, []string{"PARTIAL_RESULTS"}, codes(env))
+			require.Contains(t, env["warnings"].([]any)[0].(map[string]any)["message"], fmt.Sprintf("Only %d of 10", len(offered)))
+
+			short := names(3, 10)
+			e, ni, extra = r.FitOffer(c, len(short), offer(short))
+			env, _ = decode(t, r.FailureWith(c, e, ni, extra...))
+			require.Len(t, env["error"].(map[string]any)["suggestions"], 3)
+			require.Empty(t, codes(env))
+		})
+	}
+	require.True(t, someFit, "the budget held some names, not none")
 }

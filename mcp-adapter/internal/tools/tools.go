@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/readscope"
 	"github.com/bmcis/knowledge/platform/version"
@@ -181,7 +182,7 @@ func searchTool(format render.Format) mcp.Tool {
 			mcp.Description("pagination.cursor of the previous answer to the same query.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Metadata)),
 			mcp.Description("Detail per result; with a cursor, the cursor's mode.")),
-		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllSearchFields()),
+		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllSearchFields()), mcp.MaxItems(projection.MaxRequestedFields),
 			mcp.Description("Only these fields of the response_mode (no desktop signals). Default: all.")),
 		formatOption(format),
 		mcp.WithSchemaAdditionalProperties(false),
@@ -217,7 +218,7 @@ func chunksTool(format render.Format) mcp.Tool {
 			mcp.Description("chunk_id values from semantic_search.")),
 		mcp.WithString("response_mode", mcp.Enum(projection.Names()...), mcp.DefaultString(string(projection.Full)),
 			mcp.Description("Detail per chunk.")),
-		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllChunkFields()),
+		mcp.WithArray("fields", mcp.WithStringEnumItems(projection.AllChunkFields()), mcp.MaxItems(projection.MaxRequestedFields),
 			mcp.Description("Only these fields of the response_mode.")),
 		formatOption(format),
 		mcp.WithSchemaAdditionalProperties(false),
@@ -230,6 +231,9 @@ func chunksTool(format render.Format) mcp.Tool {
 func (s *Server) newCall(ctx context.Context, op string, format render.Format) (context.Context, *respond.Call) {
 	id := logging.NewRequestID()
 	ctx = logging.WithRequestID(ctx, id)
+	// The services cache replies per caller, so cache_hit tells a caller
+	// only about its own earlier calls (platform/cacheowner).
+	ctx = cacheowner.With(ctx, s.opts.Key(ctx))
 	return ctx, &respond.Call{
 		Operation: op,
 		RequestID: id,
@@ -362,6 +366,8 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 		return apierr.NewAuthInvalid("AUTH_REVOKED", resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED:
 		return apierr.NewToolNotAllowed(op, resp.GetScopes().GetTools())
+	case authv1.DenialReason_DENIAL_REASON_AUTH_THROTTLED:
+		return apierr.NewAuthThrottled(int(resp.GetResetInSeconds()), resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE:
 		// Closed mode with the shared limiter down: no quota was spent, so
 		// not RATE_LIMIT; the deployment is briefly unable to count calls.

@@ -109,22 +109,22 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 
 	var resolved []envelope.Warning
 	if berr != nil {
-		var ni *envelope.NeedsInput
-		var e *apierr.Error
+		var names []string
+		var offer func(names []string) respond.Offer
 		if nf, ok := backend.IsNotFound(berr); ok {
-			suggestions := nf.Suggestions
-			if len(suggestions) == 0 {
-				suggestions, _ = s.clients.SuggestVendors(ctx, p.name, 5)
+			names = nf.Suggestions
+			if len(names) == 0 {
+				names, _ = s.clients.SuggestVendors(ctx, p.name, 5)
 			}
-			suggestions = s.addMentionedVendors(ctx, p.name, suggestions)
-			ni, e = needsinput.VendorNotFound(p.name, suggestions), apierr.NewVendorNotFound(p.name, suggestions)
+			names, offer = s.addMentionedVendors(ctx, p.name, names), notFoundOffer(p.name)
 		} else if amb, ok := backend.IsAmbiguous(berr); ok {
-			ni, e = needsinput.AmbiguousVendor(p.name, amb.Candidates), apierr.NewVendorAmbiguous(p.name, amb.Candidates)
+			names, offer = amb.Candidates, ambiguousOffer(p.name)
 		} else {
 			return s.resp.Failure(call, apierr.FromBackend(apierr.VendorGraph, berr))
 		}
+		e, ni, extra := s.resp.FitOffer(call, len(names), offer(names))
 		if !mayAsk {
-			return s.resp.FailureWith(call, e, ni)
+			return s.resp.FailureWith(call, e, ni, extra...)
 		}
 		value, outcome, pending := needsinput.Ask(ctx, req, ni)
 		switch outcome {
@@ -143,7 +143,7 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 				return s.vendorFailure(call, value, berr, resolved)
 			}
 		default:
-			return s.resp.FailureWith(call, e, ni)
+			return s.resp.FailureWith(call, e, ni, extra...)
 		}
 	}
 
@@ -187,13 +187,35 @@ func (s *Server) addMentionedVendors(ctx context.Context, name string, suggestio
 }
 
 func (s *Server) vendorFailure(call *respond.Call, name string, err error, extra []envelope.Warning) *mcp.CallToolResult {
+	var offer respond.Offer
+	var n int
 	if nf, ok := backend.IsNotFound(err); ok {
-		return s.resp.FailureWith(call, apierr.NewVendorNotFound(name, nf.Suggestions), needsinput.VendorNotFound(name, nf.Suggestions), extra...)
+		offer, n = notFoundOffer(name)(nf.Suggestions), len(nf.Suggestions)
+	} else if amb, ok := backend.IsAmbiguous(err); ok {
+		offer, n = ambiguousOffer(name)(amb.Candidates), len(amb.Candidates)
+	} else {
+		return s.resp.Failure(call, apierr.FromBackend(apierr.VendorGraph, err))
 	}
-	if amb, ok := backend.IsAmbiguous(err); ok {
-		return s.resp.FailureWith(call, apierr.NewVendorAmbiguous(name, amb.Candidates), needsinput.AmbiguousVendor(name, amb.Candidates), extra...)
+	e, ni, warns := s.resp.FitOffer(call, n, offer, extra...)
+	return s.resp.FailureWith(call, e, ni, warns...)
+}
+
+// notFoundOffer and ambiguousOffer are a vendor error's answers offering
+// the first k of the names (respond.FitOffer picks k).
+func notFoundOffer(name string) func([]string) respond.Offer {
+	return func(names []string) respond.Offer {
+		return func(k int) (*apierr.Error, *envelope.NeedsInput) {
+			return apierr.NewVendorNotFound(name, names[:k]), needsinput.VendorNotFound(name, names[:k])
+		}
 	}
-	return s.resp.Failure(call, apierr.FromBackend(apierr.VendorGraph, err))
+}
+
+func ambiguousOffer(name string) func([]string) respond.Offer {
+	return func(names []string) respond.Offer {
+		return func(k int) (*apierr.Error, *envelope.NeedsInput) {
+			return apierr.NewVendorAmbiguous(name, names[:k]), needsinput.AmbiguousVendor(name, names[:k])
+		}
+	}
 }
 
 // vendorContent is a vendor answer whose lists can be cut short: units are

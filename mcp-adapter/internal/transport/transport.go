@@ -86,6 +86,11 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		server.WithStateLess(true),
 		server.WithStreamableHTTPLogger(logger),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			// The connection's address, not a forwarding header (any client
+			// can write one): auth budgets failed checks by it.
+			if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+				ctx = backend.WithClientAddress(ctx, host)
+			}
 			if id, ok := oauth.FromContext(r.Context()); ok {
 				// WithOAuth verified an access token: the credential the
 				// tools see names the identity, never the token.

@@ -263,7 +263,7 @@
       const rows = (data.sources || []).map((s) => el("tr", { "data-source": s.name },
         el("td", {}, el("code", {}, s.name)), num(fmtNum(s.documentCount)), num(fmtNum(s.chunkCount)),
         el("td", {}, fmtDateTime(s.lastSyncAt)), num(fmtNum(s.lastWritten)), num(fmtNum(s.lastUnchanged)),
-        num(fmtNum(s.lastFailed)), num(fmtNum(s.lastDeleted)), el("td", { class: "muted" }, s.root || "")));
+        num(fmtNum(s.lastFailed)), num(fmtNum(s.lastDeleted))));
       fill(table.tBodies[0], rows);
       table.classList.toggle("hidden", rows.length === 0);
       status.className = "muted";

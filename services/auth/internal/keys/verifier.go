@@ -99,6 +99,18 @@ func NewVerifier(store *Store, c VerifierConfig) (*Verifier, error) {
 	return v, nil
 }
 
+// NeedsLookup reports whether verifying presented would ask the database:
+// its id is well formed and no fresh record (of a key, or of its absence)
+// is cached.
+func (v *Verifier) NeedsLookup(presented string) bool {
+	id, _, ok := Parse(presented)
+	if !ok {
+		return false
+	}
+	c, cachedOK := v.cache.Peek(id)
+	return v.ttl <= 0 || !cachedOK || v.clock().Sub(c.fetched) >= v.ttl
+}
+
 // Forget drops a key id from the cache.
 func (v *Verifier) Forget(id string) { v.cache.Remove(id) }
 

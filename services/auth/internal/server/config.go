@@ -47,6 +47,12 @@ type Config struct {
 	// subjects Check accepts (BMCIS_AUTH_OAUTH_ISSUERS, comma-separated
 	// issuer URLs exactly as in the tokens' iss); empty: none.
 	OAuthIssuers []string
+	// FailedChecksPerClient is the budget of failed checks per client
+	// address and FailedChecksWindow (BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT,
+	// BMCIS_AUTH_FAILED_CHECKS_WINDOW; 0 turns the budget off, as behind a
+	// proxy that hides the end users' addresses).
+	FailedChecksPerClient int
+	FailedChecksWindow    time.Duration
 
 	// Clock, when set, replaces time.Now for key expiry, the key cache and the
 	// in-memory limiter; for tests.
@@ -75,6 +81,9 @@ func LoadConfig(env *config.Reader) Config {
 		LastUsedFlush:  env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
 		KeyLifetime:    env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
 		OAuthIssuers:   env.List("BMCIS_AUTH_OAUTH_ISSUERS", nil),
+
+		FailedChecksPerClient: env.Int("BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT", 100, 0, 1_000_000),
+		FailedChecksWindow:    env.Duration("BMCIS_AUTH_FAILED_CHECKS_WINDOW", time.Minute, time.Second, 24*time.Hour),
 	}
 	for _, iss := range c.OAuthIssuers {
 		if !weburl.Secure(iss) {
@@ -89,9 +98,11 @@ func LoadConfig(env *config.Reader) Config {
 		env.Failf("BMCIS_KEY_LIFETIME", "must be 0 (no expiry) or at least %s", minLifetime)
 	}
 	if c.RedisURL != "" {
-		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		if opts, err := redis.ParseURL(c.RedisURL); err != nil {
 			// The URL may hold a password: never echo it.
 			env.Failf("REDIS_URL", "not a valid redis:// or rediss:// URL")
+		} else {
+			env.URLPassword("REDIS_URL", opts.Password)
 		}
 	}
 	return c

@@ -49,6 +49,8 @@ func TestLoadConfig(t *testing.T) {
 		{"cache longer than the revocation bound", "BMCIS_AUTH_KEY_CACHE_TTL", "31s"},
 		{"key lifetime under a minute", "BMCIS_KEY_LIFETIME", "30s"},
 		{"bad redis url", "REDIS_URL", "http://user:hunter2hunter2@example"},
+		// deploy/k8s/secret.example.yaml's: a published password
+		{"placeholder redis password", "REDIS_URL", "rediss://:CHANGE_ME@redis.example.internal:6380/0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

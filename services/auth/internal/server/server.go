@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ const (
 	// MsgLimiterUnavailable refuses a call that cannot be counted (closed
 	// mode while the shared limiter is down).
 	MsgLimiterUnavailable = "Rate limits cannot be counted right now; please retry shortly"
+	// MsgAuthThrottled refuses an unverified key from a client address
+	// that made too many failed checks lately.
+	MsgAuthThrottled = "Too many failed API key checks from your address; please retry later."
 	// MsgToolNotAllowed starts the refusal of a tool outside the key's tool
 	// scope; the tools the key may use follow.
 	MsgToolNotAllowed = "This API key may not use this tool"
@@ -55,6 +59,7 @@ type Server struct {
 	clock    func() time.Time
 	checks   *prometheus.CounterVec
 	oauth    oauthpolicy.Policy
+	failed   *failedChecks
 }
 
 // Deps are what a Server is built from.
@@ -72,6 +77,11 @@ type Deps struct {
 	// accepts (from the adapter, which verified the token); none: no
 	// OAuth caller is accepted.
 	OAuthIssuers []string
+	// FailedChecksPerClient is how many failed checks a client address
+	// makes per FailedChecksWindow before a key id not held in memory is
+	// refused without a lookup (DENIAL_REASON_AUTH_THROTTLED); 0: no budget.
+	FailedChecksPerClient int
+	FailedChecksWindow    time.Duration
 }
 
 // New returns a server.
@@ -85,7 +95,8 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		verifier: d.Verifier, manager: d.Manager, usage: d.Usage, limiter: d.Limiter,
 		defaults: d.Defaults, lifetime: d.KeyLifetime, clock: d.Clock,
-		oauth: oauthpolicy.New(d.OAuthIssuers),
+		oauth:  oauthpolicy.New(d.OAuthIssuers),
+		failed: newFailedChecks(d.FailedChecksPerClient, d.FailedChecksWindow, d.Clock),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_auth_checks_total",
 			Help: "Check calls, by result (allowed or the denial reason).",
@@ -120,9 +131,25 @@ func (s *Server) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.C
 	if presented == "" {
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, MsgAuthRequired, nil, req), nil
 	}
+	// Only an edge that sees the end user's connection may say where it
+	// comes from; from any other caller the address is ignored.
+	client, hasClient := netip.Prefix{}, false
+	if req.GetClientAddress() != "" && rpcauth.MayClaim(ctx, rpcauth.ClientAddress) {
+		client, hasClient = clientOf(req.GetClientAddress())
+	}
+	if hasClient && s.verifier.NeedsLookup(presented) {
+		if over, left := s.failed.exhausted(client); over {
+			resp := s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_THROTTLED, MsgAuthThrottled, nil, req)
+			resp.ResetInSeconds = ceilSeconds(left)
+			return resp, nil
+		}
+	}
 	verdict, err := s.verifier.Verify(ctx, presented)
 	if err != nil {
 		return nil, fmt.Errorf("verify key: %w", err)
+	}
+	if hasClient && verdict.Outcome == keys.Invalid {
+		s.failed.failed(client)
 	}
 	resp, err := s.decide(ctx, req, verdict)
 	if resp != nil {

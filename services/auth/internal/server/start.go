@@ -52,7 +52,9 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		Clock:       cfg.Clock,
 		Registerer:  srv.Registry(),
 
-		OAuthIssuers: cfg.OAuthIssuers,
+		OAuthIssuers:          cfg.OAuthIssuers,
+		FailedChecksPerClient: cfg.FailedChecksPerClient,
+		FailedChecksWindow:    cfg.FailedChecksWindow,
 	})
 	if err != nil {
 		closeLimiter()

@@ -128,6 +128,9 @@ type Query struct {
 	Categories []string
 	// NoCache ranks afresh and stores nothing.
 	NoCache bool
+	// Owner partitions the cache by caller (platform/cacheowner): a hit is
+	// always one this caller's own search filled.
+	Owner string
 }
 
 // Ranked is a query's whole ranked candidate list: everything a page
@@ -154,7 +157,7 @@ type Result struct {
 // Search returns the ranked list of q, from the cache when it holds it,
 // and how long the database calls of an uncached ranking took.
 func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool, dbTime time.Duration, err error) {
-	key := strconv.Itoa(int(q.Mode)) + "\x00" + strings.Join(q.Categories, "\x01") + "\x00" + q.Text
+	key := q.Owner + "\x00" + strconv.Itoa(int(q.Mode)) + "\x00" + strings.Join(q.Categories, "\x01") + "\x00" + q.Text
 	epoch := e.cache.Epoch()
 	if !q.NoCache {
 		if rk, ok := e.cache.Get(key); ok {

@@ -26,7 +26,18 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/server"
 )
 
-const token = "search-test-token-0123456789"
+// token holds every role but read, which readToken holds alone: what the
+// service shows only to some roles (ListSources' roots) is tested with both.
+const (
+	token     = "search-test-token-0123456789"
+	readToken = "search-test-read-token-0123456789"
+)
+
+func testCredentials() rpcauth.Credentials {
+	creds := rpcauth.AllRoles(token)
+	creds[rpcauth.Read] = rpcauth.DigestOf(readToken)
+	return creds
+}
 
 // replica is one running service on a test database, reached over loopback
 // gRPC through grpcserver's interceptor chain.
@@ -61,7 +72,7 @@ func startReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) *replica 
 func tryStartReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) (*replica, error) {
 	t.Helper()
 	srv := grpcserver.New(grpcserver.Settings{
-		Name: "search-test", LogLevel: "error", Credentials: rpcauth.AllRoles(token), ShutdownTimeout: 5 * time.Second,
+		Name: "search-test", LogLevel: "error", Credentials: testCredentials(), ShutdownTimeout: 5 * time.Second,
 	}, grpcserver.WithLogOutput(testLogOut), grpcserver.WithClassifier(pg.ClassifyError))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

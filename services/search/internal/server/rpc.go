@@ -14,6 +14,7 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/readmask"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
@@ -149,14 +150,17 @@ func (s *Server) DeleteDocument(ctx context.Context, req *searchv1.DeleteDocumen
 }
 
 // ListSources lists the named sources with their counts and last sync. A
-// scoped key counts only the documents it may read, and does not see the
-// sources' roots (paths on the machines that synced them).
+// scoped key sees only the sources holding documents of its categories,
+// counts only those documents, and not the last sync's counts (they cover
+// the whole source). Roots are paths on the machines that synced them: only
+// an operator's credential (the ingest role) sees them.
 func (s *Server) ListSources(ctx context.Context, req *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {
 	sc := s.readScope(req.GetScope())
 	var cats []string
 	if sc.limited {
 		cats = sc.categories()
 	}
+	operator := rpcauth.Holds(ctx, rpcauth.Ingest)
 	dctx, cancel := s.dbCtx(ctx)
 	srcs, err := s.st.Sources(dctx, cats)
 	cancel()
@@ -165,11 +169,13 @@ func (s *Server) ListSources(ctx context.Context, req *searchv1.ListSourcesReque
 	}
 	resp := &searchv1.ListSourcesResponse{Sources: make([]*searchv1.Source, 0, len(srcs))}
 	for _, src := range srcs {
-		p := &searchv1.Source{Name: src.Name, Root: src.Root, DocumentCount: int32(src.Documents), ChunkCount: int32(src.Chunks),
-			LastWritten: int32(src.LastSync.Written), LastUnchanged: int32(src.LastSync.Unchanged),
-			LastFailed: int32(src.LastSync.Failed), LastDeleted: int32(src.LastSync.Deleted)}
-		if sc.limited {
-			p.Root = ""
+		p := &searchv1.Source{Name: src.Name, DocumentCount: int32(src.Documents), ChunkCount: int32(src.Chunks)}
+		if operator {
+			p.Root = src.Root
+		}
+		if !sc.limited {
+			p.LastWritten, p.LastUnchanged = int32(src.LastSync.Written), int32(src.LastSync.Unchanged)
+			p.LastFailed, p.LastDeleted = int32(src.LastSync.Failed), int32(src.LastSync.Deleted)
 		}
 		if !src.LastSyncAt.IsZero() {
 			p.LastSyncAt = timestamppb.New(src.LastSyncAt)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
@@ -81,7 +82,7 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	}
 	var unusable *engine.ModelUnusableError
 	rk, hit, dbTime, err := s.engine.Search(ctx, engine.Query{Text: analysis.NormalizeQuery(q), Mode: em,
-		Categories: cats, NoCache: req.GetNoCache()})
+		Categories: cats, NoCache: req.GetNoCache(), Owner: cacheowner.FromIncoming(ctx)})
 	switch {
 	case errors.Is(err, engine.ErrEmbedderUnavailable):
 		return nil, status.Error(codes.Unavailable, "the embedding provider is unavailable; retry shortly or use bm25 mode")

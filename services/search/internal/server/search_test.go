@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -213,6 +214,40 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 		}
 	}
 	return 0
+}
+
+// The cache is partitioned by the caller the edges name
+// (platform/cacheowner): a search another key just made is not a hit for
+// this one (no cache_hit, and a database time of its own), while this
+// key's own repeat is. Calls naming no caller share one partition.
+func TestCacheHitIsTheCallersOwn(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.CacheTTL = time.Minute // no step of this test outlasts it
+	r := startReplica(t, pool, cfg)
+	mustIngest(t, r.client, corpus(12)...)
+	as := func(key string) context.Context {
+		return cacheowner.Outgoing(cacheowner.With(context.Background(), key))
+	}
+	searchAs := func(ctx context.Context, q string) *searchv1.SearchResponse {
+		resp, err := r.client.Search(ctx, &searchv1.SearchRequest{Query: q, Limit: 5})
+		require.NoError(t, err)
+		return resp
+	}
+	alice, bob := as("bmcis_alice_key"), as("bmcis_bob_key")
+
+	first := searchAs(alice, "firewall audit")
+	require.False(t, first.CacheHit)
+	other := searchAs(bob, "firewall audit")
+	require.False(t, other.CacheHit, "alice's search is not a hit for bob")
+	require.Positive(t, other.DatabaseTimeMs, "bob's list is ranked for him")
+	require.Equal(t, first.Results[0].Chunk.ChunkId, other.Results[0].Chunk.ChunkId)
+	require.True(t, searchAs(alice, "firewall audit").CacheHit, "alice's own repeat is")
+	require.True(t, searchAs(bob, "Firewall  audit").CacheHit, "and bob's")
+
+	// No caller named (bmcisctl): one shared partition, apart from the keys'.
+	require.False(t, search(t, r.client, &searchv1.SearchRequest{Query: "firewall audit", Limit: 5}).CacheHit)
+	require.True(t, search(t, r.client, &searchv1.SearchRequest{Query: "firewall audit", Limit: 5}).CacheHit)
 }
 
 func TestCacheHitExpiryAndInvalidation(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/services/search/internal/formats/sample"
 )
 
@@ -105,11 +106,59 @@ func TestSyncMirrorsOneSourceOnly(t *testing.T) {
 	require.Zero(t, wiki.DocumentCount)
 	require.EqualValues(t, 2, wiki.LastDeleted)
 
-	// A scoped key sees counts of its categories only, and no roots.
+	// A scoped key sees no source holding none of its documents.
 	scoped, err := r.client.ListSources(ctx, &searchv1.ListSourcesRequest{Scope: &searchv1.ReadScope{Categories: []string{"nothing-here"}}})
 	require.NoError(t, err)
-	require.Zero(t, scoped.Sources[0].DocumentCount)
-	require.Empty(t, scoped.Sources[0].Root)
+	require.Empty(t, scoped.Sources)
+}
+
+// ListSources shows a category-scoped key only the sources holding its
+// categories' documents, with those documents' counts and not the last
+// sync's (which count the whole source); and it shows the sources' roots
+// (paths on the syncing machine) only to the ingest role, never to the read
+// credential the gateway and the dashboard hold.
+func TestListSourcesScopeAndRoots(t *testing.T) {
+	r, _ := start(t)
+	ctx := context.Background()
+	_, err := sendAll(t, r.client, syncHeader("hr"),
+		doc(md("leave.md", "hr", "Leave", "# Leave\n\nThe walrus leave policy.")),
+		doc(md("pay.md", "finance", "Pay", "# Pay\n\nThe walrus pay policy.")))
+	require.NoError(t, err)
+	_, err = sendAll(t, r.client, syncHeader("secret-projects"),
+		doc(md("plan.md", "finance", "Plan", "# Plan\n\nThe narwhal plan.")))
+	require.NoError(t, err)
+
+	conn, err := grpcclient.Dial(r.addr, readToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	reader := searchv1.NewSearchServiceClient(conn)
+
+	hrOnly := &searchv1.ListSourcesRequest{Scope: &searchv1.ReadScope{Categories: []string{"hr"}}}
+	for name, c := range map[string]searchv1.SearchServiceClient{"read": reader, "ingest": r.client} {
+		scoped, err := c.ListSources(ctx, hrOnly)
+		require.NoError(t, err, name)
+		require.Len(t, scoped.Sources, 1, "%s: only the source holding hr documents", name)
+		hr := scoped.Sources[0]
+		require.Equal(t, "hr", hr.Name)
+		require.EqualValues(t, 1, hr.DocumentCount, "only the hr document counts")
+		require.Zero(t, hr.LastWritten, "the last sync's counts cover other categories")
+		require.NotNil(t, hr.LastSyncAt)
+	}
+
+	all, err := reader.ListSources(ctx, &searchv1.ListSourcesRequest{})
+	require.NoError(t, err)
+	require.Len(t, all.Sources, 2)
+	for _, src := range all.Sources {
+		require.Empty(t, src.Root, "the read credential sees no paths")
+		require.NotZero(t, src.LastWritten, "an unscoped key sees the last sync")
+	}
+	all, err = r.client.ListSources(ctx, &searchv1.ListSourcesRequest{})
+	require.NoError(t, err)
+	require.Equal(t, "/srv/hr", all.Sources[0].Root, "the ingest role sees the paths")
+	require.Equal(t, "/srv/secret-projects", all.Sources[1].Root)
+	scoped, err := r.client.ListSources(ctx, hrOnly)
+	require.NoError(t, err)
+	require.Equal(t, "/srv/hr", scoped.Sources[0].Root)
 }
 
 // A file that fails in a sync keeps its previous version: only gone files

@@ -60,7 +60,9 @@ func (s *Store) SourceDocumentsExcept(ctx context.Context, source string, keep [
 }
 
 // Sources lists every source by name with its document and chunk counts;
-// when categories is non-nil only documents in those categories count.
+// when categories is non-nil only documents in those categories count, and
+// only the sources holding at least one of them are listed (a scoped key
+// does not learn the names of sources it cannot read).
 func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, error) {
 	rows, err := s.pool.Query(ctx, `SELECT s.name, s.root, coalesce(d.docs, 0), coalesce(d.chunks, 0), s.last_sync_at,
 			s.last_written, s.last_unchanged, s.last_failed, s.last_deleted
@@ -68,6 +70,7 @@ func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, err
 			SELECT source, count(*) AS docs, sum(chunk_count) AS chunks FROM documents
 			WHERE source <> '' AND ($1::text[] IS NULL OR category = ANY($1::text[])) GROUP BY source
 		) d ON d.source = s.name
+		WHERE $1::text[] IS NULL OR d.docs IS NOT NULL
 		ORDER BY s.name`, categories)
 	if err != nil {
 		return nil, fmt.Errorf("list sources: %w", err)

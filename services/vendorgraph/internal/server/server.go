@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
@@ -54,6 +55,9 @@ type cacheKey struct {
 	// scope is the evidence categories, sorted and joined: replies for
 	// differently scoped keys differ.
 	scope string
+	// owner partitions the cache by caller (platform/cacheowner): a hit is
+	// always one this caller's own lookup filled.
+	owner string
 }
 
 // Server answers VendorGraphService calls.
@@ -180,6 +184,7 @@ func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequ
 	if err != nil {
 		return nil, err
 	}
+	q.key.owner = cacheowner.FromIncoming(ctx)
 	if hit, ok := s.cache.Get(q.key); ok {
 		return hit, nil
 	}

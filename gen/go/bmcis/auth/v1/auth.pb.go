@@ -46,6 +46,9 @@ const (
 	// calls while it cannot count them (RATE_LIMIT_ON_REDIS_FAILURE=closed).
 	// Not the key's fault and not its quota: retry shortly.
 	DenialReason_DENIAL_REASON_LIMITER_UNAVAILABLE DenialReason = 7
+	// The client address made too many failed checks lately: a key id the
+	// service does not hold in memory is refused without looking it up.
+	DenialReason_DENIAL_REASON_AUTH_THROTTLED DenialReason = 8
 )
 
 // Enum value maps for DenialReason.
@@ -59,6 +62,7 @@ var (
 		5: "DENIAL_REASON_RATE_LIMIT",
 		6: "DENIAL_REASON_TOOL_NOT_ALLOWED",
 		7: "DENIAL_REASON_LIMITER_UNAVAILABLE",
+		8: "DENIAL_REASON_AUTH_THROTTLED",
 	}
 	DenialReason_value = map[string]int32{
 		"DENIAL_REASON_UNSPECIFIED":         0,
@@ -69,6 +73,7 @@ var (
 		"DENIAL_REASON_RATE_LIMIT":          5,
 		"DENIAL_REASON_TOOL_NOT_ALLOWED":    6,
 		"DENIAL_REASON_LIMITER_UNAVAILABLE": 7,
+		"DENIAL_REASON_AUTH_THROTTLED":      8,
 	}
 )
 
@@ -115,7 +120,12 @@ type CheckRequest struct {
 	// api_key is empty. The auth service still decides: it accepts only its
 	// configured issuers and maps the token's scopes to category scopes and
 	// the subject to a rate-limit identity.
-	Oauth         *OAuthSubject `protobuf:"bytes,4,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	Oauth *OAuthSubject `protobuf:"bytes,4,opt,name=oauth,proto3" json:"oauth,omitempty"`
+	// The end user's network address (IP) as the MCP adapter or the gateway
+	// saw it, so that failed checks are budgeted per client. Taken only from
+	// those edges' credentials (platform/rpcauth's claims); ignored from
+	// others. Empty: not known (stdio).
+	ClientAddress string `protobuf:"bytes,5,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +186,13 @@ func (x *CheckRequest) GetOauth() *OAuthSubject {
 		return x.Oauth
 	}
 	return nil
+}
+
+func (x *CheckRequest) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
 }
 
 // OAuthSubject is the verified identity an access token carries.
@@ -1196,12 +1213,13 @@ var File_bmcis_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8c\x01\n" +
+	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n" +
 	"\fCheckRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12\x1c\n" +
 	"\toperation\x18\x02 \x01(\tR\toperation\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x121\n" +
-	"\x05oauth\x18\x04 \x01(\v2\x1b.bmcis.auth.v1.OAuthSubjectR\x05oauth\"u\n" +
+	"\x05oauth\x18\x04 \x01(\v2\x1b.bmcis.auth.v1.OAuthSubjectR\x05oauth\x12%\n" +
+	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\"u\n" +
 	"\fOAuthSubject\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
@@ -1277,7 +1295,7 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x11RotateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x121\n" +
-	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\x97\x02\n" +
+	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\xb9\x02\n" +
 	"\fDenialReason\x12\x1d\n" +
 	"\x19DENIAL_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bDENIAL_REASON_AUTH_REQUIRED\x10\x01\x12\x1e\n" +
@@ -1286,7 +1304,8 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x1aDENIAL_REASON_AUTH_REVOKED\x10\x04\x12\x1c\n" +
 	"\x18DENIAL_REASON_RATE_LIMIT\x10\x05\x12\"\n" +
 	"\x1eDENIAL_REASON_TOOL_NOT_ALLOWED\x10\x06\x12%\n" +
-	"!DENIAL_REASON_LIMITER_UNAVAILABLE\x10\a2\xff\x03\n" +
+	"!DENIAL_REASON_LIMITER_UNAVAILABLE\x10\a\x12 \n" +
+	"\x1cDENIAL_REASON_AUTH_THROTTLED\x10\b2\xff\x03\n" +
 	"\vAuthService\x12B\n" +
 	"\x05Check\x12\x1b.bmcis.auth.v1.CheckRequest\x1a\x1c.bmcis.auth.v1.CheckResponse\x12c\n" +
 	"\tCreateKey\x12\x1f.bmcis.auth.v1.CreateKeyRequest\x1a .bmcis.auth.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12]\n" +
