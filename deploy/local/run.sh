@@ -150,4 +150,4 @@ printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (superuser password in .data/
 echo
 echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"
 [ -x deploy/local/desktop-config.sh ] && deploy/local/desktop-config.sh
-echo "ready: $(( ${#addrs[@]} + ${#http_up[@]} )) services healthy (${names[*]} ${http_up[*]}); demo API key in .data/demo-api-key; stop with \`make stop\`"
+echo "ready: $(( ${#addrs[@]} + ${#http_up[@]} )) services healthy (${names[*]} ${http_up[*]}); demo API key in $DATA/demo-api-key; stop with \`make stop\`"
