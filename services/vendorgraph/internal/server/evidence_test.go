@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
 )
 
@@ -29,8 +30,8 @@ func addDocument(t *testing.T, pool *pgxpool.Pool, externalID string, texts ...s
 }
 
 func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
-	pool := newDB(t)
-	r := startReplica(t, pool, server.DefaultConfig())
+	pool, dbURL := testdb.New(t)
+	r := startReplicaWith(t, pool, server.DefaultConfig(), startSearch(t, dbURL))
 	ctx := ctxT(t)
 	addDocument(t, pool, "contracts", "Vendor One renewed. Vendor One pays late; Vendor One.", "Nothing to support here.", "The Product One rollout.")
 	addDocument(t, pool, "minutes", "We met V One about pricing.", "Vendor One again.")

@@ -23,11 +23,11 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
-	"github.com/bmcis/knowledge/platform/mentions"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/cache"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/graph"
@@ -63,19 +63,24 @@ type Server struct {
 	store *graph.Store
 	cfg   Config
 	cache *cache.Cache[cacheKey, *vendorgraphv1.GetVendorResponse]
+	// search takes the names an import changed (nil: they are not sent,
+	// for tests of the graph alone).
+	search searchv1.SearchServiceClient
 	// id tells this replica's change notifications from other replicas'.
 	id string
 }
 
-// New returns a server backed by pool. Its cache stays off until
-// WatchChanges listens for imports made through other replicas.
-func New(pool *pgxpool.Pool, cfg Config) *Server {
+// New returns a server backed by pool that sends the names an import
+// changes to search. Its cache stays off until WatchChanges listens for
+// imports made through other replicas.
+func New(pool *pgxpool.Pool, cfg Config, search searchv1.SearchServiceClient) *Server {
 	s := &Server{
-		pool:  pool,
-		store: graph.New(pool),
-		cfg:   cfg,
-		cache: cache.New[cacheKey, *vendorgraphv1.GetVendorResponse](cfg.CacheSize, cfg.CacheTTL),
-		id:    replicaID(),
+		search: search,
+		pool:   pool,
+		store:  graph.New(pool),
+		cfg:    cfg,
+		cache:  cache.New[cacheKey, *vendorgraphv1.GetVendorResponse](cfg.CacheSize, cfg.CacheTTL),
+		id:     replicaID(),
 	}
 	s.cache.Suspend()
 	return s
@@ -398,11 +403,17 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 	if err != nil {
 		return err
 	}
-	// A matcher of its own, dropped after the import: at 200,000 entities
-	// it is hundreds of MB, and imports are rare.
-	relinked, err := importer.Relink(ctx, tx, mentions.NewLinker(), counts)
-	if err != nil {
-		return err
+	// Search takes the changed names before the import commits: when it
+	// cannot, nothing is imported, so its copy never misses a change.
+	var relinked importer.Relinked
+	if s.search != nil {
+		if relinked, err = importer.SyncNames(ctx, tx, s.search, counts); err != nil {
+			if st, ok := status.FromError(errors.Unwrap(err)); ok && st.Code() != codes.Unknown {
+				return status.Errorf(codes.Unavailable, "import rolled back, nothing written: search did not take the changed names: %s: %s",
+					st.Code(), st.Message())
+			}
+			return err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit import: %w", err)
@@ -431,7 +442,7 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 		"seconds", resp.Seconds, "receive_and_parse_seconds", received.Sub(start).Seconds(),
 		"write_seconds", committed.Sub(received).Seconds(), "copy_seconds", counts.CopyTime.Seconds(),
 		"entities_seconds", counts.EntitiesTime.Seconds(), "relationships_seconds", counts.RelationshipsTime.Seconds(),
-		"mention_chunks_indexed", relinked.Indexed, "mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
+		"mention_names_sent", relinked.Names, "mention_chunks_indexed", relinked.Indexed, "mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
 	return stream.SendAndClose(resp)
 }
 

@@ -2269,6 +2269,207 @@ func (x *ReindexResponse) GetIndexSeconds() float64 {
 	return 0
 }
 
+// EntityName is what search needs of a vendor graph entity to link the
+// chunks that mention it and to name it in results.
+type EntityName struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity's id (a UUID).
+	EntityId string `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// The entity's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The entity's type (COMPANY, PRODUCT, ...).
+	EntityType string `protobuf:"bytes,3,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
+	// Whether the entity is a vendor.
+	IsVendor bool `protobuf:"varint,4,opt,name=is_vendor,json=isVendor,proto3" json:"is_vendor,omitempty"`
+	// Every alias of the entity (replacing those search held).
+	Aliases       []string `protobuf:"bytes,5,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityName) Reset() {
+	*x = EntityName{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityName) ProtoMessage() {}
+
+func (x *EntityName) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityName.ProtoReflect.Descriptor instead.
+func (*EntityName) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EntityName) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *EntityName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EntityName) GetEntityType() string {
+	if x != nil {
+		return x.EntityType
+	}
+	return ""
+}
+
+func (x *EntityName) GetIsVendor() bool {
+	if x != nil {
+		return x.IsVendor
+	}
+	return false
+}
+
+func (x *EntityName) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+// SyncEntityNamesRequest is one batch of changed entities.
+type SyncEntityNamesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []*EntityName          `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncEntityNamesRequest) Reset() {
+	*x = SyncEntityNamesRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncEntityNamesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncEntityNamesRequest) ProtoMessage() {}
+
+func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncEntityNamesRequest.ProtoReflect.Descriptor instead.
+func (*SyncEntityNamesRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SyncEntityNamesRequest) GetNames() []*EntityName {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+// SyncEntityNamesResponse reports the re-link the names caused.
+type SyncEntityNamesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entities whose names search stored.
+	NamesStored int64 `protobuf:"varint,1,opt,name=names_stored,json=namesStored,proto3" json:"names_stored,omitempty"`
+	// Chunks new since the last re-link that were added to the words index.
+	ChunksIndexed int64 `protobuf:"varint,2,opt,name=chunks_indexed,json=chunksIndexed,proto3" json:"chunks_indexed,omitempty"`
+	// Chunks matched again and their mentions rewritten.
+	ChunksRelinked int64 `protobuf:"varint,3,opt,name=chunks_relinked,json=chunksRelinked,proto3" json:"chunks_relinked,omitempty"`
+	// Search's graph version after the re-link.
+	GraphVersion  int64 `protobuf:"varint,4,opt,name=graph_version,json=graphVersion,proto3" json:"graph_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncEntityNamesResponse) Reset() {
+	*x = SyncEntityNamesResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncEntityNamesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncEntityNamesResponse) ProtoMessage() {}
+
+func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncEntityNamesResponse.ProtoReflect.Descriptor instead.
+func (*SyncEntityNamesResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SyncEntityNamesResponse) GetNamesStored() int64 {
+	if x != nil {
+		return x.NamesStored
+	}
+	return 0
+}
+
+func (x *SyncEntityNamesResponse) GetChunksIndexed() int64 {
+	if x != nil {
+		return x.ChunksIndexed
+	}
+	return 0
+}
+
+func (x *SyncEntityNamesResponse) GetChunksRelinked() int64 {
+	if x != nil {
+		return x.ChunksRelinked
+	}
+	return 0
+}
+
+func (x *SyncEntityNamesResponse) GetGraphVersion() int64 {
+	if x != nil {
+		return x.GraphVersion
+	}
+	return 0
+}
+
 var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
@@ -2459,7 +2660,23 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	" \x01(\x01R\ftrainSeconds\x12#\n" +
 	"\rembed_seconds\x18\v \x01(\x01R\fembedSeconds\x12#\n" +
 	"\rwrite_seconds\x18\f \x01(\x01R\fwriteSeconds\x12#\n" +
-	"\rindex_seconds\x18\r \x01(\x01R\findexSeconds*~\n" +
+	"\rindex_seconds\x18\r \x01(\x01R\findexSeconds\"\xc1\x01\n" +
+	"\n" +
+	"EntityName\x12&\n" +
+	"\tentity_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10$\x18$R\bentityId\x12\x1e\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xe8\aR\x04name\x12)\n" +
+	"\ventity_type\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\n" +
+	"entityType\x12\x1b\n" +
+	"\tis_vendor\x18\x04 \x01(\bR\bisVendor\x12#\n" +
+	"\aaliases\x18\x05 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\aaliases\"V\n" +
+	"\x16SyncEntityNamesRequest\x12<\n" +
+	"\x05names\x18\x01 \x03(\v2\x1b.bmcis.search.v1.EntityNameB\t\xbaH\x06\x92\x01\x03\x10\x90NR\x05names\"\xb1\x01\n" +
+	"\x17SyncEntityNamesResponse\x12!\n" +
+	"\fnames_stored\x18\x01 \x01(\x03R\vnamesStored\x12%\n" +
+	"\x0echunks_indexed\x18\x02 \x01(\x03R\rchunksIndexed\x12'\n" +
+	"\x0fchunks_relinked\x18\x03 \x01(\x03R\x0echunksRelinked\x12#\n" +
+	"\rgraph_version\x18\x04 \x01(\x03R\fgraphVersion*~\n" +
 	"\rRetrievalMode\x12\x1e\n" +
 	"\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RETRIEVAL_MODE_HYBRID\x10\x01\x12\x17\n" +
@@ -2468,7 +2685,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xf1\a\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xd9\b\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -2480,7 +2697,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
 	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12L\n" +
-	"\aReindex\x12\x1f.bmcis.search.v1.ReindexRequest\x1a .bmcis.search.v1.ReindexResponseB\xbc\x01\n" +
+	"\aReindex\x12\x1f.bmcis.search.v1.ReindexRequest\x1a .bmcis.search.v1.ReindexResponse\x12f\n" +
+	"\x0fSyncEntityNames\x12'.bmcis.search.v1.SyncEntityNamesRequest\x1a(.bmcis.search.v1.SyncEntityNamesResponse(\x01B\xbc\x01\n" +
 	"\x13com.bmcis.search.v1B\vSearchProtoP\x01Z:github.com/bmcis/knowledge/gen/go/bmcis/search/v1;searchv1\xa2\x02\x03BSX\xaa\x02\x0fBmcis.Search.V1\xca\x02\x0fBmcis\\Search\\V1\xe2\x02\x1bBmcis\\Search\\V1\\GPBMetadata\xea\x02\x11Bmcis::Search::V1b\x06proto3"
 
 var (
@@ -2496,7 +2714,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
@@ -2526,25 +2744,28 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*Source)(nil),                  // 25: bmcis.search.v1.Source
 	(*ReindexRequest)(nil),          // 26: bmcis.search.v1.ReindexRequest
 	(*ReindexResponse)(nil),         // 27: bmcis.search.v1.ReindexResponse
-	(*fieldmaskpb.FieldMask)(nil),   // 28: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
+	(*EntityName)(nil),              // 28: bmcis.search.v1.EntityName
+	(*SyncEntityNamesRequest)(nil),  // 29: bmcis.search.v1.SyncEntityNamesRequest
+	(*SyncEntityNamesResponse)(nil), // 30: bmcis.search.v1.SyncEntityNamesResponse
+	(*fieldmaskpb.FieldMask)(nil),   // 31: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	28, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	31, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	29, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	28, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	31, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	29, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
 	12, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
 	15, // 17: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
@@ -2552,34 +2773,37 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	3,  // 19: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	20, // 20: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
 	3,  // 21: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	29, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	29, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	32, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	32, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	25, // 25: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	29, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	2,  // 27: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 28: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	11, // 29: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	11, // 30: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	16, // 31: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	18, // 32: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	21, // 33: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	23, // 34: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	26, // 35: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	4,  // 36: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 37: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 38: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 39: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 40: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 41: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 42: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 43: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	27, // 44: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	36, // [36:45] is the sub-list for method output_type
-	27, // [27:36] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	32, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	28, // 27: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	2,  // 28: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 29: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	11, // 30: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	11, // 31: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	16, // 32: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	18, // 33: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	21, // 34: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	23, // 35: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	26, // 36: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	29, // 37: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	4,  // 38: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 39: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 40: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 41: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 42: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 43: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 44: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 45: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	27, // 46: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	30, // 47: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	38, // [38:48] is the sub-list for method output_type
+	28, // [28:38] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -2593,7 +2817,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
