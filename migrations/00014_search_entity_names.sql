@@ -1,12 +1,12 @@
--- Search keeps its own copy of the entity names it links mentions with and
--- names vendors by (search.entity_names), fed by vendorgraph over gRPC
--- (SearchService.SyncEntityNames, inside an import) instead of reading
--- vendorgraph's tables; the re-link runs inside search. So search no longer
--- reads vendorgraph.entities and vendor_aliases, vendorgraph no longer
--- writes search's mentions, words index or graph version, and a mention's
--- entity is one of search's names (the foreign key moves with it). The
--- names are copied once here from the graph; 00013's grants for those
--- crossings are revoked (docs/DATA-OWNERSHIP.md).
+-- No service reaches into another's schema any more: data crosses over
+-- gRPC (docs/DATA-OWNERSHIP.md). Search keeps its own copy of the entity
+-- names it links mentions with and names vendors by (search.entity_names),
+-- fed by vendorgraph (SearchService.SyncEntityNames, inside an import), and
+-- re-links itself; vendorgraph asks search for a vendor's evidence
+-- (SearchService.GetEntityEvidence). So every grant of 00013 is revoked,
+-- and a mention's entity is one of search's names (the foreign key moves
+-- from vendorgraph.entities to search.entity_names). The names are copied
+-- once here from the graph.
 
 -- +goose Up
 CREATE TABLE search.entity_names (
@@ -31,16 +31,19 @@ ALTER TABLE search.entity_mentions ADD CONSTRAINT entity_mentions_entity_id_fkey
 REVOKE ALL ON vendorgraph.entities, vendorgraph.vendor_aliases FROM bmcis_search;
 REVOKE USAGE ON SCHEMA vendorgraph FROM bmcis_search;
 REVOKE ALL ON SEQUENCE search.mention_graph_version FROM bmcis_vendorgraph;
-REVOKE ALL ON search.chunk_terms, search.mention_state FROM bmcis_vendorgraph;
-REVOKE INSERT, DELETE ON search.entity_mentions FROM bmcis_vendorgraph;
+REVOKE ALL ON search.documents, search.chunks, search.entity_mentions, search.chunk_terms, search.mention_state FROM bmcis_vendorgraph;
+REVOKE USAGE ON SCHEMA search FROM bmcis_vendorgraph;
 
 -- +goose Down
-GRANT USAGE ON SCHEMA vendorgraph TO bmcis_search;
-GRANT SELECT ON vendorgraph.entities, vendorgraph.vendor_aliases TO bmcis_search;
-GRANT USAGE ON SEQUENCE search.mention_graph_version TO bmcis_vendorgraph;
+-- 00013's grants again.
+GRANT USAGE ON SCHEMA search TO bmcis_vendorgraph;
+GRANT SELECT ON search.documents, search.chunks TO bmcis_vendorgraph;
+GRANT SELECT, INSERT, DELETE ON search.entity_mentions TO bmcis_vendorgraph;
 GRANT SELECT, INSERT ON search.chunk_terms TO bmcis_vendorgraph;
 GRANT SELECT, UPDATE ON search.mention_state TO bmcis_vendorgraph;
-GRANT INSERT, DELETE ON search.entity_mentions TO bmcis_vendorgraph;
+GRANT USAGE ON SEQUENCE search.mention_graph_version TO bmcis_vendorgraph;
+GRANT USAGE ON SCHEMA vendorgraph TO bmcis_search;
+GRANT SELECT ON vendorgraph.entities, vendorgraph.vendor_aliases TO bmcis_search;
 DELETE FROM search.entity_mentions m WHERE NOT EXISTS (SELECT 1 FROM vendorgraph.entities e WHERE e.id = m.entity_id);
 ALTER TABLE search.entity_mentions DROP CONSTRAINT entity_mentions_entity_id_fkey;
 ALTER TABLE search.entity_mentions ADD CONSTRAINT entity_mentions_entity_id_fkey

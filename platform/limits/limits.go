@@ -80,6 +80,9 @@ var (
 	EntityAliases = read(&searchv1.EntityName{}, "aliases")
 	// EntityType bounds EntityName.entity_type.
 	EntityType = read(&searchv1.EntityName{}, "entity_type")
+	// EntityEvidence bounds GetEntityEvidenceRequest.limit: 1..50, as
+	// GetVendorRequest.max_evidence (vendorgraph passes its cap on).
+	EntityEvidence = read(&searchv1.GetEntityEvidenceRequest{}, "limit")
 )
 
 // DefaultPageSize is the page size the edges (the MCP adapter's page_size,

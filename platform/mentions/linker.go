@@ -45,10 +45,12 @@ func LockExclusive(ctx context.Context, tx Querier) error {
 	return nil
 }
 
-// GraphChannel is the PostgreSQL channel a graph import that changed
-// anything notifies on commit (after moving the graph version in the same
-// transaction): readers that keep the version in memory refresh on it.
-const GraphChannel = "bmcis_vendorgraph_changed"
+// GraphChannel is the PostgreSQL channel search notifies on commit when its
+// names moved (SyncNames, after moving the graph version in the same
+// transaction) or a write re-linked: search's replicas, which keep the
+// version in memory, refresh on it. Search's own: vendorgraph's imports
+// reach search over gRPC, not through this channel.
+const GraphChannel = "bmcis_search_names_changed"
 
 // GraphVersion reads the version of the graph's names.
 func GraphVersion(ctx context.Context, q Querier) (int64, error) {

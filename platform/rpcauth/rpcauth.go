@@ -38,7 +38,8 @@ const (
 	// Admin manages API keys.
 	Admin Role = "admin"
 	// VendorGraph is the vendorgraph service's, calling search: it gives
-	// search the entity names an import changed. Data crossing between the
+	// search the entity names an import changed and asks it for a vendor's
+	// evidence. Data crossing between the
 	// two services moves only through such calls (docs/DATA-OWNERSHIP.md).
 	VendorGraph Role = "vendorgraph"
 )
@@ -71,6 +72,10 @@ var rules = Table{
 	// The names an import created or changed, which search keeps its own
 	// copy of and re-links: only vendorgraph, inside its import.
 	"/bmcis.search.v1.SearchService/SyncEntityNames": {VendorGraph},
+	// A vendor's evidence (chunks and documents mentioning it), which
+	// vendorgraph's GetVendor answers with; its callers' reads go through
+	// vendorgraph, which passes their read scope on.
+	"/bmcis.search.v1.SearchService/GetEntityEvidence": {VendorGraph},
 
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read, Adapter},
 	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read, Adapter},

@@ -40,6 +40,8 @@ func TestAuthorize(t *testing.T) {
 		{"vendorgraph sends search the names an import changed", "/bmcis.search.v1.SearchService/SyncEntityNames", graphCred, nil},
 		{"ingest may not send entity names", "/bmcis.search.v1.SearchService/SyncEntityNames", ingestCred, &ForbiddenError{}},
 		{"read may not send entity names", "/bmcis.search.v1.SearchService/SyncEntityNames", readCred, &ForbiddenError{}},
+		{"vendorgraph asks search for a vendor's evidence", "/bmcis.search.v1.SearchService/GetEntityEvidence", graphCred, nil},
+		{"read may not ask for evidence directly", "/bmcis.search.v1.SearchService/GetEntityEvidence", readCred, &ForbiddenError{}},
 		{"vendorgraph may not search", "/bmcis.search.v1.SearchService/Search", graphCred, &ForbiddenError{}},
 		{"vendorgraph may not ingest", "/bmcis.search.v1.SearchService/IngestDocuments", graphCred, &ForbiddenError{}},
 		{"admin lists keys", "/bmcis.auth.v1.AuthService/ListKeys", adminCred, nil},

@@ -29,6 +29,7 @@ const (
 	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
 	SearchService_Reindex_FullMethodName              = "/bmcis.search.v1.SearchService/Reindex"
 	SearchService_SyncEntityNames_FullMethodName      = "/bmcis.search.v1.SearchService/SyncEntityNames"
+	SearchService_GetEntityEvidence_FullMethodName    = "/bmcis.search.v1.SearchService/GetEntityEvidence"
 )
 
 // SearchServiceClient is the client API for SearchService service.
@@ -84,6 +85,11 @@ type SearchServiceClient interface {
 	// found through its words index, all in one transaction once the stream
 	// ends. Vendorgraph's call, so it has no REST route.
 	SyncEntityNames(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncEntityNamesRequest, SyncEntityNamesResponse], error)
+	// GetEntityEvidence returns the chunks and documents that mention an
+	// entity (by its name or an alias, as search linked them), best first:
+	// the evidence vendorgraph's GetVendor answers with. Vendorgraph's call,
+	// so it has no REST route.
+	GetEntityEvidence(ctx context.Context, in *GetEntityEvidenceRequest, opts ...grpc.CallOption) (*GetEntityEvidenceResponse, error)
 }
 
 type searchServiceClient struct {
@@ -203,6 +209,16 @@ func (c *searchServiceClient) SyncEntityNames(ctx context.Context, opts ...grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SearchService_SyncEntityNamesClient = grpc.ClientStreamingClient[SyncEntityNamesRequest, SyncEntityNamesResponse]
 
+func (c *searchServiceClient) GetEntityEvidence(ctx context.Context, in *GetEntityEvidenceRequest, opts ...grpc.CallOption) (*GetEntityEvidenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEntityEvidenceResponse)
+	err := c.cc.Invoke(ctx, SearchService_GetEntityEvidence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SearchServiceServer is the server API for SearchService service.
 // All implementations must embed UnimplementedSearchServiceServer
 // for forward compatibility.
@@ -256,6 +272,11 @@ type SearchServiceServer interface {
 	// found through its words index, all in one transaction once the stream
 	// ends. Vendorgraph's call, so it has no REST route.
 	SyncEntityNames(grpc.ClientStreamingServer[SyncEntityNamesRequest, SyncEntityNamesResponse]) error
+	// GetEntityEvidence returns the chunks and documents that mention an
+	// entity (by its name or an alias, as search linked them), best first:
+	// the evidence vendorgraph's GetVendor answers with. Vendorgraph's call,
+	// so it has no REST route.
+	GetEntityEvidence(context.Context, *GetEntityEvidenceRequest) (*GetEntityEvidenceResponse, error)
 	mustEmbedUnimplementedSearchServiceServer()
 }
 
@@ -295,6 +316,9 @@ func (UnimplementedSearchServiceServer) Reindex(context.Context, *ReindexRequest
 }
 func (UnimplementedSearchServiceServer) SyncEntityNames(grpc.ClientStreamingServer[SyncEntityNamesRequest, SyncEntityNamesResponse]) error {
 	return status.Error(codes.Unimplemented, "method SyncEntityNames not implemented")
+}
+func (UnimplementedSearchServiceServer) GetEntityEvidence(context.Context, *GetEntityEvidenceRequest) (*GetEntityEvidenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEntityEvidence not implemented")
 }
 func (UnimplementedSearchServiceServer) mustEmbedUnimplementedSearchServiceServer() {}
 func (UnimplementedSearchServiceServer) testEmbeddedByValue()                       {}
@@ -464,6 +488,24 @@ func _SearchService_SyncEntityNames_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SearchService_SyncEntityNamesServer = grpc.ClientStreamingServer[SyncEntityNamesRequest, SyncEntityNamesResponse]
 
+func _SearchService_GetEntityEvidence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEntityEvidenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).GetEntityEvidence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_GetEntityEvidence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).GetEntityEvidence(ctx, req.(*GetEntityEvidenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SearchService_ServiceDesc is the grpc.ServiceDesc for SearchService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -498,6 +540,10 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reindex",
 			Handler:    _SearchService_Reindex_Handler,
+		},
+		{
+			MethodName: "GetEntityEvidence",
+			Handler:    _SearchService_GetEntityEvidence_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
