@@ -249,8 +249,9 @@ type Stack struct {
 	searchAddr string
 }
 
-// Start starts a stack for this test; it is stopped when the test ends. The
-// services start in parallel; Start returns once each serves gRPC.
+// Start starts a stack for this test; it is stopped when the test ends.
+// Search starts first (vendorgraph is given its address), the others then in
+// parallel; Start returns once each serves gRPC.
 func Start(t testing.TB, opts Options) *Stack {
 	t.Helper()
 	s, err := start(t, opts)
