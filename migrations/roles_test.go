@@ -3,7 +3,6 @@ package migrations_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,30 +15,14 @@ import (
 	"github.com/bmcis/knowledge/platform/testdb"
 )
 
-// crossings are the privileges a service still holds on another service's
-// tables (00013_cross_domain_grants.sql), each to move behind a buf
-// contract. Anything not listed here is refused.
-var crossings = map[migrations.Service]map[string][]string{
-	migrations.VendorGraph: {
-		"search.documents":       {"SELECT"},
-		"search.chunks":          {"SELECT"},
-		"search.entity_mentions": {"SELECT", "INSERT", "DELETE"},
-		"search.chunk_terms":     {"SELECT", "INSERT"},
-		"search.mention_state":   {"SELECT", "UPDATE"},
-	},
-	migrations.Search: {
-		"vendorgraph.entities":       {"SELECT"},
-		"vendorgraph.vendor_aliases": {"SELECT"},
-	},
-}
-
 var privileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
 
 // TestServiceRolesOwnOnlyTheirSchema connects as each service's login role
 // and shows it is no superuser, is distinct from the others, reads and
 // writes its own tables, and is refused on every other service's tables
-// (but for the listed crossings), on creating tables anywhere, and on
-// running programs on the server.
+// and schemas (no crossings: data crosses over gRPC,
+// docs/DATA-OWNERSHIP.md), on creating tables anywhere, and on running
+// programs on the server.
 func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -108,20 +91,20 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 					require.NoError(t, err, "write own table %s", tb.Name)
 					continue
 				}
-				allowed := crossings[svc][tb.Name]
 				for _, p := range privileges {
 					var has bool
 					require.NoError(t, conn.QueryRow(ctx, "SELECT has_table_privilege($1::oid, $2)", tb.OID, p).Scan(&has))
-					require.Equal(t, slices.Contains(allowed, p), has, "%s %s on %s", user, p, tb.Name)
+					require.False(t, has, "%s %s on %s", user, p, tb.Name)
 				}
-				if !slices.Contains(allowed, "SELECT") {
-					_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
-					requireRefused(t, err, "read "+tb.Name)
-				}
-				if !slices.Contains(allowed, "DELETE") {
-					_, err := conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
-					requireRefused(t, err, "write "+tb.Name)
-				}
+				_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
+				requireRefused(t, err, "read "+tb.Name)
+				_, err = conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
+				requireRefused(t, err, "write "+tb.Name)
+			}
+			for _, other := range migrations.Services {
+				var usage bool
+				require.NoError(t, conn.QueryRow(ctx, "SELECT has_schema_privilege($1, 'USAGE')", other.Schema()).Scan(&usage))
+				require.Equal(t, other == svc, usage, "%s USAGE on schema %s", user, other.Schema())
 			}
 			if svc == migrations.Search {
 				// Search maintains its own tables as their owner: it drops and
@@ -185,11 +168,13 @@ func TestSchemasMigrationKeepsData(t *testing.T) {
 	require.NoError(t, err)
 	admin.Reset()
 
-	var docs, chunks, ents, mentions, keys int
+	var docs, chunks, ents, names, mentions, keys int
 	require.NoError(t, admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM search.documents), (SELECT count(*) FROM search.chunks),
-		(SELECT count(*) FROM vendorgraph.entities), (SELECT count(*) FROM search.entity_mentions), (SELECT count(*) FROM auth.api_keys)`).
-		Scan(&docs, &chunks, &ents, &mentions, &keys))
-	require.Equal(t, []int{1, 1, 1, 1, 1}, []int{docs, chunks, ents, mentions, keys})
+		(SELECT count(*) FROM vendorgraph.entities), (SELECT count(*) FROM search.entity_names WHERE name = 'Acme'),
+		(SELECT count(*) FROM search.entity_mentions), (SELECT count(*) FROM auth.api_keys)`).
+		Scan(&docs, &chunks, &ents, &names, &mentions, &keys))
+	require.Equal(t, []int{1, 1, 1, 1, 1, 1}, []int{docs, chunks, ents, names, mentions, keys},
+		"search's copy of the names (00014) holds the graph's, so the mention keeps its entity")
 
 	// The search role writes a document: the id and generation sequences
 	// came along, and its mention's entity is still tied to its chunk.

@@ -67,7 +67,8 @@ func TestNetworkPolicyPaths(t *testing.T) {
 		tcp("mcp-adapter", "search", 9091, false), // metrics are the gateway's and Prometheus's
 		tcp("search", "vendorgraph", 50052, false),
 		tcp("search", "auth", 50053, false),
-		tcp("vendorgraph", "search", 50051, false),
+		tcp("vendorgraph", "search", 50051, true), // the names an import changed (SyncEntityNames)
+		tcp("vendorgraph", "search", 9091, false),
 		tcp("auth", "search", 50051, false),
 		tcp("search", "mcp-adapter", 8090, false),
 		tcp("mcp-adapter", "gateway", 8080, false),

@@ -14,15 +14,18 @@ REDIS_URL=$("$ROOT/deploy/local/redis.sh" url)
 # One credential per caller role (platform/rpcauth): the gateway holds the
 # read one, the MCP adapter its own (reads, and OAuth subjects to auth);
 # bmcisctl (demo data, operators) the ingest and admin ones, through
-# .data/bmcisctl.json. The services hold only digests.
+# .data/bmcisctl.json; vendorgraph its own for calling search (the names an
+# import changed). The services hold only digests.
 READ_TOKEN=$(secret read-token)
 ADAPTER_TOKEN=$(secret adapter-token)
 INGEST_TOKEN=$(secret ingest-token)
 ADMIN_TOKEN=$(secret admin-token)
+VENDORGRAPH_TOKEN=$(secret vendorgraph-token)
 READ_SHA=$(sha256 "$READ_TOKEN")
 ADAPTER_SHA=$(sha256 "$ADAPTER_TOKEN")
 INGEST_SHA=$(sha256 "$INGEST_TOKEN")
 ADMIN_SHA=$(sha256 "$ADMIN_TOKEN")
+VENDORGRAPH_SHA=$(sha256 "$VENDORGRAPH_TOKEN")
 
 # The local stack's addresses and operator credentials, for bmcisctl run
 # anywhere in the checkout (it looks for .data/bmcisctl.json upward, like
@@ -62,11 +65,13 @@ SERVICES=(
 )
 
 # creds NAME: the environment of a service: its database role, and the digests of
-# the roles that may call it (search and vendorgraph: read, adapter,
-# ingest; auth: read, adapter, admin); auth alone gets Redis.
+# the roles that may call it (search: read, adapter, ingest, vendorgraph;
+# vendorgraph: read, adapter, ingest, and its credential and address for
+# search; auth: read, adapter, admin); auth alone gets Redis.
 creds() {
   case $1 in
-    search | vendorgraph) echo "DATABASE_URL=$(service_db_url "$1" "$DATABASE_URL") BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA" ;;
+    search) echo "DATABASE_URL=$(service_db_url search "$DATABASE_URL") BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA BMCIS_VENDORGRAPH_TOKEN_SHA256=$VENDORGRAPH_SHA" ;;
+    vendorgraph) echo "DATABASE_URL=$(service_db_url vendorgraph "$DATABASE_URL") BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_INGEST_TOKEN_SHA256=$INGEST_SHA BMCIS_VENDORGRAPH_TOKEN=$VENDORGRAPH_TOKEN BMCIS_SEARCH_ADDR=127.0.0.1:50051" ;;
     auth) echo "DATABASE_URL=$(service_db_url auth "$DATABASE_URL") REDIS_URL=$REDIS_URL BMCIS_READ_TOKEN_SHA256=$READ_SHA BMCIS_ADAPTER_TOKEN_SHA256=$ADAPTER_SHA BMCIS_ADMIN_TOKEN_SHA256=$ADMIN_SHA" ;;
   esac
 }

@@ -86,6 +86,18 @@ func TestReadCredentialCannotWrite(t *testing.T) {
 			_, err := s.search.Reindex(ctx, &searchv1.ReindexRequest{})
 			return err
 		},
+		"SyncEntityNames": func(ctx context.Context) error {
+			st, err := s.search.SyncEntityNames(ctx)
+			if err != nil {
+				return err
+			}
+			if err := st.Send(&searchv1.SyncEntityNamesRequest{Names: []*searchv1.EntityName{{
+				EntityId: "0b6a2f1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b", Name: "Injected", IsVendor: true}}}); err != nil && err != io.EOF {
+				return err
+			}
+			_, err = st.CloseAndRecv()
+			return err
+		},
 		"ImportGraph": func(ctx context.Context) error {
 			st, err := s.vendor.ImportGraph(ctx)
 			if err != nil {

@@ -68,6 +68,8 @@ var credentialEnv = map[rpcauth.Role]string{
 	rpcauth.Adapter: "BMCIS_ADAPTER_TOKEN_SHA256",
 	rpcauth.Ingest:  "BMCIS_INGEST_TOKEN_SHA256",
 	rpcauth.Admin:   "BMCIS_ADMIN_TOKEN_SHA256",
+	// Set on search only: vendorgraph's credential for calling it.
+	rpcauth.VendorGraph: "BMCIS_VENDORGRAPH_TOKEN_SHA256",
 }
 
 // CredentialEnv names the variable holding a role's credential digest.

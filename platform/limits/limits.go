@@ -70,6 +70,19 @@ var (
 	SuggestText = read(&vendorgraphv1.SuggestVendorsRequest{}, "text")
 	// Suggestions bounds SuggestVendorsRequest.limit: 0 (the default) to 50.
 	Suggestions = read(&vendorgraphv1.SuggestVendorsRequest{}, "limit")
+
+	// EntityNamesBatch bounds SyncEntityNamesRequest.names: the most
+	// entities one message of the stream carries (vendorgraph's batches).
+	EntityNamesBatch = read(&searchv1.SyncEntityNamesRequest{}, "names")
+	// EntityNameText bounds EntityName.name.
+	EntityNameText = read(&searchv1.EntityName{}, "name")
+	// EntityAliases bounds EntityName.aliases.
+	EntityAliases = read(&searchv1.EntityName{}, "aliases")
+	// EntityType bounds EntityName.entity_type.
+	EntityType = read(&searchv1.EntityName{}, "entity_type")
+	// EntityEvidence bounds GetEntityEvidenceRequest.limit: 1..50, as
+	// GetVendorRequest.max_evidence (vendorgraph passes its cap on).
+	EntityEvidence = read(&searchv1.GetEntityEvidenceRequest{}, "limit")
 )
 
 // DefaultPageSize is the page size the edges (the MCP adapter's page_size,

@@ -2,6 +2,7 @@ package mentions
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -44,10 +45,12 @@ func LockExclusive(ctx context.Context, tx Querier) error {
 	return nil
 }
 
-// GraphChannel is the PostgreSQL channel a graph import that changed
-// anything notifies on commit (after moving the graph version in the same
-// transaction): readers that keep the version in memory refresh on it.
-const GraphChannel = "bmcis_vendorgraph_changed"
+// GraphChannel is the PostgreSQL channel search notifies on commit when its
+// names moved (SyncNames, after moving the graph version in the same
+// transaction) or a write re-linked: search's replicas, which keep the
+// version in memory, refresh on it. Search's own: vendorgraph's imports
+// reach search over gRPC, not through this channel.
+const GraphChannel = "bmcis_search_names_changed"
 
 // GraphVersion reads the version of the graph's names.
 func GraphVersion(ctx context.Context, q Querier) (int64, error) {
@@ -68,12 +71,13 @@ func BumpGraphVersion(ctx context.Context, q Querier) (int64, error) {
 	return v, nil
 }
 
-// LoadNames reads every entity name and alias.
+// LoadNames reads every entity name and alias of search's copy
+// (search.entity_names, kept by StoreNames).
 func LoadNames(ctx context.Context, q Querier) ([]Name, error) {
 	rows, err := q.Query(ctx, `
-		SELECT id::text, name, is_vendor FROM vendorgraph.entities
+		SELECT entity_id::text, name, is_vendor FROM search.entity_names
 		UNION ALL
-		SELECT a.entity_id::text, a.alias, true FROM vendorgraph.vendor_aliases a`)
+		SELECT n.entity_id::text, a.alias, true FROM search.entity_names n CROSS JOIN LATERAL unnest(n.aliases) AS a(alias)`)
 	if err != nil {
 		return nil, fmt.Errorf("load entity names: %w", err)
 	}
@@ -86,6 +90,55 @@ func LoadNames(ctx context.Context, q Querier) ([]Name, error) {
 		return nil, fmt.Errorf("load entity names: %w", err)
 	}
 	return names, nil
+}
+
+// EntityName is an entity as search keeps it: what linking and naming
+// vendors in results need, sent by the vendor graph
+// (SearchService.SyncEntityNames).
+type EntityName struct {
+	EntityID   string
+	Name       string
+	EntityType string
+	IsVendor   bool
+	Aliases    []string
+}
+
+// StoreNames writes names into search's copy (search.entity_names), each
+// replacing what was held for its entity, aliases included, and returns
+// the ids stored. tx must hold LockKey exclusive: a re-link follows.
+func StoreNames(ctx context.Context, tx Querier, names []EntityName) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	ids, texts, types, vendors, aliases := make([]string, len(names)), make([]string, len(names)),
+		make([]string, len(names)), make([]bool, len(names)), make([]string, len(names))
+	for i, n := range names {
+		ids[i], texts[i], types[i], vendors[i] = n.EntityID, n.Name, n.EntityType, n.IsVendor
+		// A text[] per row cannot go through unnest of a 2-D array of
+		// ragged rows: each row's aliases travel as one JSON array.
+		a, err := json.Marshal(nonNil(n.Aliases))
+		if err != nil {
+			return nil, fmt.Errorf("store entity names: %w", err)
+		}
+		aliases[i] = string(a)
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO search.entity_names AS n (entity_id, name, entity_type, is_vendor, aliases)
+		SELECT u.id::uuid, u.name, u.type, u.vendor, ARRAY(SELECT jsonb_array_elements_text(u.aliases::jsonb))
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[]) AS u(id, name, type, vendor, aliases)
+		ON CONFLICT (entity_id) DO UPDATE SET name = EXCLUDED.name, entity_type = EXCLUDED.entity_type,
+			is_vendor = EXCLUDED.is_vendor, aliases = EXCLUDED.aliases`,
+		ids, texts, types, vendors, aliases); err != nil {
+		return nil, fmt.Errorf("store entity names: %w", err)
+	}
+	return ids, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // Linker holds the matcher of the current graph, rebuilt when the graph
@@ -305,8 +358,9 @@ func RelinkEntities(ctx context.Context, tx Querier, m *Matcher, ids []string) (
 		return st, err
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT id::text, name FROM vendorgraph.entities WHERE id = ANY($1::uuid[])
-		UNION SELECT entity_id::text, alias FROM vendorgraph.vendor_aliases WHERE entity_id = ANY($1::uuid[])`, ids)
+		SELECT entity_id::text, name FROM search.entity_names WHERE entity_id = ANY($1::uuid[])
+		UNION SELECT n.entity_id::text, a.alias FROM search.entity_names n CROSS JOIN LATERAL unnest(n.aliases) AS a(alias)
+		WHERE n.entity_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return st, fmt.Errorf("read changed names: %w", err)
 	}
@@ -425,3 +479,33 @@ func chunksAfter(ctx context.Context, tx Querier, after int64, limit int) ([]Chu
 
 // scanBatch is how many chunks one round of IndexNewChunks takes.
 const scanBatch = 2000
+
+// SyncNames takes names the vendor graph created or changed, inside tx:
+// it takes LockKey exclusive, so no chunk is written meanwhile, stores the
+// names (StoreNames), moves the graph version on, so every matcher built
+// from the old names is rebuilt, and re-links only the chunks those names
+// can appear in (RelinkEntities) with linker's matcher of the new graph.
+// It returns what the re-link did and the new graph version.
+func SyncNames(ctx context.Context, tx Querier, linker *Linker, names []EntityName) (RelinkStats, int64, error) {
+	var st RelinkStats
+	if err := LockExclusive(ctx, tx); err != nil {
+		return st, 0, err
+	}
+	ids, err := StoreNames(ctx, tx, names)
+	if err != nil {
+		return st, 0, err
+	}
+	v, err := BumpGraphVersion(ctx, tx)
+	if err != nil {
+		return st, 0, err
+	}
+	m, _, err := linker.Matcher(ctx, tx)
+	if err != nil {
+		return st, 0, err
+	}
+	st, err = RelinkEntities(ctx, tx, m, ids)
+	if err != nil {
+		return st, 0, fmt.Errorf("re-link mentions: %w", err)
+	}
+	return st, v, nil
+}

@@ -54,23 +54,24 @@ func allLinks(t *testing.T, pool *pgxpool.Pool) map[int64]map[string]int {
 	return out
 }
 
-// relink runs a re-link of ids the way an import does.
-func relink(t *testing.T, pool *pgxpool.Pool, ids ...string) int {
-	t.Helper()
-	return relinkStats(t, pool, ids...).Relinked
+// vendor is a vendor entity as the vendor graph sends it.
+func vendor(id, name string, aliases ...string) mentions.EntityName {
+	return mentions.EntityName{EntityID: id, Name: name, EntityType: "COMPANY", IsVendor: true, Aliases: aliases}
 }
 
-func relinkStats(t *testing.T, pool *pgxpool.Pool, ids ...string) mentions.RelinkStats {
+// relink stores names and re-links them the way SyncEntityNames does.
+func relink(t *testing.T, pool *pgxpool.Pool, names ...mentions.EntityName) int {
+	t.Helper()
+	return relinkStats(t, pool, names...).Relinked
+}
+
+func relinkStats(t *testing.T, pool *pgxpool.Pool, names ...mentions.EntityName) mentions.RelinkStats {
 	t.Helper()
 	ctx := context.Background()
 	var n mentions.RelinkStats
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		require.NoError(t, mentions.LockExclusive(ctx, tx))
-		_, err := mentions.BumpGraphVersion(ctx, tx)
-		require.NoError(t, err)
-		m, _, err := mentions.NewLinker().Matcher(ctx, tx)
-		require.NoError(t, err)
-		n, err = mentions.RelinkEntities(ctx, tx, m, ids)
+		var err error
+		n, _, err = mentions.SyncNames(ctx, tx, mentions.NewLinker(), names)
 		return err
 	}))
 	return n
@@ -82,26 +83,20 @@ func TestRelinkEntitiesTouchesOnlyTheirChunks(t *testing.T) {
 	c2 := chunk(t, pool, "a", "Initech, then Acme Cloud.")
 	chunk(t, pool, "b", "Nothing about vendors.")
 
-	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
-		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
-	st := relinkStats(t, pool, acme)
+	st := relinkStats(t, pool, vendor(acme, "Acme Corp"))
 	require.Equal(t, 3, st.Indexed, "the chunks written since the last re-link are indexed")
 	require.Equal(t, 1, st.Relinked, "only the chunk holding the name's words is matched")
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 1}}, allLinks(t, pool))
 
 	// A new alias links the chunks that already held it.
-	exec(t, pool, `INSERT INTO vendor_aliases (entity_id, alias, normalized_alias) VALUES ($1, 'Acme Corporation', 'acme corporation')`, acme)
-	relink(t, pool, acme)
+	relink(t, pool, vendor(acme, "Acme Corp", "Acme Corporation"))
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 2}}, allLinks(t, pool))
 
-	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
-		VALUES ($1, 'Initech', 'initech', 'COMPANY', 1, true, '\x00')`, initech)
-	relink(t, pool, initech)
+	relink(t, pool, vendor(initech, "Initech"))
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 2}, c2: {initech: 1}}, allLinks(t, pool))
 
 	// A rename drops the old name's links.
-	exec(t, pool, `UPDATE entities SET name = 'Initrode', normalized_name = 'initrode' WHERE id = $1`, initech)
-	relink(t, pool, initech)
+	relink(t, pool, vendor(initech, "Initrode"))
 	require.Equal(t, map[int64]map[string]int{c1: {acme: 2}}, allLinks(t, pool))
 
 	// RelinkAll finds the same links as the incremental path.
@@ -142,10 +137,8 @@ func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
 		return err
 	}))
 	exec(t, pool, "UPDATE chunk_terms SET terms = $2 WHERE chunk_id = $1", hidden, mentions.Terms("unindexed"))
-	exec(t, pool, `INSERT INTO entities (id, name, normalized_name, entity_type, confidence, is_vendor, record_hash)
-		VALUES ($1, 'Acme Corp', 'acme corp', 'COMPANY', 1, true, '\x00')`, acme)
 
-	st := relinkStats(t, pool, acme)
+	st := relinkStats(t, pool, vendor(acme, "Acme Corp"))
 	require.Equal(t, mentions.RelinkStats{Read: 2, Relinked: 1}, st, "two chunks hold both words, the others are not read; one holds the name")
 	require.Equal(t, map[int64]map[string]int{both: {acme: 1}}, allLinks(t, pool), "the words apart do not make a mention; the hidden chunk is never read")
 	var apartTerms []int32
@@ -154,14 +147,13 @@ func TestRelinkEntitiesReadsOnlyCandidates(t *testing.T) {
 
 	// Renamed: the chunk linked before is read again (and unlinked), with
 	// the chunks holding the new name's words.
-	exec(t, pool, `UPDATE entities SET name = 'Acme Rockets', normalized_name = 'acme rockets' WHERE id = $1`, acme)
-	st = relinkStats(t, pool, acme)
+	st = relinkStats(t, pool, vendor(acme, "Acme Rockets"))
 	require.Equal(t, mentions.RelinkStats{Read: 2, Relinked: 2}, st, "the old link's chunk and the one holding the new name")
 	require.Len(t, allLinks(t, pool), 1)
 
 	// A chunk written later is indexed by the next re-link, and only it.
 	later := chunk(t, pool, "d", "Acme Rockets again.")
-	st = relinkStats(t, pool, acme)
+	st = relinkStats(t, pool, vendor(acme, "Acme Rockets"))
 	require.Equal(t, mentions.RelinkStats{Indexed: 1, Read: 2, Relinked: 2}, st)
 	require.Contains(t, allLinks(t, pool), later)
 }

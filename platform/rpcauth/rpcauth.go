@@ -4,7 +4,7 @@
 //
 // Each caller holds the credential of one role: the MCP adapter adapter,
 // the gateway read, bmcisctl and operators ingest, key administrators
-// admin. Besides methods, the table of claims says which roles may assert
+// admin, the vendorgraph service (calling search) vendorgraph. Besides methods, the table of claims says which roles may assert
 // something inside a request (an OAuth subject to Check). Services hold
 // only SHA-256 digests of the credentials they accept, so a service's
 // environment cannot be replayed as a caller's credential.
@@ -37,10 +37,15 @@ const (
 	Ingest Role = "ingest"
 	// Admin manages API keys.
 	Admin Role = "admin"
+	// VendorGraph is the vendorgraph service's, calling search: it gives
+	// search the entity names an import changed and asks it for a vendor's
+	// evidence. Data crossing between the
+	// two services moves only through such calls (docs/DATA-OWNERSHIP.md).
+	VendorGraph Role = "vendorgraph"
 )
 
 // Roles lists every role, in the order their settings are documented.
-var Roles = []Role{Read, Adapter, Ingest, Admin}
+var Roles = []Role{Read, Adapter, Ingest, Admin, VendorGraph}
 
 // Table maps full gRPC method names to the roles allowed to call them.
 type Table map[string][]Role
@@ -65,6 +70,13 @@ var rules = Table{
 	// Reindex re-embeds the whole corpus: an operator's call (bmcisctl's
 	// ingest credential), never the gateway's or the adapter's.
 	"/bmcis.search.v1.SearchService/Reindex": {Ingest},
+	// The names an import created or changed, which search keeps its own
+	// copy of and re-links: only vendorgraph, inside its import.
+	"/bmcis.search.v1.SearchService/SyncEntityNames": {VendorGraph},
+	// A vendor's evidence (chunks and documents mentioning it), which
+	// vendorgraph's GetVendor answers with; its callers' reads go through
+	// vendorgraph, which passes their read scope on.
+	"/bmcis.search.v1.SearchService/GetEntityEvidence": {VendorGraph},
 
 	"/bmcis.vendorgraph.v1.VendorGraphService/GetVendor":      {Read, Adapter},
 	"/bmcis.vendorgraph.v1.VendorGraphService/SuggestVendors": {Read, Adapter},

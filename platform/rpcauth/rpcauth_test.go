@@ -12,10 +12,12 @@ const (
 	readCred   = "read-credential-0123456789abcdef0123456789"
 	ingestCred = "ingest-credential-0123456789abcdef012345678"
 	adminCred  = "admin-credential-0123456789abcdef0123456789"
+	graphCred  = "vendorgraph-credential-0123456789abcdef0123"
 )
 
 func TestAuthorize(t *testing.T) {
-	v := NewVerifier(Credentials{Read: DigestOf(readCred), Ingest: DigestOf(ingestCred), Admin: DigestOf(adminCred)})
+	v := NewVerifier(Credentials{Read: DigestOf(readCred), Ingest: DigestOf(ingestCred), Admin: DigestOf(adminCred),
+		VendorGraph: DigestOf(graphCred)})
 	tests := []struct {
 		name   string
 		method string
@@ -35,6 +37,13 @@ func TestAuthorize(t *testing.T) {
 		{"ingest (the operator) reindexes", "/bmcis.search.v1.SearchService/Reindex", ingestCred, nil},
 		{"read may not reindex", "/bmcis.search.v1.SearchService/Reindex", readCred, &ForbiddenError{}},
 		{"admin may not reindex", "/bmcis.search.v1.SearchService/Reindex", adminCred, &ForbiddenError{}},
+		{"vendorgraph sends search the names an import changed", "/bmcis.search.v1.SearchService/SyncEntityNames", graphCred, nil},
+		{"ingest may not send entity names", "/bmcis.search.v1.SearchService/SyncEntityNames", ingestCred, &ForbiddenError{}},
+		{"read may not send entity names", "/bmcis.search.v1.SearchService/SyncEntityNames", readCred, &ForbiddenError{}},
+		{"vendorgraph asks search for a vendor's evidence", "/bmcis.search.v1.SearchService/GetEntityEvidence", graphCred, nil},
+		{"read may not ask for evidence directly", "/bmcis.search.v1.SearchService/GetEntityEvidence", readCred, &ForbiddenError{}},
+		{"vendorgraph may not search", "/bmcis.search.v1.SearchService/Search", graphCred, &ForbiddenError{}},
+		{"vendorgraph may not ingest", "/bmcis.search.v1.SearchService/IngestDocuments", graphCred, &ForbiddenError{}},
 		{"admin lists keys", "/bmcis.auth.v1.AuthService/ListKeys", adminCred, nil},
 		{"admin may not check keys", "/bmcis.auth.v1.AuthService/Check", adminCred, &ForbiddenError{}},
 		{"admin may not delete documents", "/bmcis.search.v1.SearchService/DeleteDocument", adminCred, &ForbiddenError{}},

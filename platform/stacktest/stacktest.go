@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/deadaddr"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/testdb"
@@ -72,6 +74,9 @@ const (
 	AdapterToken = "stacktest-adapter-credential-0123456789abcdef"
 	IngestToken  = "stacktest-ingest-credential-0123456789abcdef"
 	AdminToken   = "stacktest-admin-credential-0123456789abcdef"
+	// VendorGraphToken is what the stack's vendorgraph presents to its
+	// search (the vendorgraph role).
+	VendorGraphToken = "stacktest-vendorgraph-credential-0123456789abcdef"
 )
 
 // devEnv marks the stack's processes as development ones, which accept the
@@ -81,10 +86,11 @@ var devEnv = map[string]string{config.EnvAllowInsecureSecrets: "true"}
 // credentialDigests is the services' side of the stack's credentials.
 func credentialDigests() map[string]string {
 	return map[string]string{
-		grpcserver.CredentialEnv(rpcauth.Read):    rpcauth.DigestOf(ServiceToken).String(),
-		grpcserver.CredentialEnv(rpcauth.Adapter): rpcauth.DigestOf(AdapterToken).String(),
-		grpcserver.CredentialEnv(rpcauth.Ingest):  rpcauth.DigestOf(IngestToken).String(),
-		grpcserver.CredentialEnv(rpcauth.Admin):   rpcauth.DigestOf(AdminToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Read):        rpcauth.DigestOf(ServiceToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Adapter):     rpcauth.DigestOf(AdapterToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Ingest):      rpcauth.DigestOf(IngestToken).String(),
+		grpcserver.CredentialEnv(rpcauth.Admin):       rpcauth.DigestOf(AdminToken).String(),
+		grpcserver.CredentialEnv(rpcauth.VendorGraph): rpcauth.DigestOf(VendorGraphToken).String(),
 	}
 }
 
@@ -239,10 +245,13 @@ type Stack struct {
 	mu       sync.Mutex
 	services map[string]*Service
 	extra    []*Service
+	// searchAddr is where vendorgraph calls search when the stack has none.
+	searchAddr string
 }
 
-// Start starts a stack for this test; it is stopped when the test ends. The
-// services start in parallel; Start returns once each serves gRPC.
+// Start starts a stack for this test; it is stopped when the test ends.
+// Search starts first (vendorgraph is given its address), the others then in
+// parallel; Start returns once each serves gRPC.
 func Start(t testing.TB, opts Options) *Stack {
 	t.Helper()
 	s, err := start(t, opts)
@@ -281,19 +290,32 @@ func start(t testing.TB, opts Options) (*Stack, error) {
 		}
 		s.Close()
 	})
+	// Search starts first: vendorgraph is given its address (an import
+	// sends search the names it changed). Without a search in the stack,
+	// vendorgraph's calls go to an address that refuses them.
+	launch := func(name string) error {
+		svc, err := s.launch(name, s.env(name, nil))
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.services[name] = svc
+		s.mu.Unlock()
+		return nil
+	}
+	rest := names
+	if slices.Contains(names, Search) {
+		if err := launch(Search); err != nil {
+			return nil, err
+		}
+		rest = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == Search })
+	} else {
+		s.searchAddr = deadaddr.Loopback(t)
+	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(names))
-	for i, name := range names {
-		wg.Go(func() {
-			svc, err := s.launch(name, s.env(name, nil))
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			s.mu.Lock()
-			s.services[name] = svc
-			s.mu.Unlock()
-		})
+	errs := make([]error, len(rest))
+	for i, name := range rest {
+		wg.Go(func() { errs[i] = launch(name) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -317,6 +339,13 @@ func (s *Stack) env(name string, extra map[string]string) []string {
 	maps.Copy(vars, devEnv)
 	if r := os.Getenv(EnvRedisURL); r != "" && !s.opts.NoRedis && name == Auth {
 		vars["REDIS_URL"] = r
+	}
+	if name == VendorGraph {
+		vars["BMCIS_VENDORGRAPH_TOKEN"] = VendorGraphToken
+		vars["BMCIS_SEARCH_ADDR"] = s.searchAddr
+		if svc := s.Service(Search); svc != nil {
+			vars["BMCIS_SEARCH_ADDR"] = svc.Addr()
+		}
 	}
 	for k, v := range s.opts.Env {
 		vars[k] = v

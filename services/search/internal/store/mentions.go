@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bmcis/knowledge/platform/mentions"
 )
 
 // Mention is an entity a chunk or a query names.
@@ -56,9 +58,9 @@ func (s *Store) readChunkMentions(ctx context.Context, chunkIDs []int64, perChun
 	out := map[int64][]Mention{}
 	rows, err := s.pool.Query(ctx, `
 		SELECT chunk_id, entity_id, name, entity_type, is_vendor, mention_count FROM (
-			SELECT m.chunk_id, e.id::text AS entity_id, e.name, e.entity_type, e.is_vendor, m.mention_count,
-			       row_number() OVER (PARTITION BY m.chunk_id ORDER BY e.is_vendor DESC, m.mention_count DESC, e.name, e.id) AS n
-			FROM entity_mentions m JOIN vendorgraph.entities e ON e.id = m.entity_id
+			SELECT m.chunk_id, e.entity_id::text AS entity_id, e.name, e.entity_type, e.is_vendor, m.mention_count,
+			       row_number() OVER (PARTITION BY m.chunk_id ORDER BY e.is_vendor DESC, m.mention_count DESC, e.name, e.entity_id) AS n
+			FROM entity_mentions m JOIN entity_names e ON e.entity_id = m.entity_id
 			WHERE m.chunk_id = ANY($1::bigint[])) ranked
 		WHERE n <= $2 ORDER BY chunk_id, n`, chunkIDs, perChunk)
 	if err != nil {
@@ -99,8 +101,8 @@ func (s *Store) QueryVendors(ctx context.Context, text string) ([]Mention, error
 	ids := slices.Sorted(maps.Keys(found))
 	vendors, missing := s.mentions.vendors(v, ids)
 	if len(missing) > 0 {
-		rows, err := s.pool.Query(ctx, `SELECT id::text, name, entity_type FROM vendorgraph.entities
-			WHERE id = ANY($1::uuid[]) AND is_vendor`, missing)
+		rows, err := s.pool.Query(ctx, `SELECT entity_id::text, name, entity_type FROM entity_names
+			WHERE entity_id = ANY($1::uuid[]) AND is_vendor`, missing)
 		if err != nil {
 			return nil, fmt.Errorf("read query vendors: %w", err)
 		}
@@ -145,4 +147,27 @@ func (s *Store) kickGraph() {
 func (s *Store) RefreshMatcher(ctx context.Context) error {
 	_, _, err := s.linker.Matcher(ctx, s.pool)
 	return err
+}
+
+// SyncEntityNames stores names the vendor graph created or changed in
+// search's own copy and re-links the chunks they can appear in, in one
+// transaction (mentions.SyncNames); on commit, every replica rebuilds its
+// matcher (GraphChannel).
+func (s *Store) SyncEntityNames(ctx context.Context, names []mentions.EntityName) (mentions.RelinkStats, int64, error) {
+	var st mentions.RelinkStats
+	var version int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if st, version, err = mentions.SyncNames(ctx, tx, s.linker, names); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_notify($1, 'names')", mentions.GraphChannel); err != nil {
+			return fmt.Errorf("notify graph change: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return st, 0, fmt.Errorf("sync entity names: %w", err)
+	}
+	return st, version, nil
 }

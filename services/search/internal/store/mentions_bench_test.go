@@ -260,17 +260,15 @@ func BenchmarkMentionsIngestAndRelink(b *testing.B) {
 func loadGraph(b *testing.B, pool *pgxpool.Pool, g []benchEntity) {
 	ctx := context.Background()
 	rows := make([][]any, len(g))
-	var aliases [][]any
 	for i, e := range g {
-		rows[i] = []any{e.id, e.name, mentions.Normalize(e.name), "ORG", float32(0.9), e.vendor, []byte{0}}
+		aliases := []string{}
 		if e.alias != "" {
-			aliases = append(aliases, []any{e.id, e.alias, mentions.Normalize(e.alias)})
+			aliases = append(aliases, e.alias)
 		}
+		rows[i] = []any{e.id, e.name, "ORG", e.vendor, aliases}
 	}
-	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"entities"}, []string{"id", "name", "normalized_name", "entity_type", "confidence", "is_vendor", "record_hash"}, pgx.CopyFromRows(rows)); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"vendor_aliases"}, []string{"entity_id", "alias", "normalized_alias"}, pgx.CopyFromRows(aliases)); err != nil {
+	// Search's copy of the names, as SyncEntityNames keeps it.
+	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"search", "entity_names"}, []string{"entity_id", "name", "entity_type", "is_vendor", "aliases"}, pgx.CopyFromRows(rows)); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := mentions.BumpGraphVersion(ctx, pool); err != nil {

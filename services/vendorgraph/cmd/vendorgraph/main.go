@@ -3,10 +3,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/migrations"
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
@@ -32,7 +35,14 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
-			svc := server.New(pool, cfg)
+			// Dialled lazily: search may start after vendorgraph; an import
+			// while it is down is refused and rolled back.
+			conn, err := grpcclient.Dial(cfg.SearchAddr, cfg.SearchToken)
+			if err != nil {
+				pool.Close()
+				return nil, fmt.Errorf("search client: %w", err)
+			}
+			svc := server.New(pool, cfg, searchv1.NewSearchServiceClient(conn))
 			// Ends with ctx (SIGTERM), before the pool is closed.
 			go svc.WatchChanges(ctx, srv.Logger())
 			vendorgraphv1.RegisterVendorGraphServiceServer(srv.GRPC(), svc)
@@ -40,8 +50,8 @@ func main() {
 			go srv.WatchDatabase(ctx, pool)
 			srv.Logger().Info("vendorgraph configured", "cache_size", cfg.CacheSize,
 				"cache_ttl", cfg.CacheTTL.String(), "match_threshold", cfg.MatchThreshold,
-				"import_max_lines", cfg.MaxImportLines)
-			return pool.Close, nil
+				"import_max_lines", cfg.MaxImportLines, "search_addr", cfg.SearchAddr)
+			return func() { _ = conn.Close(); pool.Close() }, nil
 		},
 	})
 }

@@ -7,13 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/bmcis/knowledge/platform/mentions"
 )
 
 // NotifyChannel is the PostgreSQL channel an import that changed the graph
-// notifies on commit, so every replica drops its cached replies.
-const NotifyChannel = mentions.GraphChannel
+// notifies on commit, so every vendorgraph replica drops its cached replies.
+const NotifyChannel = "bmcis_vendorgraph_changed"
 
 // importLockKey serializes imports: two concurrent upserts touching the same
 // rows in different orders could deadlock, and imports are rare.

@@ -23,6 +23,13 @@ type Config struct {
 	// DBTimeout bounds the database work of one lookup (BMCIS_VENDOR_DB_TIMEOUT):
 	// a database that stops answering gives UNAVAILABLE, never a hang.
 	DBTimeout time.Duration
+	// SearchAddr is the search service's gRPC address (BMCIS_SEARCH_ADDR):
+	// an import sends it the names it changed.
+	SearchAddr string
+	// SearchToken is the credential vendorgraph presents to search
+	// (BMCIS_VENDORGRAPH_TOKEN; search holds its digest as
+	// BMCIS_VENDORGRAPH_TOKEN_SHA256).
+	SearchToken string
 }
 
 // DefaultConfig is the configuration when no variable is set.
@@ -42,5 +49,7 @@ func LoadConfig(env *config.Reader) Config {
 		MatchThreshold: env.Float("BMCIS_VENDOR_MATCH_THRESHOLD", d.MatchThreshold, 0.3, 1),
 		MaxImportLines: env.Int("BMCIS_VENDOR_IMPORT_MAX_LINES", d.MaxImportLines, 1, 50_000_000),
 		DBTimeout:      env.Duration("BMCIS_VENDOR_DB_TIMEOUT", d.DBTimeout, 100*time.Millisecond, time.Minute),
+		SearchAddr:     env.Addr("BMCIS_SEARCH_ADDR", "127.0.0.1:50051"),
+		SearchToken:    env.Secret("BMCIS_VENDORGRAPH_TOKEN", true, 16),
 	}
 }

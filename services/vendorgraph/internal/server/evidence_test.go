@@ -4,12 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
 )
 
@@ -29,8 +29,8 @@ func addDocument(t *testing.T, pool *pgxpool.Pool, externalID string, texts ...s
 }
 
 func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
-	pool := newDB(t)
-	r := startReplica(t, pool, server.DefaultConfig())
+	pool, dbURL := testdb.New(t)
+	r := startReplicaWith(t, pool, server.DefaultConfig(), startSearch(t, dbURL))
 	ctx := ctxT(t)
 	addDocument(t, pool, "contracts", "Vendor One renewed. Vendor One pays late; Vendor One.", "Nothing to support here.", "The Product One rollout.")
 	addDocument(t, pool, "minutes", "We met V One about pricing.", "Vendor One again.")
@@ -93,10 +93,16 @@ func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
 	mustImport(t, r.client, changed)
 	require.EqualValues(t, 4, get().GetEvidenceChunkCount(), "the new alias links the chunk that held it")
 
-	// Deleting a document drops its links; the cache hears of it.
+	// Deleting a document drops its links. The cached reply holds the graph
+	// only: a hit carries search's evidence as it is now.
+	require.True(t, get().GetCacheHit())
 	_, err = pool.Exec(ctx, "DELETE FROM documents WHERE external_id = 'minutes'")
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, "SELECT pg_notify('bmcis_search', 'd')")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return get().GetEvidenceChunkCount() == 2 }, 5*time.Second, 20*time.Millisecond)
+	after := get()
+	require.True(t, after.GetCacheHit(), "the graph part still comes from the cache")
+	require.EqualValues(t, 2, after.GetEvidenceChunkCount())
+	require.Len(t, after.GetEvidence(), 2)
+	require.Len(t, after.GetEvidenceDocuments(), 1)
+	require.Equal(t, resp.GetVendorId(), after.GetVendorId())
+	require.Equal(t, resp.GetRelationships()[0].GetSourceName(), after.GetRelationships()[0].GetSourceName())
 }

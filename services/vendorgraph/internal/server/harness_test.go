@@ -15,11 +15,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/platform/rpcauth"
+	"github.com/bmcis/knowledge/platform/stacktest"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
 )
@@ -42,15 +44,34 @@ func newDB(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// startReplica serves a vendorgraph Server on pool and waits until its
-// cache listens for changes.
+// startReplica serves a vendorgraph Server on pool, with no search (the
+// names an import changes go nowhere), and waits until its cache listens
+// for changes.
 func startReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) *replica {
+	t.Helper()
+	return startReplicaWith(t, pool, cfg, nil)
+}
+
+// startSearch runs the search service (the real binary) on the database
+// at dbURL and returns a client holding vendorgraph's credential.
+func startSearch(t testing.TB, dbURL string) searchv1.SearchServiceClient {
+	t.Helper()
+	stack := stacktest.Start(t, stacktest.Options{DatabaseURL: dbURL, Services: []string{stacktest.Search}})
+	conn, err := grpcclient.Dial(stack.Addr(stacktest.Search), stacktest.VendorGraphToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return searchv1.NewSearchServiceClient(conn)
+}
+
+// startReplicaWith is startReplica sending the names an import changes to
+// search.
+func startReplicaWith(t testing.TB, pool *pgxpool.Pool, cfg server.Config, search searchv1.SearchServiceClient) *replica {
 	t.Helper()
 	srv := grpcserver.New(grpcserver.Settings{
 		Name: "vendorgraph-test", LogLevel: "error", Credentials: rpcauth.AllRoles(token),
 		ShutdownTimeout: 5 * time.Second,
 	}, grpcserver.WithLogOutput(io.Discard), grpcserver.WithClassifier(pg.ClassifyError))
-	svc := server.New(pool, cfg)
+	svc := server.New(pool, cfg, search)
 	vendorgraphv1.RegisterVendorGraphServiceServer(srv.GRPC(), svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/graph"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/importer"
@@ -118,17 +119,18 @@ func toStruct(raw []byte) (*structpb.Struct, error) {
 	return st, nil
 }
 
-// addEvidence puts what the documents say about the vendor into resp.
-func addEvidence(resp *vendorgraphv1.GetVendorResponse, ev graph.Evidence) {
-	resp.EvidenceChunkCount = int32(ev.ChunkCount)
-	resp.Evidence = make([]*vendorgraphv1.EvidenceChunk, len(ev.Chunks))
-	for i, c := range ev.Chunks {
-		resp.Evidence[i] = &vendorgraphv1.EvidenceChunk{ChunkId: c.ChunkID, DocumentId: c.DocumentID, SourceFile: c.SourceFile,
-			MentionCount: int32(c.MentionCount), Snippet: c.Snippet, Score: c.Score}
+// addEvidence puts what the documents say about the vendor (search's
+// answer) into resp.
+func addEvidence(resp *vendorgraphv1.GetVendorResponse, ev *searchv1.GetEntityEvidenceResponse) {
+	resp.EvidenceChunkCount = ev.GetChunkCount()
+	resp.Evidence = make([]*vendorgraphv1.EvidenceChunk, len(ev.GetChunks()))
+	for i, c := range ev.GetChunks() {
+		resp.Evidence[i] = &vendorgraphv1.EvidenceChunk{ChunkId: c.GetChunkId(), DocumentId: c.GetDocumentId(),
+			SourceFile: c.GetSourceFile(), MentionCount: c.GetMentionCount(), Snippet: c.GetSnippet(), Score: c.GetScore()}
 	}
-	resp.EvidenceDocuments = make([]*vendorgraphv1.EvidenceDocument, len(ev.Documents))
-	for i, d := range ev.Documents {
-		resp.EvidenceDocuments[i] = &vendorgraphv1.EvidenceDocument{DocumentId: d.DocumentID, SourceFile: d.SourceFile,
-			Title: d.Title, MentionCount: int32(d.MentionCount), ChunkCount: int32(d.ChunkCount)}
+	resp.EvidenceDocuments = make([]*vendorgraphv1.EvidenceDocument, len(ev.GetDocuments()))
+	for i, d := range ev.GetDocuments() {
+		resp.EvidenceDocuments[i] = &vendorgraphv1.EvidenceDocument{DocumentId: d.GetDocumentId(), SourceFile: d.GetSourceFile(),
+			Title: d.GetTitle(), MentionCount: d.GetMentionCount(), ChunkCount: d.GetChunkCount()}
 	}
 }

@@ -23,12 +23,12 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
 	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/logging"
-	"github.com/bmcis/knowledge/platform/mentions"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/cache"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/graph"
@@ -66,20 +66,25 @@ type Server struct {
 	pool  *pgxpool.Pool
 	store *graph.Store
 	cfg   Config
-	cache *cache.Cache[cacheKey, *vendorgraphv1.GetVendorResponse]
+	cache *cache.Cache[cacheKey, cachedReply]
+	// search takes the names an import changed (nil: they are not sent,
+	// for tests of the graph alone).
+	search searchv1.SearchServiceClient
 	// id tells this replica's change notifications from other replicas'.
 	id string
 }
 
-// New returns a server backed by pool. Its cache stays off until
-// WatchChanges listens for imports made through other replicas.
-func New(pool *pgxpool.Pool, cfg Config) *Server {
+// New returns a server backed by pool that sends the names an import
+// changes to search. Its cache stays off until WatchChanges listens for
+// imports made through other replicas.
+func New(pool *pgxpool.Pool, cfg Config, search searchv1.SearchServiceClient) *Server {
 	s := &Server{
-		pool:  pool,
-		store: graph.New(pool),
-		cfg:   cfg,
-		cache: cache.New[cacheKey, *vendorgraphv1.GetVendorResponse](cfg.CacheSize, cfg.CacheTTL),
-		id:    replicaID(),
+		search: search,
+		pool:   pool,
+		store:  graph.New(pool),
+		cfg:    cfg,
+		cache:  cache.New[cacheKey, cachedReply](cfg.CacheSize, cfg.CacheTTL),
+		id:     replicaID(),
 	}
 	s.cache.Suspend()
 	return s
@@ -91,15 +96,11 @@ func replicaID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// searchChannel is where the search service announces document writes and
-// deletions (its store.Channel): they change a vendor's evidence.
-const searchChannel = "bmcis_search"
-
 // WatchChanges listens for imports committed by any replica, and for
 // document changes (they move a vendor's evidence), and drops the cache on
 // each, until ctx ends. Until it listens, the cache is bypassed.
 func (s *Server) WatchChanges(ctx context.Context, log *slog.Logger) {
-	s.cache.Watch(ctx, s.pool, []string{importer.NotifyChannel, searchChannel}, s.id, log)
+	s.cache.Watch(ctx, s.pool, []string{importer.NotifyChannel}, s.id, log)
 }
 
 // CacheLive reports whether the cache currently serves replies.
@@ -178,7 +179,17 @@ func (s *Server) dbCtx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, s.cfg.DBTimeout)
 }
 
-// GetVendor returns a vendor's neighbourhood, from the cache when it can.
+// cachedReply is a GetVendor reply without its evidence, in wire form
+// (encoded), and its vendor's id, whose evidence is asked of search.
+type cachedReply struct {
+	reply    *vendorgraphv1.GetVendorResponse
+	vendorID string
+}
+
+// GetVendor returns a vendor's neighbourhood, from the cache when it can,
+// and its evidence, from search on every call: the cache holds the graph
+// only, which vendorgraph's own imports invalidate, while the documents
+// behind the evidence change in search, which tells nobody.
 func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequest) (*vendorgraphv1.GetVendorResponse, error) {
 	q, err := checkGetVendor(req)
 	if err != nil {
@@ -186,7 +197,11 @@ func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequ
 	}
 	q.key.owner = cacheowner.FromIncoming(ctx)
 	if hit, ok := s.cache.Get(q.key); ok {
-		return hit, nil
+		ev, err := s.evidence(ctx, hit.vendorID, q)
+		if err != nil {
+			return nil, err
+		}
+		return withEncodedEvidence(hit.reply, ev), nil
 	}
 	epoch := s.cache.Epoch()
 	dctx, cancel := s.dbCtx(ctx)
@@ -196,9 +211,50 @@ func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequ
 		return nil, pg.CallError(ctx, err)
 	}
 	if s.cache.Live() { // encoding costs; skip it when Put would drop the entry
-		s.cache.Put(q.key, encoded(cachedCopy(resp)), epoch)
+		s.cache.Put(q.key, cachedReply{reply: encoded(cachedCopy(resp)), vendorID: resp.GetVendorId()}, epoch)
 	}
+	ev, err := s.evidence(ctx, resp.GetVendorId(), q)
+	if err != nil {
+		return nil, err
+	}
+	addEvidence(resp, ev)
 	return resp, nil
+}
+
+// evidence asks search what the documents say about the vendor, within the
+// caller's read scope (none without a search: tests of the graph alone).
+func (s *Server) evidence(ctx context.Context, vendorID string, q getVendorQuery) (*searchv1.GetEntityEvidenceResponse, error) {
+	if s.search == nil {
+		return &searchv1.GetEntityEvidenceResponse{}, nil
+	}
+	ev, err := s.search.GetEntityEvidence(ctx, &searchv1.GetEntityEvidenceRequest{
+		EntityId: vendorID, Limit: q.key.maxEvidence, Categories: q.categories})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		st := status.Convert(err)
+		return nil, status.Errorf(codes.Unavailable, "search, which holds the vendor's evidence, did not answer: %s: %s",
+			st.Code(), st.Message())
+	}
+	return ev, nil
+}
+
+// withEncodedEvidence returns the cached reply in wire form with ev's
+// fields appended in wire form: a receiver decodes the concatenation as
+// one message (protobuf merges repeated fields by appending), so a hit
+// still costs no encoding of the graph part.
+func withEncodedEvidence(cached *vendorgraphv1.GetVendorResponse, ev *searchv1.GetEntityEvidenceResponse) *vendorgraphv1.GetVendorResponse {
+	part := &vendorgraphv1.GetVendorResponse{}
+	addEvidence(part, ev)
+	b, err := proto.Marshal(part)
+	if err != nil {
+		b = nil // cannot happen for a valid message
+	}
+	graph := cached.ProtoReflect().GetUnknown()
+	w := &vendorgraphv1.GetVendorResponse{}
+	w.ProtoReflect().SetUnknown(append(append(make([]byte, 0, len(graph)+len(b)), graph...), b...))
+	return w
 }
 
 // encoded returns a message that holds m's wire encoding as unknown fields
@@ -274,16 +330,7 @@ func (s *Server) lookup(ctx context.Context, q getVendorQuery) (*vendorgraphv1.G
 	if err != nil {
 		return nil, err
 	}
-	resp, err := buildReply(vendor, nb, q.key)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := s.store.Evidence(ctx, vendor, int(q.key.maxEvidence), q.categories)
-	if err != nil {
-		return nil, err
-	}
-	addEvidence(resp, ev)
-	return resp, nil
+	return buildReply(vendor, nb, q.key)
 }
 
 func ambiguous(name string, candidates []string) error {
@@ -403,11 +450,17 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 	if err != nil {
 		return err
 	}
-	// A matcher of its own, dropped after the import: at 200,000 entities
-	// it is hundreds of MB, and imports are rare.
-	relinked, err := importer.Relink(ctx, tx, mentions.NewLinker(), counts)
-	if err != nil {
-		return err
+	// Search takes the changed names before the import commits: when it
+	// cannot, nothing is imported, so its copy never misses a change.
+	var relinked importer.Relinked
+	if s.search != nil {
+		if relinked, err = importer.SyncNames(ctx, tx, s.search, counts); err != nil {
+			if st, ok := status.FromError(errors.Unwrap(err)); ok && st.Code() != codes.Unknown {
+				return status.Errorf(codes.Unavailable, "import rolled back, nothing written: search did not take the changed names: %s: %s",
+					st.Code(), st.Message())
+			}
+			return err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit import: %w", err)
@@ -436,7 +489,7 @@ func (s *Server) ImportGraph(stream grpc.ClientStreamingServer[vendorgraphv1.Imp
 		"seconds", resp.Seconds, "receive_and_parse_seconds", received.Sub(start).Seconds(),
 		"write_seconds", committed.Sub(received).Seconds(), "copy_seconds", counts.CopyTime.Seconds(),
 		"entities_seconds", counts.EntitiesTime.Seconds(), "relationships_seconds", counts.RelationshipsTime.Seconds(),
-		"mention_chunks_indexed", relinked.Indexed, "mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
+		"mention_names_sent", relinked.Names, "mention_chunks_indexed", relinked.Indexed, "mention_chunks_relinked", relinked.Chunks, "mention_seconds", relinked.Time.Seconds())
 	return stream.SendAndClose(resp)
 }
 

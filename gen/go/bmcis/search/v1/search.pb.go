@@ -2269,6 +2269,510 @@ func (x *ReindexResponse) GetIndexSeconds() float64 {
 	return 0
 }
 
+// EntityName is what search needs of a vendor graph entity to link the
+// chunks that mention it and to name it in results.
+type EntityName struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity's id: a UUID, hyphenated (36 characters).
+	EntityId string `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// The entity's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The entity's type (COMPANY, PRODUCT, ...).
+	EntityType string `protobuf:"bytes,3,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
+	// Whether the entity is a vendor.
+	IsVendor bool `protobuf:"varint,4,opt,name=is_vendor,json=isVendor,proto3" json:"is_vendor,omitempty"`
+	// Every alias of the entity (replacing those search held).
+	Aliases       []string `protobuf:"bytes,5,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityName) Reset() {
+	*x = EntityName{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityName) ProtoMessage() {}
+
+func (x *EntityName) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityName.ProtoReflect.Descriptor instead.
+func (*EntityName) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EntityName) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *EntityName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EntityName) GetEntityType() string {
+	if x != nil {
+		return x.EntityType
+	}
+	return ""
+}
+
+func (x *EntityName) GetIsVendor() bool {
+	if x != nil {
+		return x.IsVendor
+	}
+	return false
+}
+
+func (x *EntityName) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+// SyncEntityNamesRequest is one batch of changed entities.
+type SyncEntityNamesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []*EntityName          `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncEntityNamesRequest) Reset() {
+	*x = SyncEntityNamesRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncEntityNamesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncEntityNamesRequest) ProtoMessage() {}
+
+func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncEntityNamesRequest.ProtoReflect.Descriptor instead.
+func (*SyncEntityNamesRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SyncEntityNamesRequest) GetNames() []*EntityName {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+// SyncEntityNamesResponse reports the re-link the names caused.
+type SyncEntityNamesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entities whose names search stored.
+	NamesStored int64 `protobuf:"varint,1,opt,name=names_stored,json=namesStored,proto3" json:"names_stored,omitempty"`
+	// Chunks new since the last re-link that were added to the words index.
+	ChunksIndexed int64 `protobuf:"varint,2,opt,name=chunks_indexed,json=chunksIndexed,proto3" json:"chunks_indexed,omitempty"`
+	// Chunks matched again and their mentions rewritten.
+	ChunksRelinked int64 `protobuf:"varint,3,opt,name=chunks_relinked,json=chunksRelinked,proto3" json:"chunks_relinked,omitempty"`
+	// Search's graph version after the re-link.
+	GraphVersion  int64 `protobuf:"varint,4,opt,name=graph_version,json=graphVersion,proto3" json:"graph_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncEntityNamesResponse) Reset() {
+	*x = SyncEntityNamesResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncEntityNamesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncEntityNamesResponse) ProtoMessage() {}
+
+func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncEntityNamesResponse.ProtoReflect.Descriptor instead.
+func (*SyncEntityNamesResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SyncEntityNamesResponse) GetNamesStored() int64 {
+	if x != nil {
+		return x.NamesStored
+	}
+	return 0
+}
+
+func (x *SyncEntityNamesResponse) GetChunksIndexed() int64 {
+	if x != nil {
+		return x.ChunksIndexed
+	}
+	return 0
+}
+
+func (x *SyncEntityNamesResponse) GetChunksRelinked() int64 {
+	if x != nil {
+		return x.ChunksRelinked
+	}
+	return 0
+}
+
+func (x *SyncEntityNamesResponse) GetGraphVersion() int64 {
+	if x != nil {
+		return x.GraphVersion
+	}
+	return 0
+}
+
+// GetEntityEvidenceRequest names an entity and bounds its evidence.
+type GetEntityEvidenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity's id: a UUID, hyphenated (36 characters).
+	EntityId string `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// Most chunks and most documents to return.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Document categories evidence may come from (none: every category): the
+	// read scope of the key GetVendor was called with.
+	Categories    []string `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEntityEvidenceRequest) Reset() {
+	*x = GetEntityEvidenceRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEntityEvidenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEntityEvidenceRequest) ProtoMessage() {}
+
+func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEntityEvidenceRequest.ProtoReflect.Descriptor instead.
+func (*GetEntityEvidenceRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetEntityEvidenceRequest) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *GetEntityEvidenceRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GetEntityEvidenceRequest) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+// GetEntityEvidenceResponse is what the documents say about an entity.
+type GetEntityEvidenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunks that mention the entity, best first: ranked by mention
+	// count and the chunk's relevance to the entity's name.
+	Chunks []*EntityEvidenceChunk `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// The documents that mention the entity most, with counts.
+	Documents []*EntityEvidenceDocument `protobuf:"bytes,2,rep,name=documents,proto3" json:"documents,omitempty"`
+	// How many chunks mention the entity in all.
+	ChunkCount    int32 `protobuf:"varint,3,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEntityEvidenceResponse) Reset() {
+	*x = GetEntityEvidenceResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEntityEvidenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEntityEvidenceResponse) ProtoMessage() {}
+
+func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEntityEvidenceResponse.ProtoReflect.Descriptor instead.
+func (*GetEntityEvidenceResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetEntityEvidenceResponse) GetChunks() []*EntityEvidenceChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *GetEntityEvidenceResponse) GetDocuments() []*EntityEvidenceDocument {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *GetEntityEvidenceResponse) GetChunkCount() int32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
+// EntityEvidenceChunk is a chunk that mentions an entity.
+type EntityEvidenceChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunk's id.
+	ChunkId int64 `protobuf:"varint,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// The document's external id.
+	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// The document's source file.
+	SourceFile string `protobuf:"bytes,3,opt,name=source_file,json=sourceFile,proto3" json:"source_file,omitempty"`
+	// How many times the chunk names the entity.
+	MentionCount int32 `protobuf:"varint,4,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	// Up to 240 characters of the chunk around the first mention.
+	Snippet string `protobuf:"bytes,5,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Ranking score: mention count weighted by the chunk's relevance to the name.
+	Score         float64 `protobuf:"fixed64,6,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityEvidenceChunk) Reset() {
+	*x = EntityEvidenceChunk{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityEvidenceChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityEvidenceChunk) ProtoMessage() {}
+
+func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityEvidenceChunk.ProtoReflect.Descriptor instead.
+func (*EntityEvidenceChunk) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *EntityEvidenceChunk) GetChunkId() int64 {
+	if x != nil {
+		return x.ChunkId
+	}
+	return 0
+}
+
+func (x *EntityEvidenceChunk) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *EntityEvidenceChunk) GetSourceFile() string {
+	if x != nil {
+		return x.SourceFile
+	}
+	return ""
+}
+
+func (x *EntityEvidenceChunk) GetMentionCount() int32 {
+	if x != nil {
+		return x.MentionCount
+	}
+	return 0
+}
+
+func (x *EntityEvidenceChunk) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *EntityEvidenceChunk) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+// EntityEvidenceDocument is a document that mentions an entity.
+type EntityEvidenceDocument struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document's external id.
+	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// The document's source file.
+	SourceFile string `protobuf:"bytes,2,opt,name=source_file,json=sourceFile,proto3" json:"source_file,omitempty"`
+	// The document's title.
+	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// Mentions of the entity across the document.
+	MentionCount int32 `protobuf:"varint,4,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	// Chunks of the document that mention the entity.
+	ChunkCount    int32 `protobuf:"varint,5,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityEvidenceDocument) Reset() {
+	*x = EntityEvidenceDocument{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityEvidenceDocument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityEvidenceDocument) ProtoMessage() {}
+
+func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityEvidenceDocument.ProtoReflect.Descriptor instead.
+func (*EntityEvidenceDocument) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EntityEvidenceDocument) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *EntityEvidenceDocument) GetSourceFile() string {
+	if x != nil {
+		return x.SourceFile
+	}
+	return ""
+}
+
+func (x *EntityEvidenceDocument) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *EntityEvidenceDocument) GetMentionCount() int32 {
+	if x != nil {
+		return x.MentionCount
+	}
+	return 0
+}
+
+func (x *EntityEvidenceDocument) GetChunkCount() int32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
 var File_bmcis_search_v1_search_proto protoreflect.FileDescriptor
 
 const file_bmcis_search_v1_search_proto_rawDesc = "" +
@@ -2459,7 +2963,52 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	" \x01(\x01R\ftrainSeconds\x12#\n" +
 	"\rembed_seconds\x18\v \x01(\x01R\fembedSeconds\x12#\n" +
 	"\rwrite_seconds\x18\f \x01(\x01R\fwriteSeconds\x12#\n" +
-	"\rindex_seconds\x18\r \x01(\x01R\findexSeconds*~\n" +
+	"\rindex_seconds\x18\r \x01(\x01R\findexSeconds\"\xbf\x01\n" +
+	"\n" +
+	"EntityName\x12$\n" +
+	"\tentity_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18$R\bentityId\x12\x1e\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xe8\aR\x04name\x12)\n" +
+	"\ventity_type\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\n" +
+	"entityType\x12\x1b\n" +
+	"\tis_vendor\x18\x04 \x01(\bR\bisVendor\x12#\n" +
+	"\aaliases\x18\x05 \x03(\tB\t\xbaH\x06\x92\x01\x03\x10\xe8\aR\aaliases\"V\n" +
+	"\x16SyncEntityNamesRequest\x12<\n" +
+	"\x05names\x18\x01 \x03(\v2\x1b.bmcis.search.v1.EntityNameB\t\xbaH\x06\x92\x01\x03\x10\x90NR\x05names\"\xb1\x01\n" +
+	"\x17SyncEntityNamesResponse\x12!\n" +
+	"\fnames_stored\x18\x01 \x01(\x03R\vnamesStored\x12%\n" +
+	"\x0echunks_indexed\x18\x02 \x01(\x03R\rchunksIndexed\x12'\n" +
+	"\x0fchunks_relinked\x18\x03 \x01(\x03R\x0echunksRelinked\x12#\n" +
+	"\rgraph_version\x18\x04 \x01(\x03R\fgraphVersion\"\x81\x01\n" +
+	"\x18GetEntityEvidenceRequest\x12$\n" +
+	"\tentity_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18$R\bentityId\x12\x1f\n" +
+	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x01R\x05limit\x12\x1e\n" +
+	"\n" +
+	"categories\x18\x03 \x03(\tR\n" +
+	"categories\"\xc1\x01\n" +
+	"\x19GetEntityEvidenceResponse\x12<\n" +
+	"\x06chunks\x18\x01 \x03(\v2$.bmcis.search.v1.EntityEvidenceChunkR\x06chunks\x12E\n" +
+	"\tdocuments\x18\x02 \x03(\v2'.bmcis.search.v1.EntityEvidenceDocumentR\tdocuments\x12\x1f\n" +
+	"\vchunk_count\x18\x03 \x01(\x05R\n" +
+	"chunkCount\"\xc7\x01\n" +
+	"\x13EntityEvidenceChunk\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\x03R\achunkId\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x1f\n" +
+	"\vsource_file\x18\x03 \x01(\tR\n" +
+	"sourceFile\x12#\n" +
+	"\rmention_count\x18\x04 \x01(\x05R\fmentionCount\x12\x18\n" +
+	"\asnippet\x18\x05 \x01(\tR\asnippet\x12\x14\n" +
+	"\x05score\x18\x06 \x01(\x01R\x05score\"\xb6\x01\n" +
+	"\x16EntityEvidenceDocument\x12\x1f\n" +
+	"\vdocument_id\x18\x01 \x01(\tR\n" +
+	"documentId\x12\x1f\n" +
+	"\vsource_file\x18\x02 \x01(\tR\n" +
+	"sourceFile\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12#\n" +
+	"\rmention_count\x18\x04 \x01(\x05R\fmentionCount\x12\x1f\n" +
+	"\vchunk_count\x18\x05 \x01(\x05R\n" +
+	"chunkCount*~\n" +
 	"\rRetrievalMode\x12\x1e\n" +
 	"\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RETRIEVAL_MODE_HYBRID\x10\x01\x12\x17\n" +
@@ -2468,7 +3017,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xf1\a\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xc5\t\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -2480,7 +3029,9 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
 	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12L\n" +
-	"\aReindex\x12\x1f.bmcis.search.v1.ReindexRequest\x1a .bmcis.search.v1.ReindexResponseB\xbc\x01\n" +
+	"\aReindex\x12\x1f.bmcis.search.v1.ReindexRequest\x1a .bmcis.search.v1.ReindexResponse\x12f\n" +
+	"\x0fSyncEntityNames\x12'.bmcis.search.v1.SyncEntityNamesRequest\x1a(.bmcis.search.v1.SyncEntityNamesResponse(\x01\x12j\n" +
+	"\x11GetEntityEvidence\x12).bmcis.search.v1.GetEntityEvidenceRequest\x1a*.bmcis.search.v1.GetEntityEvidenceResponseB\xbc\x01\n" +
 	"\x13com.bmcis.search.v1B\vSearchProtoP\x01Z:github.com/bmcis/knowledge/gen/go/bmcis/search/v1;searchv1\xa2\x02\x03BSX\xaa\x02\x0fBmcis.Search.V1\xca\x02\x0fBmcis\\Search\\V1\xe2\x02\x1bBmcis\\Search\\V1\\GPBMetadata\xea\x02\x11Bmcis::Search::V1b\x06proto3"
 
 var (
@@ -2496,55 +3047,62 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
-	(RetrievalMode)(0),              // 0: bmcis.search.v1.RetrievalMode
-	(ContentFormat)(0),              // 1: bmcis.search.v1.ContentFormat
-	(*SearchRequest)(nil),           // 2: bmcis.search.v1.SearchRequest
-	(*ReadScope)(nil),               // 3: bmcis.search.v1.ReadScope
-	(*SearchResponse)(nil),          // 4: bmcis.search.v1.SearchResponse
-	(*Chunk)(nil),                   // 5: bmcis.search.v1.Chunk
-	(*SearchResult)(nil),            // 6: bmcis.search.v1.SearchResult
-	(*EntityMention)(nil),           // 7: bmcis.search.v1.EntityMention
-	(*GetChunksRequest)(nil),        // 8: bmcis.search.v1.GetChunksRequest
-	(*GetChunksResponse)(nil),       // 9: bmcis.search.v1.GetChunksResponse
-	(*Document)(nil),                // 10: bmcis.search.v1.Document
-	(*IngestDocumentsRequest)(nil),  // 11: bmcis.search.v1.IngestDocumentsRequest
-	(*SyncSource)(nil),              // 12: bmcis.search.v1.SyncSource
-	(*IngestDocumentsResponse)(nil), // 13: bmcis.search.v1.IngestDocumentsResponse
-	(*IngestDocumentsProgress)(nil), // 14: bmcis.search.v1.IngestDocumentsProgress
-	(*IngestFailure)(nil),           // 15: bmcis.search.v1.IngestFailure
-	(*DeleteDocumentRequest)(nil),   // 16: bmcis.search.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),  // 17: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),   // 18: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),  // 19: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                // 20: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),   // 21: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 22: bmcis.search.v1.GetIndexStatusResponse
-	(*ListSourcesRequest)(nil),      // 23: bmcis.search.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),     // 24: bmcis.search.v1.ListSourcesResponse
-	(*Source)(nil),                  // 25: bmcis.search.v1.Source
-	(*ReindexRequest)(nil),          // 26: bmcis.search.v1.ReindexRequest
-	(*ReindexResponse)(nil),         // 27: bmcis.search.v1.ReindexResponse
-	(*fieldmaskpb.FieldMask)(nil),   // 28: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
+	(RetrievalMode)(0),                // 0: bmcis.search.v1.RetrievalMode
+	(ContentFormat)(0),                // 1: bmcis.search.v1.ContentFormat
+	(*SearchRequest)(nil),             // 2: bmcis.search.v1.SearchRequest
+	(*ReadScope)(nil),                 // 3: bmcis.search.v1.ReadScope
+	(*SearchResponse)(nil),            // 4: bmcis.search.v1.SearchResponse
+	(*Chunk)(nil),                     // 5: bmcis.search.v1.Chunk
+	(*SearchResult)(nil),              // 6: bmcis.search.v1.SearchResult
+	(*EntityMention)(nil),             // 7: bmcis.search.v1.EntityMention
+	(*GetChunksRequest)(nil),          // 8: bmcis.search.v1.GetChunksRequest
+	(*GetChunksResponse)(nil),         // 9: bmcis.search.v1.GetChunksResponse
+	(*Document)(nil),                  // 10: bmcis.search.v1.Document
+	(*IngestDocumentsRequest)(nil),    // 11: bmcis.search.v1.IngestDocumentsRequest
+	(*SyncSource)(nil),                // 12: bmcis.search.v1.SyncSource
+	(*IngestDocumentsResponse)(nil),   // 13: bmcis.search.v1.IngestDocumentsResponse
+	(*IngestDocumentsProgress)(nil),   // 14: bmcis.search.v1.IngestDocumentsProgress
+	(*IngestFailure)(nil),             // 15: bmcis.search.v1.IngestFailure
+	(*DeleteDocumentRequest)(nil),     // 16: bmcis.search.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),    // 17: bmcis.search.v1.DeleteDocumentResponse
+	(*ListCategoriesRequest)(nil),     // 18: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),    // 19: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                  // 20: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),     // 21: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),    // 22: bmcis.search.v1.GetIndexStatusResponse
+	(*ListSourcesRequest)(nil),        // 23: bmcis.search.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),       // 24: bmcis.search.v1.ListSourcesResponse
+	(*Source)(nil),                    // 25: bmcis.search.v1.Source
+	(*ReindexRequest)(nil),            // 26: bmcis.search.v1.ReindexRequest
+	(*ReindexResponse)(nil),           // 27: bmcis.search.v1.ReindexResponse
+	(*EntityName)(nil),                // 28: bmcis.search.v1.EntityName
+	(*SyncEntityNamesRequest)(nil),    // 29: bmcis.search.v1.SyncEntityNamesRequest
+	(*SyncEntityNamesResponse)(nil),   // 30: bmcis.search.v1.SyncEntityNamesResponse
+	(*GetEntityEvidenceRequest)(nil),  // 31: bmcis.search.v1.GetEntityEvidenceRequest
+	(*GetEntityEvidenceResponse)(nil), // 32: bmcis.search.v1.GetEntityEvidenceResponse
+	(*EntityEvidenceChunk)(nil),       // 33: bmcis.search.v1.EntityEvidenceChunk
+	(*EntityEvidenceDocument)(nil),    // 34: bmcis.search.v1.EntityEvidenceDocument
+	(*fieldmaskpb.FieldMask)(nil),     // 35: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),     // 36: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	28, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	35, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	29, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	28, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	35, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	29, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
 	12, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
 	15, // 17: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
@@ -2552,34 +3110,41 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	3,  // 19: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	20, // 20: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
 	3,  // 21: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	29, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	29, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	36, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	36, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	25, // 25: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	29, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	2,  // 27: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 28: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	11, // 29: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	11, // 30: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	16, // 31: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	18, // 32: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	21, // 33: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	23, // 34: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	26, // 35: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	4,  // 36: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 37: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 38: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 39: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 40: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 41: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 42: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 43: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	27, // 44: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	36, // [36:45] is the sub-list for method output_type
-	27, // [27:36] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	36, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	28, // 27: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	33, // 28: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
+	34, // 29: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
+	2,  // 30: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 31: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	11, // 32: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	11, // 33: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	16, // 34: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	18, // 35: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	21, // 36: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	23, // 37: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	26, // 38: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	29, // 39: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	31, // 40: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
+	4,  // 41: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 42: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 43: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 44: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 45: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 46: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 47: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 48: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	27, // 49: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	30, // 50: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	32, // 51: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -2593,7 +3158,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

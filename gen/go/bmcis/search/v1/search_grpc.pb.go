@@ -28,6 +28,8 @@ const (
 	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
 	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
 	SearchService_Reindex_FullMethodName              = "/bmcis.search.v1.SearchService/Reindex"
+	SearchService_SyncEntityNames_FullMethodName      = "/bmcis.search.v1.SearchService/SyncEntityNames"
+	SearchService_GetEntityEvidence_FullMethodName    = "/bmcis.search.v1.SearchService/GetEntityEvidence"
 )
 
 // SearchServiceClient is the client API for SearchService service.
@@ -76,6 +78,18 @@ type SearchServiceClient interface {
 	// replicas switch through the change feed. The call lasts as long as the
 	// work. An operator's call (`bmcisctl reindex`), so it has no REST route.
 	Reindex(ctx context.Context, in *ReindexRequest, opts ...grpc.CallOption) (*ReindexResponse, error)
+	// SyncEntityNames gives search the names of entities the vendor graph
+	// created or changed (vendorgraph calls it inside an import, before it
+	// commits), in batches. Search keeps its own copy of the names, moves its
+	// graph version on and re-links the chunks those names can appear in,
+	// found through its words index, all in one transaction once the stream
+	// ends. Vendorgraph's call, so it has no REST route.
+	SyncEntityNames(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncEntityNamesRequest, SyncEntityNamesResponse], error)
+	// GetEntityEvidence returns the chunks and documents that mention an
+	// entity (by its name or an alias, as search linked them), best first:
+	// the evidence vendorgraph's GetVendor answers with. Vendorgraph's call,
+	// so it has no REST route.
+	GetEntityEvidence(ctx context.Context, in *GetEntityEvidenceRequest, opts ...grpc.CallOption) (*GetEntityEvidenceResponse, error)
 }
 
 type searchServiceClient struct {
@@ -182,6 +196,29 @@ func (c *searchServiceClient) Reindex(ctx context.Context, in *ReindexRequest, o
 	return out, nil
 }
 
+func (c *searchServiceClient) SyncEntityNames(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncEntityNamesRequest, SyncEntityNamesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SearchService_ServiceDesc.Streams[2], SearchService_SyncEntityNames_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SyncEntityNamesRequest, SyncEntityNamesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SearchService_SyncEntityNamesClient = grpc.ClientStreamingClient[SyncEntityNamesRequest, SyncEntityNamesResponse]
+
+func (c *searchServiceClient) GetEntityEvidence(ctx context.Context, in *GetEntityEvidenceRequest, opts ...grpc.CallOption) (*GetEntityEvidenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEntityEvidenceResponse)
+	err := c.cc.Invoke(ctx, SearchService_GetEntityEvidence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SearchServiceServer is the server API for SearchService service.
 // All implementations must embed UnimplementedSearchServiceServer
 // for forward compatibility.
@@ -228,6 +265,18 @@ type SearchServiceServer interface {
 	// replicas switch through the change feed. The call lasts as long as the
 	// work. An operator's call (`bmcisctl reindex`), so it has no REST route.
 	Reindex(context.Context, *ReindexRequest) (*ReindexResponse, error)
+	// SyncEntityNames gives search the names of entities the vendor graph
+	// created or changed (vendorgraph calls it inside an import, before it
+	// commits), in batches. Search keeps its own copy of the names, moves its
+	// graph version on and re-links the chunks those names can appear in,
+	// found through its words index, all in one transaction once the stream
+	// ends. Vendorgraph's call, so it has no REST route.
+	SyncEntityNames(grpc.ClientStreamingServer[SyncEntityNamesRequest, SyncEntityNamesResponse]) error
+	// GetEntityEvidence returns the chunks and documents that mention an
+	// entity (by its name or an alias, as search linked them), best first:
+	// the evidence vendorgraph's GetVendor answers with. Vendorgraph's call,
+	// so it has no REST route.
+	GetEntityEvidence(context.Context, *GetEntityEvidenceRequest) (*GetEntityEvidenceResponse, error)
 	mustEmbedUnimplementedSearchServiceServer()
 }
 
@@ -264,6 +313,12 @@ func (UnimplementedSearchServiceServer) ListSources(context.Context, *ListSource
 }
 func (UnimplementedSearchServiceServer) Reindex(context.Context, *ReindexRequest) (*ReindexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reindex not implemented")
+}
+func (UnimplementedSearchServiceServer) SyncEntityNames(grpc.ClientStreamingServer[SyncEntityNamesRequest, SyncEntityNamesResponse]) error {
+	return status.Error(codes.Unimplemented, "method SyncEntityNames not implemented")
+}
+func (UnimplementedSearchServiceServer) GetEntityEvidence(context.Context, *GetEntityEvidenceRequest) (*GetEntityEvidenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEntityEvidence not implemented")
 }
 func (UnimplementedSearchServiceServer) mustEmbedUnimplementedSearchServiceServer() {}
 func (UnimplementedSearchServiceServer) testEmbeddedByValue()                       {}
@@ -426,6 +481,31 @@ func _SearchService_Reindex_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SearchService_SyncEntityNames_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SearchServiceServer).SyncEntityNames(&grpc.GenericServerStream[SyncEntityNamesRequest, SyncEntityNamesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SearchService_SyncEntityNamesServer = grpc.ClientStreamingServer[SyncEntityNamesRequest, SyncEntityNamesResponse]
+
+func _SearchService_GetEntityEvidence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEntityEvidenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).GetEntityEvidence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_GetEntityEvidence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).GetEntityEvidence(ctx, req.(*GetEntityEvidenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SearchService_ServiceDesc is the grpc.ServiceDesc for SearchService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -461,6 +541,10 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Reindex",
 			Handler:    _SearchService_Reindex_Handler,
 		},
+		{
+			MethodName: "GetEntityEvidence",
+			Handler:    _SearchService_GetEntityEvidence_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -472,6 +556,11 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "IngestDocumentsAcked",
 			Handler:       _SearchService_IngestDocumentsAcked_Handler,
 			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "SyncEntityNames",
+			Handler:       _SearchService_SyncEntityNames_Handler,
 			ClientStreams: true,
 		},
 	},

@@ -1,8 +1,10 @@
-package graph
+package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -11,7 +13,7 @@ import (
 	"github.com/bmcis/knowledge/platform/mentions"
 )
 
-// EvidenceChunk is a chunk that mentions a vendor.
+// EvidenceChunk is a chunk that mentions an entity.
 type EvidenceChunk struct {
 	ChunkID      int64
 	DocumentID   string
@@ -21,7 +23,7 @@ type EvidenceChunk struct {
 	Score        float64
 }
 
-// EvidenceDocument is a document that mentions a vendor.
+// EvidenceDocument is a document that mentions an entity.
 type EvidenceDocument struct {
 	DocumentID   string
 	SourceFile   string
@@ -30,11 +32,11 @@ type EvidenceDocument struct {
 	ChunkCount   int
 }
 
-// Evidence is what the documents say about a vendor.
+// Evidence is what the documents say about an entity.
 type Evidence struct {
 	Chunks     []EvidenceChunk
 	Documents  []EvidenceDocument
-	ChunkCount int // chunks mentioning the vendor in all
+	ChunkCount int // chunks mentioning the entity in all
 }
 
 // evidencePool is how many of the most-mentioning chunks are ranked by
@@ -44,34 +46,44 @@ const evidencePool = 200
 // SnippetChars bounds an evidence snippet.
 const SnippetChars = 240
 
-// Evidence returns the chunks and documents that mention vendor v, best
+// Evidence returns the chunks and documents that mention entity id, best
 // first, at most limit of each, from documents of the given categories
-// only (none: every category; the caller key's read scope). A chunk's score is its mention count ×
-// (1 + ts_rank_cd of the chunk's words against the vendor's name as a
-// phrase): counts lead, and among equal counts the chunk where the name
-// stands densest and whole wins.
-func (s *Store) Evidence(ctx context.Context, v Vendor, limit int, categories []string) (Evidence, error) {
+// only (none: every category; the read scope of vendorgraph's caller). A
+// chunk's score is its mention count × (1 + ts_rank_cd of the chunk's
+// words against the entity's name as a phrase): counts lead, and among
+// equal counts the chunk where the name stands densest and whole wins. An
+// entity search holds no names of has no evidence.
+func (s *Store) Evidence(ctx context.Context, id string, limit int, categories []string) (Evidence, error) {
 	var ev Evidence
 	if len(categories) == 0 {
 		categories = nil // NULL: every category
 	}
+	var name string
+	var aliases []string
+	err := s.pool.QueryRow(ctx, "SELECT name, aliases FROM entity_names WHERE entity_id = $1", id).Scan(&name, &aliases)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ev, nil
+	}
+	if err != nil {
+		return ev, fmt.Errorf("read entity name: %w", err)
+	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*) FROM search.entity_mentions m JOIN search.chunks c ON c.id = m.chunk_id
-		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2))`, v.ID, categories)
+	b.Queue(`SELECT count(*) FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
+		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2))`, id, categories)
 	b.Queue(`
 		WITH linked AS (
-			SELECT m.chunk_id, m.mention_count FROM search.entity_mentions m JOIN search.chunks c ON c.id = m.chunk_id
+			SELECT m.chunk_id, m.mention_count FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
 			WHERE m.entity_id = $1 AND ($5::text[] IS NULL OR c.category = ANY($5))
 			ORDER BY m.mention_count DESC, m.chunk_id LIMIT $4)
 		SELECT c.id, d.external_id, d.source_file, l.mention_count, c.text,
 		       l.mention_count * (1 + ts_rank_cd(`+mentions.WordsVector+`, phraseto_tsquery('simple', $2))) AS score
-		FROM linked l JOIN search.chunks c ON c.id = l.chunk_id JOIN search.documents d ON d.id = c.document_id
-		ORDER BY score DESC, c.id LIMIT $3`, v.ID, mentions.Normalize(v.Name), limit, evidencePool, categories)
+		FROM linked l JOIN chunks c ON c.id = l.chunk_id JOIN documents d ON d.id = c.document_id
+		ORDER BY score DESC, c.id LIMIT $3`, id, mentions.Normalize(name), limit, evidencePool, categories)
 	b.Queue(`
 		SELECT d.external_id, d.source_file, d.title, sum(m.mention_count)::int, count(*)::int
-		FROM search.entity_mentions m JOIN search.chunks c ON c.id = m.chunk_id JOIN search.documents d ON d.id = c.document_id
+		FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id JOIN documents d ON d.id = c.document_id
 		WHERE m.entity_id = $1 AND ($3::text[] IS NULL OR c.category = ANY($3))
-		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, v.ID, limit, categories)
+		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, id, limit, categories)
 	br := s.pool.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if err := br.QueryRow().Scan(&ev.ChunkCount); err != nil {
@@ -81,13 +93,13 @@ func (s *Store) Evidence(ctx context.Context, v Vendor, limit int, categories []
 	if err != nil {
 		return ev, fmt.Errorf("rank evidence chunks: %w", err)
 	}
-	names := append([]string{v.Name}, v.Aliases...)
+	names := append([]string{name}, aliases...)
 	ev.Chunks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EvidenceChunk, error) {
 		var c EvidenceChunk
 		var text string
 		var score float32
 		err := r.Scan(&c.ChunkID, &c.DocumentID, &c.SourceFile, &c.MentionCount, &text, &score)
-		c.Score = Float(score)
+		c.Score = shortestFloat(score)
 		c.Snippet = SnippetAround(text, names, SnippetChars)
 		return c, err
 	})
@@ -107,6 +119,16 @@ func (s *Store) Evidence(ctx context.Context, v Vendor, limit int, categories []
 		return ev, fmt.Errorf("rank evidence documents: %w", err)
 	}
 	return ev, nil
+}
+
+// shortestFloat widens a real (float4) score to the float64 that prints as
+// the real did (0.3, not 0.30000001192092896).
+func shortestFloat(f float32) float64 {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	if err != nil {
+		return float64(f)
+	}
+	return v
 }
 
 // SnippetAround returns at most max characters of text around the first
