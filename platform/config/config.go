@@ -110,17 +110,20 @@ var placeholderMarks = []string{"change_me", "changeme", "dev-only", "placeholde
 // binary carries a credential. Tests read the dev overlay, the Secret
 // template and platform/stacktest to keep it complete.
 var publishedDigests = map[string]bool{
-	// deploy/k8s/overlays/dev: BMCIS_READ_TOKEN, BMCIS_ADAPTER_TOKEN
+	// deploy/k8s/overlays/dev: BMCIS_READ_TOKEN, BMCIS_ADAPTER_TOKEN, BMCIS_VENDORGRAPH_TOKEN
 	"4f0caddd3ae07e7b2cd69195e2323aaf1b7381de9886af408a507ff88f92be4a": true,
 	"8c2677b421b1de1e43880e46939433204685ad420b392ba932dd2e2d1d8d4393": true,
-	// deploy/k8s/secret.example.yaml: BMCIS_READ_TOKEN, BMCIS_ADAPTER_TOKEN
+	"98892552aba3af5b8dc46faf399a8752e17ad8cadbd93edcd3bb995131d7756d": true,
+	// deploy/k8s/secret.example.yaml: BMCIS_READ_TOKEN, BMCIS_ADAPTER_TOKEN, BMCIS_VENDORGRAPH_TOKEN
 	"bef20c7573c6bc79702cc65d2ab60d7f9b5ff27a017e98cead683c80c3ec6171": true,
 	"458e15763eeb762d132e21542559ca9d215e91b9e1bc7ca6ad20c01076ca7839": true,
-	// platform/stacktest: ServiceToken, AdapterToken, IngestToken, AdminToken
+	"3172818c24ff804d30d1bad34994ba5482753d9ebafe0b646b5055f781861603": true,
+	// platform/stacktest: ServiceToken, AdapterToken, IngestToken, AdminToken, VendorGraphToken
 	"70148020fca22b0eb66e0a7f8ba64987c507b387023e1e3cb4d7cd0de1f78059": true,
 	"8530635cb9d2d20928bf18a3f003325f59096d48dd176d271f68fe93d501b90f": true,
 	"8d752a1a2b1c3bca3208114218d5848a0495744af13f759b3efc983293cc3cd3": true,
 	"4e281177b9e45c4a3a44966e891d5475132600b111306bb89df7026677604cf0": true,
+	"f3db9044b5c23fa1e6ef3456b52c1ddf9ef0c6079bf03827022a9090f00fe678": true,
 }
 
 // knownSecret says why v is public knowledge (a placeholder, a published
