@@ -317,6 +317,7 @@ func vendor(r *vendorgraphv1.GetVendorResponse) model.Vendor {
 		CacheHit:               r.GetCacheHit(),
 		Aliases:                r.GetAliases(),
 		EvidenceChunkCount:     int(r.GetEvidenceChunkCount()),
+		EvidenceUnavailable:    r.GetEvidenceUnavailable(),
 	}
 	for _, e := range r.GetEvidence() {
 		v.Evidence = append(v.Evidence, model.EvidenceChunk{ChunkID: e.GetChunkId(), SourceFile: e.GetSourceFile(),

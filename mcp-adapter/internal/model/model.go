@@ -102,4 +102,6 @@ type Vendor struct {
 	Evidence           []EvidenceChunk
 	EvidenceDocuments  []EvidenceDocument
 	EvidenceChunkCount int
+	// EvidenceUnavailable: search did not answer, so the evidence is empty.
+	EvidenceUnavailable bool
 }

@@ -273,6 +273,12 @@ func (c *vendorContent) Keep(env *envelope.Envelope, k int) {
 				st.EntityCount, st.RelationshipCount, c.p.mode, maxE, maxR),
 			"statistics counts the whole neighbourhood; use 'metadata' mode for the overview."))
 	}
+	if c.v.EvidenceUnavailable {
+		env.Metadata.Status = envelope.StatusPartial
+		env.Warnings = append(env.Warnings, warnings.NewPartialResults(
+			"The search service did not answer, so the documents that mention the vendor are missing from this answer",
+			"Retry in a few seconds for the evidence; the graph part is complete."))
+	}
 	if c.s.opts.Desktop {
 		// Entities shown as objects (with a confidence), whichever list.
 		shown := 0

@@ -4,11 +4,15 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/stacktest"
 	"github.com/bmcis/knowledge/platform/testdb"
 	"github.com/bmcis/knowledge/services/vendorgraph/internal/server"
 )
@@ -105,4 +109,44 @@ func TestEvidenceFollowsImportsAndDocuments(t *testing.T) {
 	require.Len(t, after.GetEvidenceDocuments(), 1)
 	require.Equal(t, resp.GetVendorId(), after.GetVendorId())
 	require.Equal(t, resp.GetRelationships()[0].GetSourceName(), after.GetRelationships()[0].GetSourceName())
+}
+
+// While search is out, a vendor is answered from the graph alone, flagged
+// evidence_unavailable, on a cache hit and on a miss alike, so a search
+// outage does not take the vendor tool down; the evidence is back once
+// search is.
+func TestVendorAnsweredWithoutEvidenceWhileSearchIsOut(t *testing.T) {
+	pool, dbURL := testdb.New(t)
+	stack := stacktest.Start(t, stacktest.Options{DatabaseURL: dbURL, Services: []string{stacktest.Search}})
+	conn, err := grpcclient.Dial(stack.Addr(stacktest.Search), stacktest.VendorGraphToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	r := startReplicaWith(t, pool, server.DefaultConfig(), searchv1.NewSearchServiceClient(conn))
+	ctx := ctxT(t)
+	addDocument(t, pool, "contracts", "Vendor One renewed. Vendor One pays late.")
+	mustImport(t, r.client, baseLines)
+	get := func(maxEvidence int32) (*vendorgraphv1.GetVendorResponse, error) {
+		return r.client.GetVendor(ctx, &vendorgraphv1.GetVendorRequest{Name: "Vendor One", MaxEvidence: maxEvidence})
+	}
+	resp, err := get(5)
+	require.NoError(t, err)
+	require.False(t, resp.GetEvidenceUnavailable())
+	require.NotEmpty(t, resp.GetEvidence())
+
+	search := stack.Service(stacktest.Search)
+	search.Kill(t)
+	for _, maxEvidence := range []int32{5, 4} { // a cached graph, then a miss
+		resp, err := get(maxEvidence)
+		require.NoError(t, err, "max_evidence %d", maxEvidence)
+		require.Equal(t, "Vendor One", resp.GetVendorName())
+		require.NotEmpty(t, resp.GetEntities())
+		require.True(t, resp.GetEvidenceUnavailable(), "max_evidence %d", maxEvidence)
+		require.Empty(t, resp.GetEvidence())
+	}
+
+	search.Start(t)
+	require.Eventually(t, func() bool {
+		resp, err := get(5)
+		return err == nil && !resp.GetEvidenceUnavailable() && len(resp.GetEvidence()) > 0
+	}, 30*time.Second, 50*time.Millisecond, "the evidence is back once search is")
 }

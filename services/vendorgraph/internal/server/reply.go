@@ -120,8 +120,12 @@ func toStruct(raw []byte) (*structpb.Struct, error) {
 }
 
 // addEvidence puts what the documents say about the vendor (search's
-// answer) into resp.
+// answer) into resp; nil (search is out) says the evidence is unavailable.
 func addEvidence(resp *vendorgraphv1.GetVendorResponse, ev *searchv1.GetEntityEvidenceResponse) {
+	if ev == nil {
+		resp.EvidenceUnavailable = true
+		return
+	}
 	resp.EvidenceChunkCount = ev.GetChunkCount()
 	resp.Evidence = make([]*vendorgraphv1.EvidenceChunk, len(ev.GetChunks()))
 	for i, c := range ev.GetChunks() {

@@ -221,8 +221,16 @@ func (s *Server) GetVendor(ctx context.Context, req *vendorgraphv1.GetVendorRequ
 	return resp, nil
 }
 
+// evidenceOutage lists the codes of a search that is down or overloaded:
+// the graph is answered without its evidence, so a search outage does not
+// take the vendor tool down. Any other code is a fault worth surfacing.
+var evidenceOutage = map[codes.Code]bool{
+	codes.Unavailable: true, codes.DeadlineExceeded: true, codes.ResourceExhausted: true, codes.Aborted: true,
+}
+
 // evidence asks search what the documents say about the vendor, within the
-// caller's read scope (none without a search: tests of the graph alone).
+// caller's read scope (none without a search: tests of the graph alone). It
+// is nil, with no error, while search is out (evidenceOutage).
 func (s *Server) evidence(ctx context.Context, vendorID string, q getVendorQuery) (*searchv1.GetEntityEvidenceResponse, error) {
 	if s.search == nil {
 		return &searchv1.GetEntityEvidenceResponse{}, nil
@@ -234,6 +242,9 @@ func (s *Server) evidence(ctx context.Context, vendorID string, q getVendorQuery
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 		st := status.Convert(err)
+		if evidenceOutage[st.Code()] {
+			return nil, nil
+		}
 		return nil, status.Errorf(codes.Unavailable, "search, which holds the vendor's evidence, did not answer: %s: %s",
 			st.Code(), st.Message())
 	}

@@ -165,8 +165,12 @@ type GetVendorResponse struct {
 	EvidenceDocuments []*EvidenceDocument `protobuf:"bytes,15,rep,name=evidence_documents,json=evidenceDocuments,proto3" json:"evidence_documents,omitempty"`
 	// How many chunks mention the vendor in all.
 	EvidenceChunkCount int32 `protobuf:"varint,16,opt,name=evidence_chunk_count,json=evidenceChunkCount,proto3" json:"evidence_chunk_count,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Search, which holds the evidence, did not answer in time: the graph
+	// part is whole and the evidence fields are empty. Retrying later fills
+	// them.
+	EvidenceUnavailable bool `protobuf:"varint,17,opt,name=evidence_unavailable,json=evidenceUnavailable,proto3" json:"evidence_unavailable,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GetVendorResponse) Reset() {
@@ -309,6 +313,13 @@ func (x *GetVendorResponse) GetEvidenceChunkCount() int32 {
 		return x.EvidenceChunkCount
 	}
 	return 0
+}
+
+func (x *GetVendorResponse) GetEvidenceUnavailable() bool {
+	if x != nil {
+		return x.EvidenceUnavailable
+	}
+	return false
 }
 
 // EvidenceChunk is a chunk that mentions a vendor.
@@ -1458,7 +1469,7 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\x05depth\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x02(\x00R\x05depth\x12,\n" +
 	"\fmax_evidence\x18\x06 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\vmaxEvidence\x12/\n" +
 	"\x13evidence_categories\x18\a \x03(\tR\x12evidenceCategoriesB\x18\n" +
-	"\x16_include_relationships\"\xd0\x06\n" +
+	"\x16_include_relationships\"\x83\a\n" +
 	"\x11GetVendorResponse\x12\x1f\n" +
 	"\vvendor_name\x18\x01 \x01(\tR\n" +
 	"vendorName\x12\x1b\n" +
@@ -1480,7 +1491,8 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\aaliases\x18\r \x03(\tR\aaliases\x12?\n" +
 	"\bevidence\x18\x0e \x03(\v2#.bmcis.vendorgraph.v1.EvidenceChunkR\bevidence\x12U\n" +
 	"\x12evidence_documents\x18\x0f \x03(\v2&.bmcis.vendorgraph.v1.EvidenceDocumentR\x11evidenceDocuments\x120\n" +
-	"\x14evidence_chunk_count\x18\x10 \x01(\x05R\x12evidenceChunkCount\"\xc1\x01\n" +
+	"\x14evidence_chunk_count\x18\x10 \x01(\x05R\x12evidenceChunkCount\x121\n" +
+	"\x14evidence_unavailable\x18\x11 \x01(\bR\x13evidenceUnavailable\"\xc1\x01\n" +
 	"\rEvidenceChunk\x12\x19\n" +
 	"\bchunk_id\x18\x01 \x01(\x03R\achunkId\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
