@@ -11,7 +11,7 @@ var examples = map[string][]string{
 	"delete": {
 		"bmcisctl delete handbook:security/old.md",
 		"bmcisctl delete --addr search:50051 a.md b.md",
-		"bmcisctl delete handbook:security/old.md -o json",
+		"bmcisctl delete handbook:security/mfa.md -o json",
 	},
 	"eval": {
 		"bmcisctl eval --beir ../shared/data/scifact",
@@ -40,7 +40,7 @@ var examples = map[string][]string{
 	"migrate": {
 		"bmcisctl migrate up",
 		"bmcisctl migrate status",
-		"bmcisctl migrate down 20250101000000",
+		"bmcisctl migrate down 13",
 	},
 	"reindex": {
 		"bmcisctl reindex",
