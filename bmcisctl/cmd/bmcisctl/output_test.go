@@ -156,3 +156,61 @@ func TestSyncWatchJSONIsOneObjectPerPass(t *testing.T) {
 	require.EqualValues(t, 1, objs[1]["kept"])
 	require.Contains(t, errOut.String(), "watching", "notes go to stderr, so stdout stays a stream")
 }
+
+// The keys, graph import, migrate and version results take -o too.
+func TestKeysGraphMigrateVersionOutputFormats(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{})
+	for k, v := range s.ClientEnv() {
+		t.Setenv(k, v)
+	}
+	t.Setenv("DATABASE_URL", s.DatabaseURL)
+
+	code, out, errOut := ctlRun(t, "keys", "create", "--name", "output-test", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	created := jsonLines(t, out)
+	require.Len(t, created, 1)
+	require.NotEmpty(t, created[0]["api_key"])
+	id, _ := created[0]["key"].(map[string]any)["key_id"].(string)
+	require.NotEmpty(t, id)
+	code, out, errOut = ctlRun(t, "keys", "rotate", id, "--overlap", "1h", "-o", "yaml")
+	require.Equal(t, 0, code, errOut)
+	var rotated map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(out), &rotated))
+	require.Equal(t, id, rotated["previous"].(map[string]any)["key_id"])
+	code, out, errOut = ctlRun(t, "keys", "revoke", id, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, id, jsonLines(t, out)[0]["key"].(map[string]any)["key_id"])
+
+	graphFile := filepath.Join(stacktest.RepoRoot(t), "services", "vendorgraph", "demo", "demo-graph.jsonl")
+	code, out, errOut = ctlRun(t, "graph", "import", graphFile, "-q", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	imp := jsonLines(t, out)[0]
+	require.Equal(t, graphFile, imp["file"])
+	require.Contains(t, imp, "entities_created")
+	require.Contains(t, imp, "elapsed_seconds")
+
+	code, out, errOut = ctlRun(t, "migrate", "status", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	st := jsonLines(t, out)[0]
+	require.Equal(t, "status", st["action"])
+	require.Equal(t, false, st["pending"])
+	require.Greater(t, st["schema_version"], float64(0))
+	code, out, errOut = ctlRun(t, "migrate", "up", "-o", "yaml")
+	require.Equal(t, 0, code, errOut)
+	var up map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(out), &up))
+	require.Equal(t, st["schema_version"], float64(up["schema_version"].(int)))
+
+	code, out, errOut = ctlRun(t, "version", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, jsonLines(t, out)[0], "commit")
+	code, out, _ = ctlRun(t, "version")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(out, "bmcisctl "), out)
+
+	for _, cmd := range [][]string{{"keys", "create", "--name", "x"}, {"keys", "revoke", "x"}, {"keys", "rotate", "x"},
+		{"graph", "import", graphFile}, {"migrate", "status"}, {"version"}} {
+		code, _, _ = ctlRun(t, append(cmd, "-o", "xml")...)
+		require.Equal(t, exitUsage, code, "%v", cmd)
+	}
+}
