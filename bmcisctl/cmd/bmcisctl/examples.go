@@ -11,6 +11,7 @@ var examples = map[string][]string{
 	"delete": {
 		"bmcisctl delete handbook:security/old.md",
 		"bmcisctl delete --addr search:50051 a.md b.md",
+		"bmcisctl delete handbook:security/mfa.md -o json",
 	},
 	"eval": {
 		"bmcisctl eval --beir ../shared/data/scifact",
@@ -23,10 +24,12 @@ var examples = map[string][]string{
 	},
 	"health": {
 		"bmcisctl health --wait 30s 127.0.0.1:50051 127.0.0.1:50052",
+		"bmcisctl health 127.0.0.1:50051 -o json",
 	},
 	"ingest": {
 		"bmcisctl ingest services/search/demo/docs",
 		"bmcisctl ingest corpus.jsonl --quiet",
+		"bmcisctl ingest services/search/demo/docs -q -o json",
 	},
 	"keys": {
 		"bmcisctl keys create --name ci --owner platform --expires-in 90d",
@@ -37,11 +40,12 @@ var examples = map[string][]string{
 	"migrate": {
 		"bmcisctl migrate up",
 		"bmcisctl migrate status",
-		"bmcisctl migrate down 20250101000000",
+		"bmcisctl migrate down 13",
 	},
 	"reindex": {
 		"bmcisctl reindex",
 		"bmcisctl reindex --addr search:50051",
+		"bmcisctl reindex -o yaml",
 	},
 	"search": {
 		`bmcisctl search "security incident reporting" --mode bm25 -n 5`,
@@ -56,6 +60,7 @@ var examples = map[string][]string{
 		"bmcisctl sync handbook ~/Documents/handbook",
 		"bmcisctl sync handbook ~/Documents/handbook --watch",
 		"bmcisctl sync handbook ~/Documents/handbook -w --interval 5s",
+		"bmcisctl sync handbook ~/Documents/handbook --watch -o json",
 	},
 	"version": {
 		"bmcisctl version",

@@ -112,11 +112,15 @@ func runGraphImport(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.Usage = func() { graphUsage(stderr) }
 	addr := fs.String("addr", envOr("BMCIS_VENDORGRAPH_ADDR", graphDefaultAddr), "vendorgraph gRPC address")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("graph import needs exactly one FILE.jsonl")
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
 	}
 	path := fs.Arg(0)
 	in, size, err := graphOpen(path)
@@ -179,6 +183,16 @@ func runGraphImport(ctx context.Context, args []string, stdout, stderr io.Writer
 		return graphImportError(path, *addr, err, stderr)
 	}
 	elapsed := time.Since(start).Seconds()
+	if *output != outputTable {
+		// The service's counts, and the command's seconds.
+		v, err := protoValue(resp)
+		if err != nil {
+			return err
+		}
+		res, _ := v.(map[string]any)
+		res["file"], res["elapsed_seconds"] = path, elapsed
+		return writeResult(stdout, *output, res, nil)
+	}
 	fmt.Fprintf(stdout, "imported %s: %d lines in %.1fs (%.0f lines/s; server %.1fs)\n",
 		path, resp.GetLines(), elapsed, float64(resp.GetLines())/max(elapsed, 1e-9), resp.GetSeconds())
 	fmt.Fprintf(stdout, "  entities:      %d created, %d updated, %d unchanged\n",

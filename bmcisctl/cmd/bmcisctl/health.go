@@ -13,7 +13,7 @@ import (
 
 func init() {
 	commands["health"] = command{
-		summary: "check gRPC health of services: health [-wait 30s] HOST:PORT...",
+		summary: "check gRPC health of services: health [-wait 30s] [-o FORMAT] HOST:PORT...",
 		run:     runHealth,
 	}
 }
@@ -21,6 +21,7 @@ func init() {
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("health", stderr)
 	wait := fs.Duration("wait", 0, "keep trying until every service is SERVING or this much time has passed")
+	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -30,18 +31,44 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *wait < 0 {
 		return usageErrorf("-wait must be 0 (one try) or more, got %s", *wait)
 	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	// One result per address, written as it is known (json: one object
+	// per line; yaml: one list at the end).
+	var list []any
+	put := func(r healthResult) {
+		if *output == outputYAML {
+			list = append(list, r)
+			return
+		}
+		_ = writeResult(stdout, *output, r, func(w io.Writer) error {
+			if r.Status != healthpb.HealthCheckResponse_SERVING.String() {
+				return nil // the error names it
+			}
+			_, err := fmt.Fprintf(w, "%s SERVING\n", r.Address)
+			return err
+		})
+	}
+	defer func() {
+		if *output == outputYAML {
+			_ = writeResultList(stdout, *output, list, nil)
+		}
+	}()
 	deadline := time.Now().Add(*wait)
 	for _, addr := range fs.Args() {
 		for {
 			st, err := checkHealth(ctx, addr)
 			if err == nil && st == healthpb.HealthCheckResponse_SERVING {
-				fmt.Fprintf(stdout, "%s SERVING\n", addr)
+				put(healthResult{Address: addr, Status: st.String()})
 				break
 			}
 			if time.Now().After(deadline) {
 				if err != nil {
+					put(healthResult{Address: addr, Status: "UNREACHABLE", Error: err.Error()})
 					return fmt.Errorf("%s: %w", addr, err)
 				}
+				put(healthResult{Address: addr, Status: st.String()})
 				return fmt.Errorf("%s: %s", addr, st)
 			}
 			select {
@@ -52,6 +79,13 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return nil
+}
+
+// healthResult is one service's health, as -o json|yaml shows it.
+type healthResult struct {
+	Address string `json:"address"`
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
 }
 
 func checkHealth(ctx context.Context, addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {

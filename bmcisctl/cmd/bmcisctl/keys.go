@@ -173,8 +173,12 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	expires := fs.String("expires-in", "", "lifetime, e.g. 30d (default: the auth service's BMCIS_KEY_LIFETIME, 90d)")
 	categories := fs.String("categories", "", "comma-separated document categories the key may read (default: all)")
 	tools := fs.String("tools", "", "comma-separated MCP tools the key may use: semantic_search, get_chunks, find_vendor_info (default: all)")
+	output := outputFlag(fs)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	if len(rest) > 0 {
@@ -212,6 +216,10 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	resp, err := client.CreateKey(ctx, req)
 	if err != nil {
 		return keysError("create key", err)
+	}
+	if *output != outputTable {
+		// The key and its record, the contract's fields.
+		return writeRecord(stdout, *output, resp)
 	}
 	// The key alone on stdout, so `key=$(bmcisctl keys create ...)` works;
 	// everything else on stderr.
@@ -273,8 +281,12 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("keys revoke", stderr)
+	output := outputFlag(fs)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	if len(rest) != 1 {
@@ -289,6 +301,9 @@ func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return keysError("revoke key", err)
 	}
+	if *output != outputTable {
+		return writeRecord(stdout, *output, resp)
+	}
 	fmt.Fprintf(stdout, "revoked %s at %s (other auth replicas refuse it within 30 s)\n",
 		resp.GetKey().GetKeyId(), keysTime(resp.GetKey().GetRevokedAt(), "-"))
 	return nil
@@ -298,8 +313,12 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := newFlags("keys rotate", stderr)
 	overlap := fs.String("overlap", "", "how long the old key keeps working (default 24h; 0 revokes it now)")
 	expires := fs.String("expires-in", "", "lifetime of the new key (default: the old key's lifetime)")
+	output := outputFlag(fs)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	if len(rest) != 1 {
@@ -328,6 +347,9 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	resp, err := client.RotateKey(ctx, req)
 	if err != nil {
 		return keysError("rotate key", err)
+	}
+	if *output != outputTable {
+		return writeRecord(stdout, *output, resp)
 	}
 	fmt.Fprintln(stdout, resp.GetApiKey())
 	prev := resp.GetPrevious()

@@ -28,7 +28,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "  up also sets up each service's login role from BMCIS_SEARCH_DATABASE_URL, BMCIS_VENDORGRAPH_DATABASE_URL")
 		fmt.Fprintln(stderr, "  and BMCIS_AUTH_DATABASE_URL, when set (user, password; member of the service's group role).")
 	}
+	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	// The whole command line is checked before the database is touched.
@@ -76,15 +80,22 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "applied %d migration(s); schema version %d\n", len(applied), current)
 		// Each service's own login role, from its URL (docs/DEPLOY.md, "Database roles").
 		logins, err := migrations.EnsureServiceLogins(ctx, pool, pool.Config().ConnConfig.User, func(name string) string { return envOr(name, "") })
 		if err != nil {
 			return err
 		}
+		res := migrateResult{Action: action, Migrations: applied, SchemaVersion: current, LoginRoles: []string{}}
 		for _, svc := range logins {
-			fmt.Fprintf(stdout, "%s: login role set up from %s\n", svc, svc.LoginURLEnv())
+			res.LoginRoles = append(res.LoginRoles, fmt.Sprint(svc))
 		}
+		return writeResult(stdout, *output, res, func(w io.Writer) error {
+			fmt.Fprintf(w, "applied %d migration(s); schema version %d\n", len(applied), current)
+			for _, svc := range logins {
+				fmt.Fprintf(w, "%s: login role set up from %s\n", svc, svc.LoginURLEnv())
+			}
+			return nil
+		})
 	case "down":
 		current, _, err := migrations.Status(ctx, pool)
 		if err != nil {
@@ -100,13 +111,31 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if current, _, err = migrations.Status(ctx, pool); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "rolled back %d migration(s); schema version %d\n", len(rolled), current)
+		res := migrateResult{Action: action, Migrations: rolled, SchemaVersion: current}
+		return writeResult(stdout, *output, res, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "rolled back %d migration(s); schema version %d\n", len(rolled), current)
+			return err
+		})
 	case "status":
 		current, pending, err := migrations.Status(ctx, pool)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "schema version %d; pending migrations: %t\n", current, pending)
+		res := migrateResult{Action: action, SchemaVersion: current, Pending: &pending}
+		return writeResult(stdout, *output, res, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "schema version %d; pending migrations: %t\n", current, pending)
+			return err
+		})
 	}
 	return nil
+}
+
+// migrateResult is what a migrate action did or found, as -o json|yaml
+// shows it: the versions applied (up) or rolled back (down).
+type migrateResult struct {
+	Action        string   `json:"action"`
+	Migrations    []int64  `json:"migrations,omitempty"`
+	SchemaVersion int64    `json:"schema_version"`
+	Pending       *bool    `json:"pending,omitempty"`
+	LoginRoles    []string `json:"login_roles,omitempty"`
 }

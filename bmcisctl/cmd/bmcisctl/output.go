@@ -51,48 +51,108 @@ func protoJSON(m proto.Message) ([]byte, error) {
 // writeRecords writes messages in format (json or yaml): JSON one object
 // per line, YAML one list.
 func writeRecords[M proto.Message](w io.Writer, format string, msgs []M) error {
-	var list []any
+	list := make([]any, 0, len(msgs))
 	for _, m := range msgs {
-		b, err := protoJSON(m)
+		v, err := protoValue(m)
 		if err != nil {
-			return err
-		}
-		if format == outputJSON {
-			if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
-				return err
-			}
-			continue
-		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		list = append(list, v)
 	}
-	if format != outputYAML {
-		return nil
-	}
-	if list == nil {
-		list = []any{}
-	}
-	return writeYAML(w, list)
+	return writeResultList(w, format, list, nil)
 }
 
 // writeRecord writes one message in format (json or yaml).
 func writeRecord(w io.Writer, format string, m proto.Message) error {
-	b, err := protoJSON(m)
+	v, err := protoValue(m)
 	if err != nil {
 		return err
 	}
-	if format == outputJSON {
-		_, err := fmt.Fprintf(w, "%s\n", b)
-		return err
+	return writeResult(w, format, v, nil)
+}
+
+// protoValue is m as JSON values, with the contract's field names.
+func protoValue(m proto.Message) (any, error) {
+	b, err := protoJSON(m)
+	if err != nil {
+		return nil, err
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return err
+		return nil, err
 	}
-	return writeYAML(w, v)
+	return v, nil
+}
+
+// writeResult is the one output path of every result command: table calls
+// table (the default, for people); json writes v as one line, so a
+// command that writes a result per pass or per item gives a stream of
+// objects; yaml writes v as one YAML document, "---" first, so results
+// written one after another form a YAML stream. v is a struct with json
+// tags or a JSON value: the keys are the same in json and yaml.
+func writeResult(w io.Writer, format string, v any, table func(io.Writer) error) error {
+	switch format {
+	case outputJSON:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode result: %w", err)
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case outputYAML:
+		y, err := yamlValue(v)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		return writeYAML(w, y)
+	}
+	if table == nil {
+		return fmt.Errorf("no table for this result")
+	}
+	return table(w)
+}
+
+// writeResultList writes a finite list of results: json one object per
+// line, yaml one list, table through table.
+func writeResultList(w io.Writer, format string, list []any, table func(io.Writer) error) error {
+	switch format {
+	case outputJSON:
+		for _, v := range list {
+			if err := writeResult(w, format, v, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	case outputYAML:
+		if list == nil {
+			list = []any{}
+		}
+		y, err := yamlValue(list)
+		if err != nil {
+			return err
+		}
+		return writeYAML(w, y)
+	}
+	if table == nil {
+		return fmt.Errorf("no table for this result")
+	}
+	return table(w)
+}
+
+// yamlValue is v through JSON, so YAML has v's JSON keys.
+func yamlValue(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	var y any
+	if err := json.Unmarshal(b, &y); err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return y, nil
 }
 
 func writeYAML(w io.Writer, v any) error {

@@ -11,7 +11,7 @@ import (
 
 func init() {
 	commands["reindex"] = command{
-		summary: "retrain (builtin) or re-embed (openai, ollama) every chunk and activate the model, on the search service: reindex [-addr HOST:PORT]",
+		summary: "retrain (builtin) or re-embed (openai, ollama) every chunk and activate the model, on the search service: reindex [-addr HOST:PORT] [-o FORMAT]",
 		run:     runReindex,
 	}
 }
@@ -19,6 +19,7 @@ func init() {
 func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("reindex", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	output := outputFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bmcisctl reindex [-addr HOST:PORT]")
 		fmt.Fprintln(stderr, "  Asks the search service (with the ingest credential, BMCIS_INGEST_TOKEN) to reindex with its own")
@@ -35,6 +36,9 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() != 0 {
 		return usageErrorf("reindex takes no arguments")
 	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
 		return err
@@ -50,17 +54,26 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("reindex via %s: %w", *addr, err)
 	}
-	fmt.Fprintf(stdout, "model      %s (active; %s, %d dimensions)\n", rep.GetModel(), rep.GetEmbedderProvider(), rep.GetEmbedderDimensions())
-	if rep.GetColumnResized() {
-		fmt.Fprintf(stdout, "column     resized to vector(%d)\n", rep.GetEmbedderDimensions())
+	// The service's report, and the whole command's seconds.
+	v, err := protoValue(rep)
+	if err != nil {
+		return err
 	}
-	if rep.GetTrained() {
-		fmt.Fprintf(stdout, "trained    on %d chunks in %.1f s\n", rep.GetTrainedChunks(), rep.GetTrainSeconds())
-	}
-	fmt.Fprintf(stdout, "embedded   %d of %d chunks (embed %.1f s, write %.1f s)\n", rep.GetEmbeddedChunks(), rep.GetTotalChunks(), rep.GetEmbedSeconds(), rep.GetWriteSeconds())
-	if rep.GetIndexRebuilt() {
-		fmt.Fprintf(stdout, "hnsw index rebuilt in %.1f s\n", rep.GetIndexSeconds())
-	}
-	fmt.Fprintf(stdout, "seconds    %.1f\n", time.Since(t0).Seconds())
-	return nil
+	res, _ := v.(map[string]any)
+	res["seconds"] = time.Since(t0).Seconds()
+	return writeResult(stdout, *output, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "model      %s (active; %s, %d dimensions)\n", rep.GetModel(), rep.GetEmbedderProvider(), rep.GetEmbedderDimensions())
+		if rep.GetColumnResized() {
+			fmt.Fprintf(w, "column     resized to vector(%d)\n", rep.GetEmbedderDimensions())
+		}
+		if rep.GetTrained() {
+			fmt.Fprintf(w, "trained    on %d chunks in %.1f s\n", rep.GetTrainedChunks(), rep.GetTrainSeconds())
+		}
+		fmt.Fprintf(w, "embedded   %d of %d chunks (embed %.1f s, write %.1f s)\n", rep.GetEmbeddedChunks(), rep.GetTotalChunks(), rep.GetEmbedSeconds(), rep.GetWriteSeconds())
+		if rep.GetIndexRebuilt() {
+			fmt.Fprintf(w, "hnsw index rebuilt in %.1f s\n", rep.GetIndexSeconds())
+		}
+		fmt.Fprintf(w, "seconds    %.1f\n", res["seconds"])
+		return nil
+	})
 }

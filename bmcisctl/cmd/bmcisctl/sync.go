@@ -18,7 +18,7 @@ import (
 
 func init() {
 	commands["sync"] = command{
-		summary: "mirror a folder as a named source: sync [-addr HOST:PORT] [-watch] NAME PATH",
+		summary: "mirror a folder as a named source: sync [-addr HOST:PORT] [-watch] [-o FORMAT] NAME PATH",
 		run:     runSync,
 		complete: func(ctx context.Context, args []string) []string {
 			if len(args) != 0 {
@@ -66,6 +66,7 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Int64Var(&source.MaxFileBytes, "max-file-bytes", source.MaxFileBytes, "largest file read (the service's BMCIS_SEARCH_MAX_DOCUMENT_BYTES decides what it accepts)")
 	interval := fs.Duration("interval", time.Second, "with -watch: how often the folder is scanned")
 	debounce := fs.Duration("debounce", time.Second, "with -watch: how long a change must stay still before it is synced")
+	output := outputFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: bmcisctl sync [-addr HOST:PORT] [-watch [-interval D] [-debounce D]] NAME PATH")
 		fmt.Fprintln(stderr, "  Mirrors the folder PATH as the source NAME: new and changed files go in, documents whose files")
@@ -81,6 +82,9 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if fs.NArg() != 2 {
 		return usageErrorf("give NAME and PATH")
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
 	}
 	if source.MaxFileBytes < 1 {
 		return usageErrorf("-max-file-bytes must be at least 1, got %d", source.MaxFileBytes)
@@ -110,16 +114,22 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer closeConn()
 
 	header := &searchv1.SyncSource{Name: name, Root: abs, Mirror: true}
-	state, err := syncPass(ctx, c, header, root, nil, stdout)
+	out := syncOutput{w: stdout, format: *output}
+	state, err := syncPass(ctx, c, header, root, nil, out)
 	if !*watch {
 		return err
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sync %s: %v (retrying on the next change)\n", name, err)
 	}
-	fmt.Fprintf(stdout, "watching %s (every %s, debounce %s); interrupt to stop\n", root, *interval, *debounce)
+	// With -o json|yaml stdout carries only the passes' results.
+	notes := stdout
+	if *output != outputTable {
+		notes = stderr
+	}
+	fmt.Fprintf(notes, "watching %s (every %s, debounce %s); interrupt to stop\n", root, *interval, *debounce)
 	return watchTree(ctx, root, *interval, *debounce, state, func(prev treeState) (treeState, error) {
-		next, err := syncPass(ctx, c, header, root, prev, stdout)
+		next, err := syncPass(ctx, c, header, root, prev, out)
 		var failed filesFailedError
 		if err != nil && ctx.Err() == nil && !errors.As(err, &failed) {
 			fmt.Fprintf(stderr, "sync %s: %v (retrying)\n", name, err)
@@ -132,7 +142,28 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // prev (all of them when prev is nil) are sent, the others named as kept.
 // It returns the state of what the service now holds; on a failed pass it
 // returns prev, so the next pass sends the changes again.
-func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searchv1.SyncSource, root string, prev treeState, stdout io.Writer) (treeState, error) {
+// syncOutput is where and how the passes' results are written.
+type syncOutput struct {
+	w      io.Writer
+	format string
+}
+
+// syncResult is what one sync pass did, as -o json|yaml shows it (with
+// --watch, one per pass).
+type syncResult struct {
+	Time        time.Time       `json:"time"`
+	Source      string          `json:"source"`
+	Sent        int             `json:"sent"`
+	Written     int             `json:"written"`
+	Unchanged   int             `json:"unchanged"`
+	Kept        int             `json:"kept"`
+	Deleted     int             `json:"deleted"`
+	Failed      int             `json:"failed"`
+	Unconfirmed bool            `json:"unconfirmed"`
+	Failures    []failureResult `json:"failures"`
+}
+
+func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searchv1.SyncSource, root string, prev treeState, out syncOutput) (treeState, error) {
 	next := treeState{}
 	kept := 0
 	sum, err := searchIngestPlan(ctx, c, ingestPlan{sync: header, walk: func(emit func(source.Item) error, keep, keepFolder func(string) error) error {
@@ -169,22 +200,35 @@ func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searc
 		return prev, fmt.Errorf("sync %s: %w", header.GetName(), err)
 	}
 	r := sum.Resp
-	fmt.Fprintf(stdout, "%s  sync %s: %d sent (%d written, %d unchanged), %d kept unchanged, %d deleted, %d failed\n",
-		time.Now().Format(time.TimeOnly), header.GetName(), sum.Sent, r.GetDocumentsWritten(), r.GetDocumentsUnchanged(),
-		kept, r.GetDocumentsDeleted(), int(r.GetDocumentsFailed())+len(sum.Problems))
-	if sum.Unconfirmed {
-		fmt.Fprintln(stdout, UnconfirmedNote)
-	}
 	failed := int(r.GetDocumentsFailed()) + len(sum.Problems)
+	res := syncResult{
+		Time: time.Now(), Source: header.GetName(), Sent: sum.Sent, Written: int(r.GetDocumentsWritten()),
+		Unchanged: int(r.GetDocumentsUnchanged()), Kept: kept, Deleted: int(r.GetDocumentsDeleted()), Failed: failed,
+		Unconfirmed: sum.Unconfirmed,
+		Failures: ingestFailures(sum, func(f *searchv1.IngestFailure) string {
+			return filepath.Join(root, filepath.FromSlash(f.GetSourceFile()))
+		}),
+	}
+	werr := writeResult(out.w, out.format, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "%s  sync %s: %d sent (%d written, %d unchanged), %d kept unchanged, %d deleted, %d failed\n",
+			res.Time.Format(time.TimeOnly), res.Source, res.Sent, res.Written, res.Unchanged, res.Kept, res.Deleted, res.Failed)
+		if res.Unconfirmed {
+			fmt.Fprintln(w, UnconfirmedNote)
+		}
+		if len(res.Failures) == 0 {
+			return nil
+		}
+		fmt.Fprintln(w, "failures (their previous versions stay):")
+		for _, f := range res.Failures {
+			fmt.Fprintf(w, "  %s: %s\n", f.Where, f.Reason)
+		}
+		return nil
+	})
+	if werr != nil {
+		return next, werr
+	}
 	if failed == 0 {
 		return next, nil
-	}
-	fmt.Fprintln(stdout, "failures (their previous versions stay):")
-	for _, p := range sum.Problems {
-		fmt.Fprintf(stdout, "  %s: %s\n", p.Where, p.Problem)
-	}
-	for _, f := range r.GetFailures() {
-		fmt.Fprintf(stdout, "  %s: %s\n", filepath.Join(root, filepath.FromSlash(f.GetSourceFile())), f.GetReason())
 	}
 	// A failed file keeps its state in next: it is sent again when it
 	// changes (is fixed), not on every pass.

@@ -16,12 +16,22 @@ func init() {
 // tool to the services' bmcis_build_info.
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("version", stderr)
+	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("version takes no arguments")
 	}
-	_, err := fmt.Fprintf(stdout, "bmcisctl %s (commit %s)\n", version.Version, version.Commit)
-	return err
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	res := struct {
+		Version string `json:"version"`
+		Commit  string `json:"commit"`
+	}{version.Version, version.Commit}
+	return writeResult(stdout, *output, res, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "bmcisctl %s (commit %s)\n", res.Version, res.Commit)
+		return err
+	})
 }
