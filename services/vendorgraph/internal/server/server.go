@@ -303,6 +303,7 @@ func cachedCopy(r *vendorgraphv1.GetVendorResponse) *vendorgraphv1.GetVendorResp
 		Evidence:               r.Evidence,
 		EvidenceDocuments:      r.EvidenceDocuments,
 		EvidenceChunkCount:     r.EvidenceChunkCount,
+		EvidenceUnavailable:    r.EvidenceUnavailable,
 	}
 }
 
