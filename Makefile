@@ -64,6 +64,16 @@ test: db ## run every module's tests against the real database and Redis
 test-faults: ## the fault suite (faults/): real binaries on a private PostgreSQL and Redis it breaks
 	@BMCIS_FAULTS=1 go test $(GO_TEST_FLAGS) -v -timeout 10m ./faults/
 
+.PHONY: test-upgrade
+# Both releases are built fresh into a temporary directory each run (nothing
+# is cached between runs but Go's own build cache).
+test-upgrade: ## rolling upgrade (upgrade/): the previous release (deploy/upgrade/PREVIOUS_RELEASE) and this one side by side under load
+	@bins=$$(mktemp -d); trap 'rm -rf "$$bins"' EXIT; \
+	deploy/upgrade/build.sh previous "$$bins/previous"; \
+	deploy/upgrade/build.sh current "$$bins/current"; \
+	BMCIS_UPGRADE_PREVIOUS_BIN="$$bins/previous" BMCIS_UPGRADE_CURRENT_BIN="$$bins/current" \
+		go test $(GO_TEST_FLAGS) -v -timeout 10m ./upgrade/
+
 .PHONY: tools
 tools: ## build the pinned code generators and buf into bin/tools/ (once per tools/go.mod)
 	@tools/run --build $(PINNED_TOOLS)

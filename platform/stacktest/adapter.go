@@ -37,7 +37,12 @@ type Adapter struct {
 	// Base is its base URL (http://127.0.0.1:PORT).
 	Base string
 	logs *SyncBuffer
+	stop func()
 }
+
+// Stop interrupts the adapter and waits for it to end (killing it after
+// 10 s); the test's end does the same.
+func (a *Adapter) Stop() { a.stop() }
 
 // Logs returns what the adapter wrote to stderr.
 func (a *Adapter) Logs() string { return a.logs.String() }
@@ -71,7 +76,17 @@ func Listen(t testing.TB) *net.TCPListener {
 // BMCIS_MCP_HTTP_ADDR is ln's address.
 func (s *Stack) StartAdapterHTTPOn(t testing.TB, ln *net.TCPListener, extra map[string]string) *Adapter {
 	t.Helper()
-	bin := Binary(t, "mcp-adapter")
+	bin, err := s.binary("mcp-adapter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.StartAdapterBinaryOn(t, bin, ln, extra)
+}
+
+// StartAdapterBinaryOn is StartAdapterHTTPOn with the adapter binary at bin
+// (another release's, for a rolling upgrade test).
+func (s *Stack) StartAdapterBinaryOn(t testing.TB, bin string, ln *net.TCPListener, extra map[string]string) *Adapter {
+	t.Helper()
 	addr := ln.Addr().String()
 	sock, err := ln.File()
 	if err != nil {
@@ -103,14 +118,20 @@ func (s *Stack) StartAdapterHTTPOn(t testing.TB, ln *net.TCPListener, extra map[
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
+	var stopOnce sync.Once
+	a.stop = func() {
+		stopOnce.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		a.stop()
 		if t.Failed() {
 			t.Logf("--- mcp-adapter log\n%s", a.logs.String())
 		}

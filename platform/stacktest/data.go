@@ -44,10 +44,11 @@ func (s *Stack) Ctl(t testing.TB, args ...string) string {
 // environment, for a caller that runs it in the background (sync -watch)
 // and interrupts it.
 func (s *Stack) CtlCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
-	if err := buildBinaries("bmcisctl"); err != nil {
+	bin, err := s.binary("bmcisctl")
+	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(build.dir, "bmcisctl"), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = os.Environ()
 	for k, v := range s.ClientEnv() {
 		cmd.Env = append(cmd.Env, k+"="+v)

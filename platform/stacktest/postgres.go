@@ -54,6 +54,22 @@ type Postgres struct {
 // stopped and removed when the test ends.
 func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
+	p := StartPostgresEmpty(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, p.URL())
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = migrations.Up(ctx, pool)
+	require.NoError(t, err, "migrate the private cluster")
+	return p
+}
+
+// StartPostgresEmpty is StartPostgres without the migrations: the database
+// "bmcis" is created empty, for a test that migrates it with a given
+// release's bmcisctl (a rolling upgrade test).
+func StartPostgresEmpty(t testing.TB) *Postgres {
+	t.Helper()
 	bin := os.Getenv(EnvPostgresBin)
 	if bin == "" {
 		bin = "/usr/lib/postgresql/15/bin"
@@ -102,15 +118,10 @@ func StartPostgres(t testing.TB) *Postgres {
 	_, err = conn.Exec(ctx, "CREATE DATABASE bmcis")
 	_ = conn.Close(ctx)
 	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, p.URL())
-	require.NoError(t, err)
-	defer pool.Close()
-	_, err = migrations.Up(ctx, pool)
-	require.NoError(t, err, "migrate the private cluster")
 	return p
 }
 
-// URL is the migrated database's URL (user postgres, trust auth on loopback).
+// URL is the database's URL (user postgres, trust auth on loopback).
 func (p *Postgres) URL() string { return p.url("bmcis") }
 
 func (p *Postgres) url(db string) string {

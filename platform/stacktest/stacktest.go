@@ -215,6 +215,18 @@ func buildBinaries(names ...string) error {
 	return err
 }
 
+// binary is the path of a binary the stack runs: from Options.BinDir when
+// set, else the workspace's, built once per test process.
+func (s *Stack) binary(name string) (string, error) {
+	if s.opts.BinDir != "" {
+		return filepath.Join(s.opts.BinDir, name), nil
+	}
+	if err := buildBinaries(name); err != nil {
+		return "", err
+	}
+	return filepath.Join(build.dir, name), nil
+}
+
 // Options configure a stack.
 type Options struct {
 	// DatabaseURL is the database the services use; empty creates a fresh
@@ -230,6 +242,10 @@ type Options struct {
 	// NoRedis keeps auth on its in-memory limiter even when
 	// BMCIS_TEST_REDIS_URL is set.
 	NoRedis bool
+	// BinDir holds prebuilt binaries (the services, bmcisctl, mcp-adapter)
+	// to run instead of the workspace's: another release's, for a rolling
+	// upgrade test. Empty builds the workspace's once per test process.
+	BinDir string
 }
 
 // Stack is a set of running services on one database.
@@ -262,8 +278,12 @@ func Start(t testing.TB, opts Options) *Stack {
 }
 
 func start(t testing.TB, opts Options) (*Stack, error) {
-	if err := buildBinaries(coreBinaries...); err != nil {
-		return nil, err
+	bin := opts.BinDir
+	if bin == "" {
+		if err := buildBinaries(coreBinaries...); err != nil {
+			return nil, err
+		}
+		bin = build.dir
 	}
 	if opts.DatabaseURL == "" {
 		_, opts.DatabaseURL = testdb.New(t)
@@ -272,7 +292,7 @@ func start(t testing.TB, opts Options) (*Stack, error) {
 	if names == nil {
 		names = AllServices
 	}
-	s := &Stack{DatabaseURL: opts.DatabaseURL, bin: build.dir, opts: opts, services: map[string]*Service{},
+	s := &Stack{DatabaseURL: opts.DatabaseURL, bin: bin, opts: opts, services: map[string]*Service{},
 		serviceURLs: map[string]string{}}
 	// Each service connects as its own database role, as deployed.
 	for _, name := range AllServices {
@@ -570,6 +590,20 @@ func (p *Service) Restart(t testing.TB) {
 	p.Start(t)
 }
 
+// RestartFrom stops the process and starts the same service from binDir's
+// binary (another release's) on the same gRPC address and environment: one
+// step of a rolling upgrade.
+func (p *Service) RestartFrom(t testing.TB, binDir string) {
+	t.Helper()
+	if err := p.stop(); err != nil {
+		t.Error(err)
+	}
+	p.mu.Lock()
+	p.bin = filepath.Join(binDir, p.Name)
+	p.mu.Unlock()
+	p.Start(t)
+}
+
 // Start starts a stopped service again on its gRPC address.
 func (p *Service) Start(t testing.TB) {
 	t.Helper()
@@ -597,7 +631,9 @@ func (s *Stack) launch(name string, env []string) (*Service, error) {
 
 // run starts the process with env and waits until it serves gRPC.
 func (p *Service) run(env []string) error {
+	p.mu.Lock()
 	cmd := exec.Command(p.bin)
+	p.mu.Unlock()
 	cmd.Env = env
 	cmd.Stdout = io.Discard
 	setParentDeathSignal(cmd)
