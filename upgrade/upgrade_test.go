@@ -301,6 +301,11 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Logf("migrate up: %s", strings.TrimSpace(out))
 	})
 
+	// A previous-release process that restarts now (a crash, a rescheduled
+	// pod) starts on the current schema: the services refuse only a schema
+	// that lacks migrations they know, never one ahead of them.
+	step("previous vendorgraph restarts on the current schema", func() { stack.Service(stacktest.VendorGraph).Restart(t) })
+
 	// 2. Auth, then the limiter's state: the current auth continues the
 	// previous one's counts under the same Redis keys.
 	step("auth", func() { stack.Service(stacktest.Auth).RestartFrom(t, current) })

@@ -26,6 +26,9 @@
 // The binaries (the three services and bmcisctl, plus any named with Binary)
 // are built once per test process with `go build` from the workspace root,
 // into a temporary directory removed by Main (or left to the OS otherwise).
+// A stack can run prebuilt binaries of another release instead
+// (Options.BinDir), and Service.RestartFrom and Stack.StartAdapterBinaryOn
+// swap a process for another release's: the rolling upgrade test (upgrade/).
 // Data is loaded the way an operator loads it, with the built bmcisctl:
 // `ingest`, `graph import` and `keys create`.
 package stacktest
