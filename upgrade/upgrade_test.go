@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,8 +29,10 @@ const (
 	EnvCurrentBin  = "BMCIS_UPGRADE_CURRENT_BIN"
 )
 
-// The quota check: a key allowed quota calls an hour spends spentBefore on
+// The quota check: a key allowed quota calls a day spends spentBefore on
 // the previous release's auth; the current one must allow exactly the rest.
+// A daily quota gives back one call every 2.4 hours, so none comes back
+// during the test however slow the machine.
 const (
 	quota       = 10
 	spentBefore = 4
@@ -176,11 +179,16 @@ func TestRollingUpgrade(t *testing.T) {
 	t.Logf("PostgreSQL (previous schema) and Redis ready at %s", time.Since(began))
 
 	// Snapshots checked every second and written at once when due, so the
-	// model and snapshot steps below happen within the test.
+	// snapshot step below happens within the test; only the writer replica
+	// writes them, so the snapshot that step waits for is the current
+	// release's.
 	searchEnv := map[string]string{
 		"BMCIS_SEARCH_SNAPSHOT_CHECK_INTERVAL": "1s",
 		"BMCIS_SEARCH_SNAPSHOT_QUIET":          "0s",
+		"BMCIS_SEARCH_SNAPSHOT":                "read",
 	}
+	writerEnv := maps.Clone(searchEnv)
+	writerEnv["BMCIS_SEARCH_SNAPSHOT"] = "read-write"
 	stack := stacktest.Start(t, stacktest.Options{
 		DatabaseURL: pg.URL(),
 		BinDir:      previous,
@@ -193,11 +201,11 @@ func TestRollingUpgrade(t *testing.T) {
 	// Two search replicas: the stack's (reads: the adapter, the gateway and
 	// vendorgraph use it) and a writer that bmcisctl ingests through.
 	reader := stack.Service(stacktest.Search)
-	writer := stack.StartService(t, stacktest.Search, searchEnv)
+	writer := stack.StartService(t, stacktest.Search, writerEnv)
 	stack.IngestDocs(t, corpus)
 	stack.ImportDemoGraph(t)
 	loadKey := stack.CreateKey(t, stacktest.Key{Name: "upgrade-load", PerMinute: 1_000_000, PerHour: 10_000_000, PerDay: 100_000_000})
-	quotaKey := stack.CreateKey(t, stacktest.Key{Name: "upgrade-quota", PerMinute: 1000, PerHour: quota, PerDay: 1000})
+	quotaKey := stack.CreateKey(t, stacktest.Key{Name: "upgrade-quota", PerMinute: 1000, PerHour: 1000, PerDay: quota})
 
 	adapterOld := stack.StartAdapterBinaryOn(t, filepath.Join(previous, "mcp-adapter"), stacktest.Listen(t), nil)
 	gatewayOld := startGateway(t, stack, filepath.Join(previous, "gateway"))
@@ -406,7 +414,7 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	require.Equal(t, quota-spentBefore, allowed, "the quota was not carried across the deploy (a reset or a double count)")
 	require.Equal(t, limiterKeys, redisKeys(t, redis.URL(), quotaID), "the current auth counts the key under other Redis keys than the previous one")
-	t.Logf("limiter: %d of %d spent before the deploy, %d allowed after it, keys %v", spentBefore, quota, allowed, limiterKeys)
+	t.Logf("limiter: %d of %d a day spent before the deploy, %d allowed after it, keys %v", spentBefore, quota, allowed, limiterKeys)
 }
 
 // checkModelAcrossReleases trains a model with the current release (bmcisctl
@@ -463,7 +471,7 @@ func checkSnapshotAcrossReleases(t *testing.T, stack *stacktest.Stack, writer *s
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	old := stack.StartService(t, stacktest.Search, map[string]string{"BMCIS_SEARCH_SNAPSHOT": "read"})
+	old := stack.StartService(t, stacktest.Search, nil)
 	defer old.Stop(t)
 	built := indexBuilt(old.Logs())
 	require.NotNil(t, built, "no index built line:\n%s", old.Logs())
