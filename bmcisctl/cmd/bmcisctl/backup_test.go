@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/stacktest"
+	"github.com/bmcis/knowledge/platform/testdb"
+)
+
+// noRetrain keeps the builtin model the one trained first, on both stacks:
+// the comparison is of a restore, not of two trainings.
+var noRetrain = map[string]string{"BMCIS_BUILTIN_RETRAIN_GROWTH": "0", "BMCIS_BUILTIN_RETRAIN_COVERAGE": "0"}
+
+// TestBackupWhileIngestingRestoresAStackThatAnswersTheSame backs up a stack
+// with documents, a vendor graph and a key while a writer ingests, restores
+// it into a fresh migrated database, starts the services there, and checks
+// that the old key works and that, the writer's documents set aside on both
+// sides, several queries return the same top 10.
+func TestBackupWhileIngestingRestoresAStackThatAnswersTheSame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a := stacktest.Start(t, stacktest.Options{Env: noRetrain})
+	a.IngestDemoDocs(t)
+	a.ImportDemoGraph(t)
+	key := a.CreateKey(t, stacktest.Key{Name: "kept", Owner: "backup-test", PerMinute: 100})
+	adminA := connect(t, a.DatabaseURL)
+	// Every demo chunk has its vector under the first model before the
+	// writer starts.
+	require.Eventually(t, func() bool {
+		var pending int
+		var models int
+		_ = adminA.QueryRow(ctx, "SELECT (SELECT count(*) FROM search.chunks WHERE embedding IS NULL), (SELECT count(*) FROM search.embedding_models WHERE active)").Scan(&pending, &models)
+		return pending == 0 && models == 1
+	}, 2*time.Minute, 50*time.Millisecond, "the demo documents are embedded")
+
+	// The writer ingests one document at a time, in a category of its own.
+	var written atomic.Int64
+	stop := make(chan struct{})
+	writerDone := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				writerDone <- nil
+				return
+			default:
+			}
+			dir, err := os.MkdirTemp(t.TempDir(), "stream")
+			if err == nil {
+				err = os.MkdirAll(filepath.Join(dir, "stream"), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, "stream", fmt.Sprintf("s%d.md", i)),
+					fmt.Appendf(nil, "# Stream %d\n\nQuokka zebracorn telemetry sample %d.\n", i, i), 0o644)
+			}
+			if err == nil {
+				_, err = a.TryCtl("ingest", "-quiet", "-addr", a.Addr(stacktest.Search), dir)
+			}
+			if err != nil {
+				writerDone <- err
+				return
+			}
+			written.Add(1)
+		}
+	}()
+	require.Eventually(t, func() bool { return written.Load() > 0 }, time.Minute, 10*time.Millisecond)
+
+	file := filepath.Join(t.TempDir(), "stack.backup")
+	t.Setenv("DATABASE_URL", a.DatabaseURL)
+	code, out, errOut := ctlRun(t, "backup", file, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	atBackup := written.Load()
+	var res backupResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, "backup", res.Action)
+	require.Positive(t, res.Rows)
+	// The writer went on after the backup, then stops.
+	require.Eventually(t, func() bool { return written.Load() > atBackup }, time.Minute, 10*time.Millisecond)
+	close(stop)
+	require.NoError(t, <-writerDone)
+
+	_, urlB := testdb.New(t)
+	t.Setenv("DATABASE_URL", urlB)
+	code, out, errOut = ctlRun(t, "restore", file)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "restored ")
+	// The restore is refused now that the target holds the data.
+	code, _, errOut = ctlRun(t, "restore", file)
+	require.Equal(t, exitFailed, code)
+	require.Contains(t, errOut, "target stack is not empty")
+
+	b := stacktest.Start(t, stacktest.Options{DatabaseURL: urlB, Env: noRetrain})
+	adminB := connect(t, urlB)
+
+	// The old key works on the restored stack.
+	authB := dialT(t, b.Addr(stacktest.Auth), stacktest.ServiceToken)
+	chk, err := authv1.NewAuthServiceClient(authB).Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: "backup-test"})
+	require.NoError(t, err)
+	require.True(t, chk.GetAllowed(), "%v", chk)
+
+	// The writer's documents are set aside on both sides (B holds those of
+	// the snapshot, A all of them): then both hold the demo corpus.
+	for _, s := range []struct {
+		st    *stacktest.Stack
+		admin *pgx.Conn
+	}{{a, adminA}, {b, adminB}} {
+		rows, err := s.admin.Query(ctx, "SELECT external_id FROM search.documents WHERE category = 'stream'")
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.NotEmpty(t, ids)
+		s.st.Ctl(t, append([]string{"delete", "-addr", s.st.Addr(stacktest.Search)}, ids...)...)
+	}
+	searchA := searchv1.NewSearchServiceClient(dialT(t, a.Addr(stacktest.Search), stacktest.ServiceToken))
+	searchB := searchv1.NewSearchServiceClient(dialT(t, b.Addr(stacktest.Search), stacktest.ServiceToken))
+	top10 := func(c searchv1.SearchServiceClient, q string, mode searchv1.RetrievalMode) []int64 {
+		resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: q, Limit: 10, Mode: mode, NoCache: true})
+		require.NoError(t, err)
+		ids := make([]int64, 0, len(resp.GetResults()))
+		for _, r := range resp.GetResults() {
+			ids = append(ids, r.GetChunk().GetChunkId())
+		}
+		return ids
+	}
+	// Each replica applies the deletes from its change feed: the same
+	// answers once both have.
+	for _, q := range []string{"security incident reporting", "vendor risk assessment", "multi-factor authentication rollout", "data retention policy"} {
+		for _, mode := range []searchv1.RetrievalMode{searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, searchv1.RetrievalMode_RETRIEVAL_MODE_BM25} {
+			var want, got []int64
+			require.Eventually(t, func() bool {
+				want, got = top10(searchA, q, mode), top10(searchB, q, mode)
+				return len(want) > 0 && fmt.Sprint(want) == fmt.Sprint(got)
+			}, time.Minute, 50*time.Millisecond, "%q %v: the source answers %v, the restored stack %v", q, mode, want, got)
+		}
+	}
+}
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func dialT(t *testing.T, addr, token string) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpcclient.Dial(addr, token)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
