@@ -166,3 +166,19 @@ func dialT(t *testing.T, addr, token string) *grpc.ClientConn {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// The command lines backup and restore refuse before touching a database
+// (exit 2).
+func TestBackupRestoreUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"backup"},
+		{"backup", "a", "b"},
+		{"backup", "f", "-o", "xml"},
+		{"restore"},
+		{"restore", "-"},
+		{"restore", "a", "b"},
+	} {
+		code, _, errOut := ctlRun(t, args...)
+		require.Equal(t, exitUsage, code, "%q: %s", args, errOut)
+	}
+}
