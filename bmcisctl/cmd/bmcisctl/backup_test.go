@@ -206,3 +206,38 @@ func TestBackupRestoreUsage(t *testing.T) {
 		require.Equal(t, exitUsage, code, "%q: %s", args, errOut)
 	}
 }
+
+// TestBackupRestoreSplitDatabases runs the commands on services split over
+// two databases (DATABASE_URL_AUTH names auth's): one snapshot each, and a
+// restore onto two others.
+func TestBackupRestoreSplitDatabases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	poolA, urlA := testdb.New(t)
+	poolB, urlB := testdb.New(t)
+	_, err := poolA.Exec(ctx, `INSERT INTO vendorgraph.entities (id, name, normalized_name, entity_type, confidence, record_hash)
+		VALUES ('00000000-0000-0000-0000-000000000001', 'Acme', 'acme', 'vendor', 0.9, '\x01')`)
+	require.NoError(t, err)
+	_, err = poolB.Exec(ctx, `INSERT INTO auth.api_keys (key_id, secret_hash, name, owner) VALUES ('k1', sha256('s'), 'kept', 'ops')`)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "split.backup")
+	t.Setenv("DATABASE_URL", urlA)
+	t.Setenv("DATABASE_URL_AUTH", urlB)
+	code, out, errOut := ctlRun(t, "backup", file, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var res backupResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, 2, res.Databases)
+
+	poolC, urlC := testdb.New(t)
+	poolD, urlD := testdb.New(t)
+	t.Setenv("DATABASE_URL", urlC)
+	t.Setenv("DATABASE_URL_AUTH", urlD)
+	code, _, errOut = ctlRun(t, "restore", file)
+	require.Equal(t, 0, code, errOut)
+	var entities, keysC, keysD int
+	require.NoError(t, poolC.QueryRow(ctx, "SELECT count(*) FROM vendorgraph.entities").Scan(&entities))
+	require.NoError(t, poolC.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&keysC))
+	require.NoError(t, poolD.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&keysD))
+	require.Equal(t, []int{1, 0, 1}, []int{entities, keysC, keysD}, "each schema went to its own database")
+}
