@@ -133,6 +133,18 @@ func Restore(ctx context.Context, open func() (io.ReadCloser, error), dbs []Data
 	}
 
 	txOf := func(schema string) pgx.Tx { return snaps[targetOf[schema]].tx }
+	// Indexes are built once over the loaded tables rather than row by row
+	// (an HNSW index fed 100k vectors one at a time takes many times
+	// longer); those that back a constraint stay, since they check it.
+	rebuild := map[int][]string{}
+	for i, snap := range snaps {
+		if snap == nil {
+			continue
+		}
+		if rebuild[i], err = dropIndexes(ctx, snap.tx, dbs[i].Schemas); err != nil {
+			return nil, err
+		}
+	}
 	// The migrations' own rows give way to the file's.
 	for i := len(h.Tables) - 1; i >= 0; i-- {
 		t := h.Tables[i]
@@ -144,6 +156,11 @@ func Restore(ctx context.Context, open func() (io.ReadCloser, error), dbs []Data
 	}
 	if err := load(ctx, open, h, txOf); err != nil {
 		return nil, err
+	}
+	for i, defs := range rebuild {
+		if err := createIndexes(ctx, snaps[i].tx, defs); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range h.Sequences {
 		if _, err := txOf(s.Schema).Exec(ctx, "SELECT setval($1::regclass, $2, $3)", quoted(s.Schema, s.Name), s.LastValue, s.IsCalled); err != nil {
@@ -269,6 +286,54 @@ func checkTarget(ctx context.Context, tx pgx.Tx, h *Header, schemas []string, fi
 	if len(full) > 0 {
 		return fmt.Errorf("%w: %s hold rows; restore into a new, migrated database (`bmcisctl migrate up`) with the services stopped",
 			ErrNotEmpty, strings.Join(full, ", "))
+	}
+	return nil
+}
+
+// restoreMaintenanceMem is the memory an index build of the restore may
+// use (PostgreSQL's default, 64 MB, makes a large HNSW build spill).
+const restoreMaintenanceMem = "256MB"
+
+// dropIndexes drops the indexes of the schemas' tables that back no
+// constraint, in tx, and returns their definitions.
+func dropIndexes(ctx context.Context, tx pgx.Tx, schemas []string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT n.nspname, ic.relname, pg_get_indexdef(i.indexrelid)
+		FROM pg_index i
+		JOIN pg_class ic ON ic.oid = i.indexrelid
+		JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p')
+		  AND NOT EXISTS (SELECT 1 FROM pg_constraint con WHERE con.conindid = i.indexrelid)
+		ORDER BY 1, 2`, schemas)
+	if err != nil {
+		return nil, fmt.Errorf("list indexes: %w", err)
+	}
+	type index struct{ schema, name, def string }
+	idx, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (index, error) {
+		var x index
+		return x, r.Scan(&x.schema, &x.name, &x.def)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list indexes: %w", err)
+	}
+	defs := make([]string, 0, len(idx))
+	for _, x := range idx {
+		if _, err := tx.Exec(ctx, "DROP INDEX "+quoted(x.schema, x.name)); err != nil {
+			return nil, fmt.Errorf("drop index %s.%s for the load: %w", x.schema, x.name, err)
+		}
+		defs = append(defs, x.def)
+	}
+	return defs, nil
+}
+
+// createIndexes builds the indexes dropIndexes dropped.
+func createIndexes(ctx context.Context, tx pgx.Tx, defs []string) error {
+	if _, err := tx.Exec(ctx, "SELECT set_config('maintenance_work_mem', $1, true)", restoreMaintenanceMem); err != nil {
+		return fmt.Errorf("set maintenance_work_mem: %w", err)
+	}
+	for _, def := range defs {
+		if _, err := tx.Exec(ctx, def); err != nil {
+			return fmt.Errorf("rebuild index (%s): %w", def, err)
+		}
 	}
 	return nil
 }
