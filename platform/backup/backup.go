@@ -122,7 +122,12 @@ func Write(ctx context.Context, w io.Writer, dbs []Database, release string) (*H
 	}
 	h.Sequences = all.sequences
 
-	gz := gzip.NewWriter(w)
+	// The fastest level: a backup runs beside the services' traffic, and
+	// vectors compress little at any level.
+	gz, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
 	e := newEncoder(gz)
 	if _, err := io.WriteString(e.out, Magic); err != nil {
 		return nil, fmt.Errorf("write backup: %w", err)

@@ -247,7 +247,8 @@ func assembleSummed(t *testing.T, h *Header, body, summedBody []byte) []byte {
 	require.NoError(t, binary.Write(&plain, binary.BigEndian, uint32(len(tb))))
 	plain.Write(tb)
 	var out bytes.Buffer
-	gz := gzip.NewWriter(&out)
+	gz, err := gzip.NewWriterLevel(&out, gzip.BestSpeed)
+	require.NoError(t, err)
 	_, err = gz.Write(plain.Bytes())
 	require.NoError(t, err)
 	require.NoError(t, gz.Close())
