@@ -20,11 +20,12 @@ var seeded = map[string]bool{
 	"auth.rate_limit_tiers": true,
 }
 
-// catalogTable is a table as the catalog shows it.
+// catalogTable is a table as the catalog shows it. A partitioned table is
+// read and loaded through its parent (COPY (SELECT ...) and COPY FROM route
+// the rows), so its partitions are not listed.
 type catalogTable struct {
 	Table
-	oid         uint32
-	partitioned bool
+	oid uint32
 }
 
 // foreignKey says table from references table to (schema.name).
@@ -37,11 +38,11 @@ type catalog struct {
 	sequences []Sequence
 }
 
-// readCatalog lists the tables (partitions are read through their parent),
+// readCatalog lists the tables,
 // their columns (generated ones are computed again on restore, so left
 // out), their foreign keys and the sequences of schemas.
 func readCatalog(ctx context.Context, q pgx.Tx, schemas []string) (*catalog, error) {
-	rows, err := q.Query(ctx, `SELECT c.oid, n.nspname, c.relname, c.relkind = 'p'
+	rows, err := q.Query(ctx, `SELECT c.oid, n.nspname, c.relname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 		ORDER BY n.nspname, c.relname`, schemas)
@@ -51,7 +52,7 @@ func readCatalog(ctx context.Context, q pgx.Tx, schemas []string) (*catalog, err
 	var cat catalog
 	for rows.Next() {
 		var t catalogTable
-		if err := rows.Scan(&t.oid, &t.Schema, &t.Name, &t.partitioned); err != nil {
+		if err := rows.Scan(&t.oid, &t.Schema, &t.Name); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("list tables: %w", err)
 		}
