@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -48,6 +49,28 @@ func Dimensions() (int, error) {
 		return 0, fmt.Errorf("%s: must be an integer from 1 to 2000, got %q", DimensionsEnv, v)
 	}
 	return n, nil
+}
+
+// LatestVersion is the newest migration this build holds: the schema
+// version `migrate up` leads to.
+func LatestVersion() (int64, error) {
+	entries, err := fs.ReadDir(sqlFiles, ".")
+	if err != nil {
+		return 0, fmt.Errorf("list migrations: %w", err)
+	}
+	var latest int64
+	for _, e := range entries {
+		prefix, _, ok := strings.Cut(e.Name(), "_")
+		if !ok || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		v, err := strconv.ParseInt(prefix, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: no version number", e.Name())
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
 }
 
 // Up applies every pending migration and returns the versions applied.

@@ -58,8 +58,27 @@ func EnsureServiceLogin(ctx context.Context, db Execer, svc Service, login, pass
 	if _, err := ParseService(string(svc)); err != nil {
 		return err
 	}
+	return ensureLogin(ctx, db, svc.GroupRole(), svc.SearchPath(), login, password)
+}
+
+// BackupRole is the NOLOGIN role that reads every service schema and
+// writes nothing (00018_backup_role.sql): what `bmcisctl backup` needs.
+const BackupRole = "bmcis_backup"
+
+// BackupLoginURLEnv names the variable with the backup's own database URL:
+// `bmcisctl migrate up` sets up its login role from it, and `bmcisctl
+// backup` connects with it (docs/BACKUP.md).
+const BackupLoginURLEnv = "BMCIS_BACKUP_DATABASE_URL"
+
+// EnsureBackupLogin is EnsureServiceLogin for the backup's login: a member
+// of BackupRole, starting in every service schema.
+func EnsureBackupLogin(ctx context.Context, db Execer, login, password string) error {
+	return ensureLogin(ctx, db, BackupRole, "search, vendorgraph, auth, public", login, password)
+}
+
+func ensureLogin(ctx context.Context, db Execer, group, searchPath, login, password string) error {
 	if login == "" || password == "" {
-		return errors.New("ensure service login: login and password must be set")
+		return errors.New("ensure login role: login and password must be set")
 	}
 	role := pgx.Identifier{login}.Sanitize()
 	// PASSWORD takes no bind parameter; the literal is quoted, never logged.
@@ -71,8 +90,8 @@ func EnsureServiceLogin(ctx context.Context, db Execer, svc Service, login, pass
 	}
 	stmts := []string{
 		"ALTER ROLE " + role + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD " + pw,
-		"GRANT " + pgx.Identifier{svc.GroupRole()}.Sanitize() + " TO " + role,
-		"ALTER ROLE " + role + " SET search_path = " + svc.SearchPath(),
+		"GRANT " + pgx.Identifier{group}.Sanitize() + " TO " + role,
+		"ALTER ROLE " + role + " SET search_path = " + searchPath,
 	}
 	for _, s := range stmts {
 		if _, err := db.Exec(ctx, s); err != nil {
@@ -155,4 +174,36 @@ func EnsureServiceLogins(ctx context.Context, db Execer, migrationUser string, g
 		done = append(done, l.svc)
 	}
 	return done, nil
+}
+
+// EnsureBackupLoginFrom sets up the backup's login role from the URL in
+// BackupLoginURLEnv (getenv), when set, and reports whether it did. Like a
+// service's, it must be a role of its own: not the migration role, not a
+// service's.
+func EnsureBackupLoginFrom(ctx context.Context, db Execer, migrationUser string, getenv func(string) string) (bool, error) {
+	v := getenv(BackupLoginURLEnv)
+	if v == "" {
+		return false, nil
+	}
+	cfg, err := pgconn.ParseConfig(v)
+	if err != nil {
+		return false, fmt.Errorf("%s: not a PostgreSQL connection URL", BackupLoginURLEnv)
+	}
+	switch {
+	case cfg.User == migrationUser:
+		return false, fmt.Errorf("%s connects as the migration role %s: give the backup a read-only role of its own", BackupLoginURLEnv, migrationUser)
+	case cfg.Password == "":
+		return false, fmt.Errorf("%s has no password: the backup's role gets the one it names", BackupLoginURLEnv)
+	}
+	for _, svc := range Services {
+		if u := getenv(svc.LoginURLEnv()); u != "" {
+			if sc, err := pgconn.ParseConfig(u); err == nil && sc.User == cfg.User {
+				return false, fmt.Errorf("%s and %s name the same role %s: the backup needs its own", svc.LoginURLEnv(), BackupLoginURLEnv, cfg.User)
+			}
+		}
+	}
+	if err := EnsureBackupLogin(ctx, db, cfg.User, cfg.Password); err != nil {
+		return false, err
+	}
+	return true, nil
 }

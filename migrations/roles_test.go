@@ -215,3 +215,38 @@ func TestEnsureServiceLoginsRefusesSharedRoles(t *testing.T) {
 	require.NoError(t, admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'shared_login')").Scan(&created))
 	require.False(t, created, "refused before any role is touched")
 }
+
+// migrate up sets up the backup's login from BMCIS_BACKUP_DATABASE_URL: a
+// member of the read-only bmcis_backup and of no service's group, refused
+// when it is the migration role or a service's.
+func TestEnsureBackupLoginFrom(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testdb.New(t)
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+	done, err := migrations.EnsureBackupLoginFrom(ctx, admin, "migrator", env(nil))
+	require.NoError(t, err)
+	require.False(t, done, "nothing to set up without the URL")
+	_, err = migrations.EnsureBackupLoginFrom(ctx, admin, "migrator", env(map[string]string{
+		migrations.BackupLoginURLEnv: "postgres://migrator:pw@127.0.0.1:5432/bmcis",
+	}))
+	require.ErrorContains(t, err, "BMCIS_BACKUP_DATABASE_URL connects as the migration role migrator")
+	_, err = migrations.EnsureBackupLoginFrom(ctx, admin, "migrator", env(map[string]string{
+		migrations.BackupLoginURLEnv:  "postgres://shared_backup:pw@127.0.0.1:5432/bmcis",
+		migrations.Auth.LoginURLEnv(): "postgres://shared_backup:pw@127.0.0.1:5432/bmcis",
+	}))
+	require.ErrorContains(t, err, "name the same role shared_backup")
+	require.NotContains(t, err.Error(), "pw@")
+
+	done, err = migrations.EnsureBackupLoginFrom(ctx, admin, "migrator", env(map[string]string{
+		migrations.BackupLoginURLEnv: "postgres://bmcis_test_backup_login:secret-pw@127.0.0.1:5432/bmcis",
+	}))
+	require.NoError(t, err)
+	require.True(t, done)
+	for group, want := range map[string]bool{migrations.BackupRole: true, "bmcis_search": false, "bmcis_vendorgraph": false, "bmcis_auth": false} {
+		var member bool
+		require.NoError(t, admin.QueryRow(ctx, "SELECT pg_has_role('bmcis_test_backup_login', $1, 'MEMBER')", group).Scan(&member))
+		require.Equal(t, want, member, group)
+	}
+}

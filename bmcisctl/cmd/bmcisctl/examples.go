@@ -4,6 +4,10 @@ package main
 // and COMMAND --help. TestExamplesParse parses every one, so each stays a
 // command line that works.
 var examples = map[string][]string{
+	"backup": {
+		"bmcisctl backup bmcis.backup",
+		"bmcisctl backup bmcis.backup -o json",
+	},
 	"bench": {
 		"bmcisctl bench search --chunks 100000 --duration 10s",
 		"bmcisctl bench search --chunks 0 --modes hybrid --concurrency 1,16",
@@ -46,6 +50,9 @@ var examples = map[string][]string{
 		"bmcisctl reindex",
 		"bmcisctl reindex --addr search:50051",
 		"bmcisctl reindex -o yaml",
+	},
+	"restore": {
+		"bmcisctl restore bmcis.backup",
 	},
 	"search": {
 		`bmcisctl search "security incident reporting" --mode bm25 -n 5`,

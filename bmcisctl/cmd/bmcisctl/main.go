@@ -1,8 +1,10 @@
-// Command bmcisctl is the operators' tool: database migrations, health checks,
-// ingestion, deletion, reindexing, search, evaluation, keys and graph import.
+// Command bmcisctl is the operators' tool: database migrations, backup and
+// restore, health checks, ingestion, deletion, reindexing, search,
+// evaluation, keys and graph import.
 // It is a module of its own that reaches every service only through its gRPC
 // contract (gen/) and the shared platform/ packages, never through a
-// service's packages or tables; only `migrate` opens the database.
+// service's packages or tables; only `migrate`, `backup` and `restore` open
+// the database (platform/backup reads and writes the schemas whole).
 package main
 
 import (

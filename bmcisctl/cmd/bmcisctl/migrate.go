@@ -26,7 +26,8 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "  down rolls back to VERSION, at most the current version (0 drops every table: all data).")
 		fmt.Fprintln(stderr, "  DATABASE_URL names the database; BMCIS_EMBEDDING_DIMENSIONS fixes the vector size (default 256).")
 		fmt.Fprintln(stderr, "  up also sets up each service's login role from BMCIS_SEARCH_DATABASE_URL, BMCIS_VENDORGRAPH_DATABASE_URL")
-		fmt.Fprintln(stderr, "  and BMCIS_AUTH_DATABASE_URL, when set (user, password; member of the service's group role).")
+		fmt.Fprintln(stderr, "  and BMCIS_AUTH_DATABASE_URL, when set (user, password; member of the service's group role),")
+		fmt.Fprintln(stderr, "  and the backup's read-only login role from BMCIS_BACKUP_DATABASE_URL, when set (docs/BACKUP.md).")
 	}
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -85,14 +86,24 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
+		backupLogin, err := migrations.EnsureBackupLoginFrom(ctx, pool, pool.Config().ConnConfig.User, func(name string) string { return envOr(name, "") })
+		if err != nil {
+			return err
+		}
 		res := migrateResult{Action: action, Migrations: applied, SchemaVersion: current, LoginRoles: []string{}}
 		for _, svc := range logins {
 			res.LoginRoles = append(res.LoginRoles, fmt.Sprint(svc))
+		}
+		if backupLogin {
+			res.LoginRoles = append(res.LoginRoles, "backup")
 		}
 		return writeResult(stdout, *output, res, func(w io.Writer) error {
 			fmt.Fprintf(w, "applied %d migration(s); schema version %d\n", len(applied), current)
 			for _, svc := range logins {
 				fmt.Fprintf(w, "%s: login role set up from %s\n", svc, svc.LoginURLEnv())
+			}
+			if backupLogin {
+				fmt.Fprintf(w, "backup: read-only login role set up from %s\n", migrations.BackupLoginURLEnv)
 			}
 			return nil
 		})

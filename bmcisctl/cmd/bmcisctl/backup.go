@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/backup"
+	"github.com/bmcis/knowledge/platform/pg"
+	"github.com/bmcis/knowledge/platform/version"
+)
+
+func init() {
+	commands["backup"] = command{
+		summary: "write every table of the service schemas to FILE, in one snapshot; uses BMCIS_BACKUP_DATABASE_URL or DATABASE_URL",
+		run:     runBackup,
+	}
+	commands["restore"] = command{
+		summary: "restore a backup FILE into an empty, migrated stack, all or nothing; uses DATABASE_URL",
+		run:     runRestore,
+	}
+}
+
+// splitURLEnv names the variable with the database of one service's schema
+// when the services run on separate databases (docs/BACKUP.md); unset, the
+// schema is in the command's main database.
+func splitURLEnv(svc migrations.Service) string {
+	return "DATABASE_URL_" + strings.ToUpper(string(svc))
+}
+
+const databaseHelp = "  The schemas are in the database of %s; when the services run on separate databases,\n" +
+	"  DATABASE_URL_SEARCH, DATABASE_URL_VENDORGRAPH and DATABASE_URL_AUTH name each one's (docs/BACKUP.md).\n"
+
+// openDatabases connects to the database of every service schema: the one
+// main names, or the service's own (splitURLEnv). Services on one URL share
+// one connection pool, so they are read in one snapshot and restored in one
+// transaction.
+func openDatabases(ctx context.Context, main string) ([]backup.Database, func(), error) {
+	var dbs []backup.Database
+	byURL := map[string]int{}
+	var pools []*pgxpool.Pool
+	closeAll := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for _, svc := range migrations.Services {
+		url := envOr(splitURLEnv(svc), main)
+		if url == "" {
+			closeAll()
+			return nil, nil, usageErrorf("no database for the %s schema: set DATABASE_URL (or %s)", svc, splitURLEnv(svc))
+		}
+		if i, ok := byURL[url]; ok {
+			dbs[i].Schemas = append(dbs[i].Schemas, svc.Schema())
+			continue
+		}
+		pool, err := pg.ConnectRaw(ctx, url)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("database of the %s schema: %w", svc, err)
+		}
+		pools = append(pools, pool)
+		byURL[url] = len(dbs)
+		dbs = append(dbs, backup.Database{Pool: pool, Schemas: []string{svc.Schema()}})
+	}
+	return dbs, closeAll, nil
+}
+
+// backupResult is what a backup wrote or a restore read, as -o json|yaml
+// shows it.
+type backupResult struct {
+	Action        string  `json:"action"`
+	File          string  `json:"file"`
+	Format        int     `json:"format"`
+	Release       string  `json:"release"`
+	CreatedAt     string  `json:"created_at"`
+	SchemaVersion int64   `json:"schema_version"`
+	Databases     int     `json:"databases"`
+	Tables        int     `json:"tables"`
+	Rows          int64   `json:"rows"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+}
+
+func newBackupResult(action, file string, h *backup.Header, size int64, took time.Duration) backupResult {
+	var v int64
+	for _, d := range h.Databases {
+		v = max(v, d.SchemaVersion)
+	}
+	return backupResult{Action: action, File: file, Format: h.Format, Release: h.Release,
+		CreatedAt: h.CreatedAt.Format(time.RFC3339), SchemaVersion: v, Databases: len(h.Databases),
+		Tables: len(h.Tables), Rows: h.Rows(), Bytes: size, Seconds: took.Seconds()}
+}
+
+func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("backup", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bmcisctl backup FILE")
+		fmt.Fprintln(stderr, "  Writes every table and sequence of the search, vendorgraph and auth schemas to FILE (gzip), read in one")
+		fmt.Fprintln(stderr, "  snapshot while the services go on writing, with the schema version, row counts and a checksum.")
+		fmt.Fprintln(stderr, "  FILE appears only once it is whole; - writes to standard output. Redis is not in it (docs/BACKUP.md).")
+		fmt.Fprintf(stderr, databaseHelp, "BMCIS_BACKUP_DATABASE_URL (the read-only backup role) or else DATABASE_URL")
+	}
+	output := outputFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("backup takes exactly one FILE, got %d arguments", fs.NArg())
+	}
+	file := fs.Arg(0)
+	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")))
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+
+	start := time.Now()
+	var h *backup.Header
+	var size int64
+	if file == "-" {
+		cw := &countingWriter{w: stdout}
+		if h, err = backup.Write(ctx, cw, dbs, version.Version); err != nil {
+			return err
+		}
+		size = cw.n
+		// The file went to standard output: the result goes to stderr.
+		stdout = stderr
+	} else {
+		if h, size, err = writeBackupFile(ctx, file, dbs); err != nil {
+			return err
+		}
+	}
+	res := newBackupResult("backup", file, h, size, time.Since(start))
+	return writeResult(stdout, *output, res, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "backed up %d tables (%d rows, schema version %d) to %s: %d bytes in %.1fs\n",
+			res.Tables, res.Rows, res.SchemaVersion, file, size, res.Seconds)
+		return err
+	})
+}
+
+// writeBackupFile writes the backup beside file and renames it into place
+// once whole, so a failed backup leaves no file that looks like one.
+func writeBackupFile(ctx context.Context, file string, dbs []backup.Database) (*backup.Header, int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.partial")
+	if err != nil {
+		return nil, 0, fmt.Errorf("create backup file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	cw := &countingWriter{w: tmp}
+	h, err := backup.Write(ctx, cw, dbs, version.Version)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return nil, 0, fmt.Errorf("create backup file: %w", err)
+	}
+	return h, cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("restore", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: bmcisctl restore FILE")
+		fmt.Fprintln(stderr, "  Restores a backup into an empty stack migrated to the backup's schema version (`bmcisctl migrate up`),")
+		fmt.Fprintln(stderr, "  with the services stopped; start them afterwards. All or nothing: the whole file is checked first")
+		fmt.Fprintln(stderr, "  (format, checksum, row counts), then the target (schema version, tables, empty), then it is written")
+		fmt.Fprintln(stderr, "  in one transaction per database. A damaged or truncated file, one from a newer release, and a")
+		fmt.Fprintln(stderr, "  target holding data are refused with nothing written.")
+		fmt.Fprintf(stderr, databaseHelp, "DATABASE_URL (the migration role: it writes every schema)")
+	}
+	output := outputFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("restore takes exactly one FILE, got %d arguments", fs.NArg())
+	}
+	file := fs.Arg(0)
+	if file == "-" {
+		return usageErrorf("restore reads FILE twice (checks it whole, then writes it): give a file, not -")
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return fmt.Errorf("read backup: %w", err)
+	}
+	dbs, closeAll, err := openDatabases(ctx, envOr("DATABASE_URL", ""))
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	start := time.Now()
+	h, err := backup.Restore(ctx, func() (io.ReadCloser, error) {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("read backup: %w", err)
+		}
+		return f, nil
+	}, dbs)
+	if err != nil {
+		return err
+	}
+	res := newBackupResult("restore", file, h, st.Size(), time.Since(start))
+	return writeResult(stdout, *output, res, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "restored %d tables (%d rows, schema version %d, made %s by release %s) from %s in %.1fs; start the services\n",
+			res.Tables, res.Rows, res.SchemaVersion, res.CreatedAt, res.Release, file, res.Seconds)
+		return err
+	})
+}
