@@ -49,6 +49,7 @@ type Server struct {
 	m      *metrics
 	// sourcesKick wakes the scheduled-sources runner.
 	sourcesKick chan struct{}
+	log         *slog.Logger
 }
 
 // ranker is what the gRPC layer asks of the engine.
@@ -101,7 +102,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		ix = index.NewWithOptions(an, params, ixOpts)
 	}
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix,
-		sourcesKick: make(chan struct{}, 1)}
+		sourcesKick: make(chan struct{}, 1), log: log}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {

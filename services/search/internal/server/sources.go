@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
-	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/sourcename"
 	"github.com/bmcis/knowledge/services/search/internal/sources"
 	"github.com/bmcis/knowledge/services/search/internal/store"
@@ -116,17 +115,17 @@ func (s *Server) SyncSource(ctx context.Context, req *searchv1.SyncSourceRequest
 }
 
 // runStatus maps a failed run to the caller's status; the message is the
-// run's own (kinds never put a secret in one).
+// run's own (kinds never put a secret in one). An unreachable source is
+// FAILED_PRECONDITION, not UNAVAILABLE: the service is up, and clients
+// retry UNAVAILABLE, which would run the failing source again.
 func runStatus(err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return err
 	}
 	switch sources.CodeOf(err) {
-	case sources.Unreachable:
-		return status.Error(codes.Unavailable, err.Error())
 	case sources.TooLarge:
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case sources.AuthFailed, sources.BadSettings, sources.BadContent:
+	case sources.Unreachable, sources.AuthFailed, sources.BadSettings, sources.BadContent:
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -169,11 +168,11 @@ func (s *Server) runSource(ctx context.Context, c store.Claimed) (*searchv1.Sync
 	// Recorded even when the caller went away: the lease must go back.
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout*4)
 	if ferr := s.st.FinishRun(dctx, c.Name, leaseOwner, rec); ferr != nil {
-		logging.FromContext(ctx).WarnContext(ctx, "source run not recorded", "source", c.Name, "error", ferr.Error())
+		s.log.WarnContext(ctx, "source run not recorded", "source", c.Name, "error", ferr.Error())
 	}
 	dcancel()
 	if err != nil {
-		logging.FromContext(ctx).WarnContext(ctx, "source run failed", "source", c.Name, "kind", c.Kind, "error", rec.Err)
+		s.log.WarnContext(ctx, "source run failed", "source", c.Name, "kind", c.Kind, "error", rec.Err)
 		return nil, err
 	}
 	resp.Seconds = time.Since(start).Seconds()
@@ -363,7 +362,7 @@ func (s *Server) runSources(ctx context.Context) {
 	if !s.cfg.SourcesRunner {
 		return
 	}
-	log := logging.FromContext(ctx)
+	log := s.log
 	t := time.NewTicker(s.cfg.SourcesPoll)
 	defer t.Stop()
 	for {
