@@ -269,7 +269,8 @@ func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.
 func (f *fakeSearch) ListSources(ctx context.Context, _ *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {
 	f.record(ctx)
 	return &searchv1.ListSourcesResponse{Sources: []*searchv1.Source{{Name: "handbook", Root: "/srv/handbook", DocumentCount: 4, ChunkCount: 9,
-		LastSyncAt: timestamppb.New(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), LastWritten: 2, LastUnchanged: 2, LastDeleted: 1}}}, nil
+		LastSyncAt: timestamppb.New(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), LastWritten: 2, LastUnchanged: 2, LastDeleted: 1,
+		Kind: "git", EverySeconds: 900, LastStatus: "failed", ConsecutiveFailures: 2}}}, nil
 }
 
 type fakeVendor struct {

@@ -167,6 +167,7 @@ func TestSourceRunnerAndLease(t *testing.T) {
 	require.EqualValues(t, 3600, src.GetEverySeconds())
 	require.True(t, src.GetNextRunAt().AsTime().After(src.GetLastRunAt().AsTime()))
 	require.Equal(t, []string{"site:" + srv.URL + "/guide"}, bm25IDs(t, c, "okapi"))
+	require.Empty(t, bm25IDs(t, c, "contact"), "the page's navigation is boilerplate, left out by the HTML extractor")
 
 	leaseOtherRun(t, pool, "site")
 	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "site"})
