@@ -208,7 +208,7 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 	keep := make([]string, 0, len(cs.Upserts)+len(cs.Unchanged)+len(cs.Skipped))
 	for _, f := range cs.Upserts {
 		keep = append(keep, c.Name+":"+f.ID)
-		d := &searchv1.Document{ExternalId: f.ID, SourceFile: f.ID, Content: f.Content, FormatName: f.Format}
+		d := &searchv1.Document{ExternalId: f.ID, SourceFile: f.ID, Content: f.Content, FormatName: f.Format, Category: f.Category}
 		if !f.UpdatedAt.IsZero() {
 			d.UpdatedAt = timestamppb.New(f.UpdatedAt)
 		}

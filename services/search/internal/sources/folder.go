@@ -102,7 +102,7 @@ func fetchFolder(ctx context.Context, req Request) (*ChangeSet, error) {
 		if err != nil {
 			return err
 		}
-		cs.Upserts = append(cs.Upserts, File{ID: id, Content: b, UpdatedAt: info.ModTime().UTC().Truncate(time.Second)})
+		cs.Upserts = append(cs.Upserts, File{ID: id, Content: b, Category: firstFolder(id), UpdatedAt: info.ModTime().UTC().Truncate(time.Second)})
 		return nil
 	})
 	if err != nil {

@@ -227,7 +227,7 @@ func (g *gitRun) take(p string) error {
 	if err != nil {
 		return fail(BadContent, err, "read %s", p)
 	}
-	g.cs.Upserts = append(g.cs.Upserts, File{ID: id, Content: b})
+	g.cs.Upserts = append(g.cs.Upserts, File{ID: id, Content: b, Category: firstFolder(id)})
 	return nil
 }
 

@@ -97,6 +97,7 @@ func TestGitFileRepositoryIncremental(t *testing.T) {
 	require.True(t, first.Full)
 	require.Equal(t, []string{"a.md", "b.md", "c.md"}, upsertIDs(first))
 	require.Empty(t, first.Deletes)
+	require.Empty(t, first.Upserts[0].Category, "a file at the source's root has no category")
 
 	r.write("docs/a.md", "# A\n\nalpha, edited")
 	r.git("mv", "docs/b.md", "docs/renamed.md")

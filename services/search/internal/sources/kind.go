@@ -92,10 +92,21 @@ func DefaultLimits() Limits {
 
 // File is one document of a change set.
 type File struct {
-	ID        string // id within the source (a path, a URL)
-	Content   []byte
-	Format    string // a format name of the format registry ("" : by ID's extension)
+	ID      string // id within the source (a path, a URL)
+	Content []byte
+	Format  string // a format name of the format registry ("" : by ID's extension)
+	// Category is the document's category: a path's first folder, as
+	// bmcisctl sync gives it ("" at the root, and for web pages).
+	Category  string
 	UpdatedAt time.Time
+}
+
+// firstFolder is a slash-separated path's first folder ("" at the root).
+func firstFolder(p string) string {
+	if i := strings.IndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 // ChangeSet is what one run found.
