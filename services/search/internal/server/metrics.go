@@ -10,6 +10,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/snapshot"
+	"github.com/bmcis/knowledge/services/search/internal/sources"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
@@ -129,6 +130,11 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 	}
 	for _, r := range []string{syncCompleted, syncPartial, syncFailed} {
 		m.syncs.WithLabelValues(r)
+	}
+	for _, k := range sources.Names() {
+		for _, r := range []string{runOK, runFailed} {
+			m.sourceRuns.WithLabelValues(k, r)
+		}
 	}
 	return m
 }

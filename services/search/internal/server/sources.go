@@ -28,6 +28,12 @@ import (
 // at a time per source across replicas; a run outliving its lease records
 // nothing.
 
+// The results of bmcis_search_source_runs_total.
+const (
+	runOK     = "ok"
+	runFailed = "failed"
+)
+
 // minEvery and maxEvery bound a source's schedule.
 const (
 	minEvery   = time.Minute
@@ -146,10 +152,10 @@ func (s *Server) runSource(ctx context.Context, c store.Claimed) (*searchv1.Sync
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.SourceRunTimeout*9/10)
 	defer cancel()
 	resp, cursor, err := s.fetchAndApply(rctx, c)
-	result := "ok"
+	result := runOK
 	rec := store.RunResult{Cursor: cursor}
 	if err != nil {
-		result = "failed"
+		result = runFailed
 		rec.Err = err.Error()
 		if st, ok := status.FromError(err); ok {
 			rec.Err = st.Message()
