@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,4 +183,79 @@ func leaseOtherRun(t *testing.T, pool *pgxpool.Pool, name string) {
 	t.Helper()
 	_, err := pool.Exec(callCtx(t), `UPDATE search.sources SET lease_owner = 'other-replica', lease_until = now() + interval '1 hour' WHERE name = $1`, name)
 	require.NoError(t, err)
+}
+
+// A web source keeps what it could not fetch: a page answering 500 stays
+// (left out, counted failed), a sitemap that cannot be read fails the run
+// and deletes nothing; a page dropped from the sitemap, or answering 410,
+// is deleted.
+func TestWebSourceKeepsWhatItCouldNotFetch(t *testing.T) {
+	var mu sync.Mutex
+	listed := []string{"/a", "/b"}
+	status := map[string]int{"/a": http.StatusOK, "/b": http.StatusOK, "/sitemap.xml": http.StatusOK}
+	var srvURL string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		code, ok := status[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		if code != http.StatusOK {
+			http.Error(w, "no", code)
+			return
+		}
+		if r.URL.Path == "/sitemap.xml" {
+			fmt.Fprint(w, `<urlset>`)
+			for _, p := range listed {
+				fmt.Fprintf(w, `<url><loc>%s%s</loc></url>`, srvURL, p)
+			}
+			fmt.Fprint(w, `</urlset>`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><main><h1>Page %s</h1><p>The tapir page %s.</p></main></body></html>`, r.URL.Path, r.URL.Path)
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	set := func(f func()) { mu.Lock(); defer mu.Unlock(); f() }
+
+	pool, _ := newDB(t)
+	c := startReplica(t, pool, sourcesConfig()).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "site", Kind: "web",
+		Settings: map[string]string{"url": srv.URL + "/sitemap.xml"}})
+	require.NoError(t, err)
+	both := []string{"site:" + srv.URL + "/a", "site:" + srv.URL + "/b"}
+	syncSite := func() (*searchv1.SyncSourceResponse, error) {
+		return c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "site"})
+	}
+
+	run, err := syncSite()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+	require.Equal(t, both, bm25IDs(t, c, "tapir"))
+
+	set(func() { status["/b"] = http.StatusInternalServerError })
+	run, err = syncSite()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.GetDocumentsFailed())
+	require.EqualValues(t, 0, run.GetDocumentsDeleted())
+	require.Contains(t, run.GetFailures()[0].GetReason(), "answered 500")
+	require.Equal(t, both, bm25IDs(t, c, "tapir"))
+
+	set(func() { status["/sitemap.xml"] = http.StatusBadGateway; listed = nil })
+	_, err = syncSite()
+	requireCode(t, err, codes.FailedPrecondition)
+	require.Equal(t, both, bm25IDs(t, c, "tapir"), "a sitemap that cannot be read deletes nothing")
+
+	set(func() {
+		status["/sitemap.xml"] = http.StatusOK
+		status["/a"] = http.StatusGone
+		listed = []string{"/a"}
+	})
+	run, err = syncSite()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsDeleted(), "410 and dropped from the sitemap")
+	require.Empty(t, bm25IDs(t, c, "tapir"))
 }
