@@ -39,6 +39,9 @@ const (
 	minEvery   = time.Minute
 	maxEvery   = 30 * 24 * time.Hour
 	maxBackoff = 6 * time.Hour
+	// A source's settings are a few short values (URLs, paths, references).
+	maxSettings     = 16
+	maxSettingBytes = 4096
 )
 
 // leaseOwner names this process in lease rows.
@@ -63,10 +66,19 @@ func (s *Server) AddSource(ctx context.Context, req *searchv1.AddSourceRequest) 
 	if every != 0 && (every < minEvery || every > maxEvery) {
 		return nil, status.Errorf(codes.InvalidArgument, "every_seconds: want 0 (on demand) or %d..%d", int(minEvery.Seconds()), int(maxEvery.Seconds()))
 	}
-	settings, err := kind.Check(maps.Clone(req.GetSettings()), s.cfg.Sources)
-	if settings == nil && err == nil {
-		settings = map[string]string{}
+	if len(req.GetSettings()) > maxSettings {
+		return nil, status.Errorf(codes.InvalidArgument, "settings: at most %d", maxSettings)
 	}
+	for k, v := range req.GetSettings() {
+		if len(k) > 64 || len(v) > maxSettingBytes {
+			return nil, status.Errorf(codes.InvalidArgument, "settings: %q: keys are at most 64 bytes, values %d", k, maxSettingBytes)
+		}
+	}
+	in := maps.Clone(req.GetSettings())
+	if in == nil {
+		in = map[string]string{}
+	}
+	settings, err := kind.Check(in, s.cfg.Sources)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "settings: %v", err)
 	}
