@@ -72,8 +72,15 @@ func checkWeb(s map[string]string, _ Env) (map[string]string, error) {
 			}
 		}
 		s["prefix"] = p.String()
-	} else if _, err := parseWebURL(s["prefix"]); err != nil {
-		return nil, fail(BadSettings, nil, "prefix: %v", err)
+	} else {
+		p, err := parseWebURL(s["prefix"])
+		if err != nil {
+			return nil, fail(BadSettings, nil, "prefix: %v", err)
+		}
+		if p.Path == "" {
+			p.Path = "/" // so https://example.com never matches https://example.com.other.org
+		}
+		s["prefix"] = p.String()
 	}
 	return s, nil
 }
@@ -130,10 +137,12 @@ func fetchWeb(ctx context.Context, req Request) (*ChangeSet, error) {
 			return nil, err
 		}
 		complete = true
+		seen := map[string]bool{}
 		for _, p := range pages {
-			if !w.within(p) {
+			if !w.within(p) || seen[p] {
 				continue
 			}
+			seen[p] = true
 			if len(w.next)+len(w.cs.Skipped) >= w.lim.MaxFiles {
 				complete = false
 				w.cs.Note = fmt.Sprintf("stopped at %d pages (BMCIS_SEARCH_SOURCES_MAX_FILES); pages beyond are neither fetched nor deleted", w.lim.MaxFiles)

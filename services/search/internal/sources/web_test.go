@@ -118,7 +118,7 @@ func TestWebSitemapConditionalAndDeletions(t *testing.T) {
 		s.pages["/b"] = page("B", "bravo walrus")
 		s.pages["/c"] = page("C", "charlie walrus")
 		s.pages["/private/p"] = page("P", "secret")
-		s.sitemap = []string{"/a", "/b", "/c", "/private/p"}
+		s.sitemap = []string{"/a", "/b", "/c", "/private/p", "/a"}
 		s.robots = "User-agent: *\nDisallow: /private/\n"
 	})
 	env := fastEnv()
@@ -270,6 +270,9 @@ func TestWebRefusesNonPublicAddresses(t *testing.T) {
 	require.True(t, addressAllowed(parseIP(t, "10.1.2.3"), Env{AllowPrivate: true}))
 	_, err := webKind.Check(map[string]string{"url": "ftp://example.com/"}, env)
 	require.Equal(t, BadSettings, CodeOf(err))
+	st, err := webKind.Check(map[string]string{"url": "https://example.com/start", "prefix": "https://example.com"}, env)
+	require.NoError(t, err)
+	require.Equal(t, "https://example.com/", st["prefix"])
 }
 
 func parseIP(t *testing.T, s string) net.IP {
