@@ -400,12 +400,8 @@ func (w *webRun) get(ctx context.Context, raw string, hdr http.Header) (*http.Re
 	host := u.Scheme + "://" + u.Host
 	if at, ok := w.nextAt[host]; ok {
 		if d := time.Until(at); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
+			if err := waitFor(ctx, d); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -423,6 +419,9 @@ func (w *webRun) get(ctx context.Context, raw string, hdr http.Header) (*http.Re
 	resp, err := w.client.Do(req)
 	if err != nil {
 		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the run ends, not this page
+		}
 		var le *redirectError
 		if errors.As(err, &le) {
 			return nil, fail(BadContent, nil, "%s: %s", redact(raw), le.msg)
@@ -435,6 +434,19 @@ func (w *webRun) get(ctx context.Context, raw string, hdr http.Header) (*http.Re
 	}
 	resp.Body = cancelOnClose{resp.Body, cancel}
 	return resp, nil
+}
+
+// waitFor waits d or until ctx ends (a variable so a test can see the
+// waits without taking them).
+var waitFor = func(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 type cancelOnClose struct {
@@ -519,8 +531,8 @@ func (w *webRun) allowed(ctx context.Context, raw string) (bool, error) {
 		resp, err := w.get(ctx, host+"/robots.txt", nil)
 		if err != nil {
 			var e *Error
-			if errors.As(err, &e) && e.Code == Unreachable {
-				return false, err // the host cannot be reached at all
+			if ctx.Err() != nil || errors.As(err, &e) && e.Code == Unreachable {
+				return false, err // the run ends, or the host cannot be reached at all
 			}
 		} else {
 			if resp.StatusCode == http.StatusOK {

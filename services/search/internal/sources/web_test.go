@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -279,4 +280,28 @@ func parseIP(t *testing.T, s string) net.IP {
 	ip := net.ParseIP(s)
 	require.NotNil(t, ip, s)
 	return ip
+}
+
+// Requests to one host wait for their slot: every request after the first
+// to a host waits (at most) the interval; another host does not wait.
+func TestWebRequestRatePerHost(t *testing.T) {
+	var waits []time.Duration
+	saved := waitFor
+	waitFor = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	defer func() { waitFor = saved }()
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one", "/docs/two")
+		s.pages["/docs/one"] = page("One", "first")
+		s.pages["/docs/two"] = page("Two", "second")
+	})
+	env := fastEnv()
+	env.Limits.RequestEvery = time.Hour
+	cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/docs/"}, nil, env)
+	require.Len(t, cs.Upserts, 3)
+	require.Len(t, waits, 3, "robots.txt goes first; each of the three pages waits its turn")
+	for _, d := range waits {
+		require.Positive(t, d)
+		require.LessOrEqual(t, d, time.Hour)
+	}
 }
