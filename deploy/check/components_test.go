@@ -12,7 +12,7 @@ import (
 	"github.com/bmcis/knowledge/deploy/check"
 )
 
-// The optional components (Redis, embedder egress) on top of the prod
+// The optional components (Redis, embedder and sources egress) on top of the prod
 // overlay, as an operator would add them in their own kustomization.
 func TestOptionalComponentsOnProd(t *testing.T) {
 	k8s := filepath.Join(repoRoot(t), "deploy", "k8s")
@@ -29,6 +29,7 @@ resources:
   - `+rel("overlays", "prod")+`
 components: # prod already includes components/redis
   - `+rel("components", "embedder-egress")+`
+  - `+rel("components", "sources-egress")+`
 `), 0o644))
 	objs, err := check.Render(dir)
 	require.NoError(t, err)

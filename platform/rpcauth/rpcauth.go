@@ -67,6 +67,12 @@ var rules = Table{
 	// key sees only the sources and counts of its categories, and only the
 	// ingest role sees roots (paths on the syncing machines).
 	"/bmcis.search.v1.SearchService/ListSources": {Read, Ingest},
+	// Sources the service syncs itself (git, web, server folders) are an
+	// operator's to add, run and remove: bmcisctl sources, or the REST
+	// routes with the operator's credential.
+	"/bmcis.search.v1.SearchService/AddSource":    {Ingest},
+	"/bmcis.search.v1.SearchService/SyncSource":   {Ingest},
+	"/bmcis.search.v1.SearchService/RemoveSource": {Ingest},
 	// Reindex re-embeds the whole corpus: an operator's call (bmcisctl's
 	// ingest credential), never the gateway's or the adapter's.
 	"/bmcis.search.v1.SearchService/Reindex": {Ingest},

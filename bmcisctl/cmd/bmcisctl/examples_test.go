@@ -20,6 +20,7 @@ var skippedExamples = map[string]string{
 	"bmcisctl bench search --chunks 0 --modes hybrid --concurrency 1,16":   "a load test: runs for its default duration",
 	"bmcisctl eval --beir ../shared/data/scifact":                          "needs the BEIR SciFact data set, outside the repository",
 	"bmcisctl eval --beir ../shared/data/scifact --modes bm25 --no-ingest": "needs the BEIR SciFact data set, outside the repository",
+	"bmcisctl sources sync runbooks":                                       "fetches a repository over the network (the service's tests sync real repositories)",
 }
 
 // exampleOrder runs the examples so that each finds what it names: the

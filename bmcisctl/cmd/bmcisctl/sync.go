@@ -28,8 +28,17 @@ func init() {
 		},
 	}
 	commands["sources"] = command{
-		summary: "list the named sources with their documents and last sync: sources [-addr HOST:PORT]",
-		run:     runSources,
+		summary: "list, add, sync and remove sources: sources [add|sync|remove] [-addr HOST:PORT]",
+		run:     runSourcesCommand,
+		complete: func(ctx context.Context, args []string) []string {
+			switch {
+			case len(args) == 0:
+				return []string{"add", "sync", "remove"}
+			case len(args) == 1 && (args[0] == "sync" || args[0] == "remove"):
+				return sourceNames(ctx)
+			}
+			return nil
+		},
 	}
 }
 
@@ -323,18 +332,40 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return writeRecords(stdout, *output, resp.GetSources())
 	}
 	if len(resp.GetSources()) == 0 {
-		fmt.Fprintln(stdout, "no sources (bmcisctl sync NAME PATH makes one)")
+		fmt.Fprintln(stdout, "no sources (bmcisctl sync NAME PATH or bmcisctl sources add makes one)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDOCUMENTS\tCHUNKS\tLAST SYNC\tWRITTEN\tUNCHANGED\tFAILED\tDELETED\tROOT")
+	fmt.Fprintln(tw, "NAME\tKIND\tEVERY\tDOCUMENTS\tCHUNKS\tLAST SYNC\tWRITTEN\tUNCHANGED\tFAILED\tDELETED\tSTATUS\tROOT")
+	var errs []string
 	for _, s := range resp.GetSources() {
 		last := "never"
 		if s.GetLastSyncAt() != nil {
 			last = s.GetLastSyncAt().AsTime().Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\n", s.GetName(), s.GetDocumentCount(), s.GetChunkCount(), last,
-			s.GetLastWritten(), s.GetLastUnchanged(), s.GetLastFailed(), s.GetLastDeleted(), s.GetRoot())
+		every := "-"
+		if s.GetEverySeconds() > 0 {
+			every = (time.Duration(s.GetEverySeconds()) * time.Second).String()
+		}
+		st := s.GetLastStatus()
+		switch {
+		case s.GetRunning():
+			st = "running"
+		case st == "":
+			st = "-"
+		case st == "failed":
+			st = fmt.Sprintf("failed x%d", s.GetConsecutiveFailures())
+			errs = append(errs, s.GetName()+": "+s.GetLastError())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.GetName(), s.GetKind(), every,
+			s.GetDocumentCount(), s.GetChunkCount(), last,
+			s.GetLastWritten(), s.GetLastUnchanged(), s.GetLastFailed(), s.GetLastDeleted(), st, s.GetRoot())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range errs {
+		fmt.Fprintln(stdout, "last error of "+e)
+	}
+	return nil
 }

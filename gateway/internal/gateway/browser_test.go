@@ -57,7 +57,8 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Equal(t, "handbook", src[0][0])
 	require.Equal(t, []string{"4", "9"}, src[0][1:3])
 	require.Contains(t, src[0][3], "2026")
-	require.Equal(t, []string{"2", "2", "0", "1"}, src[0][4:], "no root column: the read credential is shown no paths")
+	require.Equal(t, []string{"2", "2", "0", "1"}, src[0][4:8], "no root column: the read credential is shown no paths")
+	require.Equal(t, []string{"git", "15 min", "failed ×2"}, src[0][8:])
 
 	// The index box: model age, term coverage and a pending retrain.
 	p.WaitFor(`document.querySelectorAll("#index-status div").length === 5`, 10*time.Second)

@@ -269,7 +269,24 @@ func (f *fakeSearch) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.
 func (f *fakeSearch) ListSources(ctx context.Context, _ *searchv1.ListSourcesRequest) (*searchv1.ListSourcesResponse, error) {
 	f.record(ctx)
 	return &searchv1.ListSourcesResponse{Sources: []*searchv1.Source{{Name: "handbook", Root: "/srv/handbook", DocumentCount: 4, ChunkCount: 9,
-		LastSyncAt: timestamppb.New(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), LastWritten: 2, LastUnchanged: 2, LastDeleted: 1}}}, nil
+		LastSyncAt: timestamppb.New(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)), LastWritten: 2, LastUnchanged: 2, LastDeleted: 1,
+		Kind: "git", EverySeconds: 900, LastStatus: "failed", ConsecutiveFailures: 2}}}, nil
+}
+
+func (f *fakeSearch) AddSource(ctx context.Context, req *searchv1.AddSourceRequest) (*searchv1.AddSourceResponse, error) {
+	f.record(ctx)
+	return &searchv1.AddSourceResponse{Source: &searchv1.Source{Name: req.GetName(), Kind: req.GetKind(),
+		Settings: req.GetSettings(), EverySeconds: req.GetEverySeconds()}}, nil
+}
+
+func (f *fakeSearch) SyncSource(ctx context.Context, _ *searchv1.SyncSourceRequest) (*searchv1.SyncSourceResponse, error) {
+	f.record(ctx)
+	return &searchv1.SyncSourceResponse{DocumentsWritten: 3, DocumentsDeleted: 1}, nil
+}
+
+func (f *fakeSearch) RemoveSource(ctx context.Context, _ *searchv1.RemoveSourceRequest) (*searchv1.RemoveSourceResponse, error) {
+	f.record(ctx)
+	return &searchv1.RemoveSourceResponse{DocumentsDeleted: 4}, nil
 }
 
 type fakeVendor struct {

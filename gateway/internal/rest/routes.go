@@ -67,6 +67,11 @@ var Routes = []Route{
 	{"GET", "/v1/categories", backends.Search, "ListCategories", APIKey, ""},
 	{"GET", "/v1/index/status", backends.Search, "GetIndexStatus", APIKey, ""},
 	{"GET", "/v1/sources", backends.Search, "ListSources", APIKey, ""},
+	// Sources the service syncs itself: an operator's (the ingest role's
+	// credential in X-Admin-Token, as on uploads and deletions).
+	{"POST", "/v1/sources", backends.Search, "AddSource", Admin, ""},
+	{"POST", "/v1/sources/{name}:sync", backends.Search, "SyncSource", Admin, ""},
+	{"DELETE", "/v1/sources/{name}", backends.Search, "RemoveSource", Admin, ""},
 	// The upload route streams a file or a zip's files into IngestDocuments
 	// (gateway code, not transcoding: see upload.go); its OpenAPI entry is
 	// added by openAPIDocument.

@@ -246,8 +246,23 @@
     $("stats-status").className = "muted";
   }
 
-  // --- sources (folders synced with bmcisctl sync, uploads) ---
+  // --- sources (folders synced with bmcisctl sync, uploads, and the git,
+  // web and folder sources the search service syncs itself) ---
   function fmtDateTime(iso) { return iso ? new Date(iso).toLocaleString() : "never"; }
+  function fmtEvery(seconds) {
+    const s = Number(seconds || 0);
+    if (!s) return "–";
+    if (s % 86400 === 0) return s / 86400 + " d";
+    if (s % 3600 === 0) return s / 3600 + " h";
+    return Math.round(s / 60) + " min";
+  }
+  // The last run of a scheduled source: the error text is an operator's
+  // (bmcisctl sources), the read credential sees that it failed.
+  function fmtRunStatus(s) {
+    if (s.running) return "running";
+    if (s.lastStatus === "failed") return "failed ×" + (s.consecutiveFailures || 1);
+    return s.lastStatus || "–";
+  }
   async function loadSources() {
     const status = $("sources-status");
     const table = $("sources-table");
@@ -263,12 +278,14 @@
       const rows = (data.sources || []).map((s) => el("tr", { "data-source": s.name },
         el("td", {}, el("code", {}, s.name)), num(fmtNum(s.documentCount)), num(fmtNum(s.chunkCount)),
         el("td", {}, fmtDateTime(s.lastSyncAt)), num(fmtNum(s.lastWritten)), num(fmtNum(s.lastUnchanged)),
-        num(fmtNum(s.lastFailed)), num(fmtNum(s.lastDeleted))));
+        num(fmtNum(s.lastFailed)), num(fmtNum(s.lastDeleted)), el("td", {}, s.kind || "folder"),
+        el("td", {}, fmtEvery(s.everySeconds)),
+        el("td", { class: s.lastStatus === "failed" ? "error-msg" : "" }, fmtRunStatus(s))));
       fill(table.tBodies[0], rows);
       table.classList.toggle("hidden", rows.length === 0);
       status.className = "muted";
       status.textContent = rows.length ? rows.length + " source" + (rows.length === 1 ? "" : "s") :
-        "No sources yet: bmcisctl sync NAME PATH mirrors a folder.";
+        "No sources yet: bmcisctl sync NAME PATH mirrors a folder; bmcisctl sources add a repository or a site.";
     } catch (err) {
       table.classList.add("hidden");
       status.className = "error-msg";

@@ -8,6 +8,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/bmcis/knowledge/services/search/internal/snapshot"
+	"github.com/bmcis/knowledge/services/search/internal/sources"
 )
 
 // Config is the search service's own configuration.
@@ -77,6 +78,21 @@ type Config struct {
 	// BMCIS_SEARCH_SNAPSHOT_QUIET, default 1m; checked every
 	// BMCIS_SEARCH_SNAPSHOT_CHECK_INTERVAL, default 1m).
 	Snapshot snapshot.Config
+	// SourcesRunner runs scheduled sources on this replica
+	// (BMCIS_SEARCH_SOURCES_RUNNER=on; default off). Any replica answers
+	// SyncSource; the lease rows keep one run per source at a time.
+	SourcesRunner bool
+	// SourcesPoll is how often the runner looks for due sources
+	// (BMCIS_SEARCH_SOURCES_POLL).
+	SourcesPoll time.Duration
+	// SourceRunTimeout bounds one run and is its lease
+	// (BMCIS_SEARCH_SOURCES_RUN_TIMEOUT).
+	SourceRunTimeout time.Duration
+	// Sources are the limits and address rules of every source
+	// (BMCIS_SEARCH_SOURCES_MAX_FILE_BYTES, _MAX_TOTAL_BYTES, _MAX_FILES,
+	// _MAX_DEPTH, _REQUEST_INTERVAL, _REQUEST_TIMEOUT, _ALLOW_PRIVATE,
+	// _ALLOW_LOOPBACK, _FOLDER_ROOT); see docs/SOURCES.md.
+	Sources sources.Env
 }
 
 // DefaultConfig is the configuration when no variable is set.
@@ -92,7 +108,9 @@ func DefaultConfig() Config {
 		MaxDocumentBytes: 64 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
 		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000,
-		Snapshot: snapshot.DefaultConfig(),
+		Snapshot:    snapshot.DefaultConfig(),
+		SourcesPoll: 30 * time.Second, SourceRunTimeout: 30 * time.Minute,
+		Sources: sources.Env{Limits: sources.DefaultLimits()},
 	}
 }
 
@@ -121,6 +139,22 @@ func LoadConfig(env *config.Reader) Config {
 			ChangeFraction: env.Float("BMCIS_SEARCH_SNAPSHOT_CHANGE_FRACTION", d.Snapshot.ChangeFraction, 0, 1),
 			Quiet:          env.Duration("BMCIS_SEARCH_SNAPSHOT_QUIET", d.Snapshot.Quiet, 0, 24*time.Hour),
 			CheckInterval:  env.Duration("BMCIS_SEARCH_SNAPSHOT_CHECK_INTERVAL", d.Snapshot.CheckInterval, time.Second, 24*time.Hour),
+		},
+		SourcesRunner:    env.Enum("BMCIS_SEARCH_SOURCES_RUNNER", "off", "on", "off") == "on",
+		SourcesPoll:      env.Duration("BMCIS_SEARCH_SOURCES_POLL", d.SourcesPoll, time.Second, time.Hour),
+		SourceRunTimeout: env.Duration("BMCIS_SEARCH_SOURCES_RUN_TIMEOUT", d.SourceRunTimeout, 10*time.Second, 24*time.Hour),
+		Sources: sources.Env{
+			Limits: sources.Limits{
+				MaxFileBytes:  int64(env.Int("BMCIS_SEARCH_SOURCES_MAX_FILE_BYTES", int(d.Sources.Limits.MaxFileBytes), 1024, 1<<30)),
+				MaxTotalBytes: int64(env.Int("BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES", int(d.Sources.Limits.MaxTotalBytes), 1<<20, 1<<40)),
+				MaxFiles:      env.Int("BMCIS_SEARCH_SOURCES_MAX_FILES", d.Sources.Limits.MaxFiles, 1, 10_000_000),
+				MaxDepth:      env.Int("BMCIS_SEARCH_SOURCES_MAX_DEPTH", d.Sources.Limits.MaxDepth, 0, 100),
+				RequestEvery:  env.Duration("BMCIS_SEARCH_SOURCES_REQUEST_INTERVAL", d.Sources.Limits.RequestEvery, 0, time.Minute),
+				Timeout:       env.Duration("BMCIS_SEARCH_SOURCES_REQUEST_TIMEOUT", d.Sources.Limits.Timeout, time.Second, 10*time.Minute),
+			},
+			AllowPrivate:  env.Bool("BMCIS_SEARCH_SOURCES_ALLOW_PRIVATE", false),
+			AllowLoopback: env.Bool("BMCIS_SEARCH_SOURCES_ALLOW_LOOPBACK", false),
+			FolderRoot:    env.String("BMCIS_SEARCH_SOURCES_FOLDER_ROOT", ""),
 		},
 		Fusion: fusion.Options{
 			K:            env.Float("BMCIS_SEARCH_RRF_K", 0, 1, 1000),

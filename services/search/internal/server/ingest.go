@@ -32,7 +32,7 @@ type ingestResult struct {
 // none is active). A bad document is reported in failures; a database
 // failure ends the stream with its status (documents already written stay).
 func (s *Server) IngestDocuments(stream grpc.ClientStreamingServer[searchv1.IngestDocumentsRequest, searchv1.IngestDocumentsResponse]) error {
-	resp, err := s.ingestStream(stream.Context(), stream.Recv, nil)
+	resp, err := s.ingestStream(stream.Context(), stream.Recv, nil, false)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Server) IngestDocumentsAcked(stream grpc.BidiStreamingServer[searchv1.I
 			sent.DocumentsWritten, sent.DocumentsUnchanged, sent.DocumentsFailed = p.DocumentsWritten, p.DocumentsUnchanged, p.DocumentsFailed
 		}
 	}()
-	resp, err := s.ingestStream(stream.Context(), stream.Recv, ack)
+	resp, err := s.ingestStream(stream.Context(), stream.Recv, ack, false)
 	close(stop)
 	<-stopped
 	if err != nil {
@@ -93,11 +93,13 @@ func (s *Server) IngestDocumentsAcked(stream grpc.BidiStreamingServer[searchv1.I
 		DocumentsUnchanged: resp.DocumentsUnchanged, DocumentsFailed: resp.DocumentsFailed, Summary: resp})
 }
 
-// ingestStream is both ingestion RPCs: it reads documents with recv until
-// io.EOF, and calls ack (when not nil) with the cumulative counts after
-// each document is committed, found unchanged or rejected.
+// ingestStream is both ingestion RPCs and the runs of scheduled sources
+// (scheduled: the sync header names a source the service syncs itself): it
+// reads documents with recv until io.EOF, and calls ack (when not nil) with
+// the cumulative counts after each document is committed, found unchanged
+// or rejected.
 func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.IngestDocumentsRequest, error),
-	ack func(written, unchanged, failed int32)) (*searchv1.IngestDocumentsResponse, error) {
+	ack func(written, unchanged, failed int32), scheduled bool) (*searchv1.IngestDocumentsResponse, error) {
 	start := time.Now()
 	streamDone := s.sweeps.StreamStarted()
 	defer func() {
@@ -160,7 +162,7 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 		}
 	}()
 
-	rx := &receiver{s: s, ctx: ctx, recv: recv, resp: resp, results: results, jobs: jobs,
+	rx := &receiver{s: s, ctx: ctx, recv: recv, resp: resp, results: results, jobs: jobs, scheduled: scheduled,
 		budget: semaphore.NewWeighted(int64(max(lim.MaxBytes, 1<<20)))}
 	synced := false
 	defer func() {

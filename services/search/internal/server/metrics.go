@@ -10,6 +10,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/snapshot"
+	"github.com/bmcis/knowledge/services/search/internal/sources"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
@@ -20,6 +21,7 @@ type metrics struct {
 	embedded     prometheus.Counter
 	trainings    *prometheus.CounterVec
 	syncs        *prometheus.CounterVec
+	sourceRuns   *prometheus.CounterVec
 	feedApplied  prometheus.Counter
 	indexDocs    prometheus.Gauge
 	indexChunks  prometheus.Gauge
@@ -58,6 +60,10 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 			Name: "bmcis_search_source_syncs_total",
 			Help: "Source syncs (bmcisctl sync) this replica received, by result (completed; partial: completed with documents it could not ingest; failed: the sync ended in an error and was not recorded).",
 		}, []string{"result"}),
+		sourceRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_search_source_runs_total",
+			Help: "Runs of scheduled sources (git, web, folder) by this replica, by kind and result (ok, failed: nothing was deleted; see ListSources' last_error).",
+		}, []string{"kind", "result"}),
 		feedApplied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bmcis_search_feed_documents_applied_total",
 			Help: "Document changes (writes and deletions) applied to the in-memory index from the change feed.",
@@ -104,7 +110,7 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 			}),
 		},
 	}
-	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.trainings, m.syncs, m.feedApplied, m.indexDocs, m.indexChunks,
+	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.trainings, m.syncs, m.sourceRuns, m.feedApplied, m.indexDocs, m.indexChunks,
 		m.indexTerms, m.indexBytes, m.generation, m.stage, m.startSeconds, m.startGen,
 		m.snapshot.Writes, m.snapshot.LastBytes, m.snapshot.LastSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -124,6 +130,11 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 	}
 	for _, r := range []string{syncCompleted, syncPartial, syncFailed} {
 		m.syncs.WithLabelValues(r)
+	}
+	for _, k := range sources.Names() {
+		for _, r := range []string{runOK, runFailed} {
+			m.sourceRuns.WithLabelValues(k, r)
+		}
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -10,12 +11,15 @@ import (
 	"unicode"
 
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docformat"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/sourcename"
 	"github.com/bmcis/knowledge/services/search/internal/ingest"
+	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
 const maxSourceRoot = 4096
@@ -49,8 +53,11 @@ type receiver struct {
 	budget  *semaphore.Weighted
 
 	sync *searchv1.SyncSource
-	seen map[string]struct{} // external ids (prefixed) sent or kept in a sync
-	kept int
+	// scheduled: the stream is a run of a source the service syncs (its
+	// row exists; a client may not sync it).
+	scheduled bool
+	seen      map[string]struct{} // external ids (prefixed) sent or kept in a sync
+	kept      int
 	// keptFolders are the folders (prefixed ids without the trailing "/")
 	// a sync client could not list; allKept: it could not list the root.
 	keptFolders map[string]struct{}
@@ -255,11 +262,16 @@ func (rx *receiver) startSync(sy *searchv1.SyncSource) error {
 	if len(sy.GetRoot()) > maxSourceRoot {
 		return grpcserver.InvalidArgument("sync.root", "longer than %d bytes", maxSourceRoot)
 	}
-	dctx, cancel := rx.s.dbCtx(rx.ctx)
-	err := rx.s.st.EnsureSource(dctx, name, sy.GetRoot())
-	cancel()
-	if err != nil {
-		return dbError(rx.ctx, err)
+	if !rx.scheduled {
+		dctx, cancel := rx.s.dbCtx(rx.ctx)
+		err := rx.s.st.EnsureSource(dctx, name, sy.GetRoot())
+		cancel()
+		if errors.Is(err, store.ErrScheduledSource) {
+			return status.Errorf(codes.FailedPrecondition, "source %q is synced by the service (bmcisctl sources sync %s); choose another name", name, name)
+		}
+		if err != nil {
+			return dbError(rx.ctx, err)
+		}
 	}
 	rx.sync = sy
 	rx.seen = map[string]struct{}{}

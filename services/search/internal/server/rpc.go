@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"sort"
@@ -170,12 +172,23 @@ func (s *Server) ListSources(ctx context.Context, req *searchv1.ListSourcesReque
 	resp := &searchv1.ListSourcesResponse{Sources: make([]*searchv1.Source, 0, len(srcs))}
 	for _, src := range srcs {
 		p := &searchv1.Source{Name: src.Name, DocumentCount: int32(src.Documents), ChunkCount: int32(src.Chunks)}
+		p.Kind = src.Kind
 		if operator {
-			p.Root = src.Root
+			// Settings hold URLs and secret references (never secrets), and
+			// errors name URLs: an operator's, like roots.
+			p.Root, p.Settings, p.LastError = src.Root, src.Settings, src.LastError
 		}
 		if !sc.limited {
 			p.LastWritten, p.LastUnchanged = int32(src.LastSync.Written), int32(src.LastSync.Unchanged)
 			p.LastFailed, p.LastDeleted = int32(src.LastSync.Failed), int32(src.LastSync.Deleted)
+			p.EverySeconds, p.LastStatus = int64(src.Every/time.Second), src.LastStatus
+			p.ConsecutiveFailures, p.Running = int32(src.Failures), src.Running
+			if !src.NextRunAt.IsZero() {
+				p.NextRunAt = timestamppb.New(src.NextRunAt)
+			}
+			if !src.LastRunAt.IsZero() {
+				p.LastRunAt = timestamppb.New(src.LastRunAt)
+			}
 		}
 		if !src.LastSyncAt.IsZero() {
 			p.LastSyncAt = timestamppb.New(src.LastSyncAt)

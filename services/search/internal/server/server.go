@@ -47,6 +47,9 @@ type Server struct {
 	sweeps *embedding.Scheduler
 	keeper *snapshot.Keeper
 	m      *metrics
+	// sourcesKick wakes the scheduled-sources runner.
+	sourcesKick chan struct{}
+	log         *slog.Logger
 }
 
 // ranker is what the gRPC layer asks of the engine.
@@ -98,7 +101,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		}
 		ix = index.NewWithOptions(an, params, ixOpts)
 	}
-	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix}
+	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix,
+		sourcesKick: make(chan struct{}, 1), log: log}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {
@@ -148,14 +152,18 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	return s, nil
 }
 
-// Run follows the change feed and embeds chunks left without a vector,
-// until ctx ends.
+// Run follows the change feed, embeds chunks left without a vector and,
+// when configured, runs scheduled sources, until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
 		s.keeper.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.runSources(ctx)
 	}()
 	go func() {
 		defer wg.Done()

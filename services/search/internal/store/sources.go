@@ -16,6 +16,21 @@ type Source struct {
 	Chunks     int
 	LastSyncAt time.Time // zero: no sync completed yet
 	LastSync   SyncCounts
+	Schedule
+}
+
+// Schedule is how and when the service itself syncs a source (zero for a
+// folder synced by bmcisctl).
+type Schedule struct {
+	Kind     string
+	Settings map[string]string
+	Every    time.Duration // 0: not scheduled (synced by a client, or on demand)
+	// NextRunAt, LastRunAt: zero when none.
+	NextRunAt, LastRunAt time.Time
+	LastStatus           string // "", "ok", "failed"
+	LastError            string
+	Failures             int  // consecutive failed runs
+	Running              bool // a replica holds the source's lease
 }
 
 // SyncCounts is what one sync did.
@@ -25,11 +40,16 @@ type SyncCounts struct {
 
 // EnsureSource records a source (or updates its root) before its documents
 // are written, so a sync cut short still shows in the list.
+// A source the service syncs itself (one added by AddSource) is not a
+// client's to sync: ErrScheduledSource.
 func (s *Store) EnsureSource(ctx context.Context, name, root string) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO sources (name, root) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET root = EXCLUDED.root`, name, root)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO sources (name, root) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET root = EXCLUDED.root WHERE sources.settings = '{}'`, name, root)
 	if err != nil {
 		return fmt.Errorf("record source %q: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrScheduledSource
 	}
 	return nil
 }
@@ -65,7 +85,7 @@ func (s *Store) SourceDocumentsExcept(ctx context.Context, source string, keep [
 // does not learn the names of sources it cannot read).
 func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, error) {
 	rows, err := s.pool.Query(ctx, `SELECT s.name, s.root, coalesce(d.docs, 0), coalesce(d.chunks, 0), s.last_sync_at,
-			s.last_written, s.last_unchanged, s.last_failed, s.last_deleted
+			s.last_written, s.last_unchanged, s.last_failed, s.last_deleted, `+scheduleColumns+`
 		FROM sources s LEFT JOIN (
 			SELECT source, count(*) AS docs, sum(chunk_count) AS chunks FROM documents
 			WHERE source <> '' AND ($1::text[] IS NULL OR category = ANY($1::text[])) GROUP BY source
@@ -78,11 +98,13 @@ func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, err
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Source, error) {
 		var src Source
 		var last *time.Time
-		err := r.Scan(&src.Name, &src.Root, &src.Documents, &src.Chunks, &last,
-			&src.LastSync.Written, &src.LastSync.Unchanged, &src.LastSync.Failed, &src.LastSync.Deleted)
+		sc := scheduleScan{}
+		err := r.Scan(append([]any{&src.Name, &src.Root, &src.Documents, &src.Chunks, &last,
+			&src.LastSync.Written, &src.LastSync.Unchanged, &src.LastSync.Failed, &src.LastSync.Deleted}, sc.targets()...)...)
 		if last != nil {
 			src.LastSyncAt = *last
 		}
+		src.Schedule = sc.schedule()
 		return src, err
 	})
 	if err != nil {

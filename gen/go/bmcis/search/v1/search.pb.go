@@ -1982,7 +1982,26 @@ type Source struct {
 	// Files the last sync could not ingest (see its failures).
 	LastFailed int32 `protobuf:"varint,8,opt,name=last_failed,json=lastFailed,proto3" json:"last_failed,omitempty"`
 	// Documents the last sync deleted because their files were gone.
-	LastDeleted   int32 `protobuf:"varint,9,opt,name=last_deleted,json=lastDeleted,proto3" json:"last_deleted,omitempty"`
+	LastDeleted int32 `protobuf:"varint,9,opt,name=last_deleted,json=lastDeleted,proto3" json:"last_deleted,omitempty"`
+	// Kind: "folder" (bmcisctl sync, uploads, or a folder the service
+	// reads), "git" or "web".
+	Kind string `protobuf:"bytes,10,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The kind's settings as stored (a token appears only as a reference).
+	Settings map[string]string `protobuf:"bytes,11,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Seconds between scheduled runs; 0: synced by a client or on demand.
+	EverySeconds int64 `protobuf:"varint,12,opt,name=every_seconds,json=everySeconds,proto3" json:"every_seconds,omitempty"`
+	// When the next scheduled run is due (unset: none).
+	NextRunAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	// When the service's last run ended, successful or not (unset: none).
+	LastRunAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=last_run_at,json=lastRunAt,proto3" json:"last_run_at,omitempty"`
+	// "ok", "failed", or "" before the first run.
+	LastStatus string `protobuf:"bytes,15,opt,name=last_status,json=lastStatus,proto3" json:"last_status,omitempty"`
+	// Why the last run failed (the documents stay as they were).
+	LastError string `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Failed runs in a row; the retry waits longer after each.
+	ConsecutiveFailures int32 `protobuf:"varint,17,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	// A run is going on now.
+	Running       bool `protobuf:"varint,18,opt,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2080,6 +2099,428 @@ func (x *Source) GetLastDeleted() int32 {
 	return 0
 }
 
+func (x *Source) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Source) GetSettings() map[string]string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *Source) GetEverySeconds() int64 {
+	if x != nil {
+		return x.EverySeconds
+	}
+	return 0
+}
+
+func (x *Source) GetNextRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRunAt
+	}
+	return nil
+}
+
+func (x *Source) GetLastRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRunAt
+	}
+	return nil
+}
+
+func (x *Source) GetLastStatus() string {
+	if x != nil {
+		return x.LastStatus
+	}
+	return ""
+}
+
+func (x *Source) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Source) GetConsecutiveFailures() int32 {
+	if x != nil {
+		return x.ConsecutiveFailures
+	}
+	return 0
+}
+
+func (x *Source) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+// AddSourceRequest describes a source the service syncs.
+type AddSourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source name: 1..64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Kind: "git", "web" or "folder".
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The kind's settings (docs/SOURCES.md): git url, branch, path,
+	// token_ref (env:NAME or file:/path), username; web url, prefix; folder
+	// path.
+	Settings map[string]string `protobuf:"bytes,3,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Seconds between scheduled runs (at least 60); 0: on demand only.
+	EverySeconds  int64 `protobuf:"varint,4,opt,name=every_seconds,json=everySeconds,proto3" json:"every_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSourceRequest) Reset() {
+	*x = AddSourceRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSourceRequest) ProtoMessage() {}
+
+func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSourceRequest.ProtoReflect.Descriptor instead.
+func (*AddSourceRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AddSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddSourceRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AddSourceRequest) GetSettings() map[string]string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *AddSourceRequest) GetEverySeconds() int64 {
+	if x != nil {
+		return x.EverySeconds
+	}
+	return 0
+}
+
+// AddSourceResponse is the source as recorded.
+type AddSourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source.
+	Source        *Source `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSourceResponse) Reset() {
+	*x = AddSourceResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSourceResponse) ProtoMessage() {}
+
+func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSourceResponse.ProtoReflect.Descriptor instead.
+func (*AddSourceResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AddSourceResponse) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// SyncSourceRequest names a source to run now.
+type SyncSourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncSourceRequest) Reset() {
+	*x = SyncSourceRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncSourceRequest) ProtoMessage() {}
+
+func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncSourceRequest.ProtoReflect.Descriptor instead.
+func (*SyncSourceRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SyncSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// SyncSourceResponse is what the run did.
+type SyncSourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Documents written (new or changed).
+	DocumentsWritten int32 `protobuf:"varint,1,opt,name=documents_written,json=documentsWritten,proto3" json:"documents_written,omitempty"`
+	// Documents unchanged (or not fetched again: not modified).
+	DocumentsUnchanged int32 `protobuf:"varint,2,opt,name=documents_unchanged,json=documentsUnchanged,proto3" json:"documents_unchanged,omitempty"`
+	// Files left out (too large, binary, unreadable); their stored versions stay.
+	DocumentsFailed int32 `protobuf:"varint,3,opt,name=documents_failed,json=documentsFailed,proto3" json:"documents_failed,omitempty"`
+	// Documents deleted because they are gone from the source.
+	DocumentsDeleted int32 `protobuf:"varint,4,opt,name=documents_deleted,json=documentsDeleted,proto3" json:"documents_deleted,omitempty"`
+	// One entry per file left out.
+	Failures []*IngestFailure `protobuf:"bytes,5,rep,name=failures,proto3" json:"failures,omitempty"`
+	// Said about the run (e.g. a crawl stopped at its page limit).
+	Note string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	// Wall time of the run in seconds.
+	Seconds       float64 `protobuf:"fixed64,7,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncSourceResponse) Reset() {
+	*x = SyncSourceResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncSourceResponse) ProtoMessage() {}
+
+func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncSourceResponse.ProtoReflect.Descriptor instead.
+func (*SyncSourceResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SyncSourceResponse) GetDocumentsWritten() int32 {
+	if x != nil {
+		return x.DocumentsWritten
+	}
+	return 0
+}
+
+func (x *SyncSourceResponse) GetDocumentsUnchanged() int32 {
+	if x != nil {
+		return x.DocumentsUnchanged
+	}
+	return 0
+}
+
+func (x *SyncSourceResponse) GetDocumentsFailed() int32 {
+	if x != nil {
+		return x.DocumentsFailed
+	}
+	return 0
+}
+
+func (x *SyncSourceResponse) GetDocumentsDeleted() int32 {
+	if x != nil {
+		return x.DocumentsDeleted
+	}
+	return 0
+}
+
+func (x *SyncSourceResponse) GetFailures() []*IngestFailure {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+func (x *SyncSourceResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *SyncSourceResponse) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+// RemoveSourceRequest names a source to remove.
+type RemoveSourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSourceRequest) Reset() {
+	*x = RemoveSourceRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSourceRequest) ProtoMessage() {}
+
+func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSourceRequest.ProtoReflect.Descriptor instead.
+func (*RemoveSourceRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RemoveSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RemoveSourceResponse reports what was removed.
+type RemoveSourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Documents deleted with the source.
+	DocumentsDeleted int32 `protobuf:"varint,1,opt,name=documents_deleted,json=documentsDeleted,proto3" json:"documents_deleted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RemoveSourceResponse) Reset() {
+	*x = RemoveSourceResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSourceResponse) ProtoMessage() {}
+
+func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSourceResponse.ProtoReflect.Descriptor instead.
+func (*RemoveSourceResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RemoveSourceResponse) GetDocumentsDeleted() int32 {
+	if x != nil {
+		return x.DocumentsDeleted
+	}
+	return 0
+}
+
 // ReindexRequest asks for a full re-embedding with the service's settings.
 type ReindexRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2089,7 +2530,7 @@ type ReindexRequest struct {
 
 func (x *ReindexRequest) Reset() {
 	*x = ReindexRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2542,7 @@ func (x *ReindexRequest) String() string {
 func (*ReindexRequest) ProtoMessage() {}
 
 func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2555,7 @@ func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexRequest.ProtoReflect.Descriptor instead.
 func (*ReindexRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
 }
 
 // ReindexResponse reports what a reindex did.
@@ -2150,7 +2591,7 @@ type ReindexResponse struct {
 
 func (x *ReindexResponse) Reset() {
 	*x = ReindexResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2603,7 @@ func (x *ReindexResponse) String() string {
 func (*ReindexResponse) ProtoMessage() {}
 
 func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2616,7 @@ func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexResponse.ProtoReflect.Descriptor instead.
 func (*ReindexResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReindexResponse) GetModel() string {
@@ -2289,7 +2730,7 @@ type EntityName struct {
 
 func (x *EntityName) Reset() {
 	*x = EntityName{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2742,7 @@ func (x *EntityName) String() string {
 func (*EntityName) ProtoMessage() {}
 
 func (x *EntityName) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2755,7 @@ func (x *EntityName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityName.ProtoReflect.Descriptor instead.
 func (*EntityName) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EntityName) GetEntityId() string {
@@ -2362,7 +2803,7 @@ type SyncEntityNamesRequest struct {
 
 func (x *SyncEntityNamesRequest) Reset() {
 	*x = SyncEntityNamesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2815,7 @@ func (x *SyncEntityNamesRequest) String() string {
 func (*SyncEntityNamesRequest) ProtoMessage() {}
 
 func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2828,7 @@ func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesRequest.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SyncEntityNamesRequest) GetNames() []*EntityName {
@@ -2414,7 +2855,7 @@ type SyncEntityNamesResponse struct {
 
 func (x *SyncEntityNamesResponse) Reset() {
 	*x = SyncEntityNamesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2867,7 @@ func (x *SyncEntityNamesResponse) String() string {
 func (*SyncEntityNamesResponse) ProtoMessage() {}
 
 func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2880,7 @@ func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesResponse.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SyncEntityNamesResponse) GetNamesStored() int64 {
@@ -2486,7 +2927,7 @@ type GetEntityEvidenceRequest struct {
 
 func (x *GetEntityEvidenceRequest) Reset() {
 	*x = GetEntityEvidenceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2939,7 @@ func (x *GetEntityEvidenceRequest) String() string {
 func (*GetEntityEvidenceRequest) ProtoMessage() {}
 
 func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2952,7 @@ func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetEntityEvidenceRequest) GetEntityId() string {
@@ -2551,7 +2992,7 @@ type GetEntityEvidenceResponse struct {
 
 func (x *GetEntityEvidenceResponse) Reset() {
 	*x = GetEntityEvidenceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +3004,7 @@ func (x *GetEntityEvidenceResponse) String() string {
 func (*GetEntityEvidenceResponse) ProtoMessage() {}
 
 func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +3017,7 @@ func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetEntityEvidenceResponse) GetChunks() []*EntityEvidenceChunk {
@@ -2621,7 +3062,7 @@ type EntityEvidenceChunk struct {
 
 func (x *EntityEvidenceChunk) Reset() {
 	*x = EntityEvidenceChunk{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +3074,7 @@ func (x *EntityEvidenceChunk) String() string {
 func (*EntityEvidenceChunk) ProtoMessage() {}
 
 func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +3087,7 @@ func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceChunk.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceChunk) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EntityEvidenceChunk) GetChunkId() int64 {
@@ -2710,7 +3151,7 @@ type EntityEvidenceDocument struct {
 
 func (x *EntityEvidenceDocument) Reset() {
 	*x = EntityEvidenceDocument{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +3163,7 @@ func (x *EntityEvidenceDocument) String() string {
 func (*EntityEvidenceDocument) ProtoMessage() {}
 
 func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +3176,7 @@ func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceDocument.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceDocument) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EntityEvidenceDocument) GetDocumentId() string {
@@ -2934,7 +3375,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x12ListSourcesRequest\x120\n" +
 	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"H\n" +
 	"\x13ListSourcesResponse\x121\n" +
-	"\asources\x18\x01 \x03(\v2\x17.bmcis.search.v1.SourceR\asources\"\xc4\x02\n" +
+	"\asources\x18\x01 \x03(\v2\x17.bmcis.search.v1.SourceR\asources\"\x82\x06\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\tR\x04root\x12%\n" +
@@ -2947,7 +3388,46 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0elast_unchanged\x18\a \x01(\x05R\rlastUnchanged\x12\x1f\n" +
 	"\vlast_failed\x18\b \x01(\x05R\n" +
 	"lastFailed\x12!\n" +
-	"\flast_deleted\x18\t \x01(\x05R\vlastDeleted\"\x10\n" +
+	"\flast_deleted\x18\t \x01(\x05R\vlastDeleted\x12\x12\n" +
+	"\x04kind\x18\n" +
+	" \x01(\tR\x04kind\x12A\n" +
+	"\bsettings\x18\v \x03(\v2%.bmcis.search.v1.Source.SettingsEntryR\bsettings\x12#\n" +
+	"\revery_seconds\x18\f \x01(\x03R\feverySeconds\x12:\n" +
+	"\vnext_run_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAt\x12:\n" +
+	"\vlast_run_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tlastRunAt\x12\x1f\n" +
+	"\vlast_status\x18\x0f \x01(\tR\n" +
+	"lastStatus\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x10 \x01(\tR\tlastError\x121\n" +
+	"\x14consecutive_failures\x18\x11 \x01(\x05R\x13consecutiveFailures\x12\x18\n" +
+	"\arunning\x18\x12 \x01(\bR\arunning\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe9\x01\n" +
+	"\x10AddSourceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12K\n" +
+	"\bsettings\x18\x03 \x03(\v2/.bmcis.search.v1.AddSourceRequest.SettingsEntryR\bsettings\x12#\n" +
+	"\revery_seconds\x18\x04 \x01(\x03R\feverySeconds\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"D\n" +
+	"\x11AddSourceResponse\x12/\n" +
+	"\x06source\x18\x01 \x01(\v2\x17.bmcis.search.v1.SourceR\x06source\"'\n" +
+	"\x11SyncSourceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xb4\x02\n" +
+	"\x12SyncSourceResponse\x12+\n" +
+	"\x11documents_written\x18\x01 \x01(\x05R\x10documentsWritten\x12/\n" +
+	"\x13documents_unchanged\x18\x02 \x01(\x05R\x12documentsUnchanged\x12)\n" +
+	"\x10documents_failed\x18\x03 \x01(\x05R\x0fdocumentsFailed\x12+\n" +
+	"\x11documents_deleted\x18\x04 \x01(\x05R\x10documentsDeleted\x12:\n" +
+	"\bfailures\x18\x05 \x03(\v2\x1e.bmcis.search.v1.IngestFailureR\bfailures\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\x12\x18\n" +
+	"\aseconds\x18\a \x01(\x01R\aseconds\")\n" +
+	"\x13RemoveSourceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
+	"\x14RemoveSourceResponse\x12+\n" +
+	"\x11documents_deleted\x18\x01 \x01(\x05R\x10documentsDeleted\"\x10\n" +
 	"\x0eReindexRequest\"\xf2\x03\n" +
 	"\x0fReindexResponse\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12+\n" +
@@ -3017,7 +3497,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xc5\t\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xa2\f\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -3028,7 +3508,11 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"&\x82\xd3\xe4\x93\x02 *\x1e/v1/documents/{external_id=**}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
-	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12L\n" +
+	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12j\n" +
+	"\tAddSource\x12!.bmcis.search.v1.AddSourceRequest\x1a\".bmcis.search.v1.AddSourceResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/sources\x12v\n" +
+	"\n" +
+	"SyncSource\x12\".bmcis.search.v1.SyncSourceRequest\x1a#.bmcis.search.v1.SyncSourceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x17/v1/sources/{name}:sync\x12w\n" +
+	"\fRemoveSource\x12$.bmcis.search.v1.RemoveSourceRequest\x1a%.bmcis.search.v1.RemoveSourceResponse\"\x1a\x82\xd3\xe4\x93\x02\x14*\x12/v1/sources/{name}\x12L\n" +
 	"\aReindex\x12\x1f.bmcis.search.v1.ReindexRequest\x1a .bmcis.search.v1.ReindexResponse\x12f\n" +
 	"\x0fSyncEntityNames\x12'.bmcis.search.v1.SyncEntityNamesRequest\x1a(.bmcis.search.v1.SyncEntityNamesResponse(\x01\x12j\n" +
 	"\x11GetEntityEvidence\x12).bmcis.search.v1.GetEntityEvidenceRequest\x1a*.bmcis.search.v1.GetEntityEvidenceResponseB\xbc\x01\n" +
@@ -3047,7 +3531,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),                // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),                // 1: bmcis.search.v1.ContentFormat
@@ -3075,34 +3559,42 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*ListSourcesRequest)(nil),        // 23: bmcis.search.v1.ListSourcesRequest
 	(*ListSourcesResponse)(nil),       // 24: bmcis.search.v1.ListSourcesResponse
 	(*Source)(nil),                    // 25: bmcis.search.v1.Source
-	(*ReindexRequest)(nil),            // 26: bmcis.search.v1.ReindexRequest
-	(*ReindexResponse)(nil),           // 27: bmcis.search.v1.ReindexResponse
-	(*EntityName)(nil),                // 28: bmcis.search.v1.EntityName
-	(*SyncEntityNamesRequest)(nil),    // 29: bmcis.search.v1.SyncEntityNamesRequest
-	(*SyncEntityNamesResponse)(nil),   // 30: bmcis.search.v1.SyncEntityNamesResponse
-	(*GetEntityEvidenceRequest)(nil),  // 31: bmcis.search.v1.GetEntityEvidenceRequest
-	(*GetEntityEvidenceResponse)(nil), // 32: bmcis.search.v1.GetEntityEvidenceResponse
-	(*EntityEvidenceChunk)(nil),       // 33: bmcis.search.v1.EntityEvidenceChunk
-	(*EntityEvidenceDocument)(nil),    // 34: bmcis.search.v1.EntityEvidenceDocument
-	(*fieldmaskpb.FieldMask)(nil),     // 35: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),     // 36: google.protobuf.Timestamp
+	(*AddSourceRequest)(nil),          // 26: bmcis.search.v1.AddSourceRequest
+	(*AddSourceResponse)(nil),         // 27: bmcis.search.v1.AddSourceResponse
+	(*SyncSourceRequest)(nil),         // 28: bmcis.search.v1.SyncSourceRequest
+	(*SyncSourceResponse)(nil),        // 29: bmcis.search.v1.SyncSourceResponse
+	(*RemoveSourceRequest)(nil),       // 30: bmcis.search.v1.RemoveSourceRequest
+	(*RemoveSourceResponse)(nil),      // 31: bmcis.search.v1.RemoveSourceResponse
+	(*ReindexRequest)(nil),            // 32: bmcis.search.v1.ReindexRequest
+	(*ReindexResponse)(nil),           // 33: bmcis.search.v1.ReindexResponse
+	(*EntityName)(nil),                // 34: bmcis.search.v1.EntityName
+	(*SyncEntityNamesRequest)(nil),    // 35: bmcis.search.v1.SyncEntityNamesRequest
+	(*SyncEntityNamesResponse)(nil),   // 36: bmcis.search.v1.SyncEntityNamesResponse
+	(*GetEntityEvidenceRequest)(nil),  // 37: bmcis.search.v1.GetEntityEvidenceRequest
+	(*GetEntityEvidenceResponse)(nil), // 38: bmcis.search.v1.GetEntityEvidenceResponse
+	(*EntityEvidenceChunk)(nil),       // 39: bmcis.search.v1.EntityEvidenceChunk
+	(*EntityEvidenceDocument)(nil),    // 40: bmcis.search.v1.EntityEvidenceDocument
+	nil,                               // 41: bmcis.search.v1.Source.SettingsEntry
+	nil,                               // 42: bmcis.search.v1.AddSourceRequest.SettingsEntry
+	(*fieldmaskpb.FieldMask)(nil),     // 43: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	35, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	43, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	36, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	44, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	35, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	43, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	36, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	44, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
 	12, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
 	15, // 17: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
@@ -3110,41 +3602,53 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	3,  // 19: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	20, // 20: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
 	3,  // 21: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	36, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	36, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	44, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	44, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	25, // 25: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	36, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	28, // 27: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
-	33, // 28: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
-	34, // 29: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
-	2,  // 30: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 31: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	11, // 32: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	11, // 33: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	16, // 34: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	18, // 35: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	21, // 36: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	23, // 37: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	26, // 38: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	29, // 39: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
-	31, // 40: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
-	4,  // 41: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 42: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 43: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 44: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 45: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 46: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 47: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 48: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	27, // 49: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	30, // 50: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
-	32, // 51: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	44, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	41, // 27: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
+	44, // 28: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
+	44, // 29: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
+	42, // 30: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
+	25, // 31: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
+	15, // 32: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	34, // 33: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	39, // 34: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
+	40, // 35: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
+	2,  // 36: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 37: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	11, // 38: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	11, // 39: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	16, // 40: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	18, // 41: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	21, // 42: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	23, // 43: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	26, // 44: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
+	28, // 45: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
+	30, // 46: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
+	32, // 47: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	35, // 48: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	37, // 49: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
+	4,  // 50: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 51: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	13, // 52: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	14, // 53: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	17, // 54: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	19, // 55: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	22, // 56: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	24, // 57: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	27, // 58: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
+	29, // 59: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
+	31, // 60: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
+	33, // 61: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	36, // 62: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	38, // 63: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
+	50, // [50:64] is the sub-list for method output_type
+	36, // [36:50] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -3158,7 +3662,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

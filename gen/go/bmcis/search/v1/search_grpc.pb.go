@@ -27,6 +27,9 @@ const (
 	SearchService_ListCategories_FullMethodName       = "/bmcis.search.v1.SearchService/ListCategories"
 	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
 	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
+	SearchService_AddSource_FullMethodName            = "/bmcis.search.v1.SearchService/AddSource"
+	SearchService_SyncSource_FullMethodName           = "/bmcis.search.v1.SearchService/SyncSource"
+	SearchService_RemoveSource_FullMethodName         = "/bmcis.search.v1.SearchService/RemoveSource"
 	SearchService_Reindex_FullMethodName              = "/bmcis.search.v1.SearchService/Reindex"
 	SearchService_SyncEntityNames_FullMethodName      = "/bmcis.search.v1.SearchService/SyncEntityNames"
 	SearchService_GetEntityEvidence_FullMethodName    = "/bmcis.search.v1.SearchService/GetEntityEvidence"
@@ -69,8 +72,19 @@ type SearchServiceClient interface {
 	// GetIndexStatus reports what is indexed and which embedding model is live.
 	GetIndexStatus(ctx context.Context, in *GetIndexStatusRequest, opts ...grpc.CallOption) (*GetIndexStatusResponse, error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
-	// sync`, uploads) with their document counts and last sync.
+	// sync`, uploads, and the git, web and folder sources the service syncs
+	// itself) with their document counts, last sync and schedule.
 	ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error)
+	// AddSource records a source the service syncs itself, on a schedule or
+	// on demand (docs/SOURCES.md). Its settings are checked by its kind; a
+	// credential is given only by reference. The first run is due at once.
+	AddSource(ctx context.Context, in *AddSourceRequest, opts ...grpc.CallOption) (*AddSourceResponse, error)
+	// SyncSource runs a source the service syncs now and answers when the run
+	// ended, with its counts. A failed run deletes nothing; ABORTED when a
+	// run of the source is already going on.
+	SyncSource(ctx context.Context, in *SyncSourceRequest, opts ...grpc.CallOption) (*SyncSourceResponse, error)
+	// RemoveSource deletes a source's documents, then the source.
+	RemoveSource(ctx context.Context, in *RemoveSourceRequest, opts ...grpc.CallOption) (*RemoveSourceResponse, error)
 	// Reindex trains (builtin provider) or registers (remote provider) an
 	// embedding model with the service's embedder settings, resizes the vector
 	// column when the dimensions changed, re-embeds every chunk, activates the
@@ -186,6 +200,36 @@ func (c *searchServiceClient) ListSources(ctx context.Context, in *ListSourcesRe
 	return out, nil
 }
 
+func (c *searchServiceClient) AddSource(ctx context.Context, in *AddSourceRequest, opts ...grpc.CallOption) (*AddSourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddSourceResponse)
+	err := c.cc.Invoke(ctx, SearchService_AddSource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *searchServiceClient) SyncSource(ctx context.Context, in *SyncSourceRequest, opts ...grpc.CallOption) (*SyncSourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncSourceResponse)
+	err := c.cc.Invoke(ctx, SearchService_SyncSource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *searchServiceClient) RemoveSource(ctx context.Context, in *RemoveSourceRequest, opts ...grpc.CallOption) (*RemoveSourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveSourceResponse)
+	err := c.cc.Invoke(ctx, SearchService_RemoveSource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *searchServiceClient) Reindex(ctx context.Context, in *ReindexRequest, opts ...grpc.CallOption) (*ReindexResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReindexResponse)
@@ -256,8 +300,19 @@ type SearchServiceServer interface {
 	// GetIndexStatus reports what is indexed and which embedding model is live.
 	GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
-	// sync`, uploads) with their document counts and last sync.
+	// sync`, uploads, and the git, web and folder sources the service syncs
+	// itself) with their document counts, last sync and schedule.
 	ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error)
+	// AddSource records a source the service syncs itself, on a schedule or
+	// on demand (docs/SOURCES.md). Its settings are checked by its kind; a
+	// credential is given only by reference. The first run is due at once.
+	AddSource(context.Context, *AddSourceRequest) (*AddSourceResponse, error)
+	// SyncSource runs a source the service syncs now and answers when the run
+	// ended, with its counts. A failed run deletes nothing; ABORTED when a
+	// run of the source is already going on.
+	SyncSource(context.Context, *SyncSourceRequest) (*SyncSourceResponse, error)
+	// RemoveSource deletes a source's documents, then the source.
+	RemoveSource(context.Context, *RemoveSourceRequest) (*RemoveSourceResponse, error)
 	// Reindex trains (builtin provider) or registers (remote provider) an
 	// embedding model with the service's embedder settings, resizes the vector
 	// column when the dimensions changed, re-embeds every chunk, activates the
@@ -310,6 +365,15 @@ func (UnimplementedSearchServiceServer) GetIndexStatus(context.Context, *GetInde
 }
 func (UnimplementedSearchServiceServer) ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSources not implemented")
+}
+func (UnimplementedSearchServiceServer) AddSource(context.Context, *AddSourceRequest) (*AddSourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddSource not implemented")
+}
+func (UnimplementedSearchServiceServer) SyncSource(context.Context, *SyncSourceRequest) (*SyncSourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SyncSource not implemented")
+}
+func (UnimplementedSearchServiceServer) RemoveSource(context.Context, *RemoveSourceRequest) (*RemoveSourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveSource not implemented")
 }
 func (UnimplementedSearchServiceServer) Reindex(context.Context, *ReindexRequest) (*ReindexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reindex not implemented")
@@ -463,6 +527,60 @@ func _SearchService_ListSources_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SearchService_AddSource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).AddSource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_AddSource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).AddSource(ctx, req.(*AddSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SearchService_SyncSource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).SyncSource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_SyncSource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).SyncSource(ctx, req.(*SyncSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SearchService_RemoveSource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).RemoveSource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_RemoveSource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).RemoveSource(ctx, req.(*RemoveSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SearchService_Reindex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReindexRequest)
 	if err := dec(in); err != nil {
@@ -536,6 +654,18 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSources",
 			Handler:    _SearchService_ListSources_Handler,
+		},
+		{
+			MethodName: "AddSource",
+			Handler:    _SearchService_AddSource_Handler,
+		},
+		{
+			MethodName: "SyncSource",
+			Handler:    _SearchService_SyncSource_Handler,
+		},
+		{
+			MethodName: "RemoveSource",
+			Handler:    _SearchService_RemoveSource_Handler,
 		},
 		{
 			MethodName: "Reindex",

@@ -1,0 +1,261 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/server"
+)
+
+func gitRun(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+}
+
+func gitCommitFiles(t *testing.T, dir string, files map[string]string, remove ...string) {
+	t.Helper()
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	for _, name := range remove {
+		gitRun(t, dir, "rm", "-q", name)
+	}
+	gitRun(t, dir, "add", "-A")
+	gitRun(t, dir, "commit", "-q", "-m", "change")
+}
+
+func sourcesConfig() server.Config {
+	cfg := testConfig()
+	cfg.Sources.AllowLoopback = true
+	cfg.Sources.Limits.RequestEvery = 0
+	return cfg
+}
+
+func callCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func listedSource(t *testing.T, c searchv1.SearchServiceClient, name string) *searchv1.Source {
+	t.Helper()
+	resp, err := c.ListSources(callCtx(t), &searchv1.ListSourcesRequest{})
+	require.NoError(t, err)
+	for _, s := range resp.GetSources() {
+		if s.GetName() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// A git source end to end: added, synced on demand (its documents become
+// searchable), synced again after a change and a deletion, then failing (its
+// repository gone: the documents stay, the error shows), then removed with
+// its documents. A client may not sync a source the service syncs.
+func TestGitSourceLifecycle(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	repo := filepath.Join(t.TempDir(), "handbook")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	gitCommitFiles(t, repo, map[string]string{
+		"oncall.md":  "# On call\n\nPage the narwhal team when the queue backs up.",
+		"release.md": "# Release\n\nThe release train leaves every Tuesday with the narwhal build.",
+	})
+	pool, _ := newDB(t)
+	r := startReplica(t, pool, sourcesConfig())
+	c := r.client
+
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "handbook", Kind: "git",
+		Settings: map[string]string{"url": "file://" + repo, "token": "x"}})
+	requireCode(t, err, codes.InvalidArgument)
+	_, err = c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "handbook", Kind: "svn", Settings: map[string]string{"url": "x"}})
+	requireCode(t, err, codes.InvalidArgument)
+	added, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "handbook", Kind: "git",
+		Settings: map[string]string{"url": "file://" + repo}})
+	require.NoError(t, err)
+	require.Equal(t, "git", added.GetSource().GetKind())
+	require.Equal(t, "file://"+repo, added.GetSource().GetSettings()["url"])
+	_, err = c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "handbook", Kind: "git",
+		Settings: map[string]string{"url": "file://" + repo}})
+	requireCode(t, err, codes.AlreadyExists)
+
+	run, err := c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "handbook"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+	require.Equal(t, []string{"handbook:oncall.md", "handbook:release.md"}, bm25IDs(t, c, "narwhal"))
+
+	_, err = sendAll(t, c, syncHeader("handbook"), doc(md("x.md", "", "X", "# X\n\nclient narwhal")))
+	requireCode(t, err, codes.FailedPrecondition)
+
+	gitCommitFiles(t, repo, map[string]string{"oncall.md": "# On call\n\nPage the walrus team now."}, "release.md")
+	run, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "handbook"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.GetDocumentsWritten())
+	require.EqualValues(t, 1, run.GetDocumentsDeleted())
+	require.Empty(t, bm25IDs(t, c, "narwhal"))
+	require.Equal(t, []string{"handbook:oncall.md"}, bm25IDs(t, c, "walrus"))
+
+	require.NoError(t, os.Rename(repo, repo+"-moved"))
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "handbook"})
+	requireCode(t, err, codes.FailedPrecondition)
+	require.Equal(t, []string{"handbook:oncall.md"}, bm25IDs(t, c, "walrus"), "a failed run deletes nothing")
+	src := listedSource(t, c, "handbook")
+	require.Equal(t, "failed", src.GetLastStatus())
+	require.NotEmpty(t, src.GetLastError())
+	require.EqualValues(t, 1, src.GetConsecutiveFailures())
+	require.EqualValues(t, 1, src.GetDocumentCount())
+
+	removed, err := c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "handbook"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, removed.GetDocumentsDeleted())
+	require.Empty(t, bm25IDs(t, c, "walrus"))
+	require.Nil(t, listedSource(t, c, "handbook"))
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "handbook"})
+	requireCode(t, err, codes.NotFound)
+}
+
+// The runner syncs a scheduled source without being asked, records the
+// run, and a source leased by another run is not run twice.
+func TestSourceRunnerAndLease(t *testing.T) {
+	site := http.NewServeMux()
+	var srvURL string
+	site.HandleFunc("/sitemap.xml", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `<urlset><url><loc>%s/guide</loc></url></urlset>`, srvURL)
+	})
+	site.HandleFunc("/guide", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><body><nav>Home About Contact</nav><main><h1>Guide</h1><p>The okapi guide explains grazing.</p></main></body></html>`)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	srvURL = srv.URL
+
+	pool, _ := newDB(t)
+	cfg := sourcesConfig()
+	cfg.SourcesRunner = true
+	cfg.SourcesPoll = time.Second
+	r := startReplica(t, pool, cfg)
+	c := r.client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "site", Kind: "web",
+		Settings: map[string]string{"url": srv.URL + "/sitemap.xml"}, EverySeconds: 3600})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return listedSource(t, c, "site").GetLastStatus() == "ok"
+	}, 30*time.Second, 50*time.Millisecond)
+	src := listedSource(t, c, "site")
+	require.EqualValues(t, 1, src.GetLastWritten())
+	require.EqualValues(t, 3600, src.GetEverySeconds())
+	require.True(t, src.GetNextRunAt().AsTime().After(src.GetLastRunAt().AsTime()))
+	require.Equal(t, []string{"site:" + srv.URL + "/guide"}, bm25IDs(t, c, "okapi"))
+	require.Empty(t, bm25IDs(t, c, "contact"), "the page's navigation is boilerplate, left out by the HTML extractor")
+
+	leaseOtherRun(t, pool, "site")
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "site"})
+	requireCode(t, err, codes.Aborted)
+	_, err = c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "site"})
+	requireCode(t, err, codes.Aborted)
+	require.True(t, listedSource(t, c, "site").GetRunning())
+}
+
+// leaseOtherRun makes the source look run by another replica.
+func leaseOtherRun(t *testing.T, pool *pgxpool.Pool, name string) {
+	t.Helper()
+	_, err := pool.Exec(callCtx(t), `UPDATE search.sources SET lease_owner = 'other-replica', lease_until = now() + interval '1 hour' WHERE name = $1`, name)
+	require.NoError(t, err)
+}
+
+// A web source keeps what it could not fetch: a page answering 500 stays
+// (left out, counted failed), a sitemap that cannot be read fails the run
+// and deletes nothing; a page dropped from the sitemap, or answering 410,
+// is deleted.
+func TestWebSourceKeepsWhatItCouldNotFetch(t *testing.T) {
+	var mu sync.Mutex
+	listed := []string{"/a", "/b"}
+	status := map[string]int{"/a": http.StatusOK, "/b": http.StatusOK, "/sitemap.xml": http.StatusOK}
+	var srvURL string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		code, ok := status[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		if code != http.StatusOK {
+			http.Error(w, "no", code)
+			return
+		}
+		if r.URL.Path == "/sitemap.xml" {
+			fmt.Fprint(w, `<urlset>`)
+			for _, p := range listed {
+				fmt.Fprintf(w, `<url><loc>%s%s</loc></url>`, srvURL, p)
+			}
+			fmt.Fprint(w, `</urlset>`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><main><h1>Page %s</h1><p>The tapir page %s.</p></main></body></html>`, r.URL.Path, r.URL.Path)
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	set := func(f func()) { mu.Lock(); defer mu.Unlock(); f() }
+
+	pool, _ := newDB(t)
+	c := startReplica(t, pool, sourcesConfig()).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "site", Kind: "web",
+		Settings: map[string]string{"url": srv.URL + "/sitemap.xml"}})
+	require.NoError(t, err)
+	both := []string{"site:" + srv.URL + "/a", "site:" + srv.URL + "/b"}
+	syncSite := func() (*searchv1.SyncSourceResponse, error) {
+		return c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "site"})
+	}
+
+	run, err := syncSite()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+	require.Equal(t, both, bm25IDs(t, c, "tapir"))
+
+	set(func() { status["/b"] = http.StatusInternalServerError })
+	run, err = syncSite()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.GetDocumentsFailed())
+	require.EqualValues(t, 0, run.GetDocumentsDeleted())
+	require.Contains(t, run.GetFailures()[0].GetReason(), "answered 500")
+	require.Equal(t, both, bm25IDs(t, c, "tapir"))
+
+	set(func() { status["/sitemap.xml"] = http.StatusBadGateway; listed = nil })
+	_, err = syncSite()
+	requireCode(t, err, codes.FailedPrecondition)
+	require.Equal(t, both, bm25IDs(t, c, "tapir"), "a sitemap that cannot be read deletes nothing")
+
+	set(func() {
+		status["/sitemap.xml"] = http.StatusOK
+		status["/a"] = http.StatusGone
+		listed = []string{"/a"}
+	})
+	run, err = syncSite()
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsDeleted(), "410 and dropped from the sitemap")
+	require.Empty(t, bm25IDs(t, c, "tapir"))
+}

@@ -1,0 +1,210 @@
+package sources
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// testRepo is a real repository made by the git binary.
+type testRepo struct {
+	t   *testing.T
+	dir string
+}
+
+func newTestRepo(t *testing.T) *testRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	r := &testRepo{t: t, dir: filepath.Join(t.TempDir(), "handbook")}
+	require.NoError(t, os.MkdirAll(r.dir, 0o755))
+	r.git("init", "-q", "-b", "main")
+	return r
+}
+
+func (r *testRepo) git(args ...string) {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	require.NoError(r.t, err, "git %v: %s", args, out)
+}
+
+func (r *testRepo) write(name, content string) {
+	r.t.Helper()
+	p := filepath.Join(r.dir, name)
+	require.NoError(r.t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(r.t, os.WriteFile(p, []byte(content), 0o644))
+}
+
+func (r *testRepo) commit(msg string) {
+	r.t.Helper()
+	r.git("add", "-A")
+	r.git("commit", "-q", "-m", msg)
+}
+
+func testEnv() Env {
+	return Env{Limits: DefaultLimits(), AllowLoopback: true}
+}
+
+func upsertIDs(cs *ChangeSet) []string {
+	var ids []string
+	for _, f := range cs.Upserts {
+		ids = append(ids, f.ID)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func fetchOK(t *testing.T, k *Kind, settings map[string]string, cursor []byte, env Env) *ChangeSet {
+	t.Helper()
+	s, err := k.Check(settings, env)
+	require.NoError(t, err)
+	cs, err := k.Fetch(context.Background(), Request{Name: "t", Settings: s, Cursor: cursor, Env: env})
+	require.NoError(t, err)
+	return cs
+}
+
+// The first run lists the folder's documents; the next diffs the last
+// synced commit against the head: a change, a rename and a deletion move
+// exactly those files.
+func TestGitFileRepositoryIncremental(t *testing.T) {
+	r := newTestRepo(t)
+	r.write("docs/a.md", "# A\n\nalpha")
+	r.write("docs/b.md", "# B\n\nbravo")
+	r.write("docs/c.md", "# C\n\ncharlie")
+	r.write("docs/tool.go", "package tool") // not a document format
+	r.write("other/x.md", "# X\n\noutside the path")
+	r.commit("first")
+	env := testEnv()
+	settings := map[string]string{"url": "file://" + r.dir, "path": "/docs/"}
+
+	first := fetchOK(t, gitKind, settings, nil, env)
+	require.True(t, first.Full)
+	require.Equal(t, []string{"a.md", "b.md", "c.md"}, upsertIDs(first))
+	require.Empty(t, first.Deletes)
+	require.Empty(t, first.Upserts[0].Category, "a file at the source's root has no category")
+
+	r.write("docs/a.md", "# A\n\nalpha, edited")
+	r.git("mv", "docs/b.md", "docs/renamed.md")
+	r.git("rm", "-q", "docs/c.md")
+	r.commit("second")
+	second := fetchOK(t, gitKind, settings, first.Cursor, env)
+	require.False(t, second.Full)
+	require.Equal(t, []string{"a.md", "renamed.md"}, upsertIDs(second))
+	deletes := append([]string(nil), second.Deletes...)
+	sort.Strings(deletes)
+	require.Equal(t, []string{"b.md", "c.md"}, deletes)
+	require.NotEqual(t, string(first.Cursor), string(second.Cursor))
+
+	// Nothing new: an empty change set.
+	third := fetchOK(t, gitKind, settings, second.Cursor, env)
+	require.Empty(t, third.Upserts)
+	require.Empty(t, third.Deletes)
+}
+
+// A file over the size limit is skipped with its reason, not fetched, and
+// the run goes on.
+func TestGitSkipsHugeFiles(t *testing.T) {
+	r := newTestRepo(t)
+	r.write("small.md", "# Small\n\nok")
+	r.write("huge.md", strings.Repeat("x", 4096))
+	r.commit("first")
+	env := testEnv()
+	env.Limits.MaxFileBytes = 1024
+	cs := fetchOK(t, gitKind, map[string]string{"url": "file://" + r.dir}, nil, env)
+	require.Equal(t, []string{"small.md"}, upsertIDs(cs))
+	require.Len(t, cs.Skipped, 1)
+	require.Equal(t, "huge.md", cs.Skipped[0].ID)
+	require.Contains(t, cs.Skipped[0].Reason, "too large")
+}
+
+// Smart HTTP from git http-backend, behind basic auth: the token given by
+// reference works; a wrong one is an auth failure that never shows the
+// token; a missing repository is unreachable.
+func TestGitSmartHTTPWithToken(t *testing.T) {
+	backend := "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(backend); err != nil {
+		t.Skip("git http-backend is not installed")
+	}
+	r := newTestRepo(t)
+	r.write("runbook.md", "# Runbook\n\nrestart the walrus")
+	r.commit("first")
+	const token = "s3cret-token-value"
+	cgiHandler := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.dir), "GIT_HTTP_EXPORT_ALL=1"}, Stderr: io.Discard}
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Authorization") != want {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		cgiHandler.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+
+	env := testEnv()
+	env.Lookup = func(name string) (string, bool) {
+		switch name {
+		case "GIT_TOKEN":
+			return token, true
+		case "WRONG_TOKEN":
+			return "not-" + token, true
+		}
+		return "", false
+	}
+	url := srv.URL + "/handbook"
+	cs := fetchOK(t, gitKind, map[string]string{"url": url, "token_ref": "env:GIT_TOKEN"}, nil, env)
+	require.Equal(t, []string{"runbook.md"}, upsertIDs(cs))
+	require.Contains(t, string(cs.Upserts[0].Content), "walrus")
+
+	s, err := gitKind.Check(map[string]string{"url": url, "token_ref": "env:WRONG_TOKEN"}, env)
+	require.NoError(t, err)
+	_, err = gitKind.Fetch(context.Background(), Request{Settings: s, Env: env})
+	require.Error(t, err)
+	require.Equal(t, AuthFailed, CodeOf(err), "%v", err)
+	require.NotContains(t, err.Error(), token)
+
+	s, err = gitKind.Check(map[string]string{"url": srv.URL + "/missing", "token_ref": "env:GIT_TOKEN"}, env)
+	require.NoError(t, err)
+	_, err = gitKind.Fetch(context.Background(), Request{Settings: s, Env: env})
+	require.Error(t, err)
+	require.Equal(t, Unreachable, CodeOf(err), "%v", err)
+	require.NotContains(t, err.Error(), token)
+}
+
+// Settings are refused before anything is stored: a token in the URL, an
+// unknown key, a token itself instead of a reference, file:// outside
+// development.
+func TestGitSettingsRefused(t *testing.T) {
+	env := testEnv()
+	for _, s := range []map[string]string{
+		{"url": "https://user:tok@example.com/r.git"},
+		{"url": "https://example.com/r.git?access_token=tok"},
+		{"url": "https://example.com/r.git", "token": "tok"},
+		{"url": "https://example.com/r.git", "token_ref": "ghp_abcdef"},
+		{"url": "ssh://git@example.com/r.git"},
+		{"url": "https://example.com/r.git", "path": "../etc"},
+	} {
+		_, err := gitKind.Check(s, env)
+		require.Error(t, err, "%v", s)
+		require.Equal(t, BadSettings, CodeOf(err))
+		require.NotContains(t, err.Error(), "tok@")
+	}
+	_, err := gitKind.Check(map[string]string{"url": "file:///srv/repo"}, Env{Limits: DefaultLimits()})
+	require.Equal(t, BadSettings, CodeOf(err))
+}

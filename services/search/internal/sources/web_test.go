@@ -1,0 +1,307 @@
+package sources
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// site is a small web site on loopback whose pages and sitemap a test
+// changes between runs; it answers conditional GETs by ETag.
+type site struct {
+	mu       sync.Mutex
+	pages    map[string]string // path -> HTML
+	gone     map[string]bool   // path -> 410
+	sitemap  []string          // paths
+	robots   string
+	extra    map[string]http.HandlerFunc
+	full304s int // 304 answers
+	srv      *httptest.Server
+}
+
+func newSite(t *testing.T) *site {
+	s := &site{pages: map[string]string{}, gone: map[string]bool{}, extra: map[string]http.HandlerFunc{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *site) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.extra[r.URL.Path]; ok {
+		h(w, r)
+		return
+	}
+	switch r.URL.Path {
+	case "/robots.txt":
+		if s.robots == "" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, s.robots)
+		return
+	case "/sitemap.xml":
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprint(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`)
+		for _, p := range s.sitemap {
+			fmt.Fprintf(w, "<url><loc>%s%s</loc></url>", s.srv.URL, p)
+		}
+		fmt.Fprint(w, `</urlset>`)
+		return
+	}
+	if s.gone[r.URL.Path] {
+		http.Error(w, "gone", http.StatusGone)
+		return
+	}
+	body, ok := s.pages[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	etag := fmt.Sprintf(`"%x"`, len(body)*31+int(body[len(body)-1]))
+	if r.Header.Get("If-None-Match") == etag {
+		s.full304s++
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, body)
+}
+
+func (s *site) set(f func(s *site)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+func page(title, body string, links ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<html><head><title>%s</title></head><body><nav>menu</nav><main><h1>%s</h1><p>%s</p>", title, title, body)
+	for _, l := range links {
+		fmt.Fprintf(&b, `<a href="%s">%s</a>`, l, l)
+	}
+	b.WriteString("</main></body></html>")
+	return b.String()
+}
+
+func fastEnv() Env {
+	env := testEnv()
+	env.Limits.RequestEvery = 0
+	return env
+}
+
+func sortedIDs(ids []string) []string {
+	out := append([]string(nil), ids...)
+	sort.Strings(out)
+	return out
+}
+
+// A sitemap run takes the listed pages, skips what robots.txt disallows,
+// then costs a 304 per unchanged page; a page dropped from the sitemap
+// falls out of the full listing, and one answering 410 is deleted.
+func TestWebSitemapConditionalAndDeletions(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/a"] = page("A", "alpha walrus")
+		s.pages["/b"] = page("B", "bravo walrus")
+		s.pages["/c"] = page("C", "charlie walrus")
+		s.pages["/private/p"] = page("P", "secret")
+		s.sitemap = []string{"/a", "/b", "/c", "/private/p", "/a"}
+		s.robots = "User-agent: *\nDisallow: /private/\n"
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/sitemap.xml"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	u := s.srv.URL
+	require.True(t, first.Full)
+	require.Equal(t, []string{u + "/a", u + "/b", u + "/c"}, upsertIDs(first))
+	require.Len(t, first.Skipped, 1)
+	require.Contains(t, first.Skipped[0].Reason, "robots.txt")
+	require.Equal(t, "html", first.Upserts[0].Format)
+
+	s.set(func(s *site) {
+		s.pages["/a"] = page("A", "alpha walrus, edited")
+		s.gone["/b"] = true
+		s.sitemap = []string{"/a", "/b"} // c dropped
+	})
+	second := fetchOK(t, webKind, settings, first.Cursor, env)
+	require.True(t, second.Full)
+	require.Equal(t, []string{u + "/a"}, upsertIDs(second))
+	require.Equal(t, []string{u + "/b"}, second.Deletes)
+	require.Empty(t, second.Unchanged)
+
+	third := fetchOK(t, webKind, settings, second.Cursor, env)
+	require.Empty(t, third.Upserts)
+	require.Equal(t, []string{u + "/a"}, third.Unchanged)
+	s.set(func(s *site) { require.Equal(t, 1, s.full304s) })
+}
+
+// A crawl follows links within the prefix to the depth limit, and a 304
+// page still leads to the pages it links (from the cursor).
+func TestWebCrawlWithinPrefix(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one", "/docs/two", "/blog/out", "mailto:x@example.com")
+		s.pages["/docs/one"] = page("One", "first", "/docs/deep")
+		s.pages["/docs/two"] = page("Two", "second", "/docs/#top")
+		s.pages["/docs/deep"] = page("Deep", "deep", "/docs/deeper")
+		s.pages["/docs/deeper"] = page("Deeper", "too deep")
+		s.pages["/blog/out"] = page("Out", "outside")
+	})
+	env := fastEnv()
+	env.Limits.MaxDepth = 2
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	u := s.srv.URL
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.Equal(t, []string{u + "/docs/", u + "/docs/deep", u + "/docs/one", u + "/docs/two"}, upsertIDs(first))
+	require.False(t, first.Full, "pages beyond the depth limit exist: nothing unreached may be deleted")
+
+	env.Limits.MaxDepth = 3
+	second := fetchOK(t, webKind, settings, first.Cursor, env)
+	require.Equal(t, []string{u + "/docs/deeper"}, upsertIDs(second))
+	require.Equal(t, []string{u + "/docs/", u + "/docs/deep", u + "/docs/one", u + "/docs/two"}, sortedIDs(second.Unchanged))
+	require.True(t, second.Full)
+}
+
+// Bad input is a clear error on the run (so nothing is deleted): an
+// unreachable start, a redirect loop, nested sitemap indexes, a sitemap
+// listing too many entries, a gzip bomb; a huge page or a binary file is
+// skipped with its reason.
+func TestWebBadInput(t *testing.T) {
+	s := newSite(t)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`<?xml version="1.0"?><urlset>`))
+	_, _ = zw.Write(bytes.Repeat([]byte(" "), maxSitemapBytes+10))
+	_ = zw.Close()
+	s.set(func(s *site) {
+		s.extra["/loop"] = func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop2", http.StatusFound) }
+		s.extra["/loop2"] = func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) }
+		for i := 0; i < 5; i++ {
+			s.extra[fmt.Sprintf("/index%d.xml", i)] = func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, `<sitemapindex><sitemap><loc>%s/index%d.xml</loc></sitemap></sitemapindex>`, s.srv.URL, i+1)
+			}
+		}
+		s.extra["/many.xml"] = func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `<urlset>`)
+			for i := 0; i < 50; i++ {
+				fmt.Fprintf(w, `<url><loc>%s/p%d</loc></url>`, s.srv.URL, i)
+			}
+			fmt.Fprint(w, `</urlset>`)
+		}
+		s.extra["/bomb.xml.gz"] = func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(gz.Bytes()) }
+		s.extra["/binary"] = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write([]byte{0, 1, 2, 3})
+		}
+		s.pages["/huge"] = page("Huge", strings.Repeat("walrus ", 2000))
+		s.pages["/ok"] = page("OK", "fine")
+		s.sitemap = []string{"/ok", "/huge", "/binary"}
+	})
+	env := fastEnv()
+	env.Limits.MaxFiles = 10
+	env.Limits.MaxFileBytes = 4096
+	run := func(raw string) error {
+		t.Helper()
+		st, err := webKind.Check(map[string]string{"url": raw}, env)
+		require.NoError(t, err)
+		_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+		return err
+	}
+	err := run(s.srv.URL + "/loop")
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "redirect")
+	err = run(s.srv.URL + "/index0.xml")
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "nested")
+	err = run(s.srv.URL + "/many.xml")
+	require.Equal(t, TooLarge, CodeOf(err), "%v", err)
+	err = run(s.srv.URL + "/bomb.xml.gz")
+	require.Equal(t, TooLarge, CodeOf(err), "%v", err)
+	err = run(s.srv.URL + "/nothing-here")
+	require.Equal(t, Unreachable, CodeOf(err), "%v", err)
+	// An address that cannot answer (port 0 is never listened on).
+	err = run("http://127.0.0.1:0/")
+	require.Equal(t, Unreachable, CodeOf(err), "%v", err)
+
+	st, err := webKind.Check(map[string]string{"url": s.srv.URL + "/sitemap.xml"}, env)
+	require.NoError(t, err)
+	cs, err := webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+	require.NoError(t, err)
+	require.Equal(t, []string{s.srv.URL + "/ok"}, upsertIDs(cs))
+	reasons := map[string]string{}
+	for _, sk := range cs.Skipped {
+		reasons[strings.TrimPrefix(sk.ID, s.srv.URL)] = sk.Reason
+	}
+	require.Contains(t, reasons["/huge"], "too large")
+	require.Contains(t, reasons["/binary"], "not a document format")
+}
+
+// Loopback, private and link-local targets are refused at dial time
+// unless allowed, whatever the URL's host looks like.
+func TestWebRefusesNonPublicAddresses(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) { s.pages["/"] = page("Home", "x") })
+	env := fastEnv()
+	env.AllowLoopback = false
+	for _, raw := range []string{s.srv.URL + "/", "http://localhost:" + strings.Split(s.srv.URL, ":")[2] + "/"} {
+		st, err := webKind.Check(map[string]string{"url": raw}, env)
+		require.NoError(t, err)
+		_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+		require.Equal(t, Unreachable, CodeOf(err), "%v", err)
+		require.Contains(t, err.Error(), "not public")
+	}
+	for ip, want := range map[string]bool{"10.1.2.3": false, "192.168.0.1": false, "169.254.169.254": false,
+		"fd00::1": false, "fe80::1": false, "0.0.0.0": false, "8.8.8.8": true, "2001:4860:4860::8888": true} {
+		require.Equal(t, want, addressAllowed(parseIP(t, ip), Env{}), ip)
+	}
+	require.True(t, addressAllowed(parseIP(t, "10.1.2.3"), Env{AllowPrivate: true}))
+	_, err := webKind.Check(map[string]string{"url": "ftp://example.com/"}, env)
+	require.Equal(t, BadSettings, CodeOf(err))
+	st, err := webKind.Check(map[string]string{"url": "https://example.com/start", "prefix": "https://example.com"}, env)
+	require.NoError(t, err)
+	require.Equal(t, "https://example.com/", st["prefix"])
+}
+
+func parseIP(t *testing.T, s string) net.IP {
+	ip := net.ParseIP(s)
+	require.NotNil(t, ip, s)
+	return ip
+}
+
+// Requests to one host wait for their slot: every request after the first
+// to a host waits (at most) the interval; another host does not wait.
+func TestWebRequestRatePerHost(t *testing.T) {
+	var waits []time.Duration
+	saved := waitFor
+	waitFor = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	defer func() { waitFor = saved }()
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one", "/docs/two")
+		s.pages["/docs/one"] = page("One", "first")
+		s.pages["/docs/two"] = page("Two", "second")
+	})
+	env := fastEnv()
+	env.Limits.RequestEvery = time.Hour
+	cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/docs/"}, nil, env)
+	require.Len(t, cs.Upserts, 3)
+	require.Len(t, waits, 3, "robots.txt goes first; each of the three pages waits its turn")
+	for _, d := range waits {
+		require.Positive(t, d)
+		require.LessOrEqual(t, d, time.Hour)
+	}
+}
