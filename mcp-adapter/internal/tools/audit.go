@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"slices"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -89,10 +90,9 @@ func (s *Server) audit(ctx context.Context, call *respond.Call, res *mcp.CallToo
 // each id once.
 func chunkIDs(results []envelope.Object) []int64 {
 	var ids []int64
-	seen := map[int64]bool{}
+	// Answers hold tens of chunks at most: a scan beats a map.
 	add := func(id int64) {
-		if !seen[id] {
-			seen[id] = true
+		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
