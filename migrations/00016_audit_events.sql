@@ -47,6 +47,9 @@ CREATE INDEX audit_events_recorded ON auth.audit_events USING brin (recorded_at)
 -- its schema: keep only appending and reading.
 REVOKE ALL ON auth.audit_events FROM bmcis_auth;
 GRANT SELECT, INSERT ON auth.audit_events TO bmcis_auth;
+-- An identity column needs no right on its sequence to insert; without
+-- UPDATE on it, auth cannot move it either.
+REVOKE ALL ON SEQUENCE auth.audit_events_id_seq FROM bmcis_auth;
 
 -- +goose StatementBegin
 CREATE FUNCTION auth.prune_audit_events(keep interval) RETURNS bigint

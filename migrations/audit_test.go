@@ -39,6 +39,7 @@ func TestAuditEventsAppendOnly(t *testing.T) {
 		"TRUNCATE audit_events",
 		"ALTER TABLE audit_events DISABLE TRIGGER ALL",
 		"DROP TABLE audit_events",
+		"SELECT setval('audit_events_id_seq', 1)",
 	} {
 		_, err := conn.Exec(ctx, stmt)
 		var pgErr *pgconn.PgError
