@@ -124,6 +124,11 @@ func TestReadCredentialCannotWrite(t *testing.T) {
 			_, err := s.auth.RotateKey(ctx, &authv1.RotateKeyRequest{KeyId: "nokey0000"})
 			return err
 		},
+		// The audit trail is the operators' to read (docs/AUDIT.md).
+		"ListAuditEvents": func(ctx context.Context) error {
+			_, err := s.auth.ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{})
+			return err
+		},
 	}
 	refused := func(t *testing.T, cred string, calls map[string]func(context.Context) error) {
 		for name, call := range calls {

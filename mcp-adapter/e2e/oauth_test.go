@@ -21,6 +21,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/stacktest"
 )
 
@@ -188,6 +190,28 @@ func TestOAuthResourceServer(t *testing.T) {
 		env = callTool(t, c, "find_vendor_info", map[string]any{"vendor_name": "Globex"})
 		require.Equal(t, "success", status(env), "%v", env["error"])
 		require.Equal(t, "Globex Corporation", env["results"].([]any)[0].(map[string]any)["vendor_name"])
+
+		// The audit trail names the token's subject and issuer, never the
+		// token (docs/AUDIT.md).
+		conn, err := grpcclient.Dial(authSvc.Addr(), stacktest.AdminToken)
+		require.NoError(t, err)
+		defer conn.Close()
+		var oauthEvent *authv1.AuditEvent
+		require.Eventually(t, func() bool {
+			resp, err := authv1.NewAuthServiceClient(conn).ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{Tool: "find_vendor_info"})
+			require.NoError(t, err)
+			for _, e := range resp.GetEvents() {
+				if e.GetPrincipalKind() == "oauth" {
+					oauthEvent = e
+					return true
+				}
+			}
+			return false
+		}, 20*time.Second, 50*time.Millisecond)
+		require.Equal(t, issuers.Issuer, oauthEvent.GetOauthIssuer())
+		require.NotEmpty(t, oauthEvent.GetPrincipal())
+		require.Equal(t, "Globex", oauthEvent.GetQuery())
+		require.Equal(t, "e2e-http", oauthEvent.GetClientName())
 	})
 
 	t.Run("a category-scoped token reads only its category", func(t *testing.T) {

@@ -94,6 +94,11 @@ var rules = Table{
 	"/bmcis.auth.v1.AuthService/ListKeys":  {Admin},
 	"/bmcis.auth.v1.AuthService/RevokeKey": {Admin},
 	"/bmcis.auth.v1.AuthService/RotateKey": {Admin},
+	// The audit trail (docs/AUDIT.md): the edges that serve end users'
+	// reads append to it (the adapter, and the gateway's read credential);
+	// only operators read it. Search and vendorgraph record nothing.
+	"/bmcis.auth.v1.AuthService/AppendAuditEvents": {Read, Adapter},
+	"/bmcis.auth.v1.AuthService/ListAuditEvents":   {Admin},
 }
 
 // Claim is something a caller asserts inside a request that the service

@@ -4,6 +4,11 @@ package main
 // and COMMAND --help. TestExamplesParse parses every one, so each stays a
 // command line that works.
 var examples = map[string][]string{
+	"audit": {
+		"bmcisctl audit --since 24h",
+		"bmcisctl audit --principal KEY_ID --tool semantic_search -o json",
+		"bmcisctl audit -since 7d -principal KEY_ID -json",
+	},
 	"backup": {
 		"bmcisctl backup bmcis.backup",
 		"bmcisctl backup bmcis.backup -o json",

@@ -163,6 +163,17 @@ func (f *fakeAuth) RotateKey(ctx context.Context, req *authv1.RotateKeyRequest) 
 	return &authv1.RotateKeyResponse{Key: &authv1.ApiKey{KeyId: "k2"}, ApiKey: "bmcis_k2_secret", Previous: &authv1.ApiKey{KeyId: req.GetKeyId()}}, nil
 }
 
+func (f *fakeAuth) ListAuditEvents(ctx context.Context, req *authv1.ListAuditEventsRequest) (*authv1.ListAuditEventsResponse, error) {
+	f.record(ctx)
+	return &authv1.ListAuditEventsResponse{Events: []*authv1.AuditEvent{{
+		Time: timestamppb.Now(), Principal: "good", Tool: "GET /v1/chunks", ChunkIds: []int64{101}, Outcome: "ok",
+	}}}, nil
+}
+
+func (f *fakeAuth) AppendAuditEvents(ctx context.Context, req *authv1.AppendAuditEventsRequest) (*authv1.AppendAuditEventsResponse, error) {
+	return &authv1.AppendAuditEventsResponse{Appended: int32(len(req.GetEvents()))}, nil
+}
+
 type fakeSearch struct {
 	searchv1.UnimplementedSearchServiceServer
 	seen

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
@@ -112,9 +113,15 @@ func (g *Gateway) Start(ctx context.Context) {
 	go g.collector.Run(ctx)
 }
 
-// Close closes the service connections.
+// Close sends the audit entries still buffered (for up to 5 s), then
+// closes the service connections.
 func (g *Gateway) Close() {
 	g.stopped.Store(true)
+	if g.edge != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		g.edge.CloseAudit(ctx)
+		cancel()
+	}
 	for _, c := range g.conns {
 		_ = c.Close()
 	}

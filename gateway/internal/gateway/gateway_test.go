@@ -52,6 +52,7 @@ func TestEveryRouteSucceeds(t *testing.T) {
 		{"GET", "/v1/keys", "", admin, `"keyId":"k1"`},
 		{"POST", "/v1/keys/k1:revoke", `{}`, admin, `"revokedAt"`},
 		{"POST", "/v1/keys/k1:rotate", `{"overlap":"60s"}`, admin, `"previous":{"keyId":"k1"`},
+		{"GET", "/v1/audit?principal=good", "", admin, `"chunkIds":["101"]`},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

@@ -28,6 +28,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/tracing"
 )
 
@@ -45,6 +46,8 @@ type Edge struct {
 	openapi    []byte
 
 	inflight atomic.Int64
+	// auditlog records every REST read; nil when BMCIS_AUDIT=false.
+	auditlog *auditlog.Recorder
 }
 
 // New builds the edge on the gateway's connections to the three services
@@ -57,6 +60,12 @@ func New(cfg settings.Config, log *slog.Logger, metrics *edgemetrics.Metrics, co
 		}
 	}
 	e := &Edge{cfg: cfg, log: log, metrics: metrics, authClient: authv1.NewAuthServiceClient(conns[backends.Auth]), mux: http.NewServeMux()}
+	cfg.Audit.Registerer, cfg.Audit.Logger = metrics.Registry, log
+	rec, err := cfg.Audit.Start(e.authClient)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	e.auditlog = rec
 	e.rest = runtime.NewServeMux(
 		runtime.WithErrorHandler(e.handleError),
 		runtime.WithRoutingErrorHandler(e.handleRoutingError),

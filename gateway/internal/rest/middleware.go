@@ -28,6 +28,9 @@ type recorder struct {
 	keyID  string
 	code   string // error code of an error response
 	status int
+	// What the audit entry of a read says (audit.go).
+	query    string
+	chunkIDs []int64
 }
 
 type recorderKey struct{}
@@ -121,6 +124,7 @@ func (e *Edge) outer(next http.Handler) http.Handler {
 			if sw.status == 0 {
 				sw.status = http.StatusOK
 			}
+			e.audit(r, rec, sw.status, start, id)
 			elapsed := time.Since(start)
 			e.metrics.Requests.WithLabelValues(rec.route, strconv.Itoa(sw.status)).Inc()
 			e.metrics.Latency.WithLabelValues(rec.route).Observe(elapsed.Seconds())

@@ -83,6 +83,7 @@ var Routes = []Route{
 	{"GET", "/v1/keys", backends.Auth, "ListKeys", Admin, ""},
 	{"POST", "/v1/keys/{key_id}:revoke", backends.Auth, "RevokeKey", Admin, ""},
 	{"POST", "/v1/keys/{key_id}:rotate", backends.Auth, "RotateKey", Admin, ""},
+	{"GET", "/v1/audit", backends.Auth, "ListAuditEvents", Admin, ""},
 }
 
 // UploadPath is the upload route: one file, or a zip of files, into a named

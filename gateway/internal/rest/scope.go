@@ -51,12 +51,25 @@ type scopedSearch struct {
 
 func (c scopedSearch) Search(ctx context.Context, in *searchv1.SearchRequest, opts ...grpc.CallOption) (*searchv1.SearchResponse, error) {
 	in.Scope = readScope(ctx)
-	return c.SearchServiceClient.Search(cacheowner.Outgoing(ctx), in, opts...)
+	noteQuery(ctx, in.GetQuery())
+	resp, err := c.SearchServiceClient.Search(cacheowner.Outgoing(ctx), in, opts...)
+	ids := make([]int64, 0, len(resp.GetResults()))
+	for _, r := range resp.GetResults() {
+		ids = append(ids, r.GetChunk().GetChunkId())
+	}
+	noteChunks(ctx, ids)
+	return resp, err
 }
 
 func (c scopedSearch) GetChunks(ctx context.Context, in *searchv1.GetChunksRequest, opts ...grpc.CallOption) (*searchv1.GetChunksResponse, error) {
 	in.Scope = readScope(ctx)
-	return c.SearchServiceClient.GetChunks(ctx, in, opts...)
+	resp, err := c.SearchServiceClient.GetChunks(ctx, in, opts...)
+	ids := make([]int64, 0, len(resp.GetChunks()))
+	for _, ch := range resp.GetChunks() {
+		ids = append(ids, ch.GetChunkId())
+	}
+	noteChunks(ctx, ids)
+	return resp, err
 }
 
 func (c scopedSearch) ListCategories(ctx context.Context, in *searchv1.ListCategoriesRequest, opts ...grpc.CallOption) (*searchv1.ListCategoriesResponse, error) {
@@ -83,5 +96,12 @@ type scopedVendor struct {
 
 func (c scopedVendor) GetVendor(ctx context.Context, in *vendorgraphv1.GetVendorRequest, opts ...grpc.CallOption) (*vendorgraphv1.GetVendorResponse, error) {
 	in.EvidenceCategories = readscope.Categories(ctx)
-	return c.VendorGraphServiceClient.GetVendor(cacheowner.Outgoing(ctx), in, opts...)
+	noteQuery(ctx, in.GetName())
+	resp, err := c.VendorGraphServiceClient.GetVendor(cacheowner.Outgoing(ctx), in, opts...)
+	ids := make([]int64, 0, len(resp.GetEvidence()))
+	for _, ev := range resp.GetEvidence() {
+		ids = append(ids, ev.GetChunkId())
+	}
+	noteChunks(ctx, ids)
+	return resp, err
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/origin"
@@ -33,6 +34,8 @@ type Config struct {
 	LogLevel string
 	// ServiceToken is the internal token sent to every service (BMCIS_SERVICE_TOKEN).
 	ServiceToken string
+	// Audit are the audit trail's settings (BMCIS_AUDIT*, docs/AUDIT.md).
+	Audit auditlog.Settings
 
 	// Backends are the gRPC services, in display order: search, vendorgraph, auth.
 	Backends []BackendConfig
@@ -114,6 +117,7 @@ func Load(env *config.Reader) Config {
 		ServerID:        env.String("BMCIS_GATEWAY_SERVER_ID", "bmcis-gateway"),
 		LogLevel:        env.Enum("BMCIS_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		ServiceToken:    env.Secret("BMCIS_SERVICE_TOKEN", false, 16),
+		Audit:           auditlog.LoadSettings(env),
 		CORSOrigins:     env.List("BMCIS_GATEWAY_CORS_ORIGINS", nil),
 		AllowedOrigins:  env.List("BMCIS_GATEWAY_ALLOWED_ORIGINS", nil),
 		MaxBodyBytes:    int64(env.Int("BMCIS_GATEWAY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)),

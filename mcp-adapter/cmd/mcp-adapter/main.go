@@ -19,9 +19,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
@@ -90,6 +95,25 @@ func run() int {
 		logger.Info("BMCIS_CURSOR_SECRET not set: cursors are signed with a per-process secret and die with the process")
 	}
 
+	// Every tool call and resource read goes to the audit trail, through a
+	// buffer that never holds a call up (platform/auditlog).
+	reg := prometheus.NewRegistry()
+	cfg.Audit.Registerer, cfg.Audit.Logger = reg, logger
+	recorder, err := cfg.Audit.Start(clients.Auth)
+	if err != nil {
+		logger.Error("audit", "error", err.Error())
+		return 1
+	}
+	defer func() {
+		// Send what the buffer holds before exiting (docs/AUDIT.md).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		recorder.Close(ctx)
+	}()
+	if cfg.MetricsAddr != "" {
+		go serveMetrics(cfg.MetricsAddr, reg, logger)
+	}
+
 	opts := tools.Options{
 		Clients:             clients,
 		Cursors:             codec,
@@ -101,6 +125,7 @@ func run() int {
 		ValidateOutput:      cfg.ValidateOutput,
 		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
 		Logger:              logger,
+		Audit:               recorder,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -138,6 +163,17 @@ func run() int {
 		}
 	}
 	return 0
+}
+
+// serveMetrics serves the adapter's metrics until the process ends.
+func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("metrics", "addr", addr)
+	if err := srv.ListenAndServe(); err != nil {
+		logger.Error("metrics", "error", err.Error())
+	}
 }
 
 // runBridge serves stdio and forwards to the remote endpoint (bridge mode).

@@ -147,6 +147,10 @@ func WithClientAddress(ctx context.Context, addr string) context.Context {
 	return context.WithValue(ctx, clientAddressKey{}, addr)
 }
 
+// ClientAddress is the end user's address WithClientAddress stored ("" over
+// stdio).
+func ClientAddress(ctx context.Context) string { return clientAddress(ctx) }
+
 func clientAddress(ctx context.Context) string {
 	a, _ := ctx.Value(clientAddressKey{}).(string)
 	return a

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/oauthscope"
@@ -69,6 +70,11 @@ type Config struct {
 	AuthAddr        string
 	// ServiceToken authenticates the adapter to the backends.
 	ServiceToken string
+	// Audit are the audit trail's settings (BMCIS_AUDIT*, docs/AUDIT.md).
+	Audit auditlog.Settings
+	// MetricsAddr serves the adapter's Prometheus metrics (the audit
+	// counters) at /metrics (BMCIS_MCP_METRICS_ADDR; empty: off).
+	MetricsAddr string
 
 	// APIKey is the caller's key on stdio; empty means every call answers
 	// AUTH_REQUIRED.
@@ -196,6 +202,8 @@ func Load(env *config.Reader) Config {
 		// The bridge holds no service credential: it reaches the product
 		// as a remote client does, with the user's key only.
 		ServiceToken:       env.Secret(EnvServiceToken, !bridge, 16),
+		Audit:              auditlog.LoadSettings(env),
+		MetricsAddr:        env.String("BMCIS_MCP_METRICS_ADDR", ""),
 		APIKey:             env.String(EnvAPIKey, ""),
 		SearchTimeout:      env.Duration(EnvSearchTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
 		VendorGraphTimeout: env.Duration(EnvVendorGraphTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),

@@ -31,6 +31,9 @@ type Call struct {
 	// BackendDone is when the backend answered; formatting_time_ms runs
 	// from there to the final encoding.
 	BackendDone time.Time
+	// Final is the envelope last rendered: what the caller was answered
+	// (the audit trail reads its chunk ids and error code from it).
+	Final *envelope.Envelope
 }
 
 // NewEnvelope starts an envelope for the call with status success.
@@ -309,6 +312,7 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope) {
 }
 
 func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, error) {
+	call.Final = env
 	now := time.Now()
 	ec := &env.ExecutionContext
 	ec.ExecutionTimeMS = math.Max(fewerDigits(ms(now.Sub(call.Started))), 0.1)

@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/platform/auditlog"
 )
 
 // BenchmarkSemanticSearchMetadata measures one cached metadata page of 10
@@ -70,5 +71,42 @@ func BenchmarkAuthFirst(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkAuditOverhead is what the audit trail adds to a tool call
+// against the real services (demo stack, in-process MCP client, a cached
+// metadata page of 10): "off" records nothing, "on" records every call
+// through platform/auditlog to the real auth service. docs/BENCHMARKS.md
+// ("Audit trail") records the figures.
+func BenchmarkAuditOverhead(b *testing.B) {
+	for _, mode := range []string{"off", "on"} {
+		b.Run(mode, func(b *testing.B) {
+			var hopts []harnessOpt
+			if mode == "on" {
+				hopts = append(hopts, func(o *tools.Options) {
+					rec, err := auditlog.New(o.Clients.Auth, auditlog.Config{QueryText: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { rec.Close(context.Background()) })
+					o.Audit = rec
+				})
+			}
+			h := newRealWithClient(b, nil, nil, hopts)
+			req := mcp.CallToolRequest{}
+			req.Params.Name = tools.ToolSemanticSearch
+			req.Params.Arguments = map[string]any{"query": "incident severity levels", "page_size": 10}
+			ctx := context.Background()
+			if _, err := h.cli.CallTool(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := h.cli.CallTool(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -60,6 +60,7 @@ func (s *Server) readChunk(ctx context.Context, req mcp.ReadResourceRequest) ([]
 		p.ids = []int64{id}
 	}
 	ctx, call := s.newCall(ctx, ToolGetChunks, p.format)
+	noteResource(ctx, req.Params.URI)
 	res := s.chunks(ctx, call, p, perr)
 	s.logDone(ctx, call, res)
 	return ResourceContents(req.Params.URI, res), nil
@@ -72,6 +73,8 @@ func (s *Server) readVendor(ctx context.Context, req mcp.ReadResourceRequest) ([
 		perr = apierr.NewInvalidParams("vendor_name", vendorNameRule(), "Use kb://vendors/{vendor_name} with a URL-encoded name.")
 	}
 	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
+	noteResource(ctx, req.Params.URI)
+	noteOf(ctx).query = p.name
 	res := s.vendor(ctx, mcp.CallToolRequest{}, call, p, perr, false)
 	s.logDone(ctx, call, res)
 	return ResourceContents(req.Params.URI, res), nil

@@ -85,6 +85,7 @@ func (s *Server) parseMode(a *args, def projection.Mode) (projection.Mode, bool)
 func (s *Server) semanticSearch(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	p, perr := s.parseSearch(req.GetArguments())
 	ctx, call := s.newCall(ctx, ToolSemanticSearch, p.format)
+	noteOf(ctx).query = p.query
 	res := s.search(ctx, req, call, p, perr)
 	s.logDone(ctx, call, res)
 	return res, nil
@@ -118,6 +119,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 			return pending
 		case needsinput.Answered:
 			p.query = value
+			noteOf(ctx).query = value
 			if n := utf8.RuneCountInString(value); n > limits.SearchQuery.Max {
 				return s.resp.Failure(call, apierr.NewQueryTooLong(n, limits.SearchQuery.Max))
 			}

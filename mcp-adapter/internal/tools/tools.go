@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/readscope"
@@ -69,6 +70,9 @@ type Options struct {
 	Logger         *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Audit records every tool call and resource read (docs/AUDIT.md); nil
+	// records nothing.
+	Audit *auditlog.Recorder
 }
 
 // Server holds the tool handlers.
@@ -234,6 +238,7 @@ func (s *Server) newCall(ctx context.Context, op string, format render.Format) (
 	// The services cache replies per caller, so cache_hit tells a caller
 	// only about its own earlier calls (platform/cacheowner).
 	ctx = cacheowner.With(ctx, s.opts.Key(ctx))
+	ctx = withAuditNote(ctx)
 	return ctx, &respond.Call{
 		Operation: op,
 		RequestID: id,
@@ -306,10 +311,12 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		return zero, authInfo{}, e, nil
 	}
 	if !resp.GetAllowed() {
+		notePrincipal(ctx, resp.GetPrincipal()) // a refused known key is still someone
 		cancel()
 		s.opts.AllowCache.Forget(key, op)
 		return zero, authInfo{}, s.denial(resp, op), nil
 	}
+	notePrincipal(ctx, resp.GetPrincipal())
 	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scopes: resp.GetScopes()}
 	if tools := info.scopes.GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
 		// The auth service refuses this already; an answer remembered for
@@ -376,8 +383,9 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 	return apierr.NewAuthInvalid("AUTH_INVALID", resp.GetMessage())
 }
 
-// logDone records a finished call.
+// logDone records a finished call: the log line and the audit entry.
 func (s *Server) logDone(ctx context.Context, call *respond.Call, res *mcp.CallToolResult) {
+	s.audit(ctx, call, res)
 	status := "success"
 	if res != nil && res.IsError {
 		status = "error"

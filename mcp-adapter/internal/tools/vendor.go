@@ -77,6 +77,7 @@ func checkAnsweredVendor(ni *envelope.NeedsInput, value string) (string, *apierr
 func (s *Server) findVendorInfo(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	p, perr := s.parseVendor(req.GetArguments())
 	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
+	noteOf(ctx).query = p.name
 	res := s.vendor(ctx, req, call, p, perr, true)
 	s.logDone(ctx, call, res)
 	return res, nil

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,6 +56,10 @@ type Config struct {
 	// proxy that hides the end users' addresses).
 	FailedChecksPerClient int
 	FailedChecksWindow    time.Duration
+	// AuditRetention is how long audit events are kept
+	// (BMCIS_AUDIT_RETENTION; 0 keeps them forever, else at least a day,
+	// which the database's pruning function enforces too).
+	AuditRetention time.Duration
 
 	// Clock, when set, replaces time.Now for key expiry, the key cache and the
 	// in-memory limiter; for tests.
@@ -65,6 +72,30 @@ type Config struct {
 // DefaultKeyLifetime is the lifetime a key gets when nobody asks for one:
 // a forgotten key stops working on its own.
 const DefaultKeyLifetime = 90 * 24 * time.Hour
+
+// ParseRetention reads BMCIS_AUDIT_RETENTION: days ("400d"), or a Go
+// duration ("9600h"); 0 keeps events forever, anything else is at least a
+// day (the database's pruning function refuses less).
+func ParseRetention(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	var d time.Duration
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 100*366 {
+			return 0, fmt.Errorf("must be a number of days such as 400d, or a duration such as 9600h, got %q", v)
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < 0 {
+			return 0, fmt.Errorf("must be a number of days such as 400d, or a duration such as 9600h, got %q", v)
+		}
+	}
+	if d > 0 && d < 24*time.Hour {
+		return 0, fmt.Errorf("must be 0 (keep forever) or at least a day, got %s", v)
+	}
+	return d, nil
+}
 
 // LoadConfig reads the configuration; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
@@ -84,6 +115,11 @@ func LoadConfig(env *config.Reader) Config {
 
 		FailedChecksPerClient: env.Int("BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT", 100, 0, 1_000_000),
 		FailedChecksWindow:    env.Duration("BMCIS_AUTH_FAILED_CHECKS_WINDOW", time.Minute, time.Second, 24*time.Hour),
+	}
+	if d, err := ParseRetention(env.String("BMCIS_AUDIT_RETENTION", "400d")); err != nil {
+		env.Failf("BMCIS_AUDIT_RETENTION", "%s", err.Error())
+	} else {
+		c.AuditRetention = d
 	}
 	for _, iss := range c.OAuthIssuers {
 		if !weburl.Secure(iss) {

@@ -19,6 +19,7 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/platform/rpcauth"
+	"github.com/bmcis/knowledge/services/auth/internal/audit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 	"github.com/bmcis/knowledge/services/auth/internal/oauthpolicy"
@@ -60,6 +61,7 @@ type Server struct {
 	checks   *prometheus.CounterVec
 	oauth    oauthpolicy.Policy
 	failed   *failedChecks
+	audit    *audit.Store
 }
 
 // Deps are what a Server is built from.
@@ -82,6 +84,8 @@ type Deps struct {
 	// refused without a lookup (DENIAL_REASON_AUTH_THROTTLED); 0: no budget.
 	FailedChecksPerClient int
 	FailedChecksWindow    time.Duration
+	// Audit holds the audit trail; nil refuses its RPCs (Unimplemented).
+	Audit *audit.Store
 }
 
 // New returns a server.
@@ -97,6 +101,7 @@ func New(d Deps) (*Server, error) {
 		defaults: d.Defaults, lifetime: d.KeyLifetime, clock: d.Clock,
 		oauth:  oauthpolicy.New(d.OAuthIssuers),
 		failed: newFailedChecks(d.FailedChecksPerClient, d.FailedChecksWindow, d.Clock),
+		audit:  d.Audit,
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_auth_checks_total",
 			Help: "Check calls, by result (allowed or the denial reason).",

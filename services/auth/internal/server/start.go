@@ -14,6 +14,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/rpcauth"
+	"github.com/bmcis/knowledge/services/auth/internal/audit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
@@ -42,6 +43,7 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		return nil, err
 	}
 	usage := keys.NewUsageRecorder(store, log)
+	auditStore := audit.NewStore(pool)
 	s, err := New(Deps{
 		Verifier:    verifier,
 		Manager:     keys.NewManager(store, cfg.Clock, verifier.Forget),
@@ -55,6 +57,7 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		OAuthIssuers:          cfg.OAuthIssuers,
 		FailedChecksPerClient: cfg.FailedChecksPerClient,
 		FailedChecksWindow:    cfg.FailedChecksWindow,
+		Audit:                 auditStore,
 	})
 	if err != nil {
 		closeLimiter()
@@ -65,6 +68,7 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { usage.Run(flushCtx, cfg.LastUsedFlush) })
+	wg.Go(func() { auditStore.RunRetention(flushCtx, cfg.AuditRetention, auditPruneInterval, log) })
 	if _, ok := srv.Credentials()[rpcauth.Admin]; !ok {
 		log.Warn("no admin credential is configured (BMCIS_ADMIN_TOKEN_SHA256): key administration is refused to every caller")
 	}
@@ -74,6 +78,10 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		closeLimiter()
 	}, nil
 }
+
+// auditPruneInterval is how often the audit trail is pruned: retention is
+// counted in days, so an hour late is nothing.
+const auditPruneInterval = time.Hour
 
 // newLimiter returns the in-memory limiter, or the Redis one behind the
 // failure-mode guard when REDIS_URL is set.

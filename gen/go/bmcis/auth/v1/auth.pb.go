@@ -1209,6 +1209,412 @@ func (x *RotateKeyResponse) GetPrevious() *ApiKey {
 	return nil
 }
 
+// AuditEvent is one read an edge served.
+type AuditEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the edge served it.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// Who read: a key id, or an OAuth subject (principal_kind "oauth");
+	// empty when the call carried no credential auth verified. Never a
+	// secret.
+	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	// "api_key" or "oauth"; empty when principal is.
+	PrincipalKind string `protobuf:"bytes,3,opt,name=principal_kind,json=principalKind,proto3" json:"principal_kind,omitempty"`
+	// The OAuth token's issuer, for principal_kind "oauth".
+	OauthIssuer string `protobuf:"bytes,4,opt,name=oauth_issuer,json=oauthIssuer,proto3" json:"oauth_issuer,omitempty"`
+	// The end user's network address as the edge saw it; empty over stdio.
+	ClientAddress string `protobuf:"bytes,5,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	// The MCP client's name from its initialize request, when known.
+	ClientName string `protobuf:"bytes,6,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// What was used: an MCP tool (semantic_search, get_chunks,
+	// find_vendor_info), resources/read, or a REST route ("GET /v1/chunks").
+	Tool string `protobuf:"bytes,7,opt,name=tool,proto3" json:"tool,omitempty"`
+	// What was read when the tool names no query: a kb:// URI, a REST path.
+	Target string `protobuf:"bytes,8,opt,name=target,proto3" json:"target,omitempty"`
+	// The query text (a search query, a vendor name); empty when the edge
+	// records only its hash (BMCIS_AUDIT_QUERY_TEXT=false) or there is none.
+	Query string `protobuf:"bytes,9,opt,name=query,proto3" json:"query,omitempty"`
+	// The SHA-256 of the query text in hex; empty when there is no query.
+	QuerySha256 string `protobuf:"bytes,10,opt,name=query_sha256,json=querySha256,proto3" json:"query_sha256,omitempty"`
+	// The chunks the answer returned.
+	ChunkIds []int64 `protobuf:"varint,11,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	// "ok", or the error code the caller was answered with.
+	Outcome string `protobuf:"bytes,12,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The request id the caller's answer carried.
+	RequestId string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The edge that recorded it ("adapter" or "read", the role of its
+	// credential); set by the auth service, ignored in AppendAuditEvents.
+	Edge string `protobuf:"bytes,14,opt,name=edge,proto3" json:"edge,omitempty"`
+	// When the auth service stored it; set by the service.
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEvent) Reset() {
+	*x = AuditEvent{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEvent) ProtoMessage() {}
+
+func (x *AuditEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
+func (*AuditEvent) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetPrincipalKind() string {
+	if x != nil {
+		return x.PrincipalKind
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetOauthIssuer() string {
+	if x != nil {
+		return x.OauthIssuer
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetQuerySha256() string {
+	if x != nil {
+		return x.QuerySha256
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetChunkIds() []int64 {
+	if x != nil {
+		return x.ChunkIds
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetEdge() string {
+	if x != nil {
+		return x.Edge
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
+// AppendAuditEventsRequest carries a batch of events.
+type AppendAuditEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events, at most 1,000.
+	Events        []*AuditEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendAuditEventsRequest) Reset() {
+	*x = AppendAuditEventsRequest{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendAuditEventsRequest) ProtoMessage() {}
+
+func (x *AppendAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*AppendAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AppendAuditEventsRequest) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// AppendAuditEventsResponse says how many were stored.
+type AppendAuditEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Events stored (all of them: a batch is stored whole or not at all).
+	Appended      int32 `protobuf:"varint,1,opt,name=appended,proto3" json:"appended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendAuditEventsResponse) Reset() {
+	*x = AppendAuditEventsResponse{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendAuditEventsResponse) ProtoMessage() {}
+
+func (x *AppendAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*AppendAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AppendAuditEventsResponse) GetAppended() int32 {
+	if x != nil {
+		return x.Appended
+	}
+	return 0
+}
+
+// ListAuditEventsRequest filters the trail.
+type ListAuditEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only events at or after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// Only this principal's events (a key id or an OAuth subject).
+	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Only this tool's events (the AuditEvent.tool value).
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Events per page, 1..1000 (default 100).
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The previous answer's next_page_token.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsRequest) Reset() {
+	*x = ListAuditEventsRequest{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsRequest) ProtoMessage() {}
+
+func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListAuditEventsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditEventsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListAuditEventsResponse is one page of events, newest first.
+type ListAuditEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events.
+	Events []*AuditEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Pass as page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsResponse) Reset() {
+	*x = ListAuditEventsResponse{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsResponse) ProtoMessage() {}
+
+func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_bmcis_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
@@ -1295,7 +1701,42 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x11RotateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x121\n" +
-	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious*\xb9\x02\n" +
+	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious\"\xf8\x03\n" +
+	"\n" +
+	"AuditEvent\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12%\n" +
+	"\x0eprincipal_kind\x18\x03 \x01(\tR\rprincipalKind\x12!\n" +
+	"\foauth_issuer\x18\x04 \x01(\tR\voauthIssuer\x12%\n" +
+	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\x12\x1f\n" +
+	"\vclient_name\x18\x06 \x01(\tR\n" +
+	"clientName\x12\x12\n" +
+	"\x04tool\x18\a \x01(\tR\x04tool\x12\x16\n" +
+	"\x06target\x18\b \x01(\tR\x06target\x12\x14\n" +
+	"\x05query\x18\t \x01(\tR\x05query\x12!\n" +
+	"\fquery_sha256\x18\n" +
+	" \x01(\tR\vquerySha256\x12\x1b\n" +
+	"\tchunk_ids\x18\v \x03(\x03R\bchunkIds\x12\x18\n" +
+	"\aoutcome\x18\f \x01(\tR\aoutcome\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\r \x01(\tR\trequestId\x12\x12\n" +
+	"\x04edge\x18\x0e \x01(\tR\x04edge\x12;\n" +
+	"\vrecorded_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"M\n" +
+	"\x18AppendAuditEventsRequest\x121\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.bmcis.auth.v1.AuditEventR\x06events\"7\n" +
+	"\x19AppendAuditEventsResponse\x12\x1a\n" +
+	"\bappended\x18\x01 \x01(\x05R\bappended\"\xb8\x01\n" +
+	"\x16ListAuditEventsRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"t\n" +
+	"\x17ListAuditEventsResponse\x121\n" +
+	"\x06events\x18\x01 \x03(\v2\x19.bmcis.auth.v1.AuditEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xb9\x02\n" +
 	"\fDenialReason\x12\x1d\n" +
 	"\x19DENIAL_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bDENIAL_REASON_AUTH_REQUIRED\x10\x01\x12\x1e\n" +
@@ -1305,14 +1746,16 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x18DENIAL_REASON_RATE_LIMIT\x10\x05\x12\"\n" +
 	"\x1eDENIAL_REASON_TOOL_NOT_ALLOWED\x10\x06\x12%\n" +
 	"!DENIAL_REASON_LIMITER_UNAVAILABLE\x10\a\x12 \n" +
-	"\x1cDENIAL_REASON_AUTH_THROTTLED\x10\b2\xff\x03\n" +
+	"\x1cDENIAL_REASON_AUTH_THROTTLED\x10\b2\xdc\x05\n" +
 	"\vAuthService\x12B\n" +
 	"\x05Check\x12\x1b.bmcis.auth.v1.CheckRequest\x1a\x1c.bmcis.auth.v1.CheckResponse\x12c\n" +
 	"\tCreateKey\x12\x1f.bmcis.auth.v1.CreateKeyRequest\x1a .bmcis.auth.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12]\n" +
 	"\bListKeys\x12\x1e.bmcis.auth.v1.ListKeysRequest\x1a\x1f.bmcis.auth.v1.ListKeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12s\n" +
 	"\tRevokeKey\x12\x1f.bmcis.auth.v1.RevokeKeyRequest\x1a .bmcis.auth.v1.RevokeKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/keys/{key_id}:revoke\x12s\n" +
-	"\tRotateKey\x12\x1f.bmcis.auth.v1.RotateKeyRequest\x1a .bmcis.auth.v1.RotateKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/keys/{key_id}:rotateB\xac\x01\n" +
+	"\tRotateKey\x12\x1f.bmcis.auth.v1.RotateKeyRequest\x1a .bmcis.auth.v1.RotateKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/keys/{key_id}:rotate\x12f\n" +
+	"\x11AppendAuditEvents\x12'.bmcis.auth.v1.AppendAuditEventsRequest\x1a(.bmcis.auth.v1.AppendAuditEventsResponse\x12s\n" +
+	"\x0fListAuditEvents\x12%.bmcis.auth.v1.ListAuditEventsRequest\x1a&.bmcis.auth.v1.ListAuditEventsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/auditB\xac\x01\n" +
 	"\x11com.bmcis.auth.v1B\tAuthProtoP\x01Z6github.com/bmcis/knowledge/gen/go/bmcis/auth/v1;authv1\xa2\x02\x03BAX\xaa\x02\rBmcis.Auth.V1\xca\x02\rBmcis\\Auth\\V1\xe2\x02\x19Bmcis\\Auth\\V1\\GPBMetadata\xea\x02\x0fBmcis::Auth::V1b\x06proto3"
 
 var (
@@ -1328,27 +1771,32 @@ func file_bmcis_auth_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_bmcis_auth_v1_auth_proto_goTypes = []any{
-	(DenialReason)(0),             // 0: bmcis.auth.v1.DenialReason
-	(*CheckRequest)(nil),          // 1: bmcis.auth.v1.CheckRequest
-	(*OAuthSubject)(nil),          // 2: bmcis.auth.v1.OAuthSubject
-	(*CheckResponse)(nil),         // 3: bmcis.auth.v1.CheckResponse
-	(*Scopes)(nil),                // 4: bmcis.auth.v1.Scopes
-	(*Principal)(nil),             // 5: bmcis.auth.v1.Principal
-	(*RateLimits)(nil),            // 6: bmcis.auth.v1.RateLimits
-	(*TierLimit)(nil),             // 7: bmcis.auth.v1.TierLimit
-	(*ApiKey)(nil),                // 8: bmcis.auth.v1.ApiKey
-	(*CreateKeyRequest)(nil),      // 9: bmcis.auth.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 10: bmcis.auth.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 11: bmcis.auth.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 12: bmcis.auth.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),      // 13: bmcis.auth.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 14: bmcis.auth.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),      // 15: bmcis.auth.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),     // 16: bmcis.auth.v1.RotateKeyResponse
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(DenialReason)(0),                 // 0: bmcis.auth.v1.DenialReason
+	(*CheckRequest)(nil),              // 1: bmcis.auth.v1.CheckRequest
+	(*OAuthSubject)(nil),              // 2: bmcis.auth.v1.OAuthSubject
+	(*CheckResponse)(nil),             // 3: bmcis.auth.v1.CheckResponse
+	(*Scopes)(nil),                    // 4: bmcis.auth.v1.Scopes
+	(*Principal)(nil),                 // 5: bmcis.auth.v1.Principal
+	(*RateLimits)(nil),                // 6: bmcis.auth.v1.RateLimits
+	(*TierLimit)(nil),                 // 7: bmcis.auth.v1.TierLimit
+	(*ApiKey)(nil),                    // 8: bmcis.auth.v1.ApiKey
+	(*CreateKeyRequest)(nil),          // 9: bmcis.auth.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),         // 10: bmcis.auth.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),           // 11: bmcis.auth.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),          // 12: bmcis.auth.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),          // 13: bmcis.auth.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),         // 14: bmcis.auth.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),          // 15: bmcis.auth.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),         // 16: bmcis.auth.v1.RotateKeyResponse
+	(*AuditEvent)(nil),                // 17: bmcis.auth.v1.AuditEvent
+	(*AppendAuditEventsRequest)(nil),  // 18: bmcis.auth.v1.AppendAuditEventsRequest
+	(*AppendAuditEventsResponse)(nil), // 19: bmcis.auth.v1.AppendAuditEventsResponse
+	(*ListAuditEventsRequest)(nil),    // 20: bmcis.auth.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),   // 21: bmcis.auth.v1.ListAuditEventsResponse
+	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 23: google.protobuf.Duration
 }
 var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
 	2,  // 0: bmcis.auth.v1.CheckRequest.oauth:type_name -> bmcis.auth.v1.OAuthSubject
@@ -1359,36 +1807,45 @@ var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
 	4,  // 5: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
 	7,  // 6: bmcis.auth.v1.RateLimits.tiers:type_name -> bmcis.auth.v1.TierLimit
 	6,  // 7: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
-	17, // 8: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	17, // 9: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
-	17, // 10: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 11: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	22, // 8: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	22, // 9: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
+	22, // 10: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 11: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
 	4,  // 12: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
 	6,  // 13: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
-	18, // 14: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	23, // 14: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
 	4,  // 15: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
 	8,  // 16: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
 	8,  // 17: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
 	8,  // 18: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	18, // 19: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
-	18, // 20: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	23, // 19: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
+	23, // 20: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
 	8,  // 21: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
 	8,  // 22: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
-	1,  // 23: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
-	9,  // 24: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
-	11, // 25: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
-	13, // 26: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
-	15, // 27: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
-	3,  // 28: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
-	10, // 29: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
-	12, // 30: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
-	14, // 31: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
-	16, // 32: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
-	28, // [28:33] is the sub-list for method output_type
-	23, // [23:28] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	22, // 23: bmcis.auth.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	22, // 24: bmcis.auth.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
+	17, // 25: bmcis.auth.v1.AppendAuditEventsRequest.events:type_name -> bmcis.auth.v1.AuditEvent
+	22, // 26: bmcis.auth.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	17, // 27: bmcis.auth.v1.ListAuditEventsResponse.events:type_name -> bmcis.auth.v1.AuditEvent
+	1,  // 28: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
+	9,  // 29: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
+	11, // 30: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
+	13, // 31: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
+	15, // 32: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
+	18, // 33: bmcis.auth.v1.AuthService.AppendAuditEvents:input_type -> bmcis.auth.v1.AppendAuditEventsRequest
+	20, // 34: bmcis.auth.v1.AuthService.ListAuditEvents:input_type -> bmcis.auth.v1.ListAuditEventsRequest
+	3,  // 35: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
+	10, // 36: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
+	12, // 37: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
+	14, // 38: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
+	16, // 39: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
+	19, // 40: bmcis.auth.v1.AuthService.AppendAuditEvents:output_type -> bmcis.auth.v1.AppendAuditEventsResponse
+	21, // 41: bmcis.auth.v1.AuthService.ListAuditEvents:output_type -> bmcis.auth.v1.ListAuditEventsResponse
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_auth_v1_auth_proto_init() }
@@ -1402,7 +1859,7 @@ func file_bmcis_auth_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_auth_v1_auth_proto_rawDesc), len(file_bmcis_auth_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuthService_Check_FullMethodName     = "/bmcis.auth.v1.AuthService/Check"
-	AuthService_CreateKey_FullMethodName = "/bmcis.auth.v1.AuthService/CreateKey"
-	AuthService_ListKeys_FullMethodName  = "/bmcis.auth.v1.AuthService/ListKeys"
-	AuthService_RevokeKey_FullMethodName = "/bmcis.auth.v1.AuthService/RevokeKey"
-	AuthService_RotateKey_FullMethodName = "/bmcis.auth.v1.AuthService/RotateKey"
+	AuthService_Check_FullMethodName             = "/bmcis.auth.v1.AuthService/Check"
+	AuthService_CreateKey_FullMethodName         = "/bmcis.auth.v1.AuthService/CreateKey"
+	AuthService_ListKeys_FullMethodName          = "/bmcis.auth.v1.AuthService/ListKeys"
+	AuthService_RevokeKey_FullMethodName         = "/bmcis.auth.v1.AuthService/RevokeKey"
+	AuthService_RotateKey_FullMethodName         = "/bmcis.auth.v1.AuthService/RotateKey"
+	AuthService_AppendAuditEvents_FullMethodName = "/bmcis.auth.v1.AuthService/AppendAuditEvents"
+	AuthService_ListAuditEvents_FullMethodName   = "/bmcis.auth.v1.AuthService/ListAuditEvents"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -46,6 +48,14 @@ type AuthServiceClient interface {
 	// RotateKey issues a new key for the same owner, limits and scopes; the old key
 	// keeps working for the overlap asked, then expires.
 	RotateKey(ctx context.Context, in *RotateKeyRequest, opts ...grpc.CallOption) (*RotateKeyResponse, error)
+	// AppendAuditEvents stores the reads an edge served (docs/AUDIT.md): the
+	// MCP adapter's tool calls and resource reads, the gateway's REST reads.
+	// The trail is append-only; nothing changes or removes an event but the
+	// retention (BMCIS_AUDIT_RETENTION).
+	AppendAuditEvents(ctx context.Context, in *AppendAuditEventsRequest, opts ...grpc.CallOption) (*AppendAuditEventsResponse, error)
+	// ListAuditEvents lists audit events, newest first, for operators (the
+	// admin token).
+	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
 }
 
 type authServiceClient struct {
@@ -106,6 +116,26 @@ func (c *authServiceClient) RotateKey(ctx context.Context, in *RotateKeyRequest,
 	return out, nil
 }
 
+func (c *authServiceClient) AppendAuditEvents(ctx context.Context, in *AppendAuditEventsRequest, opts ...grpc.CallOption) (*AppendAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendAuditEventsResponse)
+	err := c.cc.Invoke(ctx, AuthService_AppendAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditEventsResponse)
+	err := c.cc.Invoke(ctx, AuthService_ListAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -126,6 +156,14 @@ type AuthServiceServer interface {
 	// RotateKey issues a new key for the same owner, limits and scopes; the old key
 	// keeps working for the overlap asked, then expires.
 	RotateKey(context.Context, *RotateKeyRequest) (*RotateKeyResponse, error)
+	// AppendAuditEvents stores the reads an edge served (docs/AUDIT.md): the
+	// MCP adapter's tool calls and resource reads, the gateway's REST reads.
+	// The trail is append-only; nothing changes or removes an event but the
+	// retention (BMCIS_AUDIT_RETENTION).
+	AppendAuditEvents(context.Context, *AppendAuditEventsRequest) (*AppendAuditEventsResponse, error)
+	// ListAuditEvents lists audit events, newest first, for operators (the
+	// admin token).
+	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -150,6 +188,12 @@ func (UnimplementedAuthServiceServer) RevokeKey(context.Context, *RevokeKeyReque
 }
 func (UnimplementedAuthServiceServer) RotateKey(context.Context, *RotateKeyRequest) (*RotateKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateKey not implemented")
+}
+func (UnimplementedAuthServiceServer) AppendAuditEvents(context.Context, *AppendAuditEventsRequest) (*AppendAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendAuditEvents not implemented")
+}
+func (UnimplementedAuthServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -262,6 +306,42 @@ func _AuthService_RotateKey_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_AppendAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).AppendAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_AppendAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).AppendAuditEvents(ctx, req.(*AppendAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_ListAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).ListAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_ListAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).ListAuditEvents(ctx, req.(*ListAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +368,14 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateKey",
 			Handler:    _AuthService_RotateKey_Handler,
+		},
+		{
+			MethodName: "AppendAuditEvents",
+			Handler:    _AuthService_AppendAuditEvents_Handler,
+		},
+		{
+			MethodName: "ListAuditEvents",
+			Handler:    _AuthService_ListAuditEvents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

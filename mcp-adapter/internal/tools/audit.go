@@ -1,0 +1,131 @@
+package tools
+
+import (
+	"context"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/platform/auditlog"
+)
+
+// ToolResourceRead is the audit trail's tool for a kb:// resource read.
+const ToolResourceRead = "resources/read"
+
+// auditNote collects, while a call runs, what its audit entry says beyond
+// the answer: who auth said the caller is, and what was asked.
+type auditNote struct {
+	principal, kind, issuer string
+	tool, target            string // set for resource reads
+	query                   string
+}
+
+type auditNoteKey struct{}
+
+func withAuditNote(ctx context.Context) context.Context {
+	return context.WithValue(ctx, auditNoteKey{}, &auditNote{})
+}
+
+// noteOf returns the call's note; a throwaway one outside a call.
+func noteOf(ctx context.Context) *auditNote {
+	if n, ok := ctx.Value(auditNoteKey{}).(*auditNote); ok {
+		return n
+	}
+	return &auditNote{}
+}
+
+// notePrincipal records who auth verified: the key id, or the OAuth
+// token's subject (never the key itself).
+func notePrincipal(ctx context.Context, p *authv1.Principal) {
+	n := noteOf(ctx)
+	if id, ok := oauth.FromContext(ctx); ok {
+		n.principal, n.kind, n.issuer = id.Subject, auditlog.KindOAuth, id.Issuer
+		return
+	}
+	if p.GetKeyId() != "" {
+		n.principal, n.kind = p.GetKeyId(), auditlog.KindAPIKey
+	}
+}
+
+// noteResource marks the call as a read of a kb:// resource.
+func noteResource(ctx context.Context, uri string) {
+	n := noteOf(ctx)
+	n.tool, n.target = ToolResourceRead, uri
+}
+
+// audit records the finished call: its outcome and the chunk ids its
+// answer returned, read from the final envelope.
+func (s *Server) audit(ctx context.Context, call *respond.Call, res *mcp.CallToolResult) {
+	if s.opts.Audit == nil {
+		return
+	}
+	n := noteOf(ctx)
+	e := auditlog.Entry{
+		Time: call.Started, Principal: n.principal, PrincipalKind: n.kind, OAuthIssuer: n.issuer,
+		ClientAddress: backend.ClientAddress(ctx), ClientName: clientName(ctx),
+		Tool: call.Operation, Target: n.target, Query: n.query, Outcome: auditlog.OK, RequestID: call.RequestID,
+	}
+	if n.tool != "" {
+		e.Tool = n.tool
+	}
+	if env := call.Final; env != nil {
+		if env.Error != nil {
+			e.Outcome = env.Error.Code
+		}
+		e.ChunkIDs = chunkIDs(env.Results)
+	} else if res != nil && res.IsError {
+		e.Outcome = "ERROR"
+	}
+	s.opts.Audit.Record(e)
+}
+
+// chunkIDs lists the chunks an answer returned: each result's chunk_id,
+// and a vendor's evidence (evidence_chunk_ids, or evidence[].chunk_id),
+// each id once.
+func chunkIDs(results []envelope.Object) []int64 {
+	var ids []int64
+	// Answers hold tens of chunks at most: a scan beats a map.
+	add := func(id int64) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, r := range results {
+		if id, ok := r.Int("chunk_id"); ok {
+			add(int64(id))
+		}
+		if v, ok := r.Get("evidence_chunk_ids"); ok {
+			list, _ := v.([]int64)
+			for _, id := range list {
+				add(id)
+			}
+		}
+		if v, ok := r.Get("evidence"); ok {
+			list, _ := v.([]envelope.Object)
+			for _, e := range list {
+				if id, ok := e.Int("chunk_id"); ok {
+					add(int64(id))
+				}
+			}
+		}
+	}
+	return ids
+}
+
+// clientName is the MCP client's name: this request's (protocol
+// 2026-07-28 on), else the session's initialize.
+func clientName(ctx context.Context) string {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.ClientInfo != nil {
+		return info.ClientInfo.Name
+	}
+	if s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		return s.GetClientInfo().Name
+	}
+	return ""
+}

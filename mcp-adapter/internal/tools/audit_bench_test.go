@@ -1,0 +1,50 @@
+package tools
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
+	"github.com/bmcis/knowledge/platform/auditlog"
+)
+
+// accepting stands for auth's reply only: the benchmark measures what the
+// call pays, which never waits on the append.
+type accepting struct{}
+
+func (accepting) AppendAuditEvents(_ context.Context, in *authv1.AppendAuditEventsRequest, _ ...grpc.CallOption) (*authv1.AppendAuditEventsResponse, error) {
+	return &authv1.AppendAuditEventsResponse{Appended: int32(len(in.GetEvents()))}, nil
+}
+
+// BenchmarkAuditRecordCall is the adapter's whole audit step at the end of
+// a call (Server.audit): reading the principal and client from the
+// context, the chunk ids from a final envelope of 10 results, and Record.
+func BenchmarkAuditRecordCall(b *testing.B) {
+	rec, err := auditlog.New(accepting{}, auditlog.Config{QueryText: true, BufferSize: 1 << 18,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	s := newServer(Options{Audit: rec})
+	ctx := withAuditNote(context.Background())
+	n := noteOf(ctx)
+	n.principal, n.kind, n.query = "k7f3a9c2", auditlog.KindAPIKey, "incident severity levels"
+	env := &envelope.Envelope{}
+	for i := range 10 {
+		env.Results = append(env.Results, envelope.Object{{Key: "chunk_id", Value: int64(1000 + i)}, {Key: "rank", Value: i + 1}})
+	}
+	call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0123456789abcdef", Started: time.Now(), Final: env}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s.audit(ctx, call, nil)
+	}
+}

@@ -1,0 +1,361 @@
+// Package auditlog is the edges' side of the audit trail (docs/AUDIT.md):
+// the MCP adapter and the gateway Record every read they serve, and a
+// background goroutine sends the entries in batches to the auth service
+// (AuthService.AppendAuditEvents), which owns the trail.
+//
+// A read never waits on the audit and never fails because of it: Record
+// copies the entry into a bounded buffer and returns. When the buffer is
+// full, or auth refuses a batch while the buffer fills up behind it, the
+// entries are dropped and counted (bmcis_audit_events_dropped_total, and a
+// log line at most once a minute). So a crash loses at most the buffer
+// (Config.BufferSize entries: those recorded in the last flush interval,
+// more while auth is unreachable); Close sends what is left.
+package auditlog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+)
+
+// Outcome of a read that succeeded; a failed one records its error code.
+const OK = "ok"
+
+// Principal kinds.
+const (
+	KindAPIKey = "api_key"
+	KindOAuth  = "oauth"
+)
+
+// Entry is one read, as the edge saw it.
+type Entry struct {
+	Time          time.Time
+	Principal     string // key id or OAuth subject; never a secret
+	PrincipalKind string // KindAPIKey, KindOAuth, or "" when unknown
+	OAuthIssuer   string
+	ClientAddress string
+	ClientName    string
+	Tool          string // tool name, "resources/read", or "GET /v1/chunks"
+	Target        string // a kb:// URI or a REST path, when there is no query
+	Query         string // the text; the recorder keeps only its hash when told
+	ChunkIDs      []int64
+	Outcome       string // OK or an error code
+	RequestID     string
+}
+
+// Appender is the auth service's append call (authv1.AuthServiceClient).
+type Appender interface {
+	AppendAuditEvents(ctx context.Context, in *authv1.AppendAuditEventsRequest, opts ...grpc.CallOption) (*authv1.AppendAuditEventsResponse, error)
+}
+
+// Config tunes a Recorder; zero fields take the defaults.
+type Config struct {
+	// QueryText keeps query text; false keeps only its SHA-256
+	// (BMCIS_AUDIT_QUERY_TEXT).
+	QueryText bool
+	// BufferSize bounds the entries waiting to be sent (BMCIS_AUDIT_BUFFER;
+	// default 10,000): what a crash can lose at most.
+	BufferSize int
+	// BatchSize is the most entries one append carries (default 500).
+	BatchSize int
+	// FlushInterval is the longest an entry waits before it is sent
+	// (BMCIS_AUDIT_FLUSH_INTERVAL; default 1s).
+	FlushInterval time.Duration
+	// Timeout bounds each append call (default 5s).
+	Timeout time.Duration
+	// Registerer takes the recorder's counters; nil keeps them private.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultBufferSize    = 10_000
+	DefaultBatchSize     = 500
+	DefaultFlushInterval = time.Second
+	DefaultTimeout       = 5 * time.Second
+)
+
+// Reasons an entry is dropped (the counter's label).
+const (
+	DropBufferFull  = "buffer_full"  // Record found the buffer full
+	DropAppendError = "append_error" // auth refused or could not be reached while the buffer filled
+	DropClosed      = "closed"       // recorded after Close, or left when Close's deadline passed
+)
+
+// Recorder buffers entries and sends them to auth. A nil *Recorder records
+// nothing (auditing off).
+type Recorder struct {
+	cfg      Config
+	appender Appender
+	buf      chan Entry
+	stop     chan struct{}
+	done     chan struct{}
+	closed   atomic.Bool
+	once     sync.Once
+	closeCtx atomic.Pointer[context.Context]
+
+	appended prometheus.Counter
+	dropped  *prometheus.CounterVec
+	droppedN atomic.Int64
+
+	logMu      sync.Mutex
+	lastLog    time.Time
+	unreported int64
+}
+
+// New returns a recorder sending to a and starts its sender; Close stops it.
+func New(a Appender, cfg Config) (*Recorder, error) {
+	if cfg.BufferSize <= 0 {
+		cfg.BufferSize = DefaultBufferSize
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = DefaultFlushInterval
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Recorder{
+		cfg: cfg, appender: a,
+		buf:  make(chan Entry, cfg.BufferSize),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+		appended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bmcis_audit_events_appended_total",
+			Help: "Audit entries the auth service stored.",
+		}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_audit_events_dropped_total",
+			Help: "Audit entries dropped, by reason (buffer_full, append_error, closed).",
+		}, []string{"reason"}),
+	}
+	for _, reason := range []string{DropBufferFull, DropAppendError, DropClosed} {
+		r.dropped.WithLabelValues(reason) // shown at 0 before the first drop
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.appended, r.dropped} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	go r.run()
+	return r, nil
+}
+
+// Record queues e; it never blocks and never fails the read. A zero
+// e.Time is now.
+func (r *Recorder) Record(e Entry) {
+	if r == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if r.closed.Load() {
+		r.drop(DropClosed, 1)
+		return
+	}
+	select {
+	case r.buf <- e:
+	default:
+		r.drop(DropBufferFull, 1)
+	}
+}
+
+// Dropped is how many entries were dropped so far.
+func (r *Recorder) Dropped() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.droppedN.Load()
+}
+
+// Close stops accepting entries and sends what the buffer holds, giving up
+// (and counting the rest as dropped) when ctx ends.
+func (r *Recorder) Close(ctx context.Context) {
+	if r == nil {
+		return
+	}
+	r.once.Do(func() {
+		r.closeCtx.Store(&ctx)
+		r.closed.Store(true)
+		close(r.stop)
+	})
+	<-r.done
+}
+
+func (r *Recorder) run() {
+	defer close(r.done)
+	batch := make([]Entry, 0, r.cfg.BatchSize)
+	tick := time.NewTicker(r.cfg.FlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case e := <-r.buf:
+			batch = append(batch, e)
+			if len(batch) < r.cfg.BatchSize {
+				continue
+			}
+		case <-tick.C:
+		case <-r.stop:
+			r.drain(batch)
+			// What a Record racing Close queued after the drain is lost:
+			// count it.
+			r.drop(DropClosed, len(r.buf))
+			return
+		}
+		if len(batch) > 0 {
+			r.send(batch)
+			batch = batch[:0]
+		}
+	}
+}
+
+// drain sends the batch and everything buffered, within Close's context.
+func (r *Recorder) drain(batch []Entry) {
+	ctx := *r.closeCtx.Load()
+	for {
+		for len(batch) < r.cfg.BatchSize {
+			select {
+			case e := <-r.buf:
+				batch = append(batch, e)
+				continue
+			default:
+			}
+			break
+		}
+		if len(batch) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			r.drop(DropClosed, len(batch)) // run counts what the buffer still holds
+			return
+		}
+		r.sendOnce(ctx, batch)
+		batch = batch[:0]
+	}
+}
+
+// send appends a batch, retrying with backoff while the buffer has room
+// for what arrives meanwhile; once it is full, the batch is dropped so the
+// newest entries keep their place.
+func (r *Recorder) send(batch []Entry) {
+	backoff := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+		err := r.append(ctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		if len(r.buf) >= cap(r.buf) {
+			r.drop(DropAppendError, len(batch))
+			r.logDrop("the audit buffer is full while the auth service refuses appends", err)
+			return
+		}
+		select {
+		case <-r.stop:
+			// Shutting down: one last try, within Close's deadline.
+			r.sendOnce(*r.closeCtx.Load(), batch)
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// sendOnce appends a batch once (at shutdown), dropping it on failure.
+func (r *Recorder) sendOnce(ctx context.Context, batch []Entry) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	if err := r.append(ctx, batch); err != nil {
+		r.drop(DropClosed, len(batch))
+		r.logDrop("audit entries could not be sent at shutdown", err)
+	}
+}
+
+func (r *Recorder) append(ctx context.Context, batch []Entry) error {
+	req := &authv1.AppendAuditEventsRequest{Events: make([]*authv1.AuditEvent, len(batch))}
+	for i, e := range batch {
+		req.Events[i] = r.event(e)
+	}
+	if _, err := r.appender.AppendAuditEvents(ctx, req); err != nil {
+		return err
+	}
+	r.appended.Add(float64(len(batch)))
+	return nil
+}
+
+// event is the wire form of e; the query's hash is taken here, off the
+// read's path.
+func (r *Recorder) event(e Entry) *authv1.AuditEvent {
+	ev := &authv1.AuditEvent{
+		Time: timestamppb.New(e.Time), Principal: e.Principal, PrincipalKind: e.PrincipalKind,
+		OauthIssuer: e.OAuthIssuer, ClientAddress: e.ClientAddress, ClientName: e.ClientName,
+		Tool: e.Tool, Target: e.Target, ChunkIds: e.ChunkIDs, Outcome: e.Outcome, RequestId: e.RequestID,
+	}
+	if e.Query != "" {
+		ev.QuerySha256 = QueryHash(e.Query)
+		if r.cfg.QueryText {
+			ev.Query = e.Query
+		}
+	}
+	return ev
+}
+
+// QueryHash is the SHA-256 of a query's text in hex, as the trail keeps it.
+func QueryHash(q string) string {
+	sum := sha256.Sum256([]byte(q))
+	return hex.EncodeToString(sum[:])
+}
+
+func (r *Recorder) drop(reason string, n int) {
+	if n <= 0 {
+		return
+	}
+	r.dropped.WithLabelValues(reason).Add(float64(n))
+	r.droppedN.Add(int64(n))
+	if reason == DropBufferFull {
+		r.logDrop("the audit buffer is full", nil)
+	}
+}
+
+// logDrop says entries are being lost, at most once a minute, with how
+// many since the last line.
+func (r *Recorder) logDrop(msg string, err error) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	now := time.Now()
+	total := r.droppedN.Load()
+	if !r.lastLog.IsZero() && now.Sub(r.lastLog) < time.Minute {
+		return
+	}
+	attrs := []any{"dropped_since_last_report", total - r.unreported, "dropped_total", total}
+	if err != nil {
+		attrs = append(attrs, "error", err.Error())
+	}
+	r.cfg.Logger.Warn(msg+": audit entries are being dropped", attrs...)
+	r.lastLog, r.unreported = now, total
+}
+
+// DroppedCounter is the counter of entries dropped for reason.
+func (r *Recorder) DroppedCounter(reason string) prometheus.Counter {
+	return r.dropped.WithLabelValues(reason)
+}

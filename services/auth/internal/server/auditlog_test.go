@@ -1,0 +1,87 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/auditlog"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/services/auth/internal/authtest"
+)
+
+func adapterClient(t *testing.T, addr string) authv1.AuthServiceClient {
+	t.Helper()
+	conn, err := grpcclient.Dial(addr, authtest.AdapterToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return authv1.NewAuthServiceClient(conn)
+}
+
+// TestRecorderAppendsToAuth sends entries through platform/auditlog to a
+// real auth service, with query text and with the hash alone, and Close
+// flushes what the interval has not sent yet.
+func TestRecorderAppendsToAuth(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	for _, text := range []bool{true, false} {
+		// A long interval: only Close sends.
+		r, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{QueryText: text, FlushInterval: time.Hour})
+		require.NoError(t, err)
+		principal := "key-text"
+		if !text {
+			principal = "key-hash"
+		}
+		r.Record(auditlog.Entry{Principal: principal, PrincipalKind: auditlog.KindAPIKey, Tool: "semantic_search",
+			Query: "payroll vendors", ChunkIDs: []int64{3, 1}, Outcome: auditlog.OK})
+		r.Close(context.Background())
+
+		got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()), &authv1.ListAuditEventsRequest{Principal: principal})
+		require.NoError(t, err)
+		require.Len(t, got.GetEvents(), 1)
+		e := got.GetEvents()[0]
+		require.Equal(t, auditlog.QueryHash("payroll vendors"), e.GetQuerySha256())
+		require.Equal(t, []int64{3, 1}, e.GetChunkIds())
+		require.Equal(t, "adapter", e.GetEdge())
+		if text {
+			require.Equal(t, "payroll vendors", e.GetQuery())
+		} else {
+			require.Empty(t, e.GetQuery(), "BMCIS_AUDIT_QUERY_TEXT=false keeps only the hash")
+		}
+	}
+}
+
+// TestRecorderAuthOutage stops auth: Record still returns at once, the
+// entries the buffer cannot hold are dropped and counted, and nothing is
+// sent twice or blocks Close past its deadline.
+func TestRecorderAuthOutage(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	client := adapterClient(t, in.Addr)
+	in.Stop()
+	reg := prometheus.NewRegistry()
+	r, err := auditlog.New(client, auditlog.Config{BufferSize: 10, BatchSize: 5, FlushInterval: 10 * time.Millisecond,
+		Timeout: 200 * time.Millisecond, Registerer: reg})
+	require.NoError(t, err)
+	for range 100 {
+		r.Record(auditlog.Entry{Principal: "k", Tool: "get_chunks", Outcome: auditlog.OK})
+	}
+	// The buffer holds 10 and the sender at most a batch of 5: the rest
+	// are refused at once.
+	require.GreaterOrEqual(t, r.Dropped(), int64(85))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r.Close(ctx)
+	require.Equal(t, int64(100), r.Dropped(), "every entry is dropped and counted, none lost silently")
+	var counted float64
+	for _, reason := range []string{auditlog.DropBufferFull, auditlog.DropAppendError, auditlog.DropClosed} {
+		counted += testutil.ToFloat64(r.DroppedCounter(reason))
+	}
+	require.Equal(t, float64(100), counted, "bmcis_audit_events_dropped_total")
+	require.Equal(t, 1, testutil.CollectAndCount(reg, "bmcis_audit_events_dropped_total")/3, "registered, one series per reason")
+	r.Record(auditlog.Entry{Tool: "get_chunks", Outcome: auditlog.OK})
+	require.Equal(t, int64(101), r.Dropped(), "after Close, a record is counted as dropped")
+}
