@@ -27,6 +27,10 @@ type Config struct {
 	RedisPrefix string
 	// RedisTimeout bounds each Redis call (BMCIS_RATE_LIMIT_REDIS_TIMEOUT).
 	RedisTimeout time.Duration
+	// RedisPoolWait is how long a check waits for a free Redis connection
+	// before answering busy (UNAVAILABLE, retry shortly); 0 means 2 s. A
+	// burst queues for a connection rather than tripping the failure mode.
+	RedisPoolWait time.Duration
 	// FailOpen is RATE_LIMIT_ON_REDIS_FAILURE=open.
 	FailOpen bool
 	// RedisRetry is how long to bypass Redis after a failure before probing it

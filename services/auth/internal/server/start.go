@@ -107,6 +107,9 @@ func newLimiter(cfg Config, srv *grpcserver.Server) (limiter.Limiter, func(), er
 	opts.DialerRetries = 1
 	opts.PoolSize = max(opts.PoolSize, 64)
 	opts.PoolTimeout = max(opts.PoolTimeout, 2*time.Second)
+	if cfg.RedisPoolWait > 0 {
+		opts.PoolTimeout = cfg.RedisPoolWait
+	}
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	// Spans for the limiter's commands (platform/tracing): the command name
