@@ -87,10 +87,10 @@ type Pipeline struct {
 	chunkHdr []string
 	Timings  map[string]time.Duration
 
-	cache       map[string]queryCands
-	cacheKey    candidateKey
-	cacheTimes  map[string]time.Duration
-	docChunks   map[string]int // document id -> number of chunks
+	cache      map[string]queryCands
+	cacheKey   candidateKey
+	cacheTimes map[string]time.Duration
+	docChunks  map[string]int // document id -> number of chunks
 }
 
 // candidateKey says which query set, exclusions and BM25 parameters the

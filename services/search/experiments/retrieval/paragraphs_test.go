@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,4 +247,42 @@ func TestSciFactParagraphs(t *testing.T) {
 	claims.Config = "default claims"
 	rs, mean := runParagraphs(t, p, sets, cfg.Fusion)
 	t.Logf("\n%s", FormatResults(append([]Result{claims}, append(rs, mean)...)))
+}
+
+// TestParagraphFusionSweep measures the convex fusion's BM25 share on the
+// paragraph sets and on the claims, from one build, with the distribution
+// of analyzed query lengths a length-dependent share would key on:
+//
+//	BMCIS_EVAL_PARA=sweep go test ./experiments/retrieval -run 'TestParagraphFusionSweep$' -v
+func TestParagraphFusionSweep(t *testing.T) {
+	if os.Getenv("BMCIS_EVAL_PARA") != "sweep" {
+		t.Skip("set BMCIS_EVAL_PARA=sweep")
+	}
+	ds := loadSciFact(t)
+	sets := loadParagraphSets(t, ds)
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	p, err := Build(ctx, ds, cfg)
+	require.NoError(t, err)
+	lengths := func(qs []eval.Query) string {
+		var n []int
+		for _, q := range qs {
+			n = append(n, len(p.analyzer.Terms(q.Text)))
+		}
+		slices.Sort(n)
+		return fmt.Sprintf("min %d, p10 %d, median %d, p90 %d, max %d", n[0], n[len(n)/10], n[len(n)/2], n[len(n)*9/10], n[len(n)-1])
+	}
+	t.Logf("analyzed terms: claims %s; paragraphs (seed 1) %s", lengths(ds.Queries), lengths(sets[0].Queries))
+	var table []Result
+	for _, alpha := range []float64{0.2, 0.3, 0.4, 0.5, 0.6, 0.7} {
+		f := cfg.Fusion
+		f.RRF.Alpha = alpha
+		claims, err := p.Run(ctx, ds, f)
+		require.NoError(t, err)
+		claims.Config = fmt.Sprintf("share %.2f claims", alpha)
+		_, mean := runParagraphs(t, p, sets, f)
+		mean.Config = fmt.Sprintf("share %.2f paragraphs mean", alpha)
+		table = append(table, claims, mean)
+	}
+	t.Logf("\n%s", FormatResults(table))
 }
