@@ -7,6 +7,7 @@ package retrieval
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sort"
 	"strings"
@@ -86,15 +87,25 @@ type Pipeline struct {
 	chunkHdr []string
 	Timings  map[string]time.Duration
 
-	cache       map[string]queryCands
-	cacheParams bm25.Params
-	cacheTimes  map[string]time.Duration
+	cache      map[string]queryCands
+	cacheKey   candidateKey
+	cacheTimes map[string]time.Duration
+	docChunks  map[string]int // document id -> number of chunks
+}
+
+// candidateKey says which query set, exclusions and BM25 parameters the
+// cached candidate lists answer.
+type candidateKey struct {
+	ds      *eval.Dataset
+	exclude uintptr // the exclusion map's identity (0: none)
+	params  bm25.Params
 }
 
 // Build chunks, analyzes and indexes the corpus, and trains the builtin
 // embedder when cfg.Embed.Dims > 0.
 func Build(ctx context.Context, ds *eval.Dataset, cfg Config) (*Pipeline, error) {
-	p := &Pipeline{cfg: cfg, analyzer: analysis.New(cfg.Analyzer), index: bm25.New(cfg.BM25), Timings: map[string]time.Duration{}}
+	p := &Pipeline{cfg: cfg, analyzer: analysis.New(cfg.Analyzer), index: bm25.New(cfg.BM25), Timings: map[string]time.Duration{},
+		docChunks: map[string]int{}}
 	ck, err := cl100k.Load()
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -122,6 +133,7 @@ func Build(ctx context.Context, ds *eval.Dataset, cfg Config) (*Pipeline, error)
 			p.chunkDoc = append(p.chunkDoc, d.ID)
 			p.chunkTxt = append(p.chunkTxt, text)
 			p.chunkHdr = append(p.chunkHdr, c.ContextHeader)
+			p.docChunks[d.ID]++
 		}
 	}
 	p.Timings["chunk"] = time.Since(t0)
@@ -215,23 +227,50 @@ type queryCands struct {
 	vecFB []fusion.Candidate
 }
 
-// candidates retrieves (and caches per BM25 parameters) both candidate
-// lists for every query, so fusion sweeps do not redo retrieval.
+// candidates retrieves (and caches per query set and BM25 parameters)
+// both candidate lists for every query, so fusion sweeps do not redo
+// retrieval.
 func (p *Pipeline) candidates(ctx context.Context, ds *eval.Dataset, k int) (map[string]queryCands, map[string]time.Duration, error) {
-	params := p.index.Params()
-	if p.cache != nil && p.cacheParams == params {
+	return p.candidatesExcluding(ctx, ds, k, nil)
+}
+
+// candidatesExcluding is candidates with, for each query id, documents
+// whose chunks are dropped from both lists before feedback and fusion, as
+// if the collection did not hold them; each list still has k chunks when
+// the collection has enough.
+func (p *Pipeline) candidatesExcluding(ctx context.Context, ds *eval.Dataset, k int, exclude map[string]map[string]bool) (map[string]queryCands, map[string]time.Duration, error) {
+	key := candidateKey{ds: ds, exclude: reflect.ValueOf(exclude).Pointer(), params: p.index.Params()}
+	if p.cache != nil && p.cacheKey == key {
 		return p.cache, p.cacheTimes, nil
 	}
 	out := make(map[string]queryCands, len(ds.Queries))
 	var bm25Time, embTime, vecTime time.Duration
 	for _, q := range ds.Queries {
+		ex := exclude[q.ID]
+		extra := 0
+		for id := range ex {
+			extra += p.docChunks[id]
+		}
+		keep := func(list []fusion.Candidate) []fusion.Candidate {
+			if len(ex) == 0 {
+				return list
+			}
+			kept := list[:0]
+			for _, c := range list {
+				if !ex[p.chunkDoc[c.ChunkID]] {
+					kept = append(kept, c)
+				}
+			}
+			return kept[:min(len(kept), k)]
+		}
 		t0 := time.Now()
-		hits := p.index.Search(p.analyzer.Terms(q.Text), bm25.SearchOptions{K: k})
+		hits := p.index.Search(p.analyzer.Terms(q.Text), bm25.SearchOptions{K: k + extra})
 		bm25Time += time.Since(t0)
 		qc := queryCands{bm: make([]fusion.Candidate, len(hits))}
 		for i, h := range hits {
 			qc.bm[i] = fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score}
 		}
+		qc.bm = keep(qc.bm)
 		if p.model != nil {
 			t0 = time.Now()
 			qv, err := p.model.Embed(ctx, []string{q.Text})
@@ -240,13 +279,13 @@ func (p *Pipeline) candidates(ctx context.Context, ds *eval.Dataset, k int) (map
 			}
 			embTime += time.Since(t0)
 			t0 = time.Now()
-			qc.vec = exactKNN(p.vectors, qv[0], k)
+			qc.vec = keep(exactKNN(p.vectors, qv[0], k+extra))
 			if fb := p.cfg.Fusion.RRF; fb.FeedbackChunks > 0 {
 				var vs [][]float32
 				for i := 0; i < min(fb.FeedbackChunks, len(qc.bm)); i++ {
 					vs = append(vs, p.vectors[qc.bm[i].ChunkID])
 				}
-				qc.vecFB = exactKNN(p.vectors, embed.Feedback(qv[0], vs, float32(fb.FeedbackWeight)), k)
+				qc.vecFB = keep(exactKNN(p.vectors, embed.Feedback(qv[0], vs, float32(fb.FeedbackWeight)), k+extra))
 			}
 			vecTime += time.Since(t0)
 		}
@@ -258,13 +297,20 @@ func (p *Pipeline) candidates(ctx context.Context, ds *eval.Dataset, k int) (map
 		times["embed-query-mean"] = embTime / n
 		times["knn-query-mean"] = vecTime / n
 	}
-	p.cache, p.cacheParams, p.cacheTimes = out, params, times
+	p.cache, p.cacheKey, p.cacheTimes = out, key, times
 	return out, times, nil
 }
 
 // Run answers every query with BM25, vector and hybrid retrieval and
 // returns document-level metrics for each.
 func (p *Pipeline) Run(ctx context.Context, ds *eval.Dataset, f Fusion) (Result, error) {
+	return p.RunExcluding(ctx, ds, f, nil)
+}
+
+// RunExcluding is Run with documents removed from each query's results
+// (ParagraphSet.Exclude): they are dropped from both candidate lists
+// before vector feedback and fusion.
+func (p *Pipeline) RunExcluding(ctx context.Context, ds *eval.Dataset, f Fusion, exclude map[string]map[string]bool) (Result, error) {
 	k := p.cfg.Candidates
 	if k <= 0 {
 		k = 200
@@ -273,7 +319,7 @@ func (p *Pipeline) Run(ctx context.Context, ds *eval.Dataset, f Fusion) (Result,
 	for name, d := range p.Timings {
 		res.Timings[name] = d
 	}
-	cands, times, err := p.candidates(ctx, ds, k)
+	cands, times, err := p.candidatesExcluding(ctx, ds, k, exclude)
 	if err != nil {
 		return res, err
 	}
