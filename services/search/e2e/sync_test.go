@@ -80,8 +80,8 @@ func TestSyncFolders(t *testing.T) {
 	require.Equal(t, 1, found("capybara"), "plain ingestion is no source's")
 
 	srcs := s.Ctl(t, "sources", "-addr", addr)
-	require.Regexp(t, `handbook\s+3\s+\d+\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+2\s+1\s+0\s+1\s+`+regexp.QuoteMeta(string(hb)), srcs)
-	require.Regexp(t, `wiki\s+3\s+`, srcs)
+	require.Regexp(t, `handbook\s+folder\s+-\s+3\s+\d+\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+2\s+1\s+0\s+1\s+-\s+`+regexp.QuoteMeta(string(hb)), srcs)
+	require.Regexp(t, `wiki\s+folder\s+-\s+3\s+`, srcs)
 
 	// -watch: follows changes until interrupted.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -111,7 +111,7 @@ func TestSyncFolders(t *testing.T) {
 		t.Fatal("sync -watch did not stop on interrupt")
 	}
 	require.Regexp(t, `sync wiki: 2 sent \(2 written, 0 unchanged\), 1 kept unchanged, 1 deleted, 0 failed`, stdout.String())
-	require.Regexp(t, `wiki\s+3\s+`, s.Ctl(t, "sources", "-addr", addr))
+	require.Regexp(t, `wiki\s+folder\s+-\s+3\s+`, s.Ctl(t, "sources", "-addr", addr))
 	require.Equal(t, 1, found("tapir"), "the unchanged file was kept, not resent")
 
 	// A folder that cannot be read is not a folder whose files are gone:
