@@ -91,12 +91,12 @@ type Index struct {
 	bm  *bm25.Index
 	opt Options
 
-	mu         sync.RWMutex
-	chunks     map[int64]*Chunk
-	docs       map[int64]*Document
-	cats       map[string]int // documents per category
-	catChunks  map[string]int // chunks per category
-	catFold    map[string][]string
+	mu        sync.RWMutex
+	chunks    map[int64]*Chunk
+	docs      map[int64]*Document
+	cats      map[string]int // documents per category
+	catChunks map[string]int // chunks per category
+	catFold   map[string][]string
 	// restricted counts documents with an access list: while there are
 	// none, an access set changes no count (HasRestricted).
 	restricted int

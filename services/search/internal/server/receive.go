@@ -30,8 +30,8 @@ type ingestJob struct {
 	// the source's default.
 	access     []string
 	fromSource bool
-	budget *semaphore.Weighted
-	held   int64
+	budget     *semaphore.Weighted
+	held       int64
 }
 
 func (j ingestJob) release() {
@@ -61,7 +61,7 @@ type receiver struct {
 	// (0: none), which the answer waits for like a write's.
 	accessGen int64
 	seen      map[string]struct{} // external ids (prefixed) sent or kept in a sync
-	kept int
+	kept      int
 	// keptFolders are the folders (prefixed ids without the trailing "/")
 	// a sync client could not list; allKept: it could not list the root.
 	keptFolders map[string]struct{}

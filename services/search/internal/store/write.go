@@ -43,8 +43,8 @@ type WriteResult struct {
 	// AccessChanged: the content was the same but the access list was
 	// not; only the list was rewritten (no chunk, no vector).
 	AccessChanged bool
-	DocumentID int64
-	Generation int64
+	DocumentID    int64
+	Generation    int64
 }
 
 const upsertDocument = `
