@@ -274,12 +274,12 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for i, t := range ratelimit.Tiers {
 		names[i] = strings.ToUpper(t.Name)
 	}
-	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS ("+strings.Join(names, "/")+")\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tSCOPES\tGROUPS")
+	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS ("+strings.Join(names, "/")+")\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tGROUPS\tSCOPES")
 	now := time.Now()
 	for _, k := range resp.GetKeys() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
 			keysLimits(k.GetLimits()), keysTime(k.GetCreatedAt(), "-"), keysTime(k.GetLastUsedAt(), "never"),
-			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now), keysScopes(k.GetScopes()), keysGroups(k.GetGroups()))
+			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now), keysGroups(k.GetGroups()), keysScopes(k.GetScopes()))
 	}
 	return tw.Flush()
 }
