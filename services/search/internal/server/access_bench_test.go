@@ -131,4 +131,3 @@ func loadAverage() string {
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
 }
-
