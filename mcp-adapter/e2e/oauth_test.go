@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,43 +36,8 @@ func TestOAuthResourceServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	// The provider, with the Node.js it needs (pinned in its lock).
-	dir := oidcProviderDir(t, npm)
-	secretBytes := make([]byte, 24)
-	_, _ = rand.Read(secretBytes)
-	clientSecret := hex.EncodeToString(secretBytes)
-	prov := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", "node", "bin", "node"), "provider.mjs")
-	prov.Dir = dir
-	prov.Env = append(os.Environ(), "CLIENT_SECRET="+clientSecret)
-	var provLog stacktest.SyncBuffer
-	prov.Stderr = &provLog
-	stdin, err := prov.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := prov.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, prov.Start())
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = prov.Process.Kill()
-		_ = prov.Wait()
-		if t.Failed() {
-			t.Logf("--- oidc-provider log\n%s", provLog.String())
-		}
-	})
-	lines := bufio.NewScanner(stdout)
-	// next returns the provider's next line for the test ("e2e: ...").
-	next := func() string {
-		t.Helper()
-		for lines.Scan() {
-			if rest, ok := strings.CutPrefix(lines.Text(), "e2e: "); ok {
-				return rest
-			}
-		}
-		t.Fatalf("provider.mjs stopped: %s", provLog.String())
-		return ""
-	}
-	var issuers struct{ Issuer, Other string }
-	require.NoError(t, json.Unmarshal([]byte(next()), &issuers))
+	prov := startOIDC(t, ctx, npm)
+	issuers, clientSecret, stdin, next := prov.issuers, prov.secret, prov.stdin, prov.next
 
 	// An auth service that trusts the provider, and the adapter, which
 	// fetches the provider's keys at most once per keyRefresh.
@@ -97,24 +58,9 @@ func TestOAuthResourceServer(t *testing.T) {
 	var tokens []string // every token issued, for the log check
 	token := func(issuer, client, scope, res string) string {
 		t.Helper()
-		form := url.Values{"grant_type": {"client_credentials"}, "scope": {scope}, "resource": {res}}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
-		require.NoError(t, err)
-		req.SetBasicAuth(client, clientSecret)
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var body struct {
-			AccessToken string `json:"access_token"`
-			TokenType   string `json:"token_type"`
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
-		require.NoError(t, json.Unmarshal(raw, &body))
-		require.Equal(t, "Bearer", body.TokenType)
-		tokens = append(tokens, body.AccessToken)
-		return body.AccessToken
+		tok := prov.token(t, ctx, issuer, client, scope, res)
+		tokens = append(tokens, tok)
+		return tok
 	}
 	// postFull sends an MCP initialize with headers and returns the status
 	// and the response headers.

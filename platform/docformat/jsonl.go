@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 )
 
 // MaxRecordBytes is the largest JSON Lines record sent: one gRPC message
@@ -27,10 +28,13 @@ type jsonRecord struct {
 	Text      *string         `json:"text"`
 	Category  string          `json:"category"`
 	UpdatedAt string          `json:"updated_at"`
+	// Access is who may read the document (platform/access); absent:
+	// the source's default. The service checks every entry.
+	Access []string `json:"access"`
 }
 
 // ReadJSONL reads {"_id"|"id", "title", "text", "category"?,
-// "updated_at"?} records from r (so a BEIR corpus.jsonl reads as it is);
+// "updated_at"?, "access"?} records from r (so a BEIR corpus.jsonl reads as it is);
 // name is their source file.
 func ReadJSONL(r io.Reader, name string, fn func(Record) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
@@ -79,7 +83,7 @@ func parseRecord(name string, lineNo int, line []byte) Record {
 	}
 	doc := &searchv1.Document{ExternalId: id, SourceFile: name, Title: strings.TrimSpace(rec.Title),
 		Category: strings.TrimSpace(rec.Category), Content: []byte(*rec.Text), FormatName: "text",
-		Format: searchv1.ContentFormat_CONTENT_FORMAT_TEXT}
+		Format: searchv1.ContentFormat_CONTENT_FORMAT_TEXT, Access: rec.Access}
 	if rec.UpdatedAt != "" {
 		ts, err := ParseTime(rec.UpdatedAt)
 		if err != nil {
@@ -90,6 +94,36 @@ func parseRecord(name string, lineNo int, line []byte) Record {
 	}
 	it.Doc = doc
 	return it
+}
+
+// CheckJSONLAccess reads every record's "access" list from r (named name)
+// and returns an error naming the first record with an entry of an
+// unknown form (platform/access): a client checks a whole file with it
+// before sending any of it, so a bad entry writes nothing. Lines that are
+// not records are left to ReadJSONL to report.
+func CheckJSONLAccess(r io.Reader, name string) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for lineNo := 1; ; lineNo++ {
+		line, err := br.ReadBytes('\n')
+		if bytes.Contains(line, []byte(`"access"`)) {
+			var rec jsonRecord
+			if json.Unmarshal(line, &rec) == nil && len(rec.Access) > 0 {
+				if _, aerr := access.ParseList(rec.Access); aerr != nil {
+					id := jsonID(rec.UID)
+					if id == "" {
+						id = jsonID(rec.ID)
+					}
+					return fmt.Errorf("%s:%d: record %q: %w", name, lineNo, id, aerr)
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+	}
 }
 
 // jsonID accepts a string or a number.

@@ -1,12 +1,15 @@
-// Package readscope carries the categories an API key may read through a
-// request's context, from where the key was checked (the MCP adapter, the
-// gateway) to the search calls made for it, which send them on so the
-// search service keeps results, totals and chunks inside them.
+// Package readscope carries what a caller may read through a request's
+// context, from where the caller was checked (the MCP adapter, the
+// gateway) to the search calls made for it, which send it on so the search
+// service keeps results, totals and chunks inside it: the categories of an
+// API key's scope, and the caller's access set (platform/access).
 package readscope
 
 import "context"
 
 type key struct{}
+
+type accessKey struct{}
 
 // With returns ctx carrying the categories the caller's key may read (none:
 // every category).
@@ -21,4 +24,19 @@ func Categories(ctx context.Context) []string {
 		return nil
 	}
 	return cats
+}
+
+// WithAccess returns ctx carrying the caller's access set (Check's
+// Principal.access).
+func WithAccess(ctx context.Context, set []string) context.Context {
+	return context.WithValue(ctx, accessKey{}, set)
+}
+
+// Access returns the access set ctx carries; nil when none was set.
+func Access(ctx context.Context) []string {
+	set, _ := ctx.Value(accessKey{}).([]string)
+	if len(set) == 0 {
+		return nil
+	}
+	return set
 }

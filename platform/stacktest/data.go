@@ -168,6 +168,8 @@ type Key struct {
 	ExpiresIn string
 	// Categories and Tools are the key's read scopes; empty leaves them open.
 	Categories, Tools []string
+	// Groups are the key's caller groups (docs/ACCESS.md).
+	Groups []string
 }
 
 // CreateKey creates an API key through the auth service's admin API (with
@@ -194,6 +196,9 @@ func (s *Stack) CreateKey(t testing.TB, k Key) string {
 	}
 	if len(k.Tools) > 0 {
 		args = append(args, "--tools", strings.Join(k.Tools, ","))
+	}
+	if len(k.Groups) > 0 {
+		args = append(args, "--groups", strings.Join(k.Groups, ","))
 	}
 	key := strings.TrimSpace(s.Ctl(t, args...))
 	if !strings.HasPrefix(key, "bmcis_") {

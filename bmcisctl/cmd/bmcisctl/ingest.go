@@ -46,6 +46,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if source.MaxFileBytes < 1 {
 		return usageErrorf("-max-file-bytes must be at least 1, got %d", source.MaxFileBytes)
 	}
+	if err := source.CheckAccess(fs.Args()); err != nil {
+		return fmt.Errorf("ingest: nothing sent: %w", err)
+	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 )
@@ -173,6 +174,7 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	expires := fs.String("expires-in", "", "lifetime, e.g. 30d (default: the auth service's BMCIS_KEY_LIFETIME, 90d)")
 	categories := fs.String("categories", "", "comma-separated document categories the key may read (default: all)")
 	tools := fs.String("tools", "", "comma-separated MCP tools the key may use: semantic_search, get_chunks, find_vendor_info (default: all)")
+	groups := fs.String("groups", "", "comma-separated caller groups, e.g. hr,legal: the key also reads documents whose access list names group:NAME of one (default: none, everyone's documents only)")
 	output := outputFlag(fs)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
@@ -201,6 +203,9 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if cats, tls := splitList(*categories), splitList(*tools); len(cats) > 0 || len(tls) > 0 {
 		req.Scopes = &authv1.Scopes{Categories: cats, Tools: tls}
 	}
+	if req.Groups, err = access.ParseGroups(splitList(*groups)); err != nil {
+		return usageErrorf("--groups: %v", err)
+	}
 	if *expires != "" {
 		d, err := parseDays(*expires)
 		if err != nil {
@@ -225,8 +230,8 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// everything else on stderr.
 	fmt.Fprintln(stdout, resp.GetApiKey())
 	k := resp.GetKey()
-	fmt.Fprintf(stderr, "created key %s (name %q, owner %q, expires %s, reads %s); it is shown only this once\n",
-		k.GetKeyId(), k.GetName(), k.GetOwner(), keysTime(k.GetExpiresAt(), "never"), keysScopes(k.GetScopes()))
+	fmt.Fprintf(stderr, "created key %s (name %q, owner %q, expires %s, reads %s, groups %s); it is shown only this once\n",
+		k.GetKeyId(), k.GetName(), k.GetOwner(), keysTime(k.GetExpiresAt(), "never"), keysScopes(k.GetScopes()), keysGroups(k.GetGroups()))
 	return nil
 }
 
@@ -269,12 +274,12 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for i, t := range ratelimit.Tiers {
 		names[i] = strings.ToUpper(t.Name)
 	}
-	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS ("+strings.Join(names, "/")+")\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tSCOPES")
+	fmt.Fprintln(tw, "KEY ID\tNAME\tOWNER\tLIMITS ("+strings.Join(names, "/")+")\tCREATED\tLAST USED\tEXPIRES\tSTATUS\tGROUPS\tSCOPES")
 	now := time.Now()
 	for _, k := range resp.GetKeys() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(),
 			keysLimits(k.GetLimits()), keysTime(k.GetCreatedAt(), "-"), keysTime(k.GetLastUsedAt(), "never"),
-			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now), keysScopes(k.GetScopes()))
+			keysTime(k.GetExpiresAt(), "never"), keysStatus(k, now), keysGroups(k.GetGroups()), keysScopes(k.GetScopes()))
 	}
 	return tw.Flush()
 }
@@ -357,8 +362,8 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if prev.GetRevokedAt() != nil {
 		until = "now (revoked)"
 	}
-	fmt.Fprintf(stderr, "rotated %s to %s; the old key works until %s; the new key is shown only this once\n",
-		prev.GetKeyId(), resp.GetKey().GetKeyId(), until)
+	fmt.Fprintf(stderr, "rotated %s to %s (groups %s, kept); the old key works until %s; the new key is shown only this once\n",
+		prev.GetKeyId(), resp.GetKey().GetKeyId(), keysGroups(resp.GetKey().GetGroups()), until)
 	return nil
 }
 
@@ -407,6 +412,14 @@ func keysScopes(sc *authv1.Scopes) string {
 		return "all"
 	}
 	return strings.Join(parts, " ")
+}
+
+// keysGroups lists a key's caller groups in one column.
+func keysGroups(groups []string) string {
+	if len(groups) == 0 {
+		return "-"
+	}
+	return strings.Join(groups, ",")
 }
 
 func keysStatus(k *authv1.ApiKey, now time.Time) string {

@@ -65,6 +65,7 @@ func (s *stubAuth) ListKeys(ctx context.Context, req *authv1.ListKeysRequest) (*
 	revoked := s.key("revokedrevokedre")
 	revoked.RevokedAt = timestamppb.New(s.created)
 	revoked.Scopes = &authv1.Scopes{Categories: []string{"security", "hr"}, Tools: []string{"semantic_search"}}
+	revoked.Groups = []string{"hr", "legal"}
 	return &authv1.ListKeysResponse{Keys: []*authv1.ApiKey{s.key("abcdefghijklmnop"), revoked}}, nil
 }
 
@@ -129,6 +130,14 @@ func TestKeysCreate(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, []string{"security", "hr"}, s.create.GetScopes().GetCategories())
 	require.Equal(t, []string{"semantic_search", "get_chunks"}, s.create.GetScopes().GetTools())
+	require.Nil(t, s.create.GetGroups(), "no group unless asked")
+
+	code, _, errOut = keysRun("create", "--name", "demo", "--groups", "Legal, hr,")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, []string{"hr", "legal"}, s.create.GetGroups(), "normalised by platform/access")
+	code, _, errOut = keysRun("create", "--name", "demo", "--groups", "hr,no spaces")
+	require.Equal(t, 2, code, "a bad group is a usage error, nothing is sent")
+	require.Contains(t, errOut, "--groups")
 }
 
 func TestKeysList(t *testing.T) {
@@ -146,6 +155,8 @@ func TestKeysList(t *testing.T) {
 	require.True(t, strings.HasSuffix(lines[1], "all"), lines[1])
 	require.Contains(t, lines[2], "revoked")
 	require.Contains(t, lines[2], "categories=security,hr tools=semantic_search")
+	require.Contains(t, lines[0], "GROUPS")
+	require.Contains(t, lines[2], "hr,legal", "a key's groups are listed")
 
 	code, out, _ = keysRun("list", "-q")
 	require.Equal(t, 0, code)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/limits"
 )
 
@@ -66,6 +67,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cats searchStrings
 	fs.Var(&cats, "category", "restrict to a category (repeatable)")
 	noCache := fs.Bool("no-cache", false, "bypass the result cache")
+	as := fs.String("as", "", "search as a caller with these principals, e.g. group:hr,user:alice (default: everyone's documents only: bmcisctl holds the read credential)")
 	queries := fs.String("queries", "", "BEIR queries.jsonl to run (batch mode)")
 	topK := fs.Int("top-k", 100, fmt.Sprintf("results per query in batch mode (paged %d at a time)", limits.SearchPageSize.Max))
 	asJSON := fs.Bool("json", false, "batch mode: one JSON object per query on stdout (as --output json)")
@@ -96,6 +98,14 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	var scope *searchv1.ReadScope
+	if *as != "" {
+		set, err := access.SplitList(*as)
+		if err != nil {
+			return usageErrorf("--as: %v", err)
+		}
+		scope = &searchv1.ReadScope{Access: append(set, access.Everyone)}
+	}
 	c, closeConn, err := searchDial(*addr, envReadToken)
 	if err != nil {
 		return err
@@ -120,7 +130,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	query := strings.Join(fs.Args(), " ")
 	resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: query, Mode: mode, Offset: int32(*offset), Limit: int32(*limit),
-		Categories: cats, NoCache: *noCache})
+		Categories: cats, NoCache: *noCache, Scope: scope})
 	if err != nil {
 		return err
 	}

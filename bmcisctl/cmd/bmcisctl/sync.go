@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmcis/knowledge/bmcisctl/internal/source"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/sourcename"
 )
 
@@ -75,15 +76,18 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Int64Var(&source.MaxFileBytes, "max-file-bytes", source.MaxFileBytes, "largest file read (the service's BMCIS_SEARCH_MAX_DOCUMENT_BYTES decides what it accepts)")
 	interval := fs.Duration("interval", time.Second, "with -watch: how often the folder is scanned")
 	debounce := fs.Duration("debounce", time.Second, "with -watch: how long a change must stay still before it is synced")
+	accessFlag := fs.String("access", "", "the source's default access list, e.g. group:hr,group:legal (everyone, group:NAME, user:ID); unset keeps the current default (everyone unless set before)")
 	output := outputFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bmcisctl sync [-addr HOST:PORT] [-watch [-interval D] [-debounce D]] NAME PATH")
+		fmt.Fprintln(stderr, "usage: bmcisctl sync [-addr HOST:PORT] [-access LIST] [-watch [-interval D] [-debounce D]] NAME PATH")
 		fmt.Fprintln(stderr, "  Mirrors the folder PATH as the source NAME: new and changed files go in, documents whose files")
 		fmt.Fprintln(stderr, "  are gone are deleted. Documents of other sources (and plain `ingest`) are never touched; the")
 		fmt.Fprintln(stderr, "  documents' ids are NAME:RELATIVE/PATH. A file that cannot be read is listed with its reason")
 		fmt.Fprintln(stderr, "  and its previous version stays; so does every document under a folder that cannot be read.")
 		fmt.Fprintln(stderr, "  With -watch, the folder is scanned every -interval and a")
 		fmt.Fprintln(stderr, "  change is synced once it has stayed still for -debounce, until interrupted.")
+		fmt.Fprintln(stderr, "  Who may read the documents: -access sets the source's default; a "+source.AccessFileName+" file")
+		fmt.Fprintln(stderr, "  (one principal a line, # comments) sets its folder's and those below (nearest wins).")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -123,6 +127,13 @@ func runSync(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer closeConn()
 
 	header := &searchv1.SyncSource{Name: name, Root: abs, Mirror: true}
+	if *accessFlag != "" {
+		list, err := access.SplitList(*accessFlag)
+		if err != nil {
+			return usageErrorf("-access: %v", err)
+		}
+		header.DefaultAccess = &searchv1.AccessList{Principals: list}
+	}
 	out := syncOutput{w: stdout, format: *output}
 	state, err := syncPass(ctx, c, header, root, nil, out)
 	if !*watch {
@@ -173,14 +184,28 @@ type syncResult struct {
 }
 
 func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searchv1.SyncSource, root string, prev treeState, out syncOutput) (treeState, error) {
+	// Every access file is read and checked before anything is sent: one
+	// with an entry of an unknown form stops the pass with nothing written.
+	lists, err := source.ReadAccessLists(root)
+	if err != nil {
+		return prev, fmt.Errorf("sync %s: %w", header.GetName(), err)
+	}
 	next := treeState{}
 	kept := 0
 	sum, err := searchIngestPlan(ctx, c, ingestPlan{sync: header, walk: func(emit func(source.Item) error, keep, keepFolder func(string) error) error {
 		kept = 0 // the walk runs again when an older service needs the old RPC
 		return source.WalkTree(root, func(rel string, st source.FileState) bool {
+			st.Access = access.Key(lists.For(rel))
 			old, ok := prev[rel]
 			return ok && old == st
 		}, func(rel string, st source.FileState, it source.Item) error {
+			if !st.Folder {
+				list := lists.For(rel)
+				st.Access = access.Key(list)
+				if it.Doc != nil {
+					it.Doc.Access = list
+				}
+			}
 			next[rel] = st
 			switch {
 			case st.Folder:
@@ -296,9 +321,17 @@ func watchTree(ctx context.Context, root string, interval, debounce time.Duratio
 
 // scanTree reads every file's state without reading any file.
 func scanTree(root string) (treeState, error) {
+	lists, err := source.ReadAccessLists(root)
+	if err != nil {
+		// A broken access file is a change too: the pass reports it.
+		lists = source.AccessLists{".": {"\x00unreadable"}}
+	}
 	st := treeState{}
-	err := source.WalkTree(root, func(string, source.FileState) bool { return true },
+	err = source.WalkTree(root, func(string, source.FileState) bool { return true },
 		func(rel string, fst source.FileState, _ source.Item) error {
+			if !fst.Folder {
+				fst.Access = access.Key(lists.For(rel))
+			}
 			st[rel] = fst // problems too: syncPass records them the same way
 			return nil
 		})

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/docformat"
 )
 
@@ -105,6 +106,26 @@ func Count(paths []string) int {
 	return n
 }
 
+// CheckAccess checks the "access" lists of every record of the JSON Lines
+// files among paths (docformat.CheckJSONLAccess), before anything is
+// sent: an entry of an unknown form refuses the whole ingest, naming the
+// record. Unreadable files are left to Walk to report.
+func CheckAccess(paths []string) error {
+	var first error
+	_ = Walk0(paths, func(jsonl string) {
+		if first != nil {
+			return
+		}
+		f, _, err := openRegular(jsonl)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		first = docformat.CheckJSONLAccess(f, jsonl)
+	}, func() {})
+	return first
+}
+
 // Walk0 visits inputs without reading documents: jsonl for JSON Lines
 // files, other for every other item.
 func Walk0(paths []string, jsonl func(string), other func()) error {
@@ -172,6 +193,10 @@ type FileState struct {
 	// Folder: the problem is a folder that could not be listed (or the
 	// root itself), so nothing under it is known: not that it is gone.
 	Folder bool
+	// Access is the access list that applies to the file (AccessLists,
+	// joined; set by the sync, not by WalkTree): a changed access file
+	// makes its files changed, so they are sent again with their new list.
+	Access string
 }
 
 // WalkTree walks the directory tree under root as Walk does, giving fn each
@@ -409,4 +434,78 @@ func readRecords(p string, f *docformat.Format, fn func(Item) error) error {
 	}
 	defer r.Close()
 	return f.Records(r, filepath.Base(p), fn)
+}
+
+// AccessFileName is the per-folder access file of a synced tree: one
+// principal per line (everyone, group:NAME, user:ID), blank lines and
+// lines starting with # ignored. It applies to the files of its folder and
+// of every folder below, down to the next folder holding one (nearest
+// wins). A folder without one anywhere above it takes the source's default.
+const AccessFileName = ".bmcis-access"
+
+// AccessLists are the access files of a tree by folder (slash-separated,
+// relative to the root, "." for the root itself), each normalised
+// (platform/access.ParseList; a list of everyone is ["everyone"], so it
+// overrides a restricted source default).
+type AccessLists map[string][]string
+
+// ReadAccessLists finds and parses every access file under root. A file
+// that cannot be read or holds an entry of an unknown form is an error
+// naming it: the sync must not start, since it would store its folder's
+// documents with the wrong readers.
+func ReadAccessLists(root string) (AccessLists, error) {
+	lists := AccessLists{}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
+	err = filepath.WalkDir(realRoot, func(real string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil // unreadable folders are WalkTree's to report
+		}
+		if real != realRoot && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		b, err := os.ReadFile(filepath.Join(real, AccessFileName))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		rel, _ := filepath.Rel(realRoot, real)
+		where := filepath.Join(root, rel, AccessFileName)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", where, err)
+		}
+		var entries []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				entries = append(entries, line)
+			}
+		}
+		list, err := access.ParseList(entries)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if list == nil {
+			list = []string{access.Everyone}
+		}
+		lists[filepath.ToSlash(rel)] = list
+		return nil
+	})
+	return lists, err
+}
+
+// For returns the access list of the file rel (slash-separated, relative
+// to the root): its nearest folder's access file's; nil when none applies
+// (the source's default).
+func (l AccessLists) For(rel string) []string {
+	dir := path.Dir(rel)
+	for {
+		if list, ok := l[dir]; ok {
+			return list
+		}
+		if dir == "." || dir == "/" || dir == "" {
+			return nil
+		}
+		dir = path.Dir(dir)
+	}
 }

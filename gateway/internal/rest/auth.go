@@ -106,7 +106,8 @@ func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, 
 		}
 		// The services cache replies per caller, so cache_hit tells a caller
 		// only about its own earlier calls (platform/cacheowner).
-		ctx = cacheowner.With(readscope.With(ctx, resp.GetScopes().GetCategories()), apiKeyFrom(r.Header))
+		ctx = readscope.WithAccess(readscope.With(ctx, resp.GetScopes().GetCategories()), resp.GetPrincipal().GetAccess())
+		ctx = cacheowner.With(ctx, apiKeyFrom(r.Header))
 		return stripCredentials(r).WithContext(ctx), nil
 	}
 }

@@ -31,13 +31,14 @@ func (r Route) ScopeTool() string {
 	return ""
 }
 
-// readScope is the search scope of the caller's key (platform/readscope).
+// readScope is the search scope of the caller's key and the caller's
+// access set (platform/readscope).
 func readScope(ctx context.Context) *searchv1.ReadScope {
-	cats := readscope.Categories(ctx)
-	if cats == nil {
+	cats, set := readscope.Categories(ctx), readscope.Access(ctx)
+	if cats == nil && set == nil {
 		return nil
 	}
-	return &searchv1.ReadScope{Categories: cats}
+	return &searchv1.ReadScope{Categories: cats, Access: set}
 }
 
 // scopedSearch sets the scope of every search read from the caller's key,
@@ -96,6 +97,7 @@ type scopedVendor struct {
 
 func (c scopedVendor) GetVendor(ctx context.Context, in *vendorgraphv1.GetVendorRequest, opts ...grpc.CallOption) (*vendorgraphv1.GetVendorResponse, error) {
 	in.EvidenceCategories = readscope.Categories(ctx)
+	in.EvidenceAccess = readscope.Access(ctx)
 	noteQuery(ctx, in.GetName())
 	resp, err := c.VendorGraphServiceClient.GetVendor(cacheowner.Outgoing(ctx), in, opts...)
 	ids := make([]int64, 0, len(resp.GetEvidence()))

@@ -138,7 +138,8 @@ func run() int {
 		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
 		if cfg.OAuth.Issuer != "" {
 			v := oauth.New(oauth.Config{Issuer: cfg.OAuth.Issuer, Resource: cfg.OAuth.Resource, JWKSURL: cfg.OAuth.JWKSURL, Scopes: cfg.OAuth.Scopes,
-				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval, AcceptUntypedTokens: cfg.OAuth.AcceptUntypedTokens})
+				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval, AcceptUntypedTokens: cfg.OAuth.AcceptUntypedTokens,
+				GroupsClaim: cfg.OAuth.GroupsClaim})
 			h = transport.WithOAuth(v, h, logger)
 			logger.Info("OAuth resource server", "issuer", cfg.OAuth.Issuer, "resource", cfg.OAuth.Resource, "metadata", v.MetadataURL())
 		}

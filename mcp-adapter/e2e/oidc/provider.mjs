@@ -13,6 +13,8 @@
 //   kb-other     scope other:read (none of the adapter's: insufficient_scope)
 //   kb-untyped   scope kb:read, tokens typed "JWT" instead of RFC 9068's
 //                "at+jwt", as some identity providers issue them
+//   kb-hr        scope kb:read, tokens with a groups claim (GROUPS below)
+//   kb-legal     scope kb:read, tokens with a groups claim (GROUPS below)
 //
 // A line "rotate" on stdin rotates main's signing key: a new key signs
 // from now on and both keys are published, as a provider does during a
@@ -29,6 +31,10 @@ if (!secret || secret.length < 32) {
   console.error("CLIENT_SECRET (at least 32 characters) is required");
   process.exit(2);
 }
+
+// The groups claim of each client's tokens, as an identity provider names
+// its groups (the auth service maps them to access groups).
+const GROUPS = { "kb-hr": ["HR-Team", "Staff"], "kb-legal": ["legal"] };
 
 function signingKey() {
   const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -47,7 +53,7 @@ const client = (id, scope) => ({
 
 function provider(issuer, keys) {
   const p = new Provider(issuer, {
-    clients: [client("kb-reader", "kb:read"), client("kb-security", "kb:read:security"), client("kb-short", "kb:read"), client("kb-other", "other:read"), client("kb-untyped", "kb:read")],
+    clients: [client("kb-reader", "kb:read"), client("kb-security", "kb:read:security"), client("kb-short", "kb:read"), client("kb-other", "other:read"), client("kb-untyped", "kb:read"), client("kb-hr", "kb:read"), client("kb-legal", "kb:read")],
     jwks: { keys },
     scopes: ["openid", "kb:read", "kb:read:security", "other:read"],
     // Each token's lifetime is its resource server's (kb-short: 3 s).
@@ -56,6 +62,7 @@ function provider(issuer, keys) {
       customizers: {
         jwt: (_ctx, token, jwt) => {
           if (token.clientId === "kb-untyped") jwt.header = { typ: "JWT" };
+          if (GROUPS[token.clientId]) jwt.payload.groups = GROUPS[token.clientId];
         },
       },
     },

@@ -133,7 +133,7 @@ func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.Che
 	if id, ok := oauth.FromContext(ctx); ok {
 		// A verified access token: auth decides on its subject and scopes.
 		req.ApiKey = ""
-		req.Oauth = &authv1.OAuthSubject{Issuer: id.Issuer, Subject: id.Subject, Scopes: id.Scopes, ClientId: id.ClientID}
+		req.Oauth = &authv1.OAuthSubject{Issuer: id.Issuer, Subject: id.Subject, Scopes: id.Scopes, ClientId: id.ClientID, Groups: id.Groups}
 	}
 	return c.Auth.Check(ctx, req)
 }
@@ -159,11 +159,11 @@ func clientAddress(ctx context.Context) string {
 // readScope is the search scope of the caller's key (platform/readscope):
 // every search read made with ctx sends it.
 func readScope(ctx context.Context) *searchv1.ReadScope {
-	cats := readscope.Categories(ctx)
-	if cats == nil {
+	cats, set := readscope.Categories(ctx), readscope.Access(ctx)
+	if cats == nil && set == nil {
 		return nil
 	}
-	return &searchv1.ReadScope{Categories: cats}
+	return &searchv1.ReadScope{Categories: cats, Access: set}
 }
 
 // readMask is the read mask of paths (nil: the whole answer).
@@ -264,6 +264,7 @@ func (c *Clients) GetVendor(ctx context.Context, r VendorRequest) (model.Vendor,
 		MaxEvidence:          int32(r.MaxEvidence),
 		// Evidence stays inside the categories the caller's key may read.
 		EvidenceCategories: readscope.Categories(ctx),
+		EvidenceAccess:     readscope.Access(ctx),
 	})
 	if err != nil {
 		return model.Vendor{}, vendorError(r.Name, err)

@@ -122,6 +122,9 @@ type OAuthConfig struct {
 	// AcceptUntypedTokens accepts access tokens typed "JWT" or not at all,
 	// for identity providers that do not set RFC 9068's typ at+jwt.
 	AcceptUntypedTokens bool
+	// GroupsClaim names the token claim holding the caller's groups
+	// (default "groups"); the auth service maps them to access groups.
+	GroupsClaim string
 }
 
 // Environment variable names.
@@ -167,6 +170,7 @@ const (
 	EnvOAuthScopes         = "BMCIS_OAUTH_SCOPES"
 	EnvOAuthKeyRefresh     = "BMCIS_OAUTH_JWKS_MIN_INTERVAL"
 	EnvOAuthUntypedTokens  = "BMCIS_OAUTH_ACCEPT_UNTYPED_TOKENS"
+	EnvOAuthGroupsClaim    = "BMCIS_OAUTH_GROUPS_CLAIM"
 )
 
 // DefaultCategoryWeights rate the demo corpus's categories; override them
@@ -289,6 +293,7 @@ func loadOAuth(env *config.Reader, transport string) OAuthConfig {
 		Scopes:              env.List(EnvOAuthScopes, []string{oauthscope.Read}),
 		KeyRefreshInterval:  env.Duration(EnvOAuthKeyRefresh, 5*time.Second, 100*time.Millisecond, 10*time.Minute),
 		AcceptUntypedTokens: env.Bool(EnvOAuthUntypedTokens, false),
+		GroupsClaim:         strings.TrimSpace(env.String(EnvOAuthGroupsClaim, "groups")),
 	}
 	if o.Issuer == "" {
 		for _, name := range []string{EnvOAuthResource, EnvOAuthJWKSURL} {

@@ -29,20 +29,21 @@ func TestOAuth(t *testing.T) {
 		bad    []string
 		expect config.OAuthConfig
 	}{
-		{"off by default", httpEnv(nil), nil, config.OAuthConfig{Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second}},
+		{"off by default", httpEnv(nil), nil, config.OAuthConfig{Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second, GroupsClaim: "groups"}},
 		{"on", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "https://idp.example.com/realms/kb", config.EnvOAuthResource: "https://kb.example.com/mcp",
 			config.EnvOAuthScopes: "kb:read, kb:read:security", config.EnvOAuthKeyRefresh: "1m",
-		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com/realms/kb", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read", "kb:read:security"}, KeyRefreshInterval: time.Minute}},
+		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com/realms/kb", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read", "kb:read:security"}, KeyRefreshInterval: time.Minute, GroupsClaim: "groups"}},
 		{"untyped tokens accepted", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "https://idp.example.com", config.EnvOAuthResource: "https://kb.example.com/mcp", config.EnvOAuthUntypedTokens: "true",
-		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second, AcceptUntypedTokens: true}},
+			config.EnvOAuthGroupsClaim: "roles",
+		}), nil, config.OAuthConfig{Issuer: "https://idp.example.com", Resource: "https://kb.example.com/mcp", Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second, AcceptUntypedTokens: true, GroupsClaim: "roles"}},
 		{"untyped tokens not a boolean", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "https://idp.example.com", config.EnvOAuthResource: "https://kb.example.com/mcp", config.EnvOAuthUntypedTokens: "sometimes",
 		}), []string{config.EnvOAuthUntypedTokens}, config.OAuthConfig{}},
 		{"http on loopback", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "http://127.0.0.1:9000", config.EnvOAuthResource: "http://localhost:8090/mcp", config.EnvOAuthJWKSURL: "http://127.0.0.1:9000/jwks",
-		}), nil, config.OAuthConfig{Issuer: "http://127.0.0.1:9000", Resource: "http://localhost:8090/mcp", JWKSURL: "http://127.0.0.1:9000/jwks", Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second}},
+		}), nil, config.OAuthConfig{Issuer: "http://127.0.0.1:9000", Resource: "http://localhost:8090/mcp", JWKSURL: "http://127.0.0.1:9000/jwks", Scopes: []string{"kb:read"}, KeyRefreshInterval: 5 * time.Second, GroupsClaim: "groups"}},
 		{"key refresh interval out of range", httpEnv(map[string]string{
 			config.EnvOAuthIssuer: "https://idp.example.com", config.EnvOAuthResource: "https://kb.example.com/mcp", config.EnvOAuthKeyRefresh: "1ms",
 		}), []string{config.EnvOAuthKeyRefresh}, config.OAuthConfig{}},

@@ -57,7 +57,17 @@ type Config struct {
 	// access tokens (typ "at+jwt"). Off, such a token is refused: an ID
 	// token or any other JWT of the issuer is not an access token.
 	AcceptUntypedTokens bool
+	// GroupsClaim names the claim holding the caller's groups (an array of
+	// strings, or one string); empty: "groups". The auth service maps its
+	// values to access groups (docs/ACCESS.md).
+	GroupsClaim string
 }
+
+// DefaultGroupsClaim is the claim groups are read from unless configured.
+const DefaultGroupsClaim = "groups"
+
+// maxGroupClaims bounds the groups passed on from one token.
+const maxGroupClaims = 256
 
 // DefaultKeyRefreshInterval: at most one key set fetch per 5 s.
 const DefaultKeyRefreshInterval = 5 * time.Second
@@ -90,6 +100,8 @@ type Identity struct {
 	Subject  string
 	ClientID string
 	Scopes   []string
+	// Groups are the token's groups claim values, as the token spells them.
+	Groups []string
 }
 
 // CacheKey identifies the identity and its grant, for caches keyed by
@@ -97,7 +109,9 @@ type Identity struct {
 func (id Identity) CacheKey() string {
 	s := slices.Clone(id.Scopes)
 	slices.Sort(s)
-	return "oauth\x00" + id.Issuer + "\x00" + id.Subject + "\x00" + strings.Join(s, " ")
+	g := slices.Clone(id.Groups)
+	slices.Sort(g)
+	return "oauth\x00" + id.Issuer + "\x00" + id.Subject + "\x00" + strings.Join(s, " ") + "\x00" + strings.Join(g, "\x01")
 }
 
 type identityKey struct{}
@@ -194,12 +208,43 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	if len(id.Scopes) == 0 {
 		id.Scopes = claims.Scp // Entra ID and Okta send an array
 	}
+	if id.Groups, err = groupsClaim(tok, v.cfg.GroupsClaim); err != nil {
+		return Identity{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	if !oauthscope.Parse(id.Scopes).Any {
 		// Refused here, with the status the client can act on (ask for
 		// another scope); auth's Check would refuse it too.
 		return id, ErrInsufficientScope
 	}
 	return id, nil
+}
+
+// groupsClaim reads the groups claim named name (DefaultGroupsClaim when
+// empty): an array of strings or one string; absent is none.
+func groupsClaim(tok *oidc.IDToken, name string) ([]string, error) {
+	if name == "" {
+		name = DefaultGroupsClaim
+	}
+	var all map[string]json.RawMessage
+	if err := tok.Claims(&all); err != nil {
+		return nil, fmt.Errorf("claims: %v", err)
+	}
+	raw, ok := all[name]
+	if !ok || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		var one string
+		if json.Unmarshal(raw, &one) != nil {
+			return nil, fmt.Errorf("claim %q is neither a string nor an array of strings", name)
+		}
+		list = []string{one}
+	}
+	if len(list) > maxGroupClaims {
+		return nil, fmt.Errorf("claim %q holds %d groups, at most %d", name, len(list), maxGroupClaims)
+	}
+	return list, nil
 }
 
 // AccessTokenType is the JOSE typ of an RFC 9068 access token.

@@ -256,6 +256,8 @@ type authInfo struct {
 	staleKey bool
 	// scopes limit what the key may read; nil for an unscoped key.
 	scopes *authv1.Scopes
+	// access is the caller's access set (Check's Principal.access).
+	access []string
 }
 
 // warnings are what the answer says about how the call was checked.
@@ -270,10 +272,11 @@ func (a authInfo) warnings() []envelope.Warning {
 	return out
 }
 
-// scoped returns ctx carrying the key's category scope: every search read
-// made with it stays inside the categories the key may read.
+// scoped returns ctx carrying the key's category scope and the caller's
+// access set: every search read made with it stays inside what the caller
+// may read.
 func (a authInfo) scoped(ctx context.Context) context.Context {
-	return readscope.With(ctx, a.scopes.GetCategories())
+	return readscope.WithAccess(readscope.With(ctx, a.scopes.GetCategories()), a.access)
 }
 
 // guarded runs the auth check, then the backend call (nil for none): no
@@ -317,7 +320,8 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		return zero, authInfo{}, s.denial(resp, op), nil
 	}
 	notePrincipal(ctx, resp.GetPrincipal())
-	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scopes: resp.GetScopes()}
+	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scopes: resp.GetScopes(),
+		access: resp.GetPrincipal().GetAccess()}
 	if tools := info.scopes.GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
 		// The auth service refuses this already; an answer remembered for
 		// another tool must not let it through.
@@ -325,10 +329,13 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		s.opts.AllowCache.Forget(key, op)
 		return zero, authInfo{}, apierr.NewToolNotAllowed(op, tools), nil
 	}
-	scoped := len(info.scopes.GetCategories()) > 0
+	// A caller with more than everyone's access (groups, a user) is
+	// scoped too: an early start, made before its set is known, would see
+	// only everyone's documents.
+	scoped := len(info.scopes.GetCategories()) > 0 || len(info.access) > 1
 	if resp.GetLimiterDegraded() || scoped {
 		// Units unknown, or an early start would run outside the key's
-		// category scope: such keys always wait for their check.
+		// category scope or access set: such keys always wait for their check.
 		s.opts.AllowCache.Forget(key, op)
 	} else {
 		s.opts.AllowCache.Allowed(key, op, leastRemaining(resp.GetRemaining()))

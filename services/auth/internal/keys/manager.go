@@ -37,6 +37,8 @@ type NewKey struct {
 	Name, Owner string
 	Limits      Limits
 	Scopes      Scopes
+	// Groups are the key's caller groups (platform/access.ParseGroups).
+	Groups []string
 	// ExpiresIn is the lifetime; zero means no expiry.
 	ExpiresIn time.Duration
 }
@@ -54,7 +56,7 @@ func (m *Manager) now() time.Time { return m.clock().Truncate(time.Microsecond) 
 // Create issues a new key.
 func (m *Manager) Create(ctx context.Context, nk NewKey) (Issued, error) {
 	now := m.now()
-	k := &Key{Name: nk.Name, Owner: nk.Owner, Limits: nk.Limits, Scopes: nk.Scopes, CreatedAt: now}
+	k := &Key{Name: nk.Name, Owner: nk.Owner, Limits: nk.Limits, Scopes: nk.Scopes, Groups: nk.Groups, CreatedAt: now}
 	if nk.ExpiresIn > 0 {
 		t := now.Add(nk.ExpiresIn)
 		k.ExpiresAt = &t
@@ -121,7 +123,7 @@ func (m *Manager) Rotate(ctx context.Context, id string, r Rotation) (Issued, *K
 		}
 		full = g.Full
 		next := &Key{ID: g.ID, Hash: g.Hash[:], Name: old.Name, Owner: old.Owner,
-			Limits: old.Limits, Scopes: old.Scopes, RotatedFrom: old.ID, CreatedAt: now}
+			Limits: old.Limits, Scopes: old.Scopes, Groups: old.Groups, RotatedFrom: old.ID, CreatedAt: now}
 		switch {
 		case r.ExpiresIn != nil && *r.ExpiresIn > 0:
 			t := now.Add(*r.ExpiresIn)

@@ -31,11 +31,17 @@ func (s Scopes) AllowsTool(tool string) bool {
 
 // Key is a stored key: everything but the secret, plus the secret's hash.
 type Key struct {
-	ID          string
-	Name        string
-	Owner       string
-	Limits      Limits
-	Scopes      Scopes
+	ID     string
+	Name   string
+	Owner  string
+	Limits Limits
+	Scopes Scopes
+	// Groups are the key's caller groups (platform/access bare names,
+	// sorted): its access set is everyone plus group:G for each.
+	Groups []string
+	// User is the caller's user id, for an OAuth caller (its token's
+	// subject; not stored): its access set holds user:User too.
+	User        string
 	Hash        []byte
 	RotatedFrom string
 	CreatedAt   time.Time
@@ -78,7 +84,7 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 const keyColumns = `key_id, secret_hash, name, owner,
 	ARRAY(SELECT l.tier FROM api_key_limits l WHERE l.key_id = api_keys.key_id ORDER BY l.tier),
 	ARRAY(SELECT l.limit_value FROM api_key_limits l WHERE l.key_id = api_keys.key_id ORDER BY l.tier),
-	rotated_from, created_at, last_used_at, expires_at, revoked_at, scope_categories, scope_tools`
+	rotated_from, created_at, last_used_at, expires_at, revoked_at, scope_categories, scope_tools, groups`
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
@@ -94,7 +100,7 @@ func scanKey(row pgx.Row) (*Key, error) {
 	)
 	err := row.Scan(&k.ID, &k.Hash, &k.Name, &k.Owner, &tiers, &values,
 		&rotatedFrom, &k.CreatedAt, &k.LastUsedAt, &k.ExpiresAt, &k.RevokedAt,
-		&k.Scopes.Categories, &k.Scopes.Tools)
+		&k.Scopes.Categories, &k.Scopes.Tools, &k.Groups)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -159,8 +165,8 @@ func insert(ctx context.Context, q querier, k *Key) error {
 	}
 	row := q.QueryRow(ctx, `WITH k AS (
 			INSERT INTO api_keys (key_id, secret_hash, name, owner, rotated_from, created_at, expires_at,
-				scope_categories, scope_tools)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				scope_categories, scope_tools, groups)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12)
 			ON CONFLICT (key_id) DO NOTHING
 			RETURNING key_id),
 		l AS (
@@ -168,7 +174,7 @@ func insert(ctx context.Context, q querier, k *Key) error {
 			SELECT k.key_id, t.tier, t.v FROM k, unnest($10::text[], $11::int[]) AS t(tier, v))
 		SELECT key_id FROM k`,
 		k.ID, k.Hash, k.Name, k.Owner, nullString(k.RotatedFrom), k.CreatedAt, k.ExpiresAt,
-		nonNil(k.Scopes.Categories), nonNil(k.Scopes.Tools), tiers, values)
+		nonNil(k.Scopes.Categories), nonNil(k.Scopes.Tools), tiers, values, nonNil(k.Groups))
 	var id string
 	if err := row.Scan(&id); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {

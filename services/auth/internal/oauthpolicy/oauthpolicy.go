@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/oauthscope"
 
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
@@ -30,9 +31,49 @@ const (
 	MsgNoScope         = "The access token grants no scope of this server: ask for " + oauthscope.Read + " (or " + oauthscope.CategoryPrefix + "<category>)."
 )
 
-// Policy holds the trusted issuers.
+// Policy holds the trusted issuers and how token groups become access
+// groups.
 type Policy struct {
 	issuers []string
+	// groupMap maps a token's group (as its claim spells it) to an access
+	// group; nil: a token group that is a valid group name is taken as is.
+	groupMap map[string]string
+}
+
+// WithGroupMap returns p mapping token groups through m (claim value to
+// access group, both already validated): only mapped groups count. An
+// empty m keeps the identity mapping.
+func (p Policy) WithGroupMap(m map[string]string) Policy {
+	if len(m) > 0 {
+		p.groupMap = m
+	}
+	return p
+}
+
+// Groups maps a token's groups claim to access groups (sorted, distinct):
+// through the configured map when there is one (unmapped groups are
+// dropped), else every value that is a valid group name, lowercased.
+// Values of neither kind are ignored: an identity provider's group
+// naming conventions must not refuse its users.
+func (p Policy) Groups(claim []string) []string {
+	var out []string
+	for _, v := range claim {
+		if p.groupMap != nil {
+			if g, ok := p.groupMap[strings.TrimSpace(v)]; ok {
+				out = append(out, g)
+			}
+			continue
+		}
+		if g, err := access.ParseGroup(v); err == nil {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > access.MaxEntries {
+		out = out[:access.MaxEntries]
+	}
+	return out
 }
 
 // New trusts exactly these issuers (compared as exact strings, as the
@@ -68,6 +109,8 @@ func (p Policy) Key(sub *authv1.OAuthSubject) (*keys.Key, string) {
 		Name:   clip(subject),
 		Owner:  clip(sub.GetIssuer()),
 		Scopes: keys.Scopes{Categories: grant.Categories},
+		User:   subject,
+		Groups: p.Groups(sub.GetGroups()),
 	}, ""
 }
 

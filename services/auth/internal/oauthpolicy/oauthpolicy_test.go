@@ -43,3 +43,16 @@ func TestKey(t *testing.T) {
 	require.NotEqual(t, ID(iss, "alice"), ID("https://other", "alice"))
 	require.Equal(t, ID(iss, "alice"), ID(iss, "alice"))
 }
+
+func TestGroupsAndUser(t *testing.T) {
+	sub := &authv1.OAuthSubject{Issuer: "https://idp.example.com/", Subject: "Alice", Scopes: []string{"kb:read"},
+		Groups: []string{"HR-Team", "legal", "Not A Name", "legal"}}
+	k, refusal := New([]string{"https://idp.example.com/"}).Key(sub)
+	require.Empty(t, refusal)
+	require.Equal(t, "Alice", k.User, "the subject, case kept")
+	require.Equal(t, []string{"hr-team", "legal"}, k.Groups, "without a map: the values that are group names, lowercased, once")
+
+	mapped := New([]string{"https://idp.example.com/"}).WithGroupMap(map[string]string{"HR-Team": "hr"})
+	k, _ = mapped.Key(sub)
+	require.Equal(t, []string{"hr"}, k.Groups, "with a map: only mapped values count")
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/platform/weburl"
@@ -54,6 +55,10 @@ type Config struct {
 	// subjects Check accepts (BMCIS_AUTH_OAUTH_ISSUERS, comma-separated
 	// issuer URLs exactly as in the tokens' iss); empty: none.
 	OAuthIssuers []string
+	// OAuthGroupMap maps the values of an access token's groups claim to
+	// access groups (BMCIS_OAUTH_GROUP_MAP: "idp-group=group,..."); empty:
+	// a claim value that is a valid group name is that group.
+	OAuthGroupMap map[string]string
 	// FailedChecksPerClient is the budget of failed checks per client
 	// address and FailedChecksWindow (BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT,
 	// BMCIS_AUTH_FAILED_CHECKS_WINDOW; 0 turns the budget off, as behind a
@@ -129,6 +134,19 @@ func LoadConfig(env *config.Reader) Config {
 		if !weburl.Secure(iss) {
 			env.Failf("BMCIS_AUTH_OAUTH_ISSUERS", "issuers must be https URLs (http only on loopback), got %q", iss)
 		}
+	}
+	for _, pair := range env.List("BMCIS_OAUTH_GROUP_MAP", nil) {
+		from, to, ok := strings.Cut(pair, "=")
+		from = strings.TrimSpace(from)
+		g, err := access.ParseGroup(to)
+		if !ok || from == "" || err != nil {
+			env.Failf("BMCIS_OAUTH_GROUP_MAP", "want claim-value=group pairs separated by commas (a group is %s), got %q", access.GroupRule, pair)
+			continue
+		}
+		if c.OAuthGroupMap == nil {
+			c.OAuthGroupMap = map[string]string{}
+		}
+		c.OAuthGroupMap[from] = g
 	}
 	// One variable per tier: BMCIS_RATE_LIMIT_MINUTE, _HOUR, _DAY, ...
 	for i, t := range ratelimit.Tiers {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/platform/rpcauth"
@@ -79,6 +80,9 @@ type Deps struct {
 	// accepts (from the adapter, which verified the token); none: no
 	// OAuth caller is accepted.
 	OAuthIssuers []string
+	// OAuthGroupMap maps a token's groups claim values to access groups
+	// (BMCIS_OAUTH_GROUP_MAP); empty: valid group names are taken as is.
+	OAuthGroupMap map[string]string
 	// FailedChecksPerClient is how many failed checks a client address
 	// makes per FailedChecksWindow before a key id not held in memory is
 	// refused without a lookup (DENIAL_REASON_AUTH_THROTTLED); 0: no budget.
@@ -99,7 +103,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		verifier: d.Verifier, manager: d.Manager, usage: d.Usage, limiter: d.Limiter,
 		defaults: d.Defaults, lifetime: d.KeyLifetime, clock: d.Clock,
-		oauth:  oauthpolicy.New(d.OAuthIssuers),
+		oauth:  oauthpolicy.New(d.OAuthIssuers).WithGroupMap(d.OAuthGroupMap),
 		failed: newFailedChecks(d.FailedChecksPerClient, d.FailedChecksWindow, d.Clock),
 		audit:  d.Audit,
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -274,7 +278,7 @@ func ceilSeconds(d time.Duration) int32 {
 }
 
 func principal(k *keys.Key) *authv1.Principal {
-	return &authv1.Principal{KeyId: k.ID, Name: k.Name, Owner: k.Owner}
+	return &authv1.Principal{KeyId: k.ID, Name: k.Name, Owner: k.Owner, Access: access.CallerSet(k.User, k.Groups)}
 }
 
 // scopes is nil for an unscoped key, so callers test one field.
@@ -318,7 +322,7 @@ func (s *Server) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*
 	}
 	logging.FromContext(ctx).InfoContext(ctx, "key created", "key_id", issued.Key.ID,
 		"name", issued.Key.Name, "owner", issued.Key.Owner,
-		"scope_categories", issued.Key.Scopes.Categories, "scope_tools", issued.Key.Scopes.Tools)
+		"scope_categories", issued.Key.Scopes.Categories, "scope_tools", issued.Key.Scopes.Tools, "groups", issued.Key.Groups)
 	return &authv1.CreateKeyResponse{Key: apiKey(issued.Key), ApiKey: issued.Full}, nil
 }
 
@@ -407,6 +411,7 @@ func apiKey(k *keys.Key) *authv1.ApiKey {
 		CreatedAt:   timestamppb.New(k.CreatedAt),
 		RotatedFrom: k.RotatedFrom,
 		Scopes:      scopes(k.Scopes),
+		Groups:      k.Groups,
 	}
 	if k.LastUsedAt != nil {
 		out.LastUsedAt = timestamppb.New(*k.LastUsedAt)

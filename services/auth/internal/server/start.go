@@ -55,6 +55,7 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		Registerer:  srv.Registry(),
 
 		OAuthIssuers:          cfg.OAuthIssuers,
+		OAuthGroupMap:         cfg.OAuthGroupMap,
 		FailedChecksPerClient: cfg.FailedChecksPerClient,
 		FailedChecksWindow:    cfg.FailedChecksWindow,
 		Audit:                 auditStore,

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
@@ -107,6 +108,9 @@ func validateCreate(req *authv1.CreateKeyRequest) (keys.NewKey, error) {
 	}
 	if nk.Scopes.Tools, err = validateList("scopes.tools", req.GetScopes().GetTools(), Tools); err != nil {
 		return nk, err
+	}
+	if nk.Groups, err = access.ParseGroups(req.GetGroups()); err != nil {
+		return nk, grpcserver.InvalidArgument("groups", "%v", err)
 	}
 	return nk, nil
 }

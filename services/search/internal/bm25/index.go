@@ -62,6 +62,12 @@ type SearchOptions struct {
 	// Categories, when non-empty, keeps only chunks of these categories
 	// (with Category, of any of them).
 	Categories []string
+	// Keep, when set, is asked once per distinct category name and keeps
+	// only the chunks of the names it accepts (and of Categories, when
+	// both are given). A caller that folds more than a category into the
+	// name (the index's access lists) filters on it here, inside the
+	// posting walk.
+	Keep func(category string) bool
 }
 
 // ErrExists is returned by Add when the chunk id is already indexed.
@@ -459,15 +465,30 @@ func (ix *Index) Search(terms []string, opts SearchOptions) []Hit {
 	if opts.Category != "" {
 		wanted = append([]string{opts.Category}, wanted...)
 	}
-	catFilter := len(wanted) > 0
+	catFilter := len(wanted) > 0 || opts.Keep != nil
 	// Category ids are dense, so membership is one slice load per posting.
 	var wantCat []bool
 	if catFilter {
 		wantCat = make([]bool, len(ix.catNames))
 		found := false
-		for _, c := range wanted {
-			if id, ok := ix.catIDs[c]; ok {
-				wantCat[id], found = true, true
+		if len(wanted) > 0 {
+			for _, c := range wanted {
+				if id, ok := ix.catIDs[c]; ok {
+					wantCat[id], found = true, true
+				}
+			}
+		} else {
+			for id := range wantCat {
+				wantCat[id] = true
+			}
+			found = true
+		}
+		if opts.Keep != nil {
+			found = false
+			for id, name := range ix.catNames {
+				if wantCat[id] = wantCat[id] && opts.Keep(name); wantCat[id] {
+					found = true
+				}
 			}
 		}
 		if !found {

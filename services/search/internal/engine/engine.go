@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/lrucache"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -131,6 +132,11 @@ type Query struct {
 	// Owner partitions the cache by caller (platform/cacheowner): a hit is
 	// always one this caller's own search filled.
 	Owner string
+	// Access is the caller's access set (platform/access), sorted; nil
+	// means every document. Both retrievers filter on it while they
+	// collect candidates, and it is part of the cache key: a list ranked
+	// for one set is never served to another.
+	Access []string
 }
 
 // Ranked is a query's whole ranked candidate list: everything a page
@@ -157,7 +163,11 @@ type Result struct {
 // Search returns the ranked list of q, from the cache when it holds it,
 // and how long the database calls of an uncached ranking took.
 func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool, dbTime time.Duration, err error) {
-	key := q.Owner + "\x00" + strconv.Itoa(int(q.Mode)) + "\x00" + strings.Join(q.Categories, "\x01") + "\x00" + q.Text
+	set := "*" // unrestricted: no set is spelled so
+	if q.Access != nil {
+		set = access.Key(q.Access)
+	}
+	key := q.Owner + "\x00" + set + "\x00" + strconv.Itoa(int(q.Mode)) + "\x00" + strings.Join(q.Categories, "\x01") + "\x00" + q.Text
 	epoch := e.cache.Epoch()
 	if !q.NoCache {
 		if rk, ok := e.cache.Get(key); ok {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
@@ -51,7 +52,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	vecCh := make(chan vecOut, 1)
 	if useVec {
 		fb := sync.OnceValue(func() feedbackHits { return <-fbHits })
-		vs := vectorSide{q: q, mode: mode, k: k, cats: cats, feedback: feedback, cur: cur,
+		vs := vectorSide{q: q, mode: mode, k: k, cats: cats, access: query.Access, feedback: feedback, cur: cur,
 			feedbackWeight: fopts.FeedbackWeight, fb: fb} // fopts may be replaced after the goroutine reports
 		go func() { vecCh <- e.vectorRetrying(ctx, vs) }()
 	}
@@ -64,7 +65,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	embCh := make(chan embOut, 1)
 	if useBM25 {
 		t0 := time.Now()
-		bmHits = e.ix.SearchBM25(terms, cats, k)
+		bmHits = e.ix.SearchBM25(terms, cats, query.Access, k)
 		e.m.Stage.WithLabelValues("bm25").Observe(time.Since(t0).Seconds())
 		if feedback {
 			n := min(len(bmHits), fopts.FeedbackChunks)
@@ -156,7 +157,10 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		similarityToQuery(fused, vo.query, vo.hits)
 	}
 	// Keep what this replica has loaded: a vector hit committed after the
-	// last feed poll is left out until the poll brings it in.
+	// last feed poll is left out until the poll brings it in. The access
+	// test repeats the retrievers' against this replica's records, the
+	// view it answers from: a list changed in the database after the last
+	// poll applies here once the poll brings it in, never half.
 	ids := make([]int64, len(fused))
 	for i, r := range fused {
 		ids[i] = r.ChunkID
@@ -165,7 +169,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	kept := fused[:0]
 	keptRecs := recs[:0]
 	for i, r := range fused {
-		if recs[i] != nil {
+		if recs[i] != nil && access.Allows(query.Access, recs[i].Doc.Access) {
 			kept = append(kept, r)
 			keptRecs = append(keptRecs, recs[i])
 		}
@@ -208,6 +212,7 @@ type vectorSide struct {
 	mode           Mode
 	k              int
 	cats           []string
+	access         []string
 	feedback       bool
 	feedbackWeight float64
 	cur            *embedding.Active // the model when ranking began
@@ -323,7 +328,7 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
 	defer cancel()
 	t1 := time.Now()
-	out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: vs.k, Categories: vs.cats, Model: active.Row,
+	out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: vs.k, Categories: vs.cats, Access: vs.access, Model: active.Row,
 		EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true, Exact: e.exactScan(vs.cats)})
 	out.dbTime = time.Since(t1)
 	e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())

@@ -12,10 +12,12 @@ package index
 import (
 	"encoding/binary"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
 	"github.com/bmcis/knowledge/services/search/internal/store"
@@ -31,6 +33,32 @@ type Document struct {
 	UpdatedAt  time.Time
 	Generation int64
 	Chunks     []int64
+	// Access is the document's access list, normalised (platform/access);
+	// nil: everyone.
+	Access []string
+}
+
+// classSep joins a category and an access list into the BM25 index's
+// per-chunk class (bm25.Doc.Category): the class filter the posting walk
+// already makes for categories then keeps out what a caller may not read,
+// at no extra cost per posting. No category or principal holds the byte.
+const classSep = "\x00"
+
+// class is the BM25 class of a document's chunks.
+func (d *Document) class() string {
+	if len(d.Access) == 0 {
+		return d.Category
+	}
+	return d.Category + classSep + access.Key(d.Access)
+}
+
+// splitClass undoes class.
+func splitClass(c string) (category string, list []string) {
+	category, key, ok := strings.Cut(c, classSep)
+	if !ok {
+		return c, nil
+	}
+	return category, strings.Split(key, "\n")
 }
 
 // Chunk is a replica's in-memory record of a chunk: searchv1.Chunk's
@@ -63,12 +91,15 @@ type Index struct {
 	bm  *bm25.Index
 	opt Options
 
-	mu         sync.RWMutex
-	chunks     map[int64]*Chunk
-	docs       map[int64]*Document
-	cats       map[string]int // documents per category
-	catChunks  map[string]int // chunks per category
-	catFold    map[string][]string
+	mu        sync.RWMutex
+	chunks    map[int64]*Chunk
+	docs      map[int64]*Document
+	cats      map[string]int // documents per category
+	catChunks map[string]int // chunks per category
+	catFold   map[string][]string
+	// restricted counts documents with an access list: while there are
+	// none, an access set changes no count (HasRestricted).
+	restricted int
 	generation int64
 	lastChange time.Time
 	textBytes  int64
@@ -117,7 +148,7 @@ func Records(documents []store.Document, rows []store.Chunk) (map[int64]*Documen
 	docs := make(map[int64]*Document, len(documents))
 	for _, d := range documents {
 		docs[d.ID] = &Document{ID: d.ID, ExternalID: d.ExternalID, SourceFile: d.SourceFile, Category: d.Category,
-			Title: d.Title, UpdatedAt: d.UpdatedAt, Generation: d.Generation}
+			Title: d.Title, UpdatedAt: d.UpdatedAt, Generation: d.Generation, Access: d.Access}
 	}
 	chunks := make([]*Chunk, 0, len(rows))
 	for _, c := range rows {
@@ -178,6 +209,9 @@ func (ix *Index) Apply(b *Batch) {
 			}
 		}
 		ix.decCat(old.Category)
+		if len(old.Access) > 0 {
+			ix.restricted--
+		}
 		delete(ix.docs, id)
 	}
 	for _, id := range b.Deleted {
@@ -189,6 +223,9 @@ func (ix *Index) Apply(b *Batch) {
 	for id, d := range docs {
 		ix.docs[id] = d
 		ix.incCat(d.Category)
+		if len(d.Access) > 0 {
+			ix.restricted++
+		}
 	}
 	for _, c := range chunks {
 		ix.chunks[c.ChunkID] = c
@@ -246,6 +283,9 @@ func (l *Loader) Documents(ds []store.Document) {
 		l.docs[id] = d
 		l.ix.docs[id] = d
 		l.ix.incCat(d.Category)
+		if len(d.Access) > 0 {
+			l.ix.restricted++
+		}
 	}
 }
 
@@ -302,7 +342,7 @@ func (ix *Index) analyze(chunks []*Chunk) []bm25.Doc {
 	bdocs := make([]bm25.Doc, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := chunks[i]
-		bdocs[i] = bm25.Doc{ChunkID: c.ChunkID, Category: c.Doc.Category, Terms: analysis.IndexedTerms(ix.an, c.ContextHeader, c.ChunkText)}
+		bdocs[i] = bm25.Doc{ChunkID: c.ChunkID, Category: c.Doc.class(), Terms: analysis.IndexedTerms(ix.an, c.ContextHeader, c.ChunkText)}
 		if ix.opt.TextInDatabase {
 			c.ContextHeader, c.ChunkText, c.TextInDatabase = "", "", true
 		}
@@ -385,6 +425,16 @@ func (ix *Index) ChunksIn(categories []string) (in, total int) {
 	return in, len(ix.chunks)
 }
 
+// HasRestricted reports whether any document has an access list, so a
+// caller's access set can hide something: whole-corpus figures (a model's
+// training size, a sync's counts) are withheld from restricted callers
+// only then.
+func (ix *Index) HasRestricted() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.restricted > 0
+}
+
 // Chunk returns a chunk by id.
 func (ix *Index) Chunk(id int64) *Chunk {
 	ix.mu.RLock()
@@ -404,9 +454,23 @@ func (ix *Index) Chunks(ids []int64) []*Chunk {
 }
 
 // SearchBM25 returns the top k chunks for the analyzed query terms,
-// restricted to the given stored categories (all when empty).
-func (ix *Index) SearchBM25(terms []string, categories []string, k int) []bm25.Hit {
-	return ix.bm.Search(terms, bm25.SearchOptions{K: k, Categories: categories})
+// restricted to the given stored categories (all when empty) and to the
+// documents the access set callerAccess may read (all when nil): both
+// are tested inside the posting walk, so the k come back full.
+func (ix *Index) SearchBM25(terms []string, categories []string, callerAccess []string, k int) []bm25.Hit {
+	opts := bm25.SearchOptions{K: k}
+	if callerAccess == nil {
+		opts.Categories = categories
+		return ix.bm.Search(terms, opts)
+	}
+	opts.Keep = func(class string) bool {
+		cat, list := splitClass(class)
+		if len(categories) > 0 && !slices.Contains(categories, cat) {
+			return false
+		}
+		return access.Allows(callerAccess, list)
+	}
+	return ix.bm.Search(terms, opts)
 }
 
 // EachTerm calls fn with every indexed term and its live chunk count.
@@ -452,32 +516,40 @@ func (ix *Index) Generation() int64 {
 	return ix.generation
 }
 
-// CountIn counts the documents and chunks of the given categories (a read
-// scope's status; it walks every chunk, so it is not for the query path).
-func (ix *Index) CountIn(cats map[string]bool) (docs, chunks int) {
+// CountIn counts the documents and chunks of the given categories (nil:
+// every category) that the access set callerAccess may read (nil: all): a
+// read scope's status. It walks every document, so it is not for the
+// query path.
+func (ix *Index) CountIn(cats map[string]bool, callerAccess []string) (docs, chunks int) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	for c, n := range ix.cats {
-		if cats[c] {
-			docs += n
-		}
-	}
-	for _, ch := range ix.chunks {
-		if cats[ch.Doc.Category] {
-			chunks++
+	for _, d := range ix.docs {
+		if (cats == nil || cats[d.Category]) && access.Allows(callerAccess, d.Access) {
+			docs++
+			chunks += len(d.Chunks)
 		}
 	}
 	return docs, chunks
 }
 
-// Categories lists non-empty category names with document counts.
-func (ix *Index) Categories() map[string]int {
+// Categories lists non-empty category names with document counts; with
+// an access set (not nil), only the documents it may read count, and
+// categories without any are left out.
+func (ix *Index) Categories(callerAccess []string) map[string]int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := make(map[string]int, len(ix.cats))
-	for c, n := range ix.cats {
-		if c != "" {
-			out[c] = n
+	if callerAccess == nil {
+		for c, n := range ix.cats {
+			if c != "" {
+				out[c] = n
+			}
+		}
+		return out
+	}
+	for _, d := range ix.docs {
+		if d.Category != "" && access.Allows(callerAccess, d.Access) {
+			out[d.Category]++
 		}
 	}
 	return out

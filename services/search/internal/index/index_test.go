@@ -55,7 +55,7 @@ func TestApplyReplaceDelete(t *testing.T) {
 	d1.Generation = 2
 	ix.Apply(&Batch{Generation: 2, Documents: []store.Document{d1}, Chunks: []store.Chunk{{ChunkID: 100000, DocumentID: d1.ID, TotalChunks: 1, ChunkText: "zebra crossing"}},
 		Deleted: []int64{b.Documents[1].ID}})
-	require.Len(t, ix.SearchBM25(analysis.NewEnglish().Terms("zebra"), nil, 10), 1)
+	require.Len(t, ix.SearchBM25(analysis.NewEnglish().Terms("zebra"), nil, nil, 10), 1)
 	for _, c := range b.Chunks {
 		if c.DocumentID <= 2 {
 			require.Nil(t, ix.Chunk(c.ChunkID), "old chunk %d gone", c.ChunkID)
@@ -124,7 +124,7 @@ func BenchmarkSearchBM25(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ix.SearchBM25(qs[i%len(qs)], nil, 100)
+		ix.SearchBM25(qs[i%len(qs)], nil, nil, 100)
 	}
 }
 
@@ -150,7 +150,7 @@ func TestSlicedFirstLoadMatchesOneBatch(t *testing.T) {
 	g := syntheticdocs.New(1, 30_000)
 	for i := 0; i < 20; i++ {
 		q := an.Terms(g.Query(i))
-		require.Equal(t, whole.SearchBM25(q, nil, 20), sliced.SearchBM25(q, nil, 20), "query %d", i)
+		require.Equal(t, whole.SearchBM25(q, nil, nil, 20), sliced.SearchBM25(q, nil, nil, 20), "query %d", i)
 	}
 	cat := b.Documents[0].Category
 	in, total := sliced.ChunksIn([]string{cat})

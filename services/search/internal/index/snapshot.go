@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/binfmt"
 	"github.com/bmcis/knowledge/services/search/internal/bm25"
@@ -73,6 +74,10 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		w.Varint(d.UpdatedAt.Unix())
 		w.Uvarint(uint64(d.UpdatedAt.Nanosecond()))
 		w.Varint(d.Generation)
+		w.Uvarint(uint64(len(d.Access)))
+		for _, p := range d.Access {
+			w.String(p)
+		}
 		w.Uvarint(uint64(len(d.Chunks)))
 		for _, id := range d.Chunks {
 			if next >= len(f.chunks) || f.chunks[next].ChunkID != id || f.chunks[next].Doc != d {
@@ -133,6 +138,12 @@ func Decode(r *binfmt.Reader, an *analysis.Analyzer, p bm25.Params, o Options) (
 		}
 		d.UpdatedAt = time.Unix(sec, int64(nsec))
 		d.Generation = r.Varint()
+		if na := r.Count("access list entries", access.MaxEntries); na > 0 {
+			d.Access = make([]string, na)
+			for k := range d.Access {
+				d.Access[k] = r.String()
+			}
+		}
 		nch := r.Count("chunks of a document", uint64(bm.Len()))
 		if _, dup := ix.docs[d.ID]; dup && r.Err() == nil {
 			r.Failf("document %d twice", d.ID)
@@ -156,6 +167,9 @@ func Decode(r *binfmt.Reader, an *analysis.Analyzer, p bm25.Params, o Options) (
 		}
 		ix.docs[d.ID] = d
 		ix.incCat(d.Category)
+		if len(d.Access) > 0 {
+			ix.restricted++
+		}
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("decode index records: %w", err)

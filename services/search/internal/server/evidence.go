@@ -20,7 +20,11 @@ func (s *Server) GetEntityEvidence(ctx context.Context, req *searchv1.GetEntityE
 		return nil, status.Errorf(codes.InvalidArgument, "limit must be %d to %d, got %d",
 			limits.EntityEvidence.Min, limits.EntityEvidence.Max, req.GetLimit())
 	}
-	ev, err := s.st.Evidence(ctx, req.GetEntityId(), int(req.GetLimit()), req.GetCategories())
+	set, err := callerAccess(ctx, req.GetAccess())
+	if err != nil {
+		return nil, err
+	}
+	ev, err := s.st.Evidence(ctx, req.GetEntityId(), int(req.GetLimit()), req.GetCategories(), set)
 	if err != nil {
 		return nil, dbError(ctx, err)
 	}

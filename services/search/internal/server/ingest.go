@@ -146,7 +146,7 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 				resp.Failures = append(resp.Failures, &searchv1.IngestFailure{
 					ExternalId: r.failure.ExternalID, SourceFile: r.failure.SourceFile, Reason: r.failure.Reason})
 				s.m.ingestDocs.WithLabelValues("failed").Inc()
-			case r.write.Written:
+			case r.write.Written || r.write.AccessChanged:
 				resp.DocumentsWritten++
 				resp.ChunksWritten += int32(r.chunks)
 				maxGen = max(maxGen, r.write.Generation)
@@ -184,6 +184,7 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 		}
 		return nil, firstErr
 	}
+	maxGen = max(maxGen, rx.accessGen)
 	if rx.sync != nil {
 		gen, err := s.finishSync(streamCtx, rx, resp)
 		if err != nil {
@@ -222,6 +223,7 @@ func (s *Server) ingestOne(ctx context.Context, j ingestJob, lim ingest.Limits) 
 		return ingestResult{failure: fail}
 	}
 	row.Source = j.source
+	row.Access, row.AccessFromSource = j.access, j.fromSource
 	if ctx.Err() != nil {
 		return ingestResult{err: ctx.Err()}
 	}
@@ -231,7 +233,11 @@ func (s *Server) ingestOne(ctx context.Context, j ingestJob, lim ingest.Limits) 
 	if errors.Is(err, store.ErrOtherSource) {
 		return ingestResult{failure: &ingest.Failure{ExternalID: row.ExternalID, SourceFile: row.SourceFile, Reason: err.Error()}}
 	}
-	return ingestResult{write: res, chunks: len(row.Chunks), err: dbError(ctx, err)}
+	chunks := len(row.Chunks)
+	if !res.Written {
+		chunks = 0 // unchanged, or only its access list changed: no chunk written
+	}
+	return ingestResult{write: res, chunks: chunks, err: dbError(ctx, err)}
 }
 
 // finishSync ends a sync stream: a mirror deletes the source's documents

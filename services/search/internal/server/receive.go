@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/docformat"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/sourcename"
@@ -29,8 +30,12 @@ const maxSourceRoot = 4096
 type ingestJob struct {
 	doc    *searchv1.Document
 	source string
-	budget *semaphore.Weighted
-	held   int64
+	// access is the document's access list, normalised; fromSource: it is
+	// the source's default.
+	access     []string
+	fromSource bool
+	budget     *semaphore.Weighted
+	held       int64
 }
 
 func (j ingestJob) release() {
@@ -56,6 +61,12 @@ type receiver struct {
 	// scheduled: the stream is a run of a source the service syncs (its
 	// row exists; a client may not sync it).
 	scheduled bool
+	// defaultAccess is what documents without an access list get: the
+	// synced source's default (nil: everyone).
+	defaultAccess []string
+	// accessGen is the generation a change of the source's default took
+	// (0: none), which the answer waits for like a write's.
+	accessGen int64
 	seen      map[string]struct{} // external ids (prefixed) sent or kept in a sync
 	kept      int
 	// keptFolders are the folders (prefixed ids without the trailing "/")
@@ -170,6 +181,17 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 		id = strings.TrimSpace(d.GetSourceFile())
 	}
 	j := ingestJob{doc: d, budget: rx.budget}
+	// An access entry of an unknown form ends the stream here, before the
+	// document is queued: it is never stored with a list it did not mean.
+	if entries := d.GetAccess(); len(entries) > 0 {
+		list, err := access.ParseList(entries)
+		if err != nil {
+			return grpcserver.InvalidArgument("document.access", "document %q (%s): %v", id, d.GetSourceFile(), err)
+		}
+		j.access = list
+	} else {
+		j.access, j.fromSource = rx.defaultAccess, rx.sync != nil
+	}
 	unknown := false
 	if rx.sync != nil && d.GetFormatName() == "" && d.GetFormat() == searchv1.ContentFormat_CONTENT_FORMAT_UNSPECIFIED {
 		// Files of a source (an upload does not know the formats) are
@@ -262,16 +284,37 @@ func (rx *receiver) startSync(sy *searchv1.SyncSource) error {
 	if len(sy.GetRoot()) > maxSourceRoot {
 		return grpcserver.InvalidArgument("sync.root", "longer than %d bytes", maxSourceRoot)
 	}
+	var setDefault bool
+	if da := sy.GetDefaultAccess(); da != nil {
+		list, err := access.ParseList(da.GetPrincipals())
+		if err != nil {
+			return grpcserver.InvalidArgument("sync.default_access", "source %q: %v", name, err)
+		}
+		rx.defaultAccess, setDefault = list, true
+	}
+	dctx, cancel := rx.s.dbCtx(rx.ctx)
+	defer cancel()
 	if !rx.scheduled {
-		dctx, cancel := rx.s.dbCtx(rx.ctx)
 		err := rx.s.st.EnsureSource(dctx, name, sy.GetRoot())
-		cancel()
 		if errors.Is(err, store.ErrScheduledSource) {
 			return status.Errorf(codes.FailedPrecondition, "source %q is synced by the service (bmcisctl sources sync %s); choose another name", name, name)
 		}
 		if err != nil {
 			return dbError(rx.ctx, err)
 		}
+	}
+	if setDefault {
+		_, gen, err := rx.s.st.SetSourceDefaultAccess(dctx, name, rx.defaultAccess)
+		if err != nil {
+			return dbError(rx.ctx, err)
+		}
+		rx.accessGen = gen
+	} else {
+		list, err := rx.s.st.SourceDefaultAccess(dctx, name)
+		if err != nil {
+			return dbError(rx.ctx, err)
+		}
+		rx.defaultAccess = list
 	}
 	rx.sync = sy
 	rx.seen = map[string]struct{}{}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/limits"
 	"github.com/bmcis/knowledge/platform/readmask"
@@ -34,6 +35,10 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	mask, err := readmask.New(req.GetReadMask(), chunksResponseDesc, "chunks.chunk_id", "missing_ids")
 	if err != nil {
 		return nil, grpcserver.InvalidArgument("read_mask", "%v", err)
+	}
+	set, err := callerAccess(ctx, req.GetScope().GetAccess())
+	if err != nil {
+		return nil, err
 	}
 	recs := s.ix.Chunks(ids)
 	var unknown []int64
@@ -71,7 +76,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 		if r == nil {
 			r = fromDB[id]
 		}
-		if r == nil || !sc.allows(r.Doc.Category) { // out of scope: as if it did not exist
+		if r == nil || !sc.allows(r.Doc.Category) || !access.Allows(set, r.Doc.Access) { // out of scope: as if it did not exist
 			resp.MissingIds = append(resp.MissingIds, id)
 			continue
 		}
@@ -82,9 +87,13 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 }
 
 // ListCategories lists the categories this replica can filter on.
-func (s *Server) ListCategories(_ context.Context, req *searchv1.ListCategoriesRequest) (*searchv1.ListCategoriesResponse, error) {
+func (s *Server) ListCategories(ctx context.Context, req *searchv1.ListCategoriesRequest) (*searchv1.ListCategoriesResponse, error) {
 	sc := s.readScope(req.GetScope())
-	cats := s.ix.Categories()
+	set, err := callerAccess(ctx, req.GetScope().GetAccess())
+	if err != nil {
+		return nil, err
+	}
+	cats := s.ix.Categories(set)
 	resp := &searchv1.ListCategoriesResponse{Categories: make([]*searchv1.Category, 0, len(cats))}
 	for name, n := range cats {
 		if !sc.allows(name) {
@@ -97,11 +106,22 @@ func (s *Server) ListCategories(_ context.Context, req *searchv1.ListCategoriesR
 }
 
 // GetIndexStatus describes this replica's index and the live model.
-func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
+func (s *Server) GetIndexStatus(ctx context.Context, req *searchv1.GetIndexStatusRequest) (*searchv1.GetIndexStatusResponse, error) {
 	st := s.ix.Stats()
 	sc := s.readScope(req.GetScope())
-	if sc.limited {
-		st.Documents, st.Chunks = s.ix.CountIn(sc.allowed)
+	set, err := callerAccess(ctx, req.GetScope().GetAccess())
+	if err != nil {
+		return nil, err
+	}
+	// An access set limits the counts like a category scope does, once
+	// some document has an access list.
+	restricted := set != nil && s.ix.HasRestricted()
+	if sc.limited || restricted {
+		var cats map[string]bool
+		if sc.limited {
+			cats = sc.allowed
+		}
+		st.Documents, st.Chunks = s.ix.CountIn(cats, set)
 	}
 	provider, model, dims := s.emb.Describe()
 	resp := &searchv1.GetIndexStatusResponse{
@@ -118,7 +138,7 @@ func (s *Server) GetIndexStatus(_ context.Context, req *searchv1.GetIndexStatusR
 	}
 	resp.ModelTermCoverage = f.Coverage
 	resp.RetrainPending = f.Pending || f.Running
-	if !sc.limited {
+	if !sc.limited && !restricted {
 		// Both speak of the whole corpus, which a scoped key may not count.
 		resp.ModelTrainedChunks = int64(f.TrainedOn)
 		resp.RetrainReason = f.Reason
@@ -162,9 +182,17 @@ func (s *Server) ListSources(ctx context.Context, req *searchv1.ListSourcesReque
 	if sc.limited {
 		cats = sc.categories()
 	}
+	set, err := callerAccess(ctx, req.GetScope().GetAccess())
+	if err != nil {
+		return nil, err
+	}
+	if !s.ix.HasRestricted() {
+		set = nil // nothing to hide: the list stays the unrestricted one
+	}
+	limited := sc.limited || set != nil
 	operator := rpcauth.Holds(ctx, rpcauth.Ingest)
 	dctx, cancel := s.dbCtx(ctx)
-	srcs, err := s.st.Sources(dctx, cats)
+	srcs, err := s.st.Sources(dctx, cats, set)
 	cancel()
 	if err != nil {
 		return nil, dbError(ctx, err)
@@ -177,8 +205,9 @@ func (s *Server) ListSources(ctx context.Context, req *searchv1.ListSourcesReque
 			// Settings hold URLs and secret references (never secrets), and
 			// errors name URLs: an operator's, like roots.
 			p.Root, p.Settings, p.LastError = src.Root, src.Settings, src.LastError
+			p.DefaultAccess = src.DefaultAccess
 		}
-		if !sc.limited {
+		if !limited {
 			p.LastWritten, p.LastUnchanged = int32(src.LastSync.Written), int32(src.LastSync.Unchanged)
 			p.LastFailed, p.LastDeleted = int32(src.LastSync.Failed), int32(src.LastSync.Deleted)
 			p.EverySeconds, p.LastStatus = int64(src.Every/time.Second), src.LastStatus

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
 	"slices"
 	"strings"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
+	"github.com/bmcis/knowledge/platform/grpcserver"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
 // scope is a request's read scope resolved to indexed category names. The
@@ -49,4 +53,28 @@ func (sc scope) categories() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// callerAccess is the access set a read is answered for (docs/ACCESS.md):
+// the one the request carries (ReadScope.access, or the evidence request's
+// own), normalised; without one, everyone only for the edges' roles (read,
+// adapter, vendorgraph: a caller they forgot to name sees no restricted
+// document), and nil, every document, for an operator's credential
+// (ingest) or a service whose credential checks are off. An entry of an
+// unknown form is the caller's error.
+func callerAccess(ctx context.Context, sent []string) ([]string, error) {
+	set, err := access.ParseSet(sent)
+	if err != nil {
+		return nil, grpcserver.InvalidArgument("scope.access", "%v", err)
+	}
+	if set != nil {
+		return set, nil
+	}
+	if rpcauth.Holds(ctx, rpcauth.Ingest) || rpcauth.Holds(ctx, rpcauth.Admin) {
+		return nil, nil
+	}
+	if rpcauth.Holds(ctx, rpcauth.Read) || rpcauth.Holds(ctx, rpcauth.Adapter) || rpcauth.Holds(ctx, rpcauth.VendorGraph) {
+		return []string{access.Everyone}, nil
+	}
+	return nil, nil
 }

@@ -56,6 +56,10 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	// The key's scope narrows the category filter, so totals are counted
 	// inside it; a category outside it is as unknown as a missing one.
 	sc := s.readScope(req.GetScope())
+	set, err := callerAccess(ctx, req.GetScope().GetAccess())
+	if err != nil {
+		return nil, err
+	}
 	var cats []string
 	for _, c := range req.GetCategories() {
 		names := sc.filter(s.ix.ResolveCategory(strings.TrimSpace(c)))
@@ -82,7 +86,7 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 	}
 	var unusable *engine.ModelUnusableError
 	rk, hit, dbTime, err := s.engine.Search(ctx, engine.Query{Text: analysis.NormalizeQuery(q), Mode: em,
-		Categories: cats, NoCache: req.GetNoCache(), Owner: cacheowner.FromIncoming(ctx)})
+		Categories: cats, NoCache: req.GetNoCache(), Owner: cacheowner.FromIncoming(ctx), Access: set})
 	switch {
 	case errors.Is(err, engine.ErrEmbedderUnavailable):
 		return nil, status.Error(codes.Unavailable, "the embedding provider is unavailable; retry shortly or use bm25 mode")

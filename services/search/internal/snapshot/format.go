@@ -14,7 +14,7 @@ import (
 
 // FormatVersion is the layout of the stream; bump it with any change to
 // what Encode writes (index.Frozen.Encode, bm25.Frozen.Encode included).
-const FormatVersion = 1
+const FormatVersion = 2 // 2: documents carry their access lists
 
 const (
 	magic    = "BMCISIX\n"

@@ -98,7 +98,7 @@ func (e *env) requireSame(t *testing.T, want, got *index.Index) {
 	require.Equal(t, ws.Generation, gs.Generation)
 	require.Equal(t, ws.TextBytes, gs.TextBytes)
 	require.True(t, ws.LastChange.Equal(gs.LastChange))
-	require.Equal(t, want.Categories(), got.Categories())
+	require.Equal(t, want.Categories(nil), got.Categories(nil))
 	dfs := func(ix *index.Index) map[string]int {
 		m := map[string]int{}
 		ix.EachTerm(func(term string, df int) { m[term] = df })
@@ -121,9 +121,9 @@ func (e *env) requireSame(t *testing.T, want, got *index.Index) {
 		queries = append(queries, e.an.Terms(q))
 	}
 	for _, q := range queries {
-		require.Equal(t, want.SearchBM25(q, nil, 50), got.SearchBM25(q, nil, 50), "query %v", q)
+		require.Equal(t, want.SearchBM25(q, nil, nil, 50), got.SearchBM25(q, nil, nil, 50), "query %v", q)
 		cats := want.ResolveCategory(e.gen.Document(2).Category)
-		require.Equal(t, want.SearchBM25(q, cats, 10), got.SearchBM25(q, cats, 10), "query %v in %v", q, cats)
+		require.Equal(t, want.SearchBM25(q, cats, nil, 10), got.SearchBM25(q, cats, nil, 10), "query %v in %v", q, cats)
 	}
 }
 
@@ -198,7 +198,7 @@ func TestStartFromSnapshotThenChanges(t *testing.T) {
 	caught, f2 := e.replica(t, loaded, false)
 	full, _ := e.replica(t, nil, false)
 	e.requireSame(t, full, caught)
-	require.NotEmpty(t, caught.SearchBM25(e.an.Terms("zebra"), nil, 5))
+	require.NotEmpty(t, caught.SearchBM25(e.an.Terms("zebra"), nil, nil, 5))
 
 	tests := []struct {
 		name string

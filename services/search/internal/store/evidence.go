@@ -53,7 +53,10 @@ const SnippetChars = 240
 // words against the entity's name as a phrase): counts lead, and among
 // equal counts the chunk where the name stands densest and whole wins. An
 // entity search holds no names of has no evidence.
-func (s *Store) Evidence(ctx context.Context, id string, limit int, categories []string) (Evidence, error) {
+//
+// access, when not nil, is the caller's access set: only chunks of
+// documents it may read count.
+func (s *Store) Evidence(ctx context.Context, id string, limit int, categories, access []string) (Evidence, error) {
 	var ev Evidence
 	if len(categories) == 0 {
 		categories = nil // NULL: every category
@@ -69,21 +72,21 @@ func (s *Store) Evidence(ctx context.Context, id string, limit int, categories [
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT count(*) FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
-		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2))`, id, categories)
+		WHERE m.entity_id = $1 AND ($2::text[] IS NULL OR c.category = ANY($2)) AND `+AccessAllows("c.access", "$3"), id, categories, access)
 	b.Queue(`
 		WITH linked AS (
 			SELECT m.chunk_id, m.mention_count FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id
-			WHERE m.entity_id = $1 AND ($5::text[] IS NULL OR c.category = ANY($5))
+			WHERE m.entity_id = $1 AND ($5::text[] IS NULL OR c.category = ANY($5)) AND `+AccessAllows("c.access", "$6")+`
 			ORDER BY m.mention_count DESC, m.chunk_id LIMIT $4)
 		SELECT c.id, d.external_id, d.source_file, l.mention_count, c.text,
 		       l.mention_count * (1 + ts_rank_cd(`+mentions.WordsVector+`, phraseto_tsquery('simple', $2))) AS score
 		FROM linked l JOIN chunks c ON c.id = l.chunk_id JOIN documents d ON d.id = c.document_id
-		ORDER BY score DESC, c.id LIMIT $3`, id, mentions.Normalize(name), limit, evidencePool, categories)
+		ORDER BY score DESC, c.id LIMIT $3`, id, mentions.Normalize(name), limit, evidencePool, categories, access)
 	b.Queue(`
 		SELECT d.external_id, d.source_file, d.title, sum(m.mention_count)::int, count(*)::int
 		FROM entity_mentions m JOIN chunks c ON c.id = m.chunk_id JOIN documents d ON d.id = c.document_id
-		WHERE m.entity_id = $1 AND ($3::text[] IS NULL OR c.category = ANY($3))
-		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, id, limit, categories)
+		WHERE m.entity_id = $1 AND ($3::text[] IS NULL OR c.category = ANY($3)) AND `+AccessAllows("c.access", "$4")+`
+		GROUP BY d.id ORDER BY 4 DESC, 5 DESC, d.external_id LIMIT $2`, id, limit, categories, access)
 	br := s.pool.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if err := br.QueryRow().Scan(&ev.ChunkCount); err != nil {

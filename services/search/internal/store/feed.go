@@ -34,6 +34,8 @@ type Document struct {
 	UpdatedAt  time.Time
 	IngestedAt time.Time
 	Generation int64
+	// Access is the document's access list (nil: everyone).
+	Access []string
 }
 
 // Chunk is a chunks row: what ingestion writes and a replica reads. Beside
@@ -103,14 +105,14 @@ func (s *Store) ChangesSinceStream(ctx context.Context, since int64, onDocuments
 		if st.Generation <= since {
 			return nil
 		}
-		rows, err := tx.Query(ctx, `SELECT id, external_id, source_file, category, title, updated_at, ingested_at, generation
+		rows, err := tx.Query(ctx, `SELECT id, external_id, source_file, category, title, updated_at, ingested_at, generation, access
 			FROM documents WHERE generation > $1 ORDER BY id`, since)
 		if err != nil {
 			return err
 		}
 		ch.Documents, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Document, error) {
 			var d Document
-			err := r.Scan(&d.ID, &d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation)
+			err := r.Scan(&d.ID, &d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation, &d.Access)
 			return d, err
 		})
 		if err != nil {

@@ -17,6 +17,9 @@ type Source struct {
 	LastSyncAt time.Time // zero: no sync completed yet
 	LastSync   SyncCounts
 	Schedule
+	// DefaultAccess is what documents without a list of their own get
+	// (nil: everyone).
+	DefaultAccess []string
 }
 
 // Schedule is how and when the service itself syncs a source (zero for a
@@ -82,16 +85,18 @@ func (s *Store) SourceDocumentsExcept(ctx context.Context, source string, keep [
 // Sources lists every source by name with its document and chunk counts;
 // when categories is non-nil only documents in those categories count, and
 // only the sources holding at least one of them are listed (a scoped key
-// does not learn the names of sources it cannot read).
-func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, error) {
+// does not learn the names of sources it cannot read). access, when not
+// nil, is the caller's access set, and scopes the same way: only documents
+// it may read count, and only sources holding one are listed.
+func (s *Store) Sources(ctx context.Context, categories, access []string) ([]Source, error) {
 	rows, err := s.pool.Query(ctx, `SELECT s.name, s.root, coalesce(d.docs, 0), coalesce(d.chunks, 0), s.last_sync_at,
-			s.last_written, s.last_unchanged, s.last_failed, s.last_deleted, `+scheduleColumns+`
+			s.last_written, s.last_unchanged, s.last_failed, s.last_deleted, s.default_access, `+scheduleColumns+`
 		FROM sources s LEFT JOIN (
 			SELECT source, count(*) AS docs, sum(chunk_count) AS chunks FROM documents
-			WHERE source <> '' AND ($1::text[] IS NULL OR category = ANY($1::text[])) GROUP BY source
+			WHERE source <> '' AND ($1::text[] IS NULL OR category = ANY($1::text[])) AND `+AccessAllows("access", "$2")+` GROUP BY source
 		) d ON d.source = s.name
-		WHERE $1::text[] IS NULL OR d.docs IS NOT NULL
-		ORDER BY s.name`, categories)
+		WHERE ($1::text[] IS NULL AND $2::text[] IS NULL) OR d.docs IS NOT NULL
+		ORDER BY s.name`, categories, access)
 	if err != nil {
 		return nil, fmt.Errorf("list sources: %w", err)
 	}
@@ -100,7 +105,7 @@ func (s *Store) Sources(ctx context.Context, categories []string) ([]Source, err
 		var last *time.Time
 		sc := scheduleScan{}
 		err := r.Scan(append([]any{&src.Name, &src.Root, &src.Documents, &src.Chunks, &last,
-			&src.LastSync.Written, &src.LastSync.Unchanged, &src.LastSync.Failed, &src.LastSync.Deleted}, sc.targets()...)...)
+			&src.LastSync.Written, &src.LastSync.Unchanged, &src.LastSync.Failed, &src.LastSync.Deleted, &src.DefaultAccess}, sc.targets()...)...)
 		if last != nil {
 			src.LastSyncAt = *last
 		}
@@ -140,4 +145,12 @@ func (s *Store) SyncStates(ctx context.Context) ([]SyncState, error) {
 		return nil, fmt.Errorf("list sync states: %w", err)
 	}
 	return out, nil
+}
+
+// AccessAllows is the SQL condition "a caller with access set param may
+// read a row whose access list is column": the set is NULL (an
+// unrestricted caller), the list is NULL (everyone's), or they share a
+// principal. The one SQL spelling of platform/access.Allows.
+func AccessAllows(column, param string) string {
+	return "(" + param + "::text[] IS NULL OR " + column + " IS NULL OR " + column + " && " + param + "::text[])"
 }

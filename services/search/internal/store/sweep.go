@@ -318,10 +318,13 @@ func (e *EmbedSession) AllTexts(ctx context.Context, fn func(doc string, index i
 func (e *EmbedSession) Enqueue(ctx context.Context, modelRow int64) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, e.conn, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO chunk_vector_queue (chunk_id, category, model_id, embedding)
-			SELECT c.id, c.category, $1, s.embedding FROM pg_temp.embedding_stage s JOIN chunks c ON c.id = s.id
-			FOR KEY SHARE OF c
-			ON CONFLICT (chunk_id) DO UPDATE SET category = EXCLUDED.category, model_id = EXCLUDED.model_id, embedding = EXCLUDED.embedding`, modelRow)
+		// FOR SHARE, not KEY SHARE: an access-list change (SetAccess)
+		// updating these chunks waits for this copy, then rewrites the
+		// queued rows' access too, so a queued vector never keeps an old list.
+		tag, err := tx.Exec(ctx, `INSERT INTO chunk_vector_queue (chunk_id, category, access, model_id, embedding)
+			SELECT c.id, c.category, c.access, $1, s.embedding FROM pg_temp.embedding_stage s JOIN chunks c ON c.id = s.id
+			FOR SHARE OF c
+			ON CONFLICT (chunk_id) DO UPDATE SET category = EXCLUDED.category, access = EXCLUDED.access, model_id = EXCLUDED.model_id, embedding = EXCLUDED.embedding`, modelRow)
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,9 @@ type VectorQuery struct {
 	K      int
 	// Categories restricts the scan (stored names); empty means all.
 	Categories []string
+	// Access restricts the scan to chunks the caller's access set (sorted
+	// principals, platform/access) may read; nil means all.
+	Access []string
 	// EfSearch is hnsw.ef_search (candidate list size of the graph walk).
 	EfSearch int
 	// MaxScanTuples bounds pgvector 0.8's iterative scan for filtered
@@ -69,9 +72,18 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 		emb = "embedding::vector"
 	}
 	filter := ""
+	args := []any{vec, q.K}
 	if len(q.Categories) > 0 {
-		filter = " AND category = ANY($3)"
+		args = append(args, q.Categories)
+		filter = " AND category = ANY($" + strconv.Itoa(len(args)) + ")"
 	}
+	if q.Access != nil {
+		// The filter is tested on each row the scan walks (iterative
+		// scan), like the category: the K rows come back full.
+		args = append(args, q.Access)
+		filter += " AND " + AccessAllows("access", "$"+strconv.Itoa(len(args)))
+	}
+	filtered := filter != ""
 	indexed := `SELECT id, embedding <=> $1 AS d, ` + emb + ` AS e FROM chunks WHERE embedding IS NOT NULL` + filter + `
 		ORDER BY embedding <=> $1 LIMIT $2`
 	switch {
@@ -80,16 +92,12 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 		// category's rows through chunks_category and sorts them.
 		indexed = `SELECT id, d, e FROM (SELECT id, embedding <=> $1 AS d, ` + emb + ` AS e FROM chunks
 			WHERE embedding IS NOT NULL` + filter + ` OFFSET 0) x ORDER BY d LIMIT $2`
-	case len(q.Categories) > 0:
+	case filtered:
 		b.Queue("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.max_scan_tuples', $1, true)",
 			strconv.Itoa(max(q.MaxScanTuples, q.K)))
 	}
 	sql := `(` + indexed + `) UNION ALL (SELECT chunk_id, embedding <=> $1, ` + emb + ` FROM chunk_vector_queue
 		WHERE model_id = (SELECT id FROM embedding_models WHERE active)` + filter + ` ORDER BY 2 LIMIT $2)`
-	args := []any{vec, q.K}
-	if len(q.Categories) > 0 {
-		args = append(args, q.Categories)
-	}
 	if q.Model != 0 {
 		// A marker row (id -1, no distance) when q.Model is not the active
 		// model, checked in the statement's snapshot, the vectors' own:
@@ -109,7 +117,7 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	var hits []VectorHit
 	changed := false
 	nsets := 3
-	if len(q.Categories) > 0 && !q.Exact {
+	if filtered && !(q.Exact && len(q.Categories) > 0) {
 		nsets = 4
 	}
 	for i := 0; i < nsets-1 && err == nil; i++ {
@@ -198,7 +206,7 @@ func (s *Store) Embeddings(ctx context.Context, ids []int64) (map[int64][]float3
 // loaded yet.
 func (s *Store) ChunksByID(ctx context.Context, ids []int64) ([]Chunk, []Document, error) {
 	rows, err := s.pool.Query(ctx, `SELECT c.id, c.document_id, c.chunk_index, c.total_chunks, c.context_header, c.text, c.token_count, c.content_hash, c.page,
-			d.external_id, d.source_file, d.category, d.title, d.updated_at, d.ingested_at, d.generation
+			d.external_id, d.source_file, d.category, d.title, d.updated_at, d.ingested_at, d.generation, d.access
 		FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read chunks: %w", err)
@@ -209,7 +217,7 @@ func (s *Store) ChunksByID(ctx context.Context, ids []int64) ([]Chunk, []Documen
 	var c Chunk
 	var d Document
 	_, err = pgx.ForEachRow(rows, []any{&c.ChunkID, &c.DocumentID, &c.ChunkIndex, &c.TotalChunks, &c.ContextHeader, &c.ChunkText, &c.ChunkTokenCount, &c.Hash, &c.Page,
-		&d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation}, func() error {
+		&d.ExternalID, &d.SourceFile, &d.Category, &d.Title, &d.UpdatedAt, &d.IngestedAt, &d.Generation, &d.Access}, func() error {
 		chunks = append(chunks, c)
 		c.Hash = nil
 		if !seen[c.DocumentID] {

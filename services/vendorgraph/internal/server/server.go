@@ -112,6 +112,10 @@ type getVendorQuery struct {
 	normalized string
 	key        cacheKey
 	categories []string // evidence scope; none: every category
+	// access is the caller's access set, passed to search as is: search
+	// parses it and keeps the evidence inside it (the cached graph part
+	// holds no document data, so it is not part of the cache key).
+	access []string
 }
 
 func checkName(field string, limit limits.Limit, name string) (string, error) {
@@ -166,6 +170,7 @@ func checkGetVendor(req *vendorgraphv1.GetVendorRequest) (getVendorQuery, error)
 		name:       req.GetName(),
 		normalized: norm,
 		categories: cats,
+		access:     req.GetEvidenceAccess(),
 		key: cacheKey{name: norm, maxEntities: maxE, maxRels: maxR, includeRelationships: include, depth: depth,
 			maxEvidence: maxEv, scope: strings.Join(cats, "\x00")},
 	}, nil
@@ -236,7 +241,7 @@ func (s *Server) evidence(ctx context.Context, vendorID string, q getVendorQuery
 		return &searchv1.GetEntityEvidenceResponse{}, nil
 	}
 	ev, err := s.search.GetEntityEvidence(ctx, &searchv1.GetEntityEvidenceRequest{
-		EntityId: vendorID, Limit: q.key.maxEvidence, Categories: q.categories})
+		EntityId: vendorID, Limit: q.key.maxEvidence, Categories: q.categories, Access: q.access})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()

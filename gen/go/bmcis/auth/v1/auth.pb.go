@@ -205,7 +205,10 @@ type OAuthSubject struct {
 	// The scopes the token grants (its scope claim, split on spaces).
 	Scopes []string `protobuf:"bytes,3,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	// The OAuth client the token was issued to (client_id or azp), for logs.
-	ClientId      string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientId string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// The token's groups claim as the adapter read it (the claim named by
+	// BMCIS_OAUTH_GROUPS_CLAIM); the auth service maps them to access groups.
+	Groups        []string `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +269,13 @@ func (x *OAuthSubject) GetClientId() string {
 		return x.ClientId
 	}
 	return ""
+}
+
+func (x *OAuthSubject) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 // CheckResponse is the verdict.
@@ -465,7 +475,11 @@ type Principal struct {
 	// Key name.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Key owner.
-	Owner         string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The caller's access set (docs/ACCESS.md): everyone, its groups as
+	// group:NAME and, for an OAuth caller, user:SUBJECT. The edges send it
+	// with every read.
+	Access        []string `protobuf:"bytes,4,rep,name=access,proto3" json:"access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +533,13 @@ func (x *Principal) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *Principal) GetAccess() []string {
+	if x != nil {
+		return x.Access
+	}
+	return nil
 }
 
 // RateLimits holds one number per rate-limit tier.
@@ -645,7 +666,9 @@ type ApiKey struct {
 	// The key this one replaced by rotation, if any.
 	RotatedFrom string `protobuf:"bytes,9,opt,name=rotated_from,json=rotatedFrom,proto3" json:"rotated_from,omitempty"`
 	// What the key may read.
-	Scopes        *Scopes `protobuf:"bytes,10,opt,name=scopes,proto3" json:"scopes,omitempty"`
+	Scopes *Scopes `protobuf:"bytes,10,opt,name=scopes,proto3" json:"scopes,omitempty"`
+	// The key's caller groups (docs/ACCESS.md), bare names.
+	Groups        []string `protobuf:"bytes,11,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,6 +773,13 @@ func (x *ApiKey) GetScopes() *Scopes {
 	return nil
 }
 
+func (x *ApiKey) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 // CreateKeyRequest describes a new key.
 type CreateKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -763,7 +793,10 @@ type CreateKeyRequest struct {
 	// when unset.
 	ExpiresIn *durationpb.Duration `protobuf:"bytes,4,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
 	// What the key may read; unset: everything.
-	Scopes        *Scopes `protobuf:"bytes,5,opt,name=scopes,proto3" json:"scopes,omitempty"`
+	Scopes *Scopes `protobuf:"bytes,5,opt,name=scopes,proto3" json:"scopes,omitempty"`
+	// Caller groups: the key reads documents whose access list names one of
+	// them (group:NAME), besides everyone's. Bare names.
+	Groups        []string `protobuf:"bytes,6,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -829,6 +862,13 @@ func (x *CreateKeyRequest) GetExpiresIn() *durationpb.Duration {
 func (x *CreateKeyRequest) GetScopes() *Scopes {
 	if x != nil {
 		return x.Scopes
+	}
+	return nil
+}
+
+func (x *CreateKeyRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
 	}
 	return nil
 }
@@ -1625,12 +1665,13 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\tR\toperation\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x121\n" +
 	"\x05oauth\x18\x04 \x01(\v2\x1b.bmcis.auth.v1.OAuthSubjectR\x05oauth\x12%\n" +
-	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\"u\n" +
+	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\"\x8d\x01\n" +
 	"\fOAuthSubject\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
 	"\x06scopes\x18\x03 \x03(\tR\x06scopes\x12\x1b\n" +
-	"\tclient_id\x18\x04 \x01(\tR\bclientId\"\xd7\x03\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups\"\xd7\x03\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12@\n" +
 	"\rdenial_reason\x18\x02 \x01(\x0e2\x1b.bmcis.auth.v1.DenialReasonR\fdenialReason\x12\x18\n" +
@@ -1647,17 +1688,18 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
 	"categories\x12\x14\n" +
-	"\x05tools\x18\x02 \x03(\tR\x05tools\"L\n" +
+	"\x05tools\x18\x02 \x03(\tR\x05tools\"d\n" +
 	"\tPrincipal\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner\"a\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06access\x18\x04 \x03(\tR\x06access\"a\n" +
 	"\n" +
 	"RateLimits\x12.\n" +
 	"\x05tiers\x18\x04 \x03(\v2\x18.bmcis.auth.v1.TierLimitR\x05tiersJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\x06minuteR\x04hourR\x03day\"5\n" +
 	"\tTierLimit\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\"\xbd\x03\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"\xd5\x03\n" +
 	"\x06ApiKey\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1673,14 +1715,16 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"revoked_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12!\n" +
 	"\frotated_from\x18\t \x01(\tR\vrotatedFrom\x12-\n" +
 	"\x06scopes\x18\n" +
-	" \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\"\xd8\x01\n" +
+	" \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\x12\x16\n" +
+	"\x06groups\x18\v \x03(\tR\x06groups\"\xf0\x01\n" +
 	"\x10CreateKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x121\n" +
 	"\x06limits\x18\x03 \x01(\v2\x19.bmcis.auth.v1.RateLimitsR\x06limits\x128\n" +
 	"\n" +
 	"expires_in\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\x12-\n" +
-	"\x06scopes\x18\x05 \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\"U\n" +
+	"\x06scopes\x18\x05 \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\x12\x16\n" +
+	"\x06groups\x18\x06 \x03(\tR\x06groups\"U\n" +
 	"\x11CreateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\"R\n" +

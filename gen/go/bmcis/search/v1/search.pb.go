@@ -259,7 +259,13 @@ func (x *SearchRequest) GetReadMask() *fieldmaskpb.FieldMask {
 type ReadScope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Categories the key may read; others answer as if they did not exist.
-	Categories    []string `protobuf:"bytes,1,rep,name=categories,proto3" json:"categories,omitempty"`
+	Categories []string `protobuf:"bytes,1,rep,name=categories,proto3" json:"categories,omitempty"`
+	// The caller's access set (docs/ACCESS.md): everyone, user:ID and
+	// group:NAME principals. Documents whose access list it does not meet
+	// answer as if they did not exist. Empty from an edge role (read,
+	// adapter, vendorgraph) means everyone only; empty from an operator
+	// (ingest) means every document.
+	Access        []string `protobuf:"bytes,2,rep,name=access,proto3" json:"access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -297,6 +303,13 @@ func (*ReadScope) Descriptor() ([]byte, []int) {
 func (x *ReadScope) GetCategories() []string {
 	if x != nil {
 		return x.Categories
+	}
+	return nil
+}
+
+func (x *ReadScope) GetAccess() []string {
+	if x != nil {
+		return x.Access
 	}
 	return nil
 }
@@ -932,7 +945,12 @@ type Document struct {
 	// Total size of content when it does not fit in one message: content
 	// holds the first part and the following messages' content_part the rest,
 	// in order, until content_size bytes have arrived. 0: content is whole.
-	ContentSize   int64 `protobuf:"varint,9,opt,name=content_size,json=contentSize,proto3" json:"content_size,omitempty"`
+	ContentSize int64 `protobuf:"varint,9,opt,name=content_size,json=contentSize,proto3" json:"content_size,omitempty"`
+	// Who may read the document: everyone, group:NAME, user:ID
+	// (docs/ACCESS.md). Empty: the source's default access list (everyone
+	// unless configured). An entry of another form refuses the whole stream
+	// before anything is written.
+	Access        []string `protobuf:"bytes,10,rep,name=access,proto3" json:"access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1030,6 +1048,59 @@ func (x *Document) GetContentSize() int64 {
 	return 0
 }
 
+func (x *Document) GetAccess() []string {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
+// AccessList is a list of principals (docs/ACCESS.md); empty: everyone.
+type AccessList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principals.
+	Principals    []string `protobuf:"bytes,1,rep,name=principals,proto3" json:"principals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessList) Reset() {
+	*x = AccessList{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessList) ProtoMessage() {}
+
+func (x *AccessList) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessList.ProtoReflect.Descriptor instead.
+func (*AccessList) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AccessList) GetPrincipals() []string {
+	if x != nil {
+		return x.Principals
+	}
+	return nil
+}
+
 // IngestDocumentsRequest carries one document of the stream, or a part of
 // one, or the sync header, or names of unchanged files of a synced source.
 type IngestDocumentsRequest struct {
@@ -1056,7 +1127,7 @@ type IngestDocumentsRequest struct {
 
 func (x *IngestDocumentsRequest) Reset() {
 	*x = IngestDocumentsRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1139,7 @@ func (x *IngestDocumentsRequest) String() string {
 func (*IngestDocumentsRequest) ProtoMessage() {}
 
 func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[9]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1152,7 @@ func (x *IngestDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IngestDocumentsRequest) GetDocument() *Document {
@@ -1131,14 +1202,18 @@ type SyncSource struct {
 	// Mirror: when the stream ends without error, the source's documents that
 	// were neither sent nor kept (by id or under a kept folder) are deleted
 	// (their files are gone).
-	Mirror        bool `protobuf:"varint,3,opt,name=mirror,proto3" json:"mirror,omitempty"`
+	Mirror bool `protobuf:"varint,3,opt,name=mirror,proto3" json:"mirror,omitempty"`
+	// When set, becomes the source's default access list: what its documents
+	// without a list of their own get (existing ones included, without
+	// re-embedding). Unset keeps the source's current default.
+	DefaultAccess *AccessList `protobuf:"bytes,4,opt,name=default_access,json=defaultAccess,proto3" json:"default_access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncSource) Reset() {
 	*x = SyncSource{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1225,7 @@ func (x *SyncSource) String() string {
 func (*SyncSource) ProtoMessage() {}
 
 func (x *SyncSource) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[10]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1238,7 @@ func (x *SyncSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSource.ProtoReflect.Descriptor instead.
 func (*SyncSource) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SyncSource) GetName() string {
@@ -1185,6 +1260,13 @@ func (x *SyncSource) GetMirror() bool {
 		return x.Mirror
 	}
 	return false
+}
+
+func (x *SyncSource) GetDefaultAccess() *AccessList {
+	if x != nil {
+		return x.DefaultAccess
+	}
+	return nil
 }
 
 // IngestDocumentsResponse summarizes a whole ingestion stream.
@@ -1212,7 +1294,7 @@ type IngestDocumentsResponse struct {
 
 func (x *IngestDocumentsResponse) Reset() {
 	*x = IngestDocumentsResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1306,7 @@ func (x *IngestDocumentsResponse) String() string {
 func (*IngestDocumentsResponse) ProtoMessage() {}
 
 func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[11]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1319,7 @@ func (x *IngestDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IngestDocumentsResponse) GetDocumentsReceived() int32 {
@@ -1316,7 +1398,7 @@ type IngestDocumentsProgress struct {
 
 func (x *IngestDocumentsProgress) Reset() {
 	*x = IngestDocumentsProgress{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1410,7 @@ func (x *IngestDocumentsProgress) String() string {
 func (*IngestDocumentsProgress) ProtoMessage() {}
 
 func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[12]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1423,7 @@ func (x *IngestDocumentsProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestDocumentsProgress.ProtoReflect.Descriptor instead.
 func (*IngestDocumentsProgress) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IngestDocumentsProgress) GetDocumentsWritten() int32 {
@@ -1387,7 +1469,7 @@ type IngestFailure struct {
 
 func (x *IngestFailure) Reset() {
 	*x = IngestFailure{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1481,7 @@ func (x *IngestFailure) String() string {
 func (*IngestFailure) ProtoMessage() {}
 
 func (x *IngestFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[13]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1494,7 @@ func (x *IngestFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngestFailure.ProtoReflect.Descriptor instead.
 func (*IngestFailure) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IngestFailure) GetExternalId() string {
@@ -1447,7 +1529,7 @@ type DeleteDocumentRequest struct {
 
 func (x *DeleteDocumentRequest) Reset() {
 	*x = DeleteDocumentRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1541,7 @@ func (x *DeleteDocumentRequest) String() string {
 func (*DeleteDocumentRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[14]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1554,7 @@ func (x *DeleteDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteDocumentRequest) GetExternalId() string {
@@ -1493,7 +1575,7 @@ type DeleteDocumentResponse struct {
 
 func (x *DeleteDocumentResponse) Reset() {
 	*x = DeleteDocumentResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1587,7 @@ func (x *DeleteDocumentResponse) String() string {
 func (*DeleteDocumentResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[15]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1600,7 @@ func (x *DeleteDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
@@ -1539,7 +1621,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1633,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[16]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1646,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{16}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListCategoriesRequest) GetScope() *ReadScope {
@@ -1585,7 +1667,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1679,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1692,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*Category {
@@ -1633,7 +1715,7 @@ type Category struct {
 
 func (x *Category) Reset() {
 	*x = Category{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1727,7 @@ func (x *Category) String() string {
 func (*Category) ProtoMessage() {}
 
 func (x *Category) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1740,7 @@ func (x *Category) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Category.ProtoReflect.Descriptor instead.
 func (*Category) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Category) GetName() string {
@@ -1686,7 +1768,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1780,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1793,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetIndexStatusRequest) GetScope() *ReadScope {
@@ -1758,7 +1840,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1852,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1865,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetIndexStatusResponse) GetDocuments() int64 {
@@ -1881,7 +1963,7 @@ type ListSourcesRequest struct {
 
 func (x *ListSourcesRequest) Reset() {
 	*x = ListSourcesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1975,7 @@ func (x *ListSourcesRequest) String() string {
 func (*ListSourcesRequest) ProtoMessage() {}
 
 func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1988,7 @@ func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSourcesRequest) GetScope() *ReadScope {
@@ -1927,7 +2009,7 @@ type ListSourcesResponse struct {
 
 func (x *ListSourcesResponse) Reset() {
 	*x = ListSourcesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2021,7 @@ func (x *ListSourcesResponse) String() string {
 func (*ListSourcesResponse) ProtoMessage() {}
 
 func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2034,7 @@ func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSourcesResponse) GetSources() []*Source {
@@ -2001,14 +2083,16 @@ type Source struct {
 	// Failed runs in a row; the retry waits longer after each.
 	ConsecutiveFailures int32 `protobuf:"varint,17,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	// A run is going on now.
-	Running       bool `protobuf:"varint,18,opt,name=running,proto3" json:"running,omitempty"`
+	Running bool `protobuf:"varint,18,opt,name=running,proto3" json:"running,omitempty"`
+	// The source's default access list (empty: everyone); operators only.
+	DefaultAccess []string `protobuf:"bytes,19,rep,name=default_access,json=defaultAccess,proto3" json:"default_access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2104,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2117,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{23}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Source) GetName() string {
@@ -2162,6 +2246,13 @@ func (x *Source) GetRunning() bool {
 	return false
 }
 
+func (x *Source) GetDefaultAccess() []string {
+	if x != nil {
+		return x.DefaultAccess
+	}
+	return nil
+}
+
 // AddSourceRequest describes a source the service syncs.
 type AddSourceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2181,7 +2272,7 @@ type AddSourceRequest struct {
 
 func (x *AddSourceRequest) Reset() {
 	*x = AddSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2284,7 @@ func (x *AddSourceRequest) String() string {
 func (*AddSourceRequest) ProtoMessage() {}
 
 func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2297,7 @@ func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSourceRequest.ProtoReflect.Descriptor instead.
 func (*AddSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddSourceRequest) GetName() string {
@@ -2248,7 +2339,7 @@ type AddSourceResponse struct {
 
 func (x *AddSourceResponse) Reset() {
 	*x = AddSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2351,7 @@ func (x *AddSourceResponse) String() string {
 func (*AddSourceResponse) ProtoMessage() {}
 
 func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2364,7 @@ func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSourceResponse.ProtoReflect.Descriptor instead.
 func (*AddSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddSourceResponse) GetSource() *Source {
@@ -2294,7 +2385,7 @@ type SyncSourceRequest struct {
 
 func (x *SyncSourceRequest) Reset() {
 	*x = SyncSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2397,7 @@ func (x *SyncSourceRequest) String() string {
 func (*SyncSourceRequest) ProtoMessage() {}
 
 func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2410,7 @@ func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSourceRequest.ProtoReflect.Descriptor instead.
 func (*SyncSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SyncSourceRequest) GetName() string {
@@ -2352,7 +2443,7 @@ type SyncSourceResponse struct {
 
 func (x *SyncSourceResponse) Reset() {
 	*x = SyncSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2455,7 @@ func (x *SyncSourceResponse) String() string {
 func (*SyncSourceResponse) ProtoMessage() {}
 
 func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2468,7 @@ func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSourceResponse.ProtoReflect.Descriptor instead.
 func (*SyncSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SyncSourceResponse) GetDocumentsWritten() int32 {
@@ -2440,7 +2531,7 @@ type RemoveSourceRequest struct {
 
 func (x *RemoveSourceRequest) Reset() {
 	*x = RemoveSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2543,7 @@ func (x *RemoveSourceRequest) String() string {
 func (*RemoveSourceRequest) ProtoMessage() {}
 
 func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2556,7 @@ func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSourceRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveSourceRequest) GetName() string {
@@ -2486,7 +2577,7 @@ type RemoveSourceResponse struct {
 
 func (x *RemoveSourceResponse) Reset() {
 	*x = RemoveSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2589,7 @@ func (x *RemoveSourceResponse) String() string {
 func (*RemoveSourceResponse) ProtoMessage() {}
 
 func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2602,7 @@ func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSourceResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveSourceResponse) GetDocumentsDeleted() int32 {
@@ -2530,7 +2621,7 @@ type ReindexRequest struct {
 
 func (x *ReindexRequest) Reset() {
 	*x = ReindexRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2633,7 @@ func (x *ReindexRequest) String() string {
 func (*ReindexRequest) ProtoMessage() {}
 
 func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2646,7 @@ func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexRequest.ProtoReflect.Descriptor instead.
 func (*ReindexRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
 }
 
 // ReindexResponse reports what a reindex did.
@@ -2591,7 +2682,7 @@ type ReindexResponse struct {
 
 func (x *ReindexResponse) Reset() {
 	*x = ReindexResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2694,7 @@ func (x *ReindexResponse) String() string {
 func (*ReindexResponse) ProtoMessage() {}
 
 func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2707,7 @@ func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexResponse.ProtoReflect.Descriptor instead.
 func (*ReindexResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReindexResponse) GetModel() string {
@@ -2730,7 +2821,7 @@ type EntityName struct {
 
 func (x *EntityName) Reset() {
 	*x = EntityName{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2833,7 @@ func (x *EntityName) String() string {
 func (*EntityName) ProtoMessage() {}
 
 func (x *EntityName) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2846,7 @@ func (x *EntityName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityName.ProtoReflect.Descriptor instead.
 func (*EntityName) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EntityName) GetEntityId() string {
@@ -2803,7 +2894,7 @@ type SyncEntityNamesRequest struct {
 
 func (x *SyncEntityNamesRequest) Reset() {
 	*x = SyncEntityNamesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2906,7 @@ func (x *SyncEntityNamesRequest) String() string {
 func (*SyncEntityNamesRequest) ProtoMessage() {}
 
 func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2919,7 @@ func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesRequest.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SyncEntityNamesRequest) GetNames() []*EntityName {
@@ -2855,7 +2946,7 @@ type SyncEntityNamesResponse struct {
 
 func (x *SyncEntityNamesResponse) Reset() {
 	*x = SyncEntityNamesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +2958,7 @@ func (x *SyncEntityNamesResponse) String() string {
 func (*SyncEntityNamesResponse) ProtoMessage() {}
 
 func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +2971,7 @@ func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesResponse.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SyncEntityNamesResponse) GetNamesStored() int64 {
@@ -2920,14 +3011,17 @@ type GetEntityEvidenceRequest struct {
 	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Document categories evidence may come from (none: every category): the
 	// read scope of the key GetVendor was called with.
-	Categories    []string `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
+	Categories []string `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
+	// The access set of GetVendor's caller (ReadScope.access): evidence comes
+	// only from documents it may read.
+	Access        []string `protobuf:"bytes,4,rep,name=access,proto3" json:"access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetEntityEvidenceRequest) Reset() {
 	*x = GetEntityEvidenceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3033,7 @@ func (x *GetEntityEvidenceRequest) String() string {
 func (*GetEntityEvidenceRequest) ProtoMessage() {}
 
 func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3046,7 @@ func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetEntityEvidenceRequest) GetEntityId() string {
@@ -2976,6 +3070,13 @@ func (x *GetEntityEvidenceRequest) GetCategories() []string {
 	return nil
 }
 
+func (x *GetEntityEvidenceRequest) GetAccess() []string {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
 // GetEntityEvidenceResponse is what the documents say about an entity.
 type GetEntityEvidenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2992,7 +3093,7 @@ type GetEntityEvidenceResponse struct {
 
 func (x *GetEntityEvidenceResponse) Reset() {
 	*x = GetEntityEvidenceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3105,7 @@ func (x *GetEntityEvidenceResponse) String() string {
 func (*GetEntityEvidenceResponse) ProtoMessage() {}
 
 func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3118,7 @@ func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetEntityEvidenceResponse) GetChunks() []*EntityEvidenceChunk {
@@ -3062,7 +3163,7 @@ type EntityEvidenceChunk struct {
 
 func (x *EntityEvidenceChunk) Reset() {
 	*x = EntityEvidenceChunk{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3175,7 @@ func (x *EntityEvidenceChunk) String() string {
 func (*EntityEvidenceChunk) ProtoMessage() {}
 
 func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3188,7 @@ func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceChunk.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceChunk) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EntityEvidenceChunk) GetChunkId() int64 {
@@ -3151,7 +3252,7 @@ type EntityEvidenceDocument struct {
 
 func (x *EntityEvidenceDocument) Reset() {
 	*x = EntityEvidenceDocument{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3264,7 @@ func (x *EntityEvidenceDocument) String() string {
 func (*EntityEvidenceDocument) ProtoMessage() {}
 
 func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3277,7 @@ func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceDocument.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceDocument) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EntityEvidenceDocument) GetDocumentId() string {
@@ -3230,11 +3331,12 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"categories\x12\x19\n" +
 	"\bno_cache\x18\x06 \x01(\bR\anoCache\x120\n" +
 	"\x05scope\x18\a \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\x127\n" +
-	"\tread_mask\x18\b \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"+\n" +
+	"\tread_mask\x18\b \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"C\n" +
 	"\tReadScope\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
-	"categories\"\xf9\x02\n" +
+	"categories\x12\x16\n" +
+	"\x06access\x18\x02 \x03(\tR\x06access\"\xf9\x02\n" +
 	"\x0eSearchResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.bmcis.search.v1.SearchResultR\aresults\x12'\n" +
 	"\x0ftotal_available\x18\x02 \x01(\x05R\x0etotalAvailable\x12\x1b\n" +
@@ -3296,7 +3398,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x11GetChunksResponse\x12.\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x16.bmcis.search.v1.ChunkR\x06chunks\x12\x1f\n" +
 	"\vmissing_ids\x18\x02 \x03(\x03R\n" +
-	"missingIds\"\xcf\x02\n" +
+	"missingIds\"\xe7\x02\n" +
 	"\bDocument\x12\x1f\n" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\x12\x1f\n" +
@@ -3310,18 +3412,26 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
 	"\vformat_name\x18\b \x01(\tR\n" +
 	"formatName\x12!\n" +
-	"\fcontent_size\x18\t \x01(\x03R\vcontentSize\"\xf2\x01\n" +
+	"\fcontent_size\x18\t \x01(\x03R\vcontentSize\x12\x16\n" +
+	"\x06access\x18\n" +
+	" \x03(\tR\x06access\",\n" +
+	"\n" +
+	"AccessList\x12\x1e\n" +
+	"\n" +
+	"principals\x18\x01 \x03(\tR\n" +
+	"principals\"\xf2\x01\n" +
 	"\x16IngestDocumentsRequest\x125\n" +
 	"\bdocument\x18\x01 \x01(\v2\x19.bmcis.search.v1.DocumentR\bdocument\x12/\n" +
 	"\x04sync\x18\x02 \x01(\v2\x1b.bmcis.search.v1.SyncSourceR\x04sync\x12!\n" +
 	"\fcontent_part\x18\x03 \x01(\fR\vcontentPart\x12*\n" +
 	"\x11keep_external_ids\x18\x04 \x03(\tR\x0fkeepExternalIds\x12!\n" +
-	"\fkeep_folders\x18\x05 \x03(\tR\vkeepFolders\"L\n" +
+	"\fkeep_folders\x18\x05 \x03(\tR\vkeepFolders\"\x90\x01\n" +
 	"\n" +
 	"SyncSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\tR\x04root\x12\x16\n" +
-	"\x06mirror\x18\x03 \x01(\bR\x06mirror\"\xfb\x02\n" +
+	"\x06mirror\x18\x03 \x01(\bR\x06mirror\x12B\n" +
+	"\x0edefault_access\x18\x04 \x01(\v2\x1b.bmcis.search.v1.AccessListR\rdefaultAccess\"\xfb\x02\n" +
 	"\x17IngestDocumentsResponse\x12-\n" +
 	"\x12documents_received\x18\x01 \x01(\x05R\x11documentsReceived\x12+\n" +
 	"\x11documents_written\x18\x02 \x01(\x05R\x10documentsWritten\x12/\n" +
@@ -3375,7 +3485,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x12ListSourcesRequest\x120\n" +
 	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"H\n" +
 	"\x13ListSourcesResponse\x121\n" +
-	"\asources\x18\x01 \x03(\v2\x17.bmcis.search.v1.SourceR\asources\"\x82\x06\n" +
+	"\asources\x18\x01 \x03(\v2\x17.bmcis.search.v1.SourceR\asources\"\xa9\x06\n" +
 	"\x06Source\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\tR\x04root\x12%\n" +
@@ -3400,7 +3510,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x121\n" +
 	"\x14consecutive_failures\x18\x11 \x01(\x05R\x13consecutiveFailures\x12\x18\n" +
-	"\arunning\x18\x12 \x01(\bR\arunning\x1a;\n" +
+	"\arunning\x18\x12 \x01(\bR\arunning\x12%\n" +
+	"\x0edefault_access\x18\x13 \x03(\tR\rdefaultAccess\x1a;\n" +
 	"\rSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe9\x01\n" +
@@ -3459,13 +3570,14 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\fnames_stored\x18\x01 \x01(\x03R\vnamesStored\x12%\n" +
 	"\x0echunks_indexed\x18\x02 \x01(\x03R\rchunksIndexed\x12'\n" +
 	"\x0fchunks_relinked\x18\x03 \x01(\x03R\x0echunksRelinked\x12#\n" +
-	"\rgraph_version\x18\x04 \x01(\x03R\fgraphVersion\"\x81\x01\n" +
+	"\rgraph_version\x18\x04 \x01(\x03R\fgraphVersion\"\x99\x01\n" +
 	"\x18GetEntityEvidenceRequest\x12$\n" +
 	"\tentity_id\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18$R\bentityId\x12\x1f\n" +
 	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x01R\x05limit\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x03 \x03(\tR\n" +
-	"categories\"\xc1\x01\n" +
+	"categories\x12\x16\n" +
+	"\x06access\x18\x04 \x03(\tR\x06access\"\xc1\x01\n" +
 	"\x19GetEntityEvidenceResponse\x12<\n" +
 	"\x06chunks\x18\x01 \x03(\v2$.bmcis.search.v1.EntityEvidenceChunkR\x06chunks\x12E\n" +
 	"\tdocuments\x18\x02 \x03(\v2'.bmcis.search.v1.EntityEvidenceDocumentR\tdocuments\x12\x1f\n" +
@@ -3531,7 +3643,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),                // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),                // 1: bmcis.search.v1.ContentFormat
@@ -3544,111 +3656,113 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*GetChunksRequest)(nil),          // 8: bmcis.search.v1.GetChunksRequest
 	(*GetChunksResponse)(nil),         // 9: bmcis.search.v1.GetChunksResponse
 	(*Document)(nil),                  // 10: bmcis.search.v1.Document
-	(*IngestDocumentsRequest)(nil),    // 11: bmcis.search.v1.IngestDocumentsRequest
-	(*SyncSource)(nil),                // 12: bmcis.search.v1.SyncSource
-	(*IngestDocumentsResponse)(nil),   // 13: bmcis.search.v1.IngestDocumentsResponse
-	(*IngestDocumentsProgress)(nil),   // 14: bmcis.search.v1.IngestDocumentsProgress
-	(*IngestFailure)(nil),             // 15: bmcis.search.v1.IngestFailure
-	(*DeleteDocumentRequest)(nil),     // 16: bmcis.search.v1.DeleteDocumentRequest
-	(*DeleteDocumentResponse)(nil),    // 17: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),     // 18: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),    // 19: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                  // 20: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),     // 21: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),    // 22: bmcis.search.v1.GetIndexStatusResponse
-	(*ListSourcesRequest)(nil),        // 23: bmcis.search.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),       // 24: bmcis.search.v1.ListSourcesResponse
-	(*Source)(nil),                    // 25: bmcis.search.v1.Source
-	(*AddSourceRequest)(nil),          // 26: bmcis.search.v1.AddSourceRequest
-	(*AddSourceResponse)(nil),         // 27: bmcis.search.v1.AddSourceResponse
-	(*SyncSourceRequest)(nil),         // 28: bmcis.search.v1.SyncSourceRequest
-	(*SyncSourceResponse)(nil),        // 29: bmcis.search.v1.SyncSourceResponse
-	(*RemoveSourceRequest)(nil),       // 30: bmcis.search.v1.RemoveSourceRequest
-	(*RemoveSourceResponse)(nil),      // 31: bmcis.search.v1.RemoveSourceResponse
-	(*ReindexRequest)(nil),            // 32: bmcis.search.v1.ReindexRequest
-	(*ReindexResponse)(nil),           // 33: bmcis.search.v1.ReindexResponse
-	(*EntityName)(nil),                // 34: bmcis.search.v1.EntityName
-	(*SyncEntityNamesRequest)(nil),    // 35: bmcis.search.v1.SyncEntityNamesRequest
-	(*SyncEntityNamesResponse)(nil),   // 36: bmcis.search.v1.SyncEntityNamesResponse
-	(*GetEntityEvidenceRequest)(nil),  // 37: bmcis.search.v1.GetEntityEvidenceRequest
-	(*GetEntityEvidenceResponse)(nil), // 38: bmcis.search.v1.GetEntityEvidenceResponse
-	(*EntityEvidenceChunk)(nil),       // 39: bmcis.search.v1.EntityEvidenceChunk
-	(*EntityEvidenceDocument)(nil),    // 40: bmcis.search.v1.EntityEvidenceDocument
-	nil,                               // 41: bmcis.search.v1.Source.SettingsEntry
-	nil,                               // 42: bmcis.search.v1.AddSourceRequest.SettingsEntry
-	(*fieldmaskpb.FieldMask)(nil),     // 43: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
+	(*AccessList)(nil),                // 11: bmcis.search.v1.AccessList
+	(*IngestDocumentsRequest)(nil),    // 12: bmcis.search.v1.IngestDocumentsRequest
+	(*SyncSource)(nil),                // 13: bmcis.search.v1.SyncSource
+	(*IngestDocumentsResponse)(nil),   // 14: bmcis.search.v1.IngestDocumentsResponse
+	(*IngestDocumentsProgress)(nil),   // 15: bmcis.search.v1.IngestDocumentsProgress
+	(*IngestFailure)(nil),             // 16: bmcis.search.v1.IngestFailure
+	(*DeleteDocumentRequest)(nil),     // 17: bmcis.search.v1.DeleteDocumentRequest
+	(*DeleteDocumentResponse)(nil),    // 18: bmcis.search.v1.DeleteDocumentResponse
+	(*ListCategoriesRequest)(nil),     // 19: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),    // 20: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                  // 21: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),     // 22: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),    // 23: bmcis.search.v1.GetIndexStatusResponse
+	(*ListSourcesRequest)(nil),        // 24: bmcis.search.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),       // 25: bmcis.search.v1.ListSourcesResponse
+	(*Source)(nil),                    // 26: bmcis.search.v1.Source
+	(*AddSourceRequest)(nil),          // 27: bmcis.search.v1.AddSourceRequest
+	(*AddSourceResponse)(nil),         // 28: bmcis.search.v1.AddSourceResponse
+	(*SyncSourceRequest)(nil),         // 29: bmcis.search.v1.SyncSourceRequest
+	(*SyncSourceResponse)(nil),        // 30: bmcis.search.v1.SyncSourceResponse
+	(*RemoveSourceRequest)(nil),       // 31: bmcis.search.v1.RemoveSourceRequest
+	(*RemoveSourceResponse)(nil),      // 32: bmcis.search.v1.RemoveSourceResponse
+	(*ReindexRequest)(nil),            // 33: bmcis.search.v1.ReindexRequest
+	(*ReindexResponse)(nil),           // 34: bmcis.search.v1.ReindexResponse
+	(*EntityName)(nil),                // 35: bmcis.search.v1.EntityName
+	(*SyncEntityNamesRequest)(nil),    // 36: bmcis.search.v1.SyncEntityNamesRequest
+	(*SyncEntityNamesResponse)(nil),   // 37: bmcis.search.v1.SyncEntityNamesResponse
+	(*GetEntityEvidenceRequest)(nil),  // 38: bmcis.search.v1.GetEntityEvidenceRequest
+	(*GetEntityEvidenceResponse)(nil), // 39: bmcis.search.v1.GetEntityEvidenceResponse
+	(*EntityEvidenceChunk)(nil),       // 40: bmcis.search.v1.EntityEvidenceChunk
+	(*EntityEvidenceDocument)(nil),    // 41: bmcis.search.v1.EntityEvidenceDocument
+	nil,                               // 42: bmcis.search.v1.Source.SettingsEntry
+	nil,                               // 43: bmcis.search.v1.AddSourceRequest.SettingsEntry
+	(*fieldmaskpb.FieldMask)(nil),     // 44: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	43, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	44, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	44, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	43, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	44, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	44, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
-	12, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
-	15, // 17: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	13, // 18: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
-	3,  // 19: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	20, // 20: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 21: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	44, // 22: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	44, // 23: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
-	3,  // 24: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	25, // 25: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	44, // 26: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	41, // 27: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
-	44, // 28: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
-	44, // 29: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
-	42, // 30: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
-	25, // 31: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
-	15, // 32: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	34, // 33: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
-	39, // 34: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
-	40, // 35: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
-	2,  // 36: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 37: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	11, // 38: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	11, // 39: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	16, // 40: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	18, // 41: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	21, // 42: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	23, // 43: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	26, // 44: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
-	28, // 45: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
-	30, // 46: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
-	32, // 47: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	35, // 48: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
-	37, // 49: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
-	4,  // 50: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 51: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	13, // 52: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	14, // 53: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	17, // 54: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	19, // 55: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	22, // 56: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	24, // 57: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	27, // 58: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
-	29, // 59: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
-	31, // 60: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
-	33, // 61: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	36, // 62: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
-	38, // 63: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	13, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
+	11, // 17: bmcis.search.v1.SyncSource.default_access:type_name -> bmcis.search.v1.AccessList
+	16, // 18: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	14, // 19: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
+	3,  // 20: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	21, // 21: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 22: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	45, // 23: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	45, // 24: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	3,  // 25: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	26, // 26: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	45, // 27: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	42, // 28: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
+	45, // 29: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
+	45, // 30: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
+	43, // 31: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
+	26, // 32: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
+	16, // 33: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	35, // 34: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	40, // 35: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
+	41, // 36: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
+	2,  // 37: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 38: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	12, // 39: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	12, // 40: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	17, // 41: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	19, // 42: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	22, // 43: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	24, // 44: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	27, // 45: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
+	29, // 46: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
+	31, // 47: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
+	33, // 48: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	36, // 49: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	38, // 50: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
+	4,  // 51: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 52: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	14, // 53: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	15, // 54: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	18, // 55: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	20, // 56: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	23, // 57: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	25, // 58: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	28, // 59: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
+	30, // 60: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
+	32, // 61: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
+	34, // 62: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	37, // 63: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	39, // 64: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
+	51, // [51:65] is the sub-list for method output_type
+	37, // [37:51] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -3662,7 +3776,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,8 +46,12 @@ type GetVendorRequest struct {
 	// (the adapter and the gateway set it; the gateway replaces any value a
 	// REST caller sent). Empty means every category.
 	EvidenceCategories []string `protobuf:"bytes,7,rep,name=evidence_categories,json=evidenceCategories,proto3" json:"evidence_categories,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The caller's access set (docs/ACCESS.md), set by the adapter and the
+	// gateway like evidence_categories: evidence comes only from documents
+	// it may read. vendorgraph passes it to search.
+	EvidenceAccess []string `protobuf:"bytes,8,rep,name=evidence_access,json=evidenceAccess,proto3" json:"evidence_access,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetVendorRequest) Reset() {
@@ -125,6 +129,13 @@ func (x *GetVendorRequest) GetMaxEvidence() int32 {
 func (x *GetVendorRequest) GetEvidenceCategories() []string {
 	if x != nil {
 		return x.EvidenceCategories
+	}
+	return nil
+}
+
+func (x *GetVendorRequest) GetEvidenceAccess() []string {
+	if x != nil {
+		return x.EvidenceAccess
 	}
 	return nil
 }
@@ -1458,7 +1469,7 @@ var File_bmcis_vendorgraph_v1_vendorgraph_proto protoreflect.FileDescriptor
 
 const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\n" +
-	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x02\n" +
+	"&bmcis/vendorgraph/v1/vendorgraph.proto\x12\x14bmcis.vendorgraph.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
 	"\x10GetVendorRequest\x12\x1e\n" +
 	"\x04name\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x04name\x12,\n" +
@@ -1468,7 +1479,8 @@ const file_bmcis_vendorgraph_v1_vendorgraph_proto_rawDesc = "" +
 	"\x15include_relationships\x18\x04 \x01(\bH\x00R\x14includeRelationships\x88\x01\x01\x12\x1f\n" +
 	"\x05depth\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x02(\x00R\x05depth\x12,\n" +
 	"\fmax_evidence\x18\x06 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\vmaxEvidence\x12/\n" +
-	"\x13evidence_categories\x18\a \x03(\tR\x12evidenceCategoriesB\x18\n" +
+	"\x13evidence_categories\x18\a \x03(\tR\x12evidenceCategories\x12'\n" +
+	"\x0fevidence_access\x18\b \x03(\tR\x0eevidenceAccessB\x18\n" +
 	"\x16_include_relationships\"\x83\a\n" +
 	"\x11GetVendorResponse\x12\x1f\n" +
 	"\vvendor_name\x18\x01 \x01(\tR\n" +

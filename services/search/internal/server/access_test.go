@@ -1,0 +1,173 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
+)
+
+// accessCorpus is corpus(n) with access lists: by fours, everyone's,
+// group:hr, group:legal, user:alice (so every category holds each kind).
+func accessCorpus(n int) (docs []*searchv1.Document, lists map[string][]string) {
+	docs = corpus(n)
+	lists = map[string][]string{}
+	kinds := [][]string{nil, {"group:hr"}, {"group:legal"}, {"user:alice"}}
+	for i, d := range docs {
+		d.Access = kinds[(i/4)%len(kinds)]
+		lists[d.ExternalId] = d.Access
+	}
+	return docs, lists
+}
+
+// TestAccessSets: a request's access set keeps results, totals, chunks,
+// categories and counts inside the documents it may read, in every
+// retrieval mode, and the result cache never crosses sets.
+func TestAccessSets(t *testing.T) {
+	r, _ := start(t)
+	docs, lists := accessCorpus(48)
+	mustIngest(t, r.client, docs...)
+	ctx := context.Background()
+	const query = "security network backup incident"
+	hr := []string{"everyone", "group:hr"}
+	allowedFor := func(set []string) func(string) bool {
+		parsed, err := access.ParseSet(set)
+		require.NoError(t, err)
+		return func(id string) bool { return access.Allows(parsed, lists[id]) }
+	}
+
+	for _, mode := range []searchv1.RetrievalMode{searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR} {
+		t.Run(mode.String(), func(t *testing.T) {
+			open := search(t, r.client, &searchv1.SearchRequest{Query: query, Mode: mode, NoCache: true})
+			for _, set := range [][]string{hr, {"group:legal"}, {"user:alice", "group:hr"}, {"everyone"}} {
+				allowed := allowedFor(set)
+				scoped := search(t, r.client, &searchv1.SearchRequest{Query: query, Mode: mode, NoCache: true,
+					Scope: &searchv1.ReadScope{Access: set}})
+				require.NotEmpty(t, scoped.Results, "%v", set)
+				for _, res := range scoped.Results {
+					require.True(t, allowed(res.Chunk.DocumentId), "%v read %s", set, res.Chunk.DocumentId)
+				}
+				want := 0
+				for _, res := range open.Results {
+					if allowed(res.Chunk.DocumentId) {
+						want++
+					}
+				}
+				require.Less(t, scoped.TotalAvailable, open.TotalAvailable, "%v", set)
+				require.GreaterOrEqual(t, int(scoped.TotalAvailable), want,
+					"candidates are collected inside the set: it comes back no shorter than the open list's share (%v)", set)
+			}
+		})
+	}
+
+	t.Run("cache", func(t *testing.T) {
+		a := search(t, r.client, &searchv1.SearchRequest{Query: "cloud region", Scope: &searchv1.ReadScope{Access: hr}})
+		require.False(t, a.CacheHit)
+		require.True(t, search(t, r.client, &searchv1.SearchRequest{Query: "cloud region", Scope: &searchv1.ReadScope{Access: hr}}).CacheHit)
+		b := search(t, r.client, &searchv1.SearchRequest{Query: "cloud region", Scope: &searchv1.ReadScope{Access: []string{"group:legal"}}})
+		require.False(t, b.CacheHit, "a list ranked for one set is never another's")
+		require.NotEqual(t, docIDs(a), docIDs(b))
+	})
+
+	t.Run("chunks, categories, status", func(t *testing.T) {
+		open := search(t, r.client, &searchv1.SearchRequest{Query: query, NoCache: true})
+		var ids []int64
+		for _, res := range open.Results {
+			ids = append(ids, res.Chunk.ChunkId)
+		}
+		got, err := r.client.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids, Scope: &searchv1.ReadScope{Access: hr}})
+		require.NoError(t, err)
+		allowed := allowedFor(hr)
+		for _, c := range got.Chunks {
+			require.True(t, allowed(c.DocumentId), c.DocumentId)
+		}
+		require.Len(t, got.MissingIds, len(ids)-len(got.Chunks))
+		require.NotEmpty(t, got.MissingIds)
+
+		cats, err := r.client.ListCategories(ctx, &searchv1.ListCategoriesRequest{Scope: &searchv1.ReadScope{Access: hr}})
+		require.NoError(t, err)
+		for _, c := range cats.Categories {
+			require.Equal(t, int32(6), c.DocumentCount, "%s: everyone's and hr's documents of 12", c.Name)
+		}
+		st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{Scope: &searchv1.ReadScope{Access: hr}})
+		require.NoError(t, err)
+		require.Equal(t, int64(24), st.Documents)
+		require.Zero(t, st.ModelTrainedChunks, "a restricted caller does not count the corpus")
+	})
+
+	t.Run("an entry of an unknown form", func(t *testing.T) {
+		_, err := r.client.Search(ctx, &searchv1.SearchRequest{Query: query, Limit: 5, Scope: &searchv1.ReadScope{Access: []string{"hr"}}})
+		requireField(t, err, "scope.access")
+	})
+}
+
+// TestAccessChangeWithoutReembedding: re-ingesting a document whose only
+// change is its access list rewrites no chunk and no vector, and every
+// replica converges on the new list.
+func TestAccessChangeWithoutReembedding(t *testing.T) {
+	pool, _ := newDB(t)
+	r := startReplica(t, pool, testConfig())
+	other := startReplica(t, pool, testConfig())
+	docs, _ := accessCorpus(40)
+	mustIngest(t, r.client, docs...)
+	ctx := context.Background()
+	state := func() (gen, queued, embedded int64, ids []int64) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT vectors_generation, (SELECT count(*) FROM chunk_vector_queue),
+			(SELECT count(*) FROM chunks WHERE embedding IS NOT NULL) FROM search_state`).Scan(&gen, &queued, &embedded))
+		rows, err := pool.Query(ctx, `SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+			WHERE d.external_id = $1 ORDER BY c.id`, docs[4].ExternalId)
+		require.NoError(t, err)
+		for rows.Next() {
+			var id int64
+			require.NoError(t, rows.Scan(&id))
+			ids = append(ids, id)
+		}
+		require.NoError(t, rows.Err())
+		return gen, queued, embedded, ids
+	}
+	gen0, queued0, embedded0, ids0 := state()
+	require.Equal(t, []string{"group:hr"}, docs[4].Access)
+	sees := func(rep *replica, set []string) bool {
+		out := search(t, rep.client, &searchv1.SearchRequest{Query: "item4 overview", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+			NoCache: true, Scope: &searchv1.ReadScope{Access: set}})
+		return slices.Contains(docIDs(out), docs[4].ExternalId)
+	}
+	require.True(t, sees(r, []string{"group:hr"}))
+	require.False(t, sees(r, []string{"group:legal"}))
+
+	docs[4].Access = []string{"group:legal", "user:bob"}
+	resp := mustIngest(t, r.client, docs...)
+	require.Equal(t, int32(1), resp.DocumentsWritten, "only the access list changed")
+	require.Zero(t, resp.ChunksWritten)
+	gen1, queued1, embedded1, ids1 := state()
+	require.Equal(t, ids0, ids1, "the same chunk rows")
+	require.Equal(t, gen0, gen1, "no vector changed")
+	require.Equal(t, queued0+embedded0, queued1+embedded1)
+	require.True(t, sees(r, []string{"group:legal"}), "the writing replica applies it before answering")
+	require.False(t, sees(r, []string{"group:hr"}))
+	require.Eventually(t, func() bool { return sees(other, []string{"group:legal"}) && !sees(other, []string{"group:hr"}) },
+		30*time.Second, 10*time.Millisecond, "the other replica follows the change feed")
+}
+
+// TestIngestRefusesAnUnknownAccessEntry: the stream ends at the bad
+// document, naming it, and the document is not stored.
+func TestIngestRefusesAnUnknownAccessEntry(t *testing.T) {
+	r, pool := start(t)
+	bad := txt("bad-doc", "Bad", "a document whose access list is wrong")
+	bad.Access = []string{"group:hr", "administrators"}
+	_, err := ingestDocs(t, r.client, bad)
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), `"bad-doc"`)
+	require.True(t, strings.Contains(status.Convert(err).Message(), `"administrators"`), "%v", err)
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM documents WHERE external_id = 'bad-doc'`).Scan(&n))
+	require.Zero(t, n)
+}
