@@ -135,8 +135,11 @@ func edgeOf(ctx context.Context) string {
 	return "unverified"
 }
 
-// cut keeps at most n bytes of s, on a rune boundary.
+// cut keeps at most n bytes of s, on a rune boundary. A NUL byte (valid
+// UTF-8, so proto lets it through) becomes U+FFFD: PostgreSQL text cannot
+// hold one, and one caller's NUL would otherwise fail the whole batch.
 func cut(s string, n int) string {
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
