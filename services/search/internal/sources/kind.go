@@ -63,8 +63,8 @@ type Request struct {
 // Env is what the deployment allows every source.
 type Env struct {
 	Limits Limits
-	// AllowPrivate lets web sources reach private (RFC 1918, ULA) and
-	// link-local addresses; AllowLoopback lets them reach loopback
+	// AllowPrivate lets web sources reach private (RFC 1918, ULA),
+	// shared (RFC 6598) and link-local addresses; AllowLoopback lets them reach loopback
 	// (development and tests). Both off: only public addresses.
 	AllowPrivate, AllowLoopback bool
 	// FolderRoot is the only directory folder sources may read below

@@ -222,8 +222,10 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 		return nil, false, err
 	}
 	if !allowed {
+		// Its stored version stays, so its links are unknown, as for a
+		// page that failed.
 		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: "disallowed by robots.txt"})
-		return nil, true, nil
+		return nil, false, nil
 	}
 	hdr := http.Header{}
 	if v, ok := w.prev[raw]; ok {
@@ -500,17 +502,55 @@ func webClient(env Env) *http.Client {
 }
 
 // addressAllowed is the SSRF rule: public unicast addresses, and the
-// private or loopback ones the deployment allows.
+// private or loopback ones the deployment allows. An IPv6 address that
+// carries an IPv4 one (NAT64, 6to4) is judged by the IPv4 address.
 func addressAllowed(ip net.IP, env Env) bool {
+	if v4 := embeddedIPv4(ip); v4 != nil {
+		ip = v4
+	}
 	switch {
 	case ip.IsLoopback():
 		return env.AllowLoopback
-	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast(),
+		thisNetwork.Contains(ip), ip.Equal(net.IPv4bcast):
 		return false
-	case ip.IsPrivate(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+	case ip.IsPrivate(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), sharedAddressSpace.Contains(ip):
 		return env.AllowPrivate
 	}
 	return true
+}
+
+var (
+	// thisNetwork (0.0.0.0/8) is no host to fetch from.
+	thisNetwork = mustCIDR("0.0.0.0/8")
+	// sharedAddressSpace (RFC 6598) is a provider's inside network, where
+	// one cloud's metadata service answers (100.100.100.200).
+	sharedAddressSpace = mustCIDR("100.64.0.0/10")
+	nat64              = mustCIDR("64:ff9b::/96")
+	sixToFour          = mustCIDR("2002::/16")
+)
+
+// embeddedIPv4 is the IPv4 address a NAT64 or 6to4 address reaches (nil
+// for others; IPv4-mapped addresses are IPv4 to net.IP already).
+func embeddedIPv4(ip net.IP) net.IP {
+	if ip.To4() != nil || len(ip) != net.IPv6len {
+		return nil
+	}
+	switch {
+	case nat64.Contains(ip):
+		return net.IPv4(ip[12], ip[13], ip[14], ip[15])
+	case sixToFour.Contains(ip):
+		return net.IPv4(ip[2], ip[3], ip[4], ip[5])
+	}
+	return nil
+}
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }
 
 // robotsRules are the Allow and Disallow lines of robots.txt's group for

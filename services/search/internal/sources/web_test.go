@@ -305,3 +305,42 @@ func TestWebRequestRatePerHost(t *testing.T) {
 		require.LessOrEqual(t, d, time.Hour)
 	}
 }
+
+// A page robots.txt disallows keeps its stored version, so what only it
+// links to was not reached either: a crawl through such a page is not a
+// full listing, and deletes nothing it did not see.
+func TestWebCrawlDisallowedPageIsNotFull(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/hub")
+		s.pages["/docs/hub"] = page("Hub", "hub", "/docs/leaf")
+		s.pages["/docs/leaf"] = page("Leaf", "leaf")
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.True(t, first.Full)
+	require.Len(t, first.Upserts, 3)
+
+	s.set(func(s *site) { s.robots = "User-agent: *\nDisallow: /docs/hub\n" })
+	second := fetchOK(t, webKind, settings, first.Cursor, env)
+	require.Len(t, second.Skipped, 1)
+	require.False(t, second.Full, "the leaf behind the disallowed hub was not reached: it must not look gone")
+}
+
+// Addresses that are not public beyond RFC 1918: shared address space
+// (a cloud's metadata service answers at 100.100.100.200), "this network",
+// and IPv6 forms that carry a private IPv4 address (NAT64, 6to4).
+func TestWebAddressRuleEmbeddedAndSharedRanges(t *testing.T) {
+	for ip, want := range map[string]bool{
+		"100.100.100.200": false, "100.64.0.1": false, "0.1.2.3": false,
+		"64:ff9b::a01:203": false, "64:ff9b::a9fe:a9fe": false, "2002:a01:203::1": false, "2002:7f00:1::1": false,
+		"::ffff:169.254.169.254": false, "255.255.255.255": false,
+		"64:ff9b::808:808": true, "2002:808:808::1": true, "100.128.0.1": true,
+	} {
+		require.Equal(t, want, addressAllowed(parseIP(t, ip), Env{}), ip)
+	}
+	require.True(t, addressAllowed(parseIP(t, "100.100.100.200"), Env{AllowPrivate: true}))
+	require.True(t, addressAllowed(parseIP(t, "64:ff9b::7f00:1"), Env{AllowLoopback: true}))
+	require.False(t, addressAllowed(parseIP(t, "64:ff9b::7f00:1"), Env{AllowPrivate: true}))
+}
