@@ -265,6 +265,10 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 	}
 	f, ok := docformat.ForMediaType(resp.Header.Get("Content-Type"))
 	if !ok || f.Container() {
+		if first {
+			// A crawl that starts nowhere would list nothing and delete all.
+			return nil, false, fail(BadContent, nil, "start page %s: content type %q is not a document format", redact(raw), resp.Header.Get("Content-Type"))
+		}
 		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: fmt.Sprintf("content type %q is not a document format", resp.Header.Get("Content-Type"))})
 		return nil, true, nil // no links to follow, none missed
 	}

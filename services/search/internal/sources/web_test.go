@@ -344,3 +344,31 @@ func TestWebAddressRuleEmbeddedAndSharedRanges(t *testing.T) {
 	require.True(t, addressAllowed(parseIP(t, "64:ff9b::7f00:1"), Env{AllowLoopback: true}))
 	require.False(t, addressAllowed(parseIP(t, "64:ff9b::7f00:1"), Env{AllowPrivate: true}))
 }
+
+// A start page that stops being a document (a server answering its
+// maintenance blob as application/octet-stream) leads nowhere: the crawl
+// fails instead of listing nothing and deleting every page it had.
+func TestWebCrawlStartNotADocumentFails(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one")
+		s.pages["/docs/one"] = page("One", "first")
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.True(t, first.Full)
+	require.Len(t, first.Upserts, 2)
+
+	s.set(func(s *site) {
+		s.extra["/docs/"] = func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			fmt.Fprint(w, "maintenance")
+		}
+	})
+	st, err := webKind.Check(settings, env)
+	require.NoError(t, err)
+	_, err = webKind.Fetch(context.Background(), Request{Name: "t", Settings: st, Cursor: first.Cursor, Env: env})
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "not a document format")
+}
