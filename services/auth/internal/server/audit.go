@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/services/auth/internal/audit"
 )
@@ -18,7 +19,6 @@ import (
 // Bounds of the audit RPCs.
 const (
 	maxAuditBatch    = 1000
-	maxAuditChunkIDs = 1000
 	maxAuditText     = 4096 // a query, a path; longer text is cut
 	maxAuditLabel    = 256  // every other field
 	defaultAuditPage = 100
@@ -44,8 +44,8 @@ func (s *Server) AppendAuditEvents(ctx context.Context, req *authv1.AppendAuditE
 		if e.GetTime() == nil || e.GetTime().CheckValid() != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: time is required", i)
 		}
-		if len(e.GetChunkIds()) > maxAuditChunkIDs {
-			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: at most %d chunk_ids", i, maxAuditChunkIDs)
+		if len(e.GetChunkIds()) > auditlog.MaxChunkIDs {
+			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: at most %d chunk_ids", i, auditlog.MaxChunkIDs)
 		}
 		ev := audit.Event{
 			Time: e.GetTime().AsTime(), Edge: edge,
