@@ -125,6 +125,8 @@ func fetchWeb(ctx context.Context, req Request) (*ChangeSet, error) {
 	w := &webRun{req: req, lim: req.Env.Limits, prefix: req.Settings["prefix"], client: webClient(req.Env),
 		next: map[string]pageValidators{}, robots: map[string]*robotsRules{}, nextAt: map[string]time.Time{},
 		cs: &ChangeSet{}}
+	// The client is this run's: its idle connections would outlive it.
+	defer w.client.CloseIdleConnections()
 	var last webCursor
 	if len(req.Cursor) > 0 {
 		_ = json.Unmarshal(req.Cursor, &last) // a bad cursor costs full GETs, nothing else
@@ -492,7 +494,7 @@ func webClient(env Env) *http.Client {
 		}
 		return nil
 	}}
-	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 2,
+	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute,
 		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}
 	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxRedirects {

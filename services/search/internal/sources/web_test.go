@@ -372,3 +372,34 @@ func TestWebCrawlStartNotADocumentFails(t *testing.T) {
 	require.Equal(t, BadContent, CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "not a document format")
 }
+
+// A run leaves no connection behind: each run has its own client, so its
+// idle keep-alive connections (and their goroutines) would otherwise stay
+// open as long as the site lets them, one set per scheduled run.
+func TestWebRunClosesItsConnections(t *testing.T) {
+	s := &site{pages: map[string]string{}, gone: map[string]bool{}, extra: map[string]http.HandlerFunc{}}
+	s.pages["/docs/"] = page("Home", "start", "/docs/one")
+	s.pages["/docs/one"] = page("One", "first")
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	s.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
+	s.srv.Start()
+	t.Cleanup(s.srv.Close)
+	cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/docs/"}, nil, fastEnv())
+	require.Len(t, cs.Upserts, 2)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(open) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the run's connections are closed when it ends")
+}
