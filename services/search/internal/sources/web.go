@@ -283,9 +283,8 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: fmt.Sprintf("too large: over %d bytes", w.lim.MaxFileBytes)})
 		return nil, false, nil
 	}
-	w.total += int64(len(body))
-	if w.lim.MaxTotalBytes > 0 && w.total > w.lim.MaxTotalBytes {
-		return nil, false, fail(TooLarge, nil, "the pages exceed %d bytes (BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES)", w.lim.MaxTotalBytes)
+	if err := w.count(len(body)); err != nil {
+		return nil, false, err
 	}
 	v := pageValidators{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
 	file := File{ID: raw, Content: body, Format: f.Name}
@@ -298,6 +297,16 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 	}
 	w.next[raw] = v
 	return v.Links, true, nil
+}
+
+// count adds n bytes read (a page, a sitemap) to the run's total and fails
+// the run past its limit.
+func (w *webRun) count(n int) error {
+	w.total += int64(n)
+	if w.lim.MaxTotalBytes > 0 && w.total > w.lim.MaxTotalBytes {
+		return fail(TooLarge, nil, "the pages and sitemaps exceed %d bytes (BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES)", w.lim.MaxTotalBytes)
+	}
+	return nil
 }
 
 // links returns the page's absolute http(s) link targets without fragments.
@@ -358,6 +367,9 @@ func (w *webRun) sitemap(ctx context.Context, raw string, depth int, entries *in
 	}
 	if len(body) > maxSitemapBytes {
 		return nil, fail(TooLarge, nil, "sitemap %s is over %d bytes (uncompressed)", redact(raw), maxSitemapBytes)
+	}
+	if err := w.count(len(body)); err != nil {
+		return nil, err
 	}
 	var doc struct {
 		XMLName xml.Name

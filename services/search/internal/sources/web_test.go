@@ -403,3 +403,32 @@ func TestWebRunClosesItsConnections(t *testing.T) {
 		return len(open) == 0
 	}, 10*time.Second, 10*time.Millisecond, "the run's connections are closed when it ends")
 }
+
+// Sitemaps count toward the run's byte limit like pages: an index of
+// sitemaps each under the per-sitemap bound would otherwise download
+// without limit (up to twice MaxFiles sitemaps of 50 MiB each).
+func TestWebSitemapsCountTowardTheRunLimit(t *testing.T) {
+	s := newSite(t)
+	padding := strings.Repeat(" ", 64<<10)
+	s.set(func(s *site) {
+		s.extra["/index.xml"] = func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, `<sitemapindex>`)
+			for i := range 8 {
+				fmt.Fprintf(w, `<sitemap><loc>%s/part%d.xml</loc></sitemap>`, s.srv.URL, i)
+			}
+			fmt.Fprint(w, `</sitemapindex>`)
+		}
+		for i := range 8 {
+			s.extra[fmt.Sprintf("/part%d.xml", i)] = func(w http.ResponseWriter, _ *http.Request) {
+				fmt.Fprintf(w, `<urlset><url><loc>%s/p%d</loc></url>%s</urlset>`, s.srv.URL, i, padding)
+			}
+		}
+	})
+	env := fastEnv()
+	env.Limits.MaxTotalBytes = 256 << 10 // four parts' worth
+	st, err := webKind.Check(map[string]string{"url": s.srv.URL + "/index.xml"}, env)
+	require.NoError(t, err)
+	_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+	require.Equal(t, TooLarge, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "MAX_TOTAL_BYTES")
+}
