@@ -293,7 +293,7 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 	}
 	w.cs.Upserts = append(w.cs.Upserts, file)
 	if crawl && f.Name == "html" {
-		v.Links = links(resp.Request.URL, body)
+		v.Links = w.followable(links(resp.Request.URL, body))
 	}
 	w.next[raw] = v
 	return v.Links, true, nil
@@ -307,6 +307,20 @@ func (w *webRun) count(n int) error {
 		return fail(TooLarge, nil, "the pages and sitemaps exceed %d bytes (BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES)", w.lim.MaxTotalBytes)
 	}
 	return nil
+}
+
+// followable keeps the links a crawl may follow (within the prefix), each
+// once: they are kept in the cursor.
+func (w *webRun) followable(all []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range all {
+		if w.within(l) && !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // links returns the page's absolute http(s) link targets without fragments.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -431,4 +432,19 @@ func TestWebSitemapsCountTowardTheRunLimit(t *testing.T) {
 	_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
 	require.Equal(t, TooLarge, CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "MAX_TOTAL_BYTES")
+}
+
+// The cursor keeps, per page, only the links a later run may follow: those
+// within the prefix, each once (it is stored in the source's row after
+// every run, so a page of off-site links would otherwise grow it).
+func TestWebCursorKeepsOnlyFollowableLinks(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one", "/docs/one", "/docs/one#part", "https://elsewhere.example/x", "/blog/y")
+		s.pages["/docs/one"] = page("One", "first")
+	})
+	cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/docs/"}, nil, fastEnv())
+	var cur webCursor
+	require.NoError(t, json.Unmarshal(cs.Cursor, &cur))
+	require.Equal(t, []string{s.srv.URL + "/docs/one"}, cur.Pages[s.srv.URL+"/docs/"].Links)
 }
