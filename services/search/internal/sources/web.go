@@ -247,6 +247,15 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 		return nil, false, nil
 	}
 	defer resp.Body.Close()
+	if final := resp.Request.URL.String(); final != raw && !w.within(final) {
+		// Not this page (a sign-in page once a session expired, most
+		// often): its content and links are not the source's.
+		if first {
+			return nil, false, fail(BadContent, nil, "start page %s was redirected outside the prefix, to %s", redact(raw), redact(final))
+		}
+		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: "redirected outside the prefix, to " + redact(final)})
+		return nil, false, nil
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		w.next[raw] = w.prev[raw]

@@ -448,3 +448,35 @@ func TestWebCursorKeepsOnlyFollowableLinks(t *testing.T) {
 	require.NoError(t, json.Unmarshal(cs.Cursor, &cur))
 	require.Equal(t, []string{s.srv.URL + "/docs/one"}, cur.Pages[s.srv.URL+"/docs/"].Links)
 }
+
+// A page redirected outside the prefix (a sign-in page once a session
+// expires) is not the page: it is left out with its stored version kept,
+// and a start page redirected so fails the run, which would otherwise
+// follow the sign-in page's links and delete every page it had.
+func TestWebRedirectOutsideThePrefix(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one")
+		s.pages["/docs/one"] = page("One", "first")
+		s.pages["/login"] = page("Sign in", "who are you")
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.Len(t, first.Upserts, 2)
+
+	toLogin := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/login", http.StatusFound) }
+	s.set(func(s *site) { s.extra["/docs/one"] = toLogin })
+	second := fetchOK(t, webKind, settings, first.Cursor, env)
+	require.Empty(t, upsertIDs(second), "the sign-in page is not stored as /docs/one")
+	require.Len(t, second.Skipped, 1)
+	require.Contains(t, second.Skipped[0].Reason, "outside the prefix")
+	require.False(t, second.Full)
+
+	s.set(func(s *site) { s.extra["/docs/"] = toLogin })
+	st, err := webKind.Check(settings, env)
+	require.NoError(t, err)
+	_, err = webKind.Fetch(context.Background(), Request{Name: "t", Settings: st, Cursor: first.Cursor, Env: env})
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "outside the prefix")
+}
