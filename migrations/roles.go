@@ -207,6 +207,7 @@ func EnsureBackupLoginFrom(ctx context.Context, db Execer, migrationUser string,
 	}
 	return true, nil
 }
+
 // AppendOnlyTables are the tables of a service's schema that its role may
 // only read and append to: they belong to the migration role, not to the
 // service's group (00016_audit_events.sql).

@@ -17,6 +17,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,11 @@ import (
 
 // Outcome of a read that succeeded; a failed one records its error code.
 const OK = "ok"
+
+// MaxChunkIDs is the most chunk ids one entry holds: the auth service
+// refuses a batch with an entry listing more, so the recorder keeps the
+// first MaxChunkIDs.
+const MaxChunkIDs = 1000
 
 // Principal kinds.
 const (
@@ -305,16 +311,25 @@ func (r *Recorder) append(ctx context.Context, batch []Entry) error {
 
 // event is the wire form of e; the query's hash is taken here, off the
 // read's path.
+//
+// Text a caller chooses (a User-Agent, a decoded URL path, a query) may
+// hold bytes that are not UTF-8, which proto refuses to send: the whole
+// batch would fail. Such bytes become U+FFFD; the hash is of the bytes sent.
 func (r *Recorder) event(e Entry) *authv1.AuditEvent {
+	txt := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+	ids := e.ChunkIDs
+	if len(ids) > MaxChunkIDs {
+		ids = ids[:MaxChunkIDs]
+	}
 	ev := &authv1.AuditEvent{
-		Time: timestamppb.New(e.Time), Principal: e.Principal, PrincipalKind: e.PrincipalKind,
-		OauthIssuer: e.OAuthIssuer, ClientAddress: e.ClientAddress, ClientName: e.ClientName,
-		Tool: e.Tool, Target: e.Target, ChunkIds: e.ChunkIDs, Outcome: e.Outcome, RequestId: e.RequestID,
+		Time: timestamppb.New(e.Time), Principal: txt(e.Principal), PrincipalKind: txt(e.PrincipalKind),
+		OauthIssuer: txt(e.OAuthIssuer), ClientAddress: txt(e.ClientAddress), ClientName: txt(e.ClientName),
+		Tool: txt(e.Tool), Target: txt(e.Target), ChunkIds: ids, Outcome: txt(e.Outcome), RequestId: txt(e.RequestID),
 	}
 	if e.Query != "" {
 		ev.QuerySha256 = QueryHash(e.Query)
 		if r.cfg.QueryText {
-			ev.Query = e.Query
+			ev.Query = txt(e.Query)
 		}
 	}
 	return ev

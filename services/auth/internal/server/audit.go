@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/services/auth/internal/audit"
 )
@@ -18,7 +19,6 @@ import (
 // Bounds of the audit RPCs.
 const (
 	maxAuditBatch    = 1000
-	maxAuditChunkIDs = 1000
 	maxAuditText     = 4096 // a query, a path; longer text is cut
 	maxAuditLabel    = 256  // every other field
 	defaultAuditPage = 100
@@ -44,8 +44,8 @@ func (s *Server) AppendAuditEvents(ctx context.Context, req *authv1.AppendAuditE
 		if e.GetTime() == nil || e.GetTime().CheckValid() != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: time is required", i)
 		}
-		if len(e.GetChunkIds()) > maxAuditChunkIDs {
-			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: at most %d chunk_ids", i, maxAuditChunkIDs)
+		if len(e.GetChunkIds()) > auditlog.MaxChunkIDs {
+			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: at most %d chunk_ids", i, auditlog.MaxChunkIDs)
 		}
 		ev := audit.Event{
 			Time: e.GetTime().AsTime(), Edge: edge,
@@ -135,8 +135,11 @@ func edgeOf(ctx context.Context) string {
 	return "unverified"
 }
 
-// cut keeps at most n bytes of s, on a rune boundary.
+// cut keeps at most n bytes of s, on a rune boundary. A NUL byte (valid
+// UTF-8, so proto lets it through) becomes U+FFFD: PostgreSQL text cannot
+// hold one, and one caller's NUL would otherwise fail the whole batch.
 func cut(s string, n int) string {
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	if len(s) <= n {
 		return s
 	}

@@ -108,3 +108,28 @@ func TestParseRetention(t *testing.T) {
 		require.Error(t, err, in)
 	}
 }
+
+// TestAuditEventsWithNUL appends an event whose caller-chosen text holds
+// NUL bytes (a search query, a kb:// URI): PostgreSQL text cannot hold
+// one, and a refused batch would take every other caller's entries in it
+// down too (and stall the edge's recorder until its buffer drops them).
+func TestAuditEventsWithNUL(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	ctx := context.Background()
+	at := timestamppb.New(time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC))
+	resp, err := in.Client.AppendAuditEvents(authtest.Adapter(ctx), &authv1.AppendAuditEventsRequest{Events: []*authv1.AuditEvent{
+		{Time: at, Principal: "someone else", Tool: "semantic_search", Query: "plain", Outcome: "ok"},
+		{Time: at, Principal: "key\x00", Tool: "read_resource", Target: "kb://doc/1\x00x", Query: "a\x00b",
+			ClientName: "c\x00", Outcome: "ok"},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, int32(2), resp.GetAppended())
+	list, err := in.Client.ListAuditEvents(authtest.Admin(ctx), &authv1.ListAuditEventsRequest{Tool: "read_resource"})
+	require.NoError(t, err)
+	require.Len(t, list.GetEvents(), 1)
+	e := list.GetEvents()[0]
+	require.Equal(t, "a\uFFFDb", e.GetQuery())
+	require.Equal(t, "kb://doc/1\uFFFDx", e.GetTarget())
+	require.Equal(t, "key\uFFFD", e.GetPrincipal())
+	require.Equal(t, "c\uFFFD", e.GetClientName())
+}

@@ -85,3 +85,37 @@ func TestRecorderAuthOutage(t *testing.T) {
 	r.Record(auditlog.Entry{Tool: "get_chunks", Outcome: auditlog.OK})
 	require.Equal(t, int64(101), r.Dropped(), "after Close, a record is counted as dropped")
 }
+
+// TestRecorderUntrustedText records what callers choose: a User-Agent or
+// a decoded URL path with bytes that are not UTF-8 (proto refuses to send
+// such a string), and a read of more chunks than an entry may list. Each
+// is stored, repaired or cut, and the batch beside it is not lost.
+func TestRecorderUntrustedText(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	r, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{QueryText: true, FlushInterval: time.Hour})
+	require.NoError(t, err)
+	many := make([]int64, auditlog.MaxChunkIDs+500)
+	for i := range many {
+		many[i] = int64(i)
+	}
+	r.Record(auditlog.Entry{Principal: "bystander", Tool: "semantic_search", Outcome: auditlog.OK})
+	r.Record(auditlog.Entry{Principal: "bad-text", Tool: "GET /v1/documents/{id}", Target: "/v1/documents/\xff",
+		ClientName: "agent\xfe", Query: "q\xc3", Outcome: auditlog.OK})
+	r.Record(auditlog.Entry{Principal: "many-chunks", Tool: "get_chunks", ChunkIDs: many, Outcome: auditlog.OK})
+	r.Close(context.Background())
+	require.Zero(t, r.Dropped())
+
+	got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()), &authv1.ListAuditEventsRequest{})
+	require.NoError(t, err)
+	byPrincipal := map[string]*authv1.AuditEvent{}
+	for _, e := range got.GetEvents() {
+		byPrincipal[e.GetPrincipal()] = e
+	}
+	require.Len(t, byPrincipal, 3)
+	bad := byPrincipal["bad-text"]
+	require.Equal(t, "/v1/documents/\uFFFD", bad.GetTarget())
+	require.Equal(t, "agent\uFFFD", bad.GetClientName())
+	require.Equal(t, "q\uFFFD", bad.GetQuery())
+	require.Equal(t, auditlog.QueryHash("q\xc3"), bad.GetQuerySha256(), "the hash is of what the caller sent")
+	require.Len(t, byPrincipal["many-chunks"].GetChunkIds(), auditlog.MaxChunkIDs)
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -207,4 +208,49 @@ func TestGitSettingsRefused(t *testing.T) {
 	}
 	_, err := gitKind.Check(map[string]string{"url": "file:///srv/repo"}, Env{Limits: DefaultLimits()})
 	require.Equal(t, BadSettings, CodeOf(err))
+}
+
+// A token reference may not name the service's own configuration: with
+// token_ref env:DATABASE_URL (or file:/proc/self/environ) and a URL of
+// their choosing, an operator's ingest credential would send the search
+// service's database password to any host. Refused when the source is
+// added, and again at each run (for a source stored before this rule).
+func TestGitTokenRefNotTheServiceConfiguration(t *testing.T) {
+	env := testEnv()
+	for _, ref := range []string{"env:DATABASE_URL", "env:REDIS_URL", "env:BMCIS_INGEST_TOKEN_SHA256",
+		"file:/proc/self/environ", "file:/etc/../proc/1/environ", "file:/var/run/secrets/kubernetes.io/serviceaccount/token",
+		"file:/run/secrets/kubernetes.io/serviceaccount/token", "file:/sys/class/dmi/id/product_uuid"} {
+		_, err := gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": ref}, env)
+		require.Equal(t, BadSettings, CodeOf(err), "%s: %v", ref, err)
+	}
+	_, err := gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "env:HANDBOOK_TOKEN"}, env)
+	require.NoError(t, err)
+	_, err = gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "file:/var/run/secrets/handbook/token"}, env)
+	require.NoError(t, err)
+
+	const dbPassword = "db-password-7f3a"
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	env.Lookup = func(name string) (string, bool) {
+		if name == "DATABASE_URL" {
+			return "postgres://search:" + dbPassword + "@db/bmcis", true
+		}
+		return "", false
+	}
+	stored := map[string]string{"url": srv.URL + "/r.git", "token_ref": "env:DATABASE_URL"} // as an older version stored it
+	_, err = gitKind.Fetch(context.Background(), Request{Settings: stored, Env: env})
+	require.Equal(t, BadSettings, CodeOf(err), "%v", err)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range seen {
+		require.NotContains(t, h, "Basic ", "no credential may be sent")
+	}
 }

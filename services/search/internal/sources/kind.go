@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -63,8 +64,8 @@ type Request struct {
 // Env is what the deployment allows every source.
 type Env struct {
 	Limits Limits
-	// AllowPrivate lets web sources reach private (RFC 1918, ULA) and
-	// link-local addresses; AllowLoopback lets them reach loopback
+	// AllowPrivate lets web sources reach private (RFC 1918, ULA),
+	// shared (RFC 6598) and link-local addresses; AllowLoopback lets them reach loopback
 	// (development and tests). Both off: only public addresses.
 	AllowPrivate, AllowLoopback bool
 	// FolderRoot is the only directory folder sources may read below
@@ -190,11 +191,14 @@ func onlyKeys(s map[string]string, known ...string) error {
 
 // Secret resolves a secret reference: "env:NAME" reads an environment
 // variable, "file:/path" a file (a mounted Kubernetes Secret). The value is
-// never stored or logged.
+// never stored or logged. A reference to the service's own configuration
+// is refused here too, for sources stored before checkSecretRef refused it.
 func (e Env) Secret(ref string) (string, error) {
-	kind, what, ok := strings.Cut(ref, ":")
-	switch {
-	case ok && kind == "env" && what != "":
+	if err := checkSecretRef(ref); err != nil {
+		return "", err
+	}
+	kind, what, _ := strings.Cut(ref, ":")
+	if kind == "env" {
 		look := e.Lookup
 		if look == nil {
 			look = os.LookupEnv
@@ -204,20 +208,34 @@ func (e Env) Secret(ref string) (string, error) {
 			return "", fail(AuthFailed, nil, "secret reference %q: the variable is not set", ref)
 		}
 		return v, nil
-	case ok && kind == "file" && strings.HasPrefix(what, "/"):
-		b, err := os.ReadFile(what)
-		if err != nil {
-			return "", fail(AuthFailed, nil, "secret reference %q: cannot read the file", ref)
-		}
-		return strings.TrimSpace(string(b)), nil
 	}
-	return "", fail(BadSettings, nil, "secret reference %q: want env:NAME or file:/path", ref)
+	b, err := os.ReadFile(path.Clean(what))
+	if err != nil {
+		return "", fail(AuthFailed, nil, "secret reference %q: cannot read the file", ref)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
-// checkSecretRef validates a reference's shape without resolving it.
+// checkSecretRef validates a reference's shape without resolving it. It
+// refuses the service's own configuration (its database and Redis URLs,
+// every BMCIS_ variable, the process's environment under /proc, the pod's
+// service account token): the token goes to a host the caller names, so
+// such a reference would hand the ingest credential the service's secrets.
 func checkSecretRef(ref string) error {
 	kind, what, ok := strings.Cut(ref, ":")
-	if ok && ((kind == "env" && what != "") || (kind == "file" && strings.HasPrefix(what, "/"))) {
+	switch {
+	case ok && kind == "env" && what != "":
+		if what == "DATABASE_URL" || what == "REDIS_URL" || strings.HasPrefix(what, "BMCIS_") {
+			return fail(BadSettings, nil, "token reference %q: names the service's own configuration; give the token its own variable", ref)
+		}
+		return nil
+	case ok && kind == "file" && strings.HasPrefix(what, "/"):
+		clean := path.Clean(what)
+		for _, dir := range []string{"/proc/", "/sys/", "/dev/", "/var/run/secrets/kubernetes.io/", "/run/secrets/kubernetes.io/"} {
+			if strings.HasPrefix(clean+"/", dir) {
+				return fail(BadSettings, nil, "token reference %q: %s holds the system's or the pod's own secrets; mount the token elsewhere", ref, dir)
+			}
+		}
 		return nil
 	}
 	return fail(BadSettings, nil, "token reference %q: want env:NAME or file:/path (a token itself is never stored)", ref)

@@ -125,6 +125,8 @@ func fetchWeb(ctx context.Context, req Request) (*ChangeSet, error) {
 	w := &webRun{req: req, lim: req.Env.Limits, prefix: req.Settings["prefix"], client: webClient(req.Env),
 		next: map[string]pageValidators{}, robots: map[string]*robotsRules{}, nextAt: map[string]time.Time{},
 		cs: &ChangeSet{}}
+	// The client is this run's: its idle connections would outlive it.
+	defer w.client.CloseIdleConnections()
 	var last webCursor
 	if len(req.Cursor) > 0 {
 		_ = json.Unmarshal(req.Cursor, &last) // a bad cursor costs full GETs, nothing else
@@ -222,8 +224,10 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 		return nil, false, err
 	}
 	if !allowed {
+		// Its stored version stays, so its links are unknown, as for a
+		// page that failed.
 		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: "disallowed by robots.txt"})
-		return nil, true, nil
+		return nil, false, nil
 	}
 	hdr := http.Header{}
 	if v, ok := w.prev[raw]; ok {
@@ -243,6 +247,15 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 		return nil, false, nil
 	}
 	defer resp.Body.Close()
+	if final := resp.Request.URL.String(); final != raw && !w.within(final) {
+		// Not this page (a sign-in page once a session expired, most
+		// often): its content and links are not the source's.
+		if first {
+			return nil, false, fail(BadContent, nil, "start page %s was redirected outside the prefix, to %s", redact(raw), redact(final))
+		}
+		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: "redirected outside the prefix, to " + redact(final)})
+		return nil, false, nil
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		w.next[raw] = w.prev[raw]
@@ -263,6 +276,10 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 	}
 	f, ok := docformat.ForMediaType(resp.Header.Get("Content-Type"))
 	if !ok || f.Container() {
+		if first {
+			// A crawl that starts nowhere would list nothing and delete all.
+			return nil, false, fail(BadContent, nil, "start page %s: content type %q is not a document format", redact(raw), resp.Header.Get("Content-Type"))
+		}
 		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: fmt.Sprintf("content type %q is not a document format", resp.Header.Get("Content-Type"))})
 		return nil, true, nil // no links to follow, none missed
 	}
@@ -275,9 +292,8 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: fmt.Sprintf("too large: over %d bytes", w.lim.MaxFileBytes)})
 		return nil, false, nil
 	}
-	w.total += int64(len(body))
-	if w.lim.MaxTotalBytes > 0 && w.total > w.lim.MaxTotalBytes {
-		return nil, false, fail(TooLarge, nil, "the pages exceed %d bytes (BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES)", w.lim.MaxTotalBytes)
+	if err := w.count(len(body)); err != nil {
+		return nil, false, err
 	}
 	v := pageValidators{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
 	file := File{ID: raw, Content: body, Format: f.Name}
@@ -286,10 +302,34 @@ func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]str
 	}
 	w.cs.Upserts = append(w.cs.Upserts, file)
 	if crawl && f.Name == "html" {
-		v.Links = links(resp.Request.URL, body)
+		v.Links = w.followable(links(resp.Request.URL, body))
 	}
 	w.next[raw] = v
 	return v.Links, true, nil
+}
+
+// count adds n bytes read (a page, a sitemap) to the run's total and fails
+// the run past its limit.
+func (w *webRun) count(n int) error {
+	w.total += int64(n)
+	if w.lim.MaxTotalBytes > 0 && w.total > w.lim.MaxTotalBytes {
+		return fail(TooLarge, nil, "the pages and sitemaps exceed %d bytes (BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES)", w.lim.MaxTotalBytes)
+	}
+	return nil
+}
+
+// followable keeps the links a crawl may follow (within the prefix), each
+// once: they are kept in the cursor.
+func (w *webRun) followable(all []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range all {
+		if w.within(l) && !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // links returns the page's absolute http(s) link targets without fragments.
@@ -350,6 +390,9 @@ func (w *webRun) sitemap(ctx context.Context, raw string, depth int, entries *in
 	}
 	if len(body) > maxSitemapBytes {
 		return nil, fail(TooLarge, nil, "sitemap %s is over %d bytes (uncompressed)", redact(raw), maxSitemapBytes)
+	}
+	if err := w.count(len(body)); err != nil {
+		return nil, err
 	}
 	var doc struct {
 		XMLName xml.Name
@@ -486,7 +529,7 @@ func webClient(env Env) *http.Client {
 		}
 		return nil
 	}}
-	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 2,
+	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute,
 		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}
 	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxRedirects {
@@ -500,17 +543,55 @@ func webClient(env Env) *http.Client {
 }
 
 // addressAllowed is the SSRF rule: public unicast addresses, and the
-// private or loopback ones the deployment allows.
+// private or loopback ones the deployment allows. An IPv6 address that
+// carries an IPv4 one (NAT64, 6to4) is judged by the IPv4 address.
 func addressAllowed(ip net.IP, env Env) bool {
+	if v4 := embeddedIPv4(ip); v4 != nil {
+		ip = v4
+	}
 	switch {
 	case ip.IsLoopback():
 		return env.AllowLoopback
-	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast(),
+		thisNetwork.Contains(ip), ip.Equal(net.IPv4bcast):
 		return false
-	case ip.IsPrivate(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+	case ip.IsPrivate(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), sharedAddressSpace.Contains(ip):
 		return env.AllowPrivate
 	}
 	return true
+}
+
+var (
+	// thisNetwork (0.0.0.0/8) is no host to fetch from.
+	thisNetwork = mustCIDR("0.0.0.0/8")
+	// sharedAddressSpace (RFC 6598) is a provider's inside network, where
+	// one cloud's metadata service answers (100.100.100.200).
+	sharedAddressSpace = mustCIDR("100.64.0.0/10")
+	nat64              = mustCIDR("64:ff9b::/96")
+	sixToFour          = mustCIDR("2002::/16")
+)
+
+// embeddedIPv4 is the IPv4 address a NAT64 or 6to4 address reaches (nil
+// for others; IPv4-mapped addresses are IPv4 to net.IP already).
+func embeddedIPv4(ip net.IP) net.IP {
+	if ip.To4() != nil || len(ip) != net.IPv6len {
+		return nil
+	}
+	switch {
+	case nat64.Contains(ip):
+		return net.IPv4(ip[12], ip[13], ip[14], ip[15])
+	case sixToFour.Contains(ip):
+		return net.IPv4(ip[2], ip[3], ip[4], ip[5])
+	}
+	return nil
+}
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }
 
 // robotsRules are the Allow and Disallow lines of robots.txt's group for

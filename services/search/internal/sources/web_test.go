@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -304,4 +305,178 @@ func TestWebRequestRatePerHost(t *testing.T) {
 		require.Positive(t, d)
 		require.LessOrEqual(t, d, time.Hour)
 	}
+}
+
+// A page robots.txt disallows keeps its stored version, so what only it
+// links to was not reached either: a crawl through such a page is not a
+// full listing, and deletes nothing it did not see.
+func TestWebCrawlDisallowedPageIsNotFull(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/hub")
+		s.pages["/docs/hub"] = page("Hub", "hub", "/docs/leaf")
+		s.pages["/docs/leaf"] = page("Leaf", "leaf")
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.True(t, first.Full)
+	require.Len(t, first.Upserts, 3)
+
+	s.set(func(s *site) { s.robots = "User-agent: *\nDisallow: /docs/hub\n" })
+	second := fetchOK(t, webKind, settings, first.Cursor, env)
+	require.Len(t, second.Skipped, 1)
+	require.False(t, second.Full, "the leaf behind the disallowed hub was not reached: it must not look gone")
+}
+
+// Addresses that are not public beyond RFC 1918: shared address space
+// (a cloud's metadata service answers at 100.100.100.200), "this network",
+// and IPv6 forms that carry a private IPv4 address (NAT64, 6to4).
+func TestWebAddressRuleEmbeddedAndSharedRanges(t *testing.T) {
+	for ip, want := range map[string]bool{
+		"100.100.100.200": false, "100.64.0.1": false, "0.1.2.3": false,
+		"64:ff9b::a01:203": false, "64:ff9b::a9fe:a9fe": false, "2002:a01:203::1": false, "2002:7f00:1::1": false,
+		"::ffff:169.254.169.254": false, "255.255.255.255": false,
+		"64:ff9b::808:808": true, "2002:808:808::1": true, "100.128.0.1": true,
+	} {
+		require.Equal(t, want, addressAllowed(parseIP(t, ip), Env{}), ip)
+	}
+	require.True(t, addressAllowed(parseIP(t, "100.100.100.200"), Env{AllowPrivate: true}))
+	require.True(t, addressAllowed(parseIP(t, "64:ff9b::7f00:1"), Env{AllowLoopback: true}))
+	require.False(t, addressAllowed(parseIP(t, "64:ff9b::7f00:1"), Env{AllowPrivate: true}))
+}
+
+// A start page that stops being a document (a server answering its
+// maintenance blob as application/octet-stream) leads nowhere: the crawl
+// fails instead of listing nothing and deleting every page it had.
+func TestWebCrawlStartNotADocumentFails(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one")
+		s.pages["/docs/one"] = page("One", "first")
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.True(t, first.Full)
+	require.Len(t, first.Upserts, 2)
+
+	s.set(func(s *site) {
+		s.extra["/docs/"] = func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			fmt.Fprint(w, "maintenance")
+		}
+	})
+	st, err := webKind.Check(settings, env)
+	require.NoError(t, err)
+	_, err = webKind.Fetch(context.Background(), Request{Name: "t", Settings: st, Cursor: first.Cursor, Env: env})
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "not a document format")
+}
+
+// A run leaves no connection behind: each run has its own client, so its
+// idle keep-alive connections (and their goroutines) would otherwise stay
+// open as long as the site lets them, one set per scheduled run.
+func TestWebRunClosesItsConnections(t *testing.T) {
+	s := &site{pages: map[string]string{}, gone: map[string]bool{}, extra: map[string]http.HandlerFunc{}}
+	s.pages["/docs/"] = page("Home", "start", "/docs/one")
+	s.pages["/docs/one"] = page("One", "first")
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	s.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
+	s.srv.Start()
+	t.Cleanup(s.srv.Close)
+	cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/docs/"}, nil, fastEnv())
+	require.Len(t, cs.Upserts, 2)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(open) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the run's connections are closed when it ends")
+}
+
+// Sitemaps count toward the run's byte limit like pages: an index of
+// sitemaps each under the per-sitemap bound would otherwise download
+// without limit (up to twice MaxFiles sitemaps of 50 MiB each).
+func TestWebSitemapsCountTowardTheRunLimit(t *testing.T) {
+	s := newSite(t)
+	padding := strings.Repeat(" ", 64<<10)
+	s.set(func(s *site) {
+		s.extra["/index.xml"] = func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, `<sitemapindex>`)
+			for i := range 8 {
+				fmt.Fprintf(w, `<sitemap><loc>%s/part%d.xml</loc></sitemap>`, s.srv.URL, i)
+			}
+			fmt.Fprint(w, `</sitemapindex>`)
+		}
+		for i := range 8 {
+			s.extra[fmt.Sprintf("/part%d.xml", i)] = func(w http.ResponseWriter, _ *http.Request) {
+				fmt.Fprintf(w, `<urlset><url><loc>%s/p%d</loc></url>%s</urlset>`, s.srv.URL, i, padding)
+			}
+		}
+	})
+	env := fastEnv()
+	env.Limits.MaxTotalBytes = 256 << 10 // four parts' worth
+	st, err := webKind.Check(map[string]string{"url": s.srv.URL + "/index.xml"}, env)
+	require.NoError(t, err)
+	_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+	require.Equal(t, TooLarge, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "MAX_TOTAL_BYTES")
+}
+
+// The cursor keeps, per page, only the links a later run may follow: those
+// within the prefix, each once (it is stored in the source's row after
+// every run, so a page of off-site links would otherwise grow it).
+func TestWebCursorKeepsOnlyFollowableLinks(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one", "/docs/one", "/docs/one#part", "https://elsewhere.example/x", "/blog/y")
+		s.pages["/docs/one"] = page("One", "first")
+	})
+	cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/docs/"}, nil, fastEnv())
+	var cur webCursor
+	require.NoError(t, json.Unmarshal(cs.Cursor, &cur))
+	require.Equal(t, []string{s.srv.URL + "/docs/one"}, cur.Pages[s.srv.URL+"/docs/"].Links)
+}
+
+// A page redirected outside the prefix (a sign-in page once a session
+// expires) is not the page: it is left out with its stored version kept,
+// and a start page redirected so fails the run, which would otherwise
+// follow the sign-in page's links and delete every page it had.
+func TestWebRedirectOutsideThePrefix(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		s.pages["/docs/"] = page("Home", "start", "/docs/one")
+		s.pages["/docs/one"] = page("One", "first")
+		s.pages["/login"] = page("Sign in", "who are you")
+	})
+	env := fastEnv()
+	settings := map[string]string{"url": s.srv.URL + "/docs/"}
+	first := fetchOK(t, webKind, settings, nil, env)
+	require.Len(t, first.Upserts, 2)
+
+	toLogin := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/login", http.StatusFound) }
+	s.set(func(s *site) { s.extra["/docs/one"] = toLogin })
+	second := fetchOK(t, webKind, settings, first.Cursor, env)
+	require.Empty(t, upsertIDs(second), "the sign-in page is not stored as /docs/one")
+	require.Len(t, second.Skipped, 1)
+	require.Contains(t, second.Skipped[0].Reason, "outside the prefix")
+	require.False(t, second.Full)
+
+	s.set(func(s *site) { s.extra["/docs/"] = toLogin })
+	st, err := webKind.Check(settings, env)
+	require.NoError(t, err)
+	_, err = webKind.Fetch(context.Background(), Request{Name: "t", Settings: st, Cursor: first.Cursor, Env: env})
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "outside the prefix")
 }
