@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 )
 
 // sourceRunTimeout bounds `sources sync`: the service's own run limit
@@ -77,6 +78,7 @@ func runSourcesAdd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	every := fs.String("every", "", "run every this long (at least 1m; e.g. 15m, 1h, 1d); default: only on `sources sync`")
 	tokenEnv := fs.String("token-env", "", "git: the variable holding the token on the search service")
 	tokenFile := fs.String("token-file", "", "git: the file holding the token on the search service (a mounted Secret)")
+	accessFlag := fs.String("access", "", "who may read its documents, e.g. group:hr,group:legal (everyone, group:NAME, user:ID); default everyone")
 	fs.Usage = func() { sourcesUsage(stderr); fs.PrintDefaults() }
 	name, err := oneSourceName(fs, args)
 	if err != nil {
@@ -104,6 +106,13 @@ func runSourcesAdd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		settings["token_ref"] = "file:" + *tokenFile
 	}
 	req := &searchv1.AddSourceRequest{Name: name, Kind: *kind, Settings: settings}
+	if *accessFlag != "" {
+		list, err := access.SplitList(*accessFlag)
+		if err != nil {
+			return usageErrorf("--access: %v", err)
+		}
+		req.DefaultAccess = &searchv1.AccessList{Principals: list}
+	}
 	if *every != "" {
 		d, err := parseDays(*every)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/sourcename"
 	"github.com/bmcis/knowledge/services/search/internal/sources"
 	"github.com/bmcis/knowledge/services/search/internal/store"
@@ -82,8 +83,12 @@ func (s *Server) AddSource(ctx context.Context, req *searchv1.AddSourceRequest) 
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "settings: %v", err)
 	}
+	defaultAccess, err := access.ParseList(req.GetDefaultAccess().GetPrincipals())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "default_access: %v", err)
+	}
 	dctx, cancel := s.dbCtx(ctx)
-	err = s.st.AddSource(dctx, store.NewSource{Name: name, Kind: kind.Name, Root: kind.Root(settings), Settings: settings, Every: every})
+	err = s.st.AddSource(dctx, store.NewSource{Name: name, Kind: kind.Name, Root: kind.Root(settings), Settings: settings, Every: every, DefaultAccess: defaultAccess})
 	cancel()
 	if errors.Is(err, store.ErrSourceExists) {
 		return nil, status.Errorf(codes.AlreadyExists, "a source named %q exists (remove it first)", name)
@@ -219,9 +224,8 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 	if err != nil {
 		return nil, nil, err
 	}
-	// TODO(access, issue #31 item 6): pass the source's default access
-	// (search.sources.default_access) to each document here, once the
-	// access lists exist.
+	// The sync message below carries no access list, so the receiver gives
+	// each document the source's stored default (AddSource set it).
 	docs := make([]*searchv1.Document, 0, len(cs.Upserts))
 	keep := make([]string, 0, len(cs.Upserts)+len(cs.Unchanged)+len(cs.Skipped))
 	for _, f := range cs.Upserts {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -108,6 +109,31 @@ func TestGitSourceLifecycle(t *testing.T) {
 	_, err = sendAll(t, c, syncHeader("handbook"), doc(md("x.md", "", "X", "# X\n\nclient narwhal")))
 	requireCode(t, err, codes.FailedPrecondition)
 
+	// A source's default access list reaches every document it syncs; a
+	// malformed one is refused and records nothing.
+	_, err = c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "hrbook", Kind: "git",
+		Settings: map[string]string{"url": "file://" + repo}, DefaultAccess: &searchv1.AccessList{Principals: []string{"team:hr"}}})
+	requireCode(t, err, codes.InvalidArgument)
+	require.Nil(t, listedSource(t, c, "hrbook"))
+	_, err = c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "hrbook", Kind: "git",
+		Settings: map[string]string{"url": "file://" + repo}, DefaultAccess: &searchv1.AccessList{Principals: []string{"group:hr"}}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"group:hr"}, listedSource(t, c, "hrbook").GetDefaultAccess())
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "hrbook"})
+	require.NoError(t, err)
+	as := func(set ...string) []string {
+		resp := search(t, c, &searchv1.SearchRequest{Query: "narwhal", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+			Scope: &searchv1.ReadScope{Access: set}})
+		ids := dedupe(docIDs(resp))
+		sort.Strings(ids)
+		return ids
+	}
+	require.Equal(t, []string{"handbook:oncall.md", "handbook:release.md", "hrbook:oncall.md", "hrbook:release.md"}, as("group:hr"))
+	require.Equal(t, []string{"handbook:oncall.md", "handbook:release.md"}, as("group:legal"))
+	removed, err := c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "hrbook"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, removed.GetDocumentsDeleted())
+
 	gitCommitFiles(t, repo, map[string]string{"oncall.md": "# On call\n\nPage the walrus team now."}, "release.md")
 	run, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "handbook"})
 	require.NoError(t, err)
@@ -126,7 +152,7 @@ func TestGitSourceLifecycle(t *testing.T) {
 	require.EqualValues(t, 1, src.GetConsecutiveFailures())
 	require.EqualValues(t, 1, src.GetDocumentCount())
 
-	removed, err := c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "handbook"})
+	removed, err = c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "handbook"})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, removed.GetDocumentsDeleted())
 	require.Empty(t, bm25IDs(t, c, "walrus"))

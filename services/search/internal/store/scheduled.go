@@ -55,6 +55,8 @@ type NewSource struct {
 	Name, Kind, Root string
 	Settings         map[string]string
 	Every            time.Duration // 0: on demand only
+	// DefaultAccess is what its documents get (nil: everyone).
+	DefaultAccess []string
 }
 
 // AddSource records a source the service syncs; its first run is due now.
@@ -68,8 +70,8 @@ func (s *Store) AddSource(ctx context.Context, n NewSource) error {
 		now := time.Now()
 		next = &now
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO sources (name, root, kind, settings, schedule_seconds, next_run_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, n.Name, n.Root, n.Kind, settings, int(n.Every/time.Second), next)
+	_, err = s.pool.Exec(ctx, `INSERT INTO sources (name, root, kind, settings, schedule_seconds, next_run_at, default_access)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, n.Name, n.Root, n.Kind, settings, int(n.Every/time.Second), next, accessArg(n.DefaultAccess))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
 		return ErrSourceExists
