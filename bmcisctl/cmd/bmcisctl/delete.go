@@ -51,10 +51,6 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return err
-	}
 	// Each id's result is written as it comes (json: one object per
 	// line); yaml collects them into one list.
 	var list []any
@@ -73,7 +69,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	failed := 0
 	for _, id := range ids {
-		resp, err := c.DeleteDocument(cctx, &searchv1.DeleteDocumentRequest{ExternalId: id})
+		resp, err := c.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{ExternalId: id})
 		r := deleteResult{ID: id}
 		switch status.Code(err) {
 		case codes.OK:

@@ -44,13 +44,9 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return err
-	}
 	t0 := time.Now()
 	fmt.Fprintf(stderr, "reindexing on %s...\n", *addr)
-	rep, err := c.Reindex(cctx, &searchv1.ReindexRequest{})
+	rep, err := c.Reindex(ctx, &searchv1.ReindexRequest{})
 	if err != nil {
 		return fmt.Errorf("reindex via %s: %w", *addr, err)
 	}

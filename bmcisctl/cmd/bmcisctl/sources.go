@@ -125,13 +125,9 @@ func runSourcesAdd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(cctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := c.AddSource(cctx, req)
+	resp, err := c.AddSource(ctx, req)
 	if status.Code(err) == codes.InvalidArgument {
 		return usageErrorf("%s", status.Convert(err).Message())
 	}
@@ -166,13 +162,9 @@ func runSourcesSync(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(cctx, sourceRunTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sourceRunTimeout)
 	defer cancel()
-	resp, err := c.SyncSource(cctx, &searchv1.SyncSourceRequest{Name: name})
+	resp, err := c.SyncSource(ctx, &searchv1.SyncSourceRequest{Name: name})
 	if err != nil {
 		return fmt.Errorf("sync source %q via %s: %w", name, *addr, err)
 	}
@@ -213,13 +205,9 @@ func runSourcesRemove(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(cctx, 10*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	resp, err := c.RemoveSource(cctx, &searchv1.RemoveSourceRequest{Name: name})
+	resp, err := c.RemoveSource(ctx, &searchv1.RemoveSourceRequest{Name: name})
 	if err != nil {
 		return fmt.Errorf("remove source %q via %s: %w", name, *addr, err)
 	}

@@ -51,11 +51,7 @@ func sourceNames(ctx context.Context) []string {
 		return nil
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return nil
-	}
-	resp, err := c.ListSources(cctx, &searchv1.ListSourcesRequest{})
+	resp, err := c.ListSources(ctx, &searchv1.ListSourcesRequest{})
 	if err != nil {
 		return nil
 	}
@@ -353,11 +349,7 @@ func runSources(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeConn()
-	cctx, err := withCredential(ctx, envIngestToken)
-	if err != nil {
-		return err
-	}
-	resp, err := c.ListSources(cctx, &searchv1.ListSourcesRequest{})
+	resp, err := c.ListSources(ctx, &searchv1.ListSourcesRequest{})
 	if err != nil {
 		return fmt.Errorf("list sources via %s: %w", *addr, err)
 	}
