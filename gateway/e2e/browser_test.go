@@ -57,8 +57,10 @@ func TestDashboardInChromiumAgainstServices(t *testing.T) {
 	require.Equal(t, "handbook", src[0][0])
 	require.Equal(t, "2", src[0][1], "documents")
 	require.NotEqual(t, "never", src[0][3], "last sync")
-	// No root: the dashboard's read credential is shown no paths.
-	require.Equal(t, []string{"2", "0", "0", "0"}, src[0][4:])
+	// No root: the dashboard's read credential is shown no paths. An
+	// uploaded source is a folder kind, synced by its clients (no schedule,
+	// no run status).
+	require.Equal(t, []string{"2", "0", "0", "0", "folder", "–", "–"}, src[0][4:])
 
 	// The vendor picture on the demo graph, with a document that names the
 	// vendor: the neighbourhood drawn, the document beside it.
