@@ -224,6 +224,9 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.refuseEmptyListing(ctx, c.Name, cs); err != nil {
+		return nil, nil, err
+	}
 	// The sync message below carries no access list, so the receiver gives
 	// each document the source's stored default (AddSource set it).
 	docs := make([]*searchv1.Document, 0, len(cs.Upserts))
@@ -301,6 +304,29 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 		}
 	}
 	return resp, cs.Cursor, nil
+}
+
+// refuseEmptyListing fails a run whose complete listing is empty while the
+// source holds documents: an unmounted volume, an emptied branch or a
+// sitemap served empty during a deploy looks exactly like that, and
+// mirroring it would delete every document. Removing the source is the
+// deliberate way to drop them. A listing naming pages that answered gone
+// (cs.Deletes) is not empty: each deletion has its own evidence.
+func (s *Server) refuseEmptyListing(ctx context.Context, name string, cs *sources.ChangeSet) error {
+	if !cs.Full || len(cs.Upserts)+len(cs.Unchanged)+len(cs.Skipped)+len(cs.Deletes) > 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.IngestTimeout)
+	held, err := s.st.SourceDocuments(dctx, name)
+	cancel()
+	if err != nil {
+		return dbError(ctx, err)
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition,
+		"the listing is empty; refusing to delete all %d documents: remove the source to drop them", len(held))
 }
 
 // RemoveSource deletes a source's documents, then the source. A source the

@@ -285,3 +285,45 @@ func TestWebSourceKeepsWhatItCouldNotFetch(t *testing.T) {
 	require.EqualValues(t, 2, run.GetDocumentsDeleted(), "410 and dropped from the sitemap")
 	require.Empty(t, bm25IDs(t, c, "tapir"))
 }
+
+// A complete listing that comes back empty while the source holds
+// documents (an unmounted volume, say) fails the run and deletes nothing;
+// removing the source is the way to drop them. A source that never held a
+// document may list nothing.
+func TestSourceEmptyListingDeletesNothing(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "volume")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	pool, _ := newDB(t)
+	cfg := sourcesConfig()
+	cfg.Sources.FolderRoot = root
+	c := startReplica(t, pool, cfg).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "volume", Kind: "folder", Settings: map[string]string{"path": dir}})
+	require.NoError(t, err)
+	run, err := c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err, "an empty source that holds nothing syncs")
+	require.EqualValues(t, 0, run.GetDocumentsWritten())
+
+	for _, name := range []string{"a.md", "b.md"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("# "+name+"\n\nthe ocelot ledger"), 0o644))
+	}
+	run, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+
+	for _, name := range []string{"a.md", "b.md"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, name)))
+	}
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	requireCode(t, err, codes.FailedPrecondition)
+	require.Contains(t, err.Error(), "the listing is empty; refusing to delete all 2 documents: remove the source to drop them")
+	require.Equal(t, []string{"volume:a.md", "volume:b.md"}, bm25IDs(t, c, "ocelot"))
+	src := listedSource(t, c, "volume")
+	require.Equal(t, "failed", src.GetLastStatus())
+	require.Contains(t, src.GetLastError(), "refusing to delete all 2 documents")
+
+	removed, err := c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, removed.GetDocumentsDeleted())
+	require.Empty(t, bm25IDs(t, c, "ocelot"))
+}
