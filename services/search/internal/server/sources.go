@@ -56,8 +56,8 @@ var leaseOwner = func() string {
 // AddSource records a source the service syncs.
 func (s *Server) AddSource(ctx context.Context, req *searchv1.AddSourceRequest) (*searchv1.AddSourceResponse, error) {
 	name := req.GetName()
-	if !sourcename.Valid(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "name: %q is not a source name (%s)", name, sourcename.Rule)
+	if err := checkSourceName(name); err != nil {
+		return nil, err
 	}
 	kind, ok := sources.ByName(req.GetKind())
 	if !ok {
@@ -117,16 +117,29 @@ func (s *Server) sourceByName(ctx context.Context, name string) (*searchv1.Sourc
 	return nil, status.Errorf(codes.NotFound, "no source named %q", name)
 }
 
+// checkSourceName refuses a malformed name before any lookup, the same
+// way in every sources call.
+func checkSourceName(name string) error {
+	if !sourcename.Valid(name) {
+		return status.Errorf(codes.InvalidArgument, "name: %q is not a source name (%s)", name, sourcename.Rule)
+	}
+	return nil
+}
+
 // SyncSource runs a source now and waits for the run.
 func (s *Server) SyncSource(ctx context.Context, req *searchv1.SyncSourceRequest) (*searchv1.SyncSourceResponse, error) {
+	name := req.GetName()
+	if err := checkSourceName(name); err != nil {
+		return nil, err
+	}
 	dctx, cancel := s.dbCtx(ctx)
-	c, err := s.st.Claim(dctx, req.GetName(), leaseOwner, s.cfg.SourceRunTimeout)
+	c, err := s.st.Claim(dctx, name, leaseOwner, s.cfg.SourceRunTimeout)
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, status.Errorf(codes.NotFound, "no source named %q that the service syncs (folders on your machine: bmcisctl sync)", req.GetName())
+		return nil, status.Errorf(codes.NotFound, "no source named %q that the service syncs (folders on your machine: bmcisctl sync)", name)
 	case errors.Is(err, store.ErrSourceBusy):
-		return nil, status.Errorf(codes.Aborted, "source %q is being synced now; try again when that run ends", req.GetName())
+		return nil, status.Errorf(codes.Aborted, "source %q is being synced now; try again when that run ends", name)
 	case err != nil:
 		return nil, dbError(ctx, err)
 	}
@@ -333,8 +346,8 @@ func (s *Server) refuseEmptyListing(ctx context.Context, name string, cs *source
 // service syncs is claimed first, so no run writes meanwhile.
 func (s *Server) RemoveSource(ctx context.Context, req *searchv1.RemoveSourceRequest) (*searchv1.RemoveSourceResponse, error) {
 	name := req.GetName()
-	if !sourcename.Valid(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "name: %q is not a source name (%s)", name, sourcename.Rule)
+	if err := checkSourceName(name); err != nil {
+		return nil, err
 	}
 	dctx, cancel := s.dbCtx(ctx)
 	_, err := s.st.Claim(dctx, name, leaseOwner, s.cfg.SourceRunTimeout)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -326,4 +327,20 @@ func TestSourceEmptyListingDeletesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, removed.GetDocumentsDeleted())
 	require.Empty(t, bm25IDs(t, c, "ocelot"))
+}
+
+// Every sources call that takes a name checks its format before anything
+// else: a malformed name is INVALID_ARGUMENT, not NOT_FOUND.
+func TestSourceCallsRefuseMalformedNames(t *testing.T) {
+	pool, _ := newDB(t)
+	c := startReplica(t, pool, sourcesConfig()).client
+	for _, name := range []string{"", "Handbook", "-x", "a/b", strings.Repeat("a", 65)} {
+		_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: name, Kind: "git", Settings: map[string]string{"url": "https://example.com/x.git"}})
+		requireCode(t, err, codes.InvalidArgument)
+		_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: name})
+		requireCode(t, err, codes.InvalidArgument)
+		require.Contains(t, err.Error(), "is not a source name")
+		_, err = c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: name})
+		requireCode(t, err, codes.InvalidArgument)
+	}
 }
