@@ -344,3 +344,51 @@ func TestSourceCallsRefuseMalformedNames(t *testing.T) {
 		requireCode(t, err, codes.InvalidArgument)
 	}
 }
+
+// A sync on demand runs in the caller's call (docs/SOURCES.md): when the
+// call's deadline passes, as the gateway's request timeout does over REST,
+// the run stops, records a failure and deletes nothing.
+func TestSyncSourceEndsWithTheCall(t *testing.T) {
+	var mu sync.Mutex
+	slow := false
+	srvURL := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hold := slow && r.URL.Path == "/b"
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/sitemap.xml":
+			fmt.Fprintf(w, `<urlset><url><loc>%s/a</loc></url><url><loc>%s/b</loc></url></urlset>`, srvURL, srvURL)
+		case r.URL.Path == "/a" || r.URL.Path == "/b":
+			if hold {
+				<-r.Context().Done() // answers only once the run gave up
+				return
+			}
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<html><body><main><h1>%s</h1><p>The quokka page %s.</p></main></body></html>`, r.URL.Path, r.URL.Path)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	pool, _ := newDB(t)
+	c := startReplica(t, pool, sourcesConfig()).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "site", Kind: "web", Settings: map[string]string{"url": srv.URL + "/sitemap.xml"}})
+	require.NoError(t, err)
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "site"})
+	require.NoError(t, err)
+	both := []string{"site:" + srv.URL + "/a", "site:" + srv.URL + "/b"}
+	require.Equal(t, both, bm25IDs(t, c, "quokka"))
+
+	mu.Lock()
+	slow = true
+	mu.Unlock()
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = c.SyncSource(short, &searchv1.SyncSourceRequest{Name: "site"})
+	requireCode(t, err, codes.DeadlineExceeded)
+	require.Eventually(t, func() bool { return listedSource(t, c, "site").GetLastStatus() == "failed" },
+		30*time.Second, 20*time.Millisecond, "the run ended with the call and recorded its failure")
+	require.Equal(t, both, bm25IDs(t, c, "quokka"), "nothing deleted")
+}
