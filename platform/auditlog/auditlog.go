@@ -5,7 +5,8 @@
 //
 // A read never waits on the audit and never fails because of it: Record
 // copies the entry into a bounded buffer and returns. When the buffer is
-// full, or auth refuses a batch while the buffer fills up behind it, the
+// full, or auth cannot take a batch while the buffer fills up behind it,
+// or auth refuses a batch as invalid (retrying would never succeed), the
 // entries are dropped and counted (bmcis_audit_events_dropped_total, and a
 // log line at most once a minute). So a crash loses at most the buffer
 // (Config.BufferSize entries: those recorded in the last flush interval,
@@ -24,6 +25,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -95,7 +98,8 @@ const (
 // Reasons an entry is dropped (the counter's label).
 const (
 	DropBufferFull  = "buffer_full"  // Record found the buffer full
-	DropAppendError = "append_error" // auth refused or could not be reached while the buffer filled
+	DropAppendError = "append_error" // auth could not take appends (a retryable code) while the buffer filled
+	DropRefused     = "refused"      // auth refused the batch with a code no retry changes (INVALID_ARGUMENT, ...)
 	DropClosed      = "closed"       // recorded after Close, or left when Close's deadline passed
 )
 
@@ -148,10 +152,10 @@ func New(a Appender, cfg Config) (*Recorder, error) {
 		}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_audit_events_dropped_total",
-			Help: "Audit entries dropped, by reason (buffer_full, append_error, closed).",
+			Help: "Audit entries dropped, by reason (buffer_full, append_error, refused, closed).",
 		}, []string{"reason"}),
 	}
-	for _, reason := range []string{DropBufferFull, DropAppendError, DropClosed} {
+	for _, reason := range []string{DropBufferFull, DropAppendError, DropRefused, DropClosed} {
 		r.dropped.WithLabelValues(reason) // shown at 0 before the first drop
 	}
 	if cfg.Registerer != nil {
@@ -261,7 +265,8 @@ func (r *Recorder) drain(batch []Entry) {
 
 // send appends a batch, retrying with backoff while the buffer has room
 // for what arrives meanwhile; once it is full, the batch is dropped so the
-// newest entries keep their place.
+// newest entries keep their place. A batch auth refuses for good is
+// dropped at once: retrying it would only hold up the entries behind it.
 func (r *Recorder) send(batch []Entry) {
 	backoff := 100 * time.Millisecond
 	for {
@@ -269,6 +274,11 @@ func (r *Recorder) send(batch []Entry) {
 		err := r.append(ctx, batch)
 		cancel()
 		if err == nil {
+			return
+		}
+		if !retryable(err) {
+			r.drop(DropRefused, len(batch))
+			r.logDrop("the auth service refused an audit batch", err)
 			return
 		}
 		if len(r.buf) >= cap(r.buf) {
@@ -292,9 +302,25 @@ func (r *Recorder) sendOnce(ctx context.Context, batch []Entry) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	if err := r.append(ctx, batch); err != nil {
+		if !retryable(err) {
+			r.drop(DropRefused, len(batch))
+			r.logDrop("the auth service refused an audit batch", err)
+			return
+		}
 		r.drop(DropClosed, len(batch))
 		r.logDrop("audit entries could not be sent at shutdown", err)
 	}
+}
+
+// retryable reports whether an append that failed with err may succeed
+// later: auth down or overloaded, or the call timed out. Any other code
+// (INVALID_ARGUMENT above all) answers the same to the same batch.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 func (r *Recorder) append(ctx context.Context, batch []Entry) error {

@@ -77,11 +77,11 @@ func TestRecorderAuthOutage(t *testing.T) {
 	r.Close(ctx)
 	require.Equal(t, int64(100), r.Dropped(), "every entry is dropped and counted, none lost silently")
 	var counted float64
-	for _, reason := range []string{auditlog.DropBufferFull, auditlog.DropAppendError, auditlog.DropClosed} {
+	for _, reason := range []string{auditlog.DropBufferFull, auditlog.DropAppendError, auditlog.DropRefused, auditlog.DropClosed} {
 		counted += testutil.ToFloat64(r.DroppedCounter(reason))
 	}
 	require.Equal(t, float64(100), counted, "bmcis_audit_events_dropped_total")
-	require.Equal(t, 1, testutil.CollectAndCount(reg, "bmcis_audit_events_dropped_total")/3, "registered, one series per reason")
+	require.Equal(t, 1, testutil.CollectAndCount(reg, "bmcis_audit_events_dropped_total")/4, "registered, one series per reason")
 	r.Record(auditlog.Entry{Tool: "get_chunks", Outcome: auditlog.OK})
 	require.Equal(t, int64(101), r.Dropped(), "after Close, a record is counted as dropped")
 }
@@ -118,4 +118,28 @@ func TestRecorderUntrustedText(t *testing.T) {
 	require.Equal(t, "q\uFFFD", bad.GetQuery())
 	require.Equal(t, auditlog.QueryHash("q\xc3"), bad.GetQuerySha256(), "the hash is of what the caller sent")
 	require.Len(t, byPrincipal["many-chunks"].GetChunkIds(), auditlog.MaxChunkIDs)
+}
+
+// TestRecorderDropsRefusedBatch: a batch auth refuses as invalid (here an
+// entry without a tool) is dropped at once and counted as refused, not
+// retried while the buffer fills; the entries after it are sent.
+func TestRecorderDropsRefusedBatch(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	reg := prometheus.NewRegistry()
+	r, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{FlushInterval: 10 * time.Millisecond, Registerer: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close(context.Background()) })
+
+	r.Record(auditlog.Entry{Principal: "malformed", Outcome: auditlog.OK})
+	require.Eventually(t, func() bool { return r.Dropped() == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the refused batch is dropped without waiting for the buffer to fill")
+	require.Equal(t, 1.0, testutil.ToFloat64(r.DroppedCounter(auditlog.DropRefused)))
+	require.Zero(t, testutil.ToFloat64(r.DroppedCounter(auditlog.DropAppendError)))
+
+	r.Record(auditlog.Entry{Principal: "after", Tool: "get_chunks", Outcome: auditlog.OK})
+	require.Eventually(t, func() bool {
+		got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()), &authv1.ListAuditEventsRequest{Principal: "after"})
+		return err == nil && len(got.GetEvents()) == 1
+	}, 30*time.Second, 10*time.Millisecond, "the sender moved on to the next batch")
+	require.Equal(t, int64(1), r.Dropped())
 }

@@ -56,8 +56,8 @@ var leaseOwner = func() string {
 // AddSource records a source the service syncs.
 func (s *Server) AddSource(ctx context.Context, req *searchv1.AddSourceRequest) (*searchv1.AddSourceResponse, error) {
 	name := req.GetName()
-	if !sourcename.Valid(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "name: %q is not a source name (%s)", name, sourcename.Rule)
+	if err := checkSourceName(name); err != nil {
+		return nil, err
 	}
 	kind, ok := sources.ByName(req.GetKind())
 	if !ok {
@@ -117,16 +117,29 @@ func (s *Server) sourceByName(ctx context.Context, name string) (*searchv1.Sourc
 	return nil, status.Errorf(codes.NotFound, "no source named %q", name)
 }
 
+// checkSourceName refuses a malformed name before any lookup, the same
+// way in every sources call.
+func checkSourceName(name string) error {
+	if !sourcename.Valid(name) {
+		return status.Errorf(codes.InvalidArgument, "name: %q is not a source name (%s)", name, sourcename.Rule)
+	}
+	return nil
+}
+
 // SyncSource runs a source now and waits for the run.
 func (s *Server) SyncSource(ctx context.Context, req *searchv1.SyncSourceRequest) (*searchv1.SyncSourceResponse, error) {
+	name := req.GetName()
+	if err := checkSourceName(name); err != nil {
+		return nil, err
+	}
 	dctx, cancel := s.dbCtx(ctx)
-	c, err := s.st.Claim(dctx, req.GetName(), leaseOwner, s.cfg.SourceRunTimeout)
+	c, err := s.st.Claim(dctx, name, leaseOwner, s.cfg.SourceRunTimeout)
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, status.Errorf(codes.NotFound, "no source named %q that the service syncs (folders on your machine: bmcisctl sync)", req.GetName())
+		return nil, status.Errorf(codes.NotFound, "no source named %q that the service syncs (folders on your machine: bmcisctl sync)", name)
 	case errors.Is(err, store.ErrSourceBusy):
-		return nil, status.Errorf(codes.Aborted, "source %q is being synced now; try again when that run ends", req.GetName())
+		return nil, status.Errorf(codes.Aborted, "source %q is being synced now; try again when that run ends", name)
 	case err != nil:
 		return nil, dbError(ctx, err)
 	}
@@ -224,6 +237,9 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.refuseEmptyListing(ctx, c.Name, cs); err != nil {
+		return nil, nil, err
+	}
 	// The sync message below carries no access list, so the receiver gives
 	// each document the source's stored default (AddSource set it).
 	docs := make([]*searchv1.Document, 0, len(cs.Upserts))
@@ -303,12 +319,35 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 	return resp, cs.Cursor, nil
 }
 
+// refuseEmptyListing fails a run whose complete listing is empty while the
+// source holds documents: an unmounted volume, an emptied branch or a
+// sitemap served empty during a deploy looks exactly like that, and
+// mirroring it would delete every document. Removing the source is the
+// deliberate way to drop them. A listing naming pages that answered gone
+// (cs.Deletes) is not empty: each deletion has its own evidence.
+func (s *Server) refuseEmptyListing(ctx context.Context, name string, cs *sources.ChangeSet) error {
+	if !cs.Full || len(cs.Upserts)+len(cs.Unchanged)+len(cs.Skipped)+len(cs.Deletes) > 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.IngestTimeout)
+	held, err := s.st.SourceDocuments(dctx, name)
+	cancel()
+	if err != nil {
+		return dbError(ctx, err)
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition,
+		"the listing is empty; refusing to delete all %d documents: remove the source to drop them", len(held))
+}
+
 // RemoveSource deletes a source's documents, then the source. A source the
 // service syncs is claimed first, so no run writes meanwhile.
 func (s *Server) RemoveSource(ctx context.Context, req *searchv1.RemoveSourceRequest) (*searchv1.RemoveSourceResponse, error) {
 	name := req.GetName()
-	if !sourcename.Valid(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "name: %q is not a source name (%s)", name, sourcename.Rule)
+	if err := checkSourceName(name); err != nil {
+		return nil, err
 	}
 	dctx, cancel := s.dbCtx(ctx)
 	_, err := s.st.Claim(dctx, name, leaseOwner, s.cfg.SourceRunTimeout)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,4 +285,110 @@ func TestWebSourceKeepsWhatItCouldNotFetch(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, run.GetDocumentsDeleted(), "410 and dropped from the sitemap")
 	require.Empty(t, bm25IDs(t, c, "tapir"))
+}
+
+// A complete listing that comes back empty while the source holds
+// documents (an unmounted volume, say) fails the run and deletes nothing;
+// removing the source is the way to drop them. A source that never held a
+// document may list nothing.
+func TestSourceEmptyListingDeletesNothing(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "volume")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	pool, _ := newDB(t)
+	cfg := sourcesConfig()
+	cfg.Sources.FolderRoot = root
+	c := startReplica(t, pool, cfg).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "volume", Kind: "folder", Settings: map[string]string{"path": dir}})
+	require.NoError(t, err)
+	run, err := c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err, "an empty source that holds nothing syncs")
+	require.EqualValues(t, 0, run.GetDocumentsWritten())
+
+	for _, name := range []string{"a.md", "b.md"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("# "+name+"\n\nthe ocelot ledger"), 0o644))
+	}
+	run, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+
+	for _, name := range []string{"a.md", "b.md"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, name)))
+	}
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	requireCode(t, err, codes.FailedPrecondition)
+	require.Contains(t, err.Error(), "the listing is empty; refusing to delete all 2 documents: remove the source to drop them")
+	require.Equal(t, []string{"volume:a.md", "volume:b.md"}, bm25IDs(t, c, "ocelot"))
+	src := listedSource(t, c, "volume")
+	require.Equal(t, "failed", src.GetLastStatus())
+	require.Contains(t, src.GetLastError(), "refusing to delete all 2 documents")
+
+	removed, err := c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, removed.GetDocumentsDeleted())
+	require.Empty(t, bm25IDs(t, c, "ocelot"))
+}
+
+// Every sources call that takes a name checks its format before anything
+// else: a malformed name is INVALID_ARGUMENT, not NOT_FOUND.
+func TestSourceCallsRefuseMalformedNames(t *testing.T) {
+	pool, _ := newDB(t)
+	c := startReplica(t, pool, sourcesConfig()).client
+	for _, name := range []string{"", "Handbook", "-x", "a/b", strings.Repeat("a", 65)} {
+		_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: name, Kind: "git", Settings: map[string]string{"url": "https://example.com/x.git"}})
+		requireCode(t, err, codes.InvalidArgument)
+		_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: name})
+		requireCode(t, err, codes.InvalidArgument)
+		require.Contains(t, err.Error(), "is not a source name")
+		_, err = c.RemoveSource(callCtx(t), &searchv1.RemoveSourceRequest{Name: name})
+		requireCode(t, err, codes.InvalidArgument)
+	}
+}
+
+// A sync on demand runs in the caller's call (docs/SOURCES.md): when the
+// call's deadline passes, as the gateway's request timeout does over REST,
+// the run stops, records a failure and deletes nothing.
+func TestSyncSourceEndsWithTheCall(t *testing.T) {
+	var mu sync.Mutex
+	slow := false
+	srvURL := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hold := slow && r.URL.Path == "/b"
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/sitemap.xml":
+			fmt.Fprintf(w, `<urlset><url><loc>%s/a</loc></url><url><loc>%s/b</loc></url></urlset>`, srvURL, srvURL)
+		case r.URL.Path == "/a" || r.URL.Path == "/b":
+			if hold {
+				<-r.Context().Done() // answers only once the run gave up
+				return
+			}
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<html><body><main><h1>%s</h1><p>The quokka page %s.</p></main></body></html>`, r.URL.Path, r.URL.Path)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	pool, _ := newDB(t)
+	c := startReplica(t, pool, sourcesConfig()).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "site", Kind: "web", Settings: map[string]string{"url": srv.URL + "/sitemap.xml"}})
+	require.NoError(t, err)
+	_, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "site"})
+	require.NoError(t, err)
+	both := []string{"site:" + srv.URL + "/a", "site:" + srv.URL + "/b"}
+	require.Equal(t, both, bm25IDs(t, c, "quokka"))
+
+	mu.Lock()
+	slow = true
+	mu.Unlock()
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = c.SyncSource(short, &searchv1.SyncSourceRequest{Name: "site"})
+	requireCode(t, err, codes.DeadlineExceeded)
+	require.Eventually(t, func() bool { return listedSource(t, c, "site").GetLastStatus() == "failed" },
+		30*time.Second, 20*time.Millisecond, "the run ended with the call and recorded its failure")
+	require.Equal(t, both, bm25IDs(t, c, "quokka"), "nothing deleted")
 }

@@ -3,6 +3,7 @@ package sources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -33,21 +34,56 @@ func checkFolder(s map[string]string, env Env) (map[string]string, error) {
 	if err := onlyKeys(s, "path"); err != nil {
 		return nil, err
 	}
-	if env.FolderRoot == "" {
-		return nil, fail(BadSettings, nil, "folder sources need BMCIS_SEARCH_SOURCES_FOLDER_ROOT on the search service (folders on your machine: bmcisctl sync)")
-	}
-	p := filepath.Clean(s["path"])
-	root := filepath.Clean(env.FolderRoot)
-	if !filepath.IsAbs(p) || (p != root && !strings.HasPrefix(p, root+string(filepath.Separator))) {
-		return nil, fail(BadSettings, nil, "path: want an absolute folder below %s", root)
+	p, err := folderBelowRoot(s["path"], env, false)
+	if err != nil {
+		return nil, err
 	}
 	s["path"] = p
 	return s, nil
 }
 
+// folderBelowRoot checks that path is an absolute folder below the
+// configured root and returns it cleaned. Comparing the strings alone is
+// not enough: a symlink inside the volume may lead anywhere, so both are
+// resolved (filepath.EvalSymlinks) before the comparison. When adding a
+// source the folder may not exist yet (resolve false: only what exists is
+// resolved); a run resolves strictly and walks the resolved folder.
+func folderBelowRoot(path string, env Env, resolve bool) (string, error) {
+	if env.FolderRoot == "" {
+		return "", fail(BadSettings, nil, "folder sources need BMCIS_SEARCH_SOURCES_FOLDER_ROOT on the search service (folders on your machine: bmcisctl sync)")
+	}
+	p := filepath.Clean(path)
+	root := filepath.Clean(env.FolderRoot)
+	if !filepath.IsAbs(p) || !within(root, p) {
+		return "", fail(BadSettings, nil, "path: want an absolute folder below %s", root)
+	}
+	realRoot, rerr := filepath.EvalSymlinks(root)
+	realPath, perr := filepath.EvalSymlinks(p)
+	switch {
+	case rerr == nil && perr == nil:
+		if !within(realRoot, realPath) {
+			return "", fail(BadSettings, nil, "path: %s leads outside %s through a symbolic link", p, root)
+		}
+		if resolve {
+			return realPath, nil
+		}
+	case resolve:
+		return "", fail(Unreachable, nil, "read folder %s: %v", p, errors.Join(rerr, perr))
+	}
+	return p, nil
+}
+
+// within reports whether p is root or below it (both clean).
+func within(root, p string) bool {
+	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// fetchFolder walks the folder without following symbolic links: a linked
+// file or folder, wherever it leads, is not read (WalkDir reports it as a
+// non-regular entry and does not descend into it).
 func fetchFolder(ctx context.Context, req Request) (*ChangeSet, error) {
-	root := req.Settings["path"]
-	if _, err := checkFolder(map[string]string{"path": root}, req.Env); err != nil {
+	root, err := folderBelowRoot(req.Settings["path"], req.Env, true)
+	if err != nil {
 		return nil, err
 	}
 	var last folderCursor
@@ -58,7 +94,7 @@ func fetchFolder(ctx context.Context, req Request) (*ChangeSet, error) {
 	cs := &ChangeSet{Full: true}
 	lim := req.Env.Limits
 	var total int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err // an unreadable folder fails the run: nothing is deleted
 		}

@@ -219,14 +219,14 @@ func (w *webRun) crawl(ctx context.Context, start string) (bool, error) {
 // failure of the first page of a crawl fails the run; of any other page,
 // skips it (its stored version stays).
 func (w *webRun) page(ctx context.Context, raw string, first, crawl bool) ([]string, bool, error) {
-	allowed, err := w.allowed(ctx, raw)
+	allowed, why, err := w.allowed(ctx, raw)
 	if err != nil {
 		return nil, false, err
 	}
 	if !allowed {
 		// Its stored version stays, so its links are unknown, as for a
 		// page that failed.
-		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: "disallowed by robots.txt"})
+		w.cs.Skipped = append(w.cs.Skipped, Skip{ID: raw, Reason: why})
 		return nil, false, nil
 	}
 	hdr := http.Header{}
@@ -595,33 +595,61 @@ func mustCIDR(s string) *net.IPNet {
 }
 
 // robotsRules are the Allow and Disallow lines of robots.txt's group for
-// this crawler (or "*").
+// this crawler (or "*"). closed, when set, says why robots.txt disallows
+// everything.
 type robotsRules struct {
 	allow, disallow []string
+	closed          string
 }
 
-func (w *webRun) allowed(ctx context.Context, raw string) (bool, error) {
+// robotsFor reads a host's robots.txt as RFC 9309 §2.3.1 asks: a success
+// is parsed; 4xx (none there) allows everything; 5xx, or a file that
+// cannot be read for a reason other than an unreachable host (a redirect
+// loop, a broken body), disallows everything, so a site that is failing
+// is not crawled past its rules. An unreachable host fails the run.
+func (w *webRun) robotsFor(ctx context.Context, host string) (*robotsRules, error) {
+	resp, err := w.get(ctx, host+"/robots.txt", nil)
+	if err != nil {
+		var e *Error
+		if ctx.Err() != nil || errors.As(err, &e) && e.Code == Unreachable {
+			return nil, err // the run ends, or the host cannot be reached at all
+		}
+		return &robotsRules{closed: "robots.txt could not be read"}, nil
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxRobotsBytes))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return &robotsRules{closed: "robots.txt could not be read"}, nil
+		}
+		return parseRobots(bytes.NewReader(b)), nil
+	case resp.StatusCode >= 500:
+		return &robotsRules{closed: fmt.Sprintf("robots.txt answered %d", resp.StatusCode)}, nil
+	}
+	return &robotsRules{}, nil
+}
+
+// allowed says whether robots.txt lets the crawler fetch raw; when it does
+// not, reason says why.
+func (w *webRun) allowed(ctx context.Context, raw string) (ok bool, reason string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return false, nil
+		return false, "not a URL", nil
 	}
 	host := u.Scheme + "://" + u.Host
 	rules, ok := w.robots[host]
 	if !ok {
-		rules = &robotsRules{}
-		resp, err := w.get(ctx, host+"/robots.txt", nil)
-		if err != nil {
-			var e *Error
-			if ctx.Err() != nil || errors.As(err, &e) && e.Code == Unreachable {
-				return false, err // the run ends, or the host cannot be reached at all
-			}
-		} else {
-			if resp.StatusCode == http.StatusOK {
-				rules = parseRobots(io.LimitReader(resp.Body, maxRobotsBytes))
-			}
-			resp.Body.Close()
+		if rules, err = w.robotsFor(ctx, host); err != nil {
+			return false, "", err
 		}
 		w.robots[host] = rules
+	}
+	if rules.closed != "" {
+		return false, rules.closed + ": taken as disallowing every page", nil
 	}
 	p := u.EscapedPath()
 	if u.RawQuery != "" {
@@ -638,7 +666,7 @@ func (w *webRun) allowed(ctx context.Context, raw string) (bool, error) {
 			best, allow = len(d), false
 		}
 	}
-	return allow, nil
+	return allow, "disallowed by robots.txt", nil
 }
 
 // parseRobots reads the group naming this crawler, or else the "*" group.

@@ -480,3 +480,52 @@ func TestWebRedirectOutsideThePrefix(t *testing.T) {
 	require.Equal(t, BadContent, CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "outside the prefix")
 }
+
+// robots.txt as RFC 9309 §2.3.1 reads it: 4xx allows every page; 5xx, or
+// a file that cannot be read (a redirect loop, a body cut short), disallows
+// every page, which is left out with the reason and keeps its stored
+// version.
+func TestWebRobotsUnavailableOrUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		robots  http.HandlerFunc
+		allowed bool
+		reason  string
+	}{
+		{"404 allows", http.NotFound, true, ""},
+		{"403 allows", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no", http.StatusForbidden) }, true, ""},
+		{"500 disallows", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusInternalServerError) },
+			false, "robots.txt answered 500"},
+		{"503 disallows", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "deploying", http.StatusServiceUnavailable)
+		},
+			false, "robots.txt answered 503"},
+		{"redirect loop disallows", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/robots.txt", http.StatusFound) },
+			false, "robots.txt could not be read"},
+		{"cut body disallows", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			fmt.Fprint(w, "User-agent: *\n")
+		}, false, "robots.txt could not be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSite(t)
+			s.set(func(s *site) {
+				s.pages["/a"] = page("A", "alpha")
+				s.pages["/b"] = page("B", "bravo")
+				s.sitemap = []string{"/a", "/b"}
+				s.extra["/robots.txt"] = tc.robots
+			})
+			cs := fetchOK(t, webKind, map[string]string{"url": s.srv.URL + "/sitemap.xml"}, nil, fastEnv())
+			if tc.allowed {
+				require.Equal(t, []string{s.srv.URL + "/a", s.srv.URL + "/b"}, upsertIDs(cs))
+				require.Empty(t, cs.Skipped)
+				return
+			}
+			require.Empty(t, cs.Upserts)
+			require.Len(t, cs.Skipped, 2)
+			for _, sk := range cs.Skipped {
+				require.Contains(t, sk.Reason, tc.reason)
+			}
+		})
+	}
+}
