@@ -470,6 +470,11 @@ func ReadAccessLists(root string) (AccessLists, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
+		if _, serr := os.Lstat(filepath.Join(real, AccessFileName)); err != nil && serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+			// The folder itself cannot be searched: WalkTree reports it
+			// as unreadable, and everything stored under it stays.
+			return filepath.SkipDir
+		}
 		rel, _ := filepath.Rel(realRoot, real)
 		where := filepath.Join(root, rel, AccessFileName)
 		if err != nil {
