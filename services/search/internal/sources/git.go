@@ -318,7 +318,7 @@ type gitTransferKey struct{}
 // gitTransfer is one run's fetch: its address rule (webClient's dialer,
 // the one web sources use) and the bytes it may receive.
 type gitTransfer struct {
-	rt      *http.Transport
+	rt      http.RoundTripper
 	limit   int64 // 0: unbounded
 	read    atomic.Int64
 	over    atomic.Bool
@@ -327,14 +327,13 @@ type gitTransfer struct {
 }
 
 func newGitTransfer(env Env) *gitTransfer {
-	rt, _ := webClient(env).Transport.(*http.Transport)
-	return &gitTransfer{rt: rt, limit: env.Limits.MaxTotalBytes}
+	return &gitTransfer{rt: webClient(env).Transport, limit: env.Limits.MaxTotalBytes}
 }
 
 // close drops the run's idle connections (each run has its own transport).
 func (x *gitTransfer) close() {
-	if x.rt != nil {
-		x.rt.CloseIdleConnections()
+	if c, ok := x.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
 	}
 }
 
@@ -371,7 +370,7 @@ type gitRoundTripper struct{}
 
 func (gitRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	x, _ := req.Context().Value(gitTransferKey{}).(*gitTransfer)
-	if x == nil || x.rt == nil {
+	if x == nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
