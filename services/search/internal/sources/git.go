@@ -6,16 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/utils/merkletrie"
 
 	"github.com/bmcis/knowledge/platform/docformat"
@@ -75,7 +83,12 @@ func checkGit(s map[string]string, env Env) (map[string]string, error) {
 }
 
 func fetchGit(ctx context.Context, req Request) (*ChangeSet, error) {
-	s := req.Settings
+	// Settings stored before a rule existed, or under a setting since
+	// turned off (file:// without loopback), are checked again per run.
+	s, err := checkGit(maps.Clone(req.Settings), req.Env)
+	if err != nil {
+		return nil, err
+	}
 	opts := &git.CloneOptions{URL: s["url"], SingleBranch: true, Tags: git.NoTags, NoCheckout: true}
 	if b := s["branch"]; b != "" {
 		opts.ReferenceName = plumbing.NewBranchReferenceName(b)
@@ -91,12 +104,31 @@ func fetchGit(ctx context.Context, req Request) (*ChangeSet, error) {
 		}
 		opts.Auth = &githttp.BasicAuth{Username: user, Password: token}
 	}
-	// The whole branch history is fetched into memory: documentation
-	// repositories are small, and the last synced commit must be present
-	// to diff against it.
-	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+	// The whole branch history is fetched (the last synced commit must be
+	// present to diff against it) into a temporary directory, not memory:
+	// the transfer is bounded by the run's byte limit, and a blob over
+	// gitLargeObject stays on disk until read, after its size was checked.
+	dir, err := os.MkdirTemp("", "bmcis-git-source-*")
 	if err != nil {
-		return nil, gitError(err, s["url"])
+		return nil, fmt.Errorf("git source: temporary clone directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	xfer := newGitTransfer(req.Env)
+	st := &gitStorage{Storage: filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(gitObjectCache),
+		filesystem.Options{LargeObjectThreshold: gitLargeObject}), xfer: xfer, countPack: strings.HasPrefix(s["url"], "file:")}
+	defer st.Close()
+	defer xfer.close()
+	installGitHTTP.Do(func() {
+		c := githttp.NewClient(&http.Client{Transport: gitRoundTripper{}})
+		client.InstallProtocol("https", c)
+		client.InstallProtocol("http", c)
+	})
+	cctx, cancel := context.WithCancel(context.WithValue(ctx, gitTransferKey{}, xfer))
+	defer cancel()
+	xfer.cancel = cancel
+	repo, err := git.CloneContext(cctx, st, nil, opts)
+	if err != nil {
+		return nil, xfer.classify(err, s["url"])
 	}
 	head, err := repo.Head()
 	if err != nil {
@@ -266,4 +298,136 @@ func scrub(msg, raw, redacted string) string {
 		return msg
 	}
 	return strings.ReplaceAll(msg, raw, redacted)
+}
+
+const (
+	// gitLargeObject: a blob bigger than this is not read into memory
+	// when its object is loaded, only when its content is taken.
+	gitLargeObject = 1 << 20
+	// gitObjectCache bounds the decoded objects kept in memory per run.
+	gitObjectCache = 16 << 20
+)
+
+// installGitHTTP puts gitRoundTripper under go-git's http and https
+// transports, once: go-git v5 takes an HTTP client only process-wide, so
+// each run's rules travel in the request context (gitTransferKey).
+var installGitHTTP sync.Once
+
+type gitTransferKey struct{}
+
+// gitTransfer is one run's fetch: its address rule (webClient's dialer,
+// the one web sources use) and the bytes it may receive.
+type gitTransfer struct {
+	rt      http.RoundTripper
+	limit   int64 // 0: unbounded
+	read    atomic.Int64
+	over    atomic.Bool
+	refused atomic.Pointer[dialRefused]
+	cancel  context.CancelFunc // ends the clone once over the limit
+}
+
+func newGitTransfer(env Env) *gitTransfer {
+	return &gitTransfer{rt: webClient(env).Transport, limit: env.Limits.MaxTotalBytes}
+}
+
+// close drops the run's idle connections (each run has its own transport).
+func (x *gitTransfer) close() {
+	if c, ok := x.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// errGitTooLarge ends a fetch past the run's byte limit; classify reports
+// it from the transfer's own record, whatever go-git wrapped it in.
+var errGitTooLarge = errors.New("the fetch passed the run's byte limit")
+
+// count adds n received bytes; past the limit it ends the clone.
+func (x *gitTransfer) count(n int) error {
+	if x.read.Add(int64(n)) > x.limit && x.limit > 0 {
+		x.over.Store(true)
+		x.cancel()
+		return errGitTooLarge
+	}
+	return nil
+}
+
+// classify turns a failed clone into the run's error: the transfer's own
+// refusals first, then gitError.
+func (x *gitTransfer) classify(err error, raw string) error {
+	if x.over.Load() {
+		return fail(TooLarge, nil, "repository %s: the fetch passed %d bytes (BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES)", redact(raw), x.limit)
+	}
+	if de := x.refused.Load(); de != nil {
+		return fail(Unreachable, nil, "repository %s: %s", redact(raw), de.Error())
+	}
+	return gitError(err, raw)
+}
+
+// gitRoundTripper sends a request through its run's transport, counting
+// the response body. A request outside a source run is refused: no git
+// fetch of this process goes around the address rule.
+type gitRoundTripper struct{}
+
+func (gitRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	x, _ := req.Context().Value(gitTransferKey{}).(*gitTransfer)
+	if x == nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("git over HTTP is only fetched within a source run")
+	}
+	resp, err := x.rt.RoundTrip(req)
+	if err != nil {
+		var de *dialRefused
+		if errors.As(err, &de) {
+			x.refused.Store(de)
+		}
+		return nil, err
+	}
+	resp.Body = &gitCountedBody{ReadCloser: resp.Body, xfer: x}
+	return resp, nil
+}
+
+type gitCountedBody struct {
+	io.ReadCloser
+	xfer *gitTransfer
+}
+
+func (b *gitCountedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if cerr := b.xfer.count(n); cerr != nil {
+		return n, cerr
+	}
+	return n, err
+}
+
+// gitStorage is the clone's on-disk storage; for file:// (no HTTP to
+// count) the received pack counts toward the run's limit as it is written.
+// Past the limit the rest is discarded, not refused: go-git would wait
+// for the git-upload-pack process blocked on its full pipe, whereas its
+// next read sees the cancelled context and kills the process.
+type gitStorage struct {
+	*filesystem.Storage
+	xfer      *gitTransfer
+	countPack bool
+}
+
+func (s *gitStorage) PackfileWriter() (io.WriteCloser, error) {
+	w, err := s.Storage.PackfileWriter()
+	if err != nil || !s.countPack {
+		return w, err
+	}
+	return &gitCountedWriter{WriteCloser: w, xfer: s.xfer}, nil
+}
+
+type gitCountedWriter struct {
+	io.WriteCloser
+	xfer *gitTransfer
+}
+
+func (w *gitCountedWriter) Write(p []byte) (int, error) {
+	if w.xfer.over.Load() || w.xfer.count(len(p)) != nil {
+		return len(p), nil
+	}
+	return w.WriteCloser.Write(p)
 }

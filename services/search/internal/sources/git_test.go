@@ -2,8 +2,11 @@ package sources
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -56,6 +59,19 @@ func (r *testRepo) commit(msg string) {
 	r.t.Helper()
 	r.git("add", "-A")
 	r.git("commit", "-q", "-m", msg)
+}
+
+// gitHTTPServer serves dir's repositories by git http-backend.
+func gitHTTPServer(t *testing.T, dir string) *httptest.Server {
+	t.Helper()
+	backend := "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(backend); err != nil {
+		t.Skip("git http-backend is not installed")
+	}
+	srv := httptest.NewServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + dir, "GIT_HTTP_EXPORT_ALL=1"},
+		Stderr: io.Discard, Logger: log.New(io.Discard, "", 0)}) // a fetch cut at its limit breaks the pipe
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func testEnv() Env {
@@ -253,4 +269,95 @@ func TestGitTokenRefNotTheServiceConfiguration(t *testing.T) {
 	for _, h := range seen {
 		require.NotContains(t, h, "Basic ", "no credential may be sent")
 	}
+}
+
+// randomBytes is incompressible content: its pack is as big as it is.
+func randomBytes(t *testing.T, n int) string {
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// A repository whose fetch passes the run's byte limit fails as too large
+// while it downloads, over file:// and smart HTTP alike; the same
+// repository under a higher limit is fetched.
+func TestGitFetchOverTheByteLimitIsTooLarge(t *testing.T) {
+	r := newTestRepo(t)
+	r.write("guide.md", "# Guide\n\nsmall")
+	r.write("assets/blob.bin", randomBytes(t, 512<<10))
+	r.commit("first")
+	srv := gitHTTPServer(t, filepath.Dir(r.dir))
+	for _, url := range []string{"file://" + r.dir, srv.URL + "/handbook"} {
+		env := testEnv()
+		env.Limits.MaxTotalBytes = 128 << 10
+		s, err := gitKind.Check(map[string]string{"url": url}, env)
+		require.NoError(t, err)
+		_, err = gitKind.Fetch(context.Background(), Request{Settings: s, Env: env})
+		require.Equal(t, TooLarge, CodeOf(err), "%s: %v", url, err)
+		require.Contains(t, err.Error(), "BMCIS_SEARCH_SOURCES_MAX_TOTAL_BYTES")
+
+		env.Limits.MaxTotalBytes = 4 << 20
+		cs := fetchOK(t, gitKind, map[string]string{"url": url}, nil, env)
+		require.Equal(t, []string{"guide.md"}, upsertIDs(cs), url)
+	}
+}
+
+// A git URL is held to the address rule web sources use, at dial time:
+// a loopback address (by number or by a name resolving to it) without
+// the loopback setting, and a private one without the private setting,
+// are refused before any connection is made. file:// stored while
+// loopback was allowed is refused at the run once it no longer is.
+func TestGitRefusesNonPublicAddresses(t *testing.T) {
+	var mu sync.Mutex
+	conns := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+
+	env := Env{Limits: DefaultLimits()}
+	for _, url := range []string{"https://127.0.0.1:" + port + "/r.git", "https://localhost:" + port + "/r.git", "https://10.0.0.1/r.git"} {
+		s, err := gitKind.Check(map[string]string{"url": url}, env)
+		require.NoError(t, err)
+		_, err = gitKind.Fetch(context.Background(), Request{Settings: s, Env: env})
+		require.Equal(t, Unreachable, CodeOf(err), "%s: %v", url, err)
+		require.Contains(t, err.Error(), "not public", url)
+	}
+	mu.Lock()
+	require.Zero(t, conns, "no connection reached the server")
+	mu.Unlock()
+
+	_, err = gitKind.Fetch(context.Background(), Request{Settings: map[string]string{"url": "file:///srv/repo"}, Env: env})
+	require.Equal(t, BadSettings, CodeOf(err), "%v", err)
+}
+
+// go-git's HTTP transport is process-wide: a fetch outside a source run
+// (no run's rules in its context) is refused, not sent unchecked.
+func TestGitHTTPOutsideARunRefused(t *testing.T) {
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/r.git/info/refs", nil)
+	require.NoError(t, err)
+	_, err = gitRoundTripper{}.RoundTrip(req)
+	require.ErrorContains(t, err, "only fetched within a source run")
+	mu.Lock()
+	require.Zero(t, requests)
+	mu.Unlock()
 }
