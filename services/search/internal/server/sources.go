@@ -158,6 +158,13 @@ func runStatus(err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return err
 	}
+	if errors.Is(err, errCallEnded) {
+		code := codes.Canceled
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = codes.DeadlineExceeded
+		}
+		return status.Error(code, errCallEnded.Error())
+	}
 	switch sources.CodeOf(err) {
 	case sources.TooLarge:
 		return status.Error(codes.ResourceExhausted, err.Error())
@@ -173,6 +180,11 @@ func runStatus(err error) error {
 	return status.Error(codes.Internal, "the run failed; see the source's last error")
 }
 
+// errCallEnded: an on-demand run stopped because its caller's call ended
+// (a deadline, such as the gateway's request timeout, or a disconnect),
+// not because of the source or BMCIS_SEARCH_SOURCES_RUN_TIMEOUT.
+var errCallEnded = errors.New("the call ended before the run finished (its deadline, a disconnect, or the service stopping); the run stopped and deleted nothing")
+
 // runSource runs a claimed source and records the run, releasing the
 // lease. A failure anywhere deletes nothing and keeps the last cursor.
 func (s *Server) runSource(ctx context.Context, c store.Claimed) (*searchv1.SyncSourceResponse, error) {
@@ -182,6 +194,10 @@ func (s *Server) runSource(ctx context.Context, c store.Claimed) (*searchv1.Sync
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.SourceRunTimeout*9/10)
 	defer cancel()
 	resp, cursor, err := s.fetchAndApply(rctx, c)
+	if err != nil && ctx.Err() != nil {
+		// Whatever failed last (often a database call) failed for that.
+		err = fmt.Errorf("%w: %w", errCallEnded, ctx.Err())
+	}
 	result := runOK
 	rec := store.RunResult{Cursor: cursor}
 	if err != nil {

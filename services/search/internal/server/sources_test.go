@@ -390,5 +390,6 @@ func TestSyncSourceEndsWithTheCall(t *testing.T) {
 	requireCode(t, err, codes.DeadlineExceeded)
 	require.Eventually(t, func() bool { return listedSource(t, c, "site").GetLastStatus() == "failed" },
 		30*time.Second, 20*time.Millisecond, "the run ended with the call and recorded its failure")
+	require.Contains(t, listedSource(t, c, "site").GetLastError(), "the call ended before the run finished", "the caller's deadline is named, not the database or the run timeout")
 	require.Equal(t, both, bm25IDs(t, c, "quokka"), "nothing deleted")
 }
