@@ -67,7 +67,7 @@ var examples = map[string][]string{
 	"sources": {
 		"bmcisctl sources",
 		"bmcisctl sources -o yaml",
-		"bmcisctl sources add runbooks --kind git --url https://github.com/acme/runbooks.git --path docs --every 15m --token-env RUNBOOKS_TOKEN",
+		"bmcisctl sources add runbooks --kind git --url https://github.com/acme/runbooks.git --path docs --every 15m --token-env SOURCE_TOKEN_RUNBOOKS",
 		"bmcisctl sources add intranet --kind web --url https://intranet.example.com/sitemap.xml --every 1h --access group:staff",
 		"bmcisctl sources sync runbooks",
 		"bmcisctl sources remove intranet",

@@ -29,8 +29,9 @@ func sourcesUsage(w io.Writer) {
 
 The search service fetches these sources itself (docs/SOURCES.md); without
 --every a source runs only on `+"`sources sync`"+`. A token is never sent or
-stored: --token-env names a variable and --token-file a file (a mounted
-Secret) on the search service, where it is read at each run.
+stored: --token-env names a variable (SOURCE_TOKEN_...) and --token-file a
+file (below BMCIS_SEARCH_SOURCES_SECRETS_DIR, a mounted Secret) on the
+search service, where it is read at each run.
 Folders on this machine: bmcisctl sync NAME PATH.
 Environment: BMCIS_SEARCH_ADDR, BMCIS_INGEST_TOKEN (the operator credential).
 `)
@@ -76,7 +77,7 @@ func runSourcesAdd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	path := fs.String("path", "", "git: folder of the repository to take; folder: absolute path on the search service")
 	prefix := fs.String("prefix", "", "web: only pages under this URL (default: the site for a sitemap, the start page's folder for a crawl)")
 	every := fs.String("every", "", "run every this long (at least 1m; e.g. 15m, 1h, 1d); default: only on `sources sync`")
-	tokenEnv := fs.String("token-env", "", "git: the variable holding the token on the search service")
+	tokenEnv := fs.String("token-env", "", "git: the variable holding the token on the search service (its name starts SOURCE_TOKEN_)")
 	tokenFile := fs.String("token-file", "", "git: the file holding the token on the search service (a mounted Secret)")
 	accessFlag := fs.String("access", "", "who may read its documents, e.g. group:hr,group:legal (everyone, group:NAME, user:ID); default everyone")
 	fs.Usage = func() { sourcesUsage(stderr); fs.PrintDefaults() }

@@ -155,6 +155,7 @@ func LoadConfig(env *config.Reader) Config {
 			AllowPrivate:  env.Bool("BMCIS_SEARCH_SOURCES_ALLOW_PRIVATE", false),
 			AllowLoopback: env.Bool("BMCIS_SEARCH_SOURCES_ALLOW_LOOPBACK", false),
 			FolderRoot:    env.String("BMCIS_SEARCH_SOURCES_FOLDER_ROOT", ""),
+			SecretsDir:    env.String("BMCIS_SEARCH_SOURCES_SECRETS_DIR", sources.DefaultSecretsDir),
 		},
 		Fusion: fusion.Options{
 			K:            env.Float("BMCIS_SEARCH_RRF_K", 0, 1, 1000),

@@ -65,7 +65,7 @@ func checkGit(s map[string]string, env Env) (map[string]string, error) {
 		return nil, fail(BadSettings, nil, "url: scheme %q is not supported (https, or file:// in development)", u.Scheme)
 	}
 	if ref := s["token_ref"]; ref != "" {
-		if err := checkSecretRef(ref); err != nil {
+		if err := env.checkSecretRef(ref); err != nil {
 			return nil, err
 		}
 	}

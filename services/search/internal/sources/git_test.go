@@ -177,26 +177,26 @@ func TestGitSmartHTTPWithToken(t *testing.T) {
 	env := testEnv()
 	env.Lookup = func(name string) (string, bool) {
 		switch name {
-		case "GIT_TOKEN":
+		case "SOURCE_TOKEN_GIT":
 			return token, true
-		case "WRONG_TOKEN":
+		case "SOURCE_TOKEN_WRONG":
 			return "not-" + token, true
 		}
 		return "", false
 	}
 	url := srv.URL + "/handbook"
-	cs := fetchOK(t, gitKind, map[string]string{"url": url, "token_ref": "env:GIT_TOKEN"}, nil, env)
+	cs := fetchOK(t, gitKind, map[string]string{"url": url, "token_ref": "env:SOURCE_TOKEN_GIT"}, nil, env)
 	require.Equal(t, []string{"runbook.md"}, upsertIDs(cs))
 	require.Contains(t, string(cs.Upserts[0].Content), "walrus")
 
-	s, err := gitKind.Check(map[string]string{"url": url, "token_ref": "env:WRONG_TOKEN"}, env)
+	s, err := gitKind.Check(map[string]string{"url": url, "token_ref": "env:SOURCE_TOKEN_WRONG"}, env)
 	require.NoError(t, err)
 	_, err = gitKind.Fetch(context.Background(), Request{Settings: s, Env: env})
 	require.Error(t, err)
 	require.Equal(t, AuthFailed, CodeOf(err), "%v", err)
 	require.NotContains(t, err.Error(), token)
 
-	s, err = gitKind.Check(map[string]string{"url": srv.URL + "/missing", "token_ref": "env:GIT_TOKEN"}, env)
+	s, err = gitKind.Check(map[string]string{"url": srv.URL + "/missing", "token_ref": "env:SOURCE_TOKEN_GIT"}, env)
 	require.NoError(t, err)
 	_, err = gitKind.Fetch(context.Background(), Request{Settings: s, Env: env})
 	require.Error(t, err)
@@ -235,14 +235,23 @@ func TestGitTokenRefNotTheServiceConfiguration(t *testing.T) {
 	env := testEnv()
 	for _, ref := range []string{"env:DATABASE_URL", "env:REDIS_URL", "env:BMCIS_INGEST_TOKEN_SHA256",
 		"file:/proc/self/environ", "file:/etc/../proc/1/environ", "file:/var/run/secrets/kubernetes.io/serviceaccount/token",
-		"file:/run/secrets/kubernetes.io/serviceaccount/token", "file:/sys/class/dmi/id/product_uuid"} {
+		"file:/run/secrets/kubernetes.io/serviceaccount/token", "file:/sys/class/dmi/id/product_uuid",
+		// The allow-list: only SOURCE_TOKEN_ variables and files below the secrets directory.
+		"env:HANDBOOK_TOKEN", "env:HOME", "env:" + TokenEnvPrefix, "file:/etc/passwd", "file:" + DefaultSecretsDir,
+		"file:" + DefaultSecretsDir + "/../../kubernetes.io/serviceaccount/token", "file:" + DefaultSecretsDir + "-other/token"} {
 		_, err := gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": ref}, env)
 		require.Equal(t, BadSettings, CodeOf(err), "%s: %v", ref, err)
 	}
-	_, err := gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "env:HANDBOOK_TOKEN"}, env)
+	_, err := gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "env:SOURCE_TOKEN_HANDBOOK"}, env)
 	require.NoError(t, err)
-	_, err = gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "file:/var/run/secrets/handbook/token"}, env)
+	_, err = gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "file:" + DefaultSecretsDir + "/handbook/token"}, env)
 	require.NoError(t, err)
+	own := env
+	own.SecretsDir = "/etc/bmcis/source-tokens"
+	_, err = gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "file:/etc/bmcis/source-tokens/handbook"}, own)
+	require.NoError(t, err, "BMCIS_SEARCH_SOURCES_SECRETS_DIR moves the directory")
+	_, err = gitKind.Check(map[string]string{"url": "https://example.com/r.git", "token_ref": "file:" + DefaultSecretsDir + "/handbook"}, own)
+	require.Equal(t, BadSettings, CodeOf(err))
 
 	const dbPassword = "db-password-7f3a"
 	var mu sync.Mutex

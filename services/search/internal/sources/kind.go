@@ -73,6 +73,27 @@ type Env struct {
 	FolderRoot string
 	// Lookup reads an environment variable (os.LookupEnv when nil).
 	Lookup func(string) (string, bool)
+	// SecretsDir is the only directory file: token references may name a
+	// file below (DefaultSecretsDir when "").
+	SecretsDir string
+}
+
+// TokenEnvPrefix starts every variable an env: token reference may name,
+// and DefaultSecretsDir is where file: references live by default: an
+// allow-list, so a caller with the ingest credential can name only what an
+// operator set aside for sources, never the service's own configuration or
+// a file the process happens to be able to read. (The token goes to a host
+// that caller chooses.)
+const (
+	TokenEnvPrefix    = "SOURCE_TOKEN_"
+	DefaultSecretsDir = "/var/run/secrets/bmcis-sources"
+)
+
+func (e Env) secretsDir() string {
+	if e.SecretsDir == "" {
+		return DefaultSecretsDir
+	}
+	return path.Clean(e.SecretsDir)
 }
 
 // Limits bound one run.
@@ -192,9 +213,9 @@ func onlyKeys(s map[string]string, known ...string) error {
 // Secret resolves a secret reference: "env:NAME" reads an environment
 // variable, "file:/path" a file (a mounted Kubernetes Secret). The value is
 // never stored or logged. A reference to the service's own configuration
-// is refused here too, for sources stored before checkSecretRef refused it.
+// is refused here too, for sources stored before the allow-list.
 func (e Env) Secret(ref string) (string, error) {
-	if err := checkSecretRef(ref); err != nil {
+	if err := e.checkSecretRef(ref); err != nil {
 		return "", err
 	}
 	kind, what, _ := strings.Cut(ref, ":")
@@ -216,27 +237,23 @@ func (e Env) Secret(ref string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// checkSecretRef validates a reference's shape without resolving it. It
-// refuses the service's own configuration (its database and Redis URLs,
-// every BMCIS_ variable, the process's environment under /proc, the pod's
-// service account token): the token goes to a host the caller names, so
-// such a reference would hand the ingest credential the service's secrets.
-func checkSecretRef(ref string) error {
+// checkSecretRef validates a reference without resolving it: env:NAME with
+// NAME starting TokenEnvPrefix, or file:/path below the secrets directory
+// (after cleaning, so ".." cannot climb out).
+func (e Env) checkSecretRef(ref string) error {
 	kind, what, ok := strings.Cut(ref, ":")
 	switch {
 	case ok && kind == "env" && what != "":
-		if what == "DATABASE_URL" || what == "REDIS_URL" || strings.HasPrefix(what, "BMCIS_") {
-			return fail(BadSettings, nil, "token reference %q: names the service's own configuration; give the token its own variable", ref)
+		if !strings.HasPrefix(what, TokenEnvPrefix) || len(what) == len(TokenEnvPrefix) {
+			return fail(BadSettings, nil, "token reference %q: variables for source tokens start with %s (e.g. %sHANDBOOK), so no other setting of the service can be named", ref, TokenEnvPrefix, TokenEnvPrefix)
 		}
 		return nil
 	case ok && kind == "file" && strings.HasPrefix(what, "/"):
-		clean := path.Clean(what)
-		for _, dir := range []string{"/proc/", "/sys/", "/dev/", "/var/run/secrets/kubernetes.io/", "/run/secrets/kubernetes.io/"} {
-			if strings.HasPrefix(clean+"/", dir) {
-				return fail(BadSettings, nil, "token reference %q: %s holds the system's or the pod's own secrets; mount the token elsewhere", ref, dir)
-			}
+		dir := e.secretsDir()
+		if clean := path.Clean(what); !strings.HasPrefix(clean, dir+"/") {
+			return fail(BadSettings, nil, "token reference %q: token files live below %s (BMCIS_SEARCH_SOURCES_SECRETS_DIR), where the source tokens are mounted", ref, dir)
 		}
 		return nil
 	}
-	return fail(BadSettings, nil, "token reference %q: want env:NAME or file:/path (a token itself is never stored)", ref)
+	return fail(BadSettings, nil, "token reference %q: want env:%sNAME or file:/path (a token itself is never stored)", ref, TokenEnvPrefix)
 }
