@@ -627,6 +627,12 @@ func TestTwoInstancesShareRedis(t *testing.T) {
 			full, _ := a.CreateKey(t, &authv1.CreateKeyRequest{Name: "shared", Limits: authtest.Limits("minute", 100)})
 			allowed, elapsed := burst(t, []*authtest.Instance{a, b}, full, 1_000)
 			requireExactly100(t, allowed, elapsed, frozen)
+			if !frozen {
+				// In server time GCRA gives a unit back every 0.6 s, and the
+				// burst alone may take that long on a loaded machine: a
+				// check after it can rightly be allowed.
+				return
+			}
 			// Both really served, and both count against the same key.
 			resp := b.Check(t, full)
 			require.False(t, resp.GetAllowed())
