@@ -99,7 +99,7 @@ const (
 const (
 	DropBufferFull  = "buffer_full"  // Record found the buffer full
 	DropAppendError = "append_error" // auth could not take appends (a retryable code) while the buffer filled
-	DropRefused     = "refused"      // auth refused the batch with a code no retry changes (INVALID_ARGUMENT, ...)
+	DropRefused     = "refused"      // auth refused the batch's content (INVALID_ARGUMENT, OUT_OF_RANGE): no retry changes that
 	DropClosed      = "closed"       // recorded after Close, or left when Close's deadline passed
 )
 
@@ -313,14 +313,17 @@ func (r *Recorder) sendOnce(ctx context.Context, batch []Entry) {
 }
 
 // retryable reports whether an append that failed with err may succeed
-// later: auth down or overloaded, or the call timed out. Any other code
-// (INVALID_ARGUMENT above all) answers the same to the same batch.
+// later. Only a refusal of the batch's content (INVALID_ARGUMENT,
+// OUT_OF_RANGE) answers the same to the same batch; anything else, auth
+// down, overloaded or failing to write (a database fault, a revoked grant,
+// a credential being rotated), is the server's or an operator's to fix,
+// and the entries wait for it while the buffer has room.
 func retryable(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
-		return true
+	case codes.InvalidArgument, codes.OutOfRange:
+		return false
 	}
-	return false
+	return true
 }
 
 func (r *Recorder) append(ctx context.Context, batch []Entry) error {
