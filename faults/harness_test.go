@@ -166,13 +166,7 @@ func (a *adapter) call(key, tool string, args map[string]any) result {
 	if resp.StatusCode != http.StatusOK {
 		return result{Transport: fmt.Errorf("HTTP %d: %s", resp.StatusCode, raw)}
 	}
-	// A streamable HTTP reply is JSON or one SSE event carrying it.
-	if i := bytes.Index(raw, []byte("data: ")); i >= 0 && !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
-		raw = raw[i+len("data: "):]
-		if j := bytes.IndexByte(raw, '\n'); j >= 0 {
-			raw = raw[:j]
-		}
-	}
+	raw = stacktest.MCPReplyJSON(raw)
 	var rpc struct {
 		Error  *struct{ Message string }
 		Result struct {

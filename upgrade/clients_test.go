@@ -69,13 +69,7 @@ func callMCP(client *http.Client, base, key, tool string, args map[string]any) o
 	if resp.StatusCode != http.StatusOK {
 		return outcome{Detail: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, raw)}
 	}
-	// A streamable HTTP reply is JSON or one SSE event carrying it.
-	if i := bytes.Index(raw, []byte("data: ")); i >= 0 && !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
-		raw = raw[i+len("data: "):]
-		if j := bytes.IndexByte(raw, '\n'); j >= 0 {
-			raw = raw[:j]
-		}
-	}
+	raw = stacktest.MCPReplyJSON(raw)
 	var rpc struct {
 		Error  *struct{ Message string }
 		Result struct {

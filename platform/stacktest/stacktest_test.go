@@ -145,3 +145,16 @@ func TestAuthRunsOnADatabaseOfItsOwn(t *testing.T) {
 	require.NoError(t, shared.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&elsewhere))
 	require.Zero(t, elsewhere, "nothing of auth's in the other services' database")
 }
+
+func TestMCPReplyJSON(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1}`, `{"jsonrpc":"2.0","id":1}`},
+		{"event: message\ndata: {\"id\":2}\n\n", `{"id":2}`},
+		{"data: {\"id\":3}", `{"id":3}`},
+		{"HTTP error", "HTTP error"},
+	} {
+		if got := string(stacktest.MCPReplyJSON([]byte(tc.body))); got != tc.want {
+			t.Errorf("MCPReplyJSON(%q) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
