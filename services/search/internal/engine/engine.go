@@ -62,6 +62,9 @@ type Config struct {
 	// ExactVectorMaxRows: category filters matching at most this many
 	// chunks are scored exactly over their rows (0: never).
 	ExactVectorMaxRows int
+	// ClassVectorBytes bounds the vectors held for restricted callers'
+	// exact scans (classVectors; 0: none are held).
+	ClassVectorBytes int
 	// DBTimeout bounds each database call of a search.
 	DBTimeout time.Duration
 	// DedupWindow is how many top results are compared by embedding cosine.
@@ -88,6 +91,8 @@ type Metrics struct {
 // Vectors is the database side of ranking (store.Store).
 type Vectors interface {
 	VectorSearch(ctx context.Context, q store.VectorQuery) ([]store.VectorHit, error)
+	QueuedSearch(ctx context.Context, q store.VectorQuery) ([]store.VectorHit, int64, error)
+	ClassVectors(ctx context.Context, classes []store.Class) (store.ClassVectorsRead, error)
 	Embeddings(ctx context.Context, ids []int64) (map[int64][]float32, error)
 }
 
@@ -104,18 +109,19 @@ type QueryEmbedder interface {
 
 // Engine is safe for concurrent use.
 type Engine struct {
-	cfg   Config
-	ix    *index.Index
-	st    Vectors
-	emb   QueryEmbedder
-	cache *lrucache.Cache[string, *Ranked]
-	m     Metrics
+	cfg     Config
+	ix      *index.Index
+	st      Vectors
+	emb     QueryEmbedder
+	cache   *lrucache.Cache[string, *Ranked]
+	classes *classVectors // nil: none held
+	m       Metrics
 }
 
 // New returns an engine over a replica's index, the stored vectors and the
 // query embedder.
 func New(cfg Config, ix *index.Index, st Vectors, emb QueryEmbedder, m Metrics) *Engine {
-	return &Engine{cfg: cfg, ix: ix, st: st, emb: emb, m: m,
+	return &Engine{cfg: cfg, ix: ix, st: st, emb: emb, m: m, classes: newClassVectors(cfg.ClassVectorBytes),
 		cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
 }
 
@@ -188,7 +194,63 @@ func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool
 
 // Invalidate drops every cached list; the replica calls it whenever
 // anything a ranking depends on changed (documents, vectors, the model).
-func (e *Engine) Invalidate() { e.cache.Invalidate() }
+func (e *Engine) Invalidate() {
+	e.cache.Invalidate()
+	if e.classes != nil {
+		e.classes.invalidate()
+	}
+}
+
+// readScope is how a query's retrievers filter what a caller may read.
+type readScope struct {
+	cats []string
+	// access is the caller's set, or nil when it hides nothing in scope.
+	access []string
+	// classes, with exact and access, are the access keys the caller may
+	// read (store.VectorQuery.Classes), within cats.
+	classes []string
+	// pairs are the readable (category, access key) classes.
+	pairs []store.Class
+	exact bool
+	// none: the caller may read nothing in scope.
+	none bool
+}
+
+// maxExactClasses bounds the (category, access class) pairs an exact
+// scan looks up in chunks_category_vectors: one index descent each.
+const maxExactClasses = 256
+
+// readScope decides, from what this replica has loaded, how the
+// retrievers filter for the access set (nil: unrestricted) within the
+// stored categories cats (all when empty). When the set hides nothing
+// there, no filter is applied at all: an always-true filter would still
+// send the HNSW query down pgvector's slower iterative scan. When it may
+// read few chunks, the vector side scores exactly those, found by class.
+// Rows the database holds that this replica has not loaded, or whose list
+// changed since its last poll, may be read or skipped by the retrievers
+// either way: rank tests every candidate against the loaded records, so
+// neither can show.
+func (e *Engine) readScope(cats, set []string) readScope {
+	s := readScope{cats: cats, access: set}
+	if set != nil {
+		r := e.ix.Readable(cats, set)
+		switch {
+		case r.Chunks == r.InScope:
+			s.access = nil
+		case r.Chunks == 0:
+			s.none = true
+			return s
+		case e.cfg.ExactVectorMaxRows > 0 && r.Chunks <= e.cfg.ExactVectorMaxRows &&
+			len(r.Categories)*len(r.Keys) <= maxExactClasses:
+			s.cats, s.classes, s.pairs, s.exact = r.Categories, r.Keys, r.Classes, true
+			return s
+		default:
+			return s
+		}
+	}
+	s.exact = e.exactScan(s.cats)
+	return s
+}
 
 // exactScan chooses exact distances over a filter's rows when it selects
 // few enough chunks: their cost grows with the rows matched, while an HNSW
@@ -200,6 +262,14 @@ func (e *Engine) exactScan(cats []string) bool {
 	}
 	in, _ := e.ix.ChunksIn(cats)
 	return in <= e.cfg.ExactVectorMaxRows
+}
+
+// HeldClassVectors is the number of vectors held for restricted callers.
+func (e *Engine) HeldClassVectors() int {
+	if e.classes == nil {
+		return 0
+	}
+	return e.classes.held()
 }
 
 // CachedLists is the number of ranked lists held.

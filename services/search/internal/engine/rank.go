@@ -49,10 +49,11 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	feedback := mode == Hybrid && fopts.FeedbackChunks > 0 && provider == embedding.ProviderBuiltin
 	fbHits := make(chan feedbackHits, 1)
 
+	scope := e.readScope(cats, query.Access)
 	vecCh := make(chan vecOut, 1)
 	if useVec {
 		fb := sync.OnceValue(func() feedbackHits { return <-fbHits })
-		vs := vectorSide{q: q, mode: mode, k: k, cats: cats, access: query.Access, feedback: feedback, cur: cur,
+		vs := vectorSide{q: q, mode: mode, k: k, scope: scope, feedback: feedback, cur: cur,
 			feedbackWeight: fopts.FeedbackWeight, fb: fb} // fopts may be replaced after the goroutine reports
 		go func() { vecCh <- e.vectorRetrying(ctx, vs) }()
 	}
@@ -65,7 +66,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	embCh := make(chan embOut, 1)
 	if useBM25 {
 		t0 := time.Now()
-		bmHits = e.ix.SearchBM25(terms, cats, query.Access, k)
+		bmHits = e.ix.SearchBM25(terms, cats, scope.access, k)
 		e.m.Stage.WithLabelValues("bm25").Observe(time.Since(t0).Seconds())
 		if feedback {
 			n := min(len(bmHits), fopts.FeedbackChunks)
@@ -211,8 +212,7 @@ type vectorSide struct {
 	q              string
 	mode           Mode
 	k              int
-	cats           []string
-	access         []string
+	scope          readScope
 	feedback       bool
 	feedbackWeight float64
 	cur            *embedding.Active // the model when ranking began
@@ -322,14 +322,26 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 			vec = embed.Feedback(vec, fb, float32(w))
 		}
 	}
-	if vec == nil {
+	if vec == nil || vs.scope.none {
 		return out
 	}
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
 	defer cancel()
 	t1 := time.Now()
-	out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: vs.k, Categories: vs.cats, Access: vs.access, Model: active.Row,
-		EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true, Exact: e.exactScan(vs.cats)})
+	if e.classes != nil && vs.scope.pairs != nil {
+		hits, dbTime, ok, err := e.classSearch(dctx, vs, vec, active.Row)
+		if ok || err != nil {
+			out.hits, out.dbTime = hits, dbTime
+			e.m.Stage.WithLabelValues("vector").Observe(time.Since(t1).Seconds())
+			if err != nil {
+				out.err = fmt.Errorf("vector search: %w", err)
+			}
+			return out
+		}
+	}
+	out.hits, err = e.st.VectorSearch(dctx, store.VectorQuery{Vector: vec, K: vs.k, Categories: vs.scope.cats,
+		Access: vs.scope.access, Classes: vs.scope.classes, Exact: vs.scope.exact, Model: active.Row,
+		EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true})
 	out.dbTime = time.Since(t1)
 	e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())
 	if err != nil {

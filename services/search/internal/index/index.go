@@ -96,7 +96,11 @@ type Index struct {
 	docs      map[int64]*Document
 	cats      map[string]int // documents per category
 	catChunks map[string]int // chunks per category
-	catFold   map[string][]string
+	// classes count the chunks of each category and access list (by
+	// Document.class): what a caller's access set may read of a scope is
+	// known without walking the documents (Readable).
+	classes map[string]*chunkClass
+	catFold map[string][]string
 	// restricted counts documents with an access list: while there are
 	// none, an access set changes no count (HasRestricted).
 	restricted int
@@ -121,7 +125,7 @@ func NewWithOptions(an *analysis.Analyzer, p bm25.Params, o Options) *Index {
 	return &Index{
 		an: an, bm: bm25.New(p), opt: o,
 		chunks: map[int64]*Chunk{}, docs: map[int64]*Document{}, cats: map[string]int{}, catChunks: map[string]int{},
-		catFold: map[string][]string{},
+		classes: map[string]*chunkClass{}, catFold: map[string][]string{},
 	}
 }
 
@@ -202,9 +206,7 @@ func (ix *Index) Apply(b *Batch) {
 		for _, cid := range old.Chunks {
 			if c := ix.chunks[cid]; c != nil {
 				ix.textBytes -= int64(len(c.ChunkText) + len(c.ContextHeader))
-				if ix.catChunks[c.Doc.Category]--; ix.catChunks[c.Doc.Category] <= 0 {
-					delete(ix.catChunks, c.Doc.Category)
-				}
+				ix.countChunksLocked(c.Doc, -1)
 				delete(ix.chunks, cid)
 			}
 		}
@@ -229,7 +231,7 @@ func (ix *Index) Apply(b *Batch) {
 	}
 	for _, c := range chunks {
 		ix.chunks[c.ChunkID] = c
-		ix.catChunks[c.Doc.Category]++
+		ix.countChunksLocked(c.Doc, 1)
 		ix.textBytes += int64(len(c.ChunkText) + len(c.ContextHeader))
 	}
 	// Old and new chunks swap under one BM25 lock: a document is never seen
@@ -329,7 +331,7 @@ func (l *Loader) index(rows []store.Chunk) {
 	l.ix.mu.Lock()
 	for _, c := range chunks {
 		l.ix.chunks[c.ChunkID] = c
-		l.ix.catChunks[c.Doc.Category]++
+		l.ix.countChunksLocked(c.Doc, 1)
 		l.ix.textBytes += int64(len(c.ChunkText) + len(c.ContextHeader))
 	}
 	l.ix.mu.Unlock()
@@ -412,6 +414,74 @@ func (ix *Index) ResolveCategory(name string) []string {
 		return []string{name}
 	}
 	return append([]string(nil), ix.catFold[strings.ToLower(name)]...)
+}
+
+// chunkClass counts the loaded chunks of one category and access list.
+type chunkClass struct {
+	category string
+	list     []string // nil: everyone's
+	key      string   // access.Key(list): chunks.access_key
+	chunks   int
+}
+
+// countChunksLocked adds n chunks of document d to its category's and its
+// class's counts.
+func (ix *Index) countChunksLocked(d *Document, n int) {
+	if ix.catChunks[d.Category] += n; ix.catChunks[d.Category] <= 0 {
+		delete(ix.catChunks, d.Category)
+	}
+	k := d.class()
+	c := ix.classes[k]
+	if c == nil {
+		c = &chunkClass{category: d.Category, list: d.Access, key: access.Key(d.Access)}
+		ix.classes[k] = c
+	}
+	if c.chunks += n; c.chunks <= 0 {
+		delete(ix.classes, k)
+	}
+}
+
+// Readable is what an access set may read of the loaded chunks of a
+// category scope.
+type Readable struct {
+	// InScope counts the scope's chunks, Chunks those the set may read.
+	InScope, Chunks int
+	// Categories are the stored categories holding readable chunks, and
+	// Keys the access keys (platform/access.Key, "" for everyone's) of
+	// the lists the set may read among them; both sorted.
+	Categories, Keys []string
+	// Classes are the readable (category, access key) pairs.
+	Classes []store.Class
+}
+
+// Readable tells what the access set callerAccess may read of the chunks
+// of the given stored categories (all when empty): a walk of the classes,
+// not of the documents, so it is cheap enough for every restricted query
+// while lists are shared by many documents.
+func (ix *Index) Readable(categories, callerAccess []string) Readable {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var r Readable
+	for _, c := range ix.classes {
+		if len(categories) > 0 && !slices.Contains(categories, c.category) {
+			continue
+		}
+		r.InScope += c.chunks
+		if !access.Allows(callerAccess, c.list) {
+			continue
+		}
+		r.Chunks += c.chunks
+		if !slices.Contains(r.Categories, c.category) {
+			r.Categories = append(r.Categories, c.category)
+		}
+		if !slices.Contains(r.Keys, c.key) {
+			r.Keys = append(r.Keys, c.key)
+		}
+		r.Classes = append(r.Classes, store.Class{Category: c.category, AccessKey: c.key})
+	}
+	slices.Sort(r.Categories)
+	slices.Sort(r.Keys)
+	return r
 }
 
 // ChunksIn counts the chunks of the given stored categories (a map read

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/platform/syntheticdocs"
 	"github.com/bmcis/knowledge/services/search/internal/analysis"
@@ -166,4 +167,87 @@ func TestSlicedFirstLoadMatchesOneBatch(t *testing.T) {
 	require.True(t, c.TextInDatabase)
 	require.Empty(t, c.ChunkText)
 	require.NotEmpty(t, whole.Chunk(b.Chunks[0].ChunkID).ChunkText)
+}
+
+// TestReadable: the per-class counts behind the engine's choice of vector
+// path follow documents as they are added, change list and go, however
+// the index was filled (Apply, a Loader).
+func TestReadable(t *testing.T) {
+	lists := [][]string{nil, {"group:hr"}, {"group:legal"}, {"group:hr", "user:alice"}}
+	b := batch(t, 200)
+	for i := range b.Documents {
+		b.Documents[i].Access = lists[i%len(lists)]
+	}
+	applied := New(analysis.NewEnglish(), bm25.DefaultParams())
+	applied.Apply(b)
+	loaded := New(analysis.NewEnglish(), bm25.DefaultParams())
+	l := loaded.NewLoader()
+	l.Documents(b.Documents)
+	for _, c := range b.Chunks {
+		l.Chunk(c)
+	}
+	l.Finish(1, time.Now())
+
+	// Expected figures, counted by hand from the batch.
+	type want struct{ inScope, chunks int }
+	count := func(cat string, set []string) (w want, cats, classes map[string]bool) {
+		cats, classes = map[string]bool{}, map[string]bool{}
+		perDoc := map[int64]int{}
+		for _, c := range b.Chunks {
+			perDoc[c.DocumentID]++
+		}
+		for _, d := range b.Documents {
+			if cat != "" && d.Category != cat {
+				continue
+			}
+			w.inScope += perDoc[d.ID]
+			if access.Allows(set, d.Access) {
+				w.chunks += perDoc[d.ID]
+				cats[d.Category] = true
+				classes[access.Key(d.Access)] = true
+			}
+		}
+		return w, cats, classes
+	}
+	cat := b.Documents[0].Category
+	for _, ix := range []*Index{applied, loaded} {
+		for _, c := range []string{"", cat} {
+			for _, set := range [][]string{{"everyone"}, {"everyone", "group:hr"}, {"everyone", "user:alice"}, {"everyone", "group:hr", "group:legal"}} {
+				var cats []string
+				if c != "" {
+					cats = []string{c}
+				}
+				w, wantCats, wantClasses := count(c, set)
+				r := ix.Readable(cats, set)
+				require.Equal(t, w, want{r.InScope, r.Chunks}, "%q %v", c, set)
+				require.Len(t, r.Categories, len(wantCats))
+				for _, k := range r.Keys {
+					require.True(t, wantClasses[k], "%q %v: class %q", c, set, k)
+				}
+				require.Len(t, r.Keys, len(wantClasses), "%q %v", c, set)
+				for _, cl := range r.Classes {
+					require.True(t, wantCats[cl.Category] && wantClasses[cl.AccessKey], "%q %v: %v", c, set, cl)
+				}
+			}
+		}
+	}
+	require.Equal(t, want{len(b.Chunks), len(b.Chunks)}, func() want {
+		r := applied.Readable(nil, []string{"everyone", "group:hr", "group:legal"})
+		return want{r.InScope, r.Chunks}
+	}(), "hr and legal read every list")
+
+	// Every document becomes legal's, then goes: the old classes empty out.
+	var ids []int64
+	for i := range b.Documents {
+		b.Documents[i].Access = []string{"group:legal"}
+		ids = append(ids, b.Documents[i].ID)
+	}
+	applied.Apply(&Batch{Generation: 2, Documents: b.Documents, Chunks: b.Chunks})
+	r := applied.Readable(nil, []string{"everyone", "group:hr"})
+	require.Equal(t, len(b.Chunks), r.InScope)
+	require.Zero(t, r.Chunks)
+	require.Len(t, applied.classes, len(applied.catChunks), "one class per category is left")
+	applied.Apply(&Batch{Generation: 3, Deleted: ids})
+	require.Empty(t, applied.classes)
+	require.Zero(t, applied.Readable(nil, []string{"everyone"}).InScope)
 }

@@ -163,7 +163,7 @@ func Decode(r *binfmt.Reader, an *analysis.Analyzer, p bm25.Params, o Options) (
 			}
 			d.Chunks = append(d.Chunks, c.ChunkID)
 			ix.chunks[c.ChunkID] = c
-			ix.catChunks[d.Category]++
+			ix.countChunksLocked(d, 1)
 		}
 		ix.docs[d.ID] = d
 		ix.incCat(d.Category)

@@ -61,12 +61,19 @@ func TestBenchAccess100k(t *testing.T) {
 	measure := func(name string) {
 		var open, restricted []float64
 		var shortPages int
+		// Seconds per stage (bmcis_search_stage_seconds), summed per caller:
+		// where the difference goes.
+		stages := map[bool]map[string]float64{false: {}, true: {}}
 		for range rounds {
 			for _, q := range queries {
 				for _, scope := range []*searchv1.ReadScope{nil, {Access: caller}} {
+					before := stageSums(t, r)
 					start := time.Now()
 					out := search(t, r.client, &searchv1.SearchRequest{Query: q, Limit: 10, NoCache: true, Scope: scope})
 					ms := float64(time.Since(start).Microseconds()) / 1000
+					for k, v := range stageSums(t, r) {
+						stages[scope != nil][k] += v - before[k]
+					}
 					if scope == nil {
 						open = append(open, ms)
 						continue
@@ -83,6 +90,10 @@ func TestBenchAccess100k(t *testing.T) {
 		t.Logf("%s: %d queries each, load average %s", name, len(open), loadAverage())
 		t.Logf("| caller | P50 ms | P95 ms |\n|---|---|---|\n| unrestricted | %.2f | %.2f |\n| 2 of %d groups | %.2f | %.2f |\nratio of P50s: %.2f; short pages: %d",
 			p50o, p95o, groups, p50r, p95r, p50r/p50o, shortPages)
+		for _, k := range []string{"bm25", "embed", "feedback", "vector"} {
+			t.Logf("stage %s: mean %.3f ms unrestricted, %.3f ms restricted", k,
+				stages[false][k]*1000/float64(len(open)), stages[true][k]*1000/float64(len(restricted)))
+		}
 		require.Zero(t, shortPages, "filtering inside candidate generation never returns a short page")
 	}
 	measure("every document in one of 20 groups (the caller reads 10%)")
@@ -130,4 +141,25 @@ func loadAverage() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// stageSums reads the replica's bmcis_search_stage_seconds sums by stage.
+func stageSums(t *testing.T, r *replica) map[string]float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "bmcis_search_stage_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					out[l.GetValue()] = m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/access"
+	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
 // accessCorpus is corpus(n) with access lists: by fours, everyone's,
@@ -109,6 +111,111 @@ func TestAccessSets(t *testing.T) {
 	})
 }
 
+// TestAccessPathsAgree: the vector side of a restricted query takes one
+// of four paths by what the replica knows the caller may read (the
+// engine's readScope): no filter when the set hides nothing; when the
+// readable classes hold few chunks, an exact scan of them, in PostgreSQL
+// or over the vectors the replica holds; pgvector's filtered iterative
+// scan otherwise. Replicas that may only use one path each must rank the
+// same chunks, with and without a category. Only float rounding may
+// differ (the held vectors are scored in Go, not by pgvector): vector
+// mode may swap neighbours whose similarities agree to 1e-5, and hybrid
+// fuses those ranks, so its top 10 must be within the other's top 20.
+func TestAccessPathsAgree(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	held := startReplica(t, pool, cfg)
+	cfg.ClassVectorsMB = 0
+	exact := startReplica(t, pool, cfg)
+	cfg.ExactVectorMaxRows = 0
+	iterative := startReplica(t, pool, cfg)
+	docs, _ := accessCorpus(64)
+	mustIngest(t, held.client, docs...)
+	all := []string{"group:hr", "group:legal", "user:alice"}
+	for _, r := range []*replica{exact, iterative} {
+		require.Eventually(t, func() bool {
+			return len(search(t, r.client, &searchv1.SearchRequest{Query: "item63 overview", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+				NoCache: true, Scope: &searchv1.ReadScope{Access: all}}).Results) > 0
+		}, 30*time.Second, 20*time.Millisecond, "every replica loads the corpus")
+	}
+
+	type ranked struct {
+		ids  []int64
+		sims []float64
+	}
+	ask := func(r *replica, req *searchv1.SearchRequest) ranked {
+		var out ranked
+		for _, res := range search(t, r.client, req).Results {
+			out.ids = append(out.ids, res.Chunk.ChunkId)
+			out.sims = append(out.sims, res.SimilarityScore)
+		}
+		return out
+	}
+	agree := func(mode searchv1.RetrievalMode, a, b ranked, msg string) {
+		require.Len(t, b.ids, len(a.ids), msg)
+		if mode == searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR {
+			for i := range a.ids {
+				if a.ids[i] != b.ids[i] {
+					require.InDelta(t, a.sims[i], b.sims[i], 1e-5, "%s: position %d", msg, i)
+				}
+			}
+			return
+		}
+		for _, id := range a.ids[:min(10, len(a.ids))] {
+			require.Contains(t, b.ids, id, msg)
+		}
+	}
+	for _, mode := range []searchv1.RetrievalMode{searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID} {
+		for _, cat := range []string{"", "cloud"} {
+			for _, set := range [][]string{{"group:hr"}, {"group:legal", "user:alice"}, all} {
+				req := func(set []string) *searchv1.SearchRequest {
+					r := &searchv1.SearchRequest{Query: "network backup incident region", Mode: mode, NoCache: true, Limit: 20}
+					if cat != "" {
+						r.Categories = []string{cat}
+					}
+					if set != nil {
+						r.Scope = &searchv1.ReadScope{Access: set}
+					}
+					return r
+				}
+				msg := fmt.Sprintf("%s %q %v", mode, cat, set)
+				want := ask(iterative, req(set))
+				require.NotEmpty(t, want.ids, msg)
+				require.Equal(t, want.ids, ask(exact, req(set)).ids, msg)
+				// The first asks PostgreSQL and starts reading the classes;
+				// the later ones are answered from them.
+				agree(mode, want, ask(held, req(set)), msg)
+				require.Eventually(t, func() bool { return gaugeValue(t, held, "bmcis_search_class_vectors") > 0 }, 10*time.Second, 10*time.Millisecond, msg)
+				agree(mode, want, ask(held, req(set)), msg+" (held)")
+				if len(set) == len(all) {
+					require.Equal(t, ask(exact, req(nil)).ids, want.ids,
+						"a set that hides nothing ranks as an unrestricted caller (%s)", msg)
+				}
+			}
+		}
+	}
+
+	// A document written through another replica: its vectors wait in the
+	// queue, which the held path reads too; merged into chunks.embedding,
+	// they take a new vectors generation, so the held vectors read before
+	// are not used without them.
+	late := md("late/hr.md", "cloud", "Late", "# Late\n\nzebra quagga okapi network backup incident region\n")
+	late.Access = []string{"group:hr"}
+	mustIngest(t, exact.client, late)
+	find := func() bool {
+		out := search(t, held.client, &searchv1.SearchRequest{Query: "network backup incident region", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR,
+			NoCache: true, Limit: 50, Scope: &searchv1.ReadScope{Access: []string{"group:hr"}}})
+		return slices.Contains(docIDs(out), "late/hr.md")
+	}
+	require.Eventually(t, find, 30*time.Second, 10*time.Millisecond, "found from the queue once the replica loads the document")
+	require.Eventually(t, func() bool { return gaugeValue(t, held, "bmcis_search_class_vectors") > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.True(t, find())
+	n, err := store.New(pool).MergeQueued(context.Background(), 1000)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	require.True(t, find(), "merged: still found, before the replica hears of the merge")
+}
+
 // TestAccessChangeWithoutReembedding: re-ingesting a document whose only
 // change is its access list rewrites no chunk and no vector, and every
 // replica converges on the new list.
@@ -151,6 +258,10 @@ func TestAccessChangeWithoutReembedding(t *testing.T) {
 	require.Equal(t, ids0, ids1, "the same chunk rows")
 	require.Equal(t, gen0, gen1, "no vector changed")
 	require.Equal(t, queued0+embedded0, queued1+embedded1)
+	var stale int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks
+		WHERE access_key <> coalesce(array_to_string(access, E'\n'), '')`).Scan(&stale))
+	require.Zero(t, stale, "chunks.access_key follows chunks.access (migration 00019's trigger)")
 	require.True(t, sees(r, []string{"group:legal"}), "the writing replica applies it before answering")
 	require.False(t, sees(r, []string{"group:hr"}))
 	require.Eventually(t, func() bool { return sees(other, []string{"group:legal"}) && !sees(other, []string{"group:hr"}) },
@@ -170,4 +281,18 @@ func TestIngestRefusesAnUnknownAccessEntry(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM documents WHERE external_id = 'bad-doc'`).Scan(&n))
 	require.Zero(t, n)
+}
+
+// gaugeValue reads a gauge of the replica's registry.
+func gaugeValue(t *testing.T, r *replica, name string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }

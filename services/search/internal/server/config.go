@@ -68,6 +68,10 @@ type Config struct {
 	// chunks is answered by exact distances over those rows instead of an
 	// HNSW iterative scan (BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS; 0: never).
 	ExactVectorMaxRows int
+	// ClassVectorsMB bounds the vectors a replica holds for restricted
+	// callers' exact scans (BMCIS_SEARCH_CLASS_VECTORS_MB; 0: none, every
+	// such scan reads PostgreSQL). docs/ACCESS.md, Cost.
+	ClassVectorsMB int
 	// Snapshot configures index snapshots (docs/SCALING.md, "Step 0"): a
 	// replica starts from the newest stored copy of the index and catches
 	// up on the change feed instead of analysing every chunk
@@ -107,7 +111,7 @@ func DefaultConfig() Config {
 		IngestTimeout: 60 * time.Second, IngestWorkers: 4,
 		MaxDocumentBytes: 64 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
-		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000,
+		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000, ClassVectorsMB: 64,
 		Snapshot:    snapshot.DefaultConfig(),
 		SourcesPoll: 30 * time.Second, SourceRunTimeout: 30 * time.Minute,
 		Sources: sources.Env{Limits: sources.DefaultLimits()},
@@ -133,6 +137,7 @@ func LoadConfig(env *config.Reader) Config {
 		TextInDatabase:     env.Enum("BMCIS_SEARCH_CHUNK_TEXT", "memory", "memory", "database") == "database",
 		TextCacheChunks:    env.Int("BMCIS_SEARCH_TEXT_CACHE_CHUNKS", d.TextCacheChunks, 0, 10_000_000),
 		ExactVectorMaxRows: env.Int("BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS", d.ExactVectorMaxRows, 0, 100_000_000),
+		ClassVectorsMB:     env.Int("BMCIS_SEARCH_CLASS_VECTORS_MB", d.ClassVectorsMB, 0, 1<<20),
 		DedupWindow:        d.DedupWindow,
 		Snapshot: snapshot.Config{
 			Mode:           env.Enum("BMCIS_SEARCH_SNAPSHOT", d.Snapshot.Mode, snapshot.ModeReadWrite, snapshot.ModeRead, snapshot.ModeOff),
@@ -180,7 +185,7 @@ func LoadConfig(env *config.Reader) Config {
 func (c Config) engine() engine.Config {
 	return engine.Config{
 		Candidates: c.Candidates, EfSearch: c.EfSearch, MaxScanTuples: c.MaxScanTuples, ExactVectorMaxRows: c.ExactVectorMaxRows,
-		DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
+		ClassVectorBytes: c.ClassVectorsMB << 20, DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
 		Provider: c.Embedding.Provider, CacheSize: c.CacheSize, CacheTTL: c.CacheTTL,
 	}
 }

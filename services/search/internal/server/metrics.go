@@ -34,7 +34,7 @@ type metrics struct {
 	snapshot     snapshot.Metrics
 }
 
-func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, cacheLen, classVectors func() float64) *metrics {
 	m := &metrics{
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_search_cache_requests_total",
@@ -115,7 +115,11 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) *metrics {
 		m.snapshot.Writes, m.snapshot.LastBytes, m.snapshot.LastSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bmcis_search_cache_entries", Help: "Ranked lists held in the cache.",
-		}, cacheLen))
+		}, cacheLen),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bmcis_search_class_vectors",
+			Help: "Vectors held for restricted callers' exact scans (BMCIS_SEARCH_CLASS_VECTORS_MB).",
+		}, classVectors))
 	for _, r := range []string{"hit", "miss"} {
 		m.cache.WithLabelValues(r)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +27,19 @@ func TestQueuedVectorsAreSearchedThenMerged(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
 		store.VectorIndexName, store.CategoryVectorsName).Scan(&rebuilt))
 	require.True(t, rebuilt, "both vector indexes are back after a bulk write")
+	classIndexCurrent := func() (ok bool) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a
+			ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) AND a.attname = 'access_key'
+			WHERE i.indexrelid = to_regclass($1))`, store.CategoryVectorsName).Scan(&ok))
+		return ok
+	}
+	require.True(t, classIndexCurrent(), "rebuilt as migration 00019 defines it")
+	// The previous release's writer rebuilds it by its own definition after
+	// a bulk load during a rolling upgrade; the next sweep puts it right.
+	_, err := pool.Exec(ctx, `DROP INDEX `+store.CategoryVectorsName+`; CREATE INDEX `+store.CategoryVectorsName+
+		` ON chunks (category) INCLUDE (id, embedding) WHERE embedding IS NOT NULL`)
+	require.NoError(t, err)
+	require.False(t, classIndexCurrent())
 
 	var queued, unembedded int
 	count := func() {
@@ -42,6 +56,7 @@ func TestQueuedVectorsAreSearchedThenMerged(t *testing.T) {
 			fmt.Sprintf("# Late %d\n\nfirewall audit encryption breach item%d late arrival\n", i, 900+i)))
 	}
 	resp := mustIngest(t, r.client, more...)
+	require.Eventually(t, classIndexCurrent, 30*time.Second, 20*time.Millisecond, "the sweep rebuilds an outdated class index")
 	count()
 	require.EqualValues(t, resp.ChunksWritten, queued, "the stream's vectors wait in the queue")
 	require.Zero(t, unembedded, "every acknowledged chunk has a vector somewhere")

@@ -104,7 +104,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix,
 		sourcesKick: make(chan struct{}, 1), log: log}
 	var eng *engine.Engine
-	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) })
+	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) }, func() float64 { return float64(eng.HeldClassVectors()) })
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {
 		return nil, err
 	}

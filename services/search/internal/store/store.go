@@ -38,8 +38,9 @@ const (
 )
 
 // VectorIndexName is the HNSW index on chunks.embedding;
-// CategoryVectorsName the b-tree of each category's vectors (exact
-// filtered scans, migration 00009). A bulk write drops and rebuilds both.
+// CategoryVectorsName the b-tree of the vectors of each category and
+// access class (exact filtered scans, migrations 00009 and 00019). A bulk
+// write drops and rebuilds both.
 const (
 	VectorIndexName     = "chunks_embedding_hnsw"
 	CategoryVectorsName = "chunks_category_vectors"

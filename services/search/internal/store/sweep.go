@@ -222,7 +222,7 @@ func (e *EmbedSession) ActiveModel(ctx context.Context) (*Model, error) {
 // inserts into an HNSW graph one at a time (a few hundred a second here),
 // while building it over the loaded table is an order of magnitude faster.
 // Until it is rebuilt, nearest-neighbour queries are exact sequential scans.
-// The category vectors' b-tree goes too: built over the loaded table it is
+// The class vectors' b-tree goes too: built over the loaded table it is
 // compact, where a million updates would split its pages as they come.
 func (e *EmbedSession) DropVectorIndex(ctx context.Context) error {
 	if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+VectorIndexName+"; DROP INDEX IF EXISTS "+CategoryVectorsName); err != nil {
@@ -233,13 +233,24 @@ func (e *EmbedSession) DropVectorIndex(ctx context.Context) error {
 
 // EnsureVectorIndex (re)builds the vector indexes when one is missing.
 func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem string) (bool, error) {
-	var exists bool
-	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
-		VectorIndexName, CategoryVectorsName).Scan(&exists); err != nil {
+	// The class vectors' b-tree counts as missing while it lacks
+	// access_key: the previous release's writer rebuilds it by its own
+	// definition after a bulk load during a rolling upgrade.
+	var exists, stale bool
+	if err := e.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL,
+		to_regclass($2) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a
+			ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) AND a.attname = 'access_key'
+			WHERE i.indexrelid = to_regclass($2))`,
+		VectorIndexName, CategoryVectorsName).Scan(&exists, &stale); err != nil {
 		return false, fmt.Errorf("look up vector index: %w", err)
 	}
-	if exists {
+	if exists && !stale {
 		return false, nil
+	}
+	if stale {
+		if _, err := e.conn.Exec(ctx, "DROP INDEX IF EXISTS "+CategoryVectorsName); err != nil {
+			return false, fmt.Errorf("drop outdated class vectors index: %w", err)
+		}
 	}
 	if maintenanceMem != "" {
 		if _, err := e.conn.Exec(ctx, "SELECT set_config('maintenance_work_mem', $1, false)", maintenanceMem); err != nil {
@@ -249,8 +260,8 @@ func (e *EmbedSession) EnsureVectorIndex(ctx context.Context, maintenanceMem str
 	_, err := e.conn.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON chunks
 		USING hnsw (embedding vector_cosine_ops) WITH (m = %d, ef_construction = %d)`, VectorIndexName, HNSWM, HNSWEfConstruction))
 	if err == nil {
-		// As in migration 00009.
-		_, err = e.conn.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+CategoryVectorsName+` ON chunks (category)
+		// As in migration 00019.
+		_, err = e.conn.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+CategoryVectorsName+` ON chunks (category, access_key)
 			INCLUDE (id, embedding) WHERE embedding IS NOT NULL`)
 	}
 	if maintenanceMem != "" {
@@ -344,19 +355,31 @@ func (e *EmbedSession) Enqueue(ctx context.Context, modelRow int64) (int64, erro
 // chunks.embedding (and so into the HNSW index) in one statement, so each
 // chunk is in the queue or in chunks in every snapshot. Concurrent merges,
 // from this or other replicas, take disjoint rows (SKIP LOCKED). It
-// returns how many rows moved.
+// returns how many rows moved. A merge that moved any takes a new vectors
+// generation, as every other move of a vector does: what a replica holds
+// of chunks.embedding (the engine's class vectors) is then known stale.
 func (s *Store) MergeQueued(ctx context.Context, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `WITH moved AS (
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `WITH moved AS (
 			DELETE FROM chunk_vector_queue q WHERE q.chunk_id IN (
 				SELECT chunk_id FROM chunk_vector_queue
 				WHERE model_id = (SELECT id FROM embedding_models WHERE active)
 				ORDER BY chunk_id LIMIT $1 FOR UPDATE SKIP LOCKED)
 			RETURNING q.chunk_id, q.model_id, q.embedding)
 		UPDATE chunks c SET embedding = m.embedding, embedding_model_id = m.model_id FROM moved m WHERE c.id = m.chunk_id`, limit)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now();
+			SELECT pg_notify('`+Channel+`', 'v')`)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("merge queued embeddings: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // QueuedVectors counts the vectors waiting for the HNSW index.

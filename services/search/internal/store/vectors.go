@@ -41,6 +41,13 @@ type VectorQuery struct {
 	// Exact scores every row of the categories instead of walking the HNSW
 	// graph: cheaper and exact when the filter selects few rows.
 	Exact bool
+	// Classes, with Exact and Access, are the access keys
+	// (platform/access.Key of each list Access may read, "" for
+	// everyone's) whose rows of the categories are scored: an index-only
+	// scan of chunks_category_vectors finds them by (category,
+	// access_key) without reading a row the caller may not. Access still
+	// filters the queued vectors.
+	Classes []string
 	// Model is the embedding_models row that embedded Vector. When set,
 	// the search fails with ErrModelChanged if another model is active in
 	// the statement's snapshot: its vectors live in another space.
@@ -77,11 +84,19 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 		args = append(args, q.Categories)
 		filter = " AND category = ANY($" + strconv.Itoa(len(args)) + ")"
 	}
+	exactFilter := filter
 	if q.Access != nil {
 		// The filter is tested on each row the scan walks (iterative
 		// scan), like the category: the K rows come back full.
 		args = append(args, q.Access)
 		filter += " AND " + AccessAllows("access", "$"+strconv.Itoa(len(args)))
+		if q.Classes != nil {
+			// The same rows, told by the index's own columns.
+			args = append(args, q.Classes)
+			exactFilter += " AND access_key = ANY($" + strconv.Itoa(len(args)) + ")"
+		} else {
+			exactFilter = filter
+		}
 	}
 	filtered := filter != ""
 	indexed := `SELECT id, embedding <=> $1 AS d, ` + emb + ` AS e FROM chunks WHERE embedding IS NOT NULL` + filter + `
@@ -89,9 +104,10 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	switch {
 	case q.Exact && len(q.Categories) > 0:
 		// OFFSET 0 keeps the planner off the HNSW index: it reads the
-		// category's rows through chunks_category and sorts them.
+		// rows of the categories (and classes) through
+		// chunks_category_vectors and sorts them.
 		indexed = `SELECT id, d, e FROM (SELECT id, embedding <=> $1 AS d, ` + emb + ` AS e FROM chunks
-			WHERE embedding IS NOT NULL` + filter + ` OFFSET 0) x ORDER BY d LIMIT $2`
+			WHERE embedding IS NOT NULL` + exactFilter + ` OFFSET 0) x ORDER BY d LIMIT $2`
 	case filtered:
 		b.Queue("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.max_scan_tuples', $1, true)",
 			strconv.Itoa(max(q.MaxScanTuples, q.K)))
@@ -158,14 +174,19 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 	if changed {
 		return nil, ErrModelChanged
 	}
+	return TopHits(hits, q.K), nil
+}
+
+// TopHits sorts hits best first, ties by chunk id, and keeps the best k
+// distinct chunks: a chunk re-embedded by another model can briefly be in
+// chunks and in the queue, and its best entry counts.
+func TopHits(hits []VectorHit, k int) []VectorHit {
 	sort.SliceStable(hits, func(i, j int) bool {
 		if hits[i].Cosine != hits[j].Cosine {
 			return hits[i].Cosine > hits[j].Cosine
 		}
 		return hits[i].ChunkID < hits[j].ChunkID
 	})
-	// A chunk re-embedded by another model can briefly be in both places:
-	// keep its best entry.
 	seen := make(map[int64]bool, len(hits))
 	out := hits[:0]
 	for _, h := range hits {
@@ -174,7 +195,7 @@ func (s *Store) VectorSearch(ctx context.Context, q VectorQuery) ([]VectorHit, e
 			out = append(out, h)
 		}
 	}
-	return out[:min(len(out), q.K)], nil
+	return out[:min(len(out), k)]
 }
 
 // Embeddings returns the stored vectors of the given chunks (chunks without
