@@ -15,10 +15,11 @@ import (
 // classes restricted callers read, so that their exact scan (readScope)
 // runs in this process: one small database query for the queued vectors
 // instead of an index-only scan of every readable row. Held vectors are
-// used only while the database's vectors generation is still the one they
-// were read at, and the replica drops them all whenever its documents,
-// vectors or model change (Engine.Invalidate). Bounded by a byte budget,
-// least recently used first out.
+// used only while the database's vectors version (store.QueuedSearch) is
+// still the one they were read at, and for at most classVectorsMaxAge;
+// the replica drops them all whenever its documents, vectors or model
+// change (Engine.Invalidate). Bounded by a byte budget, least recently
+// used first out.
 type classVectors struct {
 	budget  int // float32s
 	filling atomic.Bool
@@ -30,8 +31,14 @@ type classVectors struct {
 	entries map[store.Class]*classEntry
 }
 
+// classVectorsMaxAge bounds how long vectors are held: a writer that
+// does not count its queue merges (the previous release, during a rolling
+// upgrade) would otherwise leave them stale until the next change.
+const classVectorsMaxAge = 30 * time.Second
+
 // classEntry is one class's vectors, flat, with their inverse norms.
 type classEntry struct {
+	readAt     time.Time
 	model, gen int64
 	dims       int
 	ids        []int64
@@ -73,9 +80,10 @@ func (c *classVectors) lookup(classes []store.Class, model int64) (held []*class
 	c.tick++
 	for _, cl := range classes {
 		en := c.entries[cl]
-		if en == nil || en.model != model || (len(held) > 0 && en.gen != held[0].gen) {
-			missing = append(missing, cl)
-			continue
+		if en == nil || en.model != model || time.Since(en.readAt) > classVectorsMaxAge ||
+			(len(held) > 0 && en.gen != held[0].gen) {
+			// Read at another version than the others: all are read again.
+			return nil, 0, classes, c.epoch
 		}
 		en.lastUse = c.tick
 		held = append(held, en)
@@ -83,7 +91,7 @@ func (c *classVectors) lookup(classes []store.Class, model int64) (held []*class
 	if len(held) > 0 {
 		gen = held[0].gen
 	}
-	return held, gen, missing, c.epoch
+	return held, gen, nil, c.epoch
 }
 
 // put keeps what a read found, unless the replica invalidated since epoch
@@ -95,7 +103,7 @@ func (c *classVectors) put(read store.ClassVectorsRead, epoch uint64) {
 		return
 	}
 	for cl, rows := range read.Classes {
-		en := &classEntry{model: read.Model, gen: read.Generation, ids: rows.IDs, lastUse: c.tick}
+		en := &classEntry{readAt: read.At, model: read.Model, gen: read.Generation, ids: rows.IDs, lastUse: c.tick}
 		if len(rows.Vectors) > 0 {
 			en.dims = len(rows.Vectors[0])
 		}
@@ -112,6 +120,7 @@ func (c *classVectors) put(read store.ClassVectorsRead, epoch uint64) {
 			}
 		}
 		if old := c.entries[cl]; old != nil {
+			delete(c.entries, cl)
 			c.used -= len(old.ids) * (old.dims + 3)
 		}
 		for c.used+size > c.budget {
@@ -137,7 +146,9 @@ func (c *classVectors) put(read store.ClassVectorsRead, epoch uint64) {
 func (e *Engine) classSearch(ctx context.Context, vs vectorSide, vec []float32, model int64) (hits []store.VectorHit, dbTime time.Duration, ok bool, err error) {
 	held, gen, missing, epoch := e.classes.lookup(vs.scope.pairs, model)
 	if len(missing) > 0 {
-		if e.classes.filling.CompareAndSwap(false, true) {
+		// What could never be held is not read (an estimate: the scope's
+		// readable chunks, each a vector, its id and its norm).
+		if vs.scope.rows*(len(vec)+3) <= e.classes.budget && e.classes.filling.CompareAndSwap(false, true) {
 			go func() {
 				defer e.classes.filling.Store(false)
 				fctx, cancel := context.WithTimeout(context.Background(), e.cfg.DBTimeout)

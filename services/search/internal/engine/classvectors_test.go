@@ -3,6 +3,7 @@ package engine
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,7 +27,7 @@ func TestHitHeapKeepsTheBestK(t *testing.T) {
 
 func TestClassVectorsBudgetAndInvalidation(t *testing.T) {
 	read := func(gen int64, classes map[store.Class]int) store.ClassVectorsRead {
-		r := store.ClassVectorsRead{Classes: map[store.Class]*store.ClassRows{}, Model: 7, Generation: gen}
+		r := store.ClassVectorsRead{Classes: map[store.Class]*store.ClassRows{}, Model: 7, Generation: gen, At: time.Now()}
 		id := int64(0)
 		for cl, n := range classes {
 			rows := &store.ClassRows{}
@@ -55,11 +56,22 @@ func TestClassVectorsBudgetAndInvalidation(t *testing.T) {
 	cv.lookup([]store.Class{a}, 7) // a is now more recently used than b
 	cv.put(read(3, map[store.Class]int{c: 50}), epoch)
 	require.Equal(t, 90, cv.held(), "b, least recently used, made room for c")
+	_, _, missing, _ = cv.lookup([]store.Class{a, c}, 7)
+	require.Empty(t, missing)
 	_, _, missing, _ = cv.lookup([]store.Class{a, b, c}, 7)
-	require.Equal(t, []store.Class{b}, missing)
+	require.Equal(t, []store.Class{a, b, c}, missing, "one missing: all are read again, at one version")
 
+	cv.put(read(3, map[store.Class]int{a: 40}), epoch)
+	require.Equal(t, 90, cv.held(), "replacing a class frees its old vectors first")
+	old := read(3, map[store.Class]int{c: 10})
+	old.At = time.Now().Add(-classVectorsMaxAge - time.Second)
+	cv.put(old, epoch)
+	_, _, missing, _ = cv.lookup([]store.Class{c}, 7)
+	require.Equal(t, []store.Class{c}, missing, "held too long")
+
+	before := cv.held()
 	cv.put(read(3, map[store.Class]int{b: 101}), epoch)
-	require.Equal(t, 90, cv.held(), "a class over the whole budget is not held")
+	require.Equal(t, before, cv.held(), "a class over the whole budget is not held")
 
 	cv.invalidate()
 	require.Zero(t, cv.held())

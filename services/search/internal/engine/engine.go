@@ -209,8 +209,10 @@ type readScope struct {
 	// classes, with exact and access, are the access keys the caller may
 	// read (store.VectorQuery.Classes), within cats.
 	classes []string
-	// pairs are the readable (category, access key) classes.
+	// pairs are the readable (category, access key) classes, holding
+	// rows chunks.
 	pairs []store.Class
+	rows  int
 	exact bool
 	// none: the caller may read nothing in scope.
 	none bool
@@ -242,7 +244,7 @@ func (e *Engine) readScope(cats, set []string) readScope {
 			return s
 		case e.cfg.ExactVectorMaxRows > 0 && r.Chunks <= e.cfg.ExactVectorMaxRows &&
 			len(r.Categories)*len(r.Keys) <= maxExactClasses:
-			s.cats, s.classes, s.pairs, s.exact = r.Categories, r.Keys, r.Classes, true
+			s.cats, s.classes, s.pairs, s.rows, s.exact = r.Categories, r.Keys, r.Classes, r.Chunks, true
 			return s
 		default:
 			return s

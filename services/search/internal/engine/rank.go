@@ -66,7 +66,9 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	embCh := make(chan embOut, 1)
 	if useBM25 {
 		t0 := time.Now()
-		bmHits = e.ix.SearchBM25(terms, cats, scope.access, k)
+		// The caller's own set, not the scope's: a restricted document
+		// loaded since readScope must not reach the feedback texts.
+		bmHits = e.ix.SearchBM25(terms, cats, query.Access, k)
 		e.m.Stage.WithLabelValues("bm25").Observe(time.Since(t0).Seconds())
 		if feedback {
 			n := min(len(bmHits), fopts.FeedbackChunks)

@@ -11,6 +11,7 @@ package index
 
 import (
 	"encoding/binary"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -462,6 +463,7 @@ func (ix *Index) Readable(categories, callerAccess []string) Readable {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var r Readable
+	cats, keys := map[string]bool{}, map[string]bool{}
 	for _, c := range ix.classes {
 		if len(categories) > 0 && !slices.Contains(categories, c.category) {
 			continue
@@ -471,16 +473,11 @@ func (ix *Index) Readable(categories, callerAccess []string) Readable {
 			continue
 		}
 		r.Chunks += c.chunks
-		if !slices.Contains(r.Categories, c.category) {
-			r.Categories = append(r.Categories, c.category)
-		}
-		if !slices.Contains(r.Keys, c.key) {
-			r.Keys = append(r.Keys, c.key)
-		}
+		cats[c.category], keys[c.key] = true, true
 		r.Classes = append(r.Classes, store.Class{Category: c.category, AccessKey: c.key})
 	}
-	slices.Sort(r.Categories)
-	slices.Sort(r.Keys)
+	r.Categories = slices.Sorted(maps.Keys(cats))
+	r.Keys = slices.Sorted(maps.Keys(keys))
 	return r
 }
 
@@ -529,10 +526,13 @@ func (ix *Index) Chunks(ids []int64) []*Chunk {
 // are tested inside the posting walk, so the k come back full.
 func (ix *Index) SearchBM25(terms []string, categories []string, callerAccess []string, k int) []bm25.Hit {
 	opts := bm25.SearchOptions{K: k}
-	if callerAccess == nil {
-		opts.Categories = categories
+	if callerAccess == nil && len(categories) == 0 {
 		return ix.bm.Search(terms, opts)
 	}
+	// A restricted document's class is its category and its list
+	// (Document.class), so a category filter is tested on the class's
+	// category part, never as a class name: that would leave out every
+	// restricted document of the category.
 	opts.Keep = func(class string) bool {
 		cat, list := splitClass(class)
 		if len(categories) > 0 && !slices.Contains(categories, cat) {

@@ -251,3 +251,37 @@ func TestReadable(t *testing.T) {
 	require.Empty(t, applied.classes)
 	require.Zero(t, applied.Readable(nil, []string{"everyone"}).InScope)
 }
+
+// TestCategoryFilterKeepsRestrictedDocuments: an unrestricted caller's
+// category filter keeps the category's restricted documents too (their
+// BM25 class is the category and the list), and ranks exactly as a caller
+// who may read every list.
+func TestCategoryFilterKeepsRestrictedDocuments(t *testing.T) {
+	lists := [][]string{nil, {"group:hr"}, {"group:legal"}, {"user:alice"}}
+	b := batch(t, 300)
+	restricted := map[int64]bool{}
+	for i := range b.Documents {
+		b.Documents[i].Access = lists[i%len(lists)]
+		restricted[b.Documents[i].ID] = lists[i%len(lists)] != nil
+	}
+	ix := New(analysis.NewEnglish(), bm25.DefaultParams())
+	ix.Apply(b)
+	cat := b.Documents[1].Category
+	var terms []string
+	for _, c := range b.Chunks {
+		if c.DocumentID == b.Documents[1].ID {
+			terms = analysis.NewEnglish().Terms(c.ChunkText)
+			break
+		}
+	}
+	open := ix.SearchBM25(terms, []string{cat}, nil, 20)
+	require.NotEmpty(t, open)
+	sawRestricted := false
+	for _, h := range open {
+		c := ix.Chunk(h.ChunkID)
+		require.Equal(t, cat, c.Doc.Category)
+		sawRestricted = sawRestricted || restricted[c.Doc.ID]
+	}
+	require.True(t, sawRestricted, "document 2 (group:hr) matches its own text")
+	require.Equal(t, open, ix.SearchBM25(terms, []string{cat}, []string{"everyone", "group:hr", "group:legal", "user:alice"}, 20))
+}

@@ -355,9 +355,10 @@ func (e *EmbedSession) Enqueue(ctx context.Context, modelRow int64) (int64, erro
 // chunks.embedding (and so into the HNSW index) in one statement, so each
 // chunk is in the queue or in chunks in every snapshot. Concurrent merges,
 // from this or other replicas, take disjoint rows (SKIP LOCKED). It
-// returns how many rows moved. A merge that moved any takes a new vectors
-// generation, as every other move of a vector does: what a replica holds
-// of chunks.embedding (the engine's class vectors) is then known stale.
+// returns how many rows moved. A merge that moved any counts itself in
+// search_state.vectors_merged, not in vectors_generation (it changes no
+// result, so replicas keep their caches): what a replica holds of
+// chunks.embedding (the engine's class vectors) is then known stale.
 func (s *Store) MergeQueued(ctx context.Context, limit int) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -372,8 +373,7 @@ func (s *Store) MergeQueued(ctx context.Context, limit int) (int64, error) {
 			return err
 		}
 		n = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `UPDATE search_state SET vectors_generation = nextval('search_generation'), vectors_changed_at = now();
-			SELECT pg_notify('`+Channel+`', 'v')`)
+		_, err = tx.Exec(ctx, `UPDATE search_state SET vectors_merged = vectors_merged + 1`)
 		return err
 	})
 	if err != nil {
