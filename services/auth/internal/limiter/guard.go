@@ -145,7 +145,12 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	if budget < g.minBudget() && budgetSpent(callCtx) {
 		return Decision{}, fmt.Errorf("%w: backend call had only %s: %w", ErrBusy, budget, err)
 	}
-	if ctx.Err() != nil {
+	// A caller that left before the budget ran out says nothing about the
+	// backend. One whose budget ran out does, even when the caller's own
+	// deadline has passed too by now (a loaded machine can run this line
+	// late): the backend is counted down, and the answer is the failure
+	// mode, not the backend's error.
+	if ctx.Err() != nil && !budgetDeadlinePassed(callCtx) {
 		return Decision{}, err
 	}
 	g.down(err)
@@ -156,9 +161,12 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 // or its deadline passed (the client's socket deadline is the same instant,
 // and the read's timeout can come back before the context's timer fires).
 func budgetSpent(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
+	return ctx.Err() != nil || budgetDeadlinePassed(ctx)
+}
+
+// budgetDeadlinePassed reports whether the call's own deadline has passed,
+// whatever ended its context.
+func budgetDeadlinePassed(ctx context.Context) bool {
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)
 }

@@ -438,3 +438,44 @@ func TestGuardShortBudgetOnAHangingRedisIsBusy(t *testing.T) {
 	}
 	require.False(t, g.Degraded(), "short budgets say nothing about Redis")
 }
+
+// A caller that leaves before its call's budget runs out says nothing
+// about the backend: its error comes back and nothing is counted. One
+// whose budget ran out is counted, and answered with the failure mode,
+// even when its own deadline has passed by the time the guard looks.
+func TestGuardCallerThatLeftEarlyIsNotCounted(t *testing.T) {
+	g, err := limiter.NewGuard(stalled{}, limiter.GuardConfig{
+		Timeout: 10 * time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	lim := limiter.Limits{100, 1000, 10000}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err = g.Allow(ctx, "k", lim)
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, g.Degraded(), "the caller left; the backend was not judged")
+
+	// The budget is 75% of the caller's 200 ms. The backend uses all of it
+	// and returns 100 ms late, as a descheduled goroutine on a loaded
+	// machine does: the caller's deadline has passed by then, and the
+	// failure still counts.
+	g, err = limiter.NewGuard(late{}, limiter.GuardConfig{
+		Timeout: 10 * time.Second, Threshold: 1, Log: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	d, err := g.Allow(ctx, "k", lim)
+	require.NoError(t, err)
+	require.True(t, d.Degraded)
+	require.True(t, g.Degraded())
+}
+
+// late answers 100 ms after the call's context ends.
+type late struct{}
+
+func (late) Allow(ctx context.Context, _ string, _ limiter.Limits) (limiter.Decision, error) {
+	<-ctx.Done()
+	time.Sleep(100 * time.Millisecond)
+	return limiter.Decision{}, ctx.Err()
+}
