@@ -2,9 +2,6 @@ package server_test
 
 import (
 	"crypto/rand"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,12 +14,7 @@ import (
 // committed) fails the run as too large while the clone downloads; the
 // documents the source synced before stay searchable and counted.
 func TestGitSourceOverTheByteLimitKeepsDocuments(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	repo := filepath.Join(t.TempDir(), "handbook")
-	require.NoError(t, os.MkdirAll(repo, 0o755))
-	gitRun(t, repo, "init", "-q", "-b", "main")
+	repo := newGitRepo(t)
 	gitCommitFiles(t, repo, map[string]string{"oncall.md": "# On call\n\nPage the narwhal team when the queue backs up."})
 	cfg := sourcesConfig()
 	cfg.Sources.Limits.MaxTotalBytes = 256 << 10

@@ -22,6 +22,19 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/server"
 )
 
+// newGitRepo is an empty repository on branch main in a temporary
+// directory (the test is skipped where git is not installed).
+func newGitRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	repo := filepath.Join(t.TempDir(), "handbook")
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	return repo
+}
+
 func gitRun(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
@@ -74,12 +87,7 @@ func listedSource(t *testing.T, c searchv1.SearchServiceClient, name string) *se
 // repository gone: the documents stay, the error shows), then removed with
 // its documents. A client may not sync a source the service syncs.
 func TestGitSourceLifecycle(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	repo := filepath.Join(t.TempDir(), "handbook")
-	require.NoError(t, os.MkdirAll(repo, 0o755))
-	gitRun(t, repo, "init", "-q", "-b", "main")
+	repo := newGitRepo(t)
 	gitCommitFiles(t, repo, map[string]string{
 		"oncall.md":  "# On call\n\nPage the narwhal team when the queue backs up.",
 		"release.md": "# Release\n\nThe release train leaves every Tuesday with the narwhal build.",
