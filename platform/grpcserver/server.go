@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -189,6 +190,15 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		if s.settings.Profiling {
+			// Registered here, not by importing net/http/pprof, which
+			// would add them to http.DefaultServeMux for every listener.
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		// Browsers' pages (DNS rebinding included) may not read it either.
 		policy := origin.New(ml.Addr().String())
 		checked := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,10 @@ type Settings struct {
 	// MetricsAddr serves /metrics and /healthz over HTTP (BMCIS_METRICS_ADDR);
 	// empty disables it.
 	MetricsAddr string
+	// Profiling serves Go's profiles (/debug/pprof/) beside the metrics
+	// (BMCIS_PPROF, off by default): they show the code's hot paths, not
+	// data, but cost CPU while one is taken.
+	Profiling bool
 	// LogLevel is debug, info, warn or error (BMCIS_LOG_LEVEL).
 	LogLevel string
 	// Credentials are the digests of the caller credentials the service
@@ -53,6 +57,7 @@ func LoadSettings(env *config.Reader, name string, d Defaults) Settings {
 		Name:            name,
 		GRPCAddr:        env.Addr("BMCIS_GRPC_ADDR", d.GRPCAddr),
 		MetricsAddr:     env.Addr("BMCIS_METRICS_ADDR", d.MetricsAddr),
+		Profiling:       env.Bool("BMCIS_PPROF", false),
 		LogLevel:        env.Enum("BMCIS_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		Credentials:     loadCredentials(env, d.RequireCredentials),
 		TLS:             loadTLS(env),
