@@ -44,6 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	concs := fs.String("concurrency", "1,16", "concurrency levels")
 	category := fs.String("category", "", "also filter every query on this category (e.g. rare)")
 	addChunks := fs.Int("add-chunks", 5000, "after the main ingestion, ingest this many more chunks with the model active (0: skip)")
+	profileDir := fs.String("profile", "", "write a CPU profile of the service per uncached scenario into this directory (the service needs BMCIS_PPROF=true)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -61,6 +62,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageErrorf("-queries must be at least 1, got %d", *nq)
 	case *duration <= 0:
 		return usageErrorf("-duration must be positive, got %s", *duration)
+	}
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return usageErrorf("-profile: %v", err)
+		}
 	}
 	modeList, err := parseSearchModes(*modes)
 	if err != nil {
@@ -127,13 +133,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				}
 			}
 			for _, conc := range concList {
-				r, err := benchSearch(ctx, c, queries, mode, cats, !cached, conc, *duration)
-				if err != nil {
-					return err
-				}
 				label := "uncached"
 				if cached {
 					label = "cached"
+				}
+				var prof chan error
+				if *profileDir != "" && !cached {
+					prof = make(chan error, 1)
+					file := fmt.Sprintf("%s/%s-%s-c%d.pprof", *profileDir, searchModeName(mode), label, conc)
+					go func() { prof <- cpuProfile(ctx, *metricsURL, *duration, file) }()
+				}
+				r, err := benchSearch(ctx, c, queries, mode, cats, !cached, conc, *duration)
+				if prof != nil {
+					if perr := <-prof; perr != nil && err == nil {
+						err = perr
+					}
+				}
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.0f | %.2f | %.2f | %.2f |\n", searchModeName(mode), label, conc, r.n, r.qps, r.p50, r.p95, r.p99)
 			}
@@ -252,6 +269,36 @@ func benchSearch(ctx context.Context, c searchv1.SearchServiceClient, queries []
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
 	}
 	return benchResult{n: len(lat), qps: float64(len(lat)) / el.Seconds(), p50: pct(0.50), p95: pct(0.95), p99: pct(0.99)}, nil
+}
+
+// cpuProfile writes the service's CPU profile over d (whole seconds, at
+// least one) to file, from the /debug/pprof/ beside its metrics URL.
+func cpuProfile(ctx context.Context, metricsURL string, d time.Duration, file string) error {
+	secs := max(1, int(d/time.Second))
+	url := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s answered %s (does the service run with BMCIS_PPROF=true?)", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	return f.Close()
 }
 
 // processRSS reads process_resident_memory_bytes from a /metrics page.

@@ -50,6 +50,7 @@ func TestBenchRefusesBadFlagsFirst(t *testing.T) {
 		{bench("-concurrency", "1,0"), `bad -concurrency "1,0"`},
 		{bench("-concurrency", "x"), "bad -concurrency"},
 		{bench("extra"), `unexpected argument "extra"`},
+		{bench("-profile", "/dev/null/profiles"), "-profile: mkdir /dev/null"},
 	})
 }
 

@@ -109,7 +109,14 @@ func TestBench100k(t *testing.T) {
 	if os.Getenv("BMCIS_EVAL_BENCH") == "" {
 		t.Skip("set BMCIS_EVAL_BENCH=1 to run the 100k-chunk benchmark")
 	}
-	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Search}})
+	// BMCIS_BENCH_PROFILE=DIR also writes a CPU profile of the service per
+	// uncached scenario there (go tool pprof DIR/hybrid-uncached-c1.pprof).
+	profile := os.Getenv("BMCIS_BENCH_PROFILE")
+	opts := stacktest.Options{Services: []string{stacktest.Search}}
+	if profile != "" {
+		opts.Env = map[string]string{"BMCIS_PPROF": "true"}
+	}
+	s := stacktest.Start(t, opts)
 	svc := s.Service(stacktest.Search)
 	// Not s.Ctl: its 5-minute bound is too short for a 100k-chunk load on a
 	// busy machine.
@@ -118,6 +125,9 @@ func TestBench100k(t *testing.T) {
 	cmd := exec.CommandContext(ctx, stacktest.Binary(t, "bmcisctl"), "bench", "search", "-addr", s.Addr(stacktest.Search),
 		"-metrics-url", svc.MetricsURL(), "-chunks", "100000", "-add-chunks", "0", "-modes", "hybrid,bm25",
 		"-concurrency", "1", "-duration", "10s")
+	if profile != "" {
+		cmd.Args = append(cmd.Args, "-profile", profile)
+	}
 	cmd.Env = os.Environ()
 	for k, v := range s.ClientEnv() {
 		cmd.Env = append(cmd.Env, k+"="+v)
