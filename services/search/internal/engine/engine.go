@@ -8,6 +8,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,11 @@ type Config struct {
 	// ClassVectorBytes bounds the vectors held for restricted callers'
 	// exact scans (classVectors; 0: none are held).
 	ClassVectorBytes int
+	// VectorMirrorBytes bounds the in-memory HNSW graph of every stored
+	// vector (vectorMirror; 0: none, every query walks pgvector's index).
+	VectorMirrorBytes int
+	// Log receives the mirror's background reports (nil: slog.Default).
+	Log *slog.Logger
 	// DBTimeout bounds each database call of a search.
 	DBTimeout time.Duration
 	// DedupWindow is how many top results are compared by embedding cosine.
@@ -86,6 +92,10 @@ type Metrics struct {
 	Stage *prometheus.HistogramVec
 	// Cache counts cache lookups by result (hit, miss).
 	Cache *prometheus.CounterVec
+	// VectorPath counts vector sides by what answered them: mirror (the
+	// in-memory graph), held (restricted callers' held vectors) or
+	// pgvector.
+	VectorPath *prometheus.CounterVec
 }
 
 // Vectors is the database side of ranking (store.Store).
@@ -94,6 +104,7 @@ type Vectors interface {
 	QueuedSearch(ctx context.Context, q store.VectorQuery) ([]store.VectorHit, int64, error)
 	ClassVectors(ctx context.Context, classes []store.Class) (store.ClassVectorsRead, error)
 	Embeddings(ctx context.Context, ids []int64) (map[int64][]float32, error)
+	MirrorStore
 }
 
 // QueryEmbedder embeds queries with the active model (embedding.Manager).
@@ -115,6 +126,7 @@ type Engine struct {
 	emb     QueryEmbedder
 	cache   *lrucache.Cache[string, *Ranked]
 	classes *classVectors // nil: none held
+	mirror  *vectorMirror // nil: off
 	m       Metrics
 }
 
@@ -122,7 +134,7 @@ type Engine struct {
 // query embedder.
 func New(cfg Config, ix *index.Index, st Vectors, emb QueryEmbedder, m Metrics) *Engine {
 	return &Engine{cfg: cfg, ix: ix, st: st, emb: emb, m: m, classes: newClassVectors(cfg.ClassVectorBytes),
-		cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
+		mirror: newVectorMirror(st, cfg.VectorMirrorBytes, cfg.Log), cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
 }
 
 // Query is one validated search.
@@ -199,6 +211,18 @@ func (e *Engine) Invalidate() {
 	if e.classes != nil {
 		e.classes.invalidate()
 	}
+	if e.mirror != nil {
+		// Documents deleted or rewritten: their chunks leave the graph.
+		e.mirror.kick(0)
+	}
+}
+
+// MirroredVectors is the number of vectors the in-memory graph holds.
+func (e *Engine) MirroredVectors() int {
+	if e.mirror == nil {
+		return 0
+	}
+	return e.mirror.held()
 }
 
 // readScope is how a query's retrievers filter what a caller may read.

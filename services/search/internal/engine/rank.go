@@ -332,6 +332,23 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 	t1 := time.Now()
 	if e.classes != nil && vs.scope.pairs != nil {
 		hits, dbTime, ok, err := e.classSearch(dctx, vs, vec, active.Row)
+		if ok {
+			e.m.VectorPath.WithLabelValues("held").Inc()
+		}
+		if ok || err != nil {
+			out.hits, out.dbTime = hits, dbTime
+			e.m.Stage.WithLabelValues("vector").Observe(time.Since(t1).Seconds())
+			if err != nil {
+				out.err = fmt.Errorf("vector search: %w", err)
+			}
+			return out
+		}
+	}
+	if e.mirror != nil && vs.scope.access == nil && len(vs.scope.cats) == 0 {
+		hits, dbTime, ok, err := e.mirrorSearch(dctx, vs, vec, active.Row)
+		if ok {
+			e.m.VectorPath.WithLabelValues("mirror").Inc()
+		}
 		if ok || err != nil {
 			out.hits, out.dbTime = hits, dbTime
 			e.m.Stage.WithLabelValues("vector").Observe(time.Since(t1).Seconds())
@@ -346,6 +363,7 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 		EfSearch: e.cfg.EfSearch, MaxScanTuples: e.cfg.MaxScanTuples, WithVectors: true})
 	out.dbTime = time.Since(t1)
 	e.m.Stage.WithLabelValues("vector").Observe(out.dbTime.Seconds())
+	e.m.VectorPath.WithLabelValues("pgvector").Inc()
 	if err != nil {
 		out.err = fmt.Errorf("vector search: %w", err)
 	}

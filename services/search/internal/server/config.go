@@ -72,6 +72,12 @@ type Config struct {
 	// callers' exact scans (BMCIS_SEARCH_CLASS_VECTORS_MB; 0: none, every
 	// such scan reads PostgreSQL). docs/ACCESS.md, Cost.
 	ClassVectorsMB int
+	// VectorMirrorMB bounds the replica's in-memory HNSW graph of every
+	// stored vector (BMCIS_SEARCH_VECTOR_MIRROR_MB; 0: none). While the
+	// vectors fit, an unrestricted query's vector side walks memory
+	// instead of pgvector's index; past it, pgvector as before.
+	// docs/SEARCH.md, "The vector mirror".
+	VectorMirrorMB int
 	// Snapshot configures index snapshots (docs/SCALING.md, "Step 0"): a
 	// replica starts from the newest stored copy of the index and catches
 	// up on the change feed instead of analysing every chunk
@@ -111,7 +117,7 @@ func DefaultConfig() Config {
 		IngestTimeout: 60 * time.Second, IngestWorkers: 4,
 		MaxDocumentBytes: 64 << 20,
 		PollInterval:     time.Second, SweepInterval: 10 * time.Second,
-		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000, ClassVectorsMB: 64,
+		DedupWindow: 50, TextCacheChunks: 20_000, ExactVectorMaxRows: 40_000, ClassVectorsMB: 64, VectorMirrorMB: 256,
 		Snapshot:    snapshot.DefaultConfig(),
 		SourcesPoll: 30 * time.Second, SourceRunTimeout: 30 * time.Minute,
 		Sources: sources.Env{Limits: sources.DefaultLimits()},
@@ -138,6 +144,7 @@ func LoadConfig(env *config.Reader) Config {
 		TextCacheChunks:    env.Int("BMCIS_SEARCH_TEXT_CACHE_CHUNKS", d.TextCacheChunks, 0, 10_000_000),
 		ExactVectorMaxRows: env.Int("BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS", d.ExactVectorMaxRows, 0, 100_000_000),
 		ClassVectorsMB:     env.Int("BMCIS_SEARCH_CLASS_VECTORS_MB", d.ClassVectorsMB, 0, 1<<20),
+		VectorMirrorMB:     env.Int("BMCIS_SEARCH_VECTOR_MIRROR_MB", d.VectorMirrorMB, 0, 1<<20),
 		DedupWindow:        d.DedupWindow,
 		Snapshot: snapshot.Config{
 			Mode:           env.Enum("BMCIS_SEARCH_SNAPSHOT", d.Snapshot.Mode, snapshot.ModeReadWrite, snapshot.ModeRead, snapshot.ModeOff),
@@ -185,7 +192,7 @@ func LoadConfig(env *config.Reader) Config {
 func (c Config) engine() engine.Config {
 	return engine.Config{
 		Candidates: c.Candidates, EfSearch: c.EfSearch, MaxScanTuples: c.MaxScanTuples, ExactVectorMaxRows: c.ExactVectorMaxRows,
-		ClassVectorBytes: c.ClassVectorsMB << 20, DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
+		ClassVectorBytes: c.ClassVectorsMB << 20, VectorMirrorBytes: c.VectorMirrorMB << 20, DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
 		Provider: c.Embedding.Provider, CacheSize: c.CacheSize, CacheTTL: c.CacheTTL,
 	}
 }

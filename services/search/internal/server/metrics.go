@@ -29,12 +29,21 @@ type metrics struct {
 	indexBytes   *prometheus.GaugeVec
 	generation   prometheus.Gauge
 	stage        *prometheus.HistogramVec
+	vectorPath   *prometheus.CounterVec
 	startSeconds *prometheus.GaugeVec
 	startGen     prometheus.Gauge
 	snapshot     snapshot.Metrics
 }
 
-func newMetrics(reg prometheus.Registerer, cacheLen, classVectors func() float64) *metrics {
+// engineGauges are the engine's sizes, read at each scrape.
+type engineGauges interface {
+	CachedLists() int
+	HeldClassVectors() int
+	MirroredVectors() int
+}
+
+func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
+	gauge := func(f func(engineGauges) int) func() float64 { return func() float64 { return float64(f(eng())) } }
 	m := &metrics{
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_search_cache_requests_total",
@@ -89,6 +98,10 @@ func newMetrics(reg prometheus.Registerer, cacheLen, classVectors func() float64
 			Help:    "Time spent in each stage of an uncached search (bm25, embed, vector, dedup).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .5, 2},
 		}, []string{"stage"}),
+		vectorPath: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_search_vector_path_total",
+			Help: "Vector sides of uncached searches by the path that ran: mirror (the in-memory graph), held (restricted callers' held vectors) or pgvector.",
+		}, []string{"path"}),
 		startSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bmcis_search_index_start_seconds",
 			Help: "Time this replica took to build its index at start, by source (snapshot: loaded from an index snapshot and caught up; database: analysed from the chunks).",
@@ -111,17 +124,24 @@ func newMetrics(reg prometheus.Registerer, cacheLen, classVectors func() float64
 		},
 	}
 	reg.MustRegister(m.cache, m.ingestDocs, m.ingestChunks, m.embedded, m.trainings, m.syncs, m.sourceRuns, m.feedApplied, m.indexDocs, m.indexChunks,
-		m.indexTerms, m.indexBytes, m.generation, m.stage, m.startSeconds, m.startGen,
+		m.indexTerms, m.indexBytes, m.generation, m.stage, m.vectorPath, m.startSeconds, m.startGen,
 		m.snapshot.Writes, m.snapshot.LastBytes, m.snapshot.LastSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bmcis_search_cache_entries", Help: "Ranked lists held in the cache.",
-		}, cacheLen),
+		}, gauge(engineGauges.CachedLists)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bmcis_search_class_vectors",
 			Help: "Vectors held for restricted callers' exact scans (BMCIS_SEARCH_CLASS_VECTORS_MB).",
-		}, classVectors))
+		}, gauge(engineGauges.HeldClassVectors)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bmcis_search_mirrored_vectors",
+			Help: "Vectors in this replica's in-memory HNSW graph (BMCIS_SEARCH_VECTOR_MIRROR_MB; 0 while it is off or being built).",
+		}, gauge(engineGauges.MirroredVectors)))
 	for _, r := range []string{"hit", "miss"} {
 		m.cache.WithLabelValues(r)
+	}
+	for _, p := range []string{"mirror", "held", "pgvector"} {
+		m.vectorPath.WithLabelValues(p)
 	}
 	for _, r := range []string{"written", "unchanged", "failed"} {
 		m.ingestDocs.WithLabelValues(r)

@@ -104,11 +104,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix,
 		sourcesKick: make(chan struct{}, 1), log: log}
 	var eng *engine.Engine
-	s.m = newMetrics(reg, func() float64 { return float64(eng.CachedLists()) }, func() float64 { return float64(eng.HeldClassVectors()) })
+	s.m = newMetrics(reg, func() engineGauges { return eng })
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {
 		return nil, err
 	}
-	eng = engine.New(cfg.engine(), s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache})
+	ecfg := cfg.engine()
+	ecfg.Log = log
+	eng = engine.New(ecfg, s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache, VectorPath: s.m.vectorPath})
 	s.engine = eng
 	fl := follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,
 		PollInterval: cfg.PollInterval, Applied: s.m.feedApplied,

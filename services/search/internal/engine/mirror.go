@@ -1,0 +1,295 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bmcis/knowledge/services/search/internal/hnsw"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// vectorMirror holds every stored vector of the active model in an HNSW
+// graph in memory, so an unrestricted query's vector side walks memory
+// instead of pgvector's index (issue 32: the database walk was most of a
+// hybrid query's time). PostgreSQL stays the store of record; the mirror
+// is a cache of it that is used only while it is provably complete:
+//
+//   - It is read in one snapshot together with that snapshot's vectors
+//     version (store.vectorsVersion), which moves whenever a vector enters
+//     or leaves chunks.embedding or the queue.
+//   - A query asks PostgreSQL only for the queued vectors and the version
+//     of its own snapshot (store.QueuedSearch, one small round trip). When
+//     that version is the mirror's, the mirror plus the queue are every
+//     vector the query's snapshot holds; otherwise the query takes the
+//     pgvector path and the mirror catches up in the background.
+//   - Catching up reads only what changed: the chunks of documents written
+//     since the generation read last (the feed's own order, equal to
+//     commit order), and the chunks read before without a vector. A stored
+//     vector never changes under one model; another model is a full read.
+//
+// Chunks deleted are marked deleted in the graph (walked through, never
+// returned); past a quarter of the graph the next catch-up rebuilds it.
+// Like every vector path, what it returns is tested against the replica's
+// own records before it is ranked.
+type vectorMirror struct {
+	st     MirrorStore
+	budget int
+	// dims is the vectors' dimension, told by the queries (0: none yet).
+	dims atomic.Int64
+	log  *slog.Logger
+
+	view    atomic.Pointer[mirrorView]
+	running atomic.Bool
+	again   atomic.Bool
+
+	mu       sync.Mutex // one catch-up at a time; guards the fields below
+	graph    *hnsw.Graph
+	model    int64
+	gen      int64
+	pending  map[int64]int64   // chunk read without a vector → its document
+	chunksOf map[int64][]int64 // document → its chunks
+	retryAt  time.Time
+	tooMany  int64 // vectors counted when the last full read found too many
+}
+
+// MirrorStore is the database side of the mirror (store.Store).
+type MirrorStore interface {
+	MirrorChanges(ctx context.Context, model, since int64, pending []int64, maxVectors int64) (store.MirrorRead, error)
+}
+
+// mirrorView is what queries use: a graph complete at version for model.
+type mirrorView struct {
+	g              *hnsw.Graph
+	model, version int64
+}
+
+// mirrorBytesPerVector estimates a held vector's memory beyond its floats:
+// the id, norm, links (up to 32 on layer 0) and maps.
+const mirrorBytesPerVector = 320
+
+// mirrorReadTimeout bounds one catch-up's database read (a full read of
+// 100k vectors moves about 100 MB).
+const mirrorReadTimeout = 2 * time.Minute
+
+func newVectorMirror(st MirrorStore, budgetBytes int, log *slog.Logger) *vectorMirror {
+	if budgetBytes <= 0 || st == nil {
+		return nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &vectorMirror{st: st, log: log, budget: budgetBytes}
+}
+
+// usable returns the graph when it is complete at version for model.
+func (m *vectorMirror) usable(model int64) *mirrorView {
+	v := m.view.Load()
+	if v == nil || v.model != model {
+		return nil
+	}
+	return v
+}
+
+// held is the number of vectors the mirror holds (deleted ones not
+// counted).
+func (m *vectorMirror) held() int {
+	v := m.view.Load()
+	if v == nil {
+		return 0
+	}
+	return v.g.Len() - v.g.Deleted()
+}
+
+// kick starts a catch-up in the background, or asks the one running for
+// another round; dims, when not 0, is the dimension of the query vectors.
+func (m *vectorMirror) kick(dims int) {
+	if dims > 0 {
+		m.dims.Store(int64(dims))
+	}
+	m.again.Store(true)
+	if !m.running.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		for {
+			for m.again.Swap(false) {
+				ctx, cancel := context.WithTimeout(context.Background(), mirrorReadTimeout)
+				err := m.catchUp(ctx)
+				cancel()
+				if err != nil {
+					m.log.Warn("vector mirror not brought up to date; queries use pgvector meanwhile", "error", err.Error())
+					break
+				}
+			}
+			m.running.Store(false)
+			// A kick between the last round and the Store above found the
+			// loop still running: take it.
+			if !m.again.Load() || !m.running.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+// catchUp brings the mirror to the database's current snapshot.
+func (m *vectorMirror) catchUp(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	dims := int(m.dims.Load())
+	if now.Before(m.retryAt) || dims == 0 {
+		return nil
+	}
+	maxVectors := int64(m.budget / (4*dims + mirrorBytesPerVector))
+	since := m.gen
+	if m.graph == nil {
+		since = 0
+	}
+	pending := make([]int64, 0, len(m.pending))
+	for id := range m.pending {
+		pending = append(pending, id)
+	}
+	rd, err := m.st.MirrorChanges(ctx, m.model, since, pending, maxVectors)
+	if err != nil {
+		m.retryAt = now.Add(time.Second)
+		return err
+	}
+	switch {
+	case rd.Model == 0:
+		m.drop()
+		return nil
+	case rd.Model != m.model || since == 0:
+		if rd.Vectors > maxVectors {
+			if m.tooMany != rd.Vectors {
+				m.log.Info("vector mirror off: the stored vectors exceed BMCIS_SEARCH_VECTOR_MIRROR_MB; queries use pgvector",
+					"vectors", rd.Vectors, "fit", maxVectors)
+			}
+			m.drop()
+			m.tooMany = rd.Vectors
+			// Counted again at most once a minute.
+			m.retryAt = now.Add(time.Minute)
+			return nil
+		}
+		if len(rd.Chunks) > 0 && len(rd.Chunks[0].Vector) != dims {
+			// Another model's dimension than the queries told: the next
+			// query of the new model tells it.
+			m.drop()
+			return nil
+		}
+		m.tooMany = 0
+		m.build(rd, dims)
+	default:
+		m.apply(rd)
+	}
+	m.model, m.gen = rd.Model, rd.Generation
+	g := m.graph
+	m.view.Store(&mirrorView{g: g, model: rd.Model, version: rd.Version})
+	if live := g.Len() - g.Deleted(); int64(live) > maxVectors {
+		m.drop() // counted on the next full read
+		m.retryAt = now.Add(time.Minute)
+	} else if g.Deleted() > 1000 && g.Deleted() > g.Len()/4 {
+		m.gen = 0 // rebuilt by the next round, the view serving meanwhile
+		m.graph = nil
+		m.again.Store(true)
+	}
+	return nil
+}
+
+func (m *vectorMirror) drop() {
+	m.view.Store(nil)
+	m.graph, m.model, m.gen, m.pending, m.chunksOf = nil, 0, 0, nil, nil
+}
+
+// build makes a new graph from a full read, beside the one queries use.
+func (m *vectorMirror) build(rd store.MirrorRead, dims int) {
+	g := hnsw.New(hnsw.DefaultConfig(dims))
+	m.pending, m.chunksOf = map[int64]int64{}, map[int64][]int64{}
+	for _, c := range rd.Chunks {
+		m.chunksOf[c.DocumentID] = append(m.chunksOf[c.DocumentID], c.ChunkID)
+		if c.Vector == nil {
+			m.pending[c.ChunkID] = c.DocumentID
+		} else {
+			g.Add(c.ChunkID, c.Vector)
+		}
+	}
+	m.graph = g
+}
+
+// apply adds what changed since the last read to the graph in place:
+// queries may use it meanwhile, since everything it gains is stored.
+func (m *vectorMirror) apply(rd store.MirrorRead) {
+	g := m.graph
+	changed := make(map[int64]map[int64]bool, len(rd.Changed))
+	for _, d := range rd.Changed {
+		changed[d] = map[int64]bool{}
+	}
+	for _, c := range rd.Chunks {
+		if now, ok := changed[c.DocumentID]; ok {
+			now[c.ChunkID] = true
+		}
+	}
+	gone := func(id int64) {
+		g.Delete(id)
+		delete(m.pending, id)
+	}
+	for d, now := range changed {
+		for _, id := range m.chunksOf[d] {
+			if !now[id] {
+				gone(id)
+			}
+		}
+		ids := make([]int64, 0, len(now))
+		for id := range now {
+			ids = append(ids, id)
+		}
+		m.chunksOf[d] = ids
+	}
+	for _, d := range rd.Deleted {
+		if _, ok := changed[d]; ok {
+			continue
+		}
+		for _, id := range m.chunksOf[d] {
+			gone(id)
+		}
+		delete(m.chunksOf, d)
+	}
+	for _, c := range rd.Chunks {
+		if c.Vector == nil {
+			m.pending[c.ChunkID] = c.DocumentID
+			continue
+		}
+		delete(m.pending, c.ChunkID)
+		g.Add(c.ChunkID, c.Vector)
+	}
+}
+
+// mirrorSearch answers an unrestricted vector side from the mirror plus the
+// queued vectors. ok is false when the mirror is not complete at the
+// query's snapshot (it catches up in the background): the caller then
+// asks pgvector.
+func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32, model int64) (hits []store.VectorHit, dbTime time.Duration, ok bool, err error) {
+	view := e.mirror.usable(model)
+	if view == nil {
+		e.mirror.kick(len(vec))
+		return nil, 0, false, nil
+	}
+	t0 := time.Now()
+	queued, version, err := e.st.QueuedSearch(ctx, store.VectorQuery{Vector: vec, K: vs.k, Model: model})
+	dbTime = time.Since(t0)
+	if err != nil {
+		return nil, dbTime, false, err
+	}
+	if version != view.version {
+		e.mirror.kick(len(vec))
+		return nil, dbTime, false, nil
+	}
+	found := view.g.Search(vec, vs.k, e.cfg.EfSearch, nil)
+	hits = make([]store.VectorHit, 0, len(found)+len(queued))
+	for _, h := range found {
+		hits = append(hits, store.VectorHit{ChunkID: h.ID, Cosine: h.Cosine, Vector: h.Vector})
+	}
+	return store.TopHits(append(hits, queued...), vs.k), dbTime, true, nil
+}

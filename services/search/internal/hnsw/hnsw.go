@@ -1,0 +1,373 @@
+// Package hnsw is an in-memory approximate nearest-neighbour graph over
+// cosine similarity: the hierarchical navigable small world of Malkov and
+// Yashunin (arXiv:1603.09320), with the neighbour-selection heuristic
+// (their algorithm 4), as pgvector builds it on disk. The search service
+// keeps one over every stored vector so that a query's vector side costs
+// no database walk (engine's vector mirror).
+//
+// One goroutine adds at a time (Add and Delete take the write lock);
+// any number search concurrently with each other.
+package hnsw
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// Config is a graph's shape.
+type Config struct {
+	// Dims is the vectors' dimension.
+	Dims int
+	// M is the links a node keeps per layer above 0 (2M on layer 0).
+	M int
+	// EfConstruction is the candidate list size while linking a new node.
+	EfConstruction int
+	// Seed makes a graph's layers, and so its answers, reproducible.
+	Seed uint64
+}
+
+// DefaultConfig is pgvector's default build (m = 16, ef_construction =
+// 64), which migrations/00001 uses for the stored index.
+func DefaultConfig(dims int) Config {
+	return Config{Dims: dims, M: 16, EfConstruction: 64, Seed: 1}
+}
+
+// Hit is one neighbour.
+type Hit struct {
+	ID int64
+	// Cosine is the cosine similarity with the query.
+	Cosine float64
+	// Vector is the stored vector as added (not a copy: read only).
+	Vector []float32
+}
+
+// Graph is safe for concurrent use.
+type Graph struct {
+	cfg Config
+	ml  float64
+	rng *rand.Rand
+
+	mu      sync.RWMutex
+	ids     []int64
+	vecs    [][]float32
+	inv     []float32   // 1/|v|, 0 for a zero vector
+	links   [][][]int32 // links[node][layer]
+	deleted []bool
+	ndel    int
+	byID    map[int64]int32
+	entry   int32 // -1 while empty
+	top     int   // the entry point's layer
+
+	visits sync.Pool // *visited
+}
+
+// New returns an empty graph.
+func New(cfg Config) *Graph {
+	if cfg.M < 2 {
+		cfg.M = 2
+	}
+	if cfg.EfConstruction < cfg.M {
+		cfg.EfConstruction = cfg.M
+	}
+	return &Graph{cfg: cfg, ml: 1 / math.Log(float64(cfg.M)), rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
+		byID: map[int64]int32{}, entry: -1}
+}
+
+// Len is the number of nodes, deleted ones included.
+func (g *Graph) Len() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.ids)
+}
+
+// Deleted is the number of nodes marked deleted.
+func (g *Graph) Deleted() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.ndel
+}
+
+// Has reports whether id is in the graph and not deleted.
+func (g *Graph) Has(id int64) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n, ok := g.byID[id]
+	return ok && !g.deleted[n]
+}
+
+// IDs returns the ids of the nodes not deleted.
+func (g *Graph) IDs() []int64 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]int64, 0, len(g.ids)-g.ndel)
+	for n, id := range g.ids {
+		if !g.deleted[n] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Delete marks id deleted: searches still walk through it but never return
+// it. Deleting an absent id does nothing.
+func (g *Graph) Delete(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n, ok := g.byID[id]; ok && !g.deleted[n] {
+		g.deleted[n] = true
+		g.ndel++
+	}
+}
+
+// Add links v under id. An id already present (not deleted) is left as it
+// is: a stored vector never changes under one model; a deleted one comes
+// back with the new vector as a new node. v is kept, not copied.
+func (g *Graph) Add(id int64, v []float32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n, ok := g.byID[id]; ok {
+		if !g.deleted[n] {
+			return
+		}
+		// The old node stays a waypoint; the id now names the new one.
+	}
+	level := int(math.Floor(-math.Log(1-g.rng.Float64()) * g.ml))
+	n := int32(len(g.ids))
+	g.ids = append(g.ids, id)
+	g.vecs = append(g.vecs, v)
+	g.inv = append(g.inv, invNorm(v))
+	g.deleted = append(g.deleted, false)
+	ls := make([][]int32, level+1)
+	for l := range ls {
+		ls[l] = make([]int32, 0, g.maxLinks(l)+1)
+	}
+	g.links = append(g.links, ls)
+	g.byID[id] = n
+	if g.entry < 0 {
+		g.entry, g.top = n, level
+		return
+	}
+	q := query{v: v, inv: g.inv[n]}
+	vis := g.visited()
+	defer g.visits.Put(vis)
+	ep := g.entry
+	epd := g.dist(q, ep)
+	for l := g.top; l > level; l-- {
+		ep, epd = g.greedy(q, ep, epd, l)
+	}
+	eps := []cand{{epd, ep}}
+	for l := min(level, g.top); l >= 0; l-- {
+		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis)
+		nb := g.selectNeighbours(w, g.cfg.M)
+		for _, c := range nb {
+			g.links[n][l] = append(g.links[n][l], c.node)
+		}
+		for _, c := range nb {
+			g.link(c.node, n, c.d, l)
+		}
+		eps = w // the next layer starts from all of them (algorithm 1)
+	}
+	if level > g.top {
+		g.entry, g.top = n, level
+	}
+}
+
+// Search returns the k nodes nearest q, best first (ties by id), walking
+// layer 0 with a candidate list of max(ef, k). keep, when set, says which
+// ids may be returned (the others are walked through, as deleted nodes
+// are).
+func (g *Graph) Search(q []float32, k, ef int, keep func(int64) bool) []Hit {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.entry < 0 || k <= 0 {
+		return nil
+	}
+	qq := query{v: q, inv: invNorm(q)}
+	vis := g.visited()
+	defer g.visits.Put(vis)
+	ep := g.entry
+	epd := g.dist(qq, ep)
+	for l := g.top; l > 0; l-- {
+		ep, epd = g.greedy(qq, ep, epd, l)
+	}
+	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis)
+	out := make([]Hit, 0, min(k, len(w)))
+	for _, c := range w {
+		if g.deleted[c.node] || (keep != nil && !keep(g.ids[c.node])) {
+			continue
+		}
+		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vecs[c.node]})
+		if len(out) == k {
+			break
+		}
+	}
+	return out
+}
+
+func (g *Graph) maxLinks(layer int) int {
+	if layer == 0 {
+		return 2 * g.cfg.M
+	}
+	return g.cfg.M
+}
+
+// link adds to from's layer-l links to, d apart, pruning from's list by
+// the heuristic when it is full.
+func (g *Graph) link(from, to int32, d float32, l int) {
+	ls := g.links[from][l]
+	if len(ls) < g.maxLinks(l) {
+		g.links[from][l] = append(ls, to)
+		return
+	}
+	fq := query{v: g.vecs[from], inv: g.inv[from]}
+	cs := make([]cand, 0, len(ls)+1)
+	cs = append(cs, cand{d, to})
+	for _, o := range ls {
+		cs = append(cs, cand{g.dist(fq, o), o})
+	}
+	sortCands(cs)
+	keep := g.selectNeighbours(cs, g.maxLinks(l))
+	ls = ls[:0]
+	for _, c := range keep {
+		ls = append(ls, c.node)
+	}
+	g.links[from][l] = ls
+}
+
+// selectNeighbours is the heuristic of the paper's algorithm 4 over cs
+// (sorted, nearest first): a candidate is kept only when it is nearer the
+// base than to every one kept before, so links spread in all directions;
+// the nearest discarded ones fill what room is left.
+func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
+	if len(cs) <= m {
+		return append([]cand(nil), cs...)
+	}
+	kept := make([]cand, 0, m)
+	var pruned []cand
+	for _, c := range cs {
+		if len(kept) == m {
+			break
+		}
+		cq := query{v: g.vecs[c.node], inv: g.inv[c.node]}
+		good := true
+		for _, k := range kept {
+			if g.dist(cq, k.node) < c.d {
+				good = false
+				break
+			}
+		}
+		if good {
+			kept = append(kept, c)
+		} else {
+			pruned = append(pruned, c)
+		}
+	}
+	for _, c := range pruned {
+		if len(kept) == m {
+			break
+		}
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+// greedy walks layer l from ep to the node nearest q.
+func (g *Graph) greedy(q query, ep int32, epd float32, l int) (int32, float32) {
+	for changed := true; changed; {
+		changed = false
+		for _, o := range g.links[ep][l] {
+			if d := g.dist(q, o); d < epd {
+				ep, epd, changed = o, d, true
+			}
+		}
+	}
+	return ep, epd
+}
+
+// searchLayer is the paper's algorithm 2: the ef nodes of layer l nearest
+// q found from the entry points, sorted nearest first.
+func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited) []cand {
+	vis.reset(len(g.ids))
+	var cands minHeap
+	var res maxHeap
+	for _, e := range eps {
+		vis.mark(e.node)
+		cands.push(e)
+		res.push(e)
+	}
+	for len(cands) > 0 {
+		c := cands.pop()
+		if len(res) >= ef && c.d > res[0].d {
+			break
+		}
+		for _, o := range g.links[c.node][l] {
+			if vis.seen(o) {
+				continue
+			}
+			vis.mark(o)
+			d := g.dist(q, o)
+			if len(res) < ef || d < res[0].d {
+				cands.push(cand{d, o})
+				res.push(cand{d, o})
+				if len(res) > ef {
+					res.pop()
+				}
+			}
+		}
+	}
+	out := []cand(res)
+	sortCands(out)
+	return out
+}
+
+type query struct {
+	v   []float32
+	inv float32
+}
+
+// dist is the cosine distance of q and node n.
+func (g *Graph) dist(q query, n int32) float32 {
+	return 1 - dot(q.v, g.vecs[n])*q.inv*g.inv[n]
+}
+
+func dot(a, b []float32) float32 {
+	return blas32.Dot(blas32.Vector{N: len(a), Data: a, Inc: 1}, blas32.Vector{N: len(a), Data: b, Inc: 1})
+}
+
+func invNorm(v []float32) float32 {
+	n := math.Sqrt(float64(dot(v, v)))
+	if n == 0 {
+		return 0
+	}
+	return float32(1 / n)
+}
+
+func (g *Graph) visited() *visited {
+	if v, ok := g.visits.Get().(*visited); ok {
+		return v
+	}
+	return &visited{}
+}
+
+// visited marks nodes seen by one walk; a new walk only moves the stamp.
+type visited struct {
+	stamp uint32
+	marks []uint32
+}
+
+func (v *visited) reset(n int) {
+	if len(v.marks) < n {
+		v.marks = append(v.marks, make([]uint32, n-len(v.marks)+n/4)...)
+	}
+	v.stamp++
+	if v.stamp == 0 {
+		clear(v.marks)
+		v.stamp = 1
+	}
+}
+
+func (v *visited) mark(n int32)      { v.marks[n] = v.stamp }
+func (v *visited) seen(n int32) bool { return v.marks[n] == v.stamp }

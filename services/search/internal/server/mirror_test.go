@@ -1,0 +1,80 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/services/search/internal/store"
+)
+
+// TestVectorMirror: a replica answering from its in-memory graph ranks
+// unrestricted vector queries as one walking pgvector does, and documents
+// written, merged and deleted through another replica are found or gone
+// on it as in the database.
+func TestVectorMirror(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	mirrored := startReplica(t, pool, cfg)
+	cfg.VectorMirrorMB = 0
+	plain := startReplica(t, pool, cfg)
+	mustIngest(t, plain.client, corpus(64)...)
+	ctx := context.Background()
+
+	vector := func(r *replica, q string, mode searchv1.RetrievalMode) *searchv1.SearchResponse {
+		return search(t, r.client, &searchv1.SearchRequest{Query: q, Mode: mode, NoCache: true, Limit: 50})
+	}
+	const vec = searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR
+	mirrorAnswers := func() float64 { return counter(t, mirrored.reg, "bmcis_search_vector_path_total", "path", "mirror") }
+	// The first vector queries find the graph not built and start it.
+	require.Eventually(t, func() bool {
+		return len(vector(mirrored, "network backup incident", vec).Results) > 0 && mirrorAnswers() > 0
+	}, 30*time.Second, 20*time.Millisecond, "the mirror answers once built")
+	var stored int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE embedding IS NOT NULL`).Scan(&stored))
+	require.Positive(t, stored)
+	require.EqualValues(t, stored, gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors"), "every stored vector")
+
+	for _, mode := range []searchv1.RetrievalMode{vec, searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID} {
+		for _, q := range []string{"network backup incident region", "oauth token session", "kafka schema retention", "firewall threat"} {
+			before := mirrorAnswers()
+			got, want := vector(mirrored, q, mode).Results, vector(plain, q, mode).Results
+			require.Greater(t, mirrorAnswers(), before, "%s %q: answered from the mirror", mode, q)
+			require.Len(t, got, len(want), q)
+			for i := range want {
+				if got[i].Chunk.ChunkId != want[i].Chunk.ChunkId {
+					// Only near-ties may swap (float rounding in Go and pgvector).
+					require.InDelta(t, want[i].SimilarityScore, got[i].SimilarityScore, 1e-5, "%s %q: position %d", mode, q, i)
+				}
+			}
+		}
+	}
+	require.Zero(t, counter(t, plain.reg, "bmcis_search_vector_path_total", "path", "mirror"), "off at 0 MB")
+
+	// Written through the other replica: its vectors wait in the queue,
+	// read beside the graph.
+	late := md("late/zebra.md", "cloud", "Late", "# Late\n\nzebra quagga okapi network backup incident region\n")
+	mustIngest(t, plain.client, late)
+	find := func() bool { return slices.Contains(docIDs(vector(mirrored, "network backup incident region", vec)), "late/zebra.md") }
+	require.Eventually(t, find, 30*time.Second, 10*time.Millisecond, "found once the replica loads the document")
+	n, err := store.New(pool).MergeQueued(ctx, 1000)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	require.True(t, find(), "merged: found before the mirror holds it (pgvector answers)")
+	require.Eventually(t, func() bool {
+		before := mirrorAnswers()
+		return find() && mirrorAnswers() > before
+	}, 30*time.Second, 10*time.Millisecond, "the mirror catches up with the merge and answers again")
+	require.EqualValues(t, int64(stored)+n, gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors"))
+
+	// Deleted through the other replica: out of the graph.
+	_, err = plain.client.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{ExternalId: "late/zebra.md"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return int(gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors")) == stored && !find()
+	}, 30*time.Second, 10*time.Millisecond)
+}

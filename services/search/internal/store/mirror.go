@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
+)
+
+// MirrorRead is what a replica's vector mirror reads to catch up
+// (MirrorChanges): all in one snapshot.
+type MirrorRead struct {
+	// Model is the active model's row (0: none) and Version the vectors
+	// version (vectorsVersion) of the snapshot.
+	Model, Version int64
+	// Generation is the feed generation read up to.
+	Generation int64
+	// Chunks are the chunks of every document changed after the since
+	// generation, grouped by document, and the pending chunks asked for.
+	// A chunk without a vector of Model has a nil Vector.
+	Chunks []MirrorChunk
+	// Changed are the documents changed after since (their chunks are all
+	// in Chunks) and Deleted those deleted after it.
+	Changed, Deleted []int64
+	// Vectors counts the stored vectors of Model (a full read only).
+	Vectors int64
+}
+
+// MirrorChunk is one chunk's stored vector.
+type MirrorChunk struct {
+	DocumentID, ChunkID int64
+	Vector              []float32
+}
+
+// MirrorChanges reads, in one repeatable-read snapshot, what changed since
+// generation since for a mirror of the stored vectors of model: every
+// chunk of the documents written since, with its vector when it has one of
+// that model; the vectors the pending chunks (read before without one)
+// have now; and the documents deleted since. When the active model is not
+// model, or since is 0, it reads every chunk instead (a full read) unless
+// the stored vectors number more than maxVectors (then Chunks is empty and
+// Vectors says how many there are).
+func (s *Store) MirrorChanges(ctx context.Context, model, since int64, pending []int64, maxVectors int64) (MirrorRead, error) {
+	var out MirrorRead
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var gen, vgen, active int64
+		var last time.Time
+		if err := tx.QueryRow(ctx, stateQuery).Scan(&gen, &vgen, &active, &last); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT `+vectorsVersion+` FROM search_state`).Scan(&out.Version); err != nil {
+			return err
+		}
+		out.Model, out.Generation = active, gen
+		if active == 0 {
+			return nil
+		}
+		if active != model || since == 0 {
+			since, pending = 0, nil
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE embedding_model_id = $1 AND embedding IS NOT NULL`,
+				active).Scan(&out.Vectors); err != nil {
+				return err
+			}
+			if out.Vectors > maxVectors {
+				return nil
+			}
+		}
+		read := func(sql string, args ...any) error {
+			rows, err := tx.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			var c MirrorChunk
+			var v *pgvector.Vector
+			_, err = pgx.ForEachRow(rows, []any{&c.DocumentID, &c.ChunkID, &v}, func() error {
+				c.Vector = nil
+				if v != nil {
+					c.Vector = v.Slice()
+				}
+				out.Chunks = append(out.Chunks, c)
+				v = nil
+				return nil
+			})
+			return err
+		}
+		if err := read(`SELECT c.document_id, c.id, CASE WHEN c.embedding_model_id = $2 THEN c.embedding END
+			FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1 ORDER BY c.document_id, c.id`,
+			since, active); err != nil {
+			return err
+		}
+		if since == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, `SELECT id FROM documents WHERE generation > $1`, since)
+		if err != nil {
+			return err
+		}
+		if out.Changed, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT document_id FROM document_tombstones WHERE generation > $1`, since)
+		if err != nil {
+			return err
+		}
+		if out.Deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return err
+		}
+		if len(pending) > 0 {
+			return read(`SELECT document_id, id, embedding FROM chunks
+				WHERE id = ANY($1) AND embedding_model_id = $2 AND embedding IS NOT NULL`, pending, active)
+		}
+		return nil
+	})
+	if err != nil {
+		return MirrorRead{}, fmt.Errorf("read vectors for the mirror: %w", err)
+	}
+	return out, nil
+}
