@@ -108,6 +108,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "index: %d documents, %d chunks, embedder %s (%s, %d dims)\n", st.Documents, st.Chunks, st.EmbedderProvider, st.EmbedderModel, st.EmbedderDimensions)
+	if st.EmbedderModel != "" {
+		if err := awaitMirror(ctx, *metricsURL, st.Chunks, stdout); err != nil {
+			return err
+		}
+	}
 	queries := make([]string, *nq)
 	for i := range queries {
 		queries[i] = g.Query(i)
@@ -303,6 +308,45 @@ func cpuProfile(ctx context.Context, metricsURL string, d time.Duration, file st
 
 // processRSS reads process_resident_memory_bytes from a /metrics page.
 func processRSS(ctx context.Context, url string) (float64, error) {
+	return metricValue(ctx, url, "process_resident_memory_bytes")
+}
+
+// awaitMirror waits (at most 10 minutes) until the service's vector
+// mirror holds a vector for each of chunks, or a steady number, so the searches measure the
+// replica as it runs once settled, not while it builds the graph.
+func awaitMirror(ctx context.Context, url string, chunks int64, stdout io.Writer) error {
+	t0 := time.Now()
+	last, since := -1.0, time.Now()
+	for {
+		n, err := metricValue(ctx, url, "bmcis_search_mirrored_vectors")
+		if n != last {
+			last, since = n, time.Now()
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(stdout, "vector mirror: not read (%v)\n", err)
+			return nil
+		case int64(n) >= chunks:
+			fmt.Fprintf(stdout, "vector mirror: %.0f vectors, waited %.1f s\n", n, time.Since(t0).Seconds())
+			return nil
+		case n > 0 && time.Since(since) > 5*time.Second:
+			// Vectors still queued are searched beside the graph.
+			fmt.Fprintf(stdout, "vector mirror: %.0f of %d vectors, steady for 5 s, waited %.1f s\n", n, chunks, time.Since(t0).Seconds())
+			return nil
+		case time.Since(t0) > 10*time.Minute:
+			fmt.Fprintf(stdout, "vector mirror: %.0f of %d vectors after 10 min (off, or over BMCIS_SEARCH_VECTOR_MIRROR_MB); measuring anyway\n", n, chunks)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// metricValue reads an unlabelled sample from a /metrics page.
+func metricValue(ctx context.Context, url, name string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -317,11 +361,11 @@ func processRSS(ctx context.Context, url string) (float64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
-	return 0, fmt.Errorf("process_resident_memory_bytes not found at %s", url)
+	return 0, fmt.Errorf("%s not found at %s", name, url)
 }
 
 func loadAvg() string {

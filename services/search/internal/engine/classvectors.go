@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/store"
+	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
 
 // classVectors holds the stored vectors (chunks.embedding) of the access
@@ -115,7 +115,7 @@ func (c *classVectors) put(read store.ClassVectorsRead, epoch uint64) {
 		en.invNorms = make([]float32, len(rows.IDs))
 		for i, v := range rows.Vectors {
 			en.vecs = append(en.vecs, v...)
-			if n := embed.Dot(v, v); n > 0 {
+			if n := vecmath.Dot(v, v); n > 0 {
 				en.invNorms[i] = float32(1 / math.Sqrt(float64(n)))
 			}
 		}
@@ -168,14 +168,14 @@ func (e *Engine) classSearch(ctx context.Context, vs vectorSide, vec []float32, 
 		return nil, dbTime, false, err
 	}
 	var qn float64
-	if n := embed.Dot(vec, vec); n > 0 {
+	if n := vecmath.Dot(vec, vec); n > 0 {
 		qn = 1 / math.Sqrt(float64(n))
 	}
 	top := make(hitHeap, 0, vs.k)
 	for _, en := range held {
 		for i, id := range en.ids {
 			v := en.vecs[i*en.dims : (i+1)*en.dims : (i+1)*en.dims]
-			cos := float64(embed.Dot(vec, v)) * qn * float64(en.invNorms[i])
+			cos := float64(vecmath.Dot(vec, v)) * qn * float64(en.invNorms[i])
 			top.offer(store.VectorHit{ChunkID: id, Cosine: cos, Vector: v}, vs.k)
 		}
 	}

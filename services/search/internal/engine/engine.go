@@ -212,8 +212,13 @@ func (e *Engine) Invalidate() {
 		e.classes.invalidate()
 	}
 	if e.mirror != nil {
-		// Documents deleted or rewritten: their chunks leave the graph.
-		e.mirror.kick(0)
+		// Documents deleted or rewritten leave the graph; a new model
+		// starts a new one before its first query.
+		dims := 0
+		if cur := e.emb.Current(); cur != nil {
+			dims = cur.Dims
+		}
+		e.mirror.kick(dims)
 	}
 }
 

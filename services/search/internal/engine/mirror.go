@@ -293,3 +293,26 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 	}
 	return store.TopHits(append(hits, queued...), vs.k), dbTime, true, nil
 }
+
+// mirroredVectors returns the vectors of ids the mirror holds for model,
+// and the ids it does not hold. No version check is needed: a stored
+// vector never changes under one model.
+func (e *Engine) mirroredVectors(model int64, ids []int64) (map[int64][]float32, []int64) {
+	var view *mirrorView
+	if e.mirror != nil {
+		view = e.mirror.usable(model)
+	}
+	if view == nil {
+		return nil, ids
+	}
+	vecs := make(map[int64][]float32, len(ids))
+	var missing []int64
+	for _, id := range ids {
+		if v := view.g.Vector(id); v != nil {
+			vecs[id] = v
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return vecs, missing
+}

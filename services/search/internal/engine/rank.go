@@ -18,6 +18,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
+	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
 
 // rank computes the whole ranked candidate list of a query. The vector
@@ -94,18 +95,29 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			for i := range ids {
 				ids[i] = bmHits[i].ChunkID
 			}
-			go func() {
-				dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
-				defer cancel()
-				t1 := time.Now()
-				vecs, err := e.st.Embeddings(dctx, ids)
-				d := time.Since(t1)
-				e.m.Stage.WithLabelValues("dedup_vectors").Observe(d.Seconds())
-				if err != nil {
-					err = fmt.Errorf("read vectors for duplicates: %w", err)
-				}
-				embCh <- embOut{vecs: vecs, dbTime: d, err: err}
-			}()
+			// The mirror holds them all but those stored since it last
+			// caught up: only those are read.
+			held, missing := e.mirroredVectors(cur.Row, ids)
+			if len(missing) == 0 {
+				embCh <- embOut{vecs: held}
+			} else {
+				go func() {
+					dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
+					defer cancel()
+					t1 := time.Now()
+					vecs, err := e.st.Embeddings(dctx, missing)
+					d := time.Since(t1)
+					e.m.Stage.WithLabelValues("dedup_vectors").Observe(d.Seconds())
+					if err != nil {
+						err = fmt.Errorf("read vectors for duplicates: %w", err)
+					} else {
+						for id, v := range held {
+							vecs[id] = v
+						}
+					}
+					embCh <- embOut{vecs: vecs, dbTime: d, err: err}
+				}()
+			}
 		} else {
 			embCh <- embOut{}
 		}
@@ -376,13 +388,13 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 // construction and would tell a caller nothing about the query.
 func similarityToQuery(rs []fusion.Result, q []float32, hits []store.VectorHit) {
 	cos := make(map[int64]float64, len(hits))
-	qn := math.Sqrt(float64(embed.Dot(q, q)))
+	qn := math.Sqrt(float64(vecmath.Dot(q, q)))
 	for _, h := range hits {
 		if h.Vector == nil || qn == 0 {
 			continue
 		}
-		if vn := math.Sqrt(float64(embed.Dot(h.Vector, h.Vector))); vn > 0 {
-			cos[h.ChunkID] = float64(embed.Dot(q, h.Vector)) / (qn * vn)
+		if vn := math.Sqrt(float64(vecmath.Dot(h.Vector, h.Vector))); vn > 0 {
+			cos[h.ChunkID] = float64(vecmath.Dot(q, h.Vector)) / (qn * vn)
 		}
 	}
 	for i := range rs {
@@ -404,13 +416,20 @@ type feedbackHits struct {
 	texts []string
 }
 
-// feedbackVectors returns the vectors of the top BM25 hits: embedded from
-// their text in-process, or read from PostgreSQL (one primary-key read) when
-// the replica keeps no text. A failure only costs the feedback.
+// feedbackVectors returns the vectors of the top BM25 hits: the vector
+// mirror's copies, or embedded from their text in-process, or read from
+// PostgreSQL (one primary-key read) when the replica keeps no text. A
+// failure only costs the feedback.
 func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, hits feedbackHits) [][]float32 {
 	t0 := time.Now()
 	defer func() { e.m.Stage.WithLabelValues("feedback").Observe(time.Since(t0).Seconds()) }()
-	if len(hits.texts) > 0 {
+	if len(hits.ids) == 0 {
+		return nil
+	}
+	// A chunk's stored vector is its indexed text embedded by the same
+	// model: the mirror's copy saves embedding the text again.
+	stored, missing := e.mirroredVectors(active.Row, hits.ids)
+	if len(missing) > 0 && len(hits.texts) > 0 {
 		fb, err := active.Embedder.Embed(ctx, hits.texts)
 		if err != nil {
 			logging.FromContext(ctx).Warn("feedback embedding failed", "error", err.Error())
@@ -418,15 +437,20 @@ func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, 
 		}
 		return fb
 	}
-	if len(hits.ids) == 0 {
-		return nil
-	}
-	dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
-	defer cancel()
-	stored, err := e.st.Embeddings(dctx, hits.ids)
-	if err != nil {
-		logging.FromContext(ctx).Warn("feedback vectors not read", "error", err.Error())
-		return nil
+	if len(missing) > 0 {
+		dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
+		defer cancel()
+		read, err := e.st.Embeddings(dctx, missing)
+		if err != nil {
+			logging.FromContext(ctx).Warn("feedback vectors not read", "error", err.Error())
+			return nil
+		}
+		if stored == nil {
+			stored = read
+		}
+		for id, v := range read {
+			stored[id] = v
+		}
 	}
 	var fb [][]float32
 	for _, id := range hits.ids {

@@ -1,5 +1,7 @@
 package fusion
 
+import "github.com/bmcis/knowledge/services/search/internal/vecmath"
+
 // DupInfo is what near-duplicate detection needs to know about a chunk.
 type DupInfo struct {
 	// ContentHash identifies identical content (e.g. SHA-256 of the chunk
@@ -25,19 +27,26 @@ func MarkDuplicates(results []Result, info map[int64]DupInfo, threshold float64)
 	if threshold <= 0 {
 		threshold = DefaultDuplicateCosine
 	}
+	// Looked up once, not in the quadratic loop.
+	infos := make([]*DupInfo, len(results))
 	for i := range results {
-		ai, ok := info[results[i].ChunkID]
-		if !ok {
+		if in, ok := info[results[i].ChunkID]; ok {
+			infos[i] = &in
+		}
+	}
+	for i := range results {
+		ai := infos[i]
+		if ai == nil {
 			continue
 		}
 		for j := 0; j < i; j++ {
-			bj, ok := info[results[j].ChunkID]
-			if !ok {
+			bj := infos[j]
+			if bj == nil {
 				continue
 			}
 			dup := ai.ContentHash != "" && ai.ContentHash == bj.ContentHash
 			if !dup && ai.Vector != nil && len(ai.Vector) == len(bj.Vector) {
-				dup = float64(dot(ai.Vector, bj.Vector)) > threshold
+				dup = float64(vecmath.Dot(ai.Vector, bj.Vector)) > threshold
 			}
 			if dup {
 				results[i].IsDuplicate = true
@@ -45,12 +54,4 @@ func MarkDuplicates(results []Result, info map[int64]DupInfo, threshold float64)
 			}
 		}
 	}
-}
-
-func dot(a, b []float32) float32 {
-	var s float32
-	for i := range a {
-		s += a[i] * b[i]
-	}
-	return s
 }

@@ -14,7 +14,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"gonum.org/v1/gonum/blas/blas32"
+	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
 
 // Config is a graph's shape.
@@ -96,6 +96,17 @@ func (g *Graph) Has(id int64) bool {
 	defer g.mu.RUnlock()
 	n, ok := g.byID[id]
 	return ok && !g.deleted[n]
+}
+
+// Vector returns the vector stored under id (nil when absent or deleted;
+// read only).
+func (g *Graph) Vector(id int64) []float32 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if n, ok := g.byID[id]; ok && !g.deleted[n] {
+		return g.vecs[n]
+	}
+	return nil
 }
 
 // IDs returns the ids of the nodes not deleted.
@@ -333,9 +344,7 @@ func (g *Graph) dist(q query, n int32) float32 {
 	return 1 - dot(q.v, g.vecs[n])*q.inv*g.inv[n]
 }
 
-func dot(a, b []float32) float32 {
-	return blas32.Dot(blas32.Vector{N: len(a), Data: a, Inc: 1}, blas32.Vector{N: len(a), Data: b, Inc: 1})
-}
+func dot(a, b []float32) float32 { return vecmath.Dot(a, b) }
 
 func invNorm(v []float32) float32 {
 	n := math.Sqrt(float64(dot(v, v)))

@@ -121,6 +121,8 @@ func TestDeleteKeepAndReadd(t *testing.T) {
 	g.Delete(99999)
 	require.Equal(t, 1, g.Deleted())
 	require.False(t, g.Has(7))
+	require.Nil(t, g.Vector(7))
+	require.Equal(t, vs[8], g.Vector(8))
 	require.Len(t, g.IDs(), 499)
 	for _, h := range g.Search(q, 50, 100, nil) {
 		require.NotEqual(t, int64(7), h.ID, "a deleted node is never returned")

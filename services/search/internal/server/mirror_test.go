@@ -30,7 +30,14 @@ func TestVectorMirror(t *testing.T) {
 	}
 	const vec = searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR
 	mirrorAnswers := func() float64 { return counter(t, mirrored.reg, "bmcis_search_vector_path_total", "path", "mirror") }
-	// The first vector queries find the graph not built and start it.
+	// Both replicas load the model the ingest trained; the first vector
+	// queries find the graph not built yet and start it.
+	for _, r := range []*replica{mirrored, plain} {
+		require.Eventually(t, func() bool {
+			resp, err := r.client.Search(ctx, &searchv1.SearchRequest{Query: "network backup incident", Mode: vec, NoCache: true, Limit: 5})
+			return err == nil && len(resp.Results) > 0
+		}, 30*time.Second, 20*time.Millisecond, "the model is loaded")
+	}
 	require.Eventually(t, func() bool {
 		return len(vector(mirrored, "network backup incident", vec).Results) > 0 && mirrorAnswers() > 0
 	}, 30*time.Second, 20*time.Millisecond, "the mirror answers once built")
@@ -59,7 +66,9 @@ func TestVectorMirror(t *testing.T) {
 	// read beside the graph.
 	late := md("late/zebra.md", "cloud", "Late", "# Late\n\nzebra quagga okapi network backup incident region\n")
 	mustIngest(t, plain.client, late)
-	find := func() bool { return slices.Contains(docIDs(vector(mirrored, "network backup incident region", vec)), "late/zebra.md") }
+	find := func() bool {
+		return slices.Contains(docIDs(vector(mirrored, "network backup incident region", vec)), "late/zebra.md")
+	}
 	require.Eventually(t, find, 30*time.Second, 10*time.Millisecond, "found once the replica loads the document")
 	n, err := store.New(pool).MergeQueued(ctx, 1000)
 	require.NoError(t, err)
