@@ -80,6 +80,20 @@ func TestVectorMirror(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond, "the mirror catches up with the merge and answers again")
 	require.EqualValues(t, int64(stored)+n, gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors"))
 
+	// Rewritten: the old chunks leave the graph, the new ones enter it.
+	embedded := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE embedding IS NOT NULL`).Scan(&n))
+		return n
+	}
+	late.Content = []byte("# Late\n\nzebra quagga okapi network backup incident region\n\n## More\n\nkafka schema retention firewall threat\n")
+	mustIngest(t, plain.client, late)
+	_, err = store.New(pool).MergeQueued(ctx, 1000)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		before := mirrorAnswers()
+		return find() && mirrorAnswers() > before && int(gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors")) == embedded()
+	}, 30*time.Second, 10*time.Millisecond, "the rewrite's chunks replace the old ones")
+
 	// Deleted through the other replica: out of the graph.
 	_, err = plain.client.DeleteDocument(ctx, &searchv1.DeleteDocumentRequest{ExternalId: "late/zebra.md"})
 	require.NoError(t, err)
