@@ -114,6 +114,24 @@ func pctF(xs []float64, p float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// metricValue reads an unlabelled sample from a metrics endpoint (-1:
+// absent).
+func metricValue(t *testing.T, url, name string) float64 {
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	require.NoError(t, sc.Err())
+	return -1
+}
+
 // stageSums reads the service's per-stage histogram sums and counts
 // (bmcis_search_stage_seconds) from its metrics endpoint.
 func stageSums(t *testing.T, url string) map[string][2]float64 {
@@ -201,7 +219,14 @@ func TestSciFactSpeedVsBleve(t *testing.T) {
 	t.Logf("settled %v after the ingest began: %d documents, %d chunks, model %s trained on %d chunks (coverage %.3f)",
 		time.Since(t0), st.Documents, st.Chunks, st.EmbedderModel, st.ModelTrainedChunks, st.ModelTermCoverage)
 
+	// The replica as it runs once settled: its vector mirror built.
 	t1 := time.Now()
+	require.Eventually(t, func() bool {
+		return metricValue(t, s.Service(stacktest.Search).MetricsURL(), "bmcis_search_mirrored_vectors") >= float64(st.Chunks)
+	}, 5*time.Minute, 200*time.Millisecond, "the vector mirror holds every chunk's vector")
+	t.Logf("vector mirror built %v after the index settled", time.Since(t1))
+
+	t1 = time.Now()
 	bx := bleveIndex(t, ds.Corpus)
 	t.Logf("Bleve %s: in-memory scorch index of %d documents built in %v", "v2.6.3", len(ds.Corpus), time.Since(t1))
 
