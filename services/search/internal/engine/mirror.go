@@ -173,11 +173,13 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 			m.retryAt = now.Add(time.Minute)
 			return nil
 		}
-		if len(rd.Chunks) > 0 && len(rd.Chunks[0].Vector) != dims {
-			// Another model's dimension than the queries told: the next
-			// query of the new model tells it.
-			m.drop()
-			return nil
+		for _, c := range rd.Chunks {
+			if c.Vector != nil && len(c.Vector) != dims {
+				// Another model's dimension than the queries told: the
+				// next query of the new model tells it.
+				m.drop()
+				return nil
+			}
 		}
 		m.tooMany = 0
 		m.build(rd, dims)
