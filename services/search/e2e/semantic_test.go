@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -109,6 +110,7 @@ func TestBench100k(t *testing.T) {
 	if os.Getenv("BMCIS_EVAL_BENCH") == "" {
 		t.Skip("set BMCIS_EVAL_BENCH=1 to run the 100k-chunk benchmark")
 	}
+	// BMCIS_BENCH_CONCURRENCY=1,16 measures more concurrency levels;
 	// BMCIS_BENCH_PROFILE=DIR also writes a CPU profile of the service per
 	// uncached scenario there (go tool pprof DIR/hybrid-uncached-c1.pprof).
 	profile := os.Getenv("BMCIS_BENCH_PROFILE")
@@ -124,7 +126,7 @@ func TestBench100k(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, stacktest.Binary(t, "bmcisctl"), "bench", "search", "-addr", s.Addr(stacktest.Search),
 		"-metrics-url", svc.MetricsURL(), "-chunks", "100000", "-add-chunks", "0", "-modes", "hybrid,bm25",
-		"-concurrency", "1", "-duration", "10s")
+		"-concurrency", cmp.Or(os.Getenv("BMCIS_BENCH_CONCURRENCY"), "1"), "-duration", "10s")
 	if profile != "" {
 		cmd.Args = append(cmd.Args, "-profile", profile)
 	}
