@@ -192,9 +192,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		if s.settings.Profiling {
 			// Registered here, not by importing net/http/pprof, which
-			// would add them to http.DefaultServeMux for every listener.
+			// would add them to http.DefaultServeMux for every listener;
+			// not /cmdline, which shows the process's arguments.
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -21,8 +21,9 @@ type Settings struct {
 	// empty disables it.
 	MetricsAddr string
 	// Profiling serves Go's profiles (/debug/pprof/) beside the metrics
-	// (BMCIS_PPROF, off by default): they show the code's hot paths, not
-	// data, but cost CPU while one is taken.
+	// (BMCIS_PPROF, off by default). Anyone who reaches the metrics
+	// address can then take one, and a CPU profile or trace costs CPU
+	// while it runs: turn it on while profiling.
 	Profiling bool
 	// LogLevel is debug, info, warn or error (BMCIS_LOG_LEVEL).
 	LogLevel string

@@ -312,7 +312,8 @@ func processRSS(ctx context.Context, url string) (float64, error) {
 }
 
 // awaitMirror waits (at most 10 minutes) until the service's vector
-// mirror holds a vector for each of chunks, or a steady number, so the searches measure the
+// mirror holds a vector for each of chunks, or a steady number while no
+// graph is being built (0: the mirror is off), so the searches measure the
 // replica as it runs once settled, not while it builds the graph.
 func awaitMirror(ctx context.Context, url string, chunks int64, stdout io.Writer) error {
 	t0 := time.Now()
@@ -329,10 +330,13 @@ func awaitMirror(ctx context.Context, url string, chunks int64, stdout io.Writer
 		case int64(n) >= chunks:
 			fmt.Fprintf(stdout, "vector mirror: %.0f vectors, waited %.1f s\n", n, time.Since(t0).Seconds())
 			return nil
-		case n > 0 && time.Since(since) > 5*time.Second:
-			// Vectors still queued are searched beside the graph.
-			fmt.Fprintf(stdout, "vector mirror: %.0f of %d vectors, steady for 5 s, waited %.1f s\n", n, chunks, time.Since(t0).Seconds())
-			return nil
+		case time.Since(since) > 5*time.Second:
+			// Steady and no graph being built: vectors still queued are
+			// searched beside it, and 0 is a mirror that is off.
+			if b, err := metricValue(ctx, url, "bmcis_search_mirror_building"); err == nil && b == 0 {
+				fmt.Fprintf(stdout, "vector mirror: %.0f of %d vectors, steady for 5 s, waited %.1f s\n", n, chunks, time.Since(t0).Seconds())
+				return nil
+			}
 		case time.Since(t0) > 10*time.Minute:
 			fmt.Fprintf(stdout, "vector mirror: %.0f of %d vectors after 10 min (off, or over BMCIS_SEARCH_VECTOR_MIRROR_MB); measuring anyway\n", n, chunks)
 			return nil

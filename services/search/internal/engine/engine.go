@@ -222,6 +222,19 @@ func (e *Engine) Invalidate() {
 	}
 }
 
+// Run keeps the engine's background work (the vector mirror's catch-ups)
+// until ctx ends, then stops it and waits for it.
+func (e *Engine) Run(ctx context.Context) {
+	<-ctx.Done()
+	if e.mirror != nil {
+		e.mirror.close()
+	}
+}
+
+// MirrorBuilding reports whether the vector mirror is reading or building
+// a whole graph.
+func (e *Engine) MirrorBuilding() bool { return e.mirror != nil && e.mirror.building.Load() }
+
 // MirroredVectors is the number of vectors the in-memory graph holds.
 func (e *Engine) MirroredVectors() int {
 	if e.mirror == nil {

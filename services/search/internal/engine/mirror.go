@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -44,6 +46,19 @@ type vectorMirror struct {
 	view    atomic.Pointer[mirrorView]
 	running atomic.Bool
 	again   atomic.Bool
+	// seen is the newest vectors version a query found: while it is past
+	// the view's, queries go straight to pgvector.
+	seen atomic.Int64
+	// building is set while a full read and build run.
+	building atomic.Bool
+
+	// life stops the catch-ups at shutdown (close).
+	ctx     context.Context
+	cancel  context.CancelFunc
+	life    sync.Mutex
+	closed  bool
+	rounds  sync.WaitGroup
+	retried atomic.Bool // a kick is scheduled for retryAt
 
 	mu       sync.Mutex // one catch-up at a time; guards the fields below
 	graph    *hnsw.Graph
@@ -53,11 +68,12 @@ type vectorMirror struct {
 	chunksOf map[int64][]int64 // document → its chunks
 	retryAt  time.Time
 	tooMany  int64 // vectors counted when the last full read found too many
+	version  int64 // the vectors version read last
 }
 
 // MirrorStore is the database side of the mirror (store.Store).
 type MirrorStore interface {
-	MirrorChanges(ctx context.Context, model, since int64, pending []int64, maxVectors int64) (store.MirrorRead, error)
+	MirrorChanges(ctx context.Context, model, since, lastVersion int64, pending []int64, maxVectors int64) (store.MirrorRead, error)
 }
 
 // mirrorView is what queries use: a graph complete at version for model.
@@ -81,7 +97,17 @@ func newVectorMirror(st MirrorStore, budgetBytes int, log *slog.Logger) *vectorM
 	if log == nil {
 		log = slog.Default()
 	}
-	return &vectorMirror{st: st, log: log, budget: budgetBytes}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &vectorMirror{st: st, log: log, budget: budgetBytes, ctx: ctx, cancel: cancel}
+}
+
+// close stops the catch-ups and waits for the one running.
+func (m *vectorMirror) close() {
+	m.life.Lock()
+	m.closed = true
+	m.life.Unlock()
+	m.cancel()
+	m.rounds.Wait()
 }
 
 // usable returns the graph when it is complete at version for model.
@@ -113,14 +139,25 @@ func (m *vectorMirror) kick(dims int) {
 	if !m.running.CompareAndSwap(false, true) {
 		return
 	}
+	m.life.Lock()
+	if m.closed {
+		m.life.Unlock()
+		m.running.Store(false)
+		return
+	}
+	m.rounds.Add(1)
+	m.life.Unlock()
 	go func() {
+		defer m.rounds.Done()
 		for {
 			for m.again.Swap(false) {
-				ctx, cancel := context.WithTimeout(context.Background(), mirrorReadTimeout)
+				ctx, cancel := context.WithTimeout(m.ctx, mirrorReadTimeout)
 				err := m.catchUp(ctx)
 				cancel()
 				if err != nil {
-					m.log.Warn("vector mirror not brought up to date; queries use pgvector meanwhile", "error", err.Error())
+					if m.ctx.Err() == nil {
+						m.log.Warn("vector mirror not brought up to date; queries use pgvector meanwhile", "error", err.Error())
+					}
 					break
 				}
 			}
@@ -140,7 +177,18 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 	defer m.mu.Unlock()
 	now := time.Now()
 	dims := int(m.dims.Load())
-	if now.Before(m.retryAt) || dims == 0 {
+	if dims == 0 {
+		return nil
+	}
+	if now.Before(m.retryAt) {
+		// Not dropped: deletes move no version, so no query would ask
+		// again.
+		if m.retried.CompareAndSwap(false, true) {
+			time.AfterFunc(m.retryAt.Sub(now), func() {
+				m.retried.Store(false)
+				m.kick(0)
+			})
+		}
 		return nil
 	}
 	maxVectors := int64(m.budget / (4*dims + mirrorBytesPerVector))
@@ -152,10 +200,20 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 	for id := range m.pending {
 		pending = append(pending, id)
 	}
-	rd, err := m.st.MirrorChanges(ctx, m.model, since, pending, maxVectors)
+	if since == 0 {
+		m.building.Store(true)
+		defer m.building.Store(false)
+	}
+	rd, err := m.st.MirrorChanges(ctx, m.model, since, m.version, pending, maxVectors)
 	if err != nil {
 		m.retryAt = now.Add(time.Second)
+		m.again.Store(true) // retried at retryAt
 		return err
+	}
+	m.version = rd.Version
+	if rd.Version < m.seen.Load() {
+		// Only a restored database moves it back.
+		m.seen.Store(rd.Version)
 	}
 	switch {
 	case rd.Model == 0:
@@ -207,6 +265,8 @@ func (m *vectorMirror) drop() {
 
 // build makes a new graph from a full read, beside the one queries use.
 func (m *vectorMirror) build(rd store.MirrorRead, dims int) {
+	// In id order, so replicas build the same graph from the same rows.
+	slices.SortFunc(rd.Chunks, func(a, b store.MirrorChunk) int { return cmp.Compare(a.ChunkID, b.ChunkID) })
 	g := hnsw.New(hnsw.DefaultConfig(dims))
 	m.pending, m.chunksOf = map[int64]int64{}, map[int64][]int64{}
 	for _, c := range rd.Chunks {
@@ -274,7 +334,9 @@ func (m *vectorMirror) apply(rd store.MirrorRead) {
 // asks pgvector.
 func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32, model int64) (hits []store.VectorHit, dbTime time.Duration, ok bool, err error) {
 	view := e.mirror.usable(model)
-	if view == nil {
+	if view == nil || e.mirror.seen.Load() > view.version {
+		// Not built, or behind a version a query already found: the
+		// round trip below would only find it behind again.
 		e.mirror.kick(len(vec))
 		return nil, 0, false, nil
 	}
@@ -285,6 +347,9 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 		return nil, dbTime, false, err
 	}
 	if version != view.version {
+		for cur := e.mirror.seen.Load(); version > cur && !e.mirror.seen.CompareAndSwap(cur, version); {
+			cur = e.mirror.seen.Load()
+		}
 		e.mirror.kick(len(vec))
 		return nil, dbTime, false, nil
 	}

@@ -171,7 +171,7 @@ func (g *Graph) Add(id int64, v []float32) {
 	}
 	eps := []cand{{epd, ep}}
 	for l := min(level, g.top); l >= 0; l-- {
-		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis)
+		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil)
 		nb := g.selectNeighbours(w, g.cfg.M)
 		for _, c := range nb {
 			g.links[n][l] = append(g.links[n][l], c.node)
@@ -187,7 +187,7 @@ func (g *Graph) Add(id int64, v []float32) {
 }
 
 // Search returns the k nodes nearest q, best first (ties by id), walking
-// layer 0 with a candidate list of max(ef, k). keep, when set, says which
+// layer 0 with a candidate list of max(ef, k) nodes it may return. keep, when set, says which
 // ids may be returned (the others are walked through, as deleted nodes
 // are).
 func (g *Graph) Search(q []float32, k, ef int, keep func(int64) bool) []Hit {
@@ -204,16 +204,16 @@ func (g *Graph) Search(q []float32, k, ef int, keep func(int64) bool) []Hit {
 	for l := g.top; l > 0; l-- {
 		ep, epd = g.greedy(qq, ep, epd, l)
 	}
-	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis)
+	// Deleted nodes and those keep refuses are walked through but take no
+	// place in the list, so k answers come back whenever k are reachable.
+	returnable := func(n int32) bool { return !g.deleted[n] && (keep == nil || keep(g.ids[n])) }
+	if g.ndel == 0 && keep == nil {
+		returnable = nil
+	}
+	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
 	out := make([]Hit, 0, min(k, len(w)))
-	for _, c := range w {
-		if g.deleted[c.node] || (keep != nil && !keep(g.ids[c.node])) {
-			continue
-		}
+	for _, c := range w[:min(k, len(w))] {
 		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vecs[c.node]})
-		if len(out) == k {
-			break
-		}
 	}
 	return out
 }
@@ -299,15 +299,19 @@ func (g *Graph) greedy(q query, ep int32, epd float32, l int) (int32, float32) {
 }
 
 // searchLayer is the paper's algorithm 2: the ef nodes of layer l nearest
-// q found from the entry points, sorted nearest first.
-func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited) []cand {
+// q found from the entry points, sorted nearest first. When returnable is
+// set, only the nodes it accepts fill the list; the others are walked
+// through (hnswlib's way with deleted nodes).
+func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, returnable func(int32) bool) []cand {
 	vis.reset(len(g.ids))
 	var cands minHeap
 	var res maxHeap
 	for _, e := range eps {
 		vis.mark(e.node)
 		cands.push(e)
-		res.push(e)
+		if returnable == nil || returnable(e.node) {
+			res.push(e)
+		}
 	}
 	for len(cands) > 0 {
 		c := cands.pop()
@@ -322,9 +326,11 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited) []cand
 			d := g.dist(q, o)
 			if len(res) < ef || d < res[0].d {
 				cands.push(cand{d, o})
-				res.push(cand{d, o})
-				if len(res) > ef {
-					res.pop()
+				if returnable == nil || returnable(o) {
+					res.push(cand{d, o})
+					if len(res) > ef {
+						res.pop()
+					}
 				}
 			}
 		}

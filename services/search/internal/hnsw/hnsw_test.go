@@ -193,3 +193,20 @@ func BenchmarkAdd(b *testing.B) {
 		}
 	}
 }
+
+// Deleted nodes do not shorten the answer: they take no place in the
+// candidate list, so k live nodes come back when ef = k.
+func TestDeletedTakeNoPlace(t *testing.T) {
+	vs := clustered(1000, 16, 5, 6)
+	g := build(vs)
+	for i := 0; i < len(vs); i += 2 {
+		g.Delete(int64(i))
+	}
+	for _, q := range clustered(10, 16, 5, 7) {
+		hits := g.Search(q, 50, 50, nil)
+		require.Len(t, hits, 50)
+		for _, h := range hits {
+			require.Equal(t, int64(1), h.ID%2)
+		}
+	}
+}

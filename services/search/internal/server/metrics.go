@@ -40,6 +40,7 @@ type engineGauges interface {
 	CachedLists() int
 	HeldClassVectors() int
 	MirroredVectors() int
+	MirrorBuilding() bool
 }
 
 func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
@@ -136,7 +137,16 @@ func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bmcis_search_mirrored_vectors",
 			Help: "Vectors in this replica's in-memory HNSW graph (BMCIS_SEARCH_VECTOR_MIRROR_MB; 0 while it is off or being built).",
-		}, gauge(engineGauges.MirroredVectors)))
+		}, gauge(engineGauges.MirroredVectors)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bmcis_search_mirror_building",
+			Help: "1 while this replica reads and builds a whole vector mirror graph (at start-up, after a new model, past a quarter deleted).",
+		}, func() float64 {
+			if eng().MirrorBuilding() {
+				return 1
+			}
+			return 0
+		}))
 	for _, r := range []string{"hit", "miss"} {
 		m.cache.WithLabelValues(r)
 	}

@@ -55,6 +55,8 @@ type Server struct {
 // ranker is what the gRPC layer asks of the engine.
 type ranker interface {
 	Search(ctx context.Context, q engine.Query) (rk *engine.Ranked, cacheHit bool, dbTime time.Duration, err error)
+	// Run keeps its background work until ctx ends.
+	Run(ctx context.Context)
 }
 
 // replicaFeed is what the gRPC layer asks of the change-feed follower.
@@ -158,7 +160,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 // when configured, runs scheduled sources, until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(5)
+	wg.Add(6)
+	go func() {
+		defer wg.Done()
+		s.engine.Run(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		s.keeper.Run(ctx)

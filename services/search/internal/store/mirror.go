@@ -38,11 +38,12 @@ type MirrorChunk struct {
 // generation since for a mirror of the stored vectors of model: every
 // chunk of the documents written since, with its vector when it has one of
 // that model; the vectors the pending chunks (read before without one)
-// have now; and the documents deleted since. When the active model is not
+// have now (only when the vectors version is not lastVersion: they gain
+// vectors only as it moves); and the documents deleted since. When the active model is not
 // model, or since is 0, it reads every chunk instead (a full read) unless
 // the stored vectors number more than maxVectors (then Chunks is empty and
 // Vectors says how many there are).
-func (s *Store) MirrorChanges(ctx context.Context, model, since int64, pending []int64, maxVectors int64) (MirrorRead, error) {
+func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int64, pending []int64, maxVectors int64) (MirrorRead, error) {
 	var out MirrorRead
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var gen, vgen, active int64
@@ -86,7 +87,7 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since int64, pending [
 			return err
 		}
 		if err := read(`SELECT c.document_id, c.id, CASE WHEN c.embedding_model_id = $2 THEN c.embedding END
-			FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1 ORDER BY c.document_id, c.id`,
+			FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1`,
 			since, active); err != nil {
 			return err
 		}
@@ -107,7 +108,7 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since int64, pending [
 		if out.Deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 			return err
 		}
-		if len(pending) > 0 {
+		if len(pending) > 0 && out.Version != lastVersion {
 			return read(`SELECT document_id, id, embedding FROM chunks
 				WHERE id = ANY($1) AND embedding_model_id = $2 AND embedding IS NOT NULL`, pending, active)
 		}
