@@ -3,8 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
-	"slices"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
