@@ -342,24 +342,22 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
 	defer cancel()
 	t1 := time.Now()
-	if e.classes != nil && vs.scope.pairs != nil {
-		hits, dbTime, ok, err := e.classSearch(dctx, vs, vec, active.Row)
-		if ok {
-			e.m.VectorPath.WithLabelValues("held").Inc()
+	// The paths that answer from the replica's memory, when they may; each
+	// declines (ok false) when what it holds is not complete for the query.
+	for _, p := range []struct {
+		name   string
+		on     bool
+		search func(context.Context, vectorSide, []float32, int64) ([]store.VectorHit, time.Duration, bool, error)
+	}{
+		{"held", e.classes != nil && vs.scope.pairs != nil, e.classSearch},
+		{"mirror", e.mirror != nil && vs.scope.access == nil && len(vs.scope.cats) == 0, e.mirrorSearch},
+	} {
+		if !p.on {
+			continue
 		}
-		if ok || err != nil {
-			out.hits, out.dbTime = hits, dbTime
-			e.m.Stage.WithLabelValues("vector").Observe(time.Since(t1).Seconds())
-			if err != nil {
-				out.err = fmt.Errorf("vector search: %w", err)
-			}
-			return out
-		}
-	}
-	if e.mirror != nil && vs.scope.access == nil && len(vs.scope.cats) == 0 {
-		hits, dbTime, ok, err := e.mirrorSearch(dctx, vs, vec, active.Row)
+		hits, dbTime, ok, err := p.search(dctx, vs, vec, active.Row)
 		if ok {
-			e.m.VectorPath.WithLabelValues("mirror").Inc()
+			e.m.VectorPath.WithLabelValues(p.name).Inc()
 		}
 		if ok || err != nil {
 			out.hits, out.dbTime = hits, dbTime
