@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/limits"
@@ -209,6 +211,10 @@ func searchRawID(raw json.RawMessage) string {
 	return strings.TrimSpace(string(raw))
 }
 
+// batchReadMask asks for what a batch line holds (searchBatchResult):
+// no text, mentions or vendors are read, sent or decoded.
+var batchReadMask = &fieldmaskpb.FieldMask{Paths: []string{"results.chunk.document_id", "results.chunk.chunk_id", "results.hybrid_score"}}
+
 // searchTopK pages through a query's ranked list, a page of the most the
 // service allows at a time.
 func searchTopK(ctx context.Context, c searchv1.SearchServiceClient, query string, mode searchv1.RetrievalMode, cats []string, k int, noCache bool) ([]*searchv1.SearchResult, error) {
@@ -216,7 +222,8 @@ func searchTopK(ctx context.Context, c searchv1.SearchServiceClient, query strin
 	for len(out) < k {
 		lim := min(limits.SearchPageSize.Max, k-len(out))
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: query, Mode: mode, Offset: int32(len(out)), Limit: int32(lim), Categories: cats, NoCache: noCache})
+		resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: query, Mode: mode, Offset: int32(len(out)), Limit: int32(lim),
+			Categories: cats, NoCache: noCache, ReadMask: batchReadMask})
 		cancel()
 		if err != nil {
 			return nil, err
