@@ -134,7 +134,7 @@ type Engine struct {
 // query embedder.
 func New(cfg Config, ix *index.Index, st Vectors, emb QueryEmbedder, m Metrics) *Engine {
 	return &Engine{cfg: cfg, ix: ix, st: st, emb: emb, m: m, classes: newClassVectors(cfg.ClassVectorBytes),
-		mirror: newVectorMirror(st, cfg.VectorMirrorBytes, cfg.Log), cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
+		mirror: newVectorMirror(st, cfg.VectorMirrorBytes, ix.LiveChunks, cfg.Log), cache: lrucache.New[string, *Ranked](cfg.CacheSize, cfg.CacheTTL)}
 }
 
 // Query is one validated search.

@@ -39,6 +39,9 @@ import (
 type vectorMirror struct {
 	st     MirrorStore
 	budget int
+	// loaded is how many chunks the replica holds: more than fit means no
+	// full read is tried (counting the stored vectors scans the table).
+	loaded func() int
 	// dims is the vectors' dimension, told by the queries (0: none yet).
 	dims atomic.Int64
 	log  *slog.Logger
@@ -90,7 +93,7 @@ const mirrorBytesPerVector = 320
 // 100k vectors moves about 100 MB).
 const mirrorReadTimeout = 2 * time.Minute
 
-func newVectorMirror(st MirrorStore, budgetBytes int, log *slog.Logger) *vectorMirror {
+func newVectorMirror(st MirrorStore, budgetBytes int, loaded func() int, log *slog.Logger) *vectorMirror {
 	if budgetBytes <= 0 || st == nil {
 		return nil
 	}
@@ -98,7 +101,7 @@ func newVectorMirror(st MirrorStore, budgetBytes int, log *slog.Logger) *vectorM
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &vectorMirror{st: st, log: log, budget: budgetBytes, ctx: ctx, cancel: cancel}
+	return &vectorMirror{st: st, log: log, budget: budgetBytes, loaded: loaded, ctx: ctx, cancel: cancel}
 }
 
 // close stops the catch-ups and waits for the one running.
@@ -201,6 +204,18 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 		pending = append(pending, id)
 	}
 	if since == 0 {
+		if n := int64(m.loaded()); n > maxVectors {
+			// Every chunk has a vector once embedded: this many will not
+			// fit. Asked again a minute on, without a database call.
+			if m.tooMany == 0 { // logged once as it turns off
+				m.log.Info("vector mirror off: the chunks exceed BMCIS_SEARCH_VECTOR_MIRROR_MB; queries use pgvector",
+					"chunks", n, "fit", maxVectors)
+			}
+			m.drop()
+			m.tooMany = n
+			m.retryAt = now.Add(time.Minute)
+			return nil
+		}
 		m.building.Store(true)
 		defer m.building.Store(false)
 	}
@@ -221,7 +236,7 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 		return nil
 	case rd.Model != m.model || since == 0:
 		if rd.Vectors > maxVectors {
-			if m.tooMany != rd.Vectors {
+			if m.tooMany == 0 {
 				m.log.Info("vector mirror off: the stored vectors exceed BMCIS_SEARCH_VECTOR_MIRROR_MB; queries use pgvector",
 					"vectors", rd.Vectors, "fit", maxVectors)
 			}

@@ -101,3 +101,30 @@ func TestVectorMirror(t *testing.T) {
 		return int(gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors")) == stored && !find()
 	}, 30*time.Second, 10*time.Millisecond)
 }
+
+// TestVectorMirrorOverBudget: more chunks than BMCIS_SEARCH_VECTOR_MIRROR_MB
+// holds leave the mirror off, and pgvector answers every vector side.
+func TestVectorMirrorOverBudget(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.VectorMirrorMB = 1 // ~780 vectors of 256 dimensions
+	r := startReplica(t, pool, cfg)
+	mustIngest(t, r.client, corpus(900)...)
+	ctx := context.Background()
+	var chunks int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks`).Scan(&chunks))
+	require.Greater(t, chunks, 780)
+	req := &searchv1.SearchRequest{Query: "network backup incident", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 10}
+	require.Eventually(t, func() bool {
+		resp, err := r.client.Search(ctx, req)
+		return err == nil && len(resp.Results) == 10
+	}, 30*time.Second, 20*time.Millisecond)
+	for range 20 {
+		require.Len(t, search(t, r.client, req).Results, 10)
+		time.Sleep(10 * time.Millisecond) // room for a catch-up to run
+	}
+	require.Zero(t, counter(t, r.reg, "bmcis_search_vector_path_total", "path", "mirror"))
+	require.Positive(t, counter(t, r.reg, "bmcis_search_vector_path_total", "path", "pgvector"))
+	require.Zero(t, gaugeValue(t, r, "bmcis_search_mirrored_vectors"))
+	require.Zero(t, gaugeValue(t, r, "bmcis_search_mirror_building"))
+}
