@@ -210,3 +210,43 @@ func TestDeletedTakeNoPlace(t *testing.T) {
 		}
 	}
 }
+
+// Searches run while nodes are added and deleted: each answer is full and
+// sorted, holds no node deleted before the search began, and a node never
+// deleted is still found (go test -race checks the locking).
+func TestConcurrentUse(t *testing.T) {
+	vs := clustered(3000, 16, 8, 8)
+	g := build(vs[:1000])
+	for i := 0; i < 100; i++ {
+		g.Delete(int64(i))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1000; i < len(vs); i++ {
+			g.Add(int64(i), vs[i])
+			if i%10 == 0 {
+				g.Delete(int64(i - 500))
+			}
+		}
+	}()
+	qs := clustered(200, 16, 8, 9)
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			require.Equal(t, len(vs), g.Len())
+			require.Equal(t, 100+200, g.Deleted())
+			return
+		default:
+		}
+		hits := g.Search(qs[i%len(qs)], 20, 40, nil)
+		require.Len(t, hits, 20)
+		for j, h := range hits {
+			require.GreaterOrEqual(t, h.ID, int64(100), "deleted before the search began")
+			if j > 0 {
+				require.GreaterOrEqual(t, hits[j-1].Cosine, h.Cosine)
+			}
+		}
+		require.Equal(t, int64(999), g.Search(vs[999], 1, 40, func(id int64) bool { return id == 999 })[0].ID)
+	}
+}
