@@ -363,10 +363,6 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 		e.mirror.kick(len(vec))
 		return nil, 0, false, nil
 	}
-	// The walk runs while PostgreSQL answers for the queue: its answer is
-	// used only if the versions then agree.
-	walk := make(chan []hnsw.Hit, 1)
-	go func() { walk <- view.g.Search(vec, vs.k, e.cfg.EfSearch, nil) }()
 	t0 := time.Now()
 	queued, version, err := e.st.QueuedSearch(ctx, store.VectorQuery{Vector: vec, K: vs.k, Model: model})
 	dbTime = time.Since(t0)
@@ -380,7 +376,7 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 		e.mirror.kick(len(vec))
 		return nil, dbTime, false, nil
 	}
-	found := <-walk
+	found := view.g.Search(vec, vs.k, e.cfg.EfSearch, nil)
 	hits = make([]store.VectorHit, 0, len(found)+len(queued))
 	for _, h := range found {
 		hits = append(hits, store.VectorHit{ChunkID: h.ID, Cosine: h.Cosine, Vector: h.Vector})
