@@ -1,7 +1,8 @@
 // Package engine ranks a query: BM25 over this replica's in-memory index and
-// pgvector nearest neighbours run concurrently, RRF fuses them, near
-// duplicates are flagged, and the whole ranked list is cached so later
-// pages cost no database work. It knows nothing of gRPC: the server
+// the nearest vectors (from the replica's vector mirror or held class
+// vectors while they are complete, otherwise pgvector), fusion of the two,
+// near duplicates flagged, and the whole ranked list cached so later pages
+// cost no database work. It knows nothing of gRPC: the server
 // validates requests, resolves categories and maps the list to protos.
 package engine
 

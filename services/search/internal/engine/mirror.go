@@ -20,8 +20,10 @@ import (
 // is a cache of it that is used only while it is provably complete:
 //
 //   - It is read in one snapshot together with that snapshot's vectors
-//     version (store.vectorsVersion), which moves whenever a vector enters
-//     or leaves chunks.embedding or the queue.
+//     version (store.vectorsVersion), which moves whenever a vector is
+//     written to chunks.embedding or the queue. Vectors leave only with
+//     their chunks, which every path drops when the replica no longer
+//     holds them.
 //   - A query asks PostgreSQL only for the queued vectors and the version
 //     of its own snapshot (store.QueuedSearch, one small round trip). When
 //     that version is the mirror's, the mirror plus the queue are every
@@ -199,9 +201,12 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 	if m.graph == nil {
 		since = 0
 	}
-	pending := make([]int64, 0, len(m.pending))
-	for id := range m.pending {
-		pending = append(pending, id)
+	var pending []int64 // a full read needs none
+	if since > 0 {
+		pending = make([]int64, 0, len(m.pending))
+		for id := range m.pending {
+			pending = append(pending, id)
+		}
 	}
 	if since == 0 {
 		if n := int64(m.loaded()); n > maxVectors {
@@ -376,7 +381,7 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 		e.mirror.kick(len(vec))
 		return nil, dbTime, false, nil
 	}
-	found := view.g.Search(vec, vs.k, e.cfg.EfSearch, nil)
+	found := view.g.Search(vec, vs.k, e.cfg.EfSearch)
 	hits = make([]store.VectorHit, 0, len(found)+len(queued))
 	for _, h := range found {
 		hits = append(hits, store.VectorHit{ChunkID: h.ID, Cosine: h.Cosine, Vector: h.Vector})

@@ -90,14 +90,6 @@ func (g *Graph) Deleted() int {
 	return g.ndel
 }
 
-// Has reports whether id is in the graph and not deleted.
-func (g *Graph) Has(id int64) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	n, ok := g.byID[id]
-	return ok && !g.deleted[n]
-}
-
 // Vector returns the vector stored under id (nil when absent or deleted;
 // read only).
 func (g *Graph) Vector(id int64) []float32 {
@@ -107,19 +99,6 @@ func (g *Graph) Vector(id int64) []float32 {
 		return g.vecs[n]
 	}
 	return nil
-}
-
-// IDs returns the ids of the nodes not deleted.
-func (g *Graph) IDs() []int64 {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	out := make([]int64, 0, len(g.ids)-g.ndel)
-	for n, id := range g.ids {
-		if !g.deleted[n] {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // Delete marks id deleted: searches still walk through it but never return
@@ -186,11 +165,9 @@ func (g *Graph) Add(id int64, v []float32) {
 	}
 }
 
-// Search returns the k nodes nearest q, best first (ties by id), walking
-// layer 0 with a candidate list of max(ef, k) nodes it may return. keep, when set, says which
-// ids may be returned (the others are walked through, as deleted nodes
-// are).
-func (g *Graph) Search(q []float32, k, ef int, keep func(int64) bool) []Hit {
+// Search returns the k live nodes nearest q, best first (ties by id),
+// walking layer 0 with a candidate list of max(ef, k) live nodes.
+func (g *Graph) Search(q []float32, k, ef int) []Hit {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	if g.entry < 0 || k <= 0 {
@@ -204,11 +181,11 @@ func (g *Graph) Search(q []float32, k, ef int, keep func(int64) bool) []Hit {
 	for l := g.top; l > 0; l-- {
 		ep, epd = g.greedy(qq, ep, epd, l)
 	}
-	// Deleted nodes and those keep refuses are walked through but take no
-	// place in the list, so k answers come back whenever k are reachable.
-	returnable := func(n int32) bool { return !g.deleted[n] && (keep == nil || keep(g.ids[n])) }
-	if g.ndel == 0 && keep == nil {
-		returnable = nil
+	// Deleted nodes are walked through but take no place in the list, so
+	// k answers come back whenever k live ones are reachable.
+	var returnable func(int32) bool
+	if g.ndel > 0 {
+		returnable = func(n int32) bool { return !g.deleted[n] }
 	}
 	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
 	out := make([]Hit, 0, min(k, len(w)))
