@@ -195,3 +195,18 @@ func corpus(n int) []*searchv1.Document {
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 var testLogOut io.Writer = io.Discard
+
+// awaitMirror waits until r's vector mirror answers an uncached vector
+// query. Until then pgvector answers, and its cosines differ from the
+// mirror's in the last float32 bits, so a test comparing scores of two
+// uncached searches must not straddle the switch.
+func awaitMirror(t *testing.T, r *replica, query string) {
+	t.Helper()
+	mirrorAnswers := func() float64 { return counter(t, r.reg, "bmcis_search_vector_path_total", "path", "mirror") }
+	require.Eventually(t, func() bool {
+		before := mirrorAnswers()
+		resp, err := r.client.Search(context.Background(), &searchv1.SearchRequest{
+			Query: query, Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 5})
+		return err == nil && len(resp.Results) > 0 && mirrorAnswers() > before
+	}, 30*time.Second, 20*time.Millisecond, "the mirror answers once built")
+}

@@ -38,9 +38,7 @@ func TestVectorMirror(t *testing.T) {
 			return err == nil && len(resp.Results) > 0
 		}, 30*time.Second, 20*time.Millisecond, "the model is loaded")
 	}
-	require.Eventually(t, func() bool {
-		return len(vector(mirrored, "network backup incident", vec).Results) > 0 && mirrorAnswers() > 0
-	}, 30*time.Second, 20*time.Millisecond, "the mirror answers once built")
+	awaitMirror(t, mirrored, "network backup incident")
 	var stored int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE embedding IS NOT NULL`).Scan(&stored))
 	require.Positive(t, stored)

@@ -164,6 +164,8 @@ func TestHybridScoresFollowRRF(t *testing.T) {
 func TestPaginationReturnsEveryResultOnceInOrder(t *testing.T) {
 	r, _ := start(t)
 	mustIngest(t, r.client, corpus(40)...)
+	// Every list below, cached or fresh, comes from the one vector path.
+	awaitMirror(t, r, "overview security cloud kafka")
 	for _, mode := range []searchv1.RetrievalMode{searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID, searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR} {
 		t.Run(mode.String(), func(t *testing.T) {
 			first := search(t, r.client, &searchv1.SearchRequest{Query: "overview security cloud kafka", Mode: mode, Limit: 7})
