@@ -1,12 +1,18 @@
 package tools_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/transport"
 	"github.com/bmcis/knowledge/platform/auditlog"
 )
 
@@ -109,4 +115,68 @@ func BenchmarkAuditOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkHTTPCall is one tools/call semantic_search as the binary serves
+// it over streamable HTTP (transport.HTTPHandler, the audit trail on, output
+// validation off, the allow cache on), posted by a plain HTTP client to the
+// real services of the demo stack: the adapter's own per-call cost without
+// mcp-go's client decoding the answer (issue 32). "search" and "auth.Check"
+// are the two gRPC calls it makes, alone, for the floor.
+func BenchmarkHTTPCall(b *testing.B) {
+	var rec *auditlog.Recorder
+	h := newRealWithClient(b, nil, nil, []harnessOpt{func(o *tools.Options) {
+		var err error
+		rec, err = auditlog.New(o.Clients.Auth, auditlog.Config{QueryText: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		o.Audit = rec
+		o.ValidateOutput = false
+		o.Key = tools.APIKeyFromContext
+	}})
+	b.Cleanup(func() { rec.Close(context.Background()) })
+	srv := httptest.NewServer(transport.HTTPHandler(h.srv, h.clients, slog.New(slog.DiscardHandler), 0))
+	b.Cleanup(srv.Close)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"semantic_search","arguments":{"query":"incident severity levels","page_size":10}}}`)
+	post := func(b *testing.B) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-API-Key", h.key)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"status":"success"`)) {
+			b.Fatalf("%d %v %s", resp.StatusCode, err, out)
+		}
+	}
+	ctx := context.Background()
+	b.Run("semantic_search", func(b *testing.B) {
+		post(b)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			post(b)
+		}
+	})
+	b.Run("search", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := h.clients.SearchPage(ctx, "incident severity levels", 0, 10, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("auth.Check", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := h.clients.Check(ctx, h.key, tools.ToolSemanticSearch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
