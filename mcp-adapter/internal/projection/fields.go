@@ -2,6 +2,7 @@ package projection
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,8 +238,18 @@ var scoreMethods = []string{string(model.ScoreHybrid), string(model.ScoreBM25), 
 // ScoreMethods lists the score_type values.
 func ScoreMethods() []string { return slices.Clone(scoreMethods) }
 
-// Registry returns every field, in rendering order.
-func Registry() []Field { return slices.Clone(registry) }
+// Registry yields every field, in rendering order. It yields the fields
+// themselves, not a copy of the list: the markdown walks it for every
+// result of every answer.
+func Registry() iter.Seq[Field] {
+	return func(yield func(Field) bool) {
+		for _, f := range registry {
+			if !yield(f) {
+				return
+			}
+		}
+	}
+}
 
 // Lookup returns the field named name.
 func Lookup(name string) (Field, bool) {

@@ -231,7 +231,7 @@ type block struct {
 
 func place(r envelope.Object) placed {
 	var p placed
-	for _, f := range projection.Registry() {
+	for f := range projection.Registry() {
 		v, ok := r.Get(f.Name)
 		if !ok {
 			continue
