@@ -124,3 +124,56 @@ func TestVisualHintsWriteOnlyWhatDiffers(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"group_by":null,"show_confidence":false}`, string(b))
 }
+
+// TestMarshalMatchesEncodingJSON holds Marshal's hand-written envelope
+// encoding to encoding/json's bytes, member by member, over every optional
+// member set and unset, odd strings and floats.
+func TestMarshalMatchesEncodingJSON(t *testing.T) {
+	odd := "a \"q\" <b> & \\ \n\t \u2028 東京 " + string([]byte{0xff})
+	cur := "eyJvZmZzZXQiOjEwfQ.sig"
+	msg := "partial: " + odd
+	vh := envelope.HintDefaults
+	vh.GroupBy = nil
+	results := []envelope.Object{
+		{{Key: "chunk_id", Value: int64(7)}, {Key: "source_file", Value: odd}, {Key: "score", Value: 0.8751},
+			{Key: "text", Value: envelope.Text{S: odd, Tokens: 3}}, {Key: "mentions", Value: []envelope.Object{{{Key: "name", Value: "Globex"}}}},
+			{Key: "ids", Value: []int64{1, 2}}, {Key: "none", Value: nil}, {Key: "tiny", Value: 1e-7}},
+		{},
+		nil,
+	}
+	cases := map[string]*envelope.Envelope{
+		"empty": {},
+		"plain": {
+			Metadata:         envelope.Metadata{Operation: "semantic_search", Version: envelope.Version, Timestamp: "2026-11-27T12:00:00Z", RequestID: "req_1", Status: envelope.StatusSuccess},
+			Results:          []envelope.Object{},
+			ExecutionContext: envelope.ExecutionContext{TokensEstimated: 310, TokensUsed: 298, ExecutionTimeMS: 0.1, RequestID: "req_1"},
+			Warnings:         []envelope.Warning{},
+		},
+		"full": {
+			Metadata: envelope.Metadata{Operation: odd, Version: envelope.Version, Timestamp: "t", RequestID: odd, Status: envelope.StatusPartial,
+				Message: &msg, VisualHints: &vh},
+			Results:    results,
+			Pagination: &envelope.Pagination{Cursor: &cur, PageSize: 10, HasMore: true, TotalAvailable: 42, ReturnedCount: 10},
+			ExecutionContext: envelope.ExecutionContext{TokensEstimated: 1, TokensUsed: 2, CacheHit: true, ExecutionTimeMS: 12, RequestID: "r",
+				TokenBreakdown: &envelope.TokenBreakdown{Results: 1, Metadata: 2, Pagination: 3, Warnings: 4}, DatabaseTimeMS: 0.4, FormattingTimeMS: 1e21},
+			Warnings:      []envelope.Warning{{Level: envelope.LevelWarning, Code: "X", Message: odd, Suggestion: &msg}, {Level: envelope.LevelInfo, Code: "Y"}},
+			QueryAnalysis: &envelope.QueryAnalysis{UnmatchedTerms: []string{"foo", odd}, Vendors: []string{"Globex"}},
+		},
+		"default hints, no cursor": {
+			Metadata:         envelope.Metadata{VisualHints: &envelope.HintDefaults},
+			Pagination:       &envelope.Pagination{PageSize: 10},
+			ExecutionContext: envelope.ExecutionContext{ExecutionTimeMS: -0.5, DatabaseTimeMS: 3e-9},
+			QueryAnalysis:    &envelope.QueryAnalysis{},
+		},
+		"vendors only": {QueryAnalysis: &envelope.QueryAnalysis{Vendors: []string{"a"}, UnmatchedTerms: []string{}}},
+		"error":        {Error: &envelope.Error{Code: "E", Message: odd, Details: map[string]any{"b": 1, "a": []string{"x"}}}},
+		"needs input":  {NeedsInput: &envelope.NeedsInput{Kind: envelope.NeedsInputKind, Options: []envelope.Option{{Label: "l"}}}},
+	}
+	for name, env := range cases {
+		t.Run(name, func(t *testing.T) {
+			b, err := envelope.Marshal(env)
+			require.NoError(t, err)
+			require.Equal(t, stdEncode(t, env), string(b))
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -109,6 +110,144 @@ type Text struct {
 
 // MarshalJSON encodes the text as a JSON string.
 func (t Text) MarshalJSON() ([]byte, error) { return appendString(nil, t.S), nil }
+
+// appendEnvelope writes env as encoding/json writes it (members in struct
+// order, omitempty as tagged, HTML escaping off), without reflection and
+// without re-reading each result's encoding: every answer is encoded at
+// least once (issue 32). It declines (false) an envelope with an error or
+// needs_input, rare and wider, or with a float encoding/json refuses, and
+// leaves those to encoding/json; TestMarshalMatchesEncodingJSON holds the
+// two to the same bytes.
+func appendEnvelope(buf []byte, env *Envelope) ([]byte, bool) {
+	if env == nil || env.Error != nil || env.NeedsInput != nil {
+		return nil, false
+	}
+	ec := &env.ExecutionContext
+	if !finite(ec.ExecutionTimeMS) || !finite(ec.DatabaseTimeMS) || !finite(ec.FormattingTimeMS) {
+		return nil, false
+	}
+	if buf == nil {
+		buf = make([]byte, 0, 1024+512*len(env.Results))
+	}
+	m := &env.Metadata
+	buf = append(buf, `{"_metadata":{"operation":`...)
+	buf = appendString(buf, m.Operation)
+	buf = append(buf, `,"version":`...)
+	buf = appendString(buf, m.Version)
+	buf = append(buf, `,"timestamp":`...)
+	buf = appendString(buf, m.Timestamp)
+	buf = append(buf, `,"request_id":`...)
+	buf = appendString(buf, m.RequestID)
+	buf = append(buf, `,"status":`...)
+	buf = appendString(buf, string(m.Status))
+	if m.Message != nil {
+		buf = append(buf, `,"message":`...)
+		buf = appendString(buf, *m.Message)
+	}
+	if m.VisualHints != nil {
+		buf = append(buf, `,"visual_hints":`...)
+		o := m.VisualHints.Compact()
+		var err error
+		if buf, err = appendObject(buf, o); err != nil {
+			return nil, false
+		}
+	}
+	buf = append(buf, `},"results":`...)
+	if env.Results == nil {
+		buf = append(buf, "null"...)
+	} else {
+		var err error
+		if buf, err = appendValue(buf, env.Results); err != nil {
+			return nil, false
+		}
+	}
+	buf = append(buf, `,"pagination":`...)
+	if p := env.Pagination; p == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, `{"cursor":`...)
+		buf, _ = appendValue(buf, p.Cursor)
+		buf = append(buf, `,"page_size":`...)
+		buf = strconv.AppendInt(buf, int64(p.PageSize), 10)
+		buf = append(buf, `,"has_more":`...)
+		buf = strconv.AppendBool(buf, p.HasMore)
+		buf = append(buf, `,"total_available":`...)
+		buf = strconv.AppendInt(buf, int64(p.TotalAvailable), 10)
+		buf = append(buf, `,"returned_count":`...)
+		buf = strconv.AppendInt(buf, int64(p.ReturnedCount), 10)
+		buf = append(buf, '}')
+	}
+	buf = append(buf, `,"execution_context":{"tokens_estimated":`...)
+	buf = strconv.AppendInt(buf, int64(ec.TokensEstimated), 10)
+	buf = append(buf, `,"tokens_used":`...)
+	buf = strconv.AppendInt(buf, int64(ec.TokensUsed), 10)
+	buf = append(buf, `,"cache_hit":`...)
+	buf = strconv.AppendBool(buf, ec.CacheHit)
+	buf = append(buf, `,"execution_time_ms":`...)
+	buf = AppendFloat(buf, ec.ExecutionTimeMS)
+	buf = append(buf, `,"request_id":`...)
+	buf = appendString(buf, ec.RequestID)
+	if b := ec.TokenBreakdown; b != nil {
+		buf = append(buf, `,"token_breakdown":{"results":`...)
+		buf = strconv.AppendInt(buf, int64(b.Results), 10)
+		buf = append(buf, `,"metadata":`...)
+		buf = strconv.AppendInt(buf, int64(b.Metadata), 10)
+		buf = append(buf, `,"pagination":`...)
+		buf = strconv.AppendInt(buf, int64(b.Pagination), 10)
+		buf = append(buf, `,"warnings":`...)
+		buf = strconv.AppendInt(buf, int64(b.Warnings), 10)
+		buf = append(buf, '}')
+	}
+	if ec.DatabaseTimeMS != 0 {
+		buf = append(buf, `,"database_time_ms":`...)
+		buf = AppendFloat(buf, ec.DatabaseTimeMS)
+	}
+	if ec.FormattingTimeMS != 0 {
+		buf = append(buf, `,"formatting_time_ms":`...)
+		buf = AppendFloat(buf, ec.FormattingTimeMS)
+	}
+	buf = append(buf, `},"warnings":`...)
+	if env.Warnings == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for i, w := range env.Warnings {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, `{"level":`...)
+			buf = appendString(buf, string(w.Level))
+			buf = append(buf, `,"code":`...)
+			buf = appendString(buf, w.Code)
+			buf = append(buf, `,"message":`...)
+			buf = appendString(buf, w.Message)
+			buf = append(buf, `,"suggestion":`...)
+			buf, _ = appendValue(buf, w.Suggestion)
+			buf = append(buf, '}')
+		}
+		buf = append(buf, ']')
+	}
+	if qa := env.QueryAnalysis; qa != nil {
+		buf = append(buf, `,"query_analysis":{`...)
+		sep := false
+		if len(qa.UnmatchedTerms) > 0 {
+			buf = append(buf, `"unmatched_terms":`...)
+			buf, _ = appendValue(buf, qa.UnmatchedTerms)
+			sep = true
+		}
+		if len(qa.Vendors) > 0 {
+			if sep {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, `"vendors":`...)
+			buf, _ = appendValue(buf, qa.Vendors)
+		}
+		buf = append(buf, '}')
+	}
+	return append(buf, '}'), true
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 func appendObject(buf []byte, o Object) ([]byte, error) {
 	buf = append(buf, '{')
