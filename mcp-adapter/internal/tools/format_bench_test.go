@@ -34,7 +34,7 @@ func BenchmarkFormatSearchPage(b *testing.B) {
 	}
 	page := &searchv1.SearchResponse{Results: hits, TotalAvailable: 64, QueryTerms: []string{"incident", "severity"}}
 	for _, mode := range []projection.Mode{projection.Metadata, projection.Full} {
-		for _, f := range []render.Format{render.JSON, render.Both} {
+		for _, f := range []render.Format{render.Markdown, render.JSON, render.Both} {
 			b.Run(string(mode)+"/"+string(f), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0011223344556677", Started: time.Now(), Format: f}
