@@ -51,6 +51,27 @@ func (w *estimateWriter) known(sec section, s string, n int) {
 
 func (w *estimateWriter) exact(sec section, s string) { w.sinks[sec].Known(tokens.Count(s)) }
 
+// draftWriter writes the text and prices it in the same walk.
+type draftWriter struct {
+	textWriter
+	estimateWriter
+}
+
+func (w *draftWriter) text(sec section, s string) {
+	w.textWriter.text(sec, s)
+	w.estimateWriter.text(sec, s)
+}
+
+func (w *draftWriter) known(sec section, s string, n int) {
+	w.textWriter.known(sec, s, n)
+	w.estimateWriter.known(sec, s, n)
+}
+
+func (w *draftWriter) exact(sec section, s string) {
+	w.textWriter.exact(sec, s)
+	w.estimateWriter.exact(sec, s)
+}
+
 func (w *estimateWriter) breakdown() envelope.TokenBreakdown {
 	return envelope.TokenBreakdown{
 		Metadata:   w.sinks[secMeta].Total(),
@@ -64,13 +85,22 @@ func (w *estimateWriter) breakdown() envelope.TokenBreakdown {
 func MarkdownText(env *envelope.Envelope, view View) string {
 	var w textWriter
 	writeMarkdown(&w, env, view)
-	return strings.TrimRight(w.b.String(), "\n") + "\n"
+	return w.markdown()
 }
+
+func (w *textWriter) markdown() string { return strings.TrimRight(w.b.String(), "\n") + "\n" }
 
 func estimateMarkdown(env *envelope.Envelope, view View) envelope.TokenBreakdown {
 	var w estimateWriter
 	writeMarkdown(&w, env, view)
 	return w.breakdown()
+}
+
+// draftMarkdown is estimateMarkdown and MarkdownText in one walk.
+func draftMarkdown(env *envelope.Envelope, view View) (envelope.TokenBreakdown, Draft) {
+	var w draftWriter
+	writeMarkdown(&w, env, view)
+	return w.breakdown(), Draft{md: w.markdown(), ok: true}
 }
 
 func writeMarkdown(w writer, env *envelope.Envelope, view View) {

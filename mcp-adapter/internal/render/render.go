@@ -154,9 +154,33 @@ func linkTokens(links []Link) int {
 // Estimate estimates, part by part, the tokens the blocks of format f will
 // use, without producing them.
 func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdown {
+	b, _ := estimate(env, view, f, false)
+	return b
+}
+
+// Draft is the markdown an estimate's walk wrote, for RenderDraft of the
+// same envelope: the walk that prices the markdown can write it too, so
+// an answer is walked once, not twice (issue 32).
+type Draft struct {
+	md string
+	ok bool
+}
+
+// EstimateDraft is Estimate that also keeps the markdown, for a RenderDraft
+// of env unchanged since.
+func EstimateDraft(env *envelope.Envelope, view View, f Format) (envelope.TokenBreakdown, Draft) {
+	return estimate(env, view, f, true)
+}
+
+func estimate(env *envelope.Envelope, view View, f Format, draft bool) (envelope.TokenBreakdown, Draft) {
 	var b envelope.TokenBreakdown
+	var d Draft
 	if f == Markdown || f == Both {
-		b = estimateMarkdown(env, view)
+		if draft {
+			b, d = draftMarkdown(env, view)
+		} else {
+			b = estimateMarkdown(env, view)
+		}
 	}
 	if f == JSON || f == Both {
 		j := envelope.EstimateJSON(env)
@@ -167,7 +191,7 @@ func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdo
 	}
 	// The links are short and few: counted, not estimated.
 	b.Results += linkTokens(Links(env, view))
-	return b
+	return b, d
 }
 
 // Render produces the blocks of format f and sets
@@ -175,12 +199,21 @@ func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdo
 // block that count describes the block itself: the count is solved so the
 // number written is the number of tokens of the text that contains it.
 func Render(env *envelope.Envelope, view View, f Format) (*Output, error) {
+	return RenderDraft(env, view, f, Draft{})
+}
+
+// RenderDraft is Render using the markdown of d (EstimateDraft of env
+// unchanged since) when it has one.
+func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output, error) {
 	out := &Output{Links: Links(env, view)}
 	// mdTokens counts everything but the JSON block: the markdown and the
 	// links.
 	mdTokens := linkTokens(out.Links)
 	if f == Markdown || f == Both {
-		md := MarkdownText(env, view)
+		md := d.md
+		if !d.ok {
+			md = MarkdownText(env, view)
+		}
 		out.Blocks = append(out.Blocks, md)
 		mdTokens += tokens.Count(md)
 	}

@@ -182,3 +182,27 @@ func TestResourceLinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, out.Links)
 }
+
+// TestDraftIsEstimateAndRender: the one walk of EstimateDraft gives the
+// estimate of Estimate, and RenderDraft from it the answer of Render.
+func TestDraftIsEstimateAndRender(t *testing.T) {
+	view := render.View{Title: "Results", Mode: "metadata", ChunkLinks: 3}
+	for _, n := range []int{0, 1, 10} {
+		for _, text := range []bool{false, true} {
+			for _, f := range render.Formats {
+				t.Run(fmt.Sprintf("%d/%v/%s", n, text, f), func(t *testing.T) {
+					env := searchEnvelope(n, text)
+					env.ExecutionContext.CacheHit = n == 1
+					want := render.Estimate(env, view, f)
+					got, d := render.EstimateDraft(env, view, f)
+					require.Equal(t, want, got)
+					wantOut, err := render.Render(env, view, f)
+					require.NoError(t, err)
+					gotOut, err := render.RenderDraft(env, view, f, d)
+					require.NoError(t, err)
+					require.Equal(t, wantOut, gotOut)
+				})
+			}
+		}
+	}
+}

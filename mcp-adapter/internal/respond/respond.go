@@ -100,11 +100,13 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 	// answer with nothing left to trim over the budget: it goes without.
 	warnable := true
 	for attempt := 0; ; attempt++ {
-		r.fill(call, env)
+		// d is the markdown of the last fill, which render uses: env must
+		// not change between the two.
+		d := r.fill(call, env, true)
 		// Once the smallest answer was measured to fit, estimates no longer
 		// decide: only a real count over the limit does (below).
 		if units > 0 && k > 0 && !measuredMin && env.ExecutionContext.TokensEstimated > target {
-			k = r.maxFit(call, env, keep, k, target)
+			k, d = r.maxFit(call, env, keep, k, target)
 		}
 		if units > 0 && k < content.MinUnits() {
 			// Estimates run a little high as often as low: the smallest
@@ -115,10 +117,10 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 			measuredMin = true
 			k = content.MinUnits()
 			keep(k)
-			r.fill(call, env)
+			d = r.fill(call, env, true)
 		}
 		var err error
-		out, err = r.render(call, env)
+		out, err = r.render(call, env, d)
 		if err != nil {
 			return r.Failure(call, apierr.NewServiceUnavailable("mcp-adapter", "the answer could not be encoded", true))
 		}
@@ -164,13 +166,14 @@ func (r *Responder) Success(call *Call, env *envelope.Envelope, content Content)
 }
 
 // maxFit finds, by bisection on estimates, the largest k <= hi whose
-// envelope fits target. env is left built (by keep) for that k.
-func (r *Responder) maxFit(call *Call, env *envelope.Envelope, keep func(int), hi, target int) int {
+// envelope fits target. env is left built (by keep) for that k, and filled:
+// the draft is its markdown.
+func (r *Responder) maxFit(call *Call, env *envelope.Envelope, keep func(int), hi, target int) (int, render.Draft) {
 	lo := 0 // lo always fits or is the floor
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		keep(mid)
-		r.fill(call, env)
+		r.fill(call, env, false)
 		if env.ExecutionContext.TokensEstimated <= target {
 			lo = mid
 		} else {
@@ -178,8 +181,7 @@ func (r *Responder) maxFit(call *Call, env *envelope.Envelope, keep func(int), h
 		}
 	}
 	keep(lo)
-	r.fill(call, env)
-	return lo
+	return lo, r.fill(call, env, true)
 }
 
 // exceeded answers TOKEN_LIMIT_EXCEEDED with the measured size of the
@@ -187,9 +189,9 @@ func (r *Responder) maxFit(call *Call, env *envelope.Envelope, keep func(int), h
 func (r *Responder) exceeded(call *Call, env *envelope.Envelope, content Content) *mcp.CallToolResult {
 	limit := r.Thresholds.MaxTokens
 	content.Keep(env, content.MinUnits())
-	r.fill(call, env)
+	d := r.fill(call, env, true)
 	needed := env.ExecutionContext.TokensEstimated
-	if out, err := r.render(call, env); err == nil {
+	if out, err := r.render(call, env, d); err == nil {
 		needed = out.TokensUsed
 	}
 	suggestion := content.Exceeded(needed, limit)
@@ -238,8 +240,8 @@ func (r *Responder) FitOffer(call *Call, n int, offer Offer, extra ...envelope.W
 		e, ni, warns := build(k)
 		env := r.failureEnvelope(call, e)
 		env.NeedsInput, env.Warnings = ni, append(env.Warnings, warns...)
-		r.fill(call, env)
-		out, err := r.render(call, env)
+		d := r.fill(call, env, true)
+		out, err := r.render(call, env, d)
 		return err == nil && out.TokensUsed <= r.Thresholds.MaxTokens
 	}
 	if fits(n) {
@@ -272,8 +274,8 @@ func (r *Responder) failureEnvelope(call *Call, e *apierr.Error) *envelope.Envel
 }
 
 func (r *Responder) finishError(call *Call, env *envelope.Envelope) *mcp.CallToolResult {
-	r.fill(call, env)
-	out, err := r.render(call, env)
+	d := r.fill(call, env, true)
+	out, err := r.render(call, env, d)
 	if err != nil {
 		// An error envelope holds only strings and numbers; encoding it
 		// cannot fail. Keep a plain answer as the last resort.
@@ -283,7 +285,9 @@ func (r *Responder) finishError(call *Call, env *envelope.Envelope) *mcp.CallToo
 }
 
 // fill sets the execution context from the call and the current estimate.
-func (r *Responder) fill(call *Call, env *envelope.Envelope) {
+// With draft, the walk that estimated the markdown also writes it, for the
+// render of env unchanged since; without, it only estimates.
+func (r *Responder) fill(call *Call, env *envelope.Envelope, draft bool) render.Draft {
 	if env.Warnings == nil {
 		env.Warnings = []envelope.Warning{}
 	}
@@ -304,14 +308,23 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope) {
 	if budget {
 		ec.TokenBreakdown = &envelope.TokenBreakdown{} // priced by the estimate
 	}
-	b := render.Estimate(env, call.View, call.Format)
+	var b envelope.TokenBreakdown
+	var d render.Draft
+	if draft {
+		b, d = render.EstimateDraft(env, call.View, call.Format)
+	} else {
+		b = render.Estimate(env, call.View, call.Format)
+	}
 	if budget {
 		ec.TokenBreakdown = &b
 	}
 	ec.TokensEstimated = b.Total()
+	return d
 }
 
-func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, error) {
+// render renders env; d is the draft of the fill right before, env
+// unchanged since.
+func (r *Responder) render(call *Call, env *envelope.Envelope, d render.Draft) (*render.Output, error) {
 	call.Final = env
 	now := time.Now()
 	ec := &env.ExecutionContext
@@ -325,7 +338,7 @@ func (r *Responder) render(call *Call, env *envelope.Envelope) (*render.Output, 
 	if f := ms(now.Sub(formatStart)); f >= slowFormattingMS {
 		ec.FormattingTimeMS = fewerDigits(f)
 	}
-	return render.Render(env, call.View, call.Format)
+	return render.RenderDraft(env, call.View, call.Format, d)
 }
 
 // slowFormattingMS is the formatting time from which execution_context
