@@ -164,6 +164,9 @@ func Estimate(env *envelope.Envelope, view View, f Format) envelope.TokenBreakdo
 type Draft struct {
 	md string
 	ok bool
+	// links and their token count, which every format counts.
+	links      []Link
+	linkTokens int
 }
 
 // EstimateDraft is Estimate that also keeps the markdown, for a RenderDraft
@@ -190,7 +193,12 @@ func estimate(env *envelope.Envelope, view View, f Format, draft bool) (envelope
 		b.Warnings += j.Warnings
 	}
 	// The links are short and few: counted, not estimated.
-	b.Results += linkTokens(Links(env, view))
+	links := Links(env, view)
+	n := linkTokens(links)
+	b.Results += n
+	if draft {
+		d.links, d.linkTokens = links, n
+	}
 	return b, d
 }
 
@@ -205,10 +213,14 @@ func Render(env *envelope.Envelope, view View, f Format) (*Output, error) {
 // RenderDraft is Render using the markdown of d (EstimateDraft of env
 // unchanged since) when it has one.
 func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output, error) {
-	out := &Output{Links: Links(env, view)}
+	out := &Output{Links: d.links}
 	// mdTokens counts everything but the JSON block: the markdown and the
 	// links.
-	mdTokens := linkTokens(out.Links)
+	mdTokens := d.linkTokens
+	if d.links == nil {
+		out.Links = Links(env, view)
+		mdTokens = linkTokens(out.Links)
+	}
 	if f == Markdown || f == Both {
 		md := d.md
 		if !d.ok {
