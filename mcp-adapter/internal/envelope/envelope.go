@@ -285,17 +285,6 @@ func Timestamp(t time.Time) string { return t.UTC().Format(TimestampLayout) }
 // Marshal encodes v compactly without HTML escaping (so "<", ">" and "&"
 // stay as they are, which costs fewer tokens and reads better).
 func Marshal(v any) ([]byte, error) {
-	if env, ok := v.(*Envelope); ok {
-		if b, ok := appendEnvelope(nil, env); ok {
-			return b, nil
-		}
-	}
-	return marshalStd(v)
-}
-
-// marshalStd is Marshal through encoding/json, which every value but a
-// plain answer's envelope takes.
-func marshalStd(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
