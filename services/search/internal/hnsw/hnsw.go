@@ -6,7 +6,7 @@
 // no database walk (engine's vector mirror).
 //
 // The graph is built with exact float32 distances. A search walks it
-// comparing int8 codes (dot_amd64.s: SSE4.1), which take a quarter of the
+// comparing int8 codes (dot_amd64.s: AVX2 or SSE4.1), which take a quarter of the
 // memory a walk has to fetch, then scores its candidates exactly.
 //
 // One goroutine adds at a time (Add and Delete take the write lock);
