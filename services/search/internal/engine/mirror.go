@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/bmcis/knowledge/services/search/internal/hnsw"
 	"github.com/bmcis/knowledge/services/search/internal/store"
-	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
 
 // vectorMirror holds every stored vector of the active model in an HNSW
@@ -366,7 +364,9 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 		e.mirror.kick(len(vec))
 		return nil, 0, false, nil
 	}
-	queued, version, dbTime, err := e.queuedNear(ctx, vs, vec, model)
+	t0 := time.Now()
+	queued, version, err := e.st.QueuedSearch(ctx, store.VectorQuery{Vector: vec, K: vs.k, Model: model})
+	dbTime = time.Since(t0)
 	if err != nil {
 		return nil, dbTime, false, err
 	}
@@ -383,84 +383,6 @@ func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32,
 		hits = append(hits, store.VectorHit{ChunkID: h.ID, Cosine: h.Cosine, Vector: h.Vector})
 	}
 	return store.TopHits(append(hits, queued...), vs.k), dbTime, true, nil
-}
-
-// mirrorMayAnswer says whether the mirror may answer vs at all: it holds
-// every stored vector, so only unrestricted queries without a category
-// filter.
-func (e *Engine) mirrorMayAnswer(vs vectorSide) bool {
-	return e.mirror != nil && vs.scope.access == nil && len(vs.scope.cats) == 0
-}
-
-// queuedRead is the mirror's round trip for the queued vectors and the
-// snapshot's version, started with the query's own vector while the
-// keyword side runs, so that it overlaps BM25 instead of following the
-// feedback that needs BM25's hits.
-type queuedRead struct {
-	done    chan struct{}
-	vec     []float32
-	hits    []store.VectorHit
-	version int64
-	dbTime  time.Duration
-	err     error
-	cancel  context.CancelFunc
-}
-
-// startQueuedRead starts the read when the mirror could use it; nil when
-// the mirror is not built or known to be behind. The caller cancels it.
-func (e *Engine) startQueuedRead(ctx context.Context, vec []float32, k int, model int64) *queuedRead {
-	if view := e.mirror.usable(model); view == nil || e.mirror.seen.Load() > view.version {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.DBTimeout)
-	r := &queuedRead{done: make(chan struct{}), vec: vec, cancel: cancel}
-	go func() {
-		defer close(r.done)
-		t0 := time.Now()
-		r.hits, r.version, r.err = e.st.QueuedSearch(ctx, store.VectorQuery{Vector: vec, K: k, Model: model})
-		r.dbTime = time.Since(t0)
-	}()
-	return r
-}
-
-// queuedNear returns the k queued vectors nearest vec and the snapshot's
-// vectors version. The early read serves when it was made for vec itself,
-// or when it came back with fewer than k rows: then it holds the whole
-// queue, re-scored here against vec (the feedback vector). Otherwise the
-// queue is asked again.
-func (e *Engine) queuedNear(ctx context.Context, vs vectorSide, vec []float32, model int64) ([]store.VectorHit, int64, time.Duration, error) {
-	if r := vs.queued; r != nil {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return nil, 0, 0, ctx.Err()
-		}
-		if r.err != nil {
-			return nil, 0, r.dbTime, r.err
-		}
-		if same := len(vec) > 0 && len(r.vec) > 0 && &vec[0] == &r.vec[0]; same || len(r.hits) < vs.k {
-			hits := r.hits
-			if !same {
-				hits = make([]store.VectorHit, len(r.hits))
-				for i, h := range r.hits {
-					hits[i] = store.VectorHit{ChunkID: h.ChunkID, Cosine: cosine(vec, h.Vector), Vector: h.Vector}
-				}
-				hits = store.TopHits(hits, vs.k)
-			}
-			return hits, r.version, r.dbTime, nil
-		}
-	}
-	t0 := time.Now()
-	hits, version, err := e.st.QueuedSearch(ctx, store.VectorQuery{Vector: vec, K: vs.k, Model: model})
-	return hits, version, time.Since(t0), err
-}
-
-func cosine(a, b []float32) float64 {
-	n := float64(vecmath.Dot(a, a)) * float64(vecmath.Dot(b, b))
-	if n == 0 {
-		return 0
-	}
-	return float64(vecmath.Dot(a, b)) / math.Sqrt(n)
 }
 
 // mirroredVectors returns the vectors of ids the mirror holds for model,

@@ -231,7 +231,6 @@ type vectorSide struct {
 	feedbackWeight float64
 	cur            *embedding.Active // the model when ranking began
 	fb             func() feedbackHits
-	queued         *queuedRead // the mirror's early round trip, when started
 }
 
 // vectorRetrying runs the vector side; when another replica has switched
@@ -322,11 +321,6 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 		}
 		return out
 	}
-	if vec != nil && !vs.scope.none && e.mirrorMayAnswer(vs) {
-		if vs.queued = e.startQueuedRead(ctx, vec, vs.k, active.Row); vs.queued != nil {
-			defer vs.queued.cancel()
-		}
-	}
 	// The model may have changed since feedback was decided: never embed
 	// feedback texts with a remote provider.
 	if vec != nil && vs.feedback && active.Provider == embedding.ProviderBuiltin {
@@ -356,7 +350,7 @@ func (e *Engine) vectorSearch(ctx context.Context, vs vectorSide) vecOut {
 		search func(context.Context, vectorSide, []float32, int64) ([]store.VectorHit, time.Duration, bool, error)
 	}{
 		{"held", e.classes != nil && vs.scope.pairs != nil, e.classSearch},
-		{"mirror", e.mirrorMayAnswer(vs), e.mirrorSearch},
+		{"mirror", e.mirror != nil && vs.scope.access == nil && len(vs.scope.cats) == 0, e.mirrorSearch},
 	} {
 		if !p.on {
 			continue

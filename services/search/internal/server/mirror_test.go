@@ -78,7 +78,7 @@ func TestVectorMirror(t *testing.T) {
 		return find() && mirrorAnswers() > before
 	}, 30*time.Second, 10*time.Millisecond, "the mirror answers with the queue beside it")
 	// Hybrid answers agree too: the queued vectors are ranked against the
-	// feedback vector the graph is walked with, not the query's own.
+	// feedback vector the graph is walked with.
 	agree("network backup incident region", hybrid)
 	n, err := store.New(pool).MergeQueued(ctx, 1000)
 	require.NoError(t, err)
