@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,6 +129,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout)
 	fmt.Fprintf(stdout, "\n| mode | cache | concurrency | requests | QPS | P50 ms | P95 ms | P99 ms |\n|---|---|---|---|---|---|---|---|\n")
+	var stageLines []string
 	for _, mode := range modeList {
 		for _, cached := range []bool{false, true} {
 			if cached {
@@ -148,7 +151,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					file := fmt.Sprintf("%s/%s-%s-c%d.pprof", *profileDir, searchModeName(mode), label, conc)
 					go func() { prof <- cpuProfile(ctx, *metricsURL, *duration, file) }()
 				}
+				before, stErr := stageSeconds(ctx, *metricsURL)
 				r, err := benchSearch(ctx, c, queries, mode, cats, !cached, conc, *duration)
+				if after, err2 := stageSeconds(ctx, *metricsURL); stErr == nil && err2 == nil && !cached {
+					stageLines = append(stageLines, fmt.Sprintf("%s %s c%d: %s", searchModeName(mode), label, conc, stageMeans(before, after)))
+				}
 				if prof != nil {
 					if perr := <-prof; perr != nil && err == nil {
 						err = perr
@@ -159,6 +166,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				}
 				fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.0f | %.2f | %.2f | %.2f |\n", searchModeName(mode), label, conc, r.n, r.qps, r.p50, r.p95, r.p99)
 			}
+		}
+	}
+	if len(stageLines) > 0 {
+		fmt.Fprintf(stdout, "\nservice stages, mean ms per observation (bmcis_search_stage_seconds):\n")
+		for _, l := range stageLines {
+			fmt.Fprintf(stdout, "  %s\n", l)
 		}
 	}
 	if rss, err := processRSS(ctx, *metricsURL); err == nil {
@@ -370,6 +383,63 @@ func metricValue(ctx context.Context, url, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s not found at %s", name, url)
+}
+
+// stageSeconds reads the search service's per-stage time histogram
+// (bmcis_search_stage_seconds): per stage, the sum of seconds and the
+// count of observations, over every other label.
+func stageSeconds(ctx context.Context, url string) (map[string][2]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string][2]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		kind := -1
+		switch {
+		case strings.HasPrefix(line, "bmcis_search_stage_seconds_sum{"):
+			kind = 0
+		case strings.HasPrefix(line, "bmcis_search_stage_seconds_count{"):
+			kind = 1
+		}
+		_, stage, ok := strings.Cut(line, `stage="`)
+		sp := strings.LastIndexByte(line, ' ')
+		if kind < 0 || !ok || sp < 0 {
+			continue
+		}
+		stage, _, _ = strings.Cut(stage, `"`)
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		cur := out[stage]
+		cur[kind] += v
+		out[stage] = cur
+	}
+	return out, sc.Err()
+}
+
+// stageMeans formats the mean milliseconds per observation of each stage
+// observed between two readings, in name order.
+func stageMeans(before, after map[string][2]float64) string {
+	var parts []string
+	for _, stage := range slices.Sorted(maps.Keys(after)) {
+		sum, n := after[stage][0]-before[stage][0], after[stage][1]-before[stage][1]
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.3f", stage, 1000*sum/n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func loadAvg() string {

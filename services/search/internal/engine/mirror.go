@@ -87,10 +87,6 @@ type mirrorView struct {
 	model, version int64
 }
 
-// mirrorBytesPerVector estimates a held vector's memory beyond its floats:
-// the id, norm, links (up to 32 on layer 0) and maps.
-const mirrorBytesPerVector = 320
-
 // mirrorReadTimeout bounds one catch-up's database read (a full read of
 // 100k vectors moves about 100 MB).
 const mirrorReadTimeout = 2 * time.Minute
@@ -196,7 +192,7 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 		}
 		return nil
 	}
-	maxVectors := int64(m.budget / (4*dims + mirrorBytesPerVector))
+	maxVectors := int64(m.budget / hnsw.NodeBytes(dims))
 	since := m.gen
 	if m.graph == nil {
 		since = 0

@@ -44,18 +44,29 @@ func TestVectorMirror(t *testing.T) {
 	require.Positive(t, stored)
 	require.EqualValues(t, stored, gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors"), "every stored vector")
 
-	for _, mode := range []searchv1.RetrievalMode{vec, searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID} {
-		for _, q := range []string{"network backup incident region", "oauth token session", "kafka schema retention", "firewall threat"} {
-			before := mirrorAnswers()
-			got, want := vector(mirrored, q, mode).Results, vector(plain, q, mode).Results
-			require.Greater(t, mirrorAnswers(), before, "%s %q: answered from the mirror", mode, q)
-			require.Len(t, got, len(want), q)
-			for i := range want {
-				if got[i].Chunk.ChunkId != want[i].Chunk.ChunkId {
-					// Only near-ties may swap (float rounding in Go and pgvector).
-					require.InDelta(t, want[i].SimilarityScore, got[i].SimilarityScore, 1e-5, "%s %q: position %d", mode, q, i)
-				}
+	const hybrid = searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID
+	agree := func(q string, mode searchv1.RetrievalMode) {
+		before := mirrorAnswers()
+		got, want := vector(mirrored, q, mode).Results, vector(plain, q, mode).Results
+		require.Greater(t, mirrorAnswers(), before, "%s %q: answered from the mirror", mode, q)
+		require.Len(t, got, len(want), q)
+		wantScore := map[int64]float64{}
+		for _, r := range want {
+			wantScore[r.Chunk.ChunkId] = r.HybridScore
+		}
+		for i := range want {
+			// Only near-ties may swap (float rounding in Go and pgvector).
+			if got[i].Chunk.ChunkId != want[i].Chunk.ChunkId {
+				require.InDelta(t, want[i].SimilarityScore, got[i].SimilarityScore, 1e-5, "%s %q: position %d", mode, q, i)
 			}
+			if w, ok := wantScore[got[i].Chunk.ChunkId]; ok {
+				require.InDelta(t, w, got[i].HybridScore, 1e-5, "%s %q: chunk %d", mode, q, got[i].Chunk.ChunkId)
+			}
+		}
+	}
+	for _, mode := range []searchv1.RetrievalMode{vec, hybrid} {
+		for _, q := range []string{"network backup incident region", "oauth token session", "kafka schema retention", "firewall threat"} {
+			agree(q, mode)
 		}
 	}
 	require.Zero(t, counter(t, plain.reg, "bmcis_search_vector_path_total", "path", "mirror"), "off at 0 MB")
@@ -68,6 +79,13 @@ func TestVectorMirror(t *testing.T) {
 		return slices.Contains(docIDs(vector(mirrored, "network backup incident region", vec)), "late/zebra.md")
 	}
 	require.Eventually(t, find, 30*time.Second, 10*time.Millisecond, "found once the replica loads the document")
+	require.Eventually(t, func() bool {
+		before := mirrorAnswers()
+		return find() && mirrorAnswers() > before
+	}, 30*time.Second, 10*time.Millisecond, "the mirror answers with the queue beside it")
+	// Hybrid answers agree too: the queued vectors are ranked against the
+	// feedback vector the graph is walked with.
+	agree("network backup incident region", hybrid)
 	n, err := store.New(pool).MergeQueued(ctx, 1000)
 	require.NoError(t, err)
 	require.Positive(t, n)

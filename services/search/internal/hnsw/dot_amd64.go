@@ -1,0 +1,26 @@
+package hnsw
+
+import "golang.org/x/sys/cpu"
+
+//go:noescape
+func dotInt8SSE41(a, b *int8, n int) int32
+
+//go:noescape
+func dotInt8AVX2(a, b *int8, n int) int32
+
+var haveSSE41, haveAVX2 = cpu.X86.HasSSE41, cpu.X86.HasAVX2
+
+// dotInt8 is the dot product of two codes of one length: AVX2 or SSE4.1
+// over the multiple of 32 or 16, Go over the rest.
+func dotInt8(a, b []int8) int32 {
+	b = b[:len(a)]
+	switch {
+	case haveAVX2 && len(a) >= 32:
+		n := len(a) &^ 31
+		return dotInt8AVX2(&a[0], &b[0], n) + dotInt8Go(a[n:], b[n:])
+	case haveSSE41 && len(a) >= 16:
+		n := len(a) &^ 15
+		return dotInt8SSE41(&a[0], &b[0], n) + dotInt8Go(a[n:], b[n:])
+	}
+	return dotInt8Go(a, b)
+}

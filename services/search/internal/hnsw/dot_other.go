@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package hnsw
+
+// No kernels here: the flags exist so tests can name them on every
+// architecture.
+var haveSSE41, haveAVX2 = false, false
+
+func dotInt8(a, b []int8) int32 { return dotInt8Go(a, b) }
