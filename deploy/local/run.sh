@@ -150,8 +150,8 @@ for entry in "${SERVICES[@]}"; do
 done
 [ -x bin/mcp-adapter ] && printf '  %-12s http://127.0.0.1:8090/mcp (streamable HTTP; key in X-API-Key)   log %s\n' mcp-adapter "$LOGS/mcp-adapter.log"
 [ -x bin/gateway ] && printf '  %-12s http://127.0.0.1:8080/ (dashboard; REST under /v1, OpenAPI at /openapi.json)   log %s\n' gateway "$LOGS/gateway.log"
-printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (superuser password in .data/pg-password; each service its own role, .data/pg-SERVICE-password)" redis "127.0.0.1:$REDIS_PORT (password in .data/redis-password)" \
-  bmcisctl "reads the addresses and operator credentials from .data/bmcisctl.json"
+printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (superuser password in $DATA/pg-password; each service its own role, $DATA/pg-SERVICE-password)" redis "127.0.0.1:$REDIS_PORT (password in $DATA/redis-password)" \
+  bmcisctl "reads the addresses and operator credentials from $DATA/bmcisctl.json"
 echo
 echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"
 [ -x deploy/local/desktop-config.sh ] && deploy/local/desktop-config.sh
