@@ -364,47 +364,28 @@ func awaitMirror(ctx context.Context, url string, chunks int64, stdout io.Writer
 
 // metricValue reads an unlabelled sample from a /metrics page.
 func metricValue(ctx context.Context, url, name string) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+	var v float64
+	found := false
+	err := scrapeMetrics(ctx, url, func(line string) error {
+		if s, ok := strings.CutPrefix(line, name+" "); ok && !found {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			v, found = f, err == nil
+			return err
 		}
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%s not found at %s", name, url)
 	}
-	return 0, fmt.Errorf("%s not found at %s", name, url)
+	return v, err
 }
 
 // stageSeconds reads the search service's per-stage time histogram
 // (bmcis_search_stage_seconds): per stage, the sum of seconds and the
 // count of observations, over every other label.
 func stageSeconds(ctx context.Context, url string) (map[string][2]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	out := map[string][2]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	err := scrapeMetrics(ctx, url, func(line string) error {
 		kind := -1
 		switch {
 		case strings.HasPrefix(line, "bmcis_search_stage_seconds_sum{"):
@@ -415,18 +396,45 @@ func stageSeconds(ctx context.Context, url string) (map[string][2]float64, error
 		_, stage, ok := strings.Cut(line, `stage="`)
 		sp := strings.LastIndexByte(line, ' ')
 		if kind < 0 || !ok || sp < 0 {
-			continue
+			return nil
 		}
 		stage, _, _ = strings.Cut(stage, `"`)
 		v, err := strconv.ParseFloat(line[sp+1:], 64)
 		if err != nil {
-			return nil, fmt.Errorf("metric line %q: %w", line, err)
+			return fmt.Errorf("metric line %q: %w", line, err)
 		}
 		cur := out[stage]
 		cur[kind] += v
 		out[stage] = cur
+		return nil
+	})
+	return out, err
+}
+
+// scrapeMetrics reads a /metrics page, line by line, within 5 s.
+func scrapeMetrics(ctx context.Context, url string, each func(line string) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
 	}
-	return out, sc.Err()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if err := each(sc.Text()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // stageMeans formats the mean milliseconds per observation of each stage

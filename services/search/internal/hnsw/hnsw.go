@@ -193,10 +193,11 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	if g.entry < 0 || k <= 0 {
 		return nil
 	}
-	if !finite(dot(q, q)) {
+	nn := dot(q, q)
+	if !finite(nn) {
 		return nil // a NaN or infinite component: no distance means anything
 	}
-	exact := query{v: q, inv: invNorm(q)}
+	exact := query{v: q, inv: invOf(nn)}
 	// The walk compares int8 codes: a quarter of the bytes a float32
 	// vector takes, and a walk's cost is mostly fetching vectors from
 	// memory. The list it ends with is then scored exactly and re-sorted.
@@ -414,12 +415,15 @@ func dot(a, b []float32) float32 { return vecmath.Dot(a, b) }
 
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
 
-func invNorm(v []float32) float32 {
-	n := math.Sqrt(float64(dot(v, v)))
-	if n == 0 {
+func invNorm(v []float32) float32 { return invOf(dot(v, v)) }
+
+// invOf is 1/sqrt(nn), 0 for a zero vector; nn is a vector's dot with
+// itself.
+func invOf(nn float32) float32 {
+	if nn == 0 {
 		return 0
 	}
-	return float32(1 / n)
+	return float32(1 / math.Sqrt(float64(nn)))
 }
 
 func (g *Graph) visited() *visited {
