@@ -36,7 +36,6 @@ func TestCacheHitIsTheCallersOwn(t *testing.T) {
 	as(bob)
 	a := h.call(tools.ToolSemanticSearch, search)
 	require.False(t, hit(a), "alice's search is not a hit for bob")
-	require.Positive(t, a.execution()["database_time_ms"], "bob's list was ranked for him")
 	require.True(t, hit(h.call(tools.ToolSemanticSearch, search)), "bob's own repeat is a hit")
 	as(alice)
 	require.True(t, hit(h.call(tools.ToolSemanticSearch, search)), "and alice's")

@@ -70,6 +70,11 @@ type Config struct {
 	// VectorMirrorBytes bounds the in-memory HNSW graph of every stored
 	// vector (vectorMirror; 0: none, every query walks pgvector's index).
 	VectorMirrorBytes int
+	// FeedLive reports whether the change feed's listener is connected
+	// (nil: always). The vector mirror answers only then: it is as fresh as
+	// the feed tells the engine, and a feed that cannot hear notifications
+	// tells it late.
+	FeedLive func() bool
 	// Log receives the mirror's background reports (nil: slog.Default).
 	Log *slog.Logger
 	// DBTimeout bounds each database call of a search.
@@ -206,13 +211,15 @@ func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool
 }
 
 // Invalidate drops every cached list; the replica calls it whenever
-// anything a ranking depends on changed (documents, vectors, the model).
-func (e *Engine) Invalidate() {
+// anything a ranking depends on changed (documents, vectors, the model),
+// with the vectors generation its change feed read.
+func (e *Engine) Invalidate(vectorsGeneration int64) {
 	e.cache.Invalidate()
 	if e.classes != nil {
 		e.classes.invalidate()
 	}
 	if e.mirror != nil {
+		e.mirror.saw(vectorsGeneration)
 		// Documents deleted or rewritten leave the graph; a new model
 		// starts a new one before its first query.
 		dims := 0

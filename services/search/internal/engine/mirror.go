@@ -13,22 +13,27 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
 
-// vectorMirror holds every stored vector of the active model in an HNSW
-// graph in memory, so an unrestricted query's vector side walks memory
-// instead of pgvector's index (issue 32: the database walk was most of a
-// hybrid query's time). PostgreSQL stays the store of record; the mirror
-// is a cache of it that is used only while it is provably complete:
+// vectorMirror holds every stored vector of the active model, indexed or
+// still queued, in an HNSW graph in memory, so an unrestricted query's
+// vector side walks memory and asks PostgreSQL nothing (issue 32: the
+// database walk, then the round trip for the queue, were most of a hybrid
+// query's time). PostgreSQL stays the store of record; the mirror is a
+// cache of it that is used only while it is complete as of the change
+// feed:
 //
 //   - It is read in one snapshot together with that snapshot's vectors
-//     version (store.vectorsVersion), which moves whenever a vector is
-//     written to chunks.embedding or the queue. Vectors leave only with
-//     their chunks, which every path drops when the replica no longer
-//     holds them.
-//   - A query asks PostgreSQL only for the queued vectors and the version
-//     of its own snapshot (store.QueuedSearch, one small round trip). When
-//     that version is the mirror's, the mirror plus the queue are every
-//     vector the query's snapshot holds; otherwise the query takes the
-//     pgvector path and the mirror catches up in the background.
+//     generation, which moves whenever vectors are queued or applied
+//     (a queue merge moves a vector from one table to the other, and the
+//     mirror holds both). Vectors leave only with their chunks, which every
+//     path drops when the replica no longer holds them.
+//   - The follower tells the engine every vectors generation the feed
+//     brings (Invalidate). A query uses the graph when it is at least that
+//     one and the feed's listener is connected; otherwise it takes the
+//     pgvector path, and the mirror catches up in the background. So a
+//     query sees the vectors committed before the replica's last feed
+//     sync, as BM25 sees the documents: a vector queued by another replica
+//     shows once its LISTEN notification reaches this one, and the replica
+//     that ingests syncs its feed before it answers the ingest.
 //   - Catching up reads only what changed: the chunks of documents written
 //     since the generation read last (the feed's own order, equal to
 //     commit order), and the chunks read before without a vector. A stored
@@ -51,8 +56,8 @@ type vectorMirror struct {
 	view    atomic.Pointer[mirrorView]
 	running atomic.Bool
 	again   atomic.Bool
-	// seen is the newest vectors version a query found: while it is past
-	// the view's, queries go straight to pgvector.
+	// seen is the newest vectors generation the change feed brought:
+	// while it is past the view's, queries go to pgvector.
 	seen atomic.Int64
 	// building is set while a full read and build run.
 	building atomic.Bool
@@ -73,7 +78,7 @@ type vectorMirror struct {
 	chunksOf map[int64][]int64 // document → its chunks
 	retryAt  time.Time
 	tooMany  int64 // vectors counted when the last full read found too many
-	version  int64 // the vectors version read last
+	version  int64 // the vectors generation read last
 }
 
 // MirrorStore is the database side of the mirror (store.Store).
@@ -111,7 +116,7 @@ func (m *vectorMirror) close() {
 	m.rounds.Wait()
 }
 
-// usable returns the graph when it is complete at version for model.
+// usable returns the graph when it holds model's vectors.
 func (m *vectorMirror) usable(model int64) *mirrorView {
 	v := m.view.Load()
 	if v == nil || v.model != model {
@@ -352,37 +357,32 @@ func (m *vectorMirror) apply(rd store.MirrorRead) {
 	}
 }
 
-// mirrorSearch answers an unrestricted vector side from the mirror plus the
-// queued vectors. ok is false when the mirror is not complete at the
-// query's snapshot (it catches up in the background): the caller then
-// asks pgvector.
-func (e *Engine) mirrorSearch(ctx context.Context, vs vectorSide, vec []float32, model int64) (hits []store.VectorHit, dbTime time.Duration, ok bool, err error) {
+// mirrorSearch answers an unrestricted vector side from the mirror. ok is
+// false when the mirror is not complete as of the change feed (it catches
+// up in the background): the caller then asks pgvector.
+func (e *Engine) mirrorSearch(_ context.Context, vs vectorSide, vec []float32, model int64) (hits []store.VectorHit, dbTime time.Duration, ok bool, err error) {
 	view := e.mirror.usable(model)
 	if view == nil || e.mirror.seen.Load() > view.version {
-		// Not built, or behind a version a query already found: the
-		// round trip below would only find it behind again.
 		e.mirror.kick(len(vec))
 		return nil, 0, false, nil
 	}
-	t0 := time.Now()
-	queued, version, err := e.st.QueuedSearch(ctx, store.VectorQuery{Vector: vec, K: vs.k, Model: model})
-	dbTime = time.Since(t0)
-	if err != nil {
-		return nil, dbTime, false, err
-	}
-	if version != view.version {
-		for cur := e.mirror.seen.Load(); version > cur && !e.mirror.seen.CompareAndSwap(cur, version); {
-			cur = e.mirror.seen.Load()
-		}
-		e.mirror.kick(len(vec))
-		return nil, dbTime, false, nil
+	if e.cfg.FeedLive != nil && !e.cfg.FeedLive() {
+		return nil, 0, false, nil
 	}
 	found := view.g.Search(vec, vs.k, e.cfg.EfSearch)
-	hits = make([]store.VectorHit, 0, len(found)+len(queued))
-	for _, h := range found {
-		hits = append(hits, store.VectorHit{ChunkID: h.ID, Cosine: h.Cosine, Vector: h.Vector})
+	hits = make([]store.VectorHit, len(found))
+	for i, h := range found {
+		hits[i] = store.VectorHit{ChunkID: h.ID, Cosine: h.Cosine, Vector: h.Vector}
 	}
-	return store.TopHits(append(hits, queued...), vs.k), dbTime, true, nil
+	return hits, 0, true, nil
+}
+
+// saw records a vectors generation the change feed brought: queries do
+// not use a graph older than it.
+func (m *vectorMirror) saw(gen int64) {
+	for cur := m.seen.Load(); gen > cur && !m.seen.CompareAndSwap(cur, gen); {
+		cur = m.seen.Load()
+	}
 }
 
 // mirroredVectors returns the vectors of ids the mirror holds for model,

@@ -41,8 +41,9 @@ type Config struct {
 	// Applied counts document changes applied to the index.
 	Applied prometheus.Counter
 	// Changed is called after a sync that changed documents, vectors or
-	// the active model (drop cached rankings, publish index statistics).
-	Changed func(index.Stats)
+	// the active model (drop cached rankings, publish index statistics),
+	// with the vectors generation the sync read.
+	Changed func(stats index.Stats, vectorsGeneration int64)
 }
 
 // Follower is safe for concurrent use.
@@ -175,7 +176,7 @@ func (f *Follower) applied(ctx context.Context, ch *store.Changes, chunks []stor
 		f.cfg.Log.Info("embedding model loaded", "model", model)
 	}
 	if changed {
-		f.cfg.Changed(ix.Stats())
+		f.cfg.Changed(ix.Stats(), ch.State.VectorsGeneration)
 	}
 	return changed, nil
 }

@@ -53,6 +53,11 @@ func TestModelSwitchNeverMixesModels(t *testing.T) {
 	pool, _ := newDB(t)
 	cfg := testConfig()
 	cfg.PollInterval = time.Hour // only a notification makes this replica sync
+	// The database path's guard is under test. The vector mirror never
+	// mixes models either: it answers only for the model the replica holds
+	// (engine's TestMirrorAnswersOnlyAsNewAsTheFeed), with that model's
+	// vectors as the replica last heard of them.
+	cfg.VectorMirrorMB = 0
 	r := startReplica(t, pool, cfg)
 	mustIngest(t, r.client, corpus(20)...)
 	// No client retries: each answer below is the server's first.

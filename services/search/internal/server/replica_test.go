@@ -169,6 +169,10 @@ func TestDatabaseDownIsUnavailableFastAndRecovers(t *testing.T) {
 	search(t, r.client, cachedReq)
 
 	px.cut()
+	// The feed's listener hears the cut at once; from then on the vector
+	// mirror does not answer (it would not hear of new vectors), so the
+	// vector side needs the database.
+	require.Eventually(t, func() bool { return !r.svc.Listening() }, 10*time.Second, 5*time.Millisecond)
 	for _, req := range []*searchv1.SearchRequest{
 		{Query: "cloud billing", Limit: 5, NoCache: true},
 		{Query: "cloud billing", Limit: 5, Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR},
@@ -229,6 +233,8 @@ func TestDatabaseHangIsUnavailableWithinTheTimeout(t *testing.T) {
 	px.cut()
 	px.restore(bh.Addr().String())
 	pool.Reset()
+	require.Eventually(t, func() bool { return !r.svc.Listening() }, 10*time.Second, 5*time.Millisecond,
+		"the listener heard the cut: the vector side needs the database")
 	// The service's database timeout fires: UNAVAILABLE, well before the
 	// caller's own deadline (which would answer DEADLINE_EXCEEDED).
 	cfg := testConfig()

@@ -112,12 +112,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	}
 	ecfg := cfg.engine()
 	ecfg.Log = log
+	ecfg.FeedLive = s.Listening
 	eng = engine.New(ecfg, s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache, VectorPath: s.m.vectorPath})
 	s.engine = eng
 	fl := follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,
 		PollInterval: cfg.PollInterval, Applied: s.m.feedApplied,
-		Changed: func(st index.Stats) {
-			eng.Invalidate()
+		Changed: func(st index.Stats, vectorsGeneration int64) {
+			eng.Invalidate(vectorsGeneration)
 			s.m.setIndex(st)
 		}})
 	s.feed = fl

@@ -13,7 +13,9 @@ import (
 // (MirrorChanges): all in one snapshot.
 type MirrorRead struct {
 	// Model is the active model's row (0: none) and Version the vectors
-	// version (vectorsVersion) of the snapshot.
+	// generation of the snapshot (FeedState.VectorsGeneration: it moves
+	// whenever vectors are queued or applied, not when a merge moves them
+	// from the queue to chunks).
 	Model, Version int64
 	// Generation is the feed generation read up to.
 	Generation int64
@@ -35,23 +37,22 @@ type MirrorChunk struct {
 }
 
 // MirrorChanges reads, in one repeatable-read snapshot, what changed since
-// generation since for a mirror of the stored vectors of model: every
+// generation since for a mirror of every vector of model, stored in
+// chunks.embedding or still queued (chunk_vector_queue; each chunk is in
+// one of the two in any snapshot, so a merge changes nothing here): every
 // chunk of the documents written since, with its vector when it has one of
 // that model; the vectors the pending chunks (read before without one)
-// have now (only when the vectors version is not lastVersion: they gain
-// vectors only as it moves); and the documents deleted since. When the active model is not
-// model, or since is 0, it reads every chunk instead (a full read) unless
-// the stored vectors number more than maxVectors (then Chunks is empty and
-// Vectors says how many there are).
+// have now (only when the vectors generation is not lastVersion: they gain
+// vectors only as it moves); and the documents deleted since. When the
+// active model is not model, or since is 0, it reads every chunk instead (a
+// full read) unless the vectors number more than maxVectors (then Chunks is
+// empty and Vectors says how many there are).
 func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int64, pending []int64, maxVectors int64) (MirrorRead, error) {
 	var out MirrorRead
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var gen, vgen, active int64
+		var gen, active int64
 		var last time.Time
-		if err := tx.QueryRow(ctx, stateQuery).Scan(&gen, &vgen, &active, &last); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, `SELECT `+vectorsVersion+` FROM search_state`).Scan(&out.Version); err != nil {
+		if err := tx.QueryRow(ctx, stateQuery).Scan(&gen, &out.Version, &active, &last); err != nil {
 			return err
 		}
 		out.Model, out.Generation = active, gen
@@ -60,8 +61,8 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int
 		}
 		if active != model || since == 0 {
 			since, pending = 0, nil
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE embedding_model_id = $1 AND embedding IS NOT NULL`,
-				active).Scan(&out.Vectors); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM chunks WHERE embedding_model_id = $1 AND embedding IS NOT NULL)
+				+ (SELECT count(*) FROM chunk_vector_queue WHERE model_id = $1)`, active).Scan(&out.Vectors); err != nil {
 				return err
 			}
 			if out.Vectors > maxVectors {
@@ -86,8 +87,10 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int
 			})
 			return err
 		}
-		if err := read(`SELECT c.document_id, c.id, CASE WHEN c.embedding_model_id = $2 THEN c.embedding END
-			FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.generation > $1`,
+		if err := read(`SELECT c.document_id, c.id, coalesce(CASE WHEN c.embedding_model_id = $2 THEN c.embedding END, q.embedding)
+			FROM chunks c JOIN documents d ON d.id = c.document_id
+			LEFT JOIN chunk_vector_queue q ON q.chunk_id = c.id AND q.model_id = $2
+			WHERE d.generation > $1`,
 			since, active); err != nil {
 			return err
 		}
@@ -110,7 +113,9 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int
 		}
 		if len(pending) > 0 && out.Version != lastVersion {
 			return read(`SELECT document_id, id, embedding FROM chunks
-				WHERE id = ANY($1) AND embedding_model_id = $2 AND embedding IS NOT NULL`, pending, active)
+				WHERE id = ANY($1) AND embedding_model_id = $2 AND embedding IS NOT NULL
+				UNION ALL SELECT c.document_id, q.chunk_id, q.embedding FROM chunk_vector_queue q JOIN chunks c ON c.id = q.chunk_id
+				WHERE q.chunk_id = ANY($1) AND q.model_id = $2`, pending, active)
 		}
 		return nil
 	})
