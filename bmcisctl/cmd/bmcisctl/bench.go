@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,7 +127,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, ", category filter %q", *category)
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintf(stdout, "\n| mode | cache | concurrency | requests | QPS | P50 ms | P95 ms | P99 ms |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(stdout, "(server: the answers' search_time_ms, the service's own time)\n")
+	fmt.Fprintf(stdout, "\n| mode | cache | concurrency | requests | QPS | P50 ms | P95 ms | P99 ms | server P50 ms | server P95 ms |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	var stageLines []string
 	for _, mode := range modeList {
 		for _, cached := range []bool{false, true} {
@@ -151,10 +151,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					file := fmt.Sprintf("%s/%s-%s-c%d.pprof", *profileDir, searchModeName(mode), label, conc)
 					go func() { prof <- cpuProfile(ctx, *metricsURL, *duration, file) }()
 				}
-				before, stErr := stageSeconds(ctx, *metricsURL)
+				before, stErr := readService(ctx, *metricsURL)
 				r, err := benchSearch(ctx, c, queries, mode, cats, !cached, conc, *duration)
-				if after, err2 := stageSeconds(ctx, *metricsURL); stErr == nil && err2 == nil && !cached {
-					stageLines = append(stageLines, fmt.Sprintf("%s %s c%d: %s", searchModeName(mode), label, conc, stageMeans(before, after)))
+				if after, err2 := readService(ctx, *metricsURL); stErr == nil && err2 == nil && !cached {
+					stageLines = append(stageLines, fmt.Sprintf("%s %s c%d: %s", searchModeName(mode), label, conc, after.since(before)))
 				}
 				if prof != nil {
 					if perr := <-prof; perr != nil && err == nil {
@@ -164,7 +164,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.0f | %.2f | %.2f | %.2f |\n", searchModeName(mode), label, conc, r.n, r.qps, r.p50, r.p95, r.p99)
+				fmt.Fprintf(stdout, "| %s | %s | %d | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", searchModeName(mode), label, conc, r.n, r.qps,
+					r.client.p50, r.client.p95, r.client.p99, r.server.p50, r.server.p95)
 			}
 		}
 	}
@@ -238,14 +239,28 @@ func benchIngest(ctx context.Context, c searchv1.SearchServiceClient, g *synthet
 }
 
 type benchResult struct {
-	n             int
-	qps           float64
-	p50, p95, p99 float64
+	n   int
+	qps float64
+	// client is the latency the client saw; server the answers'
+	// search_time_ms.
+	client, server percentiles
+}
+
+type percentiles struct{ p50, p95, p99 float64 }
+
+// percentilesOf sorts ms and reads its percentiles (nearest rank).
+func percentilesOf(ms []float64) percentiles {
+	if len(ms) == 0 {
+		return percentiles{}
+	}
+	slices.Sort(ms)
+	at := func(p float64) float64 { return ms[min(len(ms)-1, int(p*float64(len(ms))))] }
+	return percentiles{at(0.50), at(0.95), at(0.99)}
 }
 
 func benchSearch(ctx context.Context, c searchv1.SearchServiceClient, queries []string, mode searchv1.RetrievalMode, cats []string, noCache bool, conc int, d time.Duration) (benchResult, error) {
 	var mu sync.Mutex
-	var lat []time.Duration
+	var lat, srv []float64
 	var firstErr error
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -254,11 +269,11 @@ func benchSearch(ctx context.Context, c searchv1.SearchServiceClient, queries []
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			var mine []time.Duration
+			var mine, mineSrv []float64
 			for i := w; time.Now().Before(deadline); i += conc {
 				q := queries[i%len(queries)]
 				t0 := time.Now()
-				_, err := c.Search(ctx, &searchv1.SearchRequest{Query: q, Mode: mode, Limit: 10, NoCache: noCache, Categories: cats})
+				resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: q, Mode: mode, Limit: 10, NoCache: noCache, Categories: cats})
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -267,10 +282,12 @@ func benchSearch(ctx context.Context, c searchv1.SearchServiceClient, queries []
 					mu.Unlock()
 					return
 				}
-				mine = append(mine, time.Since(t0))
+				mine = append(mine, float64(time.Since(t0).Microseconds())/1000)
+				mineSrv = append(mineSrv, resp.SearchTimeMs)
 			}
 			mu.Lock()
 			lat = append(lat, mine...)
+			srv = append(srv, mineSrv...)
 			mu.Unlock()
 		}(w)
 	}
@@ -279,14 +296,7 @@ func benchSearch(ctx context.Context, c searchv1.SearchServiceClient, queries []
 	if firstErr != nil {
 		return benchResult{}, firstErr
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	return benchResult{n: len(lat), qps: float64(len(lat)) / el.Seconds(), p50: pct(0.50), p95: pct(0.95), p99: pct(0.99)}, nil
+	return benchResult{n: len(lat), qps: float64(len(lat)) / el.Seconds(), client: percentilesOf(lat), server: percentilesOf(srv)}, nil
 }
 
 // cpuProfile writes the service's CPU profile over d (whole seconds, at
@@ -380,32 +390,46 @@ func metricValue(ctx context.Context, url, name string) (float64, error) {
 	return v, err
 }
 
-// stageSeconds reads the search service's per-stage time histogram
-// (bmcis_search_stage_seconds): per stage, the sum of seconds and the
-// count of observations, over every other label.
-func stageSeconds(ctx context.Context, url string) (map[string][2]float64, error) {
-	out := map[string][2]float64{}
+// serviceReading is what the search service's /metrics said at one
+// moment: per stage of bmcis_search_stage_seconds, the sum of seconds and
+// the count of observations, and per path of
+// bmcis_search_vector_path_total, the vector sides it answered; each
+// summed over every other label.
+type serviceReading struct {
+	stages map[string][2]float64
+	paths  map[string]float64
+}
+
+func readService(ctx context.Context, url string) (serviceReading, error) {
+	out := serviceReading{stages: map[string][2]float64{}, paths: map[string]float64{}}
 	err := scrapeMetrics(ctx, url, func(line string) error {
+		var key string
 		kind := -1
 		switch {
 		case strings.HasPrefix(line, "bmcis_search_stage_seconds_sum{"):
-			kind = 0
+			kind, key = 0, `stage="`
 		case strings.HasPrefix(line, "bmcis_search_stage_seconds_count{"):
-			kind = 1
+			kind, key = 1, `stage="`
+		case strings.HasPrefix(line, "bmcis_search_vector_path_total{"):
+			kind, key = 2, `path="`
 		}
-		_, stage, ok := strings.Cut(line, `stage="`)
+		_, name, ok := strings.Cut(line, key)
 		sp := strings.LastIndexByte(line, ' ')
 		if kind < 0 || !ok || sp < 0 {
 			return nil
 		}
-		stage, _, _ = strings.Cut(stage, `"`)
+		name, _, _ = strings.Cut(name, `"`)
 		v, err := strconv.ParseFloat(line[sp+1:], 64)
 		if err != nil {
 			return fmt.Errorf("metric line %q: %w", line, err)
 		}
-		cur := out[stage]
+		if kind == 2 {
+			out.paths[name] += v
+			return nil
+		}
+		cur := out.stages[name]
 		cur[kind] += v
-		out[stage] = cur
+		out.stages[name] = cur
 		return nil
 	})
 	return out, err
@@ -437,17 +461,28 @@ func scrapeMetrics(ctx context.Context, url string, each func(line string) error
 	return sc.Err()
 }
 
-// stageMeans formats the mean milliseconds per observation of each stage
-// observed between two readings, in name order.
-func stageMeans(before, after map[string][2]float64) string {
+// since formats what happened between before and this reading: the mean
+// milliseconds per observation of each stage observed, in name order, and
+// how many vector sides each path answered.
+func (r serviceReading) since(before serviceReading) string {
 	var parts []string
-	for _, stage := range slices.Sorted(maps.Keys(after)) {
-		sum, n := after[stage][0]-before[stage][0], after[stage][1]-before[stage][1]
+	for _, stage := range slices.Sorted(maps.Keys(r.stages)) {
+		sum, n := r.stages[stage][0]-before.stages[stage][0], r.stages[stage][1]-before.stages[stage][1]
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.3f", stage, 1000*sum/n))
 		}
 	}
-	return strings.Join(parts, ", ")
+	var paths []string
+	for _, p := range slices.Sorted(maps.Keys(r.paths)) {
+		if n := r.paths[p] - before.paths[p]; n > 0 {
+			paths = append(paths, fmt.Sprintf("%s %.0f", p, n))
+		}
+	}
+	out := strings.Join(parts, ", ")
+	if len(paths) > 0 {
+		out += "; vector sides answered by " + strings.Join(paths, ", ")
+	}
+	return out
 }
 
 func loadAvg() string {
