@@ -1,6 +1,10 @@
 package hnsw
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 //go:noescape
 func dotInt8SSE41(a, b *int8, n int) int32
@@ -24,3 +28,18 @@ func dotInt8(a, b []int8) int32 {
 	}
 	return dotInt8Go(a, b)
 }
+
+//go:noescape
+func prefetchLines(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
+
+// prefetch asks the CPU to start fetching, for each node n, lines cache
+// lines from base + n*stride (lines ≥ 1); it does not wait for them.
+func prefetch(base unsafe.Pointer, stride uintptr, lines int, nodes []int32) {
+	prefetchLines(base, stride, lines, nodes)
+}
+
+//go:noescape
+func prefetchFrom(p unsafe.Pointer, lines int)
+
+// prefetchVector asks the CPU to start fetching v (not empty).
+func prefetchVector(v []float32) { prefetchFrom(unsafe.Pointer(&v[0]), (len(v)*4+63)/64) }

@@ -74,3 +74,46 @@ done2:
 	VZEROUPPER
 	MOVL         AX, ret+24(FP)
 	RET
+
+// func prefetchLines(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
+// Asks the CPU to start fetching, for each node n, lines cache lines from
+// base + n*stride; it waits for none of them. lines is at least 1.
+TEXT ·prefetchLines(SB), NOSPLIT, $0-48
+	MOVQ base+0(FP), SI
+	MOVQ stride+8(FP), DX
+	MOVQ lines+16(FP), R8
+	MOVQ nodes_base+24(FP), DI
+	MOVQ nodes_len+32(FP), CX
+
+node:
+	CMPQ    CX, $0
+	JLE     out
+	MOVLQSX (DI), AX
+	IMULQ   DX, AX
+	ADDQ    SI, AX
+	MOVQ    R8, BX
+
+line:
+	PREFETCHT0 (AX)
+	ADDQ       $64, AX
+	DECQ       BX
+	JNZ        line
+	ADDQ       $4, DI
+	DECQ       CX
+	JMP        node
+
+out:
+	RET
+
+// func prefetchFrom(p unsafe.Pointer, lines int)
+// The same for lines cache lines from p.
+TEXT ·prefetchFrom(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ lines+8(FP), BX
+
+more:
+	PREFETCHT0 (AX)
+	ADDQ       $64, AX
+	DECQ       BX
+	JNZ        more
+	RET

@@ -2,8 +2,15 @@
 
 package hnsw
 
+import "unsafe"
+
 // No kernels here: the flags exist so tests can name them on every
 // architecture.
 var haveSSE41, haveAVX2 = false, false
 
 func dotInt8(a, b []int8) int32 { return dotInt8Go(a, b) }
+
+// prefetch has no instruction here: the walk fetches as it reads.
+func prefetch(unsafe.Pointer, uintptr, int, []int32) {}
+
+func prefetchVector([]float32) {}

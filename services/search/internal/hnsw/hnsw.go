@@ -15,6 +15,7 @@ package hnsw
 
 import (
 	"math"
+	"unsafe"
 	"math/rand/v2"
 	"sync"
 
@@ -222,6 +223,11 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 		returnable = func(n int32) bool { return !g.deleted[n] }
 	}
 	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
+	for _, c := range w {
+		if v := g.vecs[c.node]; len(v) > 0 {
+			prefetchVector(v)
+		}
+	}
 	for i := range w {
 		w[i].d = g.dist(exact, w[i].node)
 	}
@@ -333,11 +339,21 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 		if len(res) >= ef && c.d > res[0].d {
 			break
 		}
+		// The neighbours not seen yet, fetched from memory all at once:
+		// one at a time, the walk waits for memory at each (issue 32).
+		next := vis.next[:0]
 		for _, o := range g.links[c.node][l] {
-			if vis.seen(o) {
-				continue
+			if !vis.seen(o) {
+				vis.mark(o)
+				next = append(next, o)
 			}
-			vis.mark(o)
+		}
+		vis.next = next
+		if q.codes != nil && len(next) > 0 {
+			prefetch(unsafe.Pointer(&g.codes[0]), uintptr(g.cfg.Dims), (g.cfg.Dims+63)/64, next)
+			prefetch(unsafe.Pointer(&g.scales[0]), 4, 1, next)
+		}
+		for _, o := range next {
 			d := g.dist(q, o)
 			if len(res) < ef || d < res[0].d {
 				cands.push(cand{d, o})
@@ -437,6 +453,8 @@ func (g *Graph) visited() *visited {
 // 12.5 KB, which stays in cache where a word per node would not.
 type visited struct {
 	bits []uint64
+	// next is searchLayer's buffer of neighbours to score.
+	next []int32
 }
 
 func (v *visited) reset(n int) {
