@@ -15,9 +15,9 @@ package hnsw
 
 import (
 	"math"
-	"unsafe"
 	"math/rand/v2"
 	"sync"
+	"unsafe"
 
 	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
