@@ -210,16 +210,22 @@ func (e *Engine) Search(ctx context.Context, q Query) (rk *Ranked, cacheHit bool
 	return rk, false, dbTime, nil
 }
 
+// VectorsRead records a vectors generation the change feed read: the
+// vector mirror does not answer while it is older.
+func (e *Engine) VectorsRead(generation int64) {
+	if e.mirror != nil {
+		e.mirror.saw(generation)
+	}
+}
+
 // Invalidate drops every cached list; the replica calls it whenever
-// anything a ranking depends on changed (documents, vectors, the model),
-// with the vectors generation its change feed read.
-func (e *Engine) Invalidate(vectorsGeneration int64) {
+// anything a ranking depends on changed (documents, vectors, the model).
+func (e *Engine) Invalidate() {
 	e.cache.Invalidate()
 	if e.classes != nil {
 		e.classes.invalidate()
 	}
 	if e.mirror != nil {
-		e.mirror.saw(vectorsGeneration)
 		// Documents deleted or rewritten leave the graph; a new model
 		// starts a new one before its first query.
 		dims := 0

@@ -27,7 +27,7 @@ import (
 //     mirror holds both). Vectors leave only with their chunks, which every
 //     path drops when the replica no longer holds them.
 //   - The follower tells the engine every vectors generation the feed
-//     brings (Invalidate). A query uses the graph when it is at least that
+//     brings (VectorsRead), before it applies the documents read with it. A query uses the graph when it is at least that
 //     one and the feed's listener is connected; otherwise it takes the
 //     pgvector path, and the mirror catches up in the background. So a
 //     query sees the vectors committed before the replica's last feed
@@ -199,7 +199,9 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 	}
 	maxVectors := int64(m.budget / hnsw.NodeBytes(dims))
 	since := m.gen
-	if m.graph == nil {
+	if m.graph == nil || m.graph.Dims() != dims {
+		// None yet, or the queries now have another dimension (the
+		// embeddings were resized, perhaps under the same model row).
 		since = 0
 	}
 	var pending []int64 // a full read needs none
@@ -231,11 +233,10 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 		m.again.Store(true) // retried at retryAt
 		return err
 	}
+	// seen is not lowered to the version read: a read that began before
+	// the feed brought a newer generation must not make the graph look
+	// current. (A restore starts the stack afresh: docs/BACKUP.md.)
 	m.version = rd.Version
-	if rd.Version < m.seen.Load() {
-		// Only a restored database moves it back.
-		m.seen.Store(rd.Version)
-	}
 	switch {
 	case rd.Model == 0:
 		m.drop()
@@ -362,7 +363,7 @@ func (m *vectorMirror) apply(rd store.MirrorRead) {
 // up in the background): the caller then asks pgvector.
 func (e *Engine) mirrorSearch(_ context.Context, vs vectorSide, vec []float32, model int64) (hits []store.VectorHit, dbTime time.Duration, ok bool, err error) {
 	view := e.mirror.usable(model)
-	if view == nil || e.mirror.seen.Load() > view.version {
+	if view == nil || e.mirror.seen.Load() > view.version || view.g.Dims() != len(vec) {
 		e.mirror.kick(len(vec))
 		return nil, 0, false, nil
 	}

@@ -40,10 +40,13 @@ type Config struct {
 	PollInterval time.Duration
 	// Applied counts document changes applied to the index.
 	Applied prometheus.Counter
+	// VectorsRead is told the vectors generation of each sync's snapshot
+	// before the sync changes the index, so nothing answers from the new
+	// documents with vectors older than theirs (the engine's mirror).
+	VectorsRead func(generation int64)
 	// Changed is called after a sync that changed documents, vectors or
-	// the active model (drop cached rankings, publish index statistics),
-	// with the vectors generation the sync read.
-	Changed func(stats index.Stats, vectorsGeneration int64)
+	// the active model (drop cached rankings, publish index statistics).
+	Changed func(index.Stats)
 }
 
 // Follower is safe for concurrent use.
@@ -152,6 +155,9 @@ func (f *Follower) load(ctx context.Context) (bool, error) {
 func (f *Follower) applied(ctx context.Context, ch *store.Changes, chunks []store.Chunk, loaded bool) (bool, error) {
 	ix := f.cfg.Index
 	changed := loaded
+	if f.cfg.VectorsRead != nil {
+		f.cfg.VectorsRead(ch.State.VectorsGeneration)
+	}
 	if len(ch.Documents) > 0 || len(ch.Tombstones) > 0 {
 		b := &index.Batch{Generation: ch.State.Generation, LastChange: ch.State.LastChange, Documents: ch.Documents, Chunks: chunks}
 		for _, t := range ch.Tombstones {
@@ -176,7 +182,7 @@ func (f *Follower) applied(ctx context.Context, ch *store.Changes, chunks []stor
 		f.cfg.Log.Info("embedding model loaded", "model", model)
 	}
 	if changed {
-		f.cfg.Changed(ix.Stats(), ch.State.VectorsGeneration)
+		f.cfg.Changed(ix.Stats())
 	}
 	return changed, nil
 }

@@ -88,6 +88,9 @@ func New(cfg Config) *Graph {
 		byID: map[int64]int32{}, entry: -1}
 }
 
+// Dims is the dimension the graph was made for.
+func (g *Graph) Dims() int { return g.cfg.Dims }
+
 // Len is the number of nodes, deleted ones included.
 func (g *Graph) Len() int {
 	g.mu.RLock()

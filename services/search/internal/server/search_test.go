@@ -220,8 +220,8 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 
 // The cache is partitioned by the caller the edges name
 // (platform/cacheowner): a search another key just made is not a hit for
-// this one (no cache_hit, and a database time of its own), while this
-// key's own repeat is. Calls naming no caller share one partition.
+// this one (no cache_hit, and a ranking of its own: a second cache miss),
+// while this key's own repeat is. Calls naming no caller share one partition.
 func TestCacheHitIsTheCallersOwn(t *testing.T) {
 	pool, _ := newDB(t)
 	cfg := testConfig()

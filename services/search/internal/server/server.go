@@ -110,18 +110,20 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {
 		return nil, err
 	}
-	ecfg := cfg.engine()
-	ecfg.Log = log
-	ecfg.FeedLive = s.Listening
-	eng = engine.New(ecfg, s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache, VectorPath: s.m.vectorPath})
-	s.engine = eng
+	// The follower calls the engine only once it syncs, below.
 	fl := follower.New(follower.Config{Index: s.ix, Store: st, Embedding: emb, Log: log,
 		PollInterval: cfg.PollInterval, Applied: s.m.feedApplied,
-		Changed: func(st index.Stats, vectorsGeneration int64) {
-			eng.Invalidate(vectorsGeneration)
+		VectorsRead: func(gen int64) { eng.VectorsRead(gen) },
+		Changed: func(st index.Stats) {
+			eng.Invalidate()
 			s.m.setIndex(st)
 		}})
 	s.feed = fl
+	ecfg := cfg.engine()
+	ecfg.Log = log
+	ecfg.FeedLive = fl.Listening
+	eng = engine.New(ecfg, s.ix, st, emb, engine.Metrics{Stage: s.m.stage, Cache: s.m.cache, VectorPath: s.m.vectorPath})
+	s.engine = eng
 	s.keeper = snapshot.NewKeeper(cfg.Snapshot, st, s.ix, fl.Freeze, log, s.m.snapshot)
 	s.sweeps = embedding.NewScheduler(emb, cfg.SweepInterval, cfg.DBTimeout, s.m.embedded, s.m.trainings, func(ctx context.Context) error {
 		_, err := s.feed.Sync(ctx)

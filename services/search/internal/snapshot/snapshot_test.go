@@ -69,7 +69,7 @@ func (e *env) replica(t *testing.T, ix *index.Index, textInDB bool) (*index.Inde
 	emb, err := embedding.New(e.st, embedding.DefaultConfig(), e.an, e.log)
 	require.NoError(t, err)
 	f := follower.New(follower.Config{Index: ix, Store: e.st, Embedding: emb, Log: e.log, PollInterval: time.Second,
-		Applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "applied"}), Changed: func(index.Stats, int64) {}})
+		Applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "applied"}), Changed: func(index.Stats) {}})
 	_, err = f.Sync(context.Background())
 	require.NoError(t, err)
 	return ix, f

@@ -193,6 +193,12 @@ func (s *Store) Listen(ctx context.Context, log *slog.Logger, notify func(), con
 	}
 }
 
+// listenKeepalive is how long the listener waits for a notification
+// before it pings the server: a server that stops answering without
+// closing the connection is noticed within about this plus the ping's 2 s
+// (the vector mirror stops answering then: engine.Config.FeedLive).
+const listenKeepalive = 5 * time.Second
+
 func (s *Store) listenOnce(ctx context.Context, notify func(), connected func(bool)) error {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -215,7 +221,7 @@ func (s *Store) listenOnce(ctx context.Context, notify func(), connected func(bo
 	for {
 		// Wake up now and then so a dead server is noticed even when the
 		// kernel keeps the socket open.
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, listenKeepalive)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err == nil {

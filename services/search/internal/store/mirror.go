@@ -26,7 +26,8 @@ type MirrorRead struct {
 	// Changed are the documents changed after since (their chunks are all
 	// in Chunks) and Deleted those deleted after it.
 	Changed, Deleted []int64
-	// Vectors counts the stored vectors of Model (a full read only).
+	// Vectors counts the vectors of Model, stored and queued (a full read
+	// only).
 	Vectors int64
 }
 
@@ -38,8 +39,9 @@ type MirrorChunk struct {
 
 // MirrorChanges reads, in one repeatable-read snapshot, what changed since
 // generation since for a mirror of every vector of model, stored in
-// chunks.embedding or still queued (chunk_vector_queue; each chunk is in
-// one of the two in any snapshot, so a merge changes nothing here): every
+// chunks.embedding or still queued (chunk_vector_queue; a merge moves a
+// chunk's vector from one to the other, changing nothing here; a chunk in
+// both takes its chunks.embedding vector): every
 // chunk of the documents written since, with its vector when it has one of
 // that model; the vectors the pending chunks (read before without one)
 // have now (only when the vectors generation is not lastVersion: they gain

@@ -169,8 +169,11 @@ func (e *EmbedSession) Apply(ctx context.Context, modelRow int64) (int64, error)
 			return err
 		}
 		n = tag.RowsAffected()
-		// Queued vectors of other models are stale now.
-		if _, err := tx.Exec(ctx, `DELETE FROM chunk_vector_queue WHERE model_id <> $1`, modelRow); err != nil {
+		// Queued vectors of other models are stale now, and so are those
+		// of the chunks just written (the same model applied again): a
+		// chunk's vector is in one of the two places, never both.
+		if _, err := tx.Exec(ctx, `DELETE FROM chunk_vector_queue q WHERE q.model_id <> $1
+			OR q.chunk_id IN (SELECT id FROM pg_temp.embedding_stage)`, modelRow); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE embedding_models SET active = false WHERE active AND id <> $1`, modelRow); err != nil {
