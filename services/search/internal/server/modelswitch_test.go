@@ -104,6 +104,43 @@ func TestModelSwitchNeverMixesModels(t *testing.T) {
 	require.NotEmpty(t, search(t, client, vectorReq).Results)
 }
 
+// With the vector mirror (the default), a replica that has not heard of a
+// switch answers from its graph of the model it holds, which embedded the
+// query: the answers are the ones it gave before the switch, never a mix.
+// Once the feed brings the switch, the graph is rebuilt for the new model
+// and answers again.
+func TestModelSwitchWithTheMirror(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.PollInterval = time.Hour // only a notification makes this replica sync
+	r := startReplica(t, pool, cfg)
+	mustIngest(t, r.client, corpus(20)...)
+	ctx := context.Background()
+	awaitMirror(t, r, "security audit")
+	vectorReq := &searchv1.SearchRequest{Query: "security audit", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 10}
+	mirrorAnswers := func() float64 { return counter(t, r.reg, "bmcis_search_vector_path_total", "path", "mirror") }
+	before := search(t, r.client, vectorReq)
+	require.NotEmpty(t, before.Results)
+
+	switchModelSilently(t, pool)
+	n := mirrorAnswers()
+	during := search(t, r.client, vectorReq)
+	require.Greater(t, mirrorAnswers(), n, "the graph of the model the replica holds answers")
+	require.Equal(t, docIDs(before), docIDs(during), "the same model's answers as before the switch")
+
+	_, err := pool.Exec(ctx, `SELECT pg_notify($1, 'v')`, store.Channel)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+		return err == nil && strings.HasSuffix(st.GetEmbedderModel(), "-next")
+	}, 30*time.Second, 20*time.Millisecond, "the replica loads the new model")
+	require.Eventually(t, func() bool {
+		n := mirrorAnswers()
+		resp, err := r.client.Search(ctx, vectorReq)
+		return err == nil && len(resp.Results) > 0 && mirrorAnswers() > n
+	}, 30*time.Second, 20*time.Millisecond, "rebuilt for the new model, the graph answers again")
+}
+
 // A model this replica cannot load (here: a format newer than it reads,
 // as during a rolling upgrade) makes vector mode UNAVAILABLE with the
 // reason in a caller's words, not "no model is active yet"; hybrid keeps
