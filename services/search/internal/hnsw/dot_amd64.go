@@ -33,7 +33,7 @@ func dotInt8(a, b []int8) int32 {
 func prefetchLines(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
 
 // prefetch asks the CPU to start fetching, for each node n, lines cache
-// lines from base + n*stride (lines ≥ 1); it does not wait for them.
+// lines from base + n*stride; it does not wait for them.
 func prefetch(base unsafe.Pointer, stride uintptr, lines int, nodes []int32) {
 	prefetchLines(base, stride, lines, nodes)
 }

@@ -77,13 +77,15 @@ done2:
 
 // func prefetchLines(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
 // Asks the CPU to start fetching, for each node n, lines cache lines from
-// base + n*stride; it waits for none of them. lines is at least 1.
+// base + n*stride; it waits for none of them (none when lines < 1).
 TEXT ·prefetchLines(SB), NOSPLIT, $0-48
 	MOVQ base+0(FP), SI
 	MOVQ stride+8(FP), DX
 	MOVQ lines+16(FP), R8
 	MOVQ nodes_base+24(FP), DI
 	MOVQ nodes_len+32(FP), CX
+	CMPQ R8, $0
+	JLE  out
 
 node:
 	CMPQ    CX, $0
@@ -110,10 +112,14 @@ out:
 TEXT ·prefetchFrom(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), AX
 	MOVQ lines+8(FP), BX
+	CMPQ BX, $0
+	JLE  done3
 
 more:
 	PREFETCHT0 (AX)
 	ADDQ       $64, AX
 	DECQ       BX
 	JNZ        more
+
+done3:
 	RET

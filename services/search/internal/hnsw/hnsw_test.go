@@ -64,8 +64,9 @@ func build(vs [][]float32) *Graph {
 
 // Recall@10 against exact distances grows with the candidate list: at the
 // service's ef_search (100) and at 400. The vectors are Gaussian noise
-// around 30 centres in 64 dimensions, harder than topic vectors (measured
-// 0.93 and 0.997 when written).
+// around 30 centres in 64 dimensions, harder than topic vectors (0.919
+// and 0.998 since the graph is built on int8 codes; 0.933 and 0.997 when
+// it was built with exact distances).
 func TestRecall(t *testing.T) {
 	vs := clustered(4000, 64, 30, 1)
 	g := build(vs)
@@ -319,4 +320,13 @@ func BenchmarkDotInt8_256(b *testing.B) {
 		s += dotInt8(x, y)
 	}
 	_ = s
+}
+
+// A graph of no dimensions answers without reading a code: every
+// distance is 1, and the candidates are scored exactly.
+func TestZeroDims(t *testing.T) {
+	g := New(DefaultConfig(0))
+	g.Add(1, nil)
+	g.Add(2, nil)
+	require.Len(t, g.Search(nil, 5, 10), 2)
 }
