@@ -880,8 +880,11 @@ func TestMisconfiguredBackends(t *testing.T) {
 // the demo stack's, on another database, so only those two tools fail.
 func TestDatabaseFailures(t *testing.T) {
 	demo := demoStack(t)
+	// No cache and no vector mirror: every search's vector side goes to
+	// PostgreSQL. (The mirror answers from memory until the change feed's
+	// listener hears the cut, milliseconds after it.)
 	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Search, stacktest.VendorGraph},
-		Env: map[string]string{"BMCIS_SEARCH_CACHE_SIZE": "0"}})
+		Env: map[string]string{"BMCIS_SEARCH_CACHE_SIZE": "0", "BMCIS_SEARCH_VECTOR_MIRROR_MB": "0"}})
 	s.IngestDemoDocs(t) // enough chunks for the builtin embedder: vector queries go to PostgreSQL
 	s.ImportGraphLines(t, []string{`{"kind":"entity","id":"v1","name":"Vendor One","entity_type":"COMPANY","confidence":0.9,"is_vendor":true}`})
 	h := newReal(t, withAddr(stacktest.Search, s.Addr(stacktest.Search)), withAddr(stacktest.VendorGraph, s.Addr(stacktest.VendorGraph)),
