@@ -173,6 +173,7 @@ func TestDatabaseDownIsUnavailableFastAndRecovers(t *testing.T) {
 	// mirror does not answer (it would not hear of new vectors), so the
 	// vector side needs the database.
 	require.Eventually(t, func() bool { return !r.svc.Listening() }, 10*time.Second, 5*time.Millisecond)
+	require.Zero(t, gaugeValue(t, r, "bmcis_search_feed_listening"), "operators see it")
 	for _, req := range []*searchv1.SearchRequest{
 		{Query: "cloud billing", Limit: 5, NoCache: true},
 		{Query: "cloud billing", Limit: 5, Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR},
@@ -202,6 +203,7 @@ func TestDatabaseDownIsUnavailableFastAndRecovers(t *testing.T) {
 	require.Len(t, search(t, r.client, &searchv1.SearchRequest{Query: "wombat", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 5}).Results, 1)
 	// The feed listener reconnected too.
 	require.Eventually(t, r.svc.Listening, 10*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, 1, gaugeValue(t, r, "bmcis_search_feed_listening"))
 }
 
 func TestDatabaseHangIsUnavailableWithinTheTimeout(t *testing.T) {

@@ -119,6 +119,17 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 			s.m.setIndex(st)
 		}})
 	s.feed = fl
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bmcis_search_feed_listening",
+		Help: "1 while this replica's change-feed listener is connected to PostgreSQL; the vector mirror answers only then.",
+	}, func() float64 {
+		if fl.Listening() {
+			return 1
+		}
+		return 0
+	})); err != nil {
+		return nil, err
+	}
 	ecfg := cfg.engine()
 	ecfg.Log = log
 	ecfg.FeedLive = fl.Listening
