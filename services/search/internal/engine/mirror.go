@@ -27,9 +27,10 @@ import (
 //     mirror holds both). Vectors leave only with their chunks, which every
 //     path drops when the replica no longer holds them.
 //   - The follower tells the engine every vectors generation the feed
-//     brings (VectorsRead), before it applies the documents read with it. A query uses the graph when it is at least that
-//     one and the feed's listener is connected; otherwise it takes the
-//     pgvector path, and the mirror catches up in the background. So a
+//     brings (VectorsRead), before it applies the documents read with
+//     it. A query uses the graph when it is at least that one and the
+//     feed's listener is connected; otherwise it takes the pgvector path,
+//     and the mirror catches up in the background. So a
 //     query sees the vectors committed before the replica's last feed
 //     sync, as BM25 sees the documents: a vector queued by another replica
 //     shows once its LISTEN notification reaches this one, and the replica

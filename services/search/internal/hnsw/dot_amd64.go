@@ -29,14 +29,11 @@ func dotInt8(a, b []int8) int32 {
 	return dotInt8Go(a, b)
 }
 
-//go:noescape
-func prefetchLines(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
-
 // prefetch asks the CPU to start fetching, for each node n, lines cache
 // lines from base + n*stride; it does not wait for them.
-func prefetch(base unsafe.Pointer, stride uintptr, lines int, nodes []int32) {
-	prefetchLines(base, stride, lines, nodes)
-}
+//
+//go:noescape
+func prefetch(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
 
 //go:noescape
 func prefetchFrom(p unsafe.Pointer, lines int)

@@ -75,10 +75,10 @@ done2:
 	MOVL         AX, ret+24(FP)
 	RET
 
-// func prefetchLines(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
+// func prefetch(base unsafe.Pointer, stride uintptr, lines int, nodes []int32)
 // Asks the CPU to start fetching, for each node n, lines cache lines from
 // base + n*stride; it waits for none of them (none when lines < 1).
-TEXT ·prefetchLines(SB), NOSPLIT, $0-48
+TEXT ·prefetch(SB), NOSPLIT, $0-48
 	MOVQ base+0(FP), SI
 	MOVQ stride+8(FP), DX
 	MOVQ lines+16(FP), R8
