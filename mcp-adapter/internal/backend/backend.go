@@ -56,8 +56,23 @@ type Addrs struct {
 	Search, VendorGraph, Auth string
 }
 
+// Flow-control windows of the backend connections, fixed. gRPC's default
+// sizes its windows by probing the bandwidth-delay product: every reply's
+// data is followed by a window update and a PING, one more write and read
+// per call on each connection (issue 32). A fixed window is enough here:
+// the backends are near and an answer is bounded by the token budget, far
+// below a stream's window, so no reply waits for credit.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 8 << 20
+)
+
 // Dial connects (lazily) to the three backends with the service token.
 func Dial(addrs Addrs, token string, t Timeouts, opts ...grpc.DialOption) (*Clients, error) {
+	opts = append([]grpc.DialOption{
+		grpc.WithStaticStreamWindowSize(streamWindow),
+		grpc.WithStaticConnWindowSize(connWindow),
+	}, opts...)
 	conns := map[string]*grpc.ClientConn{}
 	for name, addr := range map[string]string{"search": addrs.Search, "vendorgraph": addrs.VendorGraph, "auth": addrs.Auth} {
 		cc, err := grpcclient.Dial(addr, token, opts...)
