@@ -282,6 +282,39 @@ func Ptr(s string) *string {
 // Timestamp formats t as _metadata.timestamp expects.
 func Timestamp(t time.Time) string { return t.UTC().Format(TimestampLayout) }
 
+// Encode encodes env as Marshal does, byte for byte. The results are
+// written by Object's own encoder and put in place after encoding/json has
+// written the rest: given them through Object.MarshalJSON, encoding/json
+// would scan every byte of them again to compact and check them, the
+// larger part of the envelope (issue 32).
+func Encode(env *Envelope) ([]byte, error) {
+	if env.Results == nil {
+		return Marshal(env)
+	}
+	results, err := appendValue(make([]byte, 0, 512*len(env.Results)), env.Results)
+	if err != nil {
+		return nil, err
+	}
+	rest := *env
+	rest.Results = nil
+	j, err := Marshal(&rest)
+	if err != nil {
+		return nil, err
+	}
+	// _metadata comes first and has no member named results; a quote inside
+	// a JSON string is escaped, so this matches only the envelope's member.
+	const member = `,"results":null,`
+	i := bytes.Index(j, []byte(member))
+	if i < 0 {
+		return Marshal(env)
+	}
+	at := i + len(member) - len("null,")
+	out := make([]byte, 0, len(j)+len(results))
+	out = append(out, j[:at]...)
+	out = append(out, results...)
+	return append(out, j[at+len("null"):]...), nil
+}
+
 // Marshal encodes v compactly without HTML escaping (so "<", ">" and "&"
 // stay as they are, which costs fewer tokens and reads better).
 func Marshal(v any) ([]byte, error) {

@@ -3,6 +3,7 @@ package envelope_test
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -123,4 +124,43 @@ func TestVisualHintsWriteOnlyWhatDiffers(t *testing.T) {
 	b, err := envelope.Marshal(envelope.Hints(&vh))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"group_by":null,"show_confidence":false}`, string(b))
+}
+
+// Encode splices the results into what encoding/json writes for the rest;
+// the bytes must be Marshal's, whatever the envelope holds.
+func TestEncodeWritesWhatMarshalWrites(t *testing.T) {
+	msg, cur, sugg := "some <results> & \"more\"", "eyJvIjoxMH0.x", `try "results":null,`
+	tricky := `,"results":null,`
+	envs := []*envelope.Envelope{
+		{Metadata: envelope.Metadata{Operation: "op", Status: envelope.StatusSuccess}, Results: []envelope.Object{}, Warnings: []envelope.Warning{}},
+		{Metadata: envelope.Metadata{Operation: "op"}}, // nil results and warnings: null
+		{
+			Metadata: envelope.Metadata{Operation: tricky, Version: envelope.Version, RequestID: "req_1", Status: envelope.StatusPartial,
+				Message: &msg, VisualHints: &envelope.VisualHints{HighlightTop: 5}},
+			Results: []envelope.Object{
+				{{Key: "chunk_id", Value: int64(7)}, {Key: "results", Value: nil}, {Key: "text", Value: envelope.Text{S: tricky + "\n<b>\u2028"}},
+					{Key: "score", Value: 0.25}, {Key: "nested", Value: envelope.Object{{Key: "ids", Value: []int64{1, 2}}}}},
+				{{Key: "chunk_id", Value: int64(8)}, {Key: "map", Value: map[string]any{"a": []any{1.5, "x"}}}},
+			},
+			Pagination:       &envelope.Pagination{Cursor: &cur, PageSize: 2, HasMore: true, TotalAvailable: 9, ReturnedCount: 2},
+			ExecutionContext: envelope.ExecutionContext{TokensEstimated: 120, RequestID: "req_1", TokenBreakdown: &envelope.TokenBreakdown{Results: 100}},
+			Warnings:         []envelope.Warning{{Level: envelope.LevelWarning, Code: "PARTIAL_RESULTS", Message: tricky, Suggestion: &sugg}},
+			QueryAnalysis:    &envelope.QueryAnalysis{UnmatchedTerms: []string{"results"}},
+		},
+	}
+	for i, env := range envs {
+		want, err := envelope.Marshal(env)
+		require.NoError(t, err)
+		got, err := envelope.Encode(env)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "envelope %d", i)
+	}
+
+	// A number JSON cannot hold fails the encoding, as with encoding/json.
+	bad := *envs[0]
+	bad.Results = []envelope.Object{{{Key: "score", Value: math.NaN()}}}
+	_, err := envelope.Encode(&bad)
+	require.Error(t, err)
+	_, err = envelope.Marshal(&bad)
+	require.Error(t, err)
 }

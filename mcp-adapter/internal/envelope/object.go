@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -148,6 +150,10 @@ func appendValue(buf []byte, v any) ([]byte, error) {
 	case int64:
 		return strconv.AppendInt(buf, x, 10), nil
 	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			// As encoding/json: JSON has no such numbers.
+			return nil, fmt.Errorf("envelope: unsupported value %v", x)
+		}
 		return AppendFloat(buf, x), nil
 	case Object:
 		return appendObject(buf, x)

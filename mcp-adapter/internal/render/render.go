@@ -231,7 +231,7 @@ func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output,
 	}
 	if f == Markdown {
 		env.ExecutionContext.TokensUsed = mdTokens
-		j, err := envelope.Marshal(env)
+		j, err := envelope.Encode(env)
 		if err != nil {
 			return nil, fmt.Errorf("encode envelope: %w", err)
 		}
@@ -244,7 +244,7 @@ func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output,
 	// up to three digits, one token each, and the number is delimited by
 	// punctuation on both sides, so only its own tokens change.
 	env.ExecutionContext.TokensUsed = 0
-	j0, err := envelope.Marshal(env)
+	j0, err := envelope.Encode(env)
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
@@ -260,7 +260,7 @@ func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output,
 	env.ExecutionContext.TokensUsed = n
 	j, ok := spliceTokensUsed(j0, n)
 	if !ok {
-		if j, err = envelope.Marshal(env); err != nil {
+		if j, err = envelope.Encode(env); err != nil {
 			return nil, fmt.Errorf("encode envelope: %w", err)
 		}
 	}
