@@ -139,13 +139,15 @@ func Compact(content []mcp.Content) {
 	}
 }
 
-// linkTokens is the cl100k count of the links as they travel (their JSON).
+// linkTokens is the cl100k count of the links as they travel (their JSON,
+// which MarshalJSON writes compact; the count of a link is memoised, as
+// the same chunks recur).
 func linkTokens(links []Link) int {
 	n := 0
 	for _, l := range links {
-		b, err := json.Marshal(l)
+		b, err := l.MarshalJSON()
 		if err == nil {
-			n += tokens.Count(string(b))
+			n += tokens.CountLines(string(b))
 		}
 	}
 	return n
@@ -227,7 +229,8 @@ func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output,
 			md = MarkdownText(env, view)
 		}
 		out.Blocks = append(out.Blocks, md)
-		mdTokens += tokens.Count(md)
+		// Line by line, memoised: most lines recur between answers.
+		mdTokens += tokens.CountLines(md)
 	}
 	if f == Markdown {
 		env.ExecutionContext.TokensUsed = mdTokens

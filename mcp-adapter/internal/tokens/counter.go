@@ -7,7 +7,10 @@
 // budget) and to report tokens_estimated.
 package tokens
 
-import "github.com/bmcis/knowledge/platform/cl100k"
+import (
+	"github.com/bmcis/knowledge/platform/cl100k"
+	"github.com/bmcis/knowledge/platform/memo"
+)
 
 // Init loads the encoder. Calling it at start-up moves the one-off load cost
 // (a few hundred milliseconds) out of the first tool call and surfaces a
@@ -31,4 +34,43 @@ func Count(s string) int {
 		return EstimateText(s)
 	}
 	return tok.Count(s)
+}
+
+// lineCounts memoises CountLines' segments: about 8,000 lines.
+var lineCounts = memo.New[int](256)
+
+// CountLines is Count(s) for a text whose lines recur from one answer to
+// the next (the markdown of an answer: a result's heading and confidence
+// lines, the notes, the whole page when a search is repeated). It counts s
+// segment by segment, cut after each line break that a non-space character
+// follows, and memoises each segment's count. cl100k's pieces never cross
+// such a cut (a piece that takes a line break ends with the run of them,
+// and no piece starts with a line break and goes on to a non-space), so the
+// sum is exactly Count(s) (tested against it).
+func CountLines(s string) int {
+	n := 0
+	for len(s) > 0 {
+		end := lineCut(s)
+		seg := s[:end]
+		c, ok := lineCounts.Get(seg)
+		if !ok {
+			c = Count(seg)
+			lineCounts.Put(seg, c)
+		}
+		n += c
+		s = s[end:]
+	}
+	return n
+}
+
+// lineCut is the end of s's first segment: just after the first '\n' or
+// '\r' followed by a printable ASCII character other than a space, or
+// len(s).
+func lineCut(s string) int {
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; (s[i-1] == '\n' || s[i-1] == '\r') && c > ' ' && c < 0x7f {
+			return i
+		}
+	}
+	return len(s)
 }

@@ -2,6 +2,8 @@ package tokens_test
 
 import (
 	"encoding/json"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,4 +68,65 @@ func mustJSON(s string) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// CountLines is Count, whatever the text: cutting after line breaks that a
+// non-space character follows never splits a cl100k piece. Random texts
+// over the characters where pieces meet (line breaks, spaces, tabs,
+// apostrophes, digits, punctuation, letters, non-ASCII) probe every
+// boundary; the documents and a markdown answer are real texts.
+func TestCountLinesIsCount(t *testing.T) {
+	alphabet := []string{"\n", "\r", " ", "  ", "\t", "\u00a0", "'s", "'", "a", "Ab", "7", "123456", "-", "**", "·", ".", "#", "é", "東", "\x85", "\v", "\f", "😀", string([]byte{0xff})}
+	rng := rand.New(rand.NewPCG(3, 5))
+	texts := []string{"", "\n", "a\n", "\nb", "x \n-y", "a\n  \nb", "---\n\n1. **x**\n"}
+	for i := 0; i < 20000; i++ {
+		var b strings.Builder
+		for j := rng.IntN(24); j >= 0; j-- {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, d := range testfake.Documents() {
+		texts = append(texts, d.Text, mustJSON(d.Text))
+	}
+	for _, text := range texts {
+		require.Equal(t, tokens.Count(text), tokens.CountLines(text), "%q", text)
+		require.Equal(t, tokens.Count(text), tokens.CountLines(text), "%q, memoised", text)
+	}
+}
+
+// BenchmarkCountLines compares Count with CountLines on a markdown answer
+// of 10 results: "repeat" counts the same answer again (every line
+// memoised), "fresh" an answer whose every line is new (every line counted
+// and stored).
+func BenchmarkCountLines(b *testing.B) {
+	var page strings.Builder
+	for i := 1; i <= 10; i++ {
+		page.WriteString("1. **security/incident-response-runbook.md** · id 162 · part 2/22 · score 0.534 · security\n")
+		page.WriteString("   Confidence 0.71 · Moderate: semantic #4, keyword #3; matched incident, severity\n")
+	}
+	page.WriteString("\nNext page: call `semantic_search` again with the same query and cursor `eyJxIjoiYjZiZTYzZjEiLCJvIjoxMH0.9abqfhcZ` (122 more results).\n")
+	text := page.String()
+	_ = tokens.Count(text)
+	b.Run("count", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			tokens.Count(text)
+		}
+	})
+	b.Run("repeat", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			tokens.CountLines(text)
+		}
+	})
+	b.Run("fresh", func(b *testing.B) {
+		lines := strings.SplitAfter(text, "\n")
+		for i := 0; i < b.N; i++ {
+			var fresh strings.Builder
+			for _, l := range lines {
+				fresh.WriteString(strconv.Itoa(i))
+				fresh.WriteString(l)
+			}
+			tokens.CountLines(fresh.String())
+		}
+	})
 }
