@@ -1,9 +1,13 @@
 package render
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/bmcis/knowledge/platform/memo"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
@@ -51,26 +55,100 @@ func (w *estimateWriter) known(sec section, s string, n int) {
 
 func (w *estimateWriter) exact(sec section, s string) { w.sinks[sec].Known(tokens.Count(s)) }
 
-// draftWriter writes the text and prices it in the same walk.
+// draftWriter writes the text and records each write (its section, kind,
+// end in the text and known count), from which the estimate is priced
+// afterwards, or found in estimates when the same writes were priced
+// before.
 type draftWriter struct {
 	textWriter
-	estimateWriter
+	writes []write
 }
 
-func (w *draftWriter) text(sec section, s string) {
-	w.textWriter.text(sec, s)
-	w.estimateWriter.text(sec, s)
+type writeKind uint8
+
+const (
+	kindText writeKind = iota
+	kindKnown
+	kindExact
+)
+
+type write struct {
+	sec    section
+	kind   writeKind
+	end    int32
+	tokens int32
 }
 
-func (w *draftWriter) known(sec section, s string, n int) {
-	w.textWriter.known(sec, s, n)
-	w.estimateWriter.known(sec, s, n)
+func (w *draftWriter) record(sec section, kind writeKind, s string, n int) {
+	w.b.WriteString(s)
+	w.writes = append(w.writes, write{sec: sec, kind: kind, end: int32(w.b.Len()), tokens: int32(n)})
 }
 
-func (w *draftWriter) exact(sec section, s string) {
-	w.textWriter.exact(sec, s)
-	w.estimateWriter.exact(sec, s)
+func (w *draftWriter) text(sec section, s string)         { w.record(sec, kindText, s, 0) }
+func (w *draftWriter) known(sec section, s string, n int) { w.record(sec, kindKnown, s, n) }
+func (w *draftWriter) exact(sec section, s string)        { w.record(sec, kindExact, s, 0) }
+
+// estimate prices the writes recorded: the estimate of the same writes
+// made to an estimateWriter, memoised. An answer repeated (a search page
+// asked again, answered from the search cache) is written the same way
+// again, and its estimate, a pure function of the writes, is looked up
+// rather than priced once more (issue 32).
+func (w *draftWriter) estimate() envelope.TokenBreakdown {
+	text := w.b.String()
+	if len(text) > maxMemoisedText {
+		return w.price(text)
+	}
+	// The text's length first, so that no two texts and writes make the
+	// same key.
+	buf := keyBuffers.Get().(*[]byte)
+	defer keyBuffers.Put(buf)
+	key := binary.AppendUvarint((*buf)[:0], uint64(len(text)))
+	key = append(key, text...)
+	for _, x := range w.writes {
+		key = append(key, byte(x.sec), byte(x.kind))
+		key = binary.AppendUvarint(key, uint64(x.end))
+		key = binary.AppendUvarint(key, uint64(x.tokens))
+	}
+	*buf = key
+	p := estimates.OfBytes(key)
+	if b, ok := estimates.Get(p); ok {
+		return b
+	}
+	b := w.price(text)
+	estimates.Put(p, b)
+	return b
 }
+
+// price makes the writes recorded, text being what they wrote, to an
+// estimateWriter.
+func (w *draftWriter) price(text string) envelope.TokenBreakdown {
+	var e estimateWriter
+	start := 0
+	for _, x := range w.writes {
+		s := text[start:x.end]
+		start = int(x.end)
+		switch x.kind {
+		case kindText:
+			e.text(x.sec, s)
+		case kindKnown:
+			e.known(x.sec, s, int(x.tokens))
+		case kindExact:
+			e.exact(x.sec, s)
+		}
+	}
+	return e.breakdown()
+}
+
+var keyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// estimates memoises draftWriter.estimate for 1,024 answers, by the
+// fingerprint of their text and writes.
+var estimates = memo.NewPrints[envelope.TokenBreakdown](1024)
+
+// maxMemoisedText bounds the answers whose estimate is memoised: a longer
+// one is mostly chunk texts, whose counts are known, cheaper to price than
+// to fingerprint.
+const maxMemoisedText = 32 << 10
 
 func (w *estimateWriter) breakdown() envelope.TokenBreakdown {
 	return envelope.TokenBreakdown{
@@ -100,7 +178,7 @@ func estimateMarkdown(env *envelope.Envelope, view View) envelope.TokenBreakdown
 func draftMarkdown(env *envelope.Envelope, view View) (envelope.TokenBreakdown, Draft) {
 	var w draftWriter
 	writeMarkdown(&w, env, view)
-	return w.breakdown(), Draft{md: w.markdown(), ok: true}
+	return w.estimate(), Draft{md: w.markdown(), ok: true}
 }
 
 func writeMarkdown(w writer, env *envelope.Envelope, view View) {

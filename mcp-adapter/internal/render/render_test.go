@@ -3,6 +3,7 @@ package render_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -196,6 +197,22 @@ func TestDraftIsEstimateAndRender(t *testing.T) {
 					want := render.Estimate(env, view, f)
 					got, d := render.EstimateDraft(env, view, f)
 					require.Equal(t, want, got)
+					again, _ := render.EstimateDraft(env, view, f)
+					require.Equal(t, want, again, "the same answer again, its estimate memoised")
+					if text && n > 0 {
+						// The same text with another known count is another
+						// estimate, not the one memoised.
+						r := env.Results[0]
+						i := slices.IndexFunc(r, func(f envelope.Field) bool { return f.Key == "chunk_text" })
+						body := r[i].Value.(envelope.Text)
+						r[i].Value = envelope.Text{S: body.S, Tokens: body.Tokens + 40}
+						changed, _ := render.EstimateDraft(env, view, f)
+						require.Equal(t, render.Estimate(env, view, f), changed)
+						if f != render.JSON {
+							require.NotEqual(t, want, changed)
+						}
+						r[i].Value = body
+					}
 					wantOut, err := render.Render(env, view, f)
 					require.NoError(t, err)
 					gotOut, err := render.RenderDraft(env, view, f, d)

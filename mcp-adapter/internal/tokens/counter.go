@@ -36,8 +36,9 @@ func Count(s string) int {
 	return tok.Count(s)
 }
 
-// lineCounts memoises CountLines' segments: about 8,000 lines.
-var lineCounts = memo.New[int](256)
+// lineCounts memoises CountLines' segments by fingerprint (8,192 lines),
+// so that a line seen once costs no copy.
+var lineCounts = memo.NewPrints[int](8192)
 
 // CountLines is Count(s) for a text whose lines recur from one answer to
 // the next (the markdown of an answer: a result's heading and confidence
@@ -52,10 +53,11 @@ func CountLines(s string) int {
 	for len(s) > 0 {
 		end := lineCut(s)
 		seg := s[:end]
-		c, ok := lineCounts.Get(seg)
+		p := lineCounts.Of(seg)
+		c, ok := lineCounts.Get(p)
 		if !ok {
 			c = Count(seg)
-			lineCounts.Put(seg, c)
+			lineCounts.Put(p, c)
 		}
 		n += c
 		s = s[end:]
