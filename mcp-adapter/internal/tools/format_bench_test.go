@@ -1,8 +1,11 @@
 package tools
 
 import (
+	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 
@@ -26,16 +29,28 @@ func BenchmarkFormatSearchPage(b *testing.B) {
 		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true,
 		Signals: signals.Config{DefaultWeight: 0.7, HalfLife: time.Hour * 4320, IncludeConfidence: true},
 	})
-	var hits []*searchv1.SearchResult
-	for i, c := range testfake.Corpus()[:10] {
-		hits = append(hits, &searchv1.SearchResult{Chunk: c, Rank: int32(i + 1), HybridScore: 0.8 - float64(i)/100, Bm25Rank: int32(i + 1),
-			VectorRank: int32(i + 2), SimilarityScore: 0.7, Bm25Score: 0.6, ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
-			MatchedTerms: []string{"incident"}})
+	// pageOf is a page of 10; pages of different n have other chunk ids
+	// (so other headings and links) and totals.
+	corpus := testfake.Corpus()[:10]
+	pageOf := func(n int) *searchv1.SearchResponse {
+		var hits []*searchv1.SearchResult
+		for i, c := range corpus {
+			if n > 0 {
+				c = proto.Clone(c).(*searchv1.Chunk)
+				c.ChunkId += int64(n) * 100
+			}
+			hits = append(hits, &searchv1.SearchResult{Chunk: c, Rank: int32(i + 1), HybridScore: 0.8 - float64(i)/100, Bm25Rank: int32(i + 1),
+				VectorRank: int32(i + 2), SimilarityScore: 0.7, Bm25Score: 0.6, ScoreType: searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
+				MatchedTerms: []string{"incident"}})
+		}
+		return &searchv1.SearchResponse{Results: hits, TotalAvailable: int32(64 + n), QueryTerms: []string{"incident", "severity"}}
 	}
-	page := &searchv1.SearchResponse{Results: hits, TotalAvailable: 64, QueryTerms: []string{"incident", "severity"}}
+	page := pageOf(0)
 	for _, mode := range []projection.Mode{projection.Metadata, projection.Full} {
 		for _, f := range []render.Format{render.Markdown, render.JSON, render.Both} {
 			b.Run(string(mode)+"/"+string(f), func(b *testing.B) {
+				cpu := benchCPU(b)
+				defer func() { b.ReportMetric(float64(benchCPU(b)-cpu)/float64(b.N), "cpu-ns/op") }()
 				for i := 0; i < b.N; i++ {
 					call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0011223344556677", Started: time.Now(), Format: f}
 					p := searchParams{query: "incident severity", pageSize: 10, mode: mode}
@@ -47,4 +62,33 @@ func BenchmarkFormatSearchPage(b *testing.B) {
 			})
 		}
 	}
+	// The same page is formatted again above (a search repeated, answered
+	// from the search cache); "fresh" formats a different page each time,
+	// more pages than the adapter's memos of counts and estimates hold.
+	pages := make([]*searchv1.SearchResponse, 2000)
+	for n := range pages {
+		pages[n] = pageOf(n + 1)
+	}
+	b.Run("metadata/markdown/fresh", func(b *testing.B) {
+		cpu := benchCPU(b)
+		defer func() { b.ReportMetric(float64(benchCPU(b)-cpu)/float64(b.N), "cpu-ns/op") }()
+		for i := 0; i < b.N; i++ {
+			call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0011223344556677", Started: time.Now(), Format: render.Markdown}
+			p := searchParams{query: "incident severity", pageSize: 10, mode: projection.Metadata}
+			c := &searchContent{s: s, p: p, page: pages[i%len(pages)], queryHash: cursor.QueryHash(p.query),
+				fields: projection.SearchFields(p.mode), withSignals: true}
+			c.project()
+			s.resp.Success(call, call.NewEnvelope(), c)
+		}
+	})
+}
+
+// benchCPU is the user and system CPU time this process has used: on a
+// shared machine, steadier than the wall time.
+func benchCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
