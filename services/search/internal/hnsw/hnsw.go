@@ -19,6 +19,7 @@ package hnsw
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -35,6 +36,13 @@ type Config struct {
 	EfConstruction int
 	// Seed makes a graph's layers, and so its answers, reproducible.
 	Seed uint64
+	// CodesOnly keeps each vector's int8 code and drops the float32
+	// vector: a node takes about a third of the memory (NodeBytes), so a
+	// million 256-d vectors fit in about 500 MB. Searches then score the
+	// candidates they end with from the codes too (cosines within about
+	// 0.002 of exact), and Vector and Hit.Vector are the codes decoded:
+	// unit length, not the stored vector.
+	CodesOnly bool
 }
 
 // DefaultConfig is pgvector's default build (m = 16, ef_construction =
@@ -48,7 +56,8 @@ type Hit struct {
 	ID int64
 	// Cosine is the cosine similarity with the query.
 	Cosine float64
-	// Vector is the stored vector as added (not a copy: read only).
+	// Vector is the stored vector as added (not a copy: read only), or
+	// its code decoded (CodesOnly).
 	Vector []float32
 }
 
@@ -58,13 +67,19 @@ type Graph struct {
 	ml  float64
 	rng *rand.Rand
 
-	mu      sync.RWMutex
-	ids     []int64
-	vecs    [][]float32
-	inv     []float32   // 1/|v|, 0 for a zero vector
-	codes   []int8      // node n's int8 code at [n*Dims, (n+1)*Dims)
-	scales  []float32   // unit vector ≈ scale × code
-	links   [][][]int32 // links[node][layer]
+	mu     sync.RWMutex
+	ids    []int64
+	vecs   [][]float32 // nil when CodesOnly
+	inv    []float32   // 1/|v|, 0 for a zero vector; nil when CodesOnly
+	codes  []int8      // node n's int8 code at [n*Dims, (n+1)*Dims)
+	scales []float32   // unit vector ≈ scale × code
+	// links0 holds every node's layer-0 links in one slab, without a
+	// pointer per node for the collector to trace: node n's count at
+	// n*(2M+1), then up to 2M ids.
+	links0 []int32
+	// upper holds the links on layers 1 and up of the nodes that reach
+	// them (about one in M): upper[n][l-1].
+	upper   map[int32][][]int32
 	deleted []bool
 	ndel    int
 	byID    map[int64]int32
@@ -74,10 +89,16 @@ type Graph struct {
 	visits sync.Pool // *visited
 }
 
-// NodeBytes estimates one node's memory at dims: its float32 vector and
-// int8 code, and about 320 bytes of id, norms, links (up to 32 on layer
-// 0) and map entry.
-func NodeBytes(dims int) int { return 5*dims + 320 }
+// NodeBytes estimates one node's memory at dims: its int8 code, its
+// float32 vector unless codesOnly, and about 220 to 250 bytes of id, scale,
+// links (up to 32 on layer 0) and map entry (TestNodeBytesCoversAGraph
+// measures it).
+func NodeBytes(dims int, codesOnly bool) int {
+	if codesOnly {
+		return dims + 220
+	}
+	return 5*dims + 250
+}
 
 // New returns an empty graph.
 func New(cfg Config) *Graph {
@@ -88,8 +109,35 @@ func New(cfg Config) *Graph {
 		cfg.EfConstruction = cfg.M
 	}
 	return &Graph{cfg: cfg, ml: 1 / math.Log(float64(cfg.M)), rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
-		byID: map[int64]int32{}, entry: -1}
+		byID: map[int64]int32{}, upper: map[int32][][]int32{}, entry: -1}
 }
+
+// Reserve makes room for n more nodes at once, so a graph built from a
+// known count holds no spare capacity (appending doubles it, a third
+// more memory on average).
+func (g *Graph) Reserve(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n <= 0 {
+		return
+	}
+	d := g.cfg.Dims
+	g.ids = slices.Grow(g.ids, n)
+	g.codes = slices.Grow(g.codes, n*d)
+	g.scales = slices.Grow(g.scales, n)
+	g.deleted = slices.Grow(g.deleted, n)
+	g.links0 = slices.Grow(g.links0, n*(2*g.cfg.M+1))
+	if !g.cfg.CodesOnly {
+		g.vecs = slices.Grow(g.vecs, n)
+		g.inv = slices.Grow(g.inv, n)
+	}
+	if len(g.byID) == 0 {
+		g.byID = make(map[int64]int32, n)
+	}
+}
+
+// CodesOnly reports whether the graph keeps codes only (Config.CodesOnly).
+func (g *Graph) CodesOnly() bool { return g.cfg.CodesOnly }
 
 // Dims is the dimension the graph was made for.
 func (g *Graph) Dims() int { return g.cfg.Dims }
@@ -109,14 +157,26 @@ func (g *Graph) Deleted() int {
 }
 
 // Vector returns the vector stored under id (nil when absent or deleted;
-// read only).
+// read only), or with CodesOnly its code decoded.
 func (g *Graph) Vector(id int64) []float32 {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	if n, ok := g.byID[id]; ok && !g.deleted[n] {
-		return g.vecs[n]
+		return g.vector(n)
 	}
 	return nil
+}
+
+func (g *Graph) vector(n int32) []float32 {
+	if !g.cfg.CodesOnly {
+		return g.vecs[n]
+	}
+	at := int(n) * g.cfg.Dims
+	out := make([]float32, g.cfg.Dims)
+	for i, c := range g.codes[at : at+g.cfg.Dims] {
+		out[i] = float32(c) * g.scales[n]
+	}
+	return out
 }
 
 // Delete marks id deleted: searches still walk through it but never return
@@ -132,10 +192,16 @@ func (g *Graph) Delete(id int64) {
 
 // Add links v under id. An id already present (not deleted) is left as it
 // is: a stored vector never changes under one model; a deleted one comes
-// back with the new vector as a new node. v is kept, not copied.
+// back with the new vector as a new node. v is kept, not copied (nor
+// kept at all with CodesOnly).
 func (g *Graph) Add(id int64, v []float32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.add(id, v, nil, 0)
+}
+
+// add is Add; a CodesOnly graph's node may come as its code instead of v.
+func (g *Graph) add(id int64, v []float32, code []int8, scale float32) {
 	if n, ok := g.byID[id]; ok {
 		if !g.deleted[n] {
 			return
@@ -145,17 +211,22 @@ func (g *Graph) Add(id int64, v []float32) {
 	level := int(math.Floor(-math.Log(1-g.rng.Float64()) * g.ml))
 	n := int32(len(g.ids))
 	g.ids = append(g.ids, id)
-	g.vecs = append(g.vecs, v)
-	g.inv = append(g.inv, invNorm(v))
-	var scale float32
-	g.codes, scale = quantize(g.codes, v, g.inv[n], g.cfg.Dims)
+	if code != nil {
+		g.codes = append(g.codes, code...)
+	} else {
+		inv := invNorm(v)
+		if !g.cfg.CodesOnly {
+			g.vecs = append(g.vecs, v)
+			g.inv = append(g.inv, inv)
+		}
+		g.codes, scale = quantize(g.codes, v, inv, g.cfg.Dims)
+	}
 	g.scales = append(g.scales, scale)
 	g.deleted = append(g.deleted, false)
-	ls := make([][]int32, level+1)
-	for l := range ls {
-		ls[l] = make([]int32, 0, g.maxLinks(l)+1)
+	g.links0 = append(g.links0, make([]int32, 2*g.cfg.M+1)...)
+	if level > 0 {
+		g.upper[n] = make([][]int32, level)
 	}
-	g.links = append(g.links, ls)
 	g.byID[id] = n
 	if g.entry < 0 {
 		g.entry, g.top = n, level
@@ -173,9 +244,11 @@ func (g *Graph) Add(id int64, v []float32) {
 	for l := min(level, g.top); l >= 0; l-- {
 		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil)
 		nb := g.selectNeighbours(w, g.cfg.M)
-		for _, c := range nb {
-			g.links[n][l] = append(g.links[n][l], c.node)
+		ls := make([]int32, len(nb))
+		for i, c := range nb {
+			ls[i] = c.node
 		}
+		g.setLinks(n, l, ls)
 		for _, c := range nb {
 			g.link(c.node, n, c.d, l)
 		}
@@ -212,7 +285,7 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	// neighbour at its edge (recall@100 at ef 100 within 0.01 of the float
 	// walk, TestCodedWalkKeepsRecall).
 	qq := exact
-	if coded {
+	if coded || g.cfg.CodesOnly {
 		qq.codes, qq.scale = quantize(make([]int8, 0, g.cfg.Dims), q, exact.inv, g.cfg.Dims)
 	}
 	vis := g.visited()
@@ -229,18 +302,20 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 		returnable = func(n int32) bool { return !g.deleted[n] }
 	}
 	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
-	for _, c := range w {
-		if v := g.vecs[c.node]; len(v) > 0 {
-			prefetchVector(v)
+	if !g.cfg.CodesOnly {
+		for _, c := range w {
+			if v := g.vecs[c.node]; len(v) > 0 {
+				prefetchVector(v)
+			}
 		}
+		for i := range w {
+			w[i].d = g.dist(exact, w[i].node)
+		}
+		sortCands(w)
 	}
-	for i := range w {
-		w[i].d = g.dist(exact, w[i].node)
-	}
-	sortCands(w)
 	out := make([]Hit, 0, min(k, len(w)))
 	for _, c := range w[:min(k, len(w))] {
-		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vecs[c.node]})
+		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vector(c.node)})
 	}
 	return out
 }
@@ -255,9 +330,9 @@ func (g *Graph) maxLinks(layer int) int {
 // link adds to from's layer-l links to, d apart, pruning from's list by
 // the heuristic when it is full.
 func (g *Graph) link(from, to int32, d float32, l int) {
-	ls := g.links[from][l]
+	ls := g.neighbours(from, l)
 	if len(ls) < g.maxLinks(l) {
-		g.links[from][l] = append(ls, to)
+		g.setLinks(from, l, append(ls, to))
 		return
 	}
 	fq := g.nodeQuery(from)
@@ -272,7 +347,29 @@ func (g *Graph) link(from, to int32, d float32, l int) {
 	for _, c := range keep {
 		ls = append(ls, c.node)
 	}
-	g.links[from][l] = ls
+	g.setLinks(from, l, ls)
+}
+
+// neighbours is node n's links on layer l. On layer 0 it is a window of
+// the slab with room for 2M: appending within it writes the slab.
+func (g *Graph) neighbours(n int32, l int) []int32 {
+	if l > 0 {
+		return g.upper[n][l-1]
+	}
+	at := int(n) * (2*g.cfg.M + 1)
+	end := at + 1 + 2*g.cfg.M
+	return g.links0[at+1 : at+1+int(g.links0[at]) : end]
+}
+
+// setLinks makes ls node n's links on layer l (at most maxLinks(l)).
+func (g *Graph) setLinks(n int32, l int, ls []int32) {
+	if l > 0 {
+		g.upper[n][l-1] = ls
+		return
+	}
+	at := int(n) * (2*g.cfg.M + 1)
+	copy(g.links0[at+1:], ls) // a no-op when ls is the window itself
+	g.links0[at] = int32(len(ls))
 }
 
 // selectNeighbours is the heuristic of the paper's algorithm 4 over cs
@@ -318,14 +415,18 @@ func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
 func (g *Graph) nodeQuery(n int32) query {
 	at := int(n) * g.cfg.Dims
 	end := at + g.cfg.Dims
-	return query{v: g.vecs[n], inv: g.inv[n], codes: g.codes[at:end:end], scale: g.scales[n]}
+	q := query{codes: g.codes[at:end:end], scale: g.scales[n]}
+	if !g.cfg.CodesOnly {
+		q.v, q.inv = g.vecs[n], g.inv[n]
+	}
+	return q
 }
 
 // greedy walks layer l from ep to the node nearest q.
 func (g *Graph) greedy(q query, ep int32, epd float32, l int) (int32, float32) {
 	for changed := true; changed; {
 		changed = false
-		for _, o := range g.links[ep][l] {
+		for _, o := range g.neighbours(ep, l) {
 			if d := g.dist(q, o); d < epd {
 				ep, epd, changed = o, d, true
 			}
@@ -357,7 +458,7 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 		// The neighbours not seen yet, fetched from memory all at once:
 		// one at a time, the walk waits for memory at each (issue 32).
 		next := vis.next[:0]
-		for _, o := range g.links[c.node][l] {
+		for _, o := range g.neighbours(c.node, l) {
 			if !vis.seen(o) {
 				vis.mark(o)
 				next = append(next, o)

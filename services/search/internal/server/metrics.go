@@ -41,6 +41,7 @@ type engineGauges interface {
 	HeldClassVectors() int
 	MirroredVectors() int
 	MirrorBuilding() bool
+	MirrorCodesOnly() bool
 }
 
 func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
@@ -143,6 +144,15 @@ func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
 			Help: "1 while this replica reads and builds a whole vector mirror graph (at start-up, after a new model, past a quarter deleted).",
 		}, func() float64 {
 			if eng().MirrorBuilding() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bmcis_search_mirror_codes_only",
+			Help: "1 while this replica's vector mirror keeps int8 codes only (its float32 vectors would not fit BMCIS_SEARCH_VECTOR_MIRROR_MB): scores from codes.",
+		}, func() float64 {
+			if eng().MirrorCodesOnly() {
 				return 1
 			}
 			return 0
