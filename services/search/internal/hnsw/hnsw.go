@@ -10,7 +10,8 @@
 // expanded node's unseen neighbours all at once (prefetch). Building
 // uses the codes too (the 100k benchmark's graph was ready 11 s after
 // its ingest, against 63 to 76 s built with exact distances); a search
-// scores the candidates it ends with exactly.
+// scores the candidates it ends with exactly, unless the graph keeps the
+// codes only (Config.CodesOnly: a third of the memory).
 //
 // One goroutine adds at a time (Add and Delete take the write lock);
 // any number search concurrently with each other.
