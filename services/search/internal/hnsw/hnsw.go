@@ -13,6 +13,10 @@
 // scores the candidates it ends with exactly, unless the graph keeps the
 // codes only (Config.CodesOnly: a third of the memory).
 //
+// A vector added again under another id (a boilerplate chunk stored many
+// times) is not linked: it is returned with the node first linked with
+// it (sameAs).
+//
 // One goroutine adds at a time (Add and Delete take the write lock);
 // any number search concurrently with each other.
 package hnsw
@@ -84,8 +88,11 @@ type Graph struct {
 	deleted []bool
 	ndel    int
 	byID    map[int64]int32
-	entry   int32 // -1 while empty
-	top     int   // the entry point's layer
+	// copies are the nodes added with a vector equal to a linked node's,
+	// by that node: they have no links and are returned with it (sameAs).
+	copies map[int32][]int32
+	entry  int32 // -1 while empty
+	top    int   // the entry point's layer
 
 	visits sync.Pool // *visited
 }
@@ -110,7 +117,7 @@ func New(cfg Config) *Graph {
 		cfg.EfConstruction = cfg.M
 	}
 	return &Graph{cfg: cfg, ml: 1 / math.Log(float64(cfg.M)), rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
-		byID: map[int64]int32{}, upper: map[int32][][]int32{}, entry: -1}
+		byID: map[int64]int32{}, upper: map[int32][][]int32{}, copies: map[int32][]int32{}, entry: -1}
 }
 
 // Reserve makes room for n more nodes at once, so a graph built from a
@@ -244,6 +251,12 @@ func (g *Graph) add(id int64, v []float32, code []int8, scale float32) {
 	eps := []cand{{epd, ep}}
 	for l := min(level, g.top); l >= 0; l-- {
 		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil)
+		if level == 0 {
+			if o, ok := g.sameAs(w, q, n); ok {
+				g.copies[o] = append(g.copies[o], n)
+				return
+			}
+		}
 		nb := g.selectNeighbours(w, g.cfg.M)
 		ls := make([]int32, len(nb))
 		for i, c := range nb {
@@ -300,7 +313,7 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	// k answers come back whenever k live ones are reachable.
 	var returnable func(int32) bool
 	if g.ndel > 0 {
-		returnable = func(n int32) bool { return !g.deleted[n] }
+		returnable = g.returnable
 	}
 	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
 	if !g.cfg.CodesOnly {
@@ -312,11 +325,62 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 		for i := range w {
 			w[i].d = g.dist(exact, w[i].node)
 		}
-		sortCands(w)
 	}
+	if len(g.copies) > 0 || g.ndel > 0 {
+		w = g.withCopies(w)
+	}
+	sortCands(w)
 	out := make([]Hit, 0, min(k, len(w)))
 	for _, c := range w[:min(k, len(w))] {
 		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vector(c.node)})
+	}
+	return out
+}
+
+// sameAs returns the node of w (a layer-0 search for node n, as q) whose
+// vector equals n's. A vector stored many times (a boilerplate chunk)
+// is linked once and its copies are returned with it: linked as nodes of
+// their own, the copies filled every list near them (the heuristic keeps
+// a candidate as far from each kept one as from the base), later copies
+// got no links in, and walks entering the graph elsewhere never reached
+// them (TestDuplicatesStayReachable).
+func (g *Graph) sameAs(w []cand, q query, n int32) (int32, bool) {
+	self := g.dist(q, n) // an equal vector has the same code: this distance
+	for _, c := range w {
+		if c.d == self && slices.Equal(g.vecs[c.node], g.vecs[n]) {
+			return c.node, true
+		}
+	}
+	return 0, false
+}
+
+// returnable says whether a walk's list may hold n: it is live, or one of
+// its copies is.
+func (g *Graph) returnable(n int32) bool {
+	if !g.deleted[n] {
+		return true
+	}
+	for _, c := range g.copies[n] {
+		if !g.deleted[c] {
+			return true
+		}
+	}
+	return false
+}
+
+// withCopies is w's live nodes and their live copies, each copy at its
+// node's distance.
+func (g *Graph) withCopies(w []cand) []cand {
+	out := make([]cand, 0, len(w))
+	for _, c := range w {
+		if !g.deleted[c.node] {
+			out = append(out, c)
+		}
+		for _, o := range g.copies[c.node] {
+			if !g.deleted[o] {
+				out = append(out, cand{c.d, o})
+			}
+		}
 	}
 	return out
 }

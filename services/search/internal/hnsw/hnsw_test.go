@@ -330,3 +330,57 @@ func TestZeroDims(t *testing.T) {
 	g.Add(2, nil)
 	require.Len(t, g.Search(nil, 5, 10), 2)
 }
+
+// TestDuplicatesStayReachable: a few vectors each stored hundreds of
+// times (chunks of one template, as the search service's test corpus
+// embeds them) are all found. Before copies were kept out of the pruned
+// fill, each region's lists held only copies, and a walk entering the
+// graph in another region found none (a best cosine of 0.12 for a vector
+// stored 225 times).
+func TestDuplicatesStayReachable(t *testing.T) {
+	const dims = 256
+	rng := rand.New(rand.NewPCG(3, 4))
+	centres := make([][]float32, 4)
+	for i := range centres {
+		// Few components, the rest zero: the builtin model's vectors
+		// padded to the column's dimension.
+		centres[i] = make([]float32, dims)
+		for j := 0; j < 10; j++ {
+			centres[i][j] = float32(rng.NormFloat64())
+		}
+	}
+	g := New(DefaultConfig(dims))
+	for i := 0; i < 900; i++ {
+		g.Add(int64(i), centres[i%len(centres)])
+	}
+	for c, q := range centres {
+		hits := g.Search(q, 20, 40)
+		require.Len(t, hits, 20)
+		for _, h := range hits {
+			require.EqualValues(t, c, h.ID%int64(len(centres)), "centre %d: hit %d is a copy of another vector (cosine %.3f)", c, h.ID, h.Cosine)
+			require.InDelta(t, 1, h.Cosine, 1e-5)
+		}
+	}
+	all := g.Search(centres[0], 300, 300)
+	require.Len(t, all, 300)
+	for i, h := range all {
+		// Every copy (225) before the other vectors.
+		require.Equal(t, i < 225, h.ID%int64(len(centres)) == 0, "hit %d", i)
+	}
+	// The linked node deleted, its copies are still returned (it stays a
+	// waypoint); deleted copies are not.
+	g.Delete(0)
+	g.Delete(4)
+	hits := g.Search(centres[0], 20, 40)
+	require.Len(t, hits, 20)
+	for _, h := range hits {
+		require.NotContains(t, []int64{0, 4}, h.ID)
+		require.Zero(t, h.ID%int64(len(centres)))
+	}
+	for i := 0; i < 900; i += len(centres) {
+		g.Delete(int64(i))
+	}
+	for _, h := range g.Search(centres[0], 20, 40) {
+		require.NotZero(t, h.ID%int64(len(centres)), "every copy deleted")
+	}
+}
