@@ -347,11 +347,22 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 func (g *Graph) sameAs(w []cand, q query, n int32) (int32, bool) {
 	self := g.dist(q, n) // an equal vector has the same code: this distance
 	for _, c := range w {
-		if c.d == self && slices.Equal(g.vecs[c.node], g.vecs[n]) {
+		if c.d == self && g.equal(c.node, n) {
 			return c.node, true
 		}
 	}
 	return 0, false
+}
+
+// equal reports whether nodes a and b hold the same vector: the same
+// float32 vector, or with CodesOnly the same code and scale (all that is
+// kept of it).
+func (g *Graph) equal(a, b int32) bool {
+	if !g.cfg.CodesOnly {
+		return slices.Equal(g.vecs[a], g.vecs[b])
+	}
+	d := g.cfg.Dims
+	return g.scales[a] == g.scales[b] && slices.Equal(g.codes[int(a)*d:int(a+1)*d], g.codes[int(b)*d:int(b+1)*d])
 }
 
 // returnable says whether a walk's list may hold n: it is live, or one of

@@ -1,6 +1,7 @@
 package hnsw
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -349,7 +350,17 @@ func TestDuplicatesStayReachable(t *testing.T) {
 			centres[i][j] = float32(rng.NormFloat64())
 		}
 	}
-	g := New(DefaultConfig(dims))
+	for _, cfg := range []Config{DefaultConfig(dims), codesOnly(dims)} {
+		t.Run(fmt.Sprintf("codes only %v", cfg.CodesOnly), func(t *testing.T) { duplicatesStayReachable(t, cfg, centres) })
+	}
+}
+
+func duplicatesStayReachable(t *testing.T, cfg Config, centres [][]float32) {
+	tolerance := 1e-5
+	if cfg.CodesOnly {
+		tolerance = 0.01
+	}
+	g := New(cfg)
 	for i := 0; i < 900; i++ {
 		g.Add(int64(i), centres[i%len(centres)])
 	}
@@ -358,7 +369,7 @@ func TestDuplicatesStayReachable(t *testing.T) {
 		require.Len(t, hits, 20)
 		for _, h := range hits {
 			require.EqualValues(t, c, h.ID%int64(len(centres)), "centre %d: hit %d is a copy of another vector (cosine %.3f)", c, h.ID, h.Cosine)
-			require.InDelta(t, 1, h.Cosine, 1e-5)
+			require.InDelta(t, 1, h.Cosine, tolerance)
 		}
 	}
 	all := g.Search(centres[0], 300, 300)
