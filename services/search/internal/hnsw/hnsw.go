@@ -120,30 +120,6 @@ func New(cfg Config) *Graph {
 		byID: map[int64]int32{}, upper: map[int32][][]int32{}, copies: map[int32][]int32{}, entry: -1}
 }
 
-// Reserve makes room for n more nodes at once, so a graph built from a
-// known count holds no spare capacity (appending doubles it, a third
-// more memory on average).
-func (g *Graph) Reserve(n int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if n <= 0 {
-		return
-	}
-	d := g.cfg.Dims
-	g.ids = slices.Grow(g.ids, n)
-	g.codes = slices.Grow(g.codes, n*d)
-	g.scales = slices.Grow(g.scales, n)
-	g.deleted = slices.Grow(g.deleted, n)
-	g.links0 = slices.Grow(g.links0, n*(2*g.cfg.M+1))
-	if !g.cfg.CodesOnly {
-		g.vecs = slices.Grow(g.vecs, n)
-		g.inv = slices.Grow(g.inv, n)
-	}
-	if len(g.byID) == 0 {
-		g.byID = make(map[int64]int32, n)
-	}
-}
-
 // CodesOnly reports whether the graph keeps codes only (Config.CodesOnly).
 func (g *Graph) CodesOnly() bool { return g.cfg.CodesOnly }
 
@@ -205,37 +181,43 @@ func (g *Graph) Delete(id int64) {
 func (g *Graph) Add(id int64, v []float32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.add(id, v, nil, 0)
+	if n, ok := g.byID[id]; ok && !g.deleted[n] {
+		return
+	}
+	// A deleted one stays a waypoint; the id now names the new node.
+	g.linkNode(g.appendNode(id, v), g.drawLevel())
 }
 
-// add is Add; a CodesOnly graph's node may come as its code instead of v.
-func (g *Graph) add(id int64, v []float32, code []int8, scale float32) {
-	if n, ok := g.byID[id]; ok {
-		if !g.deleted[n] {
-			return
-		}
-		// The old node stays a waypoint; the id now names the new one.
-	}
-	level := int(math.Floor(-math.Log(1-g.rng.Float64()) * g.ml))
+// drawLevel is a new node's top layer.
+func (g *Graph) drawLevel() int {
+	return int(math.Floor(-math.Log(1-g.rng.Float64()) * g.ml))
+}
+
+// appendNode stores v under id as node n, not linked yet.
+func (g *Graph) appendNode(id int64, v []float32) int32 {
 	n := int32(len(g.ids))
 	g.ids = append(g.ids, id)
-	if code != nil {
-		g.codes = append(g.codes, code...)
-	} else {
-		inv := invNorm(v)
-		if !g.cfg.CodesOnly {
-			g.vecs = append(g.vecs, v)
-			g.inv = append(g.inv, inv)
-		}
-		g.codes, scale = quantize(g.codes, v, inv, g.cfg.Dims)
+	inv := invNorm(v)
+	if !g.cfg.CodesOnly {
+		g.vecs = append(g.vecs, v)
+		g.inv = append(g.inv, inv)
 	}
+	var scale float32
+	g.codes, scale = quantize(g.codes, v, inv, g.cfg.Dims)
 	g.scales = append(g.scales, scale)
 	g.deleted = append(g.deleted, false)
 	g.links0 = append(g.links0, make([]int32, 2*g.cfg.M+1)...)
+	return n
+}
+
+// linkNode links node n, stored already, on layers 0 to level. Nodes
+// stored after it and not linked yet are never reached: nothing links to
+// them.
+func (g *Graph) linkNode(n int32, level int) {
 	if level > 0 {
 		g.upper[n] = make([][]int32, level)
 	}
-	g.byID[id] = n
+	g.byID[g.ids[n]] = n
 	if g.entry < 0 {
 		g.entry, g.top = n, level
 		return

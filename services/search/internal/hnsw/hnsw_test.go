@@ -1,6 +1,7 @@
 package hnsw
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -198,21 +199,33 @@ func ids(hs []Hit) []int64 {
 	return out
 }
 
-func benchGraph(b *testing.B, n, dims int) (*Graph, [][]float32) {
-	b.Helper()
-	vs := clustered(n, dims, 200, 1)
-	return build(vs), clustered(500, dims, 200, 2)
-}
-
 // The service's case: 100k chunks of 256 dimensions, ef_search 100, the
-// 100 candidates fusion takes.
+// 100 candidates fusion takes; the graph with its float32 vectors, and
+// of codes only (the mirror's form past its bound).
 func BenchmarkSearch100k(b *testing.B) {
-	g, qs := benchGraph(b, 100_000, 256)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		g.Search(qs[i%len(qs)], 100, 100)
-		i++
+	vs := clustered(100_000, 256, 200, 1)
+	qs := clustered(500, 256, 200, 2)
+	for _, cfg := range []Config{DefaultConfig(256), codesOnly(256)} {
+		batch := NewBatch(cfg, len(vs))
+		for i, v := range vs {
+			batch.Add(int64(i), v)
+		}
+		g, err := batch.Build(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := "float32"
+		if cfg.CodesOnly {
+			name = "codes-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				g.Search(qs[i%len(qs)], 100, 100)
+				i++
+			}
+		})
 	}
 }
 
