@@ -155,12 +155,16 @@ func (g *Graph) vector(n int32) []float32 {
 	if !g.cfg.CodesOnly {
 		return g.vecs[n]
 	}
+	return g.decode(n, make([]float32, g.cfg.Dims))
+}
+
+// decode writes node n's code, scaled back, into dst (Dims long).
+func (g *Graph) decode(n int32, dst []float32) []float32 {
 	at := int(n) * g.cfg.Dims
-	out := make([]float32, g.cfg.Dims)
 	for i, c := range g.codes[at : at+g.cfg.Dims] {
-		out[i] = float32(c) * g.scales[n]
+		dst[i] = float32(c) * g.scales[n]
 	}
-	return out
+	return dst
 }
 
 // Delete marks id deleted: searches still walk through it but never return
@@ -312,9 +316,20 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 		w = g.withCopies(w)
 	}
 	sortCands(w)
-	out := make([]Hit, 0, min(k, len(w)))
-	for _, c := range w[:min(k, len(w))] {
-		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vector(c.node)})
+	w = w[:min(k, len(w))]
+	out := make([]Hit, 0, len(w))
+	var decoded []float32 // every hit's decoded code, in one allocation
+	if g.cfg.CodesOnly {
+		decoded = make([]float32, len(w)*g.cfg.Dims)
+	}
+	for i, c := range w {
+		h := Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d)}
+		if g.cfg.CodesOnly {
+			h.Vector = g.decode(c.node, decoded[i*g.cfg.Dims:(i+1)*g.cfg.Dims:(i+1)*g.cfg.Dims])
+		} else {
+			h.Vector = g.vecs[c.node]
+		}
+		out = append(out, h)
 	}
 	return out
 }
