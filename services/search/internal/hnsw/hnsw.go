@@ -95,6 +95,12 @@ type Graph struct {
 	top    int   // the entry point's layer
 
 	visits sync.Pool // *visited
+	// scratch holds the buffers of linking, reused under the write lock:
+	// a build of a million nodes otherwise allocates gigabytes of them.
+	scratch struct {
+		eps, w, nb, cs, kept, pruned []cand
+		ls                           []int32
+	}
 }
 
 // NodeBytes estimates one node's memory at dims: its int8 code, its
@@ -234,25 +240,33 @@ func (g *Graph) linkNode(n int32, level int) {
 	for l := g.top; l > level; l-- {
 		ep, epd = g.greedy(q, ep, epd, l)
 	}
-	eps := []cand{{epd, ep}}
+	s := &g.scratch
+	s.eps = append(s.eps[:0], cand{epd, ep})
 	for l := min(level, g.top); l >= 0; l-- {
-		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil)
+		s.w = g.searchLayer(q, s.eps, g.cfg.EfConstruction, l, vis, nil, s.w)
 		if level == 0 {
-			if o, ok := g.sameAs(w, q, n); ok {
+			if o, ok := g.sameAs(s.w, q, n); ok {
 				g.copies[o] = append(g.copies[o], n)
 				return
 			}
 		}
-		nb := g.selectNeighbours(w, g.cfg.M)
-		ls := make([]int32, len(nb))
-		for i, c := range nb {
-			ls[i] = c.node
+		s.nb = g.selectNeighbours(s.w, g.cfg.M, s.nb)
+		var ls []int32 // layer 0's go into the slab; the others are kept
+		if l == 0 {
+			ls = s.ls[:0]
+		}
+		for _, c := range s.nb {
+			ls = append(ls, c.node)
+		}
+		if l == 0 {
+			s.ls = ls
 		}
 		g.setLinks(n, l, ls)
-		for _, c := range nb {
+		for _, c := range s.nb {
 			g.link(c.node, n, c.d, l)
 		}
-		eps = w // the next layer starts from all of them (algorithm 1)
+		// The next layer starts from all of them (algorithm 1).
+		s.eps = append(s.eps[:0], s.w...)
 	}
 	if level > g.top {
 		g.entry, g.top = n, level
@@ -301,7 +315,7 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	if g.ndel > 0 {
 		returnable = g.returnable
 	}
-	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
+	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable, nil)
 	if !g.cfg.CodesOnly {
 		for _, c := range w {
 			if v := g.vecs[c.node]; len(v) > 0 {
@@ -409,15 +423,16 @@ func (g *Graph) link(from, to int32, d float32, l int) {
 		return
 	}
 	fq := g.nodeQuery(from)
-	cs := make([]cand, 0, len(ls)+1)
-	cs = append(cs, cand{d, to})
+	s := &g.scratch // not s.nb: linkNode is walking it
+	cs := append(s.cs[:0], cand{d, to})
 	for _, o := range ls {
 		cs = append(cs, cand{g.dist(fq, o), o})
 	}
 	sortCands(cs)
-	keep := g.selectNeighbours(cs, g.maxLinks(l))
+	s.cs = cs
+	s.kept = g.selectNeighbours(cs, g.maxLinks(l), s.kept)
 	ls = ls[:0]
-	for _, c := range keep {
+	for _, c := range s.kept {
 		ls = append(ls, c.node)
 	}
 	g.setLinks(from, l, ls)
@@ -449,12 +464,13 @@ func (g *Graph) setLinks(n int32, l int, ls []int32) {
 // (sorted, nearest first): a candidate is kept only when it is nearer the
 // base than to every one kept before, so links spread in all directions;
 // the nearest discarded ones fill what room is left.
-func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
+func (g *Graph) selectNeighbours(cs []cand, m int, dst []cand) []cand {
 	if len(cs) <= m {
-		return append([]cand(nil), cs...)
+		return append(dst[:0], cs...)
 	}
-	kept := make([]cand, 0, m)
-	var pruned []cand
+	kept := dst[:0]
+	pruned := g.scratch.pruned[:0]
+	defer func() { g.scratch.pruned = pruned[:0] }()
 	for _, c := range cs {
 		if len(kept) == m {
 			break
@@ -511,11 +527,11 @@ func (g *Graph) greedy(q query, ep int32, epd float32, l int) (int32, float32) {
 // searchLayer is the paper's algorithm 2: the ef nodes of layer l nearest
 // q found from the entry points, sorted nearest first. When returnable is
 // set, only the nodes it accepts fill the list; the others are walked
-// through (hnswlib's way with deleted nodes).
-func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, returnable func(int32) bool) []cand {
+// through (hnswlib's way with deleted nodes). The list is written over
+// dst's array.
+func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, returnable func(int32) bool, dst []cand) []cand {
 	vis.reset(len(g.ids))
-	var cands minHeap
-	var res maxHeap
+	cands, res := minHeap(vis.cands[:0]), maxHeap(vis.res[:0])
 	for _, e := range eps {
 		vis.mark(e.node)
 		cands.push(e)
@@ -560,7 +576,8 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 			}
 		}
 	}
-	out := []cand(res)
+	vis.cands, vis.res = cands[:0], res[:0] // grown buffers, for the next walk
+	out := append(dst[:0], res...)
 	sortCands(out)
 	return out
 }
@@ -648,8 +665,10 @@ func (g *Graph) visited() *visited {
 // 12.5 KB, which stays in cache where a word per node would not.
 type visited struct {
 	bits []uint64
-	// next is searchLayer's buffer of neighbours to score.
-	next []int32
+	// next is searchLayer's buffer of neighbours to score; cands and res
+	// its heaps'.
+	next       []int32
+	cands, res []cand
 }
 
 func (v *visited) reset(n int) {
