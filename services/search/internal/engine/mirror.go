@@ -97,8 +97,8 @@ type mirrorView struct {
 var errOtherDims = errors.New("stored vectors of another dimension than the queries'")
 
 // mirrorReadTimeout bounds one catch-up's database read (a full read of
-// 100k vectors moves about 100 MB).
-const mirrorReadTimeout = 2 * time.Minute
+// a million vectors moves about a gigabyte, encoded as it arrives).
+const mirrorReadTimeout = 10 * time.Minute
 
 func newVectorMirror(st MirrorStore, budgetBytes int, loaded func() int, log *slog.Logger) *vectorMirror {
 	if budgetBytes <= 0 || st == nil {
@@ -271,12 +271,17 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 	})
 	if errors.Is(err, errOtherDims) {
 		// Another model's dimension than the queries told: the next
-		// query of the new model tells it.
+		// query of the new model tells it (not before a minute, so mixed
+		// dimensions do not make every query start a full read).
 		m.drop()
+		m.retryAt = now.Add(time.Minute)
 		return nil
 	}
 	if err != nil {
 		m.retryAt = now.Add(time.Second)
+		if batch != nil {
+			m.retryAt = now.Add(30 * time.Second) // a full read is costly to repeat
+		}
 		m.again.Store(true) // retried at retryAt
 		return err
 	}

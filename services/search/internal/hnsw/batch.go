@@ -19,11 +19,14 @@ type Batch struct {
 	scales []float32
 }
 
-// NewBatch returns an empty batch for a graph of cfg, with room for n.
+// NewBatch returns an empty batch for a graph of cfg, with room for n
+// and an eighth more: the graph built keeps the spare room, so the nodes
+// added after it do not copy its arrays at once.
 func NewBatch(cfg Config, n int) *Batch {
-	b := &Batch{cfg: cfg, ids: make([]int64, 0, n), codes: make([]int8, 0, n*cfg.Dims), scales: make([]float32, 0, n)}
+	c := n + n/8
+	b := &Batch{cfg: cfg, ids: make([]int64, 0, c), codes: make([]int8, 0, c*cfg.Dims), scales: make([]float32, 0, c)}
 	if !cfg.CodesOnly {
-		b.vecs = make([][]float32, 0, n)
+		b.vecs = make([][]float32, 0, c)
 	}
 	return b
 }
@@ -51,14 +54,16 @@ func (b *Batch) Build(ctx context.Context) (*Graph, error) {
 	n := len(b.ids)
 	g := New(b.cfg)
 	g.ids, g.vecs, g.codes, g.scales = b.ids, b.vecs, b.codes, b.scales
+	c := cap(g.ids) // with NewBatch's spare room
 	if !b.cfg.CodesOnly {
-		g.inv = make([]float32, n)
+		g.inv = make([]float32, n, c)
 		for i, v := range g.vecs {
 			g.inv[i] = invNorm(v)
 		}
 	}
-	g.deleted = make([]bool, n)
-	g.links0 = make([]int32, n*(2*b.cfg.M+1))
+	g.deleted = make([]bool, n, c)
+	stride := 2*g.cfg.M + 1 // g.cfg: New raises M to 2
+	g.links0 = make([]int32, n*stride, c*stride)
 	g.byID = make(map[int64]int32, n)
 	*b = Batch{cfg: b.cfg}
 	for k := range n {
@@ -86,7 +91,8 @@ func (b *Batch) sortByID() {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(b.ids[x], b.ids[y]) })
+	// Stable: an id collected twice keeps its first vector on every replica.
+	slices.SortStableFunc(order, func(x, y int32) int { return cmp.Compare(b.ids[x], b.ids[y]) })
 	d := b.cfg.Dims
 	code := func(i int) []int8 { return b.codes[i*d : (i+1)*d] }
 	tmp := make([]int8, d)

@@ -43,9 +43,9 @@ type Config struct {
 	Seed uint64
 	// CodesOnly keeps each vector's int8 code and drops the float32
 	// vector: a node takes about a third of the memory (NodeBytes), so a
-	// million 256-d vectors fit in about 500 MB. Searches then score the
+	// million 256-d vectors fit in about 550 MB. Searches then score the
 	// candidates they end with from the codes too (cosines within about
-	// 0.002 of exact), and Vector and Hit.Vector are the codes decoded:
+	// 0.01 of exact), and Vector and Hit.Vector are the codes decoded:
 	// unit length, not the stored vector.
 	CodesOnly bool
 }
@@ -98,20 +98,24 @@ type Graph struct {
 	// scratch holds the buffers of linking, reused under the write lock:
 	// a build of a million nodes otherwise allocates gigabytes of them.
 	scratch struct {
-		eps, w, nb, cs, kept, pruned []cand
-		ls                           []int32
+		eps, nb, cs, kept, pruned []cand
+		layers                    [][]cand // linkNode's candidates, from its top layer down
+		ls                        []int32
 	}
 }
 
 // NodeBytes estimates one node's memory at dims: its int8 code, its
-// float32 vector unless codesOnly, and about 220 to 250 bytes of id, scale,
-// links (up to 32 on layer 0) and map entry (TestNodeBytesCoversAGraph
-// measures it).
+// float32 vector unless codesOnly, its id, scale and links (up to 32 on
+// layer 0) and map entry. The arrays grow by a quarter when full (Go's
+// append), so it counts them a quarter larger: a bound, which
+// TestNodeBytesCoversAGraph measures after such a growth.
 func NodeBytes(dims int, codesOnly bool) int {
+	slabs := 5 * (dims + 145) / 4 // code, layer-0 links, id, scale, flag
+	const entry = 48 // byID's, with room for the map's own growth
 	if codesOnly {
-		return dims + 220
+		return slabs + entry
 	}
-	return 5*dims + 250
+	return slabs + entry + 4*dims + 5*(24+4)/4 // the vector, its slice and norm
 }
 
 // New returns an empty graph.
@@ -241,16 +245,27 @@ func (g *Graph) linkNode(n int32, level int) {
 		ep, epd = g.greedy(q, ep, epd, l)
 	}
 	s := &g.scratch
-	s.eps = append(s.eps[:0], cand{epd, ep})
-	for l := min(level, g.top); l >= 0; l-- {
-		s.w = g.searchLayer(q, s.eps, g.cfg.EfConstruction, l, vis, nil, s.w)
-		if level == 0 {
-			if o, ok := g.sameAs(s.w, q, n); ok {
-				g.copies[o] = append(g.copies[o], n)
-				return
-			}
-		}
-		s.nb = g.selectNeighbours(s.w, g.cfg.M, s.nb)
+	// Every layer's candidates first: a copy of a linked node is linked on
+	// no layer (sameAs reads layer 0's), and what is linked on one layer
+	// does not change the walk of the layers below.
+	from := min(level, g.top)
+	for len(s.layers) <= from {
+		s.layers = append(s.layers, nil)
+	}
+	eps := append(s.eps[:0], cand{epd, ep})
+	s.eps = eps
+	for l := from; l >= 0; l-- {
+		// The next layer starts from all of them (algorithm 1).
+		s.layers[from-l] = g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil, s.layers[from-l])
+		eps = s.layers[from-l]
+	}
+	if o, ok := g.sameAs(s.layers[from], q, n); ok {
+		g.copies[o] = append(g.copies[o], n)
+		delete(g.upper, n)
+		return
+	}
+	for l := from; l >= 0; l-- {
+		s.nb = g.selectNeighbours(s.layers[from-l], g.cfg.M, s.nb)
 		var ls []int32 // layer 0's go into the slab; the others are kept
 		if l == 0 {
 			ls = s.ls[:0]
@@ -265,15 +280,14 @@ func (g *Graph) linkNode(n int32, level int) {
 		for _, c := range s.nb {
 			g.link(c.node, n, c.d, l)
 		}
-		// The next layer starts from all of them (algorithm 1).
-		s.eps = append(s.eps[:0], s.w...)
 	}
 	if level > g.top {
 		g.entry, g.top = n, level
 	}
 }
 
-// Search returns the k live nodes nearest q, best first (ties by id),
+// Search returns the k live nodes nearest q, best first (ties in the
+// order the nodes were added),
 // walking layer 0 with a candidate list of max(ef, k) live nodes.
 func (g *Graph) Search(q []float32, k, ef int) []Hit {
 	return g.search(q, k, ef, true)
@@ -338,6 +352,9 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	}
 	for i, c := range w {
 		h := Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d)}
+		if g.cfg.CodesOnly {
+			h.Cosine = max(-1, min(1, h.Cosine)) // the codes' rounding can pass ±1
+		}
 		if g.cfg.CodesOnly {
 			h.Vector = g.decode(c.node, decoded[i*g.cfg.Dims:(i+1)*g.cfg.Dims:(i+1)*g.cfg.Dims])
 		} else {

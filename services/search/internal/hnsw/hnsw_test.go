@@ -377,6 +377,11 @@ func duplicatesStayReachable(t *testing.T, cfg Config, centres [][]float32) {
 	for i := 0; i < 900; i++ {
 		g.Add(int64(i), centres[i%len(centres)])
 	}
+	copies := 0
+	for _, cs := range g.copies {
+		copies += len(cs)
+	}
+	require.Equal(t, 900-len(centres), copies, "only each vector's first node is linked, whatever layer a copy drew")
 	for c, q := range centres {
 		hits := g.Search(q, 20, 40)
 		require.Len(t, hits, 20)

@@ -19,11 +19,12 @@ type MirrorRead struct {
 	Model, Version int64
 	// Generation is the feed generation read up to.
 	Generation int64
-	// Changed are the documents changed after since (their chunks are all
-	// in Chunks) and Deleted those deleted after it.
+	// Changed are the documents changed after since (each of their
+	// chunks went to the read's callback) and Deleted those deleted after
+	// it.
 	Changed, Deleted []int64
 	// Vectors counts the vectors of Model, stored and queued (a full read
-	// only).
+	// only; a chunk in both places, which Apply prevents, counts twice).
 	Vectors int64
 }
 
