@@ -249,6 +249,16 @@ func (e *Engine) Run(ctx context.Context) {
 // a whole graph.
 func (e *Engine) MirrorBuilding() bool { return e.mirror != nil && e.mirror.building.Load() }
 
+// MirrorCodesOnly reports whether the graph queries use keeps int8 codes
+// only (hnsw.Config.CodesOnly).
+func (e *Engine) MirrorCodesOnly() bool {
+	if e.mirror == nil {
+		return false
+	}
+	v := e.mirror.view.Load()
+	return v != nil && v.g.CodesOnly()
+}
+
 // MirroredVectors is the number of vectors the in-memory graph holds.
 func (e *Engine) MirroredVectors() int {
 	if e.mirror == nil {

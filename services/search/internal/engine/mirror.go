@@ -1,10 +1,9 @@
 package engine
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +83,7 @@ type vectorMirror struct {
 
 // MirrorStore is the database side of the mirror (store.Store).
 type MirrorStore interface {
-	MirrorChanges(ctx context.Context, model, since, lastVersion int64, pending []int64, maxVectors int64) (store.MirrorRead, error)
+	MirrorChanges(ctx context.Context, q store.MirrorQuery, each func(store.MirrorChunk) error) (store.MirrorRead, error)
 }
 
 // mirrorView is what queries use: a graph complete at version for model.
@@ -93,9 +92,13 @@ type mirrorView struct {
 	model, version int64
 }
 
+// errOtherDims stops a read that meets vectors of another dimension than
+// the queries'.
+var errOtherDims = errors.New("stored vectors of another dimension than the queries'")
+
 // mirrorReadTimeout bounds one catch-up's database read (a full read of
-// 100k vectors moves about 100 MB).
-const mirrorReadTimeout = 2 * time.Minute
+// a million vectors moves about a gigabyte, encoded as it arrives).
+const mirrorReadTimeout = 10 * time.Minute
 
 func newVectorMirror(st MirrorStore, budgetBytes int, loaded func() int, log *slog.Logger) *vectorMirror {
 	if budgetBytes <= 0 || st == nil {
@@ -198,7 +201,10 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 		}
 		return nil
 	}
-	maxVectors := int64(m.budget / hnsw.NodeBytes(dims))
+	// Float32 vectors while they fit the budget (exact scores); past
+	// that, int8 codes only, a third of the memory.
+	exactMax := int64(m.budget / hnsw.NodeBytes(dims, false))
+	maxVectors := int64(m.budget / hnsw.NodeBytes(dims, true))
 	since := m.gen
 	if m.graph == nil || m.graph.Dims() != dims {
 		// None yet, or the queries now have another dimension (the
@@ -228,9 +234,54 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 		m.building.Store(true)
 		defer m.building.Store(false)
 	}
-	rd, err := m.st.MirrorChanges(ctx, m.model, since, m.version, pending, maxVectors)
+	// A full read goes into a batch as it arrives (the store says when
+	// a read is one); a catch-up's few chunks are kept to apply.
+	var (
+		batch    *hnsw.Batch
+		changes  []store.MirrorChunk
+		chunksOf = map[int64][]int64{}
+		waiting  = map[int64]int64{}
+	)
+	q := store.MirrorQuery{Model: m.model, Since: since, LastVersion: m.version, Pending: pending, MaxVectors: maxVectors,
+		Counted: func(model, vectors int64) {
+			if model != m.model {
+				// The graph held is of no use to the new model's queries:
+				// free it before building the next.
+				m.drop()
+			}
+			cfg := hnsw.DefaultConfig(dims)
+			cfg.CodesOnly = vectors > exactMax
+			batch = hnsw.NewBatch(cfg, int(vectors))
+		}}
+	rd, err := m.st.MirrorChanges(ctx, q, func(c store.MirrorChunk) error {
+		if c.Vector != nil && len(c.Vector) != dims {
+			return errOtherDims
+		}
+		if batch == nil {
+			changes = append(changes, c)
+			return nil
+		}
+		chunksOf[c.DocumentID] = append(chunksOf[c.DocumentID], c.ChunkID)
+		if c.Vector == nil {
+			waiting[c.ChunkID] = c.DocumentID
+		} else {
+			batch.Add(c.ChunkID, c.Vector)
+		}
+		return nil
+	})
+	if errors.Is(err, errOtherDims) {
+		// Another model's dimension than the queries told: the next
+		// query of the new model tells it (not before a minute, so mixed
+		// dimensions do not make every query start a full read).
+		m.drop()
+		m.retryAt = now.Add(time.Minute)
+		return nil
+	}
 	if err != nil {
 		m.retryAt = now.Add(time.Second)
+		if batch != nil {
+			m.retryAt = now.Add(30 * time.Second) // a full read is costly to repeat
+		}
 		m.again.Store(true) // retried at retryAt
 		return err
 	}
@@ -254,20 +305,20 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 			m.retryAt = now.Add(time.Minute)
 			return nil
 		}
-		for _, c := range rd.Chunks {
-			if c.Vector != nil && len(c.Vector) != dims {
-				// Another model's dimension than the queries told: the
-				// next query of the new model tells it.
-				m.drop()
-				return nil
-			}
-		}
 		m.tooMany = 0
-		if err := m.build(rd, dims); err != nil {
+		if batch == nil { // not a full read after all: cannot be, but never a nil graph
+			batch = hnsw.NewBatch(hnsw.DefaultConfig(dims), 0)
+		}
+		start := time.Now()
+		g, err := batch.Build(m.ctx)
+		if err != nil {
 			return err
 		}
+		m.graph, m.pending, m.chunksOf = g, waiting, chunksOf
+		m.log.Info("vector mirror built", "vectors", g.Len(), "codes_only", g.CodesOnly(),
+			"seconds", time.Since(start).Seconds())
 	default:
-		m.apply(rd)
+		m.apply(rd, changes)
 	}
 	m.model, m.gen = rd.Model, rd.Generation
 	g := m.graph
@@ -275,8 +326,10 @@ func (m *vectorMirror) catchUp(ctx context.Context) error {
 	if live := g.Len() - g.Deleted(); int64(live) > maxVectors {
 		m.drop() // counted on the next full read
 		m.retryAt = now.Add(time.Minute)
-	} else if g.Deleted() > 1000 && g.Deleted() > g.Len()/4 {
-		m.gen = 0 // rebuilt by the next round, the view serving meanwhile
+	} else if g.Deleted() > 1000 && g.Deleted() > g.Len()/4 || !g.CodesOnly() && int64(live) > exactMax {
+		// Rebuilt by the next round (as codes when the float32 vectors
+		// outgrew the budget), the view serving meanwhile.
+		m.gen = 0
 		m.graph = nil
 		m.again.Store(true)
 	}
@@ -288,38 +341,15 @@ func (m *vectorMirror) drop() {
 	m.graph, m.model, m.gen, m.pending, m.chunksOf = nil, 0, 0, nil, nil
 }
 
-// build makes a new graph from a full read, beside the one queries use.
-// It stops early (and changes nothing) when the server stops: a build of
-// 100k vectors takes tens of seconds.
-func (m *vectorMirror) build(rd store.MirrorRead, dims int) error {
-	// In id order, so replicas build the same graph from the same rows.
-	slices.SortFunc(rd.Chunks, func(a, b store.MirrorChunk) int { return cmp.Compare(a.ChunkID, b.ChunkID) })
-	g := hnsw.New(hnsw.DefaultConfig(dims))
-	pending, chunksOf := map[int64]int64{}, map[int64][]int64{}
-	for i, c := range rd.Chunks {
-		if i%1024 == 0 && m.ctx.Err() != nil {
-			return m.ctx.Err()
-		}
-		chunksOf[c.DocumentID] = append(chunksOf[c.DocumentID], c.ChunkID)
-		if c.Vector == nil {
-			pending[c.ChunkID] = c.DocumentID
-		} else {
-			g.Add(c.ChunkID, c.Vector)
-		}
-	}
-	m.graph, m.pending, m.chunksOf = g, pending, chunksOf
-	return nil
-}
-
 // apply adds what changed since the last read to the graph in place:
 // queries may use it meanwhile, since everything it gains is stored.
-func (m *vectorMirror) apply(rd store.MirrorRead) {
+func (m *vectorMirror) apply(rd store.MirrorRead, chunks []store.MirrorChunk) {
 	g := m.graph
 	changed := make(map[int64]map[int64]bool, len(rd.Changed))
 	for _, d := range rd.Changed {
 		changed[d] = map[int64]bool{}
 	}
-	for _, c := range rd.Chunks {
+	for _, c := range chunks {
 		if now, ok := changed[c.DocumentID]; ok {
 			now[c.ChunkID] = true
 		}
@@ -349,7 +379,7 @@ func (m *vectorMirror) apply(rd store.MirrorRead) {
 		}
 		delete(m.chunksOf, d)
 	}
-	for _, c := range rd.Chunks {
+	for _, c := range chunks {
 		if c.Vector == nil {
 			m.pending[c.ChunkID] = c.DocumentID
 			continue

@@ -10,7 +10,12 @@
 // expanded node's unseen neighbours all at once (prefetch). Building
 // uses the codes too (the 100k benchmark's graph was ready 11 s after
 // its ingest, against 63 to 76 s built with exact distances); a search
-// scores the candidates it ends with exactly.
+// scores the candidates it ends with exactly, unless the graph keeps the
+// codes only (Config.CodesOnly: a third of the memory).
+//
+// A vector added again under another id (a boilerplate chunk stored many
+// times) is not linked: it is returned with the node first linked with
+// it (sameAs).
 //
 // One goroutine adds at a time (Add and Delete take the write lock);
 // any number search concurrently with each other.
@@ -19,6 +24,7 @@ package hnsw
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -35,6 +41,13 @@ type Config struct {
 	EfConstruction int
 	// Seed makes a graph's layers, and so its answers, reproducible.
 	Seed uint64
+	// CodesOnly keeps each vector's int8 code and drops the float32
+	// vector: a node takes about a third of the memory (NodeBytes), so a
+	// million 256-d vectors fit in about 550 MB. Searches then score the
+	// candidates they end with from the codes too (cosines within about
+	// 0.01 of exact), and Vector and Hit.Vector are the codes decoded:
+	// unit length, not the stored vector.
+	CodesOnly bool
 }
 
 // DefaultConfig is pgvector's default build (m = 16, ef_construction =
@@ -48,7 +61,8 @@ type Hit struct {
 	ID int64
 	// Cosine is the cosine similarity with the query.
 	Cosine float64
-	// Vector is the stored vector as added (not a copy: read only).
+	// Vector is the stored vector as added (not a copy: read only), or
+	// its code decoded (CodesOnly).
 	Vector []float32
 }
 
@@ -58,26 +72,51 @@ type Graph struct {
 	ml  float64
 	rng *rand.Rand
 
-	mu      sync.RWMutex
-	ids     []int64
-	vecs    [][]float32
-	inv     []float32   // 1/|v|, 0 for a zero vector
-	codes   []int8      // node n's int8 code at [n*Dims, (n+1)*Dims)
-	scales  []float32   // unit vector ≈ scale × code
-	links   [][][]int32 // links[node][layer]
+	mu     sync.RWMutex
+	ids    []int64
+	vecs   [][]float32 // nil when CodesOnly
+	inv    []float32   // 1/|v|, 0 for a zero vector; nil when CodesOnly
+	codes  []int8      // node n's int8 code at [n*Dims, (n+1)*Dims)
+	scales []float32   // unit vector ≈ scale × code
+	// links0 holds every node's layer-0 links in one slab, without a
+	// pointer per node for the collector to trace: node n's count at
+	// n*(2M+1), then up to 2M ids.
+	links0 []int32
+	// upper holds the links on layers 1 and up of the nodes that reach
+	// them (about one in M): upper[n][l-1].
+	upper   map[int32][][]int32
 	deleted []bool
 	ndel    int
 	byID    map[int64]int32
-	entry   int32 // -1 while empty
-	top     int   // the entry point's layer
+	// copies are the nodes added with a vector equal to a linked node's,
+	// by that node: they have no links and are returned with it (sameAs).
+	copies map[int32][]int32
+	entry  int32 // -1 while empty
+	top    int   // the entry point's layer
 
 	visits sync.Pool // *visited
+	// scratch holds the buffers of linking, reused under the write lock:
+	// a build of a million nodes otherwise allocates gigabytes of them.
+	scratch struct {
+		eps, nb, cs, kept, pruned []cand
+		layers                    [][]cand // linkNode's candidates, from its top layer down
+		ls                        []int32
+	}
 }
 
-// NodeBytes estimates one node's memory at dims: its float32 vector and
-// int8 code, and about 320 bytes of id, norms, links (up to 32 on layer
-// 0) and map entry.
-func NodeBytes(dims int) int { return 5*dims + 320 }
+// NodeBytes estimates one node's memory at dims: its int8 code, its
+// float32 vector unless codesOnly, its id, scale and links (up to 32 on
+// layer 0) and map entry. The arrays grow by a quarter when full (Go's
+// append), so it counts them a quarter larger: a bound, which
+// TestNodeBytesCoversAGraph measures after such a growth.
+func NodeBytes(dims int, codesOnly bool) int {
+	slabs := 5 * (dims + 145) / 4 // code, layer-0 links, id, scale, flag
+	const entry = 48 // byID's, with room for the map's own growth
+	if codesOnly {
+		return slabs + entry
+	}
+	return slabs + entry + 4*dims + 5*(24+4)/4 // the vector, its slice and norm
+}
 
 // New returns an empty graph.
 func New(cfg Config) *Graph {
@@ -88,8 +127,11 @@ func New(cfg Config) *Graph {
 		cfg.EfConstruction = cfg.M
 	}
 	return &Graph{cfg: cfg, ml: 1 / math.Log(float64(cfg.M)), rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
-		byID: map[int64]int32{}, entry: -1}
+		byID: map[int64]int32{}, upper: map[int32][][]int32{}, copies: map[int32][]int32{}, entry: -1}
 }
+
+// CodesOnly reports whether the graph keeps codes only (Config.CodesOnly).
+func (g *Graph) CodesOnly() bool { return g.cfg.CodesOnly }
 
 // Dims is the dimension the graph was made for.
 func (g *Graph) Dims() int { return g.cfg.Dims }
@@ -109,14 +151,30 @@ func (g *Graph) Deleted() int {
 }
 
 // Vector returns the vector stored under id (nil when absent or deleted;
-// read only).
+// read only), or with CodesOnly its code decoded.
 func (g *Graph) Vector(id int64) []float32 {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	if n, ok := g.byID[id]; ok && !g.deleted[n] {
-		return g.vecs[n]
+		return g.vector(n)
 	}
 	return nil
+}
+
+func (g *Graph) vector(n int32) []float32 {
+	if !g.cfg.CodesOnly {
+		return g.vecs[n]
+	}
+	return g.decode(n, make([]float32, g.cfg.Dims))
+}
+
+// decode writes node n's code, scaled back, into dst (Dims long).
+func (g *Graph) decode(n int32, dst []float32) []float32 {
+	at := int(n) * g.cfg.Dims
+	for i, c := range g.codes[at : at+g.cfg.Dims] {
+		dst[i] = float32(c) * g.scales[n]
+	}
+	return dst
 }
 
 // Delete marks id deleted: searches still walk through it but never return
@@ -132,31 +190,48 @@ func (g *Graph) Delete(id int64) {
 
 // Add links v under id. An id already present (not deleted) is left as it
 // is: a stored vector never changes under one model; a deleted one comes
-// back with the new vector as a new node. v is kept, not copied.
+// back with the new vector as a new node. v is kept, not copied (nor
+// kept at all with CodesOnly).
 func (g *Graph) Add(id int64, v []float32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if n, ok := g.byID[id]; ok {
-		if !g.deleted[n] {
-			return
-		}
-		// The old node stays a waypoint; the id now names the new one.
+	if n, ok := g.byID[id]; ok && !g.deleted[n] {
+		return
 	}
-	level := int(math.Floor(-math.Log(1-g.rng.Float64()) * g.ml))
+	// A deleted one stays a waypoint; the id now names the new node.
+	g.linkNode(g.appendNode(id, v), g.drawLevel())
+}
+
+// drawLevel is a new node's top layer.
+func (g *Graph) drawLevel() int {
+	return int(math.Floor(-math.Log(1-g.rng.Float64()) * g.ml))
+}
+
+// appendNode stores v under id as node n, not linked yet.
+func (g *Graph) appendNode(id int64, v []float32) int32 {
 	n := int32(len(g.ids))
 	g.ids = append(g.ids, id)
-	g.vecs = append(g.vecs, v)
-	g.inv = append(g.inv, invNorm(v))
+	inv := invNorm(v)
+	if !g.cfg.CodesOnly {
+		g.vecs = append(g.vecs, v)
+		g.inv = append(g.inv, inv)
+	}
 	var scale float32
-	g.codes, scale = quantize(g.codes, v, g.inv[n], g.cfg.Dims)
+	g.codes, scale = quantize(g.codes, v, inv, g.cfg.Dims)
 	g.scales = append(g.scales, scale)
 	g.deleted = append(g.deleted, false)
-	ls := make([][]int32, level+1)
-	for l := range ls {
-		ls[l] = make([]int32, 0, g.maxLinks(l)+1)
+	g.links0 = append(g.links0, make([]int32, 2*g.cfg.M+1)...)
+	return n
+}
+
+// linkNode links node n, stored already, on layers 0 to level. Nodes
+// stored after it and not linked yet are never reached: nothing links to
+// them.
+func (g *Graph) linkNode(n int32, level int) {
+	if level > 0 {
+		g.upper[n] = make([][]int32, level)
 	}
-	g.links = append(g.links, ls)
-	g.byID[id] = n
+	g.byID[g.ids[n]] = n
 	if g.entry < 0 {
 		g.entry, g.top = n, level
 		return
@@ -169,24 +244,50 @@ func (g *Graph) Add(id int64, v []float32) {
 	for l := g.top; l > level; l-- {
 		ep, epd = g.greedy(q, ep, epd, l)
 	}
-	eps := []cand{{epd, ep}}
-	for l := min(level, g.top); l >= 0; l-- {
-		w := g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil)
-		nb := g.selectNeighbours(w, g.cfg.M)
-		for _, c := range nb {
-			g.links[n][l] = append(g.links[n][l], c.node)
+	s := &g.scratch
+	// Every layer's candidates first: a copy of a linked node is linked on
+	// no layer (sameAs reads layer 0's), and what is linked on one layer
+	// does not change the walk of the layers below.
+	from := min(level, g.top)
+	for len(s.layers) <= from {
+		s.layers = append(s.layers, nil)
+	}
+	eps := append(s.eps[:0], cand{epd, ep})
+	s.eps = eps
+	for l := from; l >= 0; l-- {
+		// The next layer starts from all of them (algorithm 1).
+		s.layers[from-l] = g.searchLayer(q, eps, g.cfg.EfConstruction, l, vis, nil, s.layers[from-l])
+		eps = s.layers[from-l]
+	}
+	if o, ok := g.sameAs(s.layers[from], q, n); ok {
+		g.copies[o] = append(g.copies[o], n)
+		delete(g.upper, n)
+		return
+	}
+	for l := from; l >= 0; l-- {
+		s.nb = g.selectNeighbours(s.layers[from-l], g.cfg.M, s.nb)
+		var ls []int32 // layer 0's go into the slab; the others are kept
+		if l == 0 {
+			ls = s.ls[:0]
 		}
-		for _, c := range nb {
+		for _, c := range s.nb {
+			ls = append(ls, c.node)
+		}
+		if l == 0 {
+			s.ls = ls
+		}
+		g.setLinks(n, l, ls)
+		for _, c := range s.nb {
 			g.link(c.node, n, c.d, l)
 		}
-		eps = w // the next layer starts from all of them (algorithm 1)
 	}
 	if level > g.top {
 		g.entry, g.top = n, level
 	}
 }
 
-// Search returns the k live nodes nearest q, best first (ties by id),
+// Search returns the k live nodes nearest q, best first (ties in the
+// order the nodes were added),
 // walking layer 0 with a candidate list of max(ef, k) live nodes.
 func (g *Graph) Search(q []float32, k, ef int) []Hit {
 	return g.search(q, k, ef, true)
@@ -212,7 +313,7 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	// neighbour at its edge (recall@100 at ef 100 within 0.01 of the float
 	// walk, TestCodedWalkKeepsRecall).
 	qq := exact
-	if coded {
+	if coded || g.cfg.CodesOnly {
 		qq.codes, qq.scale = quantize(make([]int8, 0, g.cfg.Dims), q, exact.inv, g.cfg.Dims)
 	}
 	vis := g.visited()
@@ -226,21 +327,99 @@ func (g *Graph) search(q []float32, k, ef int, coded bool) []Hit {
 	// k answers come back whenever k live ones are reachable.
 	var returnable func(int32) bool
 	if g.ndel > 0 {
-		returnable = func(n int32) bool { return !g.deleted[n] }
+		returnable = g.returnable
 	}
-	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable)
-	for _, c := range w {
-		if v := g.vecs[c.node]; len(v) > 0 {
-			prefetchVector(v)
+	w := g.searchLayer(qq, []cand{{epd, ep}}, max(ef, k), 0, vis, returnable, nil)
+	if !g.cfg.CodesOnly {
+		for _, c := range w {
+			if v := g.vecs[c.node]; len(v) > 0 {
+				prefetchVector(v)
+			}
+		}
+		for i := range w {
+			w[i].d = g.dist(exact, w[i].node)
 		}
 	}
-	for i := range w {
-		w[i].d = g.dist(exact, w[i].node)
+	if len(g.copies) > 0 || g.ndel > 0 {
+		w = g.withCopies(w)
 	}
 	sortCands(w)
-	out := make([]Hit, 0, min(k, len(w)))
-	for _, c := range w[:min(k, len(w))] {
-		out = append(out, Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d), Vector: g.vecs[c.node]})
+	w = w[:min(k, len(w))]
+	out := make([]Hit, 0, len(w))
+	var decoded []float32 // every hit's decoded code, in one allocation
+	if g.cfg.CodesOnly {
+		decoded = make([]float32, len(w)*g.cfg.Dims)
+	}
+	for i, c := range w {
+		h := Hit{ID: g.ids[c.node], Cosine: 1 - float64(c.d)}
+		if g.cfg.CodesOnly {
+			h.Cosine = max(-1, min(1, h.Cosine)) // the codes' rounding can pass ±1
+		}
+		if g.cfg.CodesOnly {
+			h.Vector = g.decode(c.node, decoded[i*g.cfg.Dims:(i+1)*g.cfg.Dims:(i+1)*g.cfg.Dims])
+		} else {
+			h.Vector = g.vecs[c.node]
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// sameAs returns the node of w (a layer-0 search for node n, as q) whose
+// vector equals n's. A vector stored many times (a boilerplate chunk)
+// is linked once and its copies are returned with it: linked as nodes of
+// their own, the copies filled every list near them (the heuristic keeps
+// a candidate as far from each kept one as from the base), later copies
+// got no links in, and walks entering the graph elsewhere never reached
+// them (TestDuplicatesStayReachable).
+func (g *Graph) sameAs(w []cand, q query, n int32) (int32, bool) {
+	self := g.dist(q, n) // an equal vector has the same code: this distance
+	for _, c := range w {
+		if c.d == self && g.equal(c.node, n) {
+			return c.node, true
+		}
+	}
+	return 0, false
+}
+
+// equal reports whether nodes a and b hold the same vector: the same
+// float32 vector, or with CodesOnly the same code and scale (all that is
+// kept of it).
+func (g *Graph) equal(a, b int32) bool {
+	if !g.cfg.CodesOnly {
+		return slices.Equal(g.vecs[a], g.vecs[b])
+	}
+	d := g.cfg.Dims
+	return g.scales[a] == g.scales[b] && slices.Equal(g.codes[int(a)*d:int(a+1)*d], g.codes[int(b)*d:int(b+1)*d])
+}
+
+// returnable says whether a walk's list may hold n: it is live, or one of
+// its copies is.
+func (g *Graph) returnable(n int32) bool {
+	if !g.deleted[n] {
+		return true
+	}
+	for _, c := range g.copies[n] {
+		if !g.deleted[c] {
+			return true
+		}
+	}
+	return false
+}
+
+// withCopies is w's live nodes and their live copies, each copy at its
+// node's distance.
+func (g *Graph) withCopies(w []cand) []cand {
+	out := make([]cand, 0, len(w))
+	for _, c := range w {
+		if !g.deleted[c.node] {
+			out = append(out, c)
+		}
+		for _, o := range g.copies[c.node] {
+			if !g.deleted[o] {
+				out = append(out, cand{c.d, o})
+			}
+		}
 	}
 	return out
 }
@@ -255,36 +434,60 @@ func (g *Graph) maxLinks(layer int) int {
 // link adds to from's layer-l links to, d apart, pruning from's list by
 // the heuristic when it is full.
 func (g *Graph) link(from, to int32, d float32, l int) {
-	ls := g.links[from][l]
+	ls := g.neighbours(from, l)
 	if len(ls) < g.maxLinks(l) {
-		g.links[from][l] = append(ls, to)
+		g.setLinks(from, l, append(ls, to))
 		return
 	}
 	fq := g.nodeQuery(from)
-	cs := make([]cand, 0, len(ls)+1)
-	cs = append(cs, cand{d, to})
+	s := &g.scratch // not s.nb: linkNode is walking it
+	cs := append(s.cs[:0], cand{d, to})
 	for _, o := range ls {
 		cs = append(cs, cand{g.dist(fq, o), o})
 	}
 	sortCands(cs)
-	keep := g.selectNeighbours(cs, g.maxLinks(l))
+	s.cs = cs
+	s.kept = g.selectNeighbours(cs, g.maxLinks(l), s.kept)
 	ls = ls[:0]
-	for _, c := range keep {
+	for _, c := range s.kept {
 		ls = append(ls, c.node)
 	}
-	g.links[from][l] = ls
+	g.setLinks(from, l, ls)
+}
+
+// neighbours is node n's links on layer l. On layer 0 it is a window of
+// the slab with room for 2M: appending within it writes the slab.
+func (g *Graph) neighbours(n int32, l int) []int32 {
+	if l > 0 {
+		return g.upper[n][l-1]
+	}
+	at := int(n) * (2*g.cfg.M + 1)
+	end := at + 1 + 2*g.cfg.M
+	return g.links0[at+1 : at+1+int(g.links0[at]) : end]
+}
+
+// setLinks makes ls node n's links on layer l (at most maxLinks(l)).
+func (g *Graph) setLinks(n int32, l int, ls []int32) {
+	if l > 0 {
+		g.upper[n][l-1] = ls
+		return
+	}
+	at := int(n) * (2*g.cfg.M + 1)
+	copy(g.links0[at+1:], ls) // a no-op when ls is the window itself
+	g.links0[at] = int32(len(ls))
 }
 
 // selectNeighbours is the heuristic of the paper's algorithm 4 over cs
 // (sorted, nearest first): a candidate is kept only when it is nearer the
 // base than to every one kept before, so links spread in all directions;
 // the nearest discarded ones fill what room is left.
-func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
+func (g *Graph) selectNeighbours(cs []cand, m int, dst []cand) []cand {
 	if len(cs) <= m {
-		return append([]cand(nil), cs...)
+		return append(dst[:0], cs...)
 	}
-	kept := make([]cand, 0, m)
-	var pruned []cand
+	kept := dst[:0]
+	pruned := g.scratch.pruned[:0]
+	defer func() { g.scratch.pruned = pruned[:0] }()
 	for _, c := range cs {
 		if len(kept) == m {
 			break
@@ -318,14 +521,18 @@ func (g *Graph) selectNeighbours(cs []cand, m int) []cand {
 func (g *Graph) nodeQuery(n int32) query {
 	at := int(n) * g.cfg.Dims
 	end := at + g.cfg.Dims
-	return query{v: g.vecs[n], inv: g.inv[n], codes: g.codes[at:end:end], scale: g.scales[n]}
+	q := query{codes: g.codes[at:end:end], scale: g.scales[n]}
+	if !g.cfg.CodesOnly {
+		q.v, q.inv = g.vecs[n], g.inv[n]
+	}
+	return q
 }
 
 // greedy walks layer l from ep to the node nearest q.
 func (g *Graph) greedy(q query, ep int32, epd float32, l int) (int32, float32) {
 	for changed := true; changed; {
 		changed = false
-		for _, o := range g.links[ep][l] {
+		for _, o := range g.neighbours(ep, l) {
 			if d := g.dist(q, o); d < epd {
 				ep, epd, changed = o, d, true
 			}
@@ -337,11 +544,11 @@ func (g *Graph) greedy(q query, ep int32, epd float32, l int) (int32, float32) {
 // searchLayer is the paper's algorithm 2: the ef nodes of layer l nearest
 // q found from the entry points, sorted nearest first. When returnable is
 // set, only the nodes it accepts fill the list; the others are walked
-// through (hnswlib's way with deleted nodes).
-func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, returnable func(int32) bool) []cand {
+// through (hnswlib's way with deleted nodes). The list is written over
+// dst's array.
+func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, returnable func(int32) bool, dst []cand) []cand {
 	vis.reset(len(g.ids))
-	var cands minHeap
-	var res maxHeap
+	cands, res := minHeap(vis.cands[:0]), maxHeap(vis.res[:0])
 	for _, e := range eps {
 		vis.mark(e.node)
 		cands.push(e)
@@ -357,7 +564,7 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 		// The neighbours not seen yet, fetched from memory all at once:
 		// one at a time, the walk waits for memory at each (issue 32).
 		next := vis.next[:0]
-		for _, o := range g.links[c.node][l] {
+		for _, o := range g.neighbours(c.node, l) {
 			if !vis.seen(o) {
 				vis.mark(o)
 				next = append(next, o)
@@ -386,7 +593,8 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 			}
 		}
 	}
-	out := []cand(res)
+	vis.cands, vis.res = cands[:0], res[:0] // grown buffers, for the next walk
+	out := append(dst[:0], res...)
 	sortCands(out)
 	return out
 }
@@ -474,8 +682,10 @@ func (g *Graph) visited() *visited {
 // 12.5 KB, which stays in cache where a word per node would not.
 type visited struct {
 	bits []uint64
-	// next is searchLayer's buffer of neighbours to score.
-	next []int32
+	// next is searchLayer's buffer of neighbours to score; cands and res
+	// its heaps'.
+	next       []int32
+	cands, res []cand
 }
 
 func (v *visited) reset(n int) {

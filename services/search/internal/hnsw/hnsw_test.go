@@ -1,6 +1,8 @@
 package hnsw
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -197,21 +199,33 @@ func ids(hs []Hit) []int64 {
 	return out
 }
 
-func benchGraph(b *testing.B, n, dims int) (*Graph, [][]float32) {
-	b.Helper()
-	vs := clustered(n, dims, 200, 1)
-	return build(vs), clustered(500, dims, 200, 2)
-}
-
 // The service's case: 100k chunks of 256 dimensions, ef_search 100, the
-// 100 candidates fusion takes.
+// 100 candidates fusion takes; the graph with its float32 vectors, and
+// of codes only (the mirror's form past its bound).
 func BenchmarkSearch100k(b *testing.B) {
-	g, qs := benchGraph(b, 100_000, 256)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		g.Search(qs[i%len(qs)], 100, 100)
-		i++
+	vs := clustered(100_000, 256, 200, 1)
+	qs := clustered(500, 256, 200, 2)
+	for _, cfg := range []Config{DefaultConfig(256), codesOnly(256)} {
+		batch := NewBatch(cfg, len(vs))
+		for i, v := range vs {
+			batch.Add(int64(i), v)
+		}
+		g, err := batch.Build(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := "float32"
+		if cfg.CodesOnly {
+			name = "codes-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				g.Search(qs[i%len(qs)], 100, 100)
+				i++
+			}
+		})
 	}
 }
 
@@ -329,4 +343,73 @@ func TestZeroDims(t *testing.T) {
 	g.Add(1, nil)
 	g.Add(2, nil)
 	require.Len(t, g.Search(nil, 5, 10), 2)
+}
+
+// TestDuplicatesStayReachable: a few vectors each stored hundreds of
+// times (chunks of one template, as the search service's test corpus
+// embeds them) are all found. Before copies were kept out of the pruned
+// fill, each region's lists held only copies, and a walk entering the
+// graph in another region found none (a best cosine of 0.12 for a vector
+// stored 225 times).
+func TestDuplicatesStayReachable(t *testing.T) {
+	const dims = 256
+	rng := rand.New(rand.NewPCG(3, 4))
+	centres := make([][]float32, 4)
+	for i := range centres {
+		// Few components, the rest zero: the builtin model's vectors
+		// padded to the column's dimension.
+		centres[i] = make([]float32, dims)
+		for j := 0; j < 10; j++ {
+			centres[i][j] = float32(rng.NormFloat64())
+		}
+	}
+	for _, cfg := range []Config{DefaultConfig(dims), codesOnly(dims)} {
+		t.Run(fmt.Sprintf("codes only %v", cfg.CodesOnly), func(t *testing.T) { duplicatesStayReachable(t, cfg, centres) })
+	}
+}
+
+func duplicatesStayReachable(t *testing.T, cfg Config, centres [][]float32) {
+	tolerance := 1e-5
+	if cfg.CodesOnly {
+		tolerance = 0.01
+	}
+	g := New(cfg)
+	for i := 0; i < 900; i++ {
+		g.Add(int64(i), centres[i%len(centres)])
+	}
+	copies := 0
+	for _, cs := range g.copies {
+		copies += len(cs)
+	}
+	require.Equal(t, 900-len(centres), copies, "only each vector's first node is linked, whatever layer a copy drew")
+	for c, q := range centres {
+		hits := g.Search(q, 20, 40)
+		require.Len(t, hits, 20)
+		for _, h := range hits {
+			require.EqualValues(t, c, h.ID%int64(len(centres)), "centre %d: hit %d is a copy of another vector (cosine %.3f)", c, h.ID, h.Cosine)
+			require.InDelta(t, 1, h.Cosine, tolerance)
+		}
+	}
+	all := g.Search(centres[0], 300, 300)
+	require.Len(t, all, 300)
+	for i, h := range all {
+		// Every copy (225) before the other vectors.
+		require.Equal(t, i < 225, h.ID%int64(len(centres)) == 0, "hit %d", i)
+	}
+	// The linked node deleted, its copies are still returned (it stays a
+	// waypoint); deleted copies are not.
+	g.Delete(0)
+	g.Delete(4)
+	hits := g.Search(centres[0], 20, 40)
+	require.Len(t, hits, 20)
+	for _, h := range hits {
+		require.NotContains(t, []int64{0, 4}, h.ID)
+		require.Zero(t, h.ID%int64(len(centres)))
+	}
+	for i := 0; i < 900; i += len(centres) {
+		g.Delete(int64(i))
+	}
+	for _, h := range g.Search(centres[0], 20, 40) {
+		require.NotZero(t, h.ID%int64(len(centres)), "every copy deleted")
+	}
 }

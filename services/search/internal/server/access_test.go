@@ -132,11 +132,17 @@ func TestAccessPathsAgree(t *testing.T) {
 	docs, _ := accessCorpus(64)
 	mustIngest(t, held.client, docs...)
 	all := []string{"group:hr", "group:legal", "user:alice"}
-	for _, r := range []*replica{exact, iterative} {
+	for _, r := range []*replica{held, exact, iterative} {
 		require.Eventually(t, func() bool {
 			return len(search(t, r.client, &searchv1.SearchRequest{Query: "item63 overview", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
 				NoCache: true, Scope: &searchv1.ReadScope{Access: all}}).Results) > 0
 		}, 30*time.Second, 20*time.Millisecond, "every replica loads the corpus")
+		// and the model the ingest trained, which it hears of apart.
+		require.Eventually(t, func() bool {
+			resp, err := r.client.Search(context.Background(), &searchv1.SearchRequest{Query: "network backup incident region",
+				Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 1}) // unrestricted: no classes read
+			return err == nil && len(resp.Results) > 0
+		}, 30*time.Second, 20*time.Millisecond, "every replica loads the model")
 	}
 
 	type ranked struct {

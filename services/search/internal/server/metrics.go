@@ -41,10 +41,19 @@ type engineGauges interface {
 	HeldClassVectors() int
 	MirroredVectors() int
 	MirrorBuilding() bool
+	MirrorCodesOnly() bool
 }
 
 func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
 	gauge := func(f func(engineGauges) int) func() float64 { return func() float64 { return float64(f(eng())) } }
+	flag := func(f func(engineGauges) bool) func() float64 {
+		return func() float64 {
+			if f(eng()) {
+				return 1
+			}
+			return 0
+		}
+	}
 	m := &metrics{
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bmcis_search_cache_requests_total",
@@ -141,12 +150,11 @@ func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bmcis_search_mirror_building",
 			Help: "1 while this replica reads and builds a whole vector mirror graph (at start-up, after a new model, past a quarter deleted).",
-		}, func() float64 {
-			if eng().MirrorBuilding() {
-				return 1
-			}
-			return 0
-		}))
+		}, flag(engineGauges.MirrorBuilding)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bmcis_search_mirror_codes_only",
+			Help: "1 while this replica's vector mirror keeps int8 codes only (its float32 vectors would not fit BMCIS_SEARCH_VECTOR_MIRROR_MB): scores from codes.",
+		}, flag(engineGauges.MirrorCodesOnly)))
 	for _, r := range []string{"hit", "miss"} {
 		m.cache.WithLabelValues(r)
 	}

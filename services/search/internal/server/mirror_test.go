@@ -128,18 +128,76 @@ func TestVectorMirror(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond)
 }
 
+// TestVectorMirrorCodesOnly: when the float32 vectors outgrow
+// BMCIS_SEARCH_VECTOR_MIRROR_MB but their int8 codes fit, the mirror keeps
+// the codes only and ranks as pgvector does, up to the codes' rounding.
+func TestVectorMirrorCodesOnly(t *testing.T) {
+	pool, _ := newDB(t)
+	cfg := testConfig()
+	cfg.VectorMirrorMB = 1 // ~650 float32 vectors of 256 dimensions, ~2,300 codes
+	mirrored := startReplica(t, pool, cfg)
+	cfg.VectorMirrorMB = 0
+	plain := startReplica(t, pool, cfg)
+	mustIngest(t, plain.client, corpus(900)...)
+	ctx := context.Background()
+	const vec = searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR
+	// 900 documents may retrain the model the first ones trained: compare
+	// once every chunk has its vector of the model both replicas hold.
+	require.Eventually(t, func() bool {
+		var chunks, embedded, queued int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE embedding_model_id = (SELECT id FROM embedding_models WHERE active)),
+			(SELECT count(*) FROM chunk_vector_queue) FROM chunks`).Scan(&chunks, &embedded, &queued))
+		var models []string
+		for _, r := range []*replica{mirrored, plain} {
+			st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+			if err != nil || st.RetrainPending {
+				return false
+			}
+			models = append(models, st.EmbedderModel)
+		}
+		return chunks > 0 && embedded == chunks && queued == 0 && models[0] != "" && models[0] == models[1]
+	}, time.Minute, 50*time.Millisecond, "one model, every vector applied")
+	awaitMirror(t, mirrored, "network backup incident")
+	var stored int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE embedding IS NOT NULL`).Scan(&stored))
+	require.Greater(t, stored, 650, "more than the float32 vectors that fit")
+	require.EqualValues(t, stored, gaugeValue(t, mirrored, "bmcis_search_mirrored_vectors"), "every stored vector")
+	require.EqualValues(t, 1, gaugeValue(t, mirrored, "bmcis_search_mirror_codes_only"))
+	require.Zero(t, gaugeValue(t, plain, "bmcis_search_mirror_codes_only"))
+
+	mirrorAnswers := func() float64 { return counter(t, mirrored.reg, "bmcis_search_vector_path_total", "path", "mirror") }
+	for _, q := range []string{"network backup incident region", "oauth token session", "kafka schema retention", "firewall threat"} {
+		before := mirrorAnswers()
+		req := &searchv1.SearchRequest{Query: q, Mode: vec, NoCache: true, Limit: 20}
+		// Every category named: the plain replica scores every chunk
+		// exactly (BMCIS_SEARCH_EXACT_VECTOR_MAX_ROWS), where its pgvector
+		// walk can miss a region of identical vectors, as this corpus has.
+		exact := &searchv1.SearchRequest{Query: q, Mode: vec, NoCache: true, Limit: 20,
+			Categories: []string{"security", "authentication", "cloud", "data"}}
+		got, want := search(t, mirrored.client, req).Results, search(t, plain.client, exact).Results
+		require.Greater(t, mirrorAnswers(), before, "%q: answered from the mirror", q)
+		require.Len(t, got, len(want), q)
+		// The corpus is full of ties, which the codes may order otherwise:
+		// the k-th best similarity is what must agree.
+		for i := range want {
+			require.InDelta(t, want[i].SimilarityScore, got[i].SimilarityScore, 0.01, "%q: position %d", q, i)
+		}
+	}
+}
+
 // TestVectorMirrorOverBudget: more chunks than BMCIS_SEARCH_VECTOR_MIRROR_MB
-// holds leave the mirror off, and pgvector answers every vector side.
+// holds, even as codes, leave the mirror off, and pgvector answers every
+// vector side.
 func TestVectorMirrorOverBudget(t *testing.T) {
 	pool, _ := newDB(t)
 	cfg := testConfig()
-	cfg.VectorMirrorMB = 1 // ~780 vectors of 256 dimensions
+	cfg.VectorMirrorMB = 1 // ~2,300 codes of 256 dimensions
 	r := startReplica(t, pool, cfg)
-	mustIngest(t, r.client, corpus(900)...)
+	mustIngest(t, r.client, corpus(2400)...)
 	ctx := context.Background()
 	var chunks int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM chunks`).Scan(&chunks))
-	require.Greater(t, chunks, 780)
+	require.Greater(t, chunks, 2300)
 	req := &searchv1.SearchRequest{Query: "network backup incident", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_VECTOR, NoCache: true, Limit: 10}
 	require.Eventually(t, func() bool {
 		resp, err := r.client.Search(ctx, req)

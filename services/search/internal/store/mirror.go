@@ -19,38 +19,58 @@ type MirrorRead struct {
 	Model, Version int64
 	// Generation is the feed generation read up to.
 	Generation int64
-	// Chunks are the chunks of every document changed after the since
-	// generation, grouped by document, and the pending chunks asked for.
-	// A chunk without a vector of Model has a nil Vector.
-	Chunks []MirrorChunk
-	// Changed are the documents changed after since (their chunks are all
-	// in Chunks) and Deleted those deleted after it.
+	// Changed are the documents changed after since (each of their
+	// chunks went to the read's callback) and Deleted those deleted after
+	// it.
 	Changed, Deleted []int64
 	// Vectors counts the vectors of Model, stored and queued (a full read
-	// only).
+	// only; a chunk in both places, which Apply prevents, counts twice).
 	Vectors int64
 }
 
 // MirrorChunk is one chunk's stored vector.
 type MirrorChunk struct {
 	DocumentID, ChunkID int64
-	Vector              []float32
+	// Vector is nil when the chunk has no vector of the model. It is the
+	// receiver's to keep.
+	Vector []float32
+}
+
+// MirrorQuery says what a mirror holds and asks for (MirrorChanges).
+type MirrorQuery struct {
+	// Model is the model the mirror holds (0: none) and Since the feed
+	// generation it read up to (0: a full read).
+	Model, Since int64
+	// LastVersion is the vectors generation it read last; Pending the
+	// chunks it read without a vector.
+	LastVersion int64
+	Pending     []int64
+	// MaxVectors bounds a full read: more stored vectors than this, and
+	// no chunk is read.
+	MaxVectors int64
+	// Counted, when set, is told that a read is a full one, of the
+	// active model's vectors (how many), before its chunks arrive, so
+	// the receiver can size itself.
+	Counted func(model, vectors int64)
 }
 
 // MirrorChanges reads, in one repeatable-read snapshot, what changed since
-// generation since for a mirror of every vector of model, stored in
+// generation q.Since for a mirror of every vector of q.Model, stored in
 // chunks.embedding or still queued (chunk_vector_queue; a merge moves a
 // chunk's vector from one to the other, changing nothing here; a chunk in
-// both takes its chunks.embedding vector): every
-// chunk of the documents written since, with its vector when it has one of
-// that model; the vectors the pending chunks (read before without one)
-// have now (only when the vectors generation is not lastVersion: they gain
-// vectors only as it moves); and the documents deleted since. When the
-// active model is not model, or since is 0, it reads every chunk instead (a
-// full read) unless the vectors number more than maxVectors (then Chunks is
-// empty and Vectors says how many there are).
-func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int64, pending []int64, maxVectors int64) (MirrorRead, error) {
+// both takes its chunks.embedding vector): each chunk of the documents
+// written since, with its vector when it has one of that model; the
+// vectors the pending chunks (read before without one) have now (only
+// when the vectors generation is not q.LastVersion: they gain vectors
+// only as it moves); and the documents deleted since. When the active
+// model is not q.Model, or q.Since is 0, it reads every chunk instead (a
+// full read) unless the vectors number more than q.MaxVectors (then no
+// chunk is read and Vectors says how many there are). Chunks go to each
+// as they arrive, in no particular order, so a full read of a million
+// vectors is never held at once.
+func (s *Store) MirrorChanges(ctx context.Context, q MirrorQuery, each func(MirrorChunk) error) (MirrorRead, error) {
 	var out MirrorRead
+	since, pending := q.Since, q.Pending
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var gen, active int64
 		var last time.Time
@@ -61,14 +81,17 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int
 		if active == 0 {
 			return nil
 		}
-		if active != model || since == 0 {
+		if active != q.Model || since == 0 {
 			since, pending = 0, nil
 			if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM chunks WHERE embedding_model_id = $1 AND embedding IS NOT NULL)
 				+ (SELECT count(*) FROM chunk_vector_queue WHERE model_id = $1)`, active).Scan(&out.Vectors); err != nil {
 				return err
 			}
-			if out.Vectors > maxVectors {
+			if out.Vectors > q.MaxVectors {
 				return nil
+			}
+			if q.Counted != nil {
+				q.Counted(active, out.Vectors)
 			}
 		}
 		read := func(sql string, args ...any) error {
@@ -83,9 +106,8 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int
 				if v != nil {
 					c.Vector = v.Slice()
 				}
-				out.Chunks = append(out.Chunks, c)
-				v = nil
-				return nil
+				v = nil // a new one per row: the receiver keeps the slice
+				return each(c)
 			})
 			return err
 		}
@@ -113,7 +135,7 @@ func (s *Store) MirrorChanges(ctx context.Context, model, since, lastVersion int
 		if out.Deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 			return err
 		}
-		if len(pending) > 0 && out.Version != lastVersion {
+		if len(pending) > 0 && out.Version != q.LastVersion {
 			return read(`SELECT document_id, id, embedding FROM chunks
 				WHERE id = ANY($1) AND embedding_model_id = $2 AND embedding IS NOT NULL
 				UNION ALL SELECT c.document_id, q.chunk_id, q.embedding FROM chunk_vector_queue q JOIN chunks c ON c.id = q.chunk_id
