@@ -110,8 +110,10 @@ type Graph struct {
 // append), so it counts them a quarter larger: a bound, which
 // TestNodeBytesCoversAGraph measures after such a growth.
 func NodeBytes(dims int, codesOnly bool) int {
-	slabs := 5 * (dims + 145) / 4 // code, layer-0 links, id, scale, flag
-	const entry = 48 // byID's, with room for the map's own growth
+	// The code, layer-0 links, id, scale and flag; then byID's entry,
+	// with room for the map's own growth.
+	slabs := 5 * (dims + 145) / 4
+	const entry = 48
 	if codesOnly {
 		return slabs + entry
 	}
