@@ -60,8 +60,10 @@ type Addrs struct {
 // sizes its windows by probing the bandwidth-delay product: every reply's
 // data is followed by a window update and a PING, one more write and read
 // per call on each connection (issue 32). A fixed window is enough here:
-// the backends are near and an answer is bounded by the token budget, far
-// below a stream's window, so no reply waits for credit.
+// the backends are near and no call streams; a reply larger than a
+// stream's window (get_chunks of many big chunks, before the budget cuts
+// the answer) waits one local round trip for credit, where gRPC's default
+// starts at 64 KiB.
 const (
 	streamWindow = 1 << 20
 	connWindow   = 8 << 20

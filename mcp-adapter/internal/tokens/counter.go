@@ -43,12 +43,15 @@ var lineCounts = memo.NewPrints[int](8192)
 // CountLines is Count(s) for a text whose lines recur from one answer to
 // the next (the markdown of an answer: a result's heading and confidence
 // lines, the notes, the whole page when a search is repeated). It counts s
-// segment by segment, cut after each line break that a non-space character
-// follows, and memoises each segment's count. cl100k's pieces never cross
+// segment by segment, cut after each line break that a printable ASCII
+// character other than a space follows, and memoises each segment's count. cl100k's pieces never cross
 // such a cut (a piece that takes a line break ends with the run of them,
 // and no piece starts with a line break and goes on to a non-space), so the
 // sum is exactly Count(s) (tested against it).
 func CountLines(s string) int {
+	if _, err := cl100k.Load(); err != nil {
+		return Count(s) // the estimate, which is not a sum over lines
+	}
 	n := 0
 	for len(s) > 0 {
 		end := lineCut(s)
