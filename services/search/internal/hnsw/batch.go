@@ -31,9 +31,6 @@ func NewBatch(cfg Config, n int) *Batch {
 	return b
 }
 
-// Len is the number of vectors collected.
-func (b *Batch) Len() int { return len(b.ids) }
-
 // Add collects v under id (kept, not copied, unless CodesOnly).
 func (b *Batch) Add(id int64, v []float32) {
 	b.ids = append(b.ids, id)
