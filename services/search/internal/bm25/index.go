@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -49,7 +48,7 @@ type Hit struct {
 	ChunkID int64
 	Score   float64
 	// MatchedTerms are the distinct query terms present in the chunk, in
-	// query order (at most the first 63 distinct query terms are tracked).
+	// query order.
 	MatchedTerms []string
 }
 
@@ -116,6 +115,8 @@ type Index struct {
 	live     int
 	totalLen uint64
 	dead     int
+	// bounds caches each long list's largest score fraction (prune.go).
+	bounds termBounds
 	// frozen counts Frozen views being written out: compaction, the one
 	// write that changes existing entries in place, waits until none is.
 	frozen atomic.Int32
@@ -431,14 +432,15 @@ func (ix *Index) compactLocked() {
 		}
 	}
 	ix.dead = 0
+	ix.bounds.reset()
 }
 
 // accumulator is per-search scratch space, pooled so searches do not
 // allocate proportional to the corpus.
 type accumulator struct {
-	scores  []float32
-	masks   []uint64
+	scores  []float32 // 0: not touched (every match scores above 0)
 	touched []uint32
+	cands   []uint32
 }
 
 // IDF returns the BM25 idf of a term given the live collection.
@@ -494,14 +496,12 @@ func (ix *Index) Search(terms []string, opts SearchOptions) []Hit {
 		if !found {
 			return nil
 		}
+		// A filter that keeps every category is no filter: skip its load
+		// per posting.
+		catFilter = slices.Contains(wantCat, false)
 	}
 
 	// Distinct query terms with their multiplicity, in query order.
-	type qterm struct {
-		term string
-		id   uint32
-		qtf  int
-	}
 	qts := make([]qterm, 0, len(terms))
 outer:
 	for _, t := range terms {
@@ -526,10 +526,9 @@ outer:
 	}
 	if len(acc.scores) < n {
 		acc.scores = make([]float32, n)
-		acc.masks = make([]uint64, n)
 	}
 	acc.touched = acc.touched[:0]
-	scores, masks := acc.scores, acc.masks
+	scores := acc.scores
 
 	k1, b := ix.params.K1, ix.params.B
 	avgdl := float64(ix.totalLen) / float64(ix.live)
@@ -540,18 +539,45 @@ outer:
 	c0 := float32(k1 * (1 - b))
 	c1 := float32(k1 * b / avgdl)
 	lens, alive, cats := ix.lens, ix.alive, ix.cats
-	for qi, q := range qts {
-		if q.id == math.MaxUint32 {
-			continue
-		}
-		w := float32(float64(q.qtf) * IDF(ix.live, int(ix.df[q.id])) * (k1 + 1))
-		// Bit 63 marks "touched"; bits 0..62 record which query terms hit.
-		bit := uint64(1) << 63
-		if qi < 63 {
-			bit |= 1 << uint(qi)
-		}
+	order := ix.planLocked(qts, avgdl)
+	// rest is the most the terms not yet walked can add to a chunk's score.
+	var rest float64
+	for _, qi := range order {
+		rest += qts[qi].bound
+	}
+	var cands []uint32 // nil while every posting is walked
+	var theta float32
+	for j, qi := range order {
+		q := &qts[qi]
 		pl := &ix.postings[q.id]
 		tfs := pl.tfs[:len(pl.docs)]
+		w := q.w
+		if cands == nil && j > 0 && len(acc.touched) >= k && worthPruning(ix.postings, qts, order[j:], len(acc.touched)) {
+			// Once the k-th best score so far exceeds all the rest can add, no
+			// chunk not yet seen can enter the top k: only the chunks that
+			// still can are scored further, found by search in the lists.
+			if theta = kthBest(scores, acc.touched, k); float64(theta) > rest {
+				cands = survivors(acc.touched, scores, theta, rest, acc.cands[:0])
+				slices.Sort(cands) // the lists are in ordinal order
+				if onPrune != nil {
+					onPrune()
+				}
+
+			}
+		}
+		if cands != nil {
+			probe(pl.docs, cands, func(j, i int) {
+				ord := cands[j]
+				tf := float32(tfs[i])
+				if tfs[i] == tfOverflow {
+					tf = float32(ix.bigTF[tfKey{q.id, ord}])
+				}
+				scores[ord] += w * tf / (tf + c0 + c1*float32(lens[ord]))
+			})
+			rest = max(rest-q.bound, 0) // not below: rounding must not drop the k-th
+			cands = survivors(cands, scores, theta, rest, cands[:0])
+			continue
+		}
 		for i, ord := range pl.docs {
 			if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
 				continue
@@ -561,17 +587,22 @@ outer:
 				tf = float32(ix.bigTF[tfKey{q.id, ord}])
 			}
 			s := w * tf / (tf + c0 + c1*float32(lens[ord]))
-			if masks[ord] == 0 {
+			if scores[ord] == 0 {
 				acc.touched = append(acc.touched, ord)
 			}
 			scores[ord] += s
-			masks[ord] |= bit
 		}
+		rest = max(rest-q.bound, 0)
+	}
+	ranked := acc.touched
+	if cands != nil {
+		ranked = cands
+		acc.cands = cands
 	}
 
 	// Top-k by (score desc, chunk id asc) with a bounded min-heap.
-	h := hitHeap{items: make([]heapItem, 0, min(k, len(acc.touched)))}
-	for _, ord := range acc.touched {
+	h := hitHeap{items: make([]heapItem, 0, min(k, len(ranked)))}
+	for _, ord := range ranked {
 		it := heapItem{score: scores[ord], chunk: ix.chunkIDs[ord], ord: ord}
 		if len(h.items) < k {
 			h.push(it)
@@ -583,30 +614,13 @@ outer:
 	items := h.items
 	sort.Slice(items, func(i, j int) bool { return better(items[i], items[j]) })
 	hits := make([]Hit, len(items))
-	// One backing array for every hit's matched terms: two allocations per
-	// search instead of one per hit.
-	nMatched := 0
-	for _, it := range items {
-		nMatched += bits.OnesCount64(masks[it.ord] &^ (1 << 63))
-	}
-	matched := make([]string, 0, nMatched)
 	for i, it := range items {
 		hits[i] = Hit{ChunkID: it.chunk, Score: float64(it.score)}
-		m := masks[it.ord]
-		from := len(matched)
-		for qi := 0; qi < len(qts) && qi < 63; qi++ {
-			if m&(1<<uint(qi)) != 0 {
-				matched = append(matched, qts[qi].term)
-			}
-		}
-		if len(matched) > from {
-			hits[i].MatchedTerms = matched[from:len(matched):len(matched)]
-		}
 	}
+	ix.matchedLocked(qts, items, hits, acc)
 
 	for _, ord := range acc.touched {
 		scores[ord] = 0
-		masks[ord] = 0
 	}
 	ix.pool.Put(acc)
 	return hits

@@ -1,0 +1,255 @@
+package bm25
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+)
+
+// A search walks the query's terms rarest first (by the most each can add
+// to a score) and, once the k-th best score so far is above all the terms
+// left can add, stops walking their lists: only the chunks that can still
+// reach the top k are scored further, found by galloping search in the
+// remaining (sorted) lists. This is MaxScore's pruning in term-at-a-time
+// form: the top k and their scores are those of the full walk, but a
+// common term's list of hundreds of thousands of postings is probed a few
+// thousand times instead of walked.
+
+// onPrune, when set (by tests), is called by each search that prunes.
+var onPrune func()
+
+// qterm is one distinct query term.
+type qterm struct {
+	term string
+	id   uint32 // math.MaxUint32: not in the index
+	qtf  int    // times it occurs in the query
+	// w is qtf * idf * (k1 + 1); a posting scores w * tf / (tf + norm(dl)).
+	w float32
+	// bound is the most the term adds to any chunk's score.
+	bound float64
+}
+
+// boundMargin covers float32 rounding between a bound and the scores it
+// bounds (a few ulps over a few dozen terms).
+const boundMargin = 1 + 1e-4
+
+// planLocked fills each term's weight and bound and returns the
+// indices of the terms in the index, the largest bound first.
+func (ix *Index) planLocked(qts []qterm, avgdl float64) []int {
+	k1 := ix.params.K1
+	order := make([]int, 0, len(qts))
+	for qi := range qts {
+		q := &qts[qi]
+		if q.id == math.MaxUint32 {
+			continue
+		}
+		q.w = float32(float64(q.qtf) * IDF(ix.live, int(ix.df[q.id])) * (k1 + 1))
+		q.bound = float64(q.w) * float64(ix.bounds.fraction(ix, q.id, avgdl)) * boundMargin
+		order = append(order, qi)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(qts[b].bound, qts[a].bound) })
+	return order
+}
+
+// boundMinPostings is the shortest list whose bound is computed: a shorter
+// one is walked whole anyway, and its loose bound (w) costs nothing.
+const boundMinPostings = 512
+
+// termBounds caches, per term, the largest tf / (tf + norm(dl)) over its
+// postings. The fraction grows with the mean length, so one computed for a
+// mean a little above the index's holds until the mean passes it; it
+// holds after removals too (a maximum over more postings). Appended
+// postings are folded in by the next search that needs the bound, and
+// compaction, which moves postings, starts the cache again.
+type termBounds struct {
+	mu    sync.Mutex
+	avgdl float64 // the mean length the fractions assume
+	k1, b float64
+	frac  []float32
+	upto  []uint32 // postings folded into frac
+}
+
+// fraction returns an upper bound on tf / (tf + norm(dl)) over the term's
+// postings: exact (at the cache's mean length) for long lists, 1 for short
+// ones. Called under the index's read lock.
+func (tb *termBounds) fraction(ix *Index, id uint32, avgdl float64) float32 {
+	pl := &ix.postings[id]
+	if len(pl.docs) < boundMinPostings {
+		return 1
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	p := ix.params
+	if avgdl > tb.avgdl || p.K1 != tb.k1 || p.B != tb.b {
+		tb.avgdl, tb.k1, tb.b = avgdl*1.05, p.K1, p.B
+		clear(tb.frac)
+		clear(tb.upto)
+	}
+	if n := len(ix.postings); len(tb.frac) < n {
+		tb.frac = append(tb.frac, make([]float32, n-len(tb.frac))...)
+		tb.upto = append(tb.upto, make([]uint32, n-len(tb.upto))...)
+	}
+	if from := int(tb.upto[id]); from < len(pl.docs) {
+		c0, c1 := p.K1*(1-p.B), p.K1*p.B/tb.avgdl
+		m := float64(tb.frac[id])
+		for i := from; i < len(pl.docs); i++ {
+			ord := pl.docs[i]
+			tf := float64(pl.tfs[i])
+			if pl.tfs[i] == tfOverflow {
+				tf = float64(ix.bigTF[tfKey{id, ord}])
+			}
+			m = max(m, tf/(tf+c0+c1*float64(ix.lens[ord])))
+		}
+		tb.frac[id], tb.upto[id] = float32(m)*boundMargin, uint32(len(pl.docs))
+	}
+	return tb.frac[id]
+}
+
+// reset forgets every bound (compaction moved the postings).
+func (tb *termBounds) reset() {
+	tb.mu.Lock()
+	tb.frac, tb.upto = nil, nil
+	tb.mu.Unlock()
+}
+
+// worthPruning tells whether the postings left to walk outnumber the
+// chunks touched so far enough to pay for finding the k-th best score.
+func worthPruning(postings []postingList, qts []qterm, left []int, touched int) bool {
+	n := 0
+	for _, qi := range left {
+		n += len(postings[qts[qi].id].docs)
+	}
+	return n > 2*touched
+}
+
+// kthBest returns the k-th largest score among the touched chunks (at
+// least k of them).
+func kthBest(scores []float32, touched []uint32, k int) float32 {
+	h := make([]float32, 0, k) // a min-heap: h[0] is the k-th best so far
+	for _, ord := range touched {
+		s := scores[ord]
+		switch {
+		case len(h) < k:
+			h = append(h, s)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if h[p] <= h[i] {
+					break
+				}
+				h[p], h[i] = h[i], h[p]
+				i = p
+			}
+		case s > h[0]:
+			h[0] = s
+			for i := 0; ; {
+				l, small := 2*i+1, i
+				if l < k && h[l] < h[small] {
+					small = l
+				}
+				if r := l + 1; r < k && h[r] < h[small] {
+					small = r
+				}
+				if small == i {
+					break
+				}
+				h[i], h[small] = h[small], h[i]
+				i = small
+			}
+		}
+	}
+	return h[0]
+}
+
+// survivors appends to dst the chunks of from that can still reach theta
+// with at most rest more, in the order of from (dst may be from[:0]).
+func survivors(from []uint32, scores []float32, theta float32, rest float64, dst []uint32) []uint32 {
+	for _, ord := range from {
+		if float64(scores[ord])+rest >= float64(theta) {
+			dst = append(dst, ord)
+		}
+	}
+	return dst
+}
+
+// probe calls hit(j, i) for each of the ascending ordinals cands found in
+// the ascending list docs, where cands[j] == docs[i]: a merge when cands
+// are dense in the list, else a galloping search from the last position.
+func probe(docs, cands []uint32, hit func(j, i int)) {
+	if len(cands)*8 >= len(docs) {
+		i := 0
+		for j, c := range cands {
+			for i < len(docs) && docs[i] < c {
+				i++
+			}
+			if i == len(docs) {
+				return
+			}
+			if docs[i] == c {
+				hit(j, i)
+			}
+		}
+		return
+	}
+	lo := 0 // docs[:lo] are all below the current candidate
+	for j, c := range cands {
+		step := 1
+		for lo+step-1 < len(docs) && docs[lo+step-1] < c {
+			lo += step
+			step *= 2
+		}
+		at, found := slices.BinarySearch(docs[lo:min(lo+step, len(docs))], c)
+		lo += at
+		if found {
+			hit(j, lo)
+			lo++
+		}
+		if lo >= len(docs) {
+			return
+		}
+	}
+}
+
+// matchedLocked fills each hit's MatchedTerms: the hits' ordinals, sorted,
+// are probed in each query term's list, which costs far less than marking
+// every posting of the walk.
+func (ix *Index) matchedLocked(qts []qterm, items []heapItem, hits []Hit, acc *accumulator) {
+	if len(items) == 0 {
+		return
+	}
+	byOrd := make([]int, len(items)) // hit indices in ordinal order
+	for i := range byOrd {
+		byOrd[i] = i
+	}
+	slices.SortFunc(byOrd, func(a, b int) int { return cmp.Compare(items[a].ord, items[b].ord) })
+	ords := acc.cands[:0]
+	for _, i := range byOrd {
+		ords = append(ords, items[i].ord)
+	}
+	acc.cands = ords
+	nq := len(qts)
+	found := make([]bool, len(items)*nq)
+	total := 0
+	for qi := range qts {
+		if qts[qi].id == math.MaxUint32 {
+			continue
+		}
+		probe(ix.postings[qts[qi].id].docs, ords, func(j, _ int) {
+			found[byOrd[j]*nq+qi] = true
+			total++
+		})
+	}
+	// One backing array for every hit's matched terms.
+	matched := make([]string, 0, total)
+	for i := range hits {
+		from := len(matched)
+		for qi := range qts {
+			if found[i*nq+qi] {
+				matched = append(matched, qts[qi].term)
+			}
+		}
+		if len(matched) > from {
+			hits[i].MatchedTerms = matched[from:len(matched):len(matched)]
+		}
+	}
+}
