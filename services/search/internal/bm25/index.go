@@ -441,6 +441,7 @@ type accumulator struct {
 	scores  []float32 // 0: not touched (every match scores above 0)
 	touched []uint32
 	cands   []uint32
+	scratch []uint32
 }
 
 // IDF returns the BM25 idf of a term given the live collection.
@@ -547,6 +548,8 @@ outer:
 	}
 	var cands []uint32 // nil while every posting is walked
 	var theta float32
+	// runEnds ends each walked list's run of first touches in acc.touched.
+	runEnds, runs := make([]int, 1, 8), make([]int, 0, 8)
 	for j, qi := range order {
 		q := &qts[qi]
 		pl := &ix.postings[q.id]
@@ -557,12 +560,18 @@ outer:
 			// chunk not yet seen can enter the top k: only the chunks that
 			// still can are scored further, found by search in the lists.
 			if theta = kthBest(scores, acc.touched, k); float64(theta) > rest {
-				cands = survivors(acc.touched, scores, theta, rest, acc.cands[:0])
-				slices.Sort(cands) // the lists are in ordinal order
+				// The lists are in ordinal order, and so is each walked
+				// list's run of newly touched chunks: merging the runs'
+				// survivors sorts them.
+				cands = acc.cands[:0]
+				for r := 1; r < len(runEnds); r++ {
+					cands = survivors(acc.touched[runEnds[r-1]:runEnds[r]], scores, theta, rest, cands)
+					runs = append(runs, len(cands))
+				}
+				cands, acc.scratch = mergeRuns(cands, runs, acc.scratch)
 				if onPrune != nil {
 					onPrune()
 				}
-
 			}
 		}
 		if cands != nil {
@@ -591,6 +600,9 @@ outer:
 				acc.touched = append(acc.touched, ord)
 			}
 			scores[ord] += s
+		}
+		if len(acc.touched) > runEnds[len(runEnds)-1] {
+			runEnds = append(runEnds, len(acc.touched))
 		}
 		rest = max(rest-q.bound, 0)
 	}

@@ -172,6 +172,36 @@ func survivors(from []uint32, scores []float32, theta float32, rest float64, dst
 	return dst
 }
 
+// mergeRuns sorts a, made of ascending runs ending at ends, by merging
+// them pairwise through scratch; it returns the sorted slice (a or
+// scratch) and the other buffer, for reuse.
+func mergeRuns(a []uint32, ends []int, scratch []uint32) (sorted, spare []uint32) {
+	for len(ends) > 1 {
+		scratch = slices.Grow(scratch[:0], len(a))[:0]
+		merged := ends[:0:0]
+		from := 0
+		for r := 0; r < len(ends); r += 2 {
+			if r+1 == len(ends) {
+				scratch = append(scratch, a[from:ends[r]]...)
+			} else {
+				x, y := a[from:ends[r]], a[ends[r]:ends[r+1]]
+				for len(x) > 0 && len(y) > 0 {
+					if x[0] <= y[0] {
+						scratch, x = append(scratch, x[0]), x[1:]
+					} else {
+						scratch, y = append(scratch, y[0]), y[1:]
+					}
+				}
+				scratch = append(append(scratch, x...), y...)
+			}
+			from = ends[min(r+1, len(ends)-1)]
+			merged = append(merged, len(scratch))
+		}
+		a, scratch, ends = scratch, a, merged
+	}
+	return a, scratch
+}
+
 // probe calls hit(j, i) for each of the ascending ordinals cands found in
 // the ascending list docs, where cands[j] == docs[i]: a merge when cands
 // are dense in the list, else a galloping search from the last position.

@@ -218,3 +218,28 @@ func TestProbe(t *testing.T) {
 	}
 	probe(nil, []uint32{1}, func(int, int) { t.Fatal("hit in an empty list") })
 }
+
+func TestMergeRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var scratch []uint32
+	for _, nruns := range []int{0, 1, 2, 3, 5, 8} {
+		var a []uint32
+		var ends []int
+		for range nruns {
+			run := make([]uint32, rng.IntN(50))
+			for i := range run {
+				run[i] = uint32(rng.IntN(1000))
+			}
+			slices.Sort(run)
+			a = append(a, run...)
+			ends = append(ends, len(a))
+		}
+		want := slices.Sorted(slices.Values(a))
+		var got []uint32
+		got, scratch = mergeRuns(a, ends, scratch)
+		require.Equal(t, len(want), len(got), "%d runs", nruns)
+		if len(want) > 0 {
+			require.Equal(t, want, got, "%d runs", nruns)
+		}
+	}
+}
