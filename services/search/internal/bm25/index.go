@@ -587,6 +587,11 @@ outer:
 			cands = survivors(cands, scores, theta, rest, cands[:0])
 			continue
 		}
+		// A chunk first met here can add at most the bounds after this
+		// list: one that cannot reach theta (a k-th best so far, 0 before
+		// the first check) is not kept.
+		rest = max(rest-q.bound, 0)
+		th := float64(theta)
 		for i, ord := range pl.docs {
 			if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
 				continue
@@ -597,6 +602,9 @@ outer:
 			}
 			s := w * tf / (tf + c0 + c1*float32(lens[ord]))
 			if scores[ord] == 0 {
+				if float64(s)+rest < th {
+					continue
+				}
 				acc.touched = append(acc.touched, ord)
 			}
 			scores[ord] += s
@@ -604,7 +612,6 @@ outer:
 		if len(acc.touched) > runEnds[len(runEnds)-1] {
 			runEnds = append(runEnds, len(acc.touched))
 		}
-		rest = max(rest-q.bound, 0)
 	}
 	ranked := acc.touched
 	if cands != nil {

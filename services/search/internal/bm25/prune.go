@@ -113,14 +113,15 @@ func (tb *termBounds) reset() {
 	tb.mu.Unlock()
 }
 
-// worthPruning tells whether the postings left to walk outnumber the
-// chunks touched so far enough to pay for finding the k-th best score.
+// worthPruning tells whether the postings left to walk are enough to pay
+// for finding the k-th best score: a pass over the touched chunks in
+// ordinal runs, several times cheaper a chunk than walking a posting.
 func worthPruning(postings []postingList, qts []qterm, left []int, touched int) bool {
 	n := 0
 	for _, qi := range left {
 		n += len(postings[qts[qi].id].docs)
 	}
-	return n > 2*touched
+	return 2*n > touched
 }
 
 // kthBest returns the k-th largest score among the touched chunks (at
