@@ -67,6 +67,8 @@ type SearchOptions struct {
 	// name (the index's access lists) filters on it here, inside the
 	// posting walk.
 	Keep func(category string) bool
+	// noPrune walks every posting (tests compare the pruned walk with it).
+	noPrune bool
 }
 
 // ErrExists is returned by Add when the chunk id is already indexed.
@@ -438,7 +440,11 @@ func (ix *Index) compactLocked() {
 // accumulator is per-search scratch space, pooled so searches do not
 // allocate proportional to the corpus.
 type accumulator struct {
-	scores  []float32 // 0: not touched (every match scores above 0)
+	// scores are 0 for chunks not touched (every match scores above 0). A
+	// chunk the walk met but did not keep, since it cannot reach theta, may
+	// be kept by a later list with only part of its score; it still ranks
+	// below the k chunks at theta or above, whose scores only grow.
+	scores  []float32
 	touched []uint32
 	cands   []uint32
 	scratch []uint32
@@ -555,7 +561,7 @@ outer:
 		pl := &ix.postings[q.id]
 		tfs := pl.tfs[:len(pl.docs)]
 		w := q.w
-		if cands == nil && j > 0 && len(acc.touched) >= k && worthPruning(ix.postings, qts, order[j:], len(acc.touched)) {
+		if !opts.noPrune && cands == nil && j > 0 && len(acc.touched) >= k && worthPruning(ix.postings, qts, order[j:], len(acc.touched)) {
 			// Once the k-th best score so far exceeds all the rest can add, no
 			// chunk not yet seen can enter the top k: only the chunks that
 			// still can are scored further, found by search in the lists.
@@ -591,7 +597,7 @@ outer:
 		// list: one that cannot reach theta (a k-th best so far, 0 before
 		// the first check) is not kept.
 		rest = max(rest-q.bound, 0)
-		th := float64(theta)
+		th := float64(theta) * thetaSlack
 		for i, ord := range pl.docs {
 			if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
 				continue

@@ -7,8 +7,8 @@ import (
 	"sync"
 )
 
-// A search walks the query's terms rarest first (by the most each can add
-// to a score) and, once the k-th best score so far is above all the terms
+// A search walks the query's terms largest bound first (the most each can
+// add to a score: the rare terms, mostly) and, once the k-th best score so far is above all the terms
 // left can add, stops walking their lists: only the chunks that can still
 // reach the top k are scored further, found by galloping search in the
 // remaining (sorted) lists. This is MaxScore's pruning in term-at-a-time
@@ -31,8 +31,15 @@ type qterm struct {
 }
 
 // boundMargin covers float32 rounding between a bound and the scores it
-// bounds (a few ulps over a few dozen terms).
+// bounds.
 const boundMargin = 1 + 1e-4
+
+// thetaSlack lowers the k-th best score a chunk must be able to reach to
+// stay: a chunk's score is a float32 sum, and each addition can round it
+// up by half an ulp, so one whose exact reach falls a few ulps short can
+// still tie the k-th and win on its chunk id. 1e-4 covers a thousand
+// additions.
+const thetaSlack = 1 - 1e-4
 
 // planLocked fills each term's weight and bound and returns the
 // indices of the terms in the index, the largest bound first.
@@ -40,13 +47,19 @@ func (ix *Index) planLocked(qts []qterm, avgdl float64) []int {
 	k1 := ix.params.K1
 	order := make([]int, 0, len(qts))
 	for qi := range qts {
-		q := &qts[qi]
-		if q.id == math.MaxUint32 {
-			continue
+		if qts[qi].id != math.MaxUint32 {
+			order = append(order, qi)
 		}
+	}
+	for _, qi := range order {
+		q := &qts[qi]
 		q.w = float32(float64(q.qtf) * IDF(ix.live, int(ix.df[q.id])) * (k1 + 1))
-		q.bound = float64(q.w) * float64(ix.bounds.fraction(ix, q.id, avgdl)) * boundMargin
-		order = append(order, qi)
+		// A single term is walked whole: its bound would not be used.
+		frac := float32(1)
+		if len(order) > 1 {
+			frac = ix.bounds.fraction(ix, q.id, avgdl)
+		}
+		q.bound = float64(q.w) * float64(frac) * boundMargin
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(qts[b].bound, qts[a].bound) })
 	return order
@@ -57,60 +70,89 @@ func (ix *Index) planLocked(qts []qterm, avgdl float64) []int {
 const boundMinPostings = 512
 
 // termBounds caches, per term, the largest tf / (tf + norm(dl)) over its
-// postings. The fraction grows with the mean length, so one computed for a
-// mean a little above the index's holds until the mean passes it; it
-// holds after removals too (a maximum over more postings). Appended
-// postings are folded in by the next search that needs the bound, and
-// compaction, which moves postings, starts the cache again.
+// live postings. The fraction grows with the mean length, so one computed
+// for a mean a little above the index's holds until the mean passes it
+// (the cache starts again then, and when the mean falls far below, to
+// tighten); it holds after removals too (a maximum over more postings).
+// Appended postings are folded in by the next search that needs the
+// bound, and compaction, which moves postings, starts the cache again.
 type termBounds struct {
 	mu    sync.Mutex
+	epoch uint64  // counts restarts, so a fold begun before one is dropped
 	avgdl float64 // the mean length the fractions assume
 	k1, b float64
-	frac  []float32
-	upto  []uint32 // postings folded into frac
+	frac  []float32 // the maxima, without boundMargin
+	upto  []uint32  // postings folded into frac
 }
 
 // fraction returns an upper bound on tf / (tf + norm(dl)) over the term's
-// postings: exact (at the cache's mean length) for long lists, 1 for short
-// ones. Called under the index's read lock.
+// postings: exact (at the cache's mean length, times boundMargin) for long
+// lists, 1 for short ones, and +Inf (no pruning) for parameters outside
+// k1 >= 0, 0 <= b <= 1, where the fraction is not monotone in the mean
+// length. Called under the index's read lock, which keeps the list as it
+// is while it is folded outside tb.mu.
 func (tb *termBounds) fraction(ix *Index, id uint32, avgdl float64) float32 {
+	p := ix.params
+	if p.K1 < 0 || p.B < 0 || p.B > 1 {
+		return float32(math.Inf(1))
+	}
 	pl := &ix.postings[id]
 	if len(pl.docs) < boundMinPostings {
 		return 1
 	}
 	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	p := ix.params
-	if avgdl > tb.avgdl || p.K1 != tb.k1 || p.B != tb.b {
+	if avgdl > tb.avgdl || avgdl < tb.avgdl/1.2 || p.K1 != tb.k1 || p.B != tb.b {
+		tb.resetLocked()
 		tb.avgdl, tb.k1, tb.b = avgdl*1.05, p.K1, p.B
-		clear(tb.frac)
-		clear(tb.upto)
 	}
 	if n := len(ix.postings); len(tb.frac) < n {
 		tb.frac = append(tb.frac, make([]float32, n-len(tb.frac))...)
 		tb.upto = append(tb.upto, make([]uint32, n-len(tb.upto))...)
 	}
-	if from := int(tb.upto[id]); from < len(pl.docs) {
-		c0, c1 := p.K1*(1-p.B), p.K1*p.B/tb.avgdl
-		m := float64(tb.frac[id])
-		for i := from; i < len(pl.docs); i++ {
-			ord := pl.docs[i]
-			tf := float64(pl.tfs[i])
-			if pl.tfs[i] == tfOverflow {
-				tf = float64(ix.bigTF[tfKey{id, ord}])
-			}
-			m = max(m, tf/(tf+c0+c1*float64(ix.lens[ord])))
+	from, m, epoch, ref := int(tb.upto[id]), tb.frac[id], tb.epoch, tb.avgdl
+	tb.mu.Unlock()
+	if from < len(pl.docs) {
+		m = max(m, foldFraction(ix, id, from, ref))
+		tb.mu.Lock()
+		if tb.epoch == epoch && int(tb.upto[id]) < len(pl.docs) {
+			tb.frac[id], tb.upto[id] = max(tb.frac[id], m), uint32(len(pl.docs))
 		}
-		tb.frac[id], tb.upto[id] = float32(m)*boundMargin, uint32(len(pl.docs))
+		tb.mu.Unlock()
 	}
-	return tb.frac[id]
+	return m * boundMargin
+}
+
+// foldFraction is the largest tf / (tf + norm(dl)) over the live postings
+// of the term from position from on, for mean length avgdl.
+func foldFraction(ix *Index, id uint32, from int, avgdl float64) float32 {
+	p := ix.params
+	c0, c1 := p.K1*(1-p.B), p.K1*p.B/avgdl
+	pl := &ix.postings[id]
+	m := 0.0
+	for i := from; i < len(pl.docs); i++ {
+		ord := pl.docs[i]
+		if !ix.alive[ord] {
+			continue
+		}
+		tf := float64(pl.tfs[i])
+		if pl.tfs[i] == tfOverflow {
+			tf = float64(ix.bigTF[tfKey{id, ord}])
+		}
+		m = max(m, tf/(tf+c0+c1*float64(ix.lens[ord])))
+	}
+	return float32(m)
 }
 
 // reset forgets every bound (compaction moved the postings).
 func (tb *termBounds) reset() {
 	tb.mu.Lock()
-	tb.frac, tb.upto = nil, nil
+	tb.resetLocked()
 	tb.mu.Unlock()
+}
+
+func (tb *termBounds) resetLocked() {
+	tb.epoch++
+	tb.frac, tb.upto = tb.frac[:0], tb.upto[:0]
 }
 
 // worthPruning tells whether the postings left to walk are enough to pay
@@ -163,10 +205,12 @@ func kthBest(scores []float32, touched []uint32, k int) float32 {
 }
 
 // survivors appends to dst the chunks of from that can still reach theta
-// with at most rest more, in the order of from (dst may be from[:0]).
+// (less thetaSlack) with at most rest more, in the order of from (dst may
+// be from[:0]).
 func survivors(from []uint32, scores []float32, theta float32, rest float64, dst []uint32) []uint32 {
+	th := float64(theta) * thetaSlack
 	for _, ord := range from {
-		if float64(scores[ord])+rest >= float64(theta) {
+		if float64(scores[ord])+rest >= th {
 			dst = append(dst, ord)
 		}
 	}

@@ -1,11 +1,14 @@
 package bm25
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -89,6 +92,10 @@ func TestPrunedSearchEqualsFullScoring(t *testing.T) {
 	check := func(t *testing.T, q []string, opts SearchOptions) {
 		want := reference(q, opts)
 		got := ix.Search(q, opts)
+		full := opts
+		full.noPrune = true
+		// The same hits, scores (to the bit) and terms as the full walk.
+		require.Equal(t, ix.Search(q, full), got, "query %v %+v", q, opts)
 
 		k := opts.K
 		if k <= 0 {
@@ -143,17 +150,35 @@ func TestPrunedSearchEqualsFullScoring(t *testing.T) {
 	}
 	odd := func(c string) bool { return c == "c1" || c == "c3" }
 	pruned := 0
-	onPrune = func() { pruned++ }
 	t.Cleanup(func() { onPrune = nil })
+	var mu sync.Mutex
+	onPrune = func() { mu.Lock(); pruned++; mu.Unlock() }
+	options := []SearchOptions{{K: 1}, {K: 10}, {}, {K: 5000}, {Category: "c2", K: 20}, {Keep: odd, K: 50}}
 	run := func(t *testing.T) {
 		pruned = 0
-		for _, q := range queries() {
-			for _, opts := range []SearchOptions{{K: 1}, {K: 10}, {}, {K: 5000}, {Category: "c2", K: 20}, {Keep: odd, K: 50}} {
+		qs := queries()
+		// Three readers at once first (the bounds cache is shared), each
+		// compared with the full walk, then the full check one at a time.
+		var wg sync.WaitGroup
+		for r := range 3 {
+			wg.Go(func() {
+				for i := r; i < len(qs); i += 3 {
+					for _, opts := range options {
+						full := opts
+						full.noPrune = true
+						assert.Equal(t, ix.Search(qs[i], full), ix.Search(qs[i], opts), "query %v %+v", qs[i], opts)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, q := range qs {
+			for _, opts := range options {
 				check(t, q, opts)
 			}
 		}
 		require.Positive(t, pruned, "no search pruned: the corpus does not test the pruning")
-		t.Logf("%d of 180 searches pruned", pruned)
+		t.Logf("%d of 360 searches pruned", pruned)
 	}
 	t.Run("fresh", run)
 	for id := int64(0); id < 8_000; id += 3 { // tombstones, below the compaction share
@@ -243,3 +268,95 @@ func TestMergeRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestTieWithinRoundingKept is the reviewer's case: a chunk whose exact
+// reach is an ulp short of theta ends, in float32, tied with the k-th and
+// wins on its chunk id, so it must survive. The last query term is in
+// nearly every chunk and adds less than an ulp.
+func TestTieWithinRoundingKept(t *testing.T) {
+	const (
+		nFill = 1000
+		fillL = 50
+		zX    = 60
+		m     = 3400
+		total = 60000
+	)
+	p := DefaultParams()
+	live := nFill + 3
+	avgdl := float64(total) / float64(live)
+	c0, c1 := float32(p.K1*(1-p.B)), float32(p.K1*p.B/avgdl)
+	wA := float32(float64(m) * IDF(live, 2) * (p.K1 + 1))
+	score := func(tf, l int) float32 { f := float32(tf); return wA * f / (f + c0 + c1*float32(l)) }
+	type combo struct{ tf, l int }
+	ys := map[uint32]combo{}
+	for tf := 1; tf < 300; tf++ {
+		for pad := range 400 {
+			ys[math.Float32bits(score(tf, tf+pad))] = combo{tf, tf + pad}
+		}
+	}
+	var x, y combo
+	found := false
+	for tf := 1; tf < 300 && !found; tf++ {
+		for pad := range 400 {
+			l := tf + zX + pad
+			px := score(tf, l)
+			if c, ok := ys[math.Float32bits(px)+1]; ok && px >= 32768 {
+				x, y, found = combo{tf, l}, c, true
+				break
+			}
+		}
+	}
+	require.True(t, found, "no pair of chunks an ulp apart")
+	rep := func(n int, s string) []string { return slices.Repeat([]string{s}, n) }
+	ix := New(p)
+	for i := range nFill {
+		ix.Replace(Doc{ChunkID: int64(100 + i), Terms: append([]string{"z"}, rep(fillL-1, "q")...)})
+	}
+	// Chunk 1 scores an ulp below chunk 2 on "a" and has many "z".
+	ix.Replace(Doc{ChunkID: 1, Terms: slices.Concat(rep(x.tf, "a"), rep(zX, "z"), rep(x.l-x.tf-zX, "q"))})
+	ix.Replace(Doc{ChunkID: 2, Terms: slices.Concat(rep(y.tf, "a"), rep(y.l-y.tf, "q"))})
+	ix.Replace(Doc{ChunkID: 3, Terms: append([]string{"z"}, rep(total-nFill*fillL-x.l-y.l-1, "q")...)}) // the mean length
+	q := append(rep(m, "a"), "z")
+	full := ix.Search(q, SearchOptions{K: 1, noPrune: true})
+	require.Equal(t, full, ix.Search(q, SearchOptions{K: 1}))
+}
+
+// TestBoundsStayTight: folding appended postings into a cached bound must
+// not compound its margin (it did once: 1.65 times the maximum after 5,000
+// searches between appends), and removed chunks do not count (with k1 = 0
+// a removed chunk's big frequency, gone from bigTF, made the bound NaN).
+func TestBoundsStayTight(t *testing.T) {
+	ix := New(DefaultParams())
+	add := func(i int) {
+		ix.Replace(Doc{ChunkID: int64(i), Terms: []string{"x", "y" + strconv.Itoa(i%7), "z"}})
+	}
+	for i := range 600 {
+		add(i)
+	}
+	q := []string{"x", "z"}
+	ix.Search(q, SearchOptions{K: 10})
+	id := ix.termIDs["x"]
+	f0 := ix.bounds.frac[id]
+	require.Positive(t, f0)
+	for i := 600; i < 3600; i++ {
+		add(i)
+		ix.Search(q, SearchOptions{K: 10})
+	}
+	require.Equal(t, f0, ix.bounds.frac[id], "the same chunks' maximum")
+
+	ix = New(Params{K1: 0, B: 0.75})
+	for i := range 600 {
+		terms := []string{"x", "w"}
+		if i == 3 {
+			terms = append(terms, rep300("x")...)
+		}
+		ix.Replace(Doc{ChunkID: int64(i), Terms: terms})
+	}
+	ix.Remove(3)
+	ix.Search([]string{"x", "w"}, SearchOptions{K: 10})
+	f := ix.bounds.frac[ix.termIDs["x"]]
+	require.False(t, math.IsNaN(float64(f)))
+	require.Equal(t, float32(1), f)
+}
+
+func rep300(s string) []string { return slices.Repeat([]string{s}, 300) }
