@@ -124,11 +124,25 @@ func TestRerankModel(t *testing.T) {
 		}
 		t.Logf("seed %d: evaluation features %v", seed, time.Since(t0).Round(time.Millisecond))
 
-		for _, kind := range []string{"sentence", "paragraph"} {
-			for _, np := range nPseudo {
+		for _, np := range nPseudo {
+			// "mixed" is both kinds' lists together (half of each).
+			byKind := map[string][]rerankList{}
+			genTime := map[string]time.Duration{}
+			for _, kind := range []string{"sentence", "paragraph", "mixed"} {
 				t0 = time.Now()
-				lists := rs.pseudoLists(ctx, t, p, int(np), kind, seed, 50)
+				lists := byKind[kind]
+				if kind == "mixed" {
+					h := int(np) / 2
+					lists = slices.Concat(byKind["sentence"][:h], byKind["paragraph"][:h])
+				} else {
+					lists = rs.pseudoLists(ctx, t, p, int(np), kind, seed, 50)
+					byKind[kind] = lists
+				}
 				gen := time.Since(t0)
+				genTime[kind] = gen
+				if kind == "mixed" {
+					gen = (genTime["sentence"] + genTime["paragraph"]) / 2
+				}
 				for _, variant := range rerankVariants {
 					t0 = time.Now()
 					m := fitRerank(lists, variant.mask, variant.hidden, seed)
@@ -519,8 +533,14 @@ func (rs *rerankSpace) pseudoLists(ctx context.Context, t *testing.T, p *Pipelin
 		qds.Queries = append(qds.Queries, eval.Query{ID: qid, Text: qtext})
 		exclude[qid] = map[string]bool{p.chunkDoc[c]: true}
 	}
+	t0 := time.Now()
 	cands, _, err := p.candidatesExcluding(ctx, qds, 100, exclude)
 	require.NoError(t, err)
+	t.Logf("%d %s pseudo-queries: hybrid candidates %v", len(ps), kind, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	defer func() {
+		t.Logf("%d %s pseudo-queries: lists and features %v", len(ps), kind, time.Since(t0).Round(time.Millisecond))
+	}()
 	rq := make([]*rerankQuery, len(ps))
 	for i, q := range qds.Queries {
 		rq[i] = rs.query(ctx, q.Text, cands[q.ID].bm)
