@@ -1,10 +1,12 @@
 package retrieval
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -37,7 +39,9 @@ import (
 //	  go test ./experiments/retrieval -run TestRerankModel -v -timeout 120m
 //
 // BMCIS_EVAL_RM_PSEUDO (pseudo-queries, default 2000), BMCIS_EVAL_RM_TOPN
-// (candidates re-ranked, default 50,100). Claims and the paragraph sets are
+// (candidates re-ranked, default 50,100), BMCIS_EVAL_RM_KINDS (pseudo-query
+// kinds, default sentence,paragraph,mixed; also title: the title as the
+// query against the bodies). Claims and the paragraph sets are
 // measured against the shipped hybrid query by query; the last log lines
 // are the means over seeds with the paired standard error of the
 // seed-averaged per-query differences.
@@ -50,6 +54,7 @@ func TestRerankModel(t *testing.T) {
 	require.NoError(t, err)
 	topNs, err := EnvList("BMCIS_EVAL_RM_TOPN", []uint64{50, 100})
 	require.NoError(t, err)
+	kinds := strings.Split(cmp.Or(os.Getenv("BMCIS_EVAL_RM_KINDS"), "sentence,paragraph,mixed"), ",")
 	sets := loadParagraphSets(t, ds)
 	acc := newRerankTally()
 	for _, seed := range seeds {
@@ -125,23 +130,24 @@ func TestRerankModel(t *testing.T) {
 		t.Logf("seed %d: evaluation features %v", seed, time.Since(t0).Round(time.Millisecond))
 
 		for _, np := range nPseudo {
-			// "mixed" is both kinds' lists together (half of each).
+			// "mixed" is the kinds before it together, an equal share of each.
 			byKind := map[string][]rerankList{}
-			genTime := map[string]time.Duration{}
-			for _, kind := range []string{"sentence", "paragraph", "mixed"} {
+			var genTime time.Duration
+			for _, kind := range kinds {
 				t0 = time.Now()
-				lists := byKind[kind]
+				var lists []rerankList
+				gen := genTime / time.Duration(max(1, len(byKind)))
 				if kind == "mixed" {
-					h := int(np) / 2
-					lists = slices.Concat(byKind["sentence"][:h], byKind["paragraph"][:h])
+					for _, k := range kinds {
+						if l, ok := byKind[k]; ok {
+							lists = append(lists, l[:min(len(l), int(np)/len(byKind))]...)
+						}
+					}
 				} else {
 					lists = rs.pseudoLists(ctx, t, p, int(np), kind, seed, 50)
 					byKind[kind] = lists
-				}
-				gen := time.Since(t0)
-				genTime[kind] = gen
-				if kind == "mixed" {
-					gen = (genTime["sentence"] + genTime["paragraph"]) / 2
+					gen = time.Since(t0)
+					genTime += gen
 				}
 				for _, variant := range rerankVariants {
 					t0 = time.Now()
@@ -152,7 +158,7 @@ func TestRerankModel(t *testing.T) {
 						seed, name, gen.Round(time.Millisecond), fit.Round(time.Millisecond), m.trainAcc)
 					for _, n := range topNs {
 						for _, lambda := range []float64{0, 0.1, 0.2, 0.3, 0.5, 0.7, 1} {
-							if lambda == 0 && (variant.name != rerankVariants[0].name || kind != "sentence" || np != nPseudo[0]) {
+							if lambda == 0 && (variant.name != rerankVariants[0].name || kind != kinds[0] || np != nPseudo[0]) {
 								continue
 							}
 							key := fmt.Sprintf("%s top %d lambda %.1f", name, n, lambda)
@@ -484,7 +490,8 @@ func minMax(s []float64) []float64 {
 
 // pseudoLists draws n training lists from the corpus: a pseudo-query cut
 // from a chunk (kind "sentence": one sentence of at least 5 terms;
-// "paragraph": the longest run of whole sentences within 300-500 bytes),
+// "paragraph": the longest run of whole sentences within 300-500 bytes;
+// "title": the title, of at least 4 terms, every candidate without its own),
 // the shipped hybrid's top (size-1) for it with the source document
 // removed (hard negatives, each without one random sentence so the
 // positive's shortening tells nothing), and the source chunk without the
@@ -510,6 +517,18 @@ func (rs *rerankSpace) pseudoLists(ctx context.Context, t *testing.T, p *Pipelin
 		}
 		lo, hi := 0, 0 // the span [lo, hi) of sentences cut out
 		switch kind {
+		case "title":
+			// The title against the body: every candidate of the list is
+			// then a body without its title, so none has the header's
+			// repeated terms.
+			if len(p.analyzer.Terms(header)) < 4 {
+				continue
+			}
+			qid := fmt.Sprintf("pseudo%d", len(ps))
+			ps = append(ps, pseudo{chunk: c, pos: "\n" + body})
+			qds.Queries = append(qds.Queries, eval.Query{ID: qid, Text: header})
+			exclude[qid] = map[string]bool{p.chunkDoc[c]: true}
+			continue
 		case "sentence":
 			lo = rng.IntN(len(sents))
 			hi = lo + 1
@@ -559,10 +578,18 @@ func (rs *rerankSpace) pseudoLists(ctx context.Context, t *testing.T, p *Pipelin
 	parallel(len(ps), func(i int) {
 		qc := cands[qds.Queries[i].ID]
 		fused := fusion.Fuse(qc.bm, qc.vecFB, opts)
-		docs := []*rerankDoc{rs.embedDoc(ctx, ps[i].pos, p.chunkHdr[ps[i].chunk])}
+		posHeader := p.chunkHdr[ps[i].chunk]
+		if kind == "title" {
+			posHeader = ""
+		}
+		docs := []*rerankDoc{rs.embedDoc(ctx, ps[i].pos, posHeader)}
 		for j := 0; j < len(fused) && len(docs) < size; j++ {
 			c := fused[j].ChunkID
 			header, body, ok := strings.Cut(p.chunkTxt[c], "\n")
+			if kind == "title" {
+				docs = append(docs, rs.embedDoc(ctx, "\n"+body, ""))
+				continue
+			}
 			sents := embed.SplitSentences(body)
 			if !ok || len(sents) < 2 {
 				docs = append(docs, rs.chunks[c])
