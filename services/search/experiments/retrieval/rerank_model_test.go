@@ -91,6 +91,7 @@ func TestRerankModel(t *testing.T) {
 		evalFeat := make([]map[string]*evalQuery, len(evals))
 		t0 = time.Now()
 		for e, es := range evals {
+			t1 := time.Now()
 			evalFeat[e] = map[string]*evalQuery{}
 			var qs []eval.Query
 			for _, q := range es.ds.Queries {
@@ -126,6 +127,9 @@ func TestRerankModel(t *testing.T) {
 			for i, q := range qs {
 				evalFeat[e][q.ID] = out[i]
 			}
+			// Both workers busy: the time a query of one core.
+			t.Logf("seed %d: %s features of the top %d, %v a query", seed, es.name, maxN,
+				(2 * time.Since(t1) / time.Duration(max(1, len(qs)))).Round(10*time.Microsecond))
 		}
 		t.Logf("seed %d: evaluation features %v", seed, time.Since(t0).Round(time.Millisecond))
 
