@@ -409,3 +409,22 @@ func FormatResults(rs []Result) string {
 
 // DocOf returns the document id of a chunk.
 func (p *Pipeline) DocOf(chunkID int64) string { return p.chunkDoc[chunkID] }
+
+// resortTop returns the chunk ids of fused with its first len(score)
+// results re-sorted by score (descending, stable) and the rest as fused:
+// the shape of every second stage measured here.
+func resortTop(fused []fusion.Result, score []float64) []int64 {
+	idx := make([]int, len(score))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
+	out := make([]int64, 0, len(fused))
+	for _, i := range idx {
+		out = append(out, fused[i].ChunkID)
+	}
+	for _, r := range fused[len(score):] {
+		out = append(out, r.ChunkID)
+	}
+	return out
+}

@@ -791,21 +791,11 @@ func rerankOrder(fused []fusion.Result, x [][]float64, n int, lambda float64, m 
 		}
 	}
 	fmm, rmm := minMax(fs), minMax(rs)
-	idx := make([]int, n)
 	score := make([]float64, n)
-	for i := range idx {
-		idx[i] = i
+	for i := range score {
 		score[i] = (1-lambda)*fmm[i] + lambda*rmm[i]
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
-	out := make([]int64, 0, len(fused))
-	for _, i := range idx {
-		out = append(out, fused[i].ChunkID)
-	}
-	for _, r := range fused[n:] {
-		out = append(out, r.ChunkID)
-	}
-	return out
+	return resortTop(fused, score)
 }
 
 // rerankTally accumulates, per setting and query set, every seed's

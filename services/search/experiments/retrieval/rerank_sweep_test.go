@@ -113,24 +113,14 @@ func rerankSweep(t *testing.T, ds *eval.Dataset, parts string, seed uint64, reco
 			x[i] = extra(fused[i].ChunkID)
 			lo, hi = math.Min(lo, x[i]), math.Max(hi, x[i])
 		}
-		idx := make([]int, n)
 		score := make([]float64, n)
-		for i := range idx {
-			idx[i] = i
+		for i := range score {
 			score[i] = fused[i].Fused
 			if hi > lo {
 				score[i] += mu * (x[i] - lo) / (hi - lo)
 			}
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
-		out := make([]int64, 0, len(fused))
-		for _, i := range idx {
-			out = append(out, fused[i].ChunkID)
-		}
-		for _, r := range fused[n:] {
-			out = append(out, r.ChunkID)
-		}
-		return out
+		return resortTop(fused, score)
 	}
 	ids := func(rs []fusion.Result) []int64 {
 		out := make([]int64, len(rs))
