@@ -25,10 +25,24 @@ import (
 	"sync/atomic"
 )
 
-// Params are the BM25 free parameters.
+// Params are the BM25 free parameters: K1 >= 0 and B within [0, 1], as
+// BM25 defines them (every match then scores above 0, which the search's
+// accumulator and its pruning rely on). New and SetParams panic on others:
+// they are constants of the code, never input.
 type Params struct {
 	K1 float64
 	B  float64
+}
+
+// valid reports whether p is within BM25's range (false for NaN).
+func (p Params) valid() bool {
+	return p.K1 >= 0 && !math.IsInf(p.K1, 1) && p.B >= 0 && p.B <= 1
+}
+
+func (p Params) mustBeValid() {
+	if !p.valid() {
+		panic(fmt.Sprintf("bm25: parameters out of range: k1 %v (>= 0), b %v (0 to 1)", p.K1, p.B))
+	}
 }
 
 // DefaultParams are the values chosen by measurement on the SciFact training
@@ -128,6 +142,7 @@ type Index struct {
 
 // New returns an empty index.
 func New(p Params) *Index {
+	p.mustBeValid()
 	return &Index{
 		params:   p,
 		termIDs:  map[string]uint32{},
@@ -145,6 +160,7 @@ func (ix *Index) Params() Params { return ix.params }
 
 // SetParams changes k1 and b; they apply to the next search.
 func (ix *Index) SetParams(p Params) {
+	p.mustBeValid()
 	ix.mu.Lock()
 	ix.params = p
 	ix.mu.Unlock()

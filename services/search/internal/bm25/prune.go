@@ -86,16 +86,13 @@ type termBounds struct {
 }
 
 // fraction returns an upper bound on tf / (tf + norm(dl)) over the term's
-// postings: exact (at the cache's mean length, times boundMargin) for long
-// lists, 1 for short ones, and +Inf (no pruning) for parameters outside
-// k1 >= 0, 0 <= b <= 1, where the fraction is not monotone in the mean
-// length. Called under the index's read lock, which keeps the list as it
-// is while it is folded outside tb.mu.
+// postings (before boundMargin): exact, at the cache's mean length, for
+// long lists, 1 for short ones. It holds for BM25's parameter range only
+// (Params), where the fraction grows with the mean length. Called under the
+// index's read lock, which keeps the list as it is while it is folded
+// outside tb.mu.
 func (tb *termBounds) fraction(ix *Index, id uint32, avgdl float64) float32 {
 	p := ix.params
-	if p.K1 < 0 || p.B < 0 || p.B > 1 {
-		return float32(math.Inf(1))
-	}
 	pl := &ix.postings[id]
 	if len(pl.docs) < boundMinPostings {
 		return 1
@@ -119,7 +116,7 @@ func (tb *termBounds) fraction(ix *Index, id uint32, avgdl float64) float32 {
 		}
 		tb.mu.Unlock()
 	}
-	return m * boundMargin
+	return m
 }
 
 // foldFraction is the largest tf / (tf + norm(dl)) over the live postings

@@ -360,3 +360,16 @@ func TestBoundsStayTight(t *testing.T) {
 }
 
 func rep300(s string) []string { return slices.Repeat([]string{s}, 300) }
+
+// TestParamsOutOfRangeRefused: the bounds and the accumulator hold for
+// BM25's range only, so anything else is refused where it is set.
+func TestParamsOutOfRangeRefused(t *testing.T) {
+	for _, p := range []Params{{K1: -0.5, B: 0.75}, {K1: -1, B: 0.75}, {K1: 1.2, B: -0.1}, {K1: 1.2, B: 1.5},
+		{K1: math.NaN(), B: 0.75}, {K1: 1.2, B: math.NaN()}, {K1: math.Inf(1), B: 0.75}} {
+		require.Panics(t, func() { New(p) }, "%+v", p)
+		require.Panics(t, func() { New(DefaultParams()).SetParams(p) }, "%+v", p)
+	}
+	for _, p := range []Params{{K1: 0, B: 0}, {K1: 0, B: 1}, {K1: 3, B: 1}} {
+		require.NotPanics(t, func() { New(p).SetParams(p) }, "%+v", p)
+	}
+}
