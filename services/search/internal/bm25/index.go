@@ -101,6 +101,14 @@ type postingList struct {
 // tfOverflow marks a frequency kept in Index.bigTF.
 const tfOverflow = math.MaxUint8
 
+// termFreq is the exact frequency of posting i of term id's list pl.
+func (ix *Index) termFreq(id uint32, pl *postingList, i int) float32 {
+	if tf := pl.tfs[i]; tf != tfOverflow {
+		return float32(tf)
+	}
+	return float32(ix.bigTF[tfKey{id, pl.docs[i]}])
+}
+
 // Index is an Okapi BM25 index. The zero value is not usable; use New.
 type Index struct {
 	mu     sync.RWMutex
@@ -575,7 +583,6 @@ outer:
 	for j, qi := range order {
 		q := &qts[qi]
 		pl := &ix.postings[q.id]
-		tfs := pl.tfs[:len(pl.docs)]
 		w := q.w
 		if !opts.noPrune && cands == nil && j > 0 && len(acc.touched) >= k && worthPruning(ix.postings, qts, order[j:], len(acc.touched)) {
 			// Once the k-th best score so far exceeds all the rest can add, no
@@ -597,12 +604,9 @@ outer:
 			}
 		}
 		if cands != nil {
-			probe(pl.docs, cands, func(j, i int) {
-				ord := cands[j]
-				tf := float32(tfs[i])
-				if tfs[i] == tfOverflow {
-					tf = float32(ix.bigTF[tfKey{q.id, ord}])
-				}
+			probe(pl.docs, cands, func(c, i int) {
+				ord := cands[c]
+				tf := ix.termFreq(q.id, pl, i)
 				scores[ord] += w * tf / (tf + c0 + c1*float32(lens[ord]))
 			})
 			rest = max(rest-q.bound, 0) // not below: rounding must not drop the k-th
@@ -618,10 +622,7 @@ outer:
 			if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
 				continue
 			}
-			tf := float32(tfs[i])
-			if tfs[i] == tfOverflow {
-				tf = float32(ix.bigTF[tfKey{q.id, ord}])
-			}
+			tf := ix.termFreq(q.id, pl, i)
 			s := w * tf / (tf + c0 + c1*float32(lens[ord]))
 			if scores[ord] == 0 {
 				if float64(s)+rest < th {

@@ -8,10 +8,10 @@ import (
 )
 
 // A search walks the query's terms largest bound first (the most each can
-// add to a score: the rare terms, mostly) and, once the k-th best score so far is above all the terms
-// left can add, stops walking their lists: only the chunks that can still
-// reach the top k are scored further, found by galloping search in the
-// remaining (sorted) lists. This is MaxScore's pruning in term-at-a-time
+// add to a score: the rare terms, mostly) and, once the k-th best score so
+// far is above all the terms left can add, stops walking their lists: only
+// the chunks that can still reach the top k are scored further, found by
+// galloping search in the remaining (sorted) lists. This is MaxScore's pruning in term-at-a-time
 // form: the top k and their scores are those of the full walk, but a
 // common term's list of hundreds of thousands of postings is probed a few
 // thousand times instead of walked.
@@ -131,10 +131,7 @@ func foldFraction(ix *Index, id uint32, from int, avgdl float64) float32 {
 		if !ix.alive[ord] {
 			continue
 		}
-		tf := float64(pl.tfs[i])
-		if pl.tfs[i] == tfOverflow {
-			tf = float64(ix.bigTF[tfKey{id, ord}])
-		}
+		tf := float64(ix.termFreq(id, pl, i))
 		m = max(m, tf/(tf+c0+c1*float64(ix.lens[ord])))
 	}
 	return float32(m)
