@@ -93,9 +93,9 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		if f.df[id] == 0 {
 			continue
 		}
-		pl := f.postings[id]
+		pl := &f.postings[id]
 		n := 0
-		for _, ord := range pl.docs {
+		for _, ord := range pl.all() {
 			if f.alive[ord] {
 				n++
 			}
@@ -103,7 +103,7 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		w.String(t)
 		w.Uvarint(uint64(n))
 		prev := uint32(0)
-		for i, ord := range pl.docs {
+		for i, ord := range pl.all() {
 			if !f.alive[ord] {
 				continue
 			}
@@ -176,7 +176,7 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 			break
 		}
 		tid := ix.termID(term)
-		pl := postingList{docs: make([]uint32, cnt), tfs: make([]uint8, cnt)}
+		pl := postingList{lows: make([]uint16, 0, cnt), tfs: make([]uint8, 0, cnt)}
 		ord := uint32(0)
 		for i := 0; i < cnt; i++ {
 			d := r.Uvarint()
@@ -186,18 +186,18 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 				break
 			}
 			ord += uint32(d)
-			pl.docs[i] = ord
 			if tf >= tfOverflow {
 				ix.bigTF[tfKey{tid, ord}] = uint16(tf)
-				pl.tfs[i] = tfOverflow
+				pl.add(ord, tfOverflow)
 			} else {
-				pl.tfs[i] = uint8(tf)
+				pl.add(ord, uint8(tf))
 			}
 			if tf == math.MaxUint16 {
 				capped[ord] = true
 			}
 			sums[ord] += uint32(tf)
 		}
+		pl.segs = slices.Clip(pl.segs)
 		ix.postings[tid] = pl
 		ix.df[tid] = uint32(cnt)
 		if cnt == 0 {
@@ -236,7 +236,8 @@ const fwdBlock = 16384
 // ordinals: a pass to size each list, then one to fill them.
 func forwardLists(postings []postingList, n int) [][]byte {
 	fwd := make([][]byte, n)
-	cursor := make([]int, len(postings))
+	cursor := make([]int, len(postings)) // each list's next position
+	seg := make([]int, len(postings))    // and its segment, for ordAt
 	size := make([]int, fwdBlock)
 	prev := make([]uint32, fwdBlock)
 	for lo := 0; lo < n; lo += fwdBlock {
@@ -244,9 +245,13 @@ func forwardLists(postings []postingList, n int) [][]byte {
 		clear(size)
 		clear(prev)
 		for id := range postings {
-			docs := postings[id].docs
-			for c := cursor[id]; c < len(docs) && docs[c] < hi; c++ {
-				o := int(docs[c]) - lo
+			pl, s := &postings[id], seg[id]
+			for c := cursor[id]; c < pl.len(); c++ {
+				ord := pl.ordAt(c, &s)
+				if ord >= hi {
+					break
+				}
+				o := int(ord) - lo
 				size[o] += uvarintLen(uint64(uint32(id) - prev[o]))
 				prev[o] = uint32(id)
 			}
@@ -263,10 +268,13 @@ func forwardLists(postings []postingList, n int) [][]byte {
 		}
 		clear(prev)
 		for id := range postings {
-			docs := postings[id].docs
+			pl := &postings[id]
 			c := cursor[id]
-			for ; c < len(docs) && docs[c] < hi; c++ {
-				ord := docs[c]
+			for ; c < pl.len(); c++ {
+				ord := pl.ordAt(c, &seg[id])
+				if ord >= hi {
+					break
+				}
 				o := int(ord) - lo
 				fwd[ord] = binary.AppendUvarint(fwd[ord], uint64(uint32(id)-prev[o]))
 				prev[o] = uint32(id)
