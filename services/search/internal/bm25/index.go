@@ -115,10 +115,11 @@ type Index struct {
 	lens     []uint32
 	cats     []uint32
 	alive    []bool
-	// fwd holds each ordinal's distinct term ids, ascending, as varint
-	// deltas (about 1.3 bytes a term instead of 4): only removal reads it,
+	// fwd holds each ordinal's distinct term ids: only removal reads it,
 	// to undo df.
-	fwd [][]byte
+	fwd forwardLists
+	// fwdBuf is addLocked's scratch for one list.
+	fwdBuf []byte
 	// bigTF holds frequencies of tfOverflow or more by (term id, ordinal).
 	bigTF map[tfKey]uint16
 
@@ -186,9 +187,7 @@ func (ix *Index) Stats() Stats {
 		}
 		s.MemoryBytes += pl.bytes()
 	}
-	for _, f := range ix.fwd {
-		s.MemoryBytes += int64(cap(f) + 24)
-	}
+	s.MemoryBytes += ix.fwd.bytes()
 	s.MemoryBytes += int64(len(ix.bigTF) * 16)
 	s.MemoryBytes += int64(len(ix.chunkIDs) * (8 + 4 + 4 + 1))
 	if ix.live > 0 {
@@ -325,7 +324,7 @@ func (ix *Index) addLocked(d Doc) {
 	// Sorting groups equal ids so term frequencies are run lengths; it is
 	// cheaper than a map for a few hundred terms and leaves no garbage.
 	slices.Sort(ids)
-	fwd := make([]byte, 0, len(ids)+8)
+	fwd := ix.fwdBuf[:0]
 	prev := uint32(0)
 	for i := 0; i < len(ids); {
 		j := i + 1
@@ -348,7 +347,8 @@ func (ix *Index) addLocked(d Doc) {
 	ix.lens = append(ix.lens, uint32(len(d.Terms)))
 	ix.cats = append(ix.cats, ix.catID(d.Category))
 	ix.alive = append(ix.alive, true)
-	ix.fwd = append(ix.fwd, slices.Clip(fwd))
+	ix.fwd.add(fwd)
+	ix.fwdBuf = fwd
 	ix.byChunk[d.ChunkID] = ord
 	ix.live++
 	ix.totalLen += uint64(len(d.Terms))
@@ -360,13 +360,12 @@ func (ix *Index) removeLocked(chunkID int64) bool {
 		return false
 	}
 	delete(ix.byChunk, chunkID)
-	forEachTerm(ix.fwd[ord], func(id uint32) {
+	ix.fwd.each(ord, func(id uint32) {
 		ix.df[id]--
 		if len(ix.bigTF) > 0 {
 			delete(ix.bigTF, tfKey{id, ord})
 		}
 	})
-	ix.fwd[ord] = nil
 	ix.alive[ord] = false
 	ix.live--
 	ix.totalLen -= uint64(ix.lens[ord])
@@ -406,7 +405,6 @@ func (ix *Index) compactLocked() {
 		ix.lens[n] = ix.lens[ord]
 		ix.cats[n] = ix.cats[ord]
 		ix.alive[n] = true
-		ix.fwd[n] = ix.fwd[ord]
 		ix.byChunk[ix.chunkIDs[n]] = n
 		n++
 	}
@@ -414,8 +412,7 @@ func (ix *Index) compactLocked() {
 	ix.lens = slices.Clip(ix.lens[:n])
 	ix.cats = slices.Clip(ix.cats[:n])
 	ix.alive = slices.Clip(ix.alive[:n])
-	clear(ix.fwd[n:])
-	ix.fwd = slices.Clip(ix.fwd[:n])
+	ix.fwd = ix.fwd.keep(func(ord uint32) bool { return remap[ord] != dropped })
 	big := make(map[tfKey]uint16, len(ix.bigTF))
 	for k, v := range ix.bigTF {
 		if m := remap[k.ord]; m != dropped {
@@ -720,20 +717,6 @@ func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
 	return out
 }
 
-// forEachTerm calls fn with each term id of a forward list (varint deltas).
-func forEachTerm(fwd []byte, fn func(id uint32)) {
-	id := uint32(0)
-	for len(fwd) > 0 {
-		d, n := binary.Uvarint(fwd)
-		if n <= 0 {
-			return
-		}
-		fwd = fwd[n:]
-		id += uint32(d)
-		fn(id)
-	}
-}
-
 // Trim gives back the spare capacity of every posting list, which appending
 // leaves at up to half of a list: worth doing once after a bulk load (it
 // copies each list that has spare room, under the write lock).
@@ -747,5 +730,5 @@ func (ix *Index) Trim() {
 	ix.lens = slices.Clip(ix.lens)
 	ix.cats = slices.Clip(ix.cats)
 	ix.alive = slices.Clip(ix.alive)
-	ix.fwd = slices.Clip(ix.fwd)
+	ix.fwd.clip()
 }

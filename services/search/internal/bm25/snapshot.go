@@ -1,7 +1,6 @@
 package bm25
 
 import (
-	"encoding/binary"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -220,76 +219,6 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 		ix.alive[i] = true
 	}
 	ix.live = n
-	ix.fwd = forwardLists(ix.postings, n)
+	ix.fwd = fromPostings(ix.postings, n)
 	return ix
-}
-
-// fwdBlock is how many ordinals' forward lists are built at a time: their
-// scratch tables stay in cache while every posting list is walked for the
-// block (walking the lists once for all ordinals measured 3.5 s of CPU at a
-// million chunks, mostly cache misses), and the block's lists share one
-// allocation, freed once all of its chunks are gone.
-const fwdBlock = 16384
-
-// forwardLists rebuilds every ordinal's forward list (its distinct term
-// ids, ascending, as varint deltas) from the postings, block by block of
-// ordinals: a pass to size each list, then one to fill them.
-func forwardLists(postings []postingList, n int) [][]byte {
-	fwd := make([][]byte, n)
-	cursor := make([]int, len(postings)) // each list's next position
-	seg := make([]int, len(postings))    // and its segment, for ordAt
-	size := make([]int, fwdBlock)
-	prev := make([]uint32, fwdBlock)
-	for lo := 0; lo < n; lo += fwdBlock {
-		hi := uint32(min(lo+fwdBlock, n))
-		clear(size)
-		clear(prev)
-		for id := range postings {
-			pl, s := &postings[id], seg[id]
-			for c := cursor[id]; c < pl.len(); c++ {
-				ord := pl.ordAt(c, &s)
-				if ord >= hi {
-					break
-				}
-				o := int(ord) - lo
-				size[o] += uvarintLen(uint64(uint32(id) - prev[o]))
-				prev[o] = uint32(id)
-			}
-		}
-		total := 0
-		for _, s := range size {
-			total += s
-		}
-		slab := make([]byte, total)
-		off := 0
-		for o := 0; o < int(hi)-lo; o++ {
-			fwd[lo+o] = slab[off : off : off+size[o]]
-			off += size[o]
-		}
-		clear(prev)
-		for id := range postings {
-			pl := &postings[id]
-			c := cursor[id]
-			for ; c < pl.len(); c++ {
-				ord := pl.ordAt(c, &seg[id])
-				if ord >= hi {
-					break
-				}
-				o := int(ord) - lo
-				fwd[ord] = binary.AppendUvarint(fwd[ord], uint64(uint32(id)-prev[o]))
-				prev[o] = uint32(id)
-			}
-			cursor[id] = c
-		}
-	}
-	return fwd
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }
