@@ -2,7 +2,6 @@ package bm25
 
 import (
 	"encoding/binary"
-	"slices"
 )
 
 // forwardLists holds each ordinal's distinct term ids, ascending, as
@@ -29,6 +28,9 @@ func (f *forwardLists) len() int { return len(f.ends) }
 // add appends the next ordinal's list, already encoded.
 func (f *forwardLists) add(list []byte) {
 	if len(f.ends)%fwdBlock == 0 {
+		if n := len(f.slabs); n > 0 { // full: give back append's spare room
+			f.slabs[n-1] = clipped(f.slabs[n-1])
+		}
 		f.slabs = append(f.slabs, nil)
 	}
 	b := &f.slabs[len(f.slabs)-1]
@@ -61,26 +63,43 @@ func (f *forwardLists) each(ord uint32, fn func(id uint32)) {
 }
 
 // keep returns the lists of the ordinals keep reports true for, in
-// order: compaction's copy.
+// order: compaction's copy, each slab allocated to size (a pass to size
+// them, then one to copy). Beside the old lists until they are dropped,
+// it briefly doubles their memory.
 func (f *forwardLists) keep(keep func(ord uint32) bool) forwardLists {
-	var out forwardLists
+	var sizes []int // each new block's bytes
+	n := 0
 	for ord := range uint32(f.len()) {
 		if !keep(ord) {
 			continue
 		}
-		out.add(f.list(ord))
+		if n%fwdBlock == 0 {
+			sizes = append(sizes, 0)
+		}
+		sizes[len(sizes)-1] += len(f.list(ord))
+		n++
 	}
-	out.clip()
+	out := forwardLists{slabs: make([][]byte, len(sizes)), ends: make([]uint32, 0, n)}
+	for b, size := range sizes {
+		out.slabs[b] = make([]byte, 0, size)
+	}
+	for ord := range uint32(f.len()) {
+		if keep(ord) {
+			b := &out.slabs[len(out.ends)/fwdBlock]
+			*b = append(*b, f.list(ord)...)
+			out.ends = append(out.ends, uint32(len(*b)))
+		}
+	}
 	return out
 }
 
 // clip gives back spare capacity.
 func (f *forwardLists) clip() {
 	f.ends = clipped(f.ends)
-	if n := len(f.slabs); n > 0 {
-		f.slabs[n-1] = clipped(f.slabs[n-1])
+	for i := range f.slabs {
+		f.slabs[i] = clipped(f.slabs[i])
 	}
-	f.slabs = slices.Clip(f.slabs)
+	f.slabs = clipped(f.slabs)
 }
 
 // bytes is the lists' heap footprint, near enough.

@@ -196,7 +196,7 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 			}
 			sums[ord] += uint32(tf)
 		}
-		pl.segs = slices.Clip(pl.segs)
+		pl.segs = clipped(pl.segs)
 		ix.postings[tid] = pl
 		ix.df[tid] = uint32(cnt)
 		if cnt == 0 {

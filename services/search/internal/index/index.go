@@ -73,17 +73,17 @@ type Chunk struct {
 	ChunkIndex      int32
 	TotalChunks     int32
 	ChunkTokenCount int32
+	ContextHeader   string
+	ChunkText       string
 	// Page is the 1-based page of a paged format (PDF), else 0.
 	Page int32
-	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
-	// to flag identical content in a result list.
-	Hash          uint64
-	ContextHeader string
-	ChunkText     string
 	// TextInDatabase says ContextHeader and ChunkText were not kept in
 	// memory (Options.TextInDatabase): whoever shows the chunk reads them
 	// from PostgreSQL by ChunkID (chunk ids are never reused, so any copy stays valid).
 	TextInDatabase bool
+	// Hash is the first 8 bytes of the chunk's SHA-256 content hash, enough
+	// to flag identical content in a result list.
+	Hash uint64
 }
 
 // Index is safe for concurrent use: many searches, one applier.

@@ -290,14 +290,16 @@ func (s *Store) ModelByID(ctx context.Context, id int64) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read embedding model: %w", err)
 	}
-	conn := pc.Hijack()
 	defer func() {
+		// The pool destroys a closed connection on release (and counts it
+		// against its maximum until then).
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_ = conn.Close(cctx)
+		_ = pc.Conn().Close(cctx)
+		pc.Release()
 	}()
 	var m Model
-	err = conn.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active, created_at FROM embedding_models WHERE id = $1`, id).
+	err = pc.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active, created_at FROM embedding_models WHERE id = $1`, id).
 		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active, &m.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
