@@ -88,25 +88,15 @@ type SearchOptions struct {
 // ErrExists is returned by Add when the chunk id is already indexed.
 var ErrExists = errors.New("bm25: chunk already indexed")
 
-// postingList holds, for one term, the ordinals of documents containing it
-// (ascending) and the term frequency in each. Parallel slices keep it at 5
-// bytes a posting: a frequency of 255 or more is stored as 255 and its
-// exact value kept in Index.bigTF (rare: a term repeated that often in one
-// chunk), so scores are exactly those of full-width frequencies.
-type postingList struct {
-	docs []uint32
-	tfs  []uint8
-}
-
 // tfOverflow marks a frequency kept in Index.bigTF.
 const tfOverflow = math.MaxUint8
 
-// termFreq is the exact frequency of posting i of term id's list pl.
-func (ix *Index) termFreq(id uint32, pl *postingList, i int) float32 {
-	if tf := pl.tfs[i]; tf != tfOverflow {
+// exactTF is the frequency of term id in chunk ord, stored as tf.
+func (ix *Index) exactTF(id, ord uint32, tf uint8) float32 {
+	if tf != tfOverflow {
 		return float32(tf)
 	}
-	return float32(ix.bigTF[tfKey{id, pl.docs[i]}])
+	return float32(ix.bigTF[tfKey{id, ord}])
 }
 
 // Index is an Okapi BM25 index. The zero value is not usable; use New.
@@ -125,10 +115,11 @@ type Index struct {
 	lens     []uint32
 	cats     []uint32
 	alive    []bool
-	// fwd holds each ordinal's distinct term ids, ascending, as varint
-	// deltas (about 1.3 bytes a term instead of 4): only removal reads it,
+	// fwd holds each ordinal's distinct term ids: only removal reads it,
 	// to undo df.
-	fwd [][]byte
+	fwd forwardLists
+	// fwdBuf is addLocked's scratch for one list.
+	fwdBuf []byte
 	// bigTF holds frequencies of tfOverflow or more by (term id, ordinal).
 	bigTF map[tfKey]uint16
 
@@ -190,15 +181,13 @@ func (ix *Index) Stats() Stats {
 	defer ix.mu.RUnlock()
 	s := Stats{Docs: ix.live, Tombstoned: ix.dead}
 	for id, pl := range ix.postings {
-		s.Postings += len(pl.docs)
+		s.Postings += pl.len()
 		if ix.df[id] > 0 {
 			s.Terms++
 		}
-		s.MemoryBytes += int64(cap(pl.docs)*4 + cap(pl.tfs) + 48)
+		s.MemoryBytes += pl.bytes()
 	}
-	for _, f := range ix.fwd {
-		s.MemoryBytes += int64(cap(f) + 24)
-	}
+	s.MemoryBytes += ix.fwd.bytes()
 	s.MemoryBytes += int64(len(ix.bigTF) * 16)
 	s.MemoryBytes += int64(len(ix.chunkIDs) * (8 + 4 + 4 + 1))
 	if ix.live > 0 {
@@ -335,7 +324,7 @@ func (ix *Index) addLocked(d Doc) {
 	// Sorting groups equal ids so term frequencies are run lengths; it is
 	// cheaper than a map for a few hundred terms and leaves no garbage.
 	slices.Sort(ids)
-	fwd := make([]byte, 0, len(ids)+8)
+	fwd := ix.fwdBuf[:0]
 	prev := uint32(0)
 	for i := 0; i < len(ids); {
 		j := i + 1
@@ -344,13 +333,11 @@ func (ix *Index) addLocked(d Doc) {
 		}
 		tf := min(j-i, math.MaxUint16)
 		id := ids[i]
-		pl := &ix.postings[id]
-		pl.docs = append(pl.docs, ord)
 		if tf >= tfOverflow {
 			ix.bigTF[tfKey{id, ord}] = uint16(tf)
 			tf = tfOverflow
 		}
-		pl.tfs = append(pl.tfs, uint8(tf))
+		ix.postings[id].add(ord, uint8(tf))
 		ix.df[id]++
 		fwd = binary.AppendUvarint(fwd, uint64(id-prev))
 		prev = id
@@ -360,7 +347,8 @@ func (ix *Index) addLocked(d Doc) {
 	ix.lens = append(ix.lens, uint32(len(d.Terms)))
 	ix.cats = append(ix.cats, ix.catID(d.Category))
 	ix.alive = append(ix.alive, true)
-	ix.fwd = append(ix.fwd, slices.Clip(fwd))
+	ix.fwd.add(fwd)
+	ix.fwdBuf = fwd
 	ix.byChunk[d.ChunkID] = ord
 	ix.live++
 	ix.totalLen += uint64(len(d.Terms))
@@ -372,13 +360,12 @@ func (ix *Index) removeLocked(chunkID int64) bool {
 		return false
 	}
 	delete(ix.byChunk, chunkID)
-	forEachTerm(ix.fwd[ord], func(id uint32) {
+	ix.fwd.each(ord, func(id uint32) {
 		ix.df[id]--
 		if len(ix.bigTF) > 0 {
 			delete(ix.bigTF, tfKey{id, ord})
 		}
 	})
-	ix.fwd[ord] = nil
 	ix.alive[ord] = false
 	ix.live--
 	ix.totalLen -= uint64(ix.lens[ord])
@@ -410,7 +397,7 @@ func (ix *Index) compactLocked() {
 	n := uint32(0)
 	for ord := range ix.chunkIDs {
 		if !ix.alive[ord] {
-			remap[ord] = math.MaxUint32
+			remap[ord] = dropped
 			continue
 		}
 		remap[ord] = n
@@ -418,7 +405,6 @@ func (ix *Index) compactLocked() {
 		ix.lens[n] = ix.lens[ord]
 		ix.cats[n] = ix.cats[ord]
 		ix.alive[n] = true
-		ix.fwd[n] = ix.fwd[ord]
 		ix.byChunk[ix.chunkIDs[n]] = n
 		n++
 	}
@@ -426,36 +412,16 @@ func (ix *Index) compactLocked() {
 	ix.lens = slices.Clip(ix.lens[:n])
 	ix.cats = slices.Clip(ix.cats[:n])
 	ix.alive = slices.Clip(ix.alive[:n])
-	clear(ix.fwd[n:])
-	ix.fwd = slices.Clip(ix.fwd[:n])
+	ix.fwd = ix.fwd.keep(func(ord uint32) bool { return remap[ord] != dropped })
 	big := make(map[tfKey]uint16, len(ix.bigTF))
 	for k, v := range ix.bigTF {
-		if m := remap[k.ord]; m != math.MaxUint32 {
+		if m := remap[k.ord]; m != dropped {
 			big[tfKey{k.term, m}] = v
 		}
 	}
 	ix.bigTF = big
 	for id := range ix.postings {
-		pl := &ix.postings[id]
-		w := 0
-		for i, ord := range pl.docs {
-			if m := remap[ord]; m != math.MaxUint32 {
-				pl.docs[w] = m
-				pl.tfs[w] = pl.tfs[i]
-				w++
-			}
-		}
-		if w == 0 {
-			pl.docs, pl.tfs = nil, nil
-			continue
-		}
-		// Shrink lists that lost most of their postings so memory follows.
-		if w < cap(pl.docs)/2 {
-			pl.docs = slices.Clone(pl.docs[:w])
-			pl.tfs = slices.Clone(pl.tfs[:w])
-		} else {
-			pl.docs, pl.tfs = pl.docs[:w], pl.tfs[:w]
-		}
+		ix.postings[id].retain(remap)
 	}
 	ix.dead = 0
 	ix.bounds.reset()
@@ -604,9 +570,9 @@ outer:
 			}
 		}
 		if cands != nil {
-			probe(pl.docs, cands, func(c, i int) {
+			probe(pl, cands, func(c, i int) {
 				ord := cands[c]
-				tf := ix.termFreq(q.id, pl, i)
+				tf := ix.exactTF(q.id, ord, pl.tfs[i])
 				scores[ord] += w * tf / (tf + c0 + c1*float32(lens[ord]))
 			})
 			rest = max(rest-q.bound, 0) // not below: rounding must not drop the k-th
@@ -618,19 +584,25 @@ outer:
 		// the first check) is not kept.
 		rest = max(rest-q.bound, 0)
 		th := float64(theta) * thetaSlack
-		for i, ord := range pl.docs {
-			if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
-				continue
-			}
-			tf := ix.termFreq(q.id, pl, i)
-			s := w * tf / (tf + c0 + c1*float32(lens[ord]))
-			if scores[ord] == 0 {
-				if float64(s)+rest < th {
+		for sg := range pl.segs {
+			base := pl.segs[sg].hi << 16
+			from, to := pl.span(sg)
+			tfs := pl.tfs[from:to]
+			for i, low := range pl.lows[from:to] {
+				ord := base | uint32(low)
+				if !alive[ord] || (catFilter && !wantCat[cats[ord]]) {
 					continue
 				}
-				acc.touched = append(acc.touched, ord)
+				tf := ix.exactTF(q.id, ord, tfs[i])
+				s := w * tf / (tf + c0 + c1*float32(lens[ord]))
+				if scores[ord] == 0 {
+					if float64(s)+rest < th {
+						continue
+					}
+					acc.touched = append(acc.touched, ord)
+				}
+				scores[ord] += s
 			}
-			scores[ord] += s
 		}
 		if len(acc.touched) > runEnds[len(runEnds)-1] {
 			runEnds = append(runEnds, len(acc.touched))
@@ -738,25 +710,11 @@ func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
 		if !ok {
 			continue
 		}
-		if _, found := slices.BinarySearch(ix.postings[id].docs, ord); found {
+		if _, found := ix.postings[id].find(ord); found {
 			out = append(out, t)
 		}
 	}
 	return out
-}
-
-// forEachTerm calls fn with each term id of a forward list (varint deltas).
-func forEachTerm(fwd []byte, fn func(id uint32)) {
-	id := uint32(0)
-	for len(fwd) > 0 {
-		d, n := binary.Uvarint(fwd)
-		if n <= 0 {
-			return
-		}
-		fwd = fwd[n:]
-		id += uint32(d)
-		fn(id)
-	}
 }
 
 // Trim gives back the spare capacity of every posting list, which appending
@@ -766,17 +724,11 @@ func (ix *Index) Trim() {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for id := range ix.postings {
-		pl := &ix.postings[id]
-		if cap(pl.docs) > len(pl.docs) {
-			pl.docs = slices.Clip(slices.Clone(pl.docs))
-		}
-		if cap(pl.tfs) > len(pl.tfs) {
-			pl.tfs = slices.Clip(slices.Clone(pl.tfs))
-		}
+		ix.postings[id].clip()
 	}
 	ix.chunkIDs = slices.Clip(ix.chunkIDs)
 	ix.lens = slices.Clip(ix.lens)
 	ix.cats = slices.Clip(ix.cats)
 	ix.alive = slices.Clip(ix.alive)
-	ix.fwd = slices.Clip(ix.fwd)
+	ix.fwd.clip()
 }

@@ -94,7 +94,7 @@ type termBounds struct {
 func (tb *termBounds) fraction(ix *Index, id uint32, avgdl float64) float32 {
 	p := ix.params
 	pl := &ix.postings[id]
-	if len(pl.docs) < boundMinPostings {
+	if pl.len() < boundMinPostings {
 		return 1
 	}
 	tb.mu.Lock()
@@ -108,11 +108,11 @@ func (tb *termBounds) fraction(ix *Index, id uint32, avgdl float64) float32 {
 	}
 	from, m, epoch, ref := int(tb.upto[id]), tb.frac[id], tb.epoch, tb.avgdl
 	tb.mu.Unlock()
-	if from < len(pl.docs) {
+	if from < pl.len() {
 		m = max(m, foldFraction(ix, id, from, ref))
 		tb.mu.Lock()
-		if tb.epoch == epoch && int(tb.upto[id]) < len(pl.docs) {
-			tb.frac[id], tb.upto[id] = max(tb.frac[id], m), uint32(len(pl.docs))
+		if tb.epoch == epoch && int(tb.upto[id]) < pl.len() {
+			tb.frac[id], tb.upto[id] = max(tb.frac[id], m), uint32(pl.len())
 		}
 		tb.mu.Unlock()
 	}
@@ -126,12 +126,11 @@ func foldFraction(ix *Index, id uint32, from int, avgdl float64) float32 {
 	c0, c1 := p.K1*(1-p.B), p.K1*p.B/avgdl
 	pl := &ix.postings[id]
 	m := 0.0
-	for i := from; i < len(pl.docs); i++ {
-		ord := pl.docs[i]
+	for i, ord := range pl.allFrom(from) {
 		if !ix.alive[ord] {
 			continue
 		}
-		tf := float64(ix.termFreq(id, pl, i))
+		tf := float64(ix.exactTF(id, ord, pl.tfs[i]))
 		m = max(m, tf/(tf+c0+c1*float64(ix.lens[ord])))
 	}
 	return float32(m)
@@ -155,7 +154,7 @@ func (tb *termBounds) resetLocked() {
 func worthPruning(postings []postingList, qts []qterm, left []int, touched int) bool {
 	n := 0
 	for _, qi := range left {
-		n += len(postings[qts[qi].id].docs)
+		n += postings[qts[qi].id].len()
 	}
 	return 2*n > touched
 }
@@ -241,44 +240,6 @@ func mergeRuns(a []uint32, ends []int, scratch []uint32) (sorted, spare []uint32
 	return a, scratch
 }
 
-// probe calls hit(j, i) for each of the ascending ordinals cands found in
-// the ascending list docs, where cands[j] == docs[i]: a merge when cands
-// are dense in the list, else a galloping search from the last position.
-func probe(docs, cands []uint32, hit func(j, i int)) {
-	if len(cands)*8 >= len(docs) {
-		i := 0
-		for j, c := range cands {
-			for i < len(docs) && docs[i] < c {
-				i++
-			}
-			if i == len(docs) {
-				return
-			}
-			if docs[i] == c {
-				hit(j, i)
-			}
-		}
-		return
-	}
-	lo := 0 // docs[:lo] are all below the current candidate
-	for j, c := range cands {
-		step := 1
-		for lo+step-1 < len(docs) && docs[lo+step-1] < c {
-			lo += step
-			step *= 2
-		}
-		at, found := slices.BinarySearch(docs[lo:min(lo+step, len(docs))], c)
-		lo += at
-		if found {
-			hit(j, lo)
-			lo++
-		}
-		if lo >= len(docs) {
-			return
-		}
-	}
-}
-
 // matchedLocked fills each hit's MatchedTerms: the hits' ordinals, sorted,
 // are probed in each query term's list, which costs far less than marking
 // every posting of the walk.
@@ -303,7 +264,7 @@ func (ix *Index) matchedLocked(qts []qterm, items []heapItem, hits []Hit, acc *a
 		if qts[qi].id == math.MaxUint32 {
 			continue
 		}
-		probe(ix.postings[qts[qi].id].docs, ords, func(j, _ int) {
+		probe(&ix.postings[qts[qi].id], ords, func(j, _ int) {
 			found[byOrd[j]*nq+qi] = true
 			total++
 		})

@@ -16,8 +16,17 @@ import (
 // computed from scratch for every live chunk: the same hits, scores and
 // matched terms, on a corpus whose common lists are long enough to be
 // pruned, through tombstones, compaction, huge frequencies, filters,
-// repeated and unknown query terms, and k from 1 to past the matches.
+// repeated and unknown query terms, and k from 1 to past the matches. With
+// a gap, each chunk comes after that many tombstoned ones (kept by a frozen
+// view until the compaction), so the ordinals span several of a posting
+// list's segments, and the compaction renumbers them across segments.
 func TestPrunedSearchEqualsFullScoring(t *testing.T) {
+	for _, gap := range []int{0, 40} {
+		t.Run("gap "+strconv.Itoa(gap), func(t *testing.T) { testPrunedSearch(t, gap) })
+	}
+}
+
+func testPrunedSearch(t *testing.T, gap int) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	zipf := rand.NewZipf(rng, 1.07, 2, 3999)
 	word := func(r uint64) string { return "t" + strconv.FormatUint(r, 10) }
@@ -28,7 +37,15 @@ func TestPrunedSearchEqualsFullScoring(t *testing.T) {
 		tfs   map[int64]map[string]int
 	)
 	ix := New(DefaultParams())
+	view := ix.Freeze()
+	defer view.Release()
+	filler := int64(0)
 	add := func(id int64) {
+		for range gap {
+			filler--
+			ix.Replace(Doc{ChunkID: filler, Terms: []string{"filler"}})
+			require.True(t, ix.Remove(filler))
+		}
 		n := 20 + rng.IntN(120)
 		d := Doc{ChunkID: id, Category: "c" + strconv.Itoa(int(id)%5), Terms: make([]string, n)}
 		for i := range d.Terms {
@@ -198,7 +215,12 @@ func TestPrunedSearchEqualsFullScoring(t *testing.T) {
 		delete(docs, id)
 		df = nil
 	}
+	if gap > 0 {
+		require.Greater(t, len(ix.postings[ix.termIDs[word(5)]].segs), 4, "the ordinals span few segments")
+	}
+	view.Release()
 	ix.Compact()
+	require.Len(t, ix.chunkIDs, len(docs), "compacted")
 	t.Run("compacted", run)
 	ix.SetParams(Params{K1: 0.9, B: 0.4})
 	t.Run("new parameters", run)
@@ -214,23 +236,40 @@ func TestKthBest(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	docs := make([]uint32, 0, 1000)
+	// Segments with high bits 0, 1 and 3 (none with 2): runs of different
+	// density, so both the merge and the galloping search are taken.
+	var docs []uint32
 	for i := uint32(0); i < 1000; i++ {
 		docs = append(docs, 3*i+1) // 1, 4, 7, ...
 	}
-	for _, cands := range [][]uint32{
-		{0, 1, 2, 4, 2998, 2999, 3000, 5000}, // sparse: galloping
-		{1, 500, 1000, 1501, 2998},           // sparse, every hit at once
-		slices.Collect(func(yield func(uint32) bool) { // dense: merging
-			for c := uint32(0); c < 1200; c++ {
+	for i := uint32(0); i < 500; i++ {
+		docs = append(docs, 70_000+5*i)
+	}
+	for i := uint32(0); i < 100; i++ {
+		docs = append(docs, 3<<16+i)
+	}
+	var pl postingList
+	for _, d := range docs {
+		pl.add(d, 1)
+	}
+	require.Len(t, pl.segs, 3)
+	dense := func(from, to uint32) []uint32 {
+		return slices.Collect(func(yield func(uint32) bool) {
+			for c := from; c < to; c++ {
 				if !yield(c) {
 					return
 				}
 			}
-		}),
+		})
+	}
+	for _, cands := range [][]uint32{
+		{0, 1, 2, 4, 2998, 2999, 3000, 5000},                              // sparse in one segment: galloping
+		{1, 500, 1000, 1501, 2998, 70_005, 2<<16 + 7, 3<<16 + 99},         // sparse, across every segment
+		{2 << 16, 2<<16 + 1, 4 << 16},                                     // none: a missing segment, past the end
+		append(dense(0, 1200), append(dense(69_990, 72_600), 3<<16+5)...), // dense: merging
 	} {
 		var got, want []uint32
-		probe(docs, cands, func(j, i int) {
+		probe(&pl, cands, func(j, i int) {
 			require.Equal(t, docs[i], cands[j])
 			got = append(got, cands[j])
 		})
@@ -240,8 +279,24 @@ func TestProbe(t *testing.T) {
 			}
 		}
 		require.Equal(t, want, got)
+		for _, c := range cands {
+			i, found := pl.find(c)
+			_, want := slices.BinarySearch(docs, c)
+			require.Equal(t, want, found, "find %d", c)
+			if found {
+				require.Equal(t, docs[i], c)
+			}
+		}
 	}
-	probe(nil, []uint32{1}, func(int, int) { t.Fatal("hit in an empty list") })
+	probe(&postingList{}, []uint32{1}, func(int, int) { t.Fatal("hit in an empty list") })
+	for from := 0; from <= len(docs); from += 250 {
+		var got []uint32
+		for i, ord := range pl.allFrom(from) {
+			require.Equal(t, from+len(got), i)
+			got = append(got, ord)
+		}
+		require.Equal(t, docs[from:], got, "from %d", from)
+	}
 }
 
 func TestMergeRuns(t *testing.T) {

@@ -1,7 +1,6 @@
 package bm25
 
 import (
-	"encoding/binary"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -93,9 +92,9 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		if f.df[id] == 0 {
 			continue
 		}
-		pl := f.postings[id]
+		pl := &f.postings[id]
 		n := 0
-		for _, ord := range pl.docs {
+		for _, ord := range pl.all() {
 			if f.alive[ord] {
 				n++
 			}
@@ -103,7 +102,7 @@ func (f *Frozen) Encode(w *binfmt.Writer) {
 		w.String(t)
 		w.Uvarint(uint64(n))
 		prev := uint32(0)
-		for i, ord := range pl.docs {
+		for i, ord := range pl.all() {
 			if !f.alive[ord] {
 				continue
 			}
@@ -176,7 +175,7 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 			break
 		}
 		tid := ix.termID(term)
-		pl := postingList{docs: make([]uint32, cnt), tfs: make([]uint8, cnt)}
+		pl := postingList{lows: make([]uint16, 0, cnt), tfs: make([]uint8, 0, cnt)}
 		ord := uint32(0)
 		for i := 0; i < cnt; i++ {
 			d := r.Uvarint()
@@ -186,18 +185,18 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 				break
 			}
 			ord += uint32(d)
-			pl.docs[i] = ord
 			if tf >= tfOverflow {
 				ix.bigTF[tfKey{tid, ord}] = uint16(tf)
-				pl.tfs[i] = tfOverflow
+				pl.add(ord, tfOverflow)
 			} else {
-				pl.tfs[i] = uint8(tf)
+				pl.add(ord, uint8(tf))
 			}
 			if tf == math.MaxUint16 {
 				capped[ord] = true
 			}
 			sums[ord] += uint32(tf)
 		}
+		pl.segs = clipped(pl.segs)
 		ix.postings[tid] = pl
 		ix.df[tid] = uint32(cnt)
 		if cnt == 0 {
@@ -220,68 +219,6 @@ func Decode(r *binfmt.Reader, p Params) *Index {
 		ix.alive[i] = true
 	}
 	ix.live = n
-	ix.fwd = forwardLists(ix.postings, n)
+	ix.fwd = fromPostings(ix.postings, n)
 	return ix
-}
-
-// fwdBlock is how many ordinals' forward lists are built at a time: their
-// scratch tables stay in cache while every posting list is walked for the
-// block (walking the lists once for all ordinals measured 3.5 s of CPU at a
-// million chunks, mostly cache misses), and the block's lists share one
-// allocation, freed once all of its chunks are gone.
-const fwdBlock = 16384
-
-// forwardLists rebuilds every ordinal's forward list (its distinct term
-// ids, ascending, as varint deltas) from the postings, block by block of
-// ordinals: a pass to size each list, then one to fill them.
-func forwardLists(postings []postingList, n int) [][]byte {
-	fwd := make([][]byte, n)
-	cursor := make([]int, len(postings))
-	size := make([]int, fwdBlock)
-	prev := make([]uint32, fwdBlock)
-	for lo := 0; lo < n; lo += fwdBlock {
-		hi := uint32(min(lo+fwdBlock, n))
-		clear(size)
-		clear(prev)
-		for id := range postings {
-			docs := postings[id].docs
-			for c := cursor[id]; c < len(docs) && docs[c] < hi; c++ {
-				o := int(docs[c]) - lo
-				size[o] += uvarintLen(uint64(uint32(id) - prev[o]))
-				prev[o] = uint32(id)
-			}
-		}
-		total := 0
-		for _, s := range size {
-			total += s
-		}
-		slab := make([]byte, total)
-		off := 0
-		for o := 0; o < int(hi)-lo; o++ {
-			fwd[lo+o] = slab[off : off : off+size[o]]
-			off += size[o]
-		}
-		clear(prev)
-		for id := range postings {
-			docs := postings[id].docs
-			c := cursor[id]
-			for ; c < len(docs) && docs[c] < hi; c++ {
-				ord := docs[c]
-				o := int(ord) - lo
-				fwd[ord] = binary.AppendUvarint(fwd[ord], uint64(uint32(id)-prev[o]))
-				prev[o] = uint32(id)
-			}
-			cursor[id] = c
-		}
-	}
-	return fwd
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }

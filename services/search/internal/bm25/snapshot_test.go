@@ -66,16 +66,19 @@ func requireSame(t *testing.T, want, got *Index) {
 func TestSnapshotRoundTrip(t *testing.T) {
 	tests := []struct {
 		name   string
+		chunks int
 		change func(ix *Index)
 	}{
-		{"fresh", func(*Index) {}},
-		{"with tombstones", func(ix *Index) {
+		{"fresh", 400, func(*Index) {}},
+		// Ordinals past 2^16: posting lists of several segments.
+		{"past one segment", 140_000, func(ix *Index) { ix.Remove(1000 + 3*70_000) }},
+		{"with tombstones", 400, func(ix *Index) {
 			for i := 0; i < 60; i += 3 {
 				ix.Remove(int64(1000 + i*3))
 			}
 			ix.Replace(Doc{ChunkID: 1003, Category: "b", Terms: []string{"t1", "t1", "new"}})
 		}},
-		{"compacted", func(ix *Index) {
+		{"compacted", 400, func(ix *Index) {
 			for i := 0; i < 100; i++ {
 				ix.Remove(int64(1000 + i*3))
 			}
@@ -84,7 +87,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ix := randomIndex(400)
+			ix := randomIndex(tc.chunks)
 			tc.change(ix)
 			r := binfmt.NewReader(bytes.NewReader(encode(t, ix)))
 			got := Decode(r, DefaultParams())
@@ -95,6 +98,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			// the same writes on both keep them equal.
 			for _, x := range []*Index{ix, got} {
 				x.Remove(1015)
+				x.Remove(1000 + 3*100_000) // in the third segment, if there
 				x.Replace(Doc{ChunkID: 1018, Terms: []string{"loud", "t2"}})
 				x.Add(Doc{ChunkID: 99, Category: "a", Terms: []string{"t3", "t3"}})
 			}

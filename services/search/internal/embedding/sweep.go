@@ -117,7 +117,17 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 		cur := m.Current()
 		if cur != nil && cur.Row == activeRow.ID {
 			target = cur
-		} else if target, err = m.activate(activeRow); err != nil {
+			break
+		}
+		// The session's read leaves the parameters out: read them only now.
+		row, err := m.st.ModelByID(ctx, activeRow.ID)
+		if err != nil {
+			return rep, err
+		}
+		if row == nil {
+			return rep, fmt.Errorf("active embedding model %d vanished", activeRow.ID)
+		}
+		if target, err = m.activate(row); err != nil {
 			return rep, err
 		}
 	}

@@ -210,8 +210,8 @@ func (e *EmbedSession) RegisterModel(ctx context.Context, m NewModel) (int64, er
 // ActiveModel is Store.ActiveModel on the locked session.
 func (e *EmbedSession) ActiveModel(ctx context.Context) (*Model, error) {
 	var m Model
-	err := e.conn.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active FROM embedding_models WHERE active`).
-		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active)
+	err := e.conn.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, active FROM embedding_models WHERE active`).
+		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Active)
 	if err == pgx.ErrNoRows {
 		return nil, nil
 	}

@@ -265,19 +265,41 @@ type Model struct {
 	CreatedAt  time.Time
 }
 
-// ActiveModel returns the active embedding model, or nil when none is.
+// ActiveModel returns the active embedding model without its parameters
+// (Params nil; ModelByID reads them), or nil when none is.
 func (s *Store) ActiveModel(ctx context.Context) (*Model, error) {
-	return s.model(ctx, `WHERE active`)
-}
-
-// ModelByID returns a model by row id.
-func (s *Store) ModelByID(ctx context.Context, id int64) (*Model, error) {
-	return s.model(ctx, `WHERE id = $1`, id)
-}
-
-func (s *Store) model(ctx context.Context, where string, args ...any) (*Model, error) {
 	var m Model
-	err := s.pool.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active, created_at FROM embedding_models `+where, args...).
+	err := s.pool.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, active, created_at FROM embedding_models WHERE active`).
+		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Active, &m.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read active embedding model: %w", err)
+	}
+	return &m, nil
+}
+
+// ModelByID returns a model by row id, with its parameters (tens of MB
+// for the builtin model). They are read on a connection closed after:
+// pgx keeps a read buffer as large as the largest message until the
+// connection reads again, and an idle pooled connection would hold one of
+// the model's size for as long as it stays idle.
+func (s *Store) ModelByID(ctx context.Context, id int64) (*Model, error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read embedding model: %w", err)
+	}
+	defer func() {
+		// The pool destroys a closed connection on release (and counts it
+		// against its maximum until then).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = pc.Conn().Close(cctx)
+		pc.Release()
+	}()
+	var m Model
+	err = pc.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, params, active, created_at FROM embedding_models WHERE id = $1`, id).
 		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Params, &m.Active, &m.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
