@@ -43,6 +43,15 @@ import (
 // grown stacks cost little memory.
 const streamWorkers = 32
 
+// Flow-control windows of every connection a service accepts, fixed (no
+// bandwidth-delay probe). Callers are near; a stream whose sender outruns
+// its receiver by more than a window waits a local round trip for credit,
+// where gRPC's default starts at 64 KiB.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 8 << 20
+)
+
 // Server is a configured gRPC server that is not listening yet.
 type Server struct {
 	settings Settings
@@ -107,6 +116,13 @@ func New(s Settings, opts ...Option) *Server {
 		// a cached call's CPU in auth and search (issue 32). Past this many
 		// calls at once, gRPC starts a goroutine per call as before.
 		grpc.NumStreamWorkers(streamWorkers),
+		// Fixed flow-control windows: gRPC's default sizes them by probing
+		// the bandwidth-delay product, a PING after the data of each call
+		// it receives, which its caller reads and acknowledges: one more
+		// write and read per call on both ends (issue 32). The MCP adapter
+		// fixes its side the same way (mcp-adapter/internal/backend).
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Clients hold one HTTP/2 connection per service; ending connections
 		// after a while makes them reconnect, so replicas added by an
