@@ -11,6 +11,7 @@ package readmask
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -56,7 +57,7 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 	if len(fm.GetPaths()) == 0 {
 		return All, nil
 	}
-	key := maskKey(fm.GetPaths(), response, always)
+	key := keyOf(fm.GetPaths(), response, always)
 	if m, ok := built.get(key); ok {
 		return m, nil
 	}
@@ -74,43 +75,51 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 	return m, nil
 }
 
-// maskKey names a mask by everything New builds it from.
-func maskKey(paths []string, response protoreflect.MessageDescriptor, always []string) string {
+// maskKey names a mask by everything New builds it from: the response
+// type (the descriptor itself, not its name) and the paths.
+type maskKey struct {
+	response protoreflect.MessageDescriptor
+	paths    string
+}
+
+// keyOf writes each path after its length, so no two lists of paths share
+// a key whatever bytes a caller's paths hold.
+func keyOf(paths []string, response protoreflect.MessageDescriptor, always []string) maskKey {
 	var b strings.Builder
-	b.WriteString(string(response.FullName()))
-	for _, p := range paths {
-		b.WriteByte(0)
-		b.WriteString(p)
+	for _, list := range [][]string{paths, always} {
+		b.WriteString(strconv.Itoa(len(list)))
+		for _, p := range list {
+			b.WriteByte(' ')
+			b.WriteString(strconv.Itoa(len(p)))
+			b.WriteByte(':')
+			b.WriteString(p)
+		}
+		b.WriteByte(';')
 	}
-	b.WriteByte(1)
-	for _, p := range always {
-		b.WriteByte(0)
-		b.WriteString(p)
-	}
-	return b.String()
+	return maskKey{response: response, paths: b.String()}
 }
 
 // maxBuiltMasks bounds the masks kept: callers choose masks, so their
 // number is not bounded by the code; past it the kept ones are dropped.
 const maxBuiltMasks = 256
 
-// built holds the masks New made, by maskKey. A Mask is never changed once
+// built holds the masks New made, by keyOf. A Mask is never changed once
 // built, so one is shared by every call that sends it.
-var built = maskCache{masks: map[string]Mask{}}
+var built = maskCache{masks: map[maskKey]Mask{}}
 
 type maskCache struct {
 	mu    sync.RWMutex
-	masks map[string]Mask
+	masks map[maskKey]Mask
 }
 
-func (c *maskCache) get(key string) (Mask, bool) {
+func (c *maskCache) get(key maskKey) (Mask, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	m, ok := c.masks[key]
 	return m, ok
 }
 
-func (c *maskCache) put(key string, m Mask) {
+func (c *maskCache) put(key maskKey, m Mask) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.masks) >= maxBuiltMasks {

@@ -135,3 +135,12 @@ func TestARepeatedMaskIsBuiltOnce(t *testing.T) {
 		require.Error(t, err)
 	}
 }
+
+func TestPathsThatJoinAlikeAreNotTakenForEachOther(t *testing.T) {
+	_, err := New(&fieldmaskpb.FieldMask{Paths: []string{"name", "package"}}, fileDesc)
+	require.NoError(t, err)
+	for _, paths := range [][]string{{"name\x00package"}, {"name package"}, {"name;package"}, {"name", "package", ""}} {
+		_, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
+		require.Error(t, err, "%q", paths)
+	}
+}
