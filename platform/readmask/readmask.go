@@ -11,7 +11,9 @@ package readmask
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -26,10 +28,20 @@ type Mask struct {
 
 // node is the wanted fields of a message, by name; whole wants every field
 // of it (the mask named the message field itself). A tree, so pruning an
-// answer costs a map lookup per field and no allocation.
+// answer costs no allocation.
 type node struct {
 	whole  bool
 	fields map[protoreflect.Name]*node
+	// What Prune does to a message of this node, worked out once by
+	// plan: the fields to clear (those the mask does not name), and the
+	// message fields to prune further (named, but not whole).
+	clear   []protoreflect.FieldDescriptor
+	descend []descent
+}
+
+type descent struct {
+	fd    protoreflect.FieldDescriptor
+	child *node
 }
 
 // All is the mask that wants every field.
@@ -38,9 +50,16 @@ var All = Mask{}
 // New validates fm's paths against response (the response message type)
 // and returns the mask. always lists paths the answer carries whatever the
 // caller asked (ids, page fields); they are added to a non-empty mask.
+//
+// A mask is kept once built (a caller sends the same mask with every call),
+// so a repeated mask costs a lookup, not a validation and a tree.
 func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, always ...string) (Mask, error) {
 	if len(fm.GetPaths()) == 0 {
 		return All, nil
+	}
+	key := keyOf(fm.GetPaths(), response, always)
+	if m, ok := built.get(key); ok {
+		return m, nil
 	}
 	root := &node{}
 	for _, paths := range [][]string{fm.GetPaths(), always} {
@@ -50,7 +69,84 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 			}
 		}
 	}
-	return Mask{root: root}, nil
+	root.plan(response)
+	m := Mask{root: root}
+	built.put(key, m)
+	return m, nil
+}
+
+// maskKey names a mask by everything New builds it from: the response
+// type (the descriptor itself, not its name) and the paths.
+type maskKey struct {
+	response protoreflect.MessageDescriptor
+	paths    string
+}
+
+// keyOf writes each path after its length, so no two lists of paths share
+// a key whatever bytes a caller's paths hold.
+func keyOf(paths []string, response protoreflect.MessageDescriptor, always []string) maskKey {
+	var b strings.Builder
+	for _, list := range [][]string{paths, always} {
+		b.WriteString(strconv.Itoa(len(list)))
+		for _, p := range list {
+			b.WriteByte(' ')
+			b.WriteString(strconv.Itoa(len(p)))
+			b.WriteByte(':')
+			b.WriteString(p)
+		}
+		b.WriteByte(';')
+	}
+	return maskKey{response: response, paths: b.String()}
+}
+
+// maxBuiltMasks bounds the masks kept: callers choose masks, so their
+// number is not bounded by the code; past it the kept ones are dropped.
+const maxBuiltMasks = 256
+
+// built holds the masks New made, by keyOf. A Mask is never changed once
+// built, so one is shared by every call that sends it.
+var built = maskCache{masks: map[maskKey]Mask{}}
+
+type maskCache struct {
+	mu    sync.RWMutex
+	masks map[maskKey]Mask
+}
+
+func (c *maskCache) get(key maskKey) (Mask, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	m, ok := c.masks[key]
+	return m, ok
+}
+
+func (c *maskCache) put(key maskKey, m Mask) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.masks) >= maxBuiltMasks {
+		clear(c.masks)
+	}
+	c.masks[key] = m
+}
+
+// plan works out, for the message md this node stands for and the nodes
+// below it, which fields Prune clears and which it goes into.
+func (n *node) plan(md protoreflect.MessageDescriptor) {
+	if n.whole || md == nil {
+		return
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		child := n.fields[fd.Name()]
+		switch {
+		case child == nil:
+			n.clear = append(n.clear, fd)
+		case child.whole || fd.Message() == nil || fd.IsMap():
+		default:
+			child.plan(fd.Message())
+			n.descend = append(n.descend, descent{fd: fd, child: child})
+		}
+	}
 }
 
 // add adds path, checking that it names a field of md, going through
@@ -113,21 +209,25 @@ func (m Mask) Prune(msg proto.Message) {
 	m.root.prune(msg.ProtoReflect())
 }
 
+// prune clears the fields of msg the mask does not name (clearing an unset
+// field does nothing) and prunes the named message fields below it. Only the
+// message's declared fields are looked at: an extension is left as it is.
 func (n *node) prune(msg protoreflect.Message) {
-	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		child := n.fields[fd.Name()]
-		switch {
-		case child == nil:
-			msg.Clear(fd)
-		case child.whole || fd.Message() == nil || fd.IsMap():
-		case fd.IsList():
+	for _, fd := range n.clear {
+		msg.Clear(fd)
+	}
+	for _, d := range n.descend {
+		if !msg.Has(d.fd) {
+			continue
+		}
+		v := msg.Get(d.fd)
+		if d.fd.IsList() {
 			l := v.List()
 			for i := range l.Len() {
-				child.prune(l.Get(i).Message())
+				d.child.prune(l.Get(i).Message())
 			}
-		default:
-			child.prune(v.Message())
+			continue
 		}
-		return true
-	})
+		d.child.prune(v.Message())
+	}
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
@@ -69,5 +71,76 @@ func TestUnknownPathsAreRefused(t *testing.T) {
 	for _, p := range []string{"nope", "name.x", "message_type.nope", ""} {
 		_, err := New(&fieldmaskpb.FieldMask{Paths: []string{p}}, fileDesc)
 		require.Error(t, err, p)
+	}
+}
+
+// pruneByRange is Prune as a walk of each message's set fields, the way it
+// was written first: the planned Prune must leave the same message.
+func pruneByRange(n *node, msg protoreflect.Message) {
+	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		child := n.fields[fd.Name()]
+		switch {
+		case child == nil:
+			msg.Clear(fd)
+		case child.whole || fd.Message() == nil || fd.IsMap():
+		case fd.IsList():
+			l := v.List()
+			for i := range l.Len() {
+				pruneByRange(child, l.Get(i).Message())
+			}
+		default:
+			pruneByRange(child, v.Message())
+		}
+		return true
+	})
+}
+
+func TestPruneLeavesWhatAWalkOfTheSetFieldsLeaves(t *testing.T) {
+	// descriptor.proto described by itself: nested messages, repeated
+	// ones, options, scalars set and unset.
+	full := protodesc.ToFileDescriptorProto(descriptorpb.File_google_protobuf_descriptor_proto)
+	for _, paths := range [][]string{
+		{"name"},
+		{"message_type.name"},
+		{"message_type.field.name", "message_type.field.number"},
+		{"message_type.field", "enum_type.value.name"},
+		{"message_type.nested_type.field.options.deprecated", "options"},
+		{"message_type.options.deprecated", "message_type.extension_range.start", "syntax"},
+		{"enum_type", "message_type.enum_type.value.number", "package"},
+	} {
+		m, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc, "dependency")
+		require.NoError(t, err, paths)
+		got, want := proto.Clone(full), proto.Clone(full)
+		m.Prune(got)
+		pruneByRange(m.root, want.ProtoReflect())
+		require.True(t, proto.Equal(want, got), "paths %v", paths)
+		require.False(t, proto.Equal(full, got), "paths %v prune something", paths)
+	}
+}
+
+func TestARepeatedMaskIsBuiltOnce(t *testing.T) {
+	fm := &fieldmaskpb.FieldMask{Paths: []string{"message_type.field.json_name"}}
+	a, err := New(fm, fileDesc, "name")
+	require.NoError(t, err)
+	b, err := New(&fieldmaskpb.FieldMask{Paths: []string{"message_type.field.json_name"}}, fileDesc, "name")
+	require.NoError(t, err)
+	require.Same(t, a.root, b.root)
+	c, err := New(fm, fileDesc)
+	require.NoError(t, err)
+	require.NotSame(t, a.root, c.root, "other always-paths are another mask")
+	require.False(t, c.Wants("name"))
+	// A refused mask is refused again, not remembered as anything.
+	for range 2 {
+		_, err = New(&fieldmaskpb.FieldMask{Paths: []string{"message_type.nope"}}, fileDesc)
+		require.Error(t, err)
+	}
+}
+
+func TestPathsThatJoinAlikeAreNotTakenForEachOther(t *testing.T) {
+	_, err := New(&fieldmaskpb.FieldMask{Paths: []string{"name", "package"}}, fileDesc)
+	require.NoError(t, err)
+	for _, paths := range [][]string{{"name\x00package"}, {"name package"}, {"name;package"}, {"name", "package", ""}} {
+		_, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
+		require.Error(t, err, "%q", paths)
 	}
 }
