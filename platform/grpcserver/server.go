@@ -48,9 +48,15 @@ const streamWorkers = 32
 // stream: 1 MiB per round trip is 10 GiB/s from a neighbour (0.1 ms) and
 // 20 MiB/s from across a continent (50 ms), more than an ingestion stream
 // needs; gRPC's default starts at 64 KiB and grows only by probing.
+//
+// gRPC credits a connection's window as data arrives, so what a caller can
+// make a service buffer unread is the stream window times its streams at
+// once, which maxStreams bounds (256 MiB a connection); a caller past it
+// waits for a stream to end (gRPC's clients queue, they do not fail).
 const (
 	streamWindow = 1 << 20
 	connWindow   = 8 << 20
+	maxStreams   = 256
 )
 
 // Server is a configured gRPC server that is not listening yet.
@@ -124,6 +130,7 @@ func New(s Settings, opts ...Option) *Server {
 		// fixes its side the same way (mcp-adapter/internal/backend).
 		grpc.StaticStreamWindowSize(streamWindow),
 		grpc.StaticConnWindowSize(connWindow),
+		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Clients hold one HTTP/2 connection per service; ending connections
 		// after a while makes them reconnect, so replicas added by an

@@ -11,6 +11,7 @@ package readmask
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,11 @@ import (
 // empty FieldMask) wants every field.
 type Mask struct {
 	root *node // nil: every field
+	// response is the message type the tree was built for, and paths the
+	// mask's paths as keyed (trimmed, sorted, without repeats): Prune of
+	// another type with the same name builds the mask again for it.
+	response protoreflect.MessageDescriptor
+	paths    []string
 }
 
 // node is the wanted fields of a message, by name; whole wants every field
@@ -32,6 +38,9 @@ type Mask struct {
 type node struct {
 	whole  bool
 	fields map[protoreflect.Name]*node
+	// extensible: the message has extension ranges, so Prune also clears
+	// whatever extensions are set (a mask names declared fields only).
+	extensible bool
 	// What Prune does to a message of this node, worked out once by
 	// plan: the fields to clear (those the mask does not name), and the
 	// message fields to prune further (named, but not whole).
@@ -57,26 +66,49 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 	if len(fm.GetPaths()) == 0 {
 		return All, nil
 	}
-	key := keyOf(fm.GetPaths(), response, always)
+	paths := canonical(fm.GetPaths(), always)
+	key := keyOf(paths, response)
 	if m, ok := built.get(key); ok {
 		return m, nil
 	}
-	root := &node{}
-	for _, paths := range [][]string{fm.GetPaths(), always} {
-		for _, p := range paths {
-			if err := root.add(response, strings.TrimSpace(p)); err != nil {
-				return All, err
-			}
-		}
+	m, err := build(paths, response)
+	if err != nil {
+		return All, err
 	}
-	root.plan(response)
-	m := Mask{root: root}
-	built.put(key, m)
+	if len(key.paths) <= maxKeptKey {
+		built.put(key, m)
+	}
 	return m, nil
 }
 
+// build validates paths against response and plans the mask.
+func build(paths []string, response protoreflect.MessageDescriptor) (Mask, error) {
+	root := &node{}
+	for _, p := range paths {
+		if err := root.add(response, p); err != nil {
+			return All, err
+		}
+	}
+	root.plan(response)
+	return Mask{root: root, response: response, paths: paths}, nil
+}
+
+// canonical is the mask's paths and the always ones, trimmed, sorted and
+// without repeats: masks that differ only in those ways are the same mask
+// (the tree does not depend on order or repeats), kept once.
+func canonical(paths, always []string) []string {
+	out := make([]string, 0, len(paths)+len(always))
+	for _, list := range [][]string{paths, always} {
+		for _, p := range list {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // maskKey names a mask by everything New builds it from: the response
-// type (the descriptor itself, not its name) and the paths.
+// type (the descriptor itself, not its name) and the canonical paths.
 type maskKey struct {
 	response protoreflect.MessageDescriptor
 	paths    string
@@ -84,24 +116,25 @@ type maskKey struct {
 
 // keyOf writes each path after its length, so no two lists of paths share
 // a key whatever bytes a caller's paths hold.
-func keyOf(paths []string, response protoreflect.MessageDescriptor, always []string) maskKey {
+func keyOf(paths []string, response protoreflect.MessageDescriptor) maskKey {
 	var b strings.Builder
-	for _, list := range [][]string{paths, always} {
-		b.WriteString(strconv.Itoa(len(list)))
-		for _, p := range list {
-			b.WriteByte(' ')
-			b.WriteString(strconv.Itoa(len(p)))
-			b.WriteByte(':')
-			b.WriteString(p)
-		}
-		b.WriteByte(';')
+	for _, p := range paths {
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
+		b.WriteString(p)
 	}
 	return maskKey{response: response, paths: b.String()}
 }
 
 // maxBuiltMasks bounds the masks kept: callers choose masks, so their
-// number is not bounded by the code; past it the kept ones are dropped.
-const maxBuiltMasks = 256
+// number is not bounded by the code; past it one kept mask makes room.
+// maxKeptKey bounds each: a longer mask (a caller's own paths are a few
+// hundred bytes) is built for its call and not kept, so the cache holds
+// at most about a megabyte of keys whatever callers send.
+const (
+	maxBuiltMasks = 256
+	maxKeptKey    = 4096
+)
 
 // built holds the masks New made, by keyOf. A Mask is never changed once
 // built, so one is shared by every call that sends it.
@@ -122,8 +155,11 @@ func (c *maskCache) get(key maskKey) (Mask, bool) {
 func (c *maskCache) put(key maskKey, m Mask) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.masks) >= maxBuiltMasks {
-		clear(c.masks)
+	if _, ok := c.masks[key]; !ok && len(c.masks) >= maxBuiltMasks {
+		for k := range c.masks { // one, chosen by the map's random order
+			delete(c.masks, k)
+			break
+		}
 	}
 	c.masks[key] = m
 }
@@ -134,6 +170,7 @@ func (n *node) plan(md protoreflect.MessageDescriptor) {
 	if n.whole || md == nil {
 		return
 	}
+	n.extensible = md.ExtensionRanges().Len() > 0
 	fields := md.Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
@@ -202,19 +239,44 @@ func (m Mask) Wants(path string) bool {
 }
 
 // Prune clears every field of msg (the response) the mask does not want.
+// A message of another type than the mask's is pruned by the mask built
+// again for its type (the same name from another descriptor: a dynamic
+// message), or cleared whole when the paths do not fit it: a mask never
+// lets through what it was not built to allow.
 func (m Mask) Prune(msg proto.Message) {
 	if m.root == nil || msg == nil {
 		return
 	}
-	m.root.prune(msg.ProtoReflect())
+	pm := msg.ProtoReflect()
+	if md := pm.Descriptor(); md != m.response {
+		other, err := build(m.paths, md)
+		if err != nil || md.FullName() != m.response.FullName() {
+			proto.Reset(msg)
+			return
+		}
+		m = other
+	}
+	m.root.prune(pm)
 }
 
 // prune clears the fields of msg the mask does not name (clearing an unset
-// field does nothing) and prunes the named message fields below it. Only the
-// message's declared fields are looked at: an extension is left as it is.
+// field does nothing), and any extension set on it, and prunes the named
+// message fields below it.
 func (n *node) prune(msg protoreflect.Message) {
 	for _, fd := range n.clear {
 		msg.Clear(fd)
+	}
+	if n.extensible {
+		var ext []protoreflect.FieldDescriptor
+		msg.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			if fd.IsExtension() {
+				ext = append(ext, fd)
+			}
+			return true
+		})
+		for _, fd := range ext { // not while ranging: Range forbids changes
+			msg.Clear(fd)
+		}
 	}
 	for _, d := range n.descend {
 		if !msg.Has(d.fd) {

@@ -1,6 +1,7 @@
 package readmask
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,6 +9,8 @@ import (
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/gofeaturespb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
@@ -143,4 +146,114 @@ func TestPathsThatJoinAlikeAreNotTakenForEachOther(t *testing.T) {
 		_, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
 		require.Error(t, err, "%q", paths)
 	}
+}
+
+func TestMasksAlikeButForSpacingOrderAndRepeatsAreOne(t *testing.T) {
+	a, err := New(&fieldmaskpb.FieldMask{Paths: []string{"name", "package"}}, fileDesc)
+	require.NoError(t, err)
+	before := len(built.masks)
+	for _, paths := range [][]string{{" name", "package"}, {"package", "name", "name "}, {"  name", "package", "\tpackage"}} {
+		b, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
+		require.NoError(t, err)
+		require.Same(t, a.root, b.root, "%q", paths)
+	}
+	require.Equal(t, before, len(built.masks), "variants of one mask kept apart")
+}
+
+func TestALongMaskIsServedButNotKept(t *testing.T) {
+	// Spaces and repeats do not make a mask long: trimmed and compacted,
+	// these are short masks, kept.
+	spaced := &fieldmaskpb.FieldMask{Paths: []string{"name" + strings.Repeat(" ", 5000), "package"}}
+	a, err := New(spaced, fileDesc)
+	require.NoError(t, err)
+	b, err := New(spaced, fileDesc)
+	require.NoError(t, err)
+	require.Same(t, a.root, b.root)
+	require.False(t, a.Wants("syntax"))
+	var repeated []string
+	for range 600 {
+		repeated = append(repeated, "message_type.field.json_name")
+	}
+	c, err := New(&fieldmaskpb.FieldMask{Paths: repeated}, fileDesc)
+	require.NoError(t, err)
+	require.True(t, c.Wants("message_type.field.json_name"))
+
+	// Distinct valid paths past maxKeptKey (nested_type nests without
+	// end): served, built anew each time, not kept.
+	var deep []string
+	for n := range 60 {
+		deep = append(deep, "message_type"+strings.Repeat(".nested_type", n)+".name")
+	}
+	before := len(built.masks)
+	d, err := New(&fieldmaskpb.FieldMask{Paths: deep}, fileDesc)
+	require.NoError(t, err)
+	require.True(t, d.Wants("message_type.nested_type.name"))
+	e, err := New(&fieldmaskpb.FieldMask{Paths: deep}, fileDesc)
+	require.NoError(t, err)
+	require.NotSame(t, d.root, e.root)
+	require.Equal(t, before, len(built.masks))
+}
+
+func TestAFullCacheDropsOneMaskNotAll(t *testing.T) {
+	names := []string{"name", "number", "label", "type", "type_name", "extendee", "default_value", "oneof_index", "json_name", "options"}
+	kept := 0
+	for set := 1; set < 1<<len(names) && kept < maxBuiltMasks+50; set++ {
+		var paths []string
+		for i, n := range names {
+			if set&(1<<i) != 0 {
+				paths = append(paths, "message_type.field."+n)
+			}
+		}
+		_, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
+		require.NoError(t, err)
+		kept++
+		require.LessOrEqual(t, len(built.masks), maxBuiltMasks)
+	}
+	require.Equal(t, maxBuiltMasks, len(built.masks), "a full cache makes room for one, it is not emptied")
+}
+
+func TestPruneClearsExtensions(t *testing.T) {
+	msg := &descriptorpb.FileDescriptorProto{
+		Name: proto.String("a.proto"),
+		Options: &descriptorpb.FileOptions{
+			JavaPackage: proto.String("j"),
+			Features:    &descriptorpb.FeatureSet{FieldPresence: descriptorpb.FeatureSet_EXPLICIT.Enum()},
+		},
+	}
+	proto.SetExtension(msg.Options.Features, gofeaturespb.E_Go, &gofeaturespb.GoFeatures{LegacyUnmarshalJsonEnum: proto.Bool(true)})
+	m, err := New(&fieldmaskpb.FieldMask{Paths: []string{"options.features.field_presence"}}, fileDesc, "name")
+	require.NoError(t, err)
+	m.Prune(msg)
+	require.False(t, proto.HasExtension(msg.Options.Features, gofeaturespb.E_Go), "an extension the mask cannot name")
+	require.Equal(t, descriptorpb.FeatureSet_EXPLICIT, msg.Options.Features.GetFieldPresence())
+	require.Empty(t, msg.Options.GetJavaPackage())
+	require.Equal(t, "a.proto", msg.GetName())
+
+	whole := &descriptorpb.FileDescriptorProto{Options: &descriptorpb.FileOptions{Features: &descriptorpb.FeatureSet{}}}
+	proto.SetExtension(whole.Options.Features, gofeaturespb.E_Go, &gofeaturespb.GoFeatures{LegacyUnmarshalJsonEnum: proto.Bool(true)})
+	m, err = New(&fieldmaskpb.FieldMask{Paths: []string{"options.features"}}, fileDesc)
+	require.NoError(t, err)
+	m.Prune(whole)
+	require.True(t, proto.HasExtension(whole.Options.Features, gofeaturespb.E_Go), "a message named whole keeps its extensions")
+}
+
+func TestPruneOfAnotherDescriptor(t *testing.T) {
+	// descriptor.proto built again: the same names, other descriptors.
+	fd, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(descriptorpb.File_google_protobuf_descriptor_proto), nil)
+	require.NoError(t, err)
+	md := fd.Messages().ByName("FileDescriptorProto")
+	require.NotEqual(t, fileDesc, md)
+	m, err := New(&fieldmaskpb.FieldMask{Paths: []string{"name"}}, fileDesc)
+	require.NoError(t, err)
+
+	same := dynamicpb.NewMessage(md)
+	same.Set(md.Fields().ByName("name"), protoreflect.ValueOfString("a.proto"))
+	same.Set(md.Fields().ByName("package"), protoreflect.ValueOfString("pkg"))
+	m.Prune(same)
+	require.Equal(t, "a.proto", same.Get(md.Fields().ByName("name")).String())
+	require.False(t, same.Has(md.Fields().ByName("package")), "pruned by the mask built for its descriptor")
+
+	other := &descriptorpb.DescriptorProto{Name: proto.String("M"), Field: []*descriptorpb.FieldDescriptorProto{{Name: proto.String("f")}}}
+	m.Prune(other)
+	require.True(t, proto.Equal(&descriptorpb.DescriptorProto{}, other), "another type entirely: nothing is let through")
 }
