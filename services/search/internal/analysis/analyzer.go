@@ -136,20 +136,39 @@ func (a *Analyzer) QueryTerms(query string) []QueryTerm {
 
 // OriginalWords maps analyzed terms (e.g. a hit's matched terms) back to the
 // query words that produced them, in query order and without duplicates.
+// It runs for every result of a ranked list: matched terms come in the
+// query's order (the retrievers report them so), which one walk of both
+// lists follows; any other order falls back to a set.
 func OriginalWords(qts []QueryTerm, matched []string) []string {
+	var out []string
+	j := 0
+	for _, qt := range qts {
+		if j < len(matched) && matched[j] == qt.Term {
+			j++
+			out = appendWords(out, qt.Words)
+		}
+	}
+	if j == len(matched) {
+		return out
+	}
 	set := make(map[string]struct{}, len(matched))
 	for _, m := range matched {
 		set[m] = struct{}{}
 	}
-	var out []string
+	out = nil
 	for _, qt := range qts {
-		if _, ok := set[qt.Term]; !ok {
-			continue
+		if _, ok := set[qt.Term]; ok {
+			out = appendWords(out, qt.Words)
 		}
-		for _, w := range qt.Words {
-			if !containsFold(out, w) {
-				out = append(out, w)
-			}
+	}
+	return out
+}
+
+// appendWords appends the words not in out yet (case folded).
+func appendWords(out, words []string) []string {
+	for _, w := range words {
+		if !containsFold(out, w) {
+			out = append(out, w)
 		}
 	}
 	return out

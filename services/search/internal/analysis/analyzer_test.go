@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,11 @@ func TestQueryTermsAndOriginalWords(t *testing.T) {
 		{[]string{"run"}, []string{"Running", "runs"}},
 		{[]string{"fast", "run"}, []string{"Running", "runs", "fast"}},
 		{[]string{"absent"}, nil},
+		{nil, nil},
+		{[]string{"run", "runner", "fast"}, []string{"Running", "runs", "runner", "fast"}}, // the query's order: one walk
+		{[]string{"runner", "absent"}, []string{"runner"}},
+		{[]string{"run", "run"}, []string{"Running", "runs"}},
+		{[]string{"fast", "absent", "run"}, []string{"Running", "runs", "fast"}},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, OriginalWords(qts, tc.matched))
@@ -112,5 +118,27 @@ func BenchmarkTerms(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		dst = a.AppendTerms(dst[:0], benchText)
+	}
+}
+
+// BenchmarkOriginalWords: a ranked list maps every result's matched terms
+// back to the query's words (up to 200 results a query).
+func BenchmarkOriginalWords(b *testing.B) {
+	a := NewEnglish()
+	for _, q := range []string{"macrophage cytokine regulation in inflammation",
+		"Patients with chronic kidney disease who receive erythropoietin show lower rates of anaemia and improved quality of life over two years of treatment"} {
+		qts := a.QueryTerms(q)
+		var matched []string
+		for i, qt := range qts {
+			if i%2 == 0 {
+				matched = append(matched, qt.Term)
+			}
+		}
+		b.Run(strconv.Itoa(len(qts))+" terms", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = OriginalWords(qts, matched)
+			}
+		})
 	}
 }

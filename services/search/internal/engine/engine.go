@@ -18,6 +18,7 @@ import (
 
 	"github.com/bmcis/knowledge/platform/access"
 	"github.com/bmcis/knowledge/platform/lrucache"
+	"github.com/bmcis/knowledge/services/search/internal/analysis"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
 	"github.com/bmcis/knowledge/services/search/internal/index"
@@ -173,6 +174,11 @@ type Ranked struct {
 	// could not be embedded, or the model changed under it (vectorRetrying);
 	// it is never cached, so recovery shows at once.
 	degraded bool
+	// What MatchedWords needs: the list holds up to Candidates results and
+	// a page shows a few, so the matched words are found for those only.
+	qts      []analysis.QueryTerm
+	distinct []string
+	ix       *index.Index
 }
 
 // Result is one ranked chunk: the replica's record (not a copy) with its
@@ -180,8 +186,22 @@ type Ranked struct {
 type Result struct {
 	Chunk *index.Chunk
 	fusion.Result
-	// Matched are the query words as typed that occur in the chunk.
-	Matched []string
+	// terms are the analyzed query terms BM25 found in the chunk, when
+	// BM25 returned it (fromBM25).
+	terms    []string
+	fromBM25 bool
+}
+
+// MatchedWords returns the query words, as typed, that occur in result i's
+// chunk: BM25's matched terms when it returned the chunk, else a search of
+// the query's terms in the index.
+func (rk *Ranked) MatchedWords(i int) []string {
+	r := &rk.Results[i]
+	terms := r.terms
+	if !r.fromBM25 {
+		terms = rk.ix.MatchedTerms(r.ChunkID, rk.distinct)
+	}
+	return analysis.OriginalWords(rk.qts, terms)
 }
 
 // Search returns the ranked list of q, from the cache when it holds it,

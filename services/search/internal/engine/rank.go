@@ -196,13 +196,10 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	e.m.Stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
 
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
-		degraded: vo.degraded}
+		degraded: vo.degraded, qts: qts, distinct: distinct, ix: e.ix}
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
-		if !ok {
-			m = e.ix.MatchedTerms(r.ChunkID, distinct)
-		}
-		rk.Results[i] = Result{Chunk: recs[i], Result: r, Matched: analysis.OriginalWords(qts, m)}
+		rk.Results[i] = Result{Chunk: recs[i], Result: r, terms: m, fromBM25: ok}
 	}
 	return rk, dbTime, nil
 }

@@ -128,8 +128,12 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 			}
 		}
 		resp.Results = make([]*searchv1.SearchResult, len(page))
+		matched := mask.Wants("results.matched_terms")
 		for i := range page {
 			resp.Results[i] = resultProto(&page[i], off+i+1, texts)
+			if matched {
+				resp.Results[i].MatchedTerms = rk.MatchedWords(off + i)
+			}
 		}
 	}
 	s.addMentions(ctx, q, resp, mask)
@@ -208,7 +212,6 @@ func resultProto(r *engine.Result, rank int, texts map[int64]store.StoredText) *
 		SimilarityScore: r.SimilarityScore,
 		Bm25Score:       r.BM25Score,
 		ScoreType:       st,
-		MatchedTerms:    r.Matched,
 		Bm25Rank:        int32(r.BM25Rank),
 		VectorRank:      int32(r.VectorRank),
 		IsDuplicate:     r.IsDuplicate,
