@@ -136,9 +136,9 @@ func (a *Analyzer) QueryTerms(query string) []QueryTerm {
 
 // OriginalWords maps analyzed terms (e.g. a hit's matched terms) back to the
 // query words that produced them, in query order and without duplicates.
-// It runs for every result of a ranked list: matched terms come in the
-// query's order (the retrievers report them so), which one walk of both
-// lists follows; any other order falls back to a set.
+// Matched terms come in the query's order (the retrievers report them
+// so), which one walk of both lists follows; any other order falls back to
+// a set.
 func OriginalWords(qts []QueryTerm, matched []string) []string {
 	var out []string
 	j := 0

@@ -121,8 +121,8 @@ func BenchmarkTerms(b *testing.B) {
 	}
 }
 
-// BenchmarkOriginalWords: a ranked list maps every result's matched terms
-// back to the query's words (up to 200 results a query).
+// BenchmarkOriginalWords: each result of a page maps its matched terms
+// back to the query's words.
 func BenchmarkOriginalWords(b *testing.B) {
 	a := NewEnglish()
 	for _, q := range []string{"macrophage cytokine regulation in inflammation",

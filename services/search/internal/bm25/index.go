@@ -695,23 +695,38 @@ func (h *hitHeap) down(i int) {
 // is sorted by ordinal. It lets results found only by another retriever
 // report which query terms they contain.
 func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
+	return ix.MatchedTermsOf([]int64{chunkID}, terms)[0]
+}
+
+// MatchedTermsOf is MatchedTerms of each chunk (out[i] of chunkIDs[i]),
+// under one read lock: a ranked list asks it for all its results that BM25
+// did not return at once.
+func (ix *Index) MatchedTermsOf(chunkIDs []int64, terms []string) [][]string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	ord, ok := ix.byChunk[chunkID]
-	if !ok {
-		return nil
+	type known struct {
+		term string
+		id   uint32
 	}
-	var out []string
+	var qts []known // the distinct terms the index holds, in their order
 	for i, t := range terms {
 		if slices.Contains(terms[:i], t) {
 			continue
 		}
-		id, ok := ix.termIDs[t]
+		if id, ok := ix.termIDs[t]; ok {
+			qts = append(qts, known{t, id})
+		}
+	}
+	out := make([][]string, len(chunkIDs))
+	for i, c := range chunkIDs {
+		ord, ok := ix.byChunk[c]
 		if !ok {
 			continue
 		}
-		if _, found := ix.postings[id].find(ord); found {
-			out = append(out, t)
+		for _, q := range qts {
+			if _, found := ix.postings[q.id].find(ord); found {
+				out[i] = append(out[i], q.term)
+			}
 		}
 	}
 	return out

@@ -174,11 +174,10 @@ type Ranked struct {
 	// could not be embedded, or the model changed under it (vectorRetrying);
 	// it is never cached, so recovery shows at once.
 	degraded bool
-	// What MatchedWords needs: the list holds up to Candidates results and
-	// a page shows a few, so the matched words are found for those only.
-	qts      []analysis.QueryTerm
-	distinct []string
-	ix       *index.Index
+	// qts is what MatchedWords maps matched terms back to words with: a
+	// list holds what both retrievers returned (up to twice Candidates)
+	// and a page shows a few, so the words are found for those only.
+	qts []analysis.QueryTerm
 }
 
 // Result is one ranked chunk: the replica's record (not a copy) with its
@@ -186,22 +185,17 @@ type Ranked struct {
 type Result struct {
 	Chunk *index.Chunk
 	fusion.Result
-	// terms are the analyzed query terms BM25 found in the chunk, when
-	// BM25 returned it (fromBM25).
-	terms    []string
-	fromBM25 bool
+	// terms are the analyzed query terms that occur in the chunk, found
+	// when the list was ranked (BM25's own, or the index's for a chunk
+	// BM25 did not return), so every page of a kept list reads them as
+	// of its ranking.
+	terms []string
 }
 
 // MatchedWords returns the query words, as typed, that occur in result i's
-// chunk: BM25's matched terms when it returned the chunk, else a search of
-// the query's terms in the index.
+// chunk.
 func (rk *Ranked) MatchedWords(i int) []string {
-	r := &rk.Results[i]
-	terms := r.terms
-	if !r.fromBM25 {
-		terms = rk.ix.MatchedTerms(r.ChunkID, rk.distinct)
-	}
-	return analysis.OriginalWords(rk.qts, terms)
+	return analysis.OriginalWords(rk.qts, rk.Results[i].terms)
 }
 
 // Search returns the ranked list of q, from the cache when it holds it,

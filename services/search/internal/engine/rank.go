@@ -196,10 +196,24 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	e.m.Stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
 
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
-		degraded: vo.degraded, qts: qts, distinct: distinct, ix: e.ix}
+		degraded: vo.degraded, qts: qts}
+	var others []int64 // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
-		rk.Results[i] = Result{Chunk: recs[i], Result: r, terms: m, fromBM25: ok}
+		if !ok {
+			others = append(others, r.ChunkID)
+		}
+		rk.Results[i] = Result{Chunk: recs[i], Result: r, terms: m}
+	}
+	if len(others) > 0 {
+		found := e.ix.MatchedTermsOf(others, distinct)
+		j := 0
+		for i := range rk.Results {
+			if _, ok := matched[rk.Results[i].ChunkID]; !ok {
+				rk.Results[i].terms = found[j]
+				j++
+			}
+		}
 	}
 	return rk, dbTime, nil
 }

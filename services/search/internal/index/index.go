@@ -558,6 +558,11 @@ func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
 	return ix.bm.MatchedTerms(chunkID, terms)
 }
 
+// MatchedTermsOf is MatchedTerms of many chunks at once (bm25.Index's).
+func (ix *Index) MatchedTermsOf(chunkIDs []int64, terms []string) [][]string {
+	return ix.bm.MatchedTermsOf(chunkIDs, terms)
+}
+
 // Stats describe the index.
 type Stats struct {
 	Documents  int
