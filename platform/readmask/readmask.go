@@ -14,11 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/bmcis/knowledge/platform/lrucache"
 )
 
 // Mask is a validated read mask. The zero Mask (and a Mask of an unset or
@@ -68,7 +69,7 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 	}
 	paths := canonical(fm.GetPaths(), always)
 	key := keyOf(paths, response)
-	if m, ok := built.get(key); ok {
+	if m, ok := built.Get(key); ok {
 		return m, nil
 	}
 	m, err := build(paths, response)
@@ -76,7 +77,7 @@ func New(fm *fieldmaskpb.FieldMask, response protoreflect.MessageDescriptor, alw
 		return All, err
 	}
 	if len(key.paths) <= maxKeptKey {
-		built.put(key, m)
+		built.Put(key, m, built.Epoch())
 	}
 	return m, nil
 }
@@ -127,42 +128,19 @@ func keyOf(paths []string, response protoreflect.MessageDescriptor) maskKey {
 }
 
 // maxBuiltMasks bounds the masks kept: callers choose masks, so their
-// number is not bounded by the code; past it one kept mask makes room.
-// maxKeptKey bounds each: a longer mask (a caller's own paths are a few
-// hundred bytes) is built for its call and not kept, so the cache holds
-// at most about a megabyte of keys whatever callers send.
+// number is not bounded by the code; past it the least recently used one
+// makes room. maxKeptKey bounds each: a longer mask (a caller's own paths
+// are a few hundred bytes) is built for its call and not kept, so the
+// cache holds at most about a megabyte of keys whatever callers send.
 const (
 	maxBuiltMasks = 256
 	maxKeptKey    = 4096
 )
 
 // built holds the masks New made, by keyOf. A Mask is never changed once
-// built, so one is shared by every call that sends it.
-var built = maskCache{masks: map[maskKey]Mask{}}
-
-type maskCache struct {
-	mu    sync.RWMutex
-	masks map[maskKey]Mask
-}
-
-func (c *maskCache) get(key maskKey) (Mask, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	m, ok := c.masks[key]
-	return m, ok
-}
-
-func (c *maskCache) put(key maskKey, m Mask) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.masks[key]; !ok && len(c.masks) >= maxBuiltMasks {
-		for k := range c.masks { // one, chosen by the map's random order
-			delete(c.masks, k)
-			break
-		}
-	}
-	c.masks[key] = m
-}
+// built, so one is shared by every call that sends it; nothing invalidates
+// them (a descriptor's fields never change), so they never expire.
+var built = lrucache.New[maskKey, Mask](maxBuiltMasks, 0)
 
 // plan works out, for the message md this node stands for and the nodes
 // below it, which fields Prune clears and which it goes into.

@@ -151,13 +151,13 @@ func TestPathsThatJoinAlikeAreNotTakenForEachOther(t *testing.T) {
 func TestMasksAlikeButForSpacingOrderAndRepeatsAreOne(t *testing.T) {
 	a, err := New(&fieldmaskpb.FieldMask{Paths: []string{"name", "package"}}, fileDesc)
 	require.NoError(t, err)
-	before := len(built.masks)
+	before := built.Len()
 	for _, paths := range [][]string{{" name", "package"}, {"package", "name", "name "}, {"  name", "package", "\tpackage"}} {
 		b, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
 		require.NoError(t, err)
 		require.Same(t, a.root, b.root, "%q", paths)
 	}
-	require.Equal(t, before, len(built.masks), "variants of one mask kept apart")
+	require.Equal(t, before, built.Len(), "variants of one mask kept apart")
 }
 
 func TestALongMaskIsServedButNotKept(t *testing.T) {
@@ -184,14 +184,14 @@ func TestALongMaskIsServedButNotKept(t *testing.T) {
 	for n := range 60 {
 		deep = append(deep, "message_type"+strings.Repeat(".nested_type", n)+".name")
 	}
-	before := len(built.masks)
+	before := built.Len()
 	d, err := New(&fieldmaskpb.FieldMask{Paths: deep}, fileDesc)
 	require.NoError(t, err)
 	require.True(t, d.Wants("message_type.nested_type.name"))
 	e, err := New(&fieldmaskpb.FieldMask{Paths: deep}, fileDesc)
 	require.NoError(t, err)
 	require.NotSame(t, d.root, e.root)
-	require.Equal(t, before, len(built.masks))
+	require.Equal(t, before, built.Len())
 }
 
 func TestAFullCacheDropsOneMaskNotAll(t *testing.T) {
@@ -207,9 +207,9 @@ func TestAFullCacheDropsOneMaskNotAll(t *testing.T) {
 		_, err := New(&fieldmaskpb.FieldMask{Paths: paths}, fileDesc)
 		require.NoError(t, err)
 		kept++
-		require.LessOrEqual(t, len(built.masks), maxBuiltMasks)
+		require.LessOrEqual(t, built.Len(), maxBuiltMasks)
 	}
-	require.Equal(t, maxBuiltMasks, len(built.masks), "a full cache makes room for one, it is not emptied")
+	require.Equal(t, maxBuiltMasks, built.Len(), "a full cache makes room for one, it is not emptied")
 }
 
 func TestPruneClearsExtensions(t *testing.T) {

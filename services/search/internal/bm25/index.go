@@ -690,18 +690,12 @@ func (h *hitHeap) down(i int) {
 	}
 }
 
-// MatchedTerms returns the distinct terms of terms (in their order) that
-// occur in the chunk: a binary search per term in its posting list, which
-// is sorted by ordinal. It lets results found only by another retriever
-// report which query terms they contain.
-func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
-	return ix.MatchedTermsOf([]int64{chunkID}, terms)[0]
-}
-
-// MatchedTermsOf is MatchedTerms of each chunk (out[i] of chunkIDs[i]),
-// under one read lock: a ranked list asks it for all its results that BM25
-// did not return at once.
-func (ix *Index) MatchedTermsOf(chunkIDs []int64, terms []string) [][]string {
+// MatchedTerms returns, for each chunk (out[i] of chunkIDs[i]; nil for one
+// not in the index), the distinct terms of terms, in their order, that
+// occur in it: a binary search per term in its posting list, which is
+// sorted by ordinal, all under one read lock. It lets results found only
+// by another retriever report which query terms they contain.
+func (ix *Index) MatchedTerms(chunkIDs []int64, terms []string) [][]string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	type known struct {

@@ -290,7 +290,7 @@ func TestLargeTermFrequencyIsExact(t *testing.T) {
 	require.Len(t, ix.Search([]string{"w"}, SearchOptions{K: 1}), 1)
 }
 
-func TestMatchedTermsOf(t *testing.T) {
+func TestMatchedTerms(t *testing.T) {
 	ix := New(DefaultParams())
 	ix.ReplaceBatch([]Doc{
 		{ChunkID: 1, Terms: []string{"a", "b"}},
@@ -299,10 +299,7 @@ func TestMatchedTermsOf(t *testing.T) {
 	})
 	require.True(t, ix.Remove(3))
 	terms := []string{"c", "unknown", "b", "c", "a"} // the query's order, a repeat, a term no chunk has
-	got := ix.MatchedTermsOf([]int64{2, 9, 1, 3}, terms)
+	got := ix.MatchedTerms([]int64{2, 9, 1, 3}, terms)
 	require.Equal(t, [][]string{{"c", "b"}, nil, {"b", "a"}, nil}, got, "in the terms' order, once; nothing for unknown or removed chunks")
-	for i, id := range []int64{2, 9, 1, 3} {
-		require.Equal(t, got[i], ix.MatchedTerms(id, terms))
-	}
-	require.Equal(t, [][]string{}, ix.MatchedTermsOf([]int64{}, terms))
+	require.Equal(t, [][]string{}, ix.MatchedTerms([]int64{}, terms))
 }

@@ -337,12 +337,9 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 		m.set(nil, nil)
 		return cur != nil, nil
 	}
-	row, err := m.st.ModelByID(ctx, activeRow)
+	row, err := m.modelRow(ctx, activeRow)
 	if err != nil {
 		return false, err
-	}
-	if row == nil {
-		return false, fmt.Errorf("active embedding model %d vanished", activeRow)
 	}
 	a, err := m.activate(row)
 	if err != nil {
@@ -351,6 +348,18 @@ func (m *Manager) Sync(ctx context.Context, activeRow int64) (bool, error) {
 	}
 	m.set(a, nil)
 	return true, nil
+}
+
+// modelRow reads the active model's row id with its parameters.
+func (m *Manager) modelRow(ctx context.Context, id int64) (*store.Model, error) {
+	row, err := m.st.ModelByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if row == nil {
+		return nil, fmt.Errorf("active embedding model %d vanished", id)
+	}
+	return row, nil
 }
 
 // activate builds the embedder of a stored model row.

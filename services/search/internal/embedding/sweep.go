@@ -120,12 +120,9 @@ func (m *Manager) Sweep(ctx context.Context, opt SweepOptions) (SweepReport, err
 			break
 		}
 		// The session's read leaves the parameters out: read them only now.
-		row, err := m.st.ModelByID(ctx, activeRow.ID)
+		row, err := m.modelRow(ctx, activeRow.ID)
 		if err != nil {
 			return rep, err
-		}
-		if row == nil {
-			return rep, fmt.Errorf("active embedding model %d vanished", activeRow.ID)
 		}
 		if target, err = m.activate(row); err != nil {
 			return rep, err

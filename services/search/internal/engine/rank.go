@@ -197,22 +197,21 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
 		degraded: vo.degraded, qts: qts}
-	var others []int64 // results BM25 did not return: their terms from the index, under one lock
+	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
 		if !ok {
-			others = append(others, r.ChunkID)
+			others = append(others, i)
 		}
 		rk.Results[i] = Result{Chunk: recs[i], Result: r, terms: m}
 	}
 	if len(others) > 0 {
-		found := e.ix.MatchedTermsOf(others, distinct)
-		j := 0
-		for i := range rk.Results {
-			if _, ok := matched[rk.Results[i].ChunkID]; !ok {
-				rk.Results[i].terms = found[j]
-				j++
-			}
+		ids := make([]int64, len(others))
+		for j, i := range others {
+			ids[j] = fused[i].ChunkID
+		}
+		for j, terms := range e.ix.MatchedTerms(ids, distinct) {
+			rk.Results[others[j]].terms = terms
 		}
 	}
 	return rk, dbTime, nil

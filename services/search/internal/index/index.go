@@ -553,14 +553,10 @@ func (ix *Index) LiveChunks() int {
 	return len(ix.chunks)
 }
 
-// MatchedTerms returns which of the analyzed query terms occur in a chunk.
-func (ix *Index) MatchedTerms(chunkID int64, terms []string) []string {
-	return ix.bm.MatchedTerms(chunkID, terms)
-}
-
-// MatchedTermsOf is MatchedTerms of many chunks at once (bm25.Index's).
-func (ix *Index) MatchedTermsOf(chunkIDs []int64, terms []string) [][]string {
-	return ix.bm.MatchedTermsOf(chunkIDs, terms)
+// MatchedTerms is bm25.Index.MatchedTerms: for each chunk, the distinct
+// terms of terms that occur in it.
+func (ix *Index) MatchedTerms(chunkIDs []int64, terms []string) [][]string {
+	return ix.bm.MatchedTerms(chunkIDs, terms)
 }
 
 // Stats describe the index.

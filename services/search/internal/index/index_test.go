@@ -64,7 +64,7 @@ func TestApplyReplaceDelete(t *testing.T) {
 	}
 	require.Equal(t, int64(2), ix.Generation())
 	require.Equal(t, len(b.Documents)-1, ix.Stats().Documents)
-	require.Equal(t, []string{"zebra"}, ix.MatchedTerms(100000, []string{"zebra", "lion"}))
+	require.Equal(t, [][]string{{"zebra"}}, ix.MatchedTerms([]int64{100000}, []string{"zebra", "lion"}))
 }
 
 func toUpper(s string) string {

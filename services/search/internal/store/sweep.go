@@ -209,16 +209,7 @@ func (e *EmbedSession) RegisterModel(ctx context.Context, m NewModel) (int64, er
 
 // ActiveModel is Store.ActiveModel on the locked session.
 func (e *EmbedSession) ActiveModel(ctx context.Context) (*Model, error) {
-	var m Model
-	err := e.conn.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, active FROM embedding_models WHERE active`).
-		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Active)
-	if err == pgx.ErrNoRows {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read active model: %w", err)
-	}
-	return &m, nil
+	return activeModel(ctx, e.conn)
 }
 
 // DropVectorIndex drops the HNSW index before a bulk write: pgvector

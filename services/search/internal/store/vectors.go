@@ -268,8 +268,15 @@ type Model struct {
 // ActiveModel returns the active embedding model without its parameters
 // (Params nil; ModelByID reads them), or nil when none is.
 func (s *Store) ActiveModel(ctx context.Context) (*Model, error) {
+	return activeModel(ctx, s.pool)
+}
+
+// activeModel is ActiveModel on q: the pool, or a session's connection.
+func activeModel(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (*Model, error) {
 	var m Model
-	err := s.pool.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, active, created_at FROM embedding_models WHERE active`).
+	err := q.QueryRow(ctx, `SELECT id, model_id, provider, dimensions, active, created_at FROM embedding_models WHERE active`).
 		Scan(&m.ID, &m.ModelID, &m.Provider, &m.Dimensions, &m.Active, &m.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
