@@ -38,7 +38,10 @@ import (
 // Uncached: each query asked once (a miss in the search service's cache);
 // cached: the same queries again. Throughput: 16 clients at once. Each
 // scenario runs with a plain HTTP client (JSON-RPC posted, answer read) and
-// with mcp-go's client (answer decoded).
+// with mcp-go's client (answer decoded). BMCIS_MCP_BENCH_ROUNDS=k (default 1)
+// repeats the plain client's sequential pair k-1 more times on fresh
+// queries and reports the median P50s: one run's P50 moves by a
+// millisecond on a shared two-core machine.
 func TestBenchEndToEnd(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BMCIS_MCP_BENCH_CHUNKS"))
 	if n <= 0 {
@@ -70,7 +73,17 @@ func TestBenchEndToEnd(t *testing.T) {
 		"-chunks", "0", "-add-chunks", "0", "-modes", "hybrid", "-concurrency", "1,16", "-duration", "5s")
 	report("the search service alone after ANALYZE (gRPC, bmcisctl bench search, limit 10):\n%s", out)
 
-	queries := corpusQueries(t, s, 4000)
+	rounds := 1
+	if v := os.Getenv("BMCIS_MCP_BENCH_ROUNDS"); v != "" {
+		r, err := strconv.Atoi(v)
+		require.NoError(t, err, "BMCIS_MCP_BENCH_ROUNDS")
+		require.True(t, r >= 1 && r <= 20, "BMCIS_MCP_BENCH_ROUNDS must be 1 to 20, got %d", r)
+		rounds = r
+	}
+	const perRound = 400
+	queries := corpusQueries(t, s, 4000+perRound*(rounds-1))
+	extra := queries[4000:]
+	queries = queries[:4000]
 	key := s.CreateKey(t, stacktest.Key{Name: "bench", PerMinute: 100_000_000, PerHour: 100_000_000, PerDay: 100_000_000})
 	base := adapterHTTP(t, s, nil)
 	clients := make([]*client.Client, 16)
@@ -138,7 +151,8 @@ func TestBenchEndToEnd(t *testing.T) {
 		}
 		return "mcp-go"
 	}
-	sequential := func(name string, raw bool, call caller, qs []string) {
+	// sequential times one call at a time over qs and returns the P50 in ms.
+	sequential := func(name string, raw bool, call caller, qs []string) float64 {
 		lat := make([]time.Duration, 0, len(qs))
 		hits := 0
 		t0 := time.Now()
@@ -150,9 +164,11 @@ func TestBenchEndToEnd(t *testing.T) {
 			}
 		}
 		row(name, clientName(raw), 1, lat, hits, time.Since(t0))
+		return float64(lat[(len(lat)-1)/2].Microseconds()) / 1000
 	}
-	sequential("uncached (distinct queries)", true, rawCall, seqRaw)
-	sequential("cached (the same queries again)", true, rawCall, seqRaw)
+	var p50s [2][]float64 // the plain client's P50 of each round: uncached, cached
+	p50s[0] = append(p50s[0], sequential("uncached (distinct queries)", true, rawCall, seqRaw))
+	p50s[1] = append(p50s[1], sequential("cached (the same queries again)", true, rawCall, seqRaw))
 	sequential("uncached (distinct queries)", false, mcpCall, seqMCP)
 	sequential("cached (the same queries again)", false, mcpCall, seqMCP)
 
@@ -188,9 +204,18 @@ func TestBenchEndToEnd(t *testing.T) {
 	concurrent("cached (repeated queries)", true, rawCall, func(i int) string { return seqRaw[i%len(seqRaw)] }, 0)
 	concurrent("cached (repeated queries)", false, mcpCall, func(i int) string { return seqMCP[i%len(seqMCP)] }, 0)
 
+	for r := 1; r < rounds; r++ {
+		qs := extra[(r-1)*perRound : r*perRound]
+		p50s[0] = append(p50s[0], sequential(fmt.Sprintf("uncached, round %d", r+1), true, rawCall, qs))
+		p50s[1] = append(p50s[1], sequential(fmt.Sprintf("cached, round %d", r+1), true, rawCall, qs))
+	}
 	report("\nsemantic_search, metadata mode, page_size 10, over streamable HTTP, %d-chunk corpus:\n\n"+
 		"| scenario | client | concurrency | calls | calls/s | P50 ms | P95 ms | P99 ms | search cache hits |\n|---|---|---|---|---|---|---|---|---|\n%s\n",
 		n, strings.Join(rows, "\n"))
+	if rounds > 1 {
+		report("plain HTTP client, one call at a time, %d rounds: median P50 uncached %.2f ms (%v), cached %.2f ms (%v)",
+			rounds, median(p50s[0]), p50s[0], median(p50s[1]), p50s[1])
+	}
 	report("load average at end: %s", loadAvg())
 }
 
@@ -238,6 +263,15 @@ func corpusQueries(t *testing.T, s *stacktest.Stack, n int) []string {
 		}
 	}
 	return out
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func loadAvg() string {
