@@ -41,7 +41,8 @@ import (
 // with mcp-go's client (answer decoded). BMCIS_MCP_BENCH_ROUNDS=k (default 1)
 // repeats the plain client's sequential pair k-1 more times on fresh
 // queries and reports the median P50s: one run's P50 moves by a
-// millisecond on a shared two-core machine.
+// millisecond on a shared two-core machine. BMCIS_MCP_BENCH_GROUPS=a,b
+// gives the benchmark's key those caller groups.
 func TestBenchEndToEnd(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BMCIS_MCP_BENCH_CHUNKS"))
 	if n <= 0 {
@@ -84,7 +85,15 @@ func TestBenchEndToEnd(t *testing.T) {
 	queries := corpusQueries(t, s, 4000+perRound*(rounds-1))
 	extra := queries[4000:]
 	queries = queries[:4000]
-	key := s.CreateKey(t, stacktest.Key{Name: "bench", PerMinute: 100_000_000, PerHour: 100_000_000, PerDay: 100_000_000})
+	// BMCIS_MCP_BENCH_GROUPS=a,b gives the key caller groups (docs/ACCESS.md):
+	// its calls then carry an access set larger than everyone's, as most
+	// company keys will.
+	var groups []string
+	if v := os.Getenv("BMCIS_MCP_BENCH_GROUPS"); v != "" {
+		groups = strings.Split(v, ",")
+	}
+	report("key groups: %v", groups)
+	key := s.CreateKey(t, stacktest.Key{Name: "bench", PerMinute: 100_000_000, PerHour: 100_000_000, PerDay: 100_000_000, Groups: groups})
 	base := adapterHTTP(t, s, nil)
 	clients := make([]*client.Client, 16)
 	for i := range clients {
