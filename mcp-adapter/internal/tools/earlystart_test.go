@@ -51,9 +51,9 @@ func TestScopedKeyStartsEarly(t *testing.T) {
 	require.NotNil(t, cache)
 
 	type page struct {
-		docs   []string
-		ids    []any
-		total  int
+		docs  []string
+		ids   []any
+		total int
 	}
 	search := func() page {
 		t.Helper()
