@@ -32,14 +32,14 @@ const DefaultTTL = 5 * time.Second
 // DefaultMaxEntries bounds the memory of one replica.
 const DefaultMaxEntries = 10_000
 
-// MaxScopeBytes bounds the scope one entry remembers, counted as the bytes
-// of its names. Auth bounds a scope already (at most 50 categories of 100
-// characters, three tools; an access set of everyone, one user of up to
-// 260 bytes and at most access.MaxEntries groups of up to 70), but that is
-// tens of kilobytes at worst. A key whose scope is larger than this is not
-// remembered and waits for its checks, so the entries hold at most
-// DefaultMaxEntries × 2 KiB of names; a user and a few groups take about a
-// hundred bytes.
+// MaxScopeBytes bounds the memory of the scope one entry remembers: each
+// name counts its bytes plus a string header (16 bytes). A key's own scope
+// is bounded by auth (at most 50 categories of 100 characters, three
+// tools), but an OAuth token's categories are not, and an access set may
+// hold a user and up to access.MaxEntries groups: a scope larger than this
+// is not remembered and its key waits for its checks. Stored scopes are
+// copied to their exact size, so the entries hold at most about
+// DefaultMaxEntries × 2 KiB; a user and a few groups take a few hundred bytes.
 const MaxScopeBytes = 2048
 
 // Scope is what auth allowed a key with: its category and tool scopes and
@@ -77,11 +77,16 @@ func (s Scope) Equal(o Scope) bool {
 	return slices.Equal(s.Categories, o.Categories) && slices.Equal(s.Access, o.Access) && slices.Equal(s.Tools, o.Tools)
 }
 
+func (s Scope) clone() Scope {
+	return Scope{Categories: slices.Clip(slices.Clone(s.Categories)), Access: slices.Clip(slices.Clone(s.Access)),
+		Tools: slices.Clip(slices.Clone(s.Tools))}
+}
+
 func (s Scope) bytes() int {
 	n := 0
 	for _, list := range [][]string{s.Categories, s.Access, s.Tools} {
 		for _, name := range list {
-			n += len(name)
+			n += len(name) + 16
 		}
 	}
 	return n
@@ -193,6 +198,11 @@ func (c *Cache) Allowed(key, op string, remaining int64, scope Scope) {
 		if len(c.entries) >= c.max {
 			return // full of live entries: this key just waits for its checks
 		}
+	}
+	if old, ok := c.entries[k]; ok && old.scope.Equal(scope) {
+		scope = old.scope // the steady state: nothing new to keep
+	} else {
+		scope = scope.clone() // exact-size copies, not the check answer's slices
 	}
 	c.entries[k] = entry{until: now.Add(c.ttl), budget: remaining, scope: scope}
 }

@@ -291,6 +291,8 @@ func withReadScope(ctx context.Context, sc allowcache.Scope) context.Context {
 // used only when the check allows the same scope again. A denial or an
 // error cancels it and nothing from it is used; another scope cancels it
 // and the call runs again inside the new one.
+// A refused early call is not waited for: call must return what it
+// produces and write nothing its caller reads.
 func guarded[T any](ctx context.Context, s *Server, op string, call func(context.Context) (T, error)) (T, authInfo, *apierr.Error, error) {
 	var zero T
 	key := s.opts.Key(ctx)
