@@ -156,29 +156,34 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 
 	fields, ferr := projection.Select(projection.SearchFields(p.mode), p.fields, p.mode)
 
-	var backendTime time.Duration
 	read := s.searchReads(p.mode, fields)
-	fetch := func(ctx context.Context) (*searchv1.SearchResponse, error) {
+	// fetch returns its own duration: a call guarded starts early may still
+	// run after guarded has refused it, so it writes nothing of the caller's.
+	type timedPage struct {
+		page *searchv1.SearchResponse
+		took time.Duration
+	}
+	fetch := func(ctx context.Context) (timedPage, error) {
 		if ferr != nil {
-			return &searchv1.SearchResponse{}, nil
+			return timedPage{page: &searchv1.SearchResponse{}}, nil
 		}
 		start := time.Now()
 		pg, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize, read)
-		backendTime = time.Since(start)
-		return pg, err
+		return timedPage{page: pg, took: time.Since(start)}, err
 	}
 	var (
-		page *searchv1.SearchResponse
+		got  timedPage
 		info authInfo
 		aerr *apierr.Error
 		berr error
 	)
 	if pre != nil {
 		info = *pre
-		page, berr = fetch(info.scoped(ctx))
+		got, berr = fetch(info.scoped(ctx))
 	} else {
-		page, info, aerr, berr = guarded(ctx, s, call.Operation, fetch)
+		got, info, aerr, berr = guarded(ctx, s, call.Operation, fetch)
 	}
+	page, backendTime := got.page, got.took
 	call.BackendDone = s.opts.Now()
 	if aerr != nil {
 		return s.resp.Failure(call, aerr)

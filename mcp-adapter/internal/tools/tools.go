@@ -254,10 +254,10 @@ type authInfo struct {
 	// staleKey: auth could not reach its database and vouched for the key
 	// from a cached record.
 	staleKey bool
-	// scopes limit what the key may read; nil for an unscoped key.
-	scopes *authv1.Scopes
-	// access is the caller's access set (Check's Principal.access).
-	access []string
+	// scope is what the key may read and use: its category and tool scopes
+	// (none for an unscoped key) and the caller's access set (Check's
+	// Principal.access).
+	scope allowcache.Scope
 }
 
 // warnings are what the answer says about how the call was checked.
@@ -275,14 +275,24 @@ func (a authInfo) warnings() []envelope.Warning {
 // scoped returns ctx carrying the key's category scope and the caller's
 // access set: every search read made with it stays inside what the caller
 // may read.
-func (a authInfo) scoped(ctx context.Context) context.Context {
-	return readscope.WithAccess(readscope.With(ctx, a.scopes.GetCategories()), a.access)
+func (a authInfo) scoped(ctx context.Context) context.Context { return withReadScope(ctx, a.scope) }
+
+// withReadScope is the one place a call's context gets its read scope,
+// whether the call starts after its check (authInfo.scoped) or before it,
+// with the scope the allow cache remembered (guarded).
+func withReadScope(ctx context.Context, sc allowcache.Scope) context.Context {
+	return readscope.WithAccess(readscope.With(ctx, sc.Categories), sc.Access)
 }
 
 // guarded runs the auth check, then the backend call (nil for none): no
 // backend work starts for a key auth has not allowed. A key this replica
 // allowed for op a moment ago (Options.AllowCache) may start its call while
-// the check runs; a denial still cancels it and nothing from it is used.
+// the check runs, inside the scope it was allowed with then; its result is
+// used only when the check allows the same scope again. A denial or an
+// error cancels it and nothing from it is used; another scope cancels it
+// and the call runs again inside the new one.
+// A refused early call is not waited for: call must return what it
+// produces and write nothing its caller reads.
 func guarded[T any](ctx context.Context, s *Server, op string, call func(context.Context) (T, error)) (T, authInfo, *apierr.Error, error) {
 	var zero T
 	key := s.opts.Key(ctx)
@@ -296,17 +306,28 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		err error
 	}
 	ch := make(chan result, 1)
-	early := call != nil && s.opts.AllowCache.Take(key, op)
+	var remembered allowcache.Scope
+	early := false
+	if call != nil {
+		remembered, early = s.opts.AllowCache.Take(key, op)
+	}
 	if early {
 		go func() {
-			v, err := call(bctx)
+			v, err := call(withReadScope(bctx, remembered))
 			ch <- result{v, err}
 		}()
 	}
-	resp, err := s.clients.Check(ctx, key, op)
-	if err != nil {
+	// refuse drops the early call, if any, and forgets the key.
+	refuse := func() {
 		cancel()
 		s.opts.AllowCache.Forget(key, op)
+		if early {
+			s.opts.AllowCache.Settled(false)
+		}
+	}
+	resp, err := s.clients.Check(ctx, key, op)
+	if err != nil {
+		refuse()
 		e := apierr.FromBackend(apierr.Auth, err)
 		if e.Code != apierr.ServiceUnavailable {
 			e = apierr.NewServiceUnavailable("auth", "the key could not be checked", true)
@@ -315,39 +336,40 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	}
 	if !resp.GetAllowed() {
 		notePrincipal(ctx, resp.GetPrincipal()) // a refused known key is still someone
-		cancel()
-		s.opts.AllowCache.Forget(key, op)
+		refuse()
 		return zero, authInfo{}, s.denial(resp, op), nil
 	}
 	notePrincipal(ctx, resp.GetPrincipal())
-	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scopes: resp.GetScopes(),
-		access: resp.GetPrincipal().GetAccess()}
-	if tools := info.scopes.GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
+	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(),
+		scope: allowcache.NewScope(resp.GetScopes().GetCategories(), resp.GetPrincipal().GetAccess(), resp.GetScopes().GetTools())}
+	if tools := resp.GetScopes().GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
 		// The auth service refuses this already; an answer remembered for
 		// another tool must not let it through.
-		cancel()
-		s.opts.AllowCache.Forget(key, op)
+		refuse()
 		return zero, authInfo{}, apierr.NewToolNotAllowed(op, tools), nil
 	}
-	// A caller with more than everyone's access (groups, a user) is
-	// scoped too: an early start, made before its set is known, would see
-	// only everyone's documents.
-	scoped := len(info.scopes.GetCategories()) > 0 || len(info.access) > 1
-	if resp.GetLimiterDegraded() || scoped {
-		// Units unknown, or an early start would run outside the key's
-		// category scope or access set: such keys always wait for their check.
+	if resp.GetLimiterDegraded() {
+		// Units unknown: such keys always wait for their check.
 		s.opts.AllowCache.Forget(key, op)
 	} else {
-		s.opts.AllowCache.Allowed(key, op, leastRemaining(resp.GetRemaining()))
+		s.opts.AllowCache.Allowed(key, op, leastRemaining(resp.GetRemaining()), info.scope)
 	}
-	switch {
-	case call == nil:
+	if call == nil {
 		return zero, info, nil, nil
-	case early && !scoped:
-		r := <-ch
-		return r.v, info, nil, r.err
 	}
-	cancel() // an early call made outside the scope is dropped
+	if early {
+		if info.scope.Equal(remembered) {
+			s.opts.AllowCache.Settled(true)
+			r := <-ch
+			return r.v, info, nil, r.err
+		}
+		// Allowed, but with another scope than the early call ran in
+		// (groups or scopes changed): drop it, and wait for it to end so
+		// that nothing of it overlaps the call made in the new scope.
+		cancel()
+		<-ch
+		s.opts.AllowCache.Settled(false)
+	}
 	v, err := call(info.scoped(ctx))
 	return v, info, nil, err
 }
