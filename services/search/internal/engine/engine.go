@@ -95,7 +95,7 @@ type Config struct {
 
 // Metrics are the engine's instruments, registered by the caller.
 type Metrics struct {
-	// Stage observes seconds per stage (bm25, embed, feedback, vector, dedup_vectors, dedup).
+	// Stage observes seconds per stage (bm25, embed, feedback, vector, dedup_vectors).
 	Stage *prometheus.HistogramVec
 	// Cache counts cache lookups by result (hit, miss).
 	Cache *prometheus.CounterVec
@@ -178,6 +178,10 @@ type Ranked struct {
 	// list holds what both retrievers returned (up to twice Candidates)
 	// and a page shows a few, so the words are found for those only.
 	qts []analysis.QueryTerm
+	// dups flag near-duplicates for the results a page shows only
+	// (Duplicates): a page shows a few of a list's results, and comparing
+	// every pair of the window cost a fifth of ranking.
+	dups fusion.Duplicates
 }
 
 // Result is one ranked chunk: the replica's record (not a copy) with its
@@ -196,6 +200,13 @@ type Result struct {
 // chunk.
 func (rk *Ranked) MatchedWords(i int) []string {
 	return analysis.OriginalWords(rk.qts, rk.Results[i].terms)
+}
+
+// Duplicates returns whether result i duplicates a higher-ranked result
+// of the list, and those results' chunk ids in ranked order
+// (fusion.Duplicates). Concurrent pages of one list may call it.
+func (rk *Ranked) Duplicates(i int) (isDuplicate bool, similar []int64) {
+	return rk.dups.Of(i)
 }
 
 // Search returns the ranked list of q, from the cache when it holds it,

@@ -191,12 +191,8 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	}
 	fused, recs = kept, keptRecs
 
-	t0 := time.Now()
-	e.markDuplicates(fused, recs, vectors)
-	e.m.Stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
-
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
-		degraded: vo.degraded, qts: qts}
+		degraded: vo.degraded, qts: qts, dups: e.duplicates(fused, recs, vectors)}
 	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
@@ -412,11 +408,6 @@ func similarityToQuery(rs []fusion.Result, q []float32, hits []store.VectorHit) 
 	}
 }
 
-// markDuplicates flags near-duplicates (fusion.MarkDuplicates): identical
-// content hashes over the whole list, and embedding cosine > 0.95 among the
-// top DedupWindow results whose vectors are at hand: in hybrid and vector
-// mode those the HNSW query returned (the top DedupWindow of the vector
-// list), in keyword mode the top DedupWindow BM25 hits.
 // feedbackHits are the top BM25 hits for feedback: their texts, or only
 // their ids when the text is kept in PostgreSQL.
 type feedbackHits struct {
@@ -469,38 +460,23 @@ func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, 
 	return fb
 }
 
-func (e *Engine) markDuplicates(rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) {
-	w := min(len(rs), e.cfg.DedupWindow)
-	info := make(map[int64]fusion.DupInfo, w)
-	for i := 0; i < w; i++ {
-		info[rs[i].ChunkID] = fusion.DupInfo{ContentHash: hashKey(recs[i].Hash), Vector: vectors[rs[i].ChunkID]}
+// duplicates captures what flagging near-duplicates needs
+// (fusion.Duplicates): identical content hashes over the whole list, and
+// embedding cosine > 0.95 among the top DedupWindow results whose vectors
+// are at hand: in hybrid and vector mode those the HNSW query returned (the
+// top DedupWindow of the vector list), in keyword mode the top DedupWindow
+// BM25 hits. The flags are found per page (Ranked.Duplicates) from this
+// capture, so a kept list's later pages read nothing newer than ranked it.
+func (e *Engine) duplicates(rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) fusion.Duplicates {
+	d := fusion.Duplicates{Keys: make([]fusion.DupKey, len(rs)), Vectors: make([][]float32, max(0, min(len(rs), e.cfg.DedupWindow))),
+		Threshold: fusion.DefaultDuplicateCosine}
+	for i, r := range rs {
+		d.Keys[i] = fusion.DupKey{ChunkID: r.ChunkID, Hash: recs[i].Hash}
 	}
-	fusion.MarkDuplicates(rs[:w], info, fusion.DefaultDuplicateCosine)
-	// Beyond the window: identical content only, against every higher result.
-	seen := make(map[uint64][]int64, len(rs))
-	for i := range rs {
-		h := recs[i].Hash
-		if i >= w && h != 0 {
-			if prev := seen[h]; len(prev) > 0 {
-				rs[i].IsDuplicate = true
-				rs[i].SimilarChunkIDs = append(rs[i].SimilarChunkIDs, prev...)
-			}
-		}
-		if h != 0 {
-			seen[h] = append(seen[h], rs[i].ChunkID)
-		}
+	for i := range d.Vectors {
+		d.Vectors[i] = vectors[rs[i].ChunkID]
 	}
-}
-
-func hashKey(h uint64) string {
-	if h == 0 {
-		return ""
-	}
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(h >> (56 - 8*i))
-	}
-	return string(b[:])
+	return d
 }
 
 func lowerAll(s []string) []string {

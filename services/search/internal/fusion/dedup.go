@@ -2,56 +2,62 @@ package fusion
 
 import "github.com/bmcis/knowledge/services/search/internal/vecmath"
 
-// DupInfo is what near-duplicate detection needs to know about a chunk.
-type DupInfo struct {
-	// ContentHash identifies identical content (e.g. SHA-256 of the chunk
-	// text); empty means unknown.
-	ContentHash string
-	// Vector is the chunk embedding, unit length; nil means unknown.
-	Vector []float32
-}
-
 // DefaultDuplicateCosine is the cosine above which two chunks are treated as
 // near-duplicates.
 const DefaultDuplicateCosine = 0.95
 
-// MarkDuplicates flags, in ranked order, every result whose content hash
-// equals that of a higher-ranked result or whose embedding cosine with one
-// exceeds threshold (<= 0 means DefaultDuplicateCosine). The lower-ranked
-// result gets IsDuplicate and the ids of the higher-ranked chunks it
-// duplicates in SimilarChunkIDs; the higher-ranked one is left unchanged so
-// the best copy keeps its place. Results are not removed: callers decide
-// whether to hide or collapse them. O(n^2) in len(results), meant for a
-// page of results (n <= a few hundred).
-func MarkDuplicates(results []Result, info map[int64]DupInfo, threshold float64) {
+// DupKey is a ranked result as near-duplicate flagging knows it.
+type DupKey struct {
+	ChunkID int64
+	// Hash identifies identical content (e.g. the first 8 bytes of the
+	// chunk text's SHA-256); 0 means unknown and equals nothing.
+	Hash uint64
+}
+
+// Duplicates is what flagging the near-duplicates of a ranked list needs,
+// captured when the list is ranked. A result duplicates every
+// higher-ranked result with the same content hash and, when both are
+// among the top len(Vectors) (the window compared by embedding), every
+// one whose embedding cosine with it exceeds Threshold. The higher-ranked
+// one stays unflagged so the best copy keeps its place; nothing is
+// removed: callers decide whether to hide or collapse duplicates.
+//
+// A result's flags depend only on the results ranked above it, so Of finds
+// one result's alone, in O(its rank): a page's results cost a few hundred
+// comparisons where flagging a whole list of which a page shows ten cost
+// a window's every pair.
+type Duplicates struct {
+	// Keys are the results in ranked order.
+	Keys []DupKey
+	// Vectors are the unit embeddings of the top results, in ranked order
+	// (nil: not at hand, compared by hash only).
+	Vectors [][]float32
+	// Threshold <= 0 means DefaultDuplicateCosine.
+	Threshold float64
+}
+
+// Of returns whether result i duplicates a higher-ranked result, and the
+// chunk ids of those in ranked order (nil when none). It only reads d, so
+// concurrent pages of one list may call it.
+func (d *Duplicates) Of(i int) (isDuplicate bool, similar []int64) {
+	threshold := d.Threshold
 	if threshold <= 0 {
 		threshold = DefaultDuplicateCosine
 	}
-	// Looked up once, not in the quadratic loop.
-	infos := make([]*DupInfo, len(results))
-	for i := range results {
-		if in, ok := info[results[i].ChunkID]; ok {
-			infos[i] = &in
+	h := d.Keys[i].Hash
+	var v []float32
+	if i < len(d.Vectors) {
+		v = d.Vectors[i]
+	}
+	for j, k := range d.Keys[:i] {
+		dup := h != 0 && k.Hash == h
+		// j < i < len(Vectors) whenever v is set.
+		if !dup && v != nil && len(v) == len(d.Vectors[j]) {
+			dup = float64(vecmath.Dot(v, d.Vectors[j])) > threshold
+		}
+		if dup {
+			similar = append(similar, k.ChunkID)
 		}
 	}
-	for i := range results {
-		ai := infos[i]
-		if ai == nil {
-			continue
-		}
-		for j := 0; j < i; j++ {
-			bj := infos[j]
-			if bj == nil {
-				continue
-			}
-			dup := ai.ContentHash != "" && ai.ContentHash == bj.ContentHash
-			if !dup && ai.Vector != nil && len(ai.Vector) == len(bj.Vector) {
-				dup = float64(vecmath.Dot(ai.Vector, bj.Vector)) > threshold
-			}
-			if dup {
-				results[i].IsDuplicate = true
-				results[i].SimilarChunkIDs = append(results[i].SimilarChunkIDs, results[j].ChunkID)
-			}
-		}
-	}
+	return similar != nil, similar
 }

@@ -139,9 +139,6 @@ type Result struct {
 	BM25Rank   int
 	VectorRank int
 	ScoreType  string
-	// Near-duplicate flags, set by MarkDuplicates.
-	IsDuplicate     bool
-	SimilarChunkIDs []int64
 }
 
 // RRF fuses the two ranked lists. Lists must be ordered best first; a chunk
