@@ -168,7 +168,7 @@ func pageFlags(rk *Ranked, off, limit int) []flags {
 
 func rankedOf(window int, rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) *Ranked {
 	e := &Engine{cfg: Config{DedupWindow: window}}
-	rk := &Ranked{Results: make([]Result, len(rs)), dups: e.duplicates(rs, recs, vectors)}
+	rk := &Ranked{Results: make([]Result, len(rs)), dups: e.duplicates(rs, vectors)}
 	for i := range rs {
 		rk.Results[i] = Result{Chunk: recs[i], Result: rs[i]}
 	}

@@ -206,7 +206,10 @@ func (rk *Ranked) MatchedWords(i int) []string {
 // of the list, and those results' chunk ids in ranked order
 // (fusion.Duplicates). Concurrent pages of one list may call it.
 func (rk *Ranked) Duplicates(i int) (isDuplicate bool, similar []int64) {
-	return rk.dups.Of(i)
+	return rk.dups.Of(i, func(j int) fusion.DupKey {
+		c := rk.Results[j].Chunk
+		return fusion.DupKey{ChunkID: c.ChunkID, Hash: c.Hash}
+	})
 }
 
 // Search returns the ranked list of q, from the cache when it holds it,

@@ -16,7 +16,6 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
-	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
@@ -184,7 +183,9 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	kept := fused[:0]
 	keptRecs := recs[:0]
 	for i, r := range fused {
-		if recs[i] != nil && access.Allows(query.Access, recs[i].Doc.Access) {
+		// An unrestricted caller's test reads no record: each one read
+		// is a cache miss, and a list holds up to 200.
+		if recs[i] != nil && (query.Access == nil || access.Allows(query.Access, recs[i].Doc.Access)) {
 			kept = append(kept, r)
 			keptRecs = append(keptRecs, recs[i])
 		}
@@ -192,7 +193,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	fused, recs = kept, keptRecs
 
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
-		degraded: vo.degraded, qts: qts, dups: e.duplicates(fused, recs, vectors)}
+		degraded: vo.degraded, qts: qts, dups: e.duplicates(fused, vectors)}
 	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
@@ -460,19 +461,16 @@ func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, 
 	return fb
 }
 
-// duplicates captures what flagging near-duplicates needs
-// (fusion.Duplicates): identical content hashes over the whole list, and
-// embedding cosine > 0.95 among the top DedupWindow results whose vectors
-// are at hand: in hybrid and vector mode those the HNSW query returned (the
-// top DedupWindow of the vector list), in keyword mode the top DedupWindow
-// BM25 hits. The flags are found per page (Ranked.Duplicates) from this
-// capture, so a kept list's later pages read nothing newer than ranked it.
-func (e *Engine) duplicates(rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) fusion.Duplicates {
-	d := fusion.Duplicates{Keys: make([]fusion.DupKey, len(rs)), Vectors: make([][]float32, max(0, min(len(rs), e.cfg.DedupWindow))),
-		Threshold: fusion.DefaultDuplicateCosine}
-	for i, r := range rs {
-		d.Keys[i] = fusion.DupKey{ChunkID: r.ChunkID, Hash: recs[i].Hash}
-	}
+// duplicates captures what flagging near-duplicates needs beside the
+// results' records (fusion.Duplicates): identical content hashes over the
+// whole list, and embedding cosine > 0.95 among the top DedupWindow
+// results whose vectors are at hand: in hybrid and vector mode those the
+// HNSW query returned (the top DedupWindow of the vector list), in keyword
+// mode the top DedupWindow BM25 hits. The flags are found per page
+// (Ranked.Duplicates) from this capture and the records, which are
+// immutable: a kept list's later pages read nothing newer than ranked it.
+func (e *Engine) duplicates(rs []fusion.Result, vectors map[int64][]float32) fusion.Duplicates {
+	d := fusion.Duplicates{Vectors: make([][]float32, max(0, min(len(rs), e.cfg.DedupWindow))), Threshold: fusion.DefaultDuplicateCosine}
 	for i := range d.Vectors {
 		d.Vectors[i] = vectors[rs[i].ChunkID]
 	}

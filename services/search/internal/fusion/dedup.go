@@ -14,21 +14,19 @@ type DupKey struct {
 	Hash uint64
 }
 
-// Duplicates is what flagging the near-duplicates of a ranked list needs,
-// captured when the list is ranked. A result duplicates every
-// higher-ranked result with the same content hash and, when both are
-// among the top len(Vectors) (the window compared by embedding), every
-// one whose embedding cosine with it exceeds Threshold. The higher-ranked
-// one stays unflagged so the best copy keeps its place; nothing is
-// removed: callers decide whether to hide or collapse duplicates.
+// Duplicates flags the near-duplicates of a ranked list. A result
+// duplicates every higher-ranked result with the same content hash and,
+// when both are among the top len(Vectors) (the window compared by
+// embedding), every one whose embedding cosine with it exceeds Threshold.
+// The higher-ranked one stays unflagged so the best copy keeps its place;
+// nothing is removed: callers decide whether to hide or collapse
+// duplicates.
 //
 // A result's flags depend only on the results ranked above it, so Of finds
 // one result's alone, in O(its rank): a page's results cost a few hundred
 // comparisons where flagging a whole list of which a page shows ten cost
 // a window's every pair.
 type Duplicates struct {
-	// Keys are the results in ranked order.
-	Keys []DupKey
 	// Vectors are the unit embeddings of the top results, in ranked order
 	// (nil: not at hand, compared by hash only).
 	Vectors [][]float32
@@ -37,19 +35,21 @@ type Duplicates struct {
 }
 
 // Of returns whether result i duplicates a higher-ranked result, and the
-// chunk ids of those in ranked order (nil when none). It only reads d, so
-// concurrent pages of one list may call it.
-func (d *Duplicates) Of(i int) (isDuplicate bool, similar []int64) {
+// chunk ids of those in ranked order (nil when none); key(j) is result
+// j's, for j <= i. It only reads d, so concurrent pages of one list may
+// call it.
+func (d *Duplicates) Of(i int, key func(j int) DupKey) (isDuplicate bool, similar []int64) {
 	threshold := d.Threshold
 	if threshold <= 0 {
 		threshold = DefaultDuplicateCosine
 	}
-	h := d.Keys[i].Hash
+	h := key(i).Hash
 	var v []float32
 	if i < len(d.Vectors) {
 		v = d.Vectors[i]
 	}
-	for j, k := range d.Keys[:i] {
+	for j := range i {
+		k := key(j)
 		dup := h != 0 && k.Hash == h
 		// j < i < len(Vectors) whenever v is set.
 		if !dup && v != nil && len(v) == len(d.Vectors[j]) {

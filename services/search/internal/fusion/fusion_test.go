@@ -1,6 +1,10 @@
 package fusion
 
 import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -118,8 +122,9 @@ func TestDuplicates(t *testing.T) {
 	v := []float32{1, 0, 0}
 	near := []float32{0.99, 0.141, 0} // cos 0.99
 	far := []float32{0.8, 0.6, 0}     // cos 0.8
+	keys := []DupKey{{10, 1}, {20, 2}, {30, 1}, {40, 4}, {50, 0}, {60, 0}, {70, 1}, {80, 0}}
+	key := func(j int) DupKey { return keys[j] }
 	d := Duplicates{
-		Keys: []DupKey{{10, 1}, {20, 2}, {30, 1}, {40, 4}, {50, 0}, {60, 0}, {70, 1}, {80, 0}},
 		// 30 has the same content as 10, 40 is a near-duplicate of 10, 50's
 		// vector has another dimension (never compared), 60's is unknown.
 		// 70 and 80 are beyond the window: identical content only.
@@ -131,12 +136,12 @@ func TestDuplicates(t *testing.T) {
 	}
 	want := []flags{{}, {}, {true, []int64{10}}, {true, []int64{10}}, {}, {}, {true, []int64{10, 30}}, {}}
 	for i, w := range want {
-		dup, similar := d.Of(i)
+		dup, similar := d.Of(i, key)
 		require.Equal(t, w, flags{dup, similar}, "result %d", i)
 	}
 
 	d.Threshold = 0.7
-	dup, similar := d.Of(1)
+	dup, similar := d.Of(1, key)
 	require.True(t, dup, "a lower threshold catches the 0.8 pair")
 	require.Equal(t, []int64{10}, similar)
 }
@@ -190,4 +195,30 @@ func TestConvexWithOneListMissing(t *testing.T) {
 	require.EqualValues(t, 7, got[0].ChunkID)
 	require.InDelta(t, 1, got[0].HybridScore, 1e-12)
 	require.InDelta(t, 0, got[1].HybridScore, 1e-12)
+}
+
+// sortResults orders as sort.SliceStable with the same comparison did
+// (score descending, ties by ascending id), for any keys: ties, repeated
+// ids, NaN.
+func TestSortResultsAsSliceStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []float64{0, 0.25, 0.5, 0.5, 1, math.NaN(), math.Inf(-1)}
+	for trial := range 2000 {
+		rs := make([]Result, rng.IntN(90))
+		for i := range rs {
+			rs[i] = Result{ChunkID: int64(rng.IntN(40)), Fused: keys[rng.IntN(len(keys))], BM25Rank: i}
+		}
+		want := slices.Clone(rs)
+		sort.SliceStable(want, func(i, j int) bool {
+			a, b := want[i].Fused, want[j].Fused
+			if a != b {
+				return a > b
+			}
+			return want[i].ChunkID < want[j].ChunkID
+		})
+		sortResults(rs, func(r *Result) float64 { return r.Fused })
+		for i := range rs {
+			require.Equal(t, want[i].BM25Rank, rs[i].BM25Rank, "trial %d, place %d", trial, i)
+		}
+	}
 }

@@ -18,8 +18,9 @@
 package fusion
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 )
 
 // Candidate is one entry of a retriever's ranked list (best first). Score
@@ -238,13 +239,20 @@ func FromVector(list []Candidate) []Result {
 	return out
 }
 
+// sortResults orders by key descending, ties by ascending chunk id.
+// slices' stable sort is sort.SliceStable's algorithm without its
+// reflection (the same comparisons, so the same order whatever the keys,
+// NaN included) at a fraction of the cost.
 func sortResults(rs []Result, key func(*Result) float64) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		a, b := key(&rs[i]), key(&rs[j])
-		if a != b {
-			return a > b
+	slices.SortStableFunc(rs, func(a, b Result) int {
+		ka, kb := key(&a), key(&b)
+		if ka != kb {
+			if ka > kb {
+				return -1
+			}
+			return 1 // NaN included: never before
 		}
-		return rs[i].ChunkID < rs[j].ChunkID
+		return cmp.Compare(a.ChunkID, b.ChunkID)
 	})
 }
 
