@@ -1,8 +1,9 @@
 // Package engine ranks a query: BM25 over this replica's in-memory index and
 // the nearest vectors (from the replica's vector mirror or held class
 // vectors while they are complete, otherwise pgvector), fusion of the two,
-// near duplicates flagged, and the whole ranked list cached so later pages
-// cost no database work. It knows nothing of gRPC: the server
+// and the whole ranked list cached so later pages cost no database work;
+// near duplicates are flagged for the page cut from it (Ranked.Duplicates).
+// It knows nothing of gRPC: the server
 // validates requests, resolves categories and maps the list to protos.
 package engine
 

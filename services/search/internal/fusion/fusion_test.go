@@ -216,7 +216,7 @@ func TestSortResultsAsSliceStable(t *testing.T) {
 			}
 			return want[i].ChunkID < want[j].ChunkID
 		})
-		sortResults(rs, func(r *Result) float64 { return r.Fused })
+		sortResults(rs, func(r Result) float64 { return r.Fused })
 		for i := range rs {
 			require.Equal(t, want[i].BM25Rank, rs[i].BM25Rank, "trial %d, place %d", trial, i)
 		}

@@ -129,9 +129,12 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		}
 		resp.Results = make([]*searchv1.SearchResult, len(page))
 		matched := mask.Wants("results.matched_terms")
+		dups := mask.Wants("results.is_duplicate") || mask.Wants("results.similar_chunk_ids")
 		for i := range page {
 			resp.Results[i] = resultProto(&page[i], off+i+1, texts)
-			resp.Results[i].IsDuplicate, resp.Results[i].SimilarChunkIds = rk.Duplicates(off + i)
+			if dups {
+				resp.Results[i].IsDuplicate, resp.Results[i].SimilarChunkIds = rk.Duplicates(off + i)
+			}
 			if matched {
 				resp.Results[i].MatchedTerms = rk.MatchedWords(off + i)
 			}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/cacheowner"
@@ -497,6 +498,10 @@ func TestDuplicatesAreFlagged(t *testing.T) {
 	require.Len(t, page.Results, 1)
 	require.Equal(t, second.Chunk.ChunkId, page.Results[0].Chunk.ChunkId)
 	require.True(t, page.Results[0].IsDuplicate)
+	require.Equal(t, second.SimilarChunkIds, page.Results[0].SimilarChunkIds)
+	// A read mask naming one of the two flags gets it.
+	page = search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+		Limit: 1, Offset: int32(at), ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"results.similar_chunk_ids"}}})
 	require.Equal(t, second.SimilarChunkIds, page.Results[0].SimilarChunkIds)
 }
 
