@@ -180,8 +180,8 @@ type Ranked struct {
 	// and a page shows a few, so the words are found for those only.
 	qts []analysis.QueryTerm
 	// dups flag near-duplicates for the results a page shows only
-	// (Duplicates): a page shows a few of a list's results, and comparing
-	// every pair of the window cost a fifth of ranking.
+	// (Duplicates): a page shows a few of a list's results, and every
+	// pair of the window was compared for all of them.
 	dups fusion.Duplicates
 }
 
