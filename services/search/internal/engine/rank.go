@@ -461,20 +461,20 @@ func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, 
 	return fb
 }
 
-// duplicates captures what flagging near-duplicates needs beside the
-// results' records (fusion.Duplicates): identical content hashes over the
-// whole list, and embedding cosine > 0.95 among the top DedupWindow
-// results whose vectors are at hand: in hybrid and vector mode those the
-// HNSW query returned (the top DedupWindow of the vector list), in keyword
-// mode the top DedupWindow BM25 hits. The flags are found per page
-// (Ranked.Duplicates) from this capture and the records, which are
-// immutable: a kept list's later pages read nothing newer than ranked it.
+// duplicates compares, for flagging near-duplicates (fusion.Duplicates),
+// the top DedupWindow results whose vectors are at hand by embedding
+// cosine (> 0.95): in hybrid and vector mode those the HNSW query returned
+// (the top DedupWindow of the vector list), in keyword mode the top
+// DedupWindow BM25 hits. Identical content hashes count over the whole
+// list. The flags are found per page (Ranked.Duplicates) from these
+// comparisons and the results' records, which are immutable: a kept
+// list's later pages read nothing newer than ranked it.
 func (e *Engine) duplicates(rs []fusion.Result, vectors map[int64][]float32) fusion.Duplicates {
-	d := fusion.Duplicates{Vectors: make([][]float32, max(0, min(len(rs), e.cfg.DedupWindow))), Threshold: fusion.DefaultDuplicateCosine}
-	for i := range d.Vectors {
-		d.Vectors[i] = vectors[rs[i].ChunkID]
+	window := make([][]float32, max(0, min(len(rs), e.cfg.DedupWindow)))
+	for i := range window {
+		window[i] = vectors[rs[i].ChunkID]
 	}
-	return d
+	return fusion.NewDuplicates(window, fusion.DefaultDuplicateCosine)
 }
 
 func lowerAll(s []string) []string {

@@ -124,12 +124,11 @@ func TestDuplicates(t *testing.T) {
 	far := []float32{0.8, 0.6, 0}     // cos 0.8
 	keys := []DupKey{{10, 1}, {20, 2}, {30, 1}, {40, 4}, {50, 0}, {60, 0}, {70, 1}, {80, 0}}
 	key := func(j int) DupKey { return keys[j] }
-	d := Duplicates{
-		// 30 has the same content as 10, 40 is a near-duplicate of 10, 50's
-		// vector has another dimension (never compared), 60's is unknown.
-		// 70 and 80 are beyond the window: identical content only.
-		Vectors: [][]float32{v, far, nil, near, {1, 0}, nil},
-	}
+	// 30 has the same content as 10, 40 is a near-duplicate of 10, 50's
+	// vector has another dimension (never compared), 60's is unknown.
+	// 70 and 80 are beyond the window: identical content only.
+	window := [][]float32{v, far, nil, near, {1, 0}, nil}
+	d := NewDuplicates(window, 0)
 	type flags struct {
 		dup     bool
 		similar []int64
@@ -140,7 +139,7 @@ func TestDuplicates(t *testing.T) {
 		require.Equal(t, w, flags{dup, similar}, "result %d", i)
 	}
 
-	d.Threshold = 0.7
+	d = NewDuplicates(window, 0.7)
 	dup, similar := d.Of(1, key)
 	require.True(t, dup, "a lower threshold catches the 0.8 pair")
 	require.Equal(t, []int64{10}, similar)
