@@ -27,7 +27,7 @@ type DupKey struct {
 // list, of which a page shows ten, built two maps and a flag list for
 // every result. The window's cosines are compared when the list is
 // ranked and kept as bits: a kept list holds no vector (a cached list
-// holding the 50 vectors of its window, 50 KB at 256 dimensions, would
+// holding the vectors of its window, 50 KB or more at 256 dimensions, would
 // keep decoded or read copies alive for as long as it is cached).
 type Duplicates struct {
 	window int
