@@ -96,7 +96,7 @@ type Config struct {
 
 // Metrics are the engine's instruments, registered by the caller.
 type Metrics struct {
-	// Stage observes seconds per stage (bm25, embed, feedback, vector, dedup_vectors).
+	// Stage observes seconds per stage (bm25, embed, feedback, vector, dedup_vectors, dedup).
 	Stage *prometheus.HistogramVec
 	// Cache counts cache lookups by result (hit, miss).
 	Cache *prometheus.CounterVec

@@ -192,8 +192,12 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	}
 	fused, recs = kept, keptRecs
 
+	t0 := time.Now()
+	dups := e.duplicates(fused, vectors)
+	e.m.Stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
+
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
-		degraded: vo.degraded, qts: qts, dups: e.duplicates(fused, vectors)}
+		degraded: vo.degraded, qts: qts, dups: dups}
 	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
