@@ -1,8 +1,9 @@
 // Package engine ranks a query: BM25 over this replica's in-memory index and
 // the nearest vectors (from the replica's vector mirror or held class
 // vectors while they are complete, otherwise pgvector), fusion of the two,
-// near duplicates flagged, and the whole ranked list cached so later pages
-// cost no database work. It knows nothing of gRPC: the server
+// and the whole ranked list cached so later pages cost no database work;
+// near duplicates are flagged for the page cut from it (Ranked.Duplicates).
+// It knows nothing of gRPC: the server
 // validates requests, resolves categories and maps the list to protos.
 package engine
 
@@ -178,6 +179,10 @@ type Ranked struct {
 	// list holds what both retrievers returned (up to twice Candidates)
 	// and a page shows a few, so the words are found for those only.
 	qts []analysis.QueryTerm
+	// dups flag near-duplicates for the results a page shows only
+	// (Duplicates): a page shows a few of a list's results, and every
+	// pair of the window was compared for all of them.
+	dups fusion.Duplicates
 }
 
 // Result is one ranked chunk: the replica's record (not a copy) with its
@@ -196,6 +201,16 @@ type Result struct {
 // chunk.
 func (rk *Ranked) MatchedWords(i int) []string {
 	return analysis.OriginalWords(rk.qts, rk.Results[i].terms)
+}
+
+// Duplicates returns whether result i duplicates a higher-ranked result
+// of the list, and those results' chunk ids in ranked order
+// (fusion.Duplicates). Concurrent pages of one list may call it.
+func (rk *Ranked) Duplicates(i int) (isDuplicate bool, similar []int64) {
+	return rk.dups.Of(i, func(j int) fusion.DupKey {
+		c := rk.Results[j].Chunk
+		return fusion.DupKey{ChunkID: c.ChunkID, Hash: c.Hash}
+	})
 }
 
 // Search returns the ranked list of q, from the cache when it holds it,

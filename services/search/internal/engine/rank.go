@@ -16,7 +16,6 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
-	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
@@ -184,7 +183,9 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	kept := fused[:0]
 	keptRecs := recs[:0]
 	for i, r := range fused {
-		if recs[i] != nil && access.Allows(query.Access, recs[i].Doc.Access) {
+		// An unrestricted caller's test reads no record: each one read
+		// is a cache miss, and a list holds up to 200.
+		if recs[i] != nil && (query.Access == nil || access.Allows(query.Access, recs[i].Doc.Access)) {
 			kept = append(kept, r)
 			keptRecs = append(keptRecs, recs[i])
 		}
@@ -192,11 +193,11 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	fused, recs = kept, keptRecs
 
 	t0 := time.Now()
-	e.markDuplicates(fused, recs, vectors)
+	dups := e.duplicates(fused, vectors)
 	e.m.Stage.WithLabelValues("dedup").Observe(time.Since(t0).Seconds())
 
 	rk := &Ranked{QueryTerms: lowerAll(analysis.OriginalWords(qts, distinct)), Results: make([]Result, len(fused)),
-		degraded: vo.degraded, qts: qts}
+		degraded: vo.degraded, qts: qts, dups: dups}
 	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
 		m, ok := matched[r.ChunkID]
@@ -412,11 +413,6 @@ func similarityToQuery(rs []fusion.Result, q []float32, hits []store.VectorHit) 
 	}
 }
 
-// markDuplicates flags near-duplicates (fusion.MarkDuplicates): identical
-// content hashes over the whole list, and embedding cosine > 0.95 among the
-// top DedupWindow results whose vectors are at hand: in hybrid and vector
-// mode those the HNSW query returned (the top DedupWindow of the vector
-// list), in keyword mode the top DedupWindow BM25 hits.
 // feedbackHits are the top BM25 hits for feedback: their texts, or only
 // their ids when the text is kept in PostgreSQL.
 type feedbackHits struct {
@@ -469,38 +465,20 @@ func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, 
 	return fb
 }
 
-func (e *Engine) markDuplicates(rs []fusion.Result, recs []*index.Chunk, vectors map[int64][]float32) {
-	w := min(len(rs), e.cfg.DedupWindow)
-	info := make(map[int64]fusion.DupInfo, w)
-	for i := 0; i < w; i++ {
-		info[rs[i].ChunkID] = fusion.DupInfo{ContentHash: hashKey(recs[i].Hash), Vector: vectors[rs[i].ChunkID]}
+// duplicates compares, for flagging near-duplicates (fusion.Duplicates),
+// the top DedupWindow results whose vectors are at hand by embedding
+// cosine (> 0.95): in hybrid and vector mode those the HNSW query returned
+// (the top DedupWindow of the vector list), in keyword mode the top
+// DedupWindow BM25 hits. Identical content hashes count over the whole
+// list. The flags are found per page (Ranked.Duplicates) from these
+// comparisons and the results' records, which are immutable: a kept
+// list's later pages read nothing newer than ranked it.
+func (e *Engine) duplicates(rs []fusion.Result, vectors map[int64][]float32) fusion.Duplicates {
+	window := make([][]float32, max(0, min(len(rs), e.cfg.DedupWindow)))
+	for i := range window {
+		window[i] = vectors[rs[i].ChunkID]
 	}
-	fusion.MarkDuplicates(rs[:w], info, fusion.DefaultDuplicateCosine)
-	// Beyond the window: identical content only, against every higher result.
-	seen := make(map[uint64][]int64, len(rs))
-	for i := range rs {
-		h := recs[i].Hash
-		if i >= w && h != 0 {
-			if prev := seen[h]; len(prev) > 0 {
-				rs[i].IsDuplicate = true
-				rs[i].SimilarChunkIDs = append(rs[i].SimilarChunkIDs, prev...)
-			}
-		}
-		if h != 0 {
-			seen[h] = append(seen[h], rs[i].ChunkID)
-		}
-	}
-}
-
-func hashKey(h uint64) string {
-	if h == 0 {
-		return ""
-	}
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(h >> (56 - 8*i))
-	}
-	return string(b[:])
+	return fusion.NewDuplicates(window, fusion.DefaultDuplicateCosine)
 }
 
 func lowerAll(s []string) []string {

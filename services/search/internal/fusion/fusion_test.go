@@ -1,6 +1,10 @@
 package fusion
 
 import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -114,32 +118,31 @@ func ids(rs []Result) []int64 {
 	return out
 }
 
-func TestMarkDuplicates(t *testing.T) {
+func TestDuplicates(t *testing.T) {
 	v := []float32{1, 0, 0}
 	near := []float32{0.99, 0.141, 0} // cos 0.99
 	far := []float32{0.8, 0.6, 0}     // cos 0.8
-	rs := []Result{{ChunkID: 10}, {ChunkID: 20}, {ChunkID: 30}, {ChunkID: 40}, {ChunkID: 50}, {ChunkID: 60}}
-	info := map[int64]DupInfo{
-		10: {ContentHash: "h1", Vector: v},
-		20: {ContentHash: "h2", Vector: far},
-		30: {ContentHash: "h1"},               // same content as 10
-		40: {ContentHash: "h4", Vector: near}, // near-duplicate of 10
-		50: {Vector: []float32{1, 0}},         // other dimension: never compared
-		// 60 unknown
+	keys := []DupKey{{10, 1}, {20, 2}, {30, 1}, {40, 4}, {50, 0}, {60, 0}, {70, 1}, {80, 0}}
+	key := func(j int) DupKey { return keys[j] }
+	// 30 has the same content as 10, 40 is a near-duplicate of 10, 50's
+	// vector has another dimension (never compared), 60's is unknown.
+	// 70 and 80 are beyond the window: identical content only.
+	window := [][]float32{v, far, nil, near, {1, 0}, nil}
+	d := NewDuplicates(window, 0)
+	type flags struct {
+		dup     bool
+		similar []int64
 	}
-	MarkDuplicates(rs, info, 0)
-	require.False(t, rs[0].IsDuplicate, "the best copy stays clean")
-	require.False(t, rs[1].IsDuplicate)
-	require.True(t, rs[2].IsDuplicate)
-	require.Equal(t, []int64{10}, rs[2].SimilarChunkIDs)
-	require.True(t, rs[3].IsDuplicate)
-	require.Equal(t, []int64{10}, rs[3].SimilarChunkIDs)
-	require.False(t, rs[4].IsDuplicate)
-	require.False(t, rs[5].IsDuplicate)
+	want := []flags{{}, {}, {true, []int64{10}}, {true, []int64{10}}, {}, {}, {true, []int64{10, 30}}, {}}
+	for i, w := range want {
+		dup, similar := d.Of(i, key)
+		require.Equal(t, w, flags{dup, similar}, "result %d", i)
+	}
 
-	rs2 := []Result{{ChunkID: 10}, {ChunkID: 20}}
-	MarkDuplicates(rs2, info, 0.7)
-	require.True(t, rs2[1].IsDuplicate, "a lower threshold catches the 0.8 pair")
+	d = NewDuplicates(window, 0.7)
+	dup, similar := d.Of(1, key)
+	require.True(t, dup, "a lower threshold catches the 0.8 pair")
+	require.Equal(t, []int64{10}, similar)
 }
 
 // Hand-computed convex fusion, BM25 share 0.7, on the lists above:
@@ -191,4 +194,30 @@ func TestConvexWithOneListMissing(t *testing.T) {
 	require.EqualValues(t, 7, got[0].ChunkID)
 	require.InDelta(t, 1, got[0].HybridScore, 1e-12)
 	require.InDelta(t, 0, got[1].HybridScore, 1e-12)
+}
+
+// sortResults orders as sort.SliceStable with the same comparison did
+// (score descending, ties by ascending id), for any keys: ties, repeated
+// ids, NaN.
+func TestSortResultsAsSliceStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []float64{0, 0.25, 0.5, 0.5, 1, math.NaN(), math.Inf(-1)}
+	for trial := range 2000 {
+		rs := make([]Result, rng.IntN(90))
+		for i := range rs {
+			rs[i] = Result{ChunkID: int64(rng.IntN(40)), Fused: keys[rng.IntN(len(keys))], BM25Rank: i}
+		}
+		want := slices.Clone(rs)
+		sort.SliceStable(want, func(i, j int) bool {
+			a, b := want[i].Fused, want[j].Fused
+			if a != b {
+				return a > b
+			}
+			return want[i].ChunkID < want[j].ChunkID
+		})
+		sortResults(rs, func(r Result) float64 { return r.Fused })
+		for i := range rs {
+			require.Equal(t, want[i].BM25Rank, rs[i].BM25Rank, "trial %d, place %d", trial, i)
+		}
+	}
 }

@@ -18,8 +18,9 @@
 package fusion
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 )
 
 // Candidate is one entry of a retriever's ranked list (best first). Score
@@ -139,9 +140,6 @@ type Result struct {
 	BM25Rank   int
 	VectorRank int
 	ScoreType  string
-	// Near-duplicate flags, set by MarkDuplicates.
-	IsDuplicate     bool
-	SimilarChunkIDs []int64
 }
 
 // RRF fuses the two ranked lists. Lists must be ordered best first; a chunk
@@ -202,7 +200,7 @@ func RRF(bm25, vector []Candidate, opts Options) []Result {
 		}
 		out[i] = *r
 	}
-	sortResults(out, func(r *Result) float64 { return r.Fused })
+	sortResults(out, func(r Result) float64 { return r.Fused })
 	if opts.Limit > 0 && len(out) > opts.Limit {
 		out = out[:opts.Limit]
 	}
@@ -225,7 +223,7 @@ func FromBM25(list []Candidate) []Result {
 		r.HybridScore = r.BM25Score
 		out = append(out, r)
 	}
-	sortResults(out, func(r *Result) float64 { return r.RawBM25 })
+	sortResults(out, func(r Result) float64 { return r.RawBM25 })
 	return out
 }
 
@@ -237,17 +235,26 @@ func FromVector(list []Candidate) []Result {
 		s := clamp01(c.Score)
 		out = append(out, Result{ChunkID: c.ChunkID, Cosine: c.Score, SimilarityScore: s, HybridScore: s, VectorRank: i + 1, ScoreType: ScoreVector})
 	}
-	sortResults(out, func(r *Result) float64 { return r.Cosine })
+	sortResults(out, func(r Result) float64 { return r.Cosine })
 	return out
 }
 
-func sortResults(rs []Result, key func(*Result) float64) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		a, b := key(&rs[i]), key(&rs[j])
-		if a != b {
-			return a > b
+// sortResults orders by key descending, ties by ascending chunk id.
+// slices' stable sort is sort.SliceStable's algorithm without its
+// reflection (the same comparisons, so the same order whatever the keys,
+// NaN included) at a fraction of the cost.
+// key takes a copy, not a pointer: a pointer to the comparison's
+// arguments would move both to the heap at every comparison.
+func sortResults(rs []Result, key func(Result) float64) {
+	slices.SortStableFunc(rs, func(a, b Result) int {
+		ka, kb := key(a), key(b)
+		if ka != kb {
+			if ka > kb {
+				return -1
+			}
+			return 1 // NaN included: never before
 		}
-		return rs[i].ChunkID < rs[j].ChunkID
+		return cmp.Compare(a.ChunkID, b.ChunkID)
 	})
 }
 
@@ -302,7 +309,7 @@ func Convex(bm25, vector []Candidate, alpha float64, limit int) []Result {
 		r.Fused = alpha*b + (1-alpha)*v
 		r.HybridScore = r.Fused
 	}
-	sortResults(out, func(r *Result) float64 { return r.Fused })
+	sortResults(out, func(r Result) float64 { return r.Fused })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

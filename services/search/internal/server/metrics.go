@@ -105,7 +105,7 @@ func newMetrics(reg prometheus.Registerer, eng func() engineGauges) *metrics {
 		}),
 		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "bmcis_search_stage_seconds",
-			Help:    "Time spent in each stage of an uncached search (bm25, embed, vector, dedup).",
+			Help:    "Time spent in each stage of an uncached search (bm25, embed, feedback, vector, dedup_vectors, dedup).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .5, 2},
 		}, []string{"stage"}),
 		vectorPath: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -129,8 +129,12 @@ func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*sear
 		}
 		resp.Results = make([]*searchv1.SearchResult, len(page))
 		matched := mask.Wants("results.matched_terms")
+		dups := mask.Wants("results.is_duplicate") || mask.Wants("results.similar_chunk_ids")
 		for i := range page {
 			resp.Results[i] = resultProto(&page[i], off+i+1, texts)
+			if dups {
+				resp.Results[i].IsDuplicate, resp.Results[i].SimilarChunkIds = rk.Duplicates(off + i)
+			}
 			if matched {
 				resp.Results[i].MatchedTerms = rk.MatchedWords(off + i)
 			}
@@ -214,8 +218,6 @@ func resultProto(r *engine.Result, rank int, texts map[int64]store.StoredText) *
 		ScoreType:       st,
 		Bm25Rank:        int32(r.BM25Rank),
 		VectorRank:      int32(r.VectorRank),
-		IsDuplicate:     r.IsDuplicate,
-		SimilarChunkIds: r.SimilarChunkIDs,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/cacheowner"
@@ -475,12 +476,13 @@ func TestDuplicatesAreFlagged(t *testing.T) {
 	)...)
 	out := search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25, Limit: 10})
 	var first, second *searchv1.SearchResult
-	for _, res := range out.Results {
+	at := 0 // second's offset in the list
+	for i, res := range out.Results {
 		if strings.Contains(res.Chunk.ChunkText, "fifteen minutes") {
 			if first == nil {
 				first = res
 			} else if second == nil {
-				second = res
+				second, at = res, i
 			}
 		}
 	}
@@ -488,6 +490,19 @@ func TestDuplicatesAreFlagged(t *testing.T) {
 	require.False(t, first.IsDuplicate)
 	require.True(t, second.IsDuplicate)
 	require.Contains(t, second.SimilarChunkIds, first.Chunk.ChunkId)
+	// Flags are found for the page cut from the kept list: a page starting
+	// at the copy flags it the same, though the original is not on it.
+	page := search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+		Limit: 1, Offset: int32(at)})
+	require.True(t, page.CacheHit)
+	require.Len(t, page.Results, 1)
+	require.Equal(t, second.Chunk.ChunkId, page.Results[0].Chunk.ChunkId)
+	require.True(t, page.Results[0].IsDuplicate)
+	require.Equal(t, second.SimilarChunkIds, page.Results[0].SimilarChunkIds)
+	// A read mask naming one of the two flags gets it.
+	page = search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+		Limit: 1, Offset: int32(at), ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"results.similar_chunk_ids"}}})
+	require.Equal(t, second.SimilarChunkIds, page.Results[0].SimilarChunkIds)
 }
 
 // checkConvex checks a hybrid list against convex fusion with BM25 share
