@@ -184,7 +184,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	keptRecs := recs[:0]
 	for i, r := range fused {
 		// An unrestricted caller's test reads no record: each one read
-		// is a cache miss, and a list holds up to 200.
+		// is a cache miss, and a list holds up to twice Candidates.
 		if recs[i] != nil && (query.Access == nil || access.Allows(query.Access, recs[i].Doc.Access)) {
 			kept = append(kept, r)
 			keptRecs = append(keptRecs, recs[i])

@@ -65,6 +65,9 @@ func NewDuplicates(vectors [][]float32, threshold float64) Duplicates {
 // call it.
 func (d *Duplicates) Of(i int, key func(j int) DupKey) (isDuplicate bool, similar []int64) {
 	h := key(i).Hash
+	if h == 0 && i >= d.window {
+		return false, nil // beyond the window only a known hash can match
+	}
 	row := i * (i - 1) / 2
 	for j := range i {
 		k := key(j)

@@ -503,6 +503,15 @@ func TestDuplicatesAreFlagged(t *testing.T) {
 	page = search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
 		Limit: 1, Offset: int32(at), ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"results.similar_chunk_ids"}}})
 	require.Equal(t, second.SimilarChunkIds, page.Results[0].SimilarChunkIds)
+	page = search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+		Limit: 1, Offset: int32(at), ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"results.is_duplicate"}}})
+	require.True(t, page.Results[0].IsDuplicate)
+	require.Empty(t, page.Results[0].SimilarChunkIds, "not in the mask")
+	// A mask naming neither gets neither.
+	page = search(t, r.client, &searchv1.SearchRequest{Query: "report suspected incident channel", Mode: searchv1.RetrievalMode_RETRIEVAL_MODE_BM25,
+		Limit: 1, Offset: int32(at), ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"results.chunk.chunk_id"}}})
+	require.False(t, page.Results[0].IsDuplicate)
+	require.Empty(t, page.Results[0].SimilarChunkIds)
 }
 
 // checkConvex checks a hybrid list against convex fusion with BM25 share
