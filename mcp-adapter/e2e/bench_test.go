@@ -89,8 +89,10 @@ func TestBenchEndToEnd(t *testing.T) {
 	// its calls then carry an access set larger than everyone's, as most
 	// company keys will.
 	var groups []string
-	if v := os.Getenv("BMCIS_MCP_BENCH_GROUPS"); v != "" {
-		groups = strings.Split(v, ",")
+	for _, g := range strings.Split(os.Getenv("BMCIS_MCP_BENCH_GROUPS"), ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
 	}
 	report("key groups: %v", groups)
 	key := s.CreateKey(t, stacktest.Key{Name: "bench", PerMinute: 100_000_000, PerHour: 100_000_000, PerDay: 100_000_000, Groups: groups})
