@@ -55,6 +55,15 @@ func adapterHTTPOn(t testing.TB, s *stacktest.Stack, ln *net.TCPListener, extra 
 // adapterLogs holds each adapterHTTP process by base URL.
 var adapterLogs sync.Map
 
+// adapterDrain is what the adapter at base logged since the last drain.
+func adapterDrain(base string) string {
+	a, ok := adapterLogs.Load(base)
+	if !ok {
+		return ""
+	}
+	return a.(*stacktest.Adapter).DrainLogs()
+}
+
 // adapterLog is what the adapter at base has logged so far.
 func adapterLog(base string) string {
 	a, ok := adapterLogs.Load(base)

@@ -47,6 +47,10 @@ func (a *Adapter) Stop() { a.stop() }
 // Logs returns what the adapter wrote to stderr.
 func (a *Adapter) Logs() string { return a.logs.String() }
 
+// DrainLogs is what the adapter logged since the last drain, forgotten
+// here: for a test that reads more than the buffer's 1 MiB over its life.
+func (a *Adapter) DrainLogs() string { return a.logs.Drain() }
+
 // StartAdapterHTTP runs the adapter binary over streamable HTTP against the
 // stack, with extra environment (BMCIS_AUTH_ADDR, say, to use another auth
 // process), and returns once /healthz answers. It is stopped when the test
@@ -171,6 +175,15 @@ func (s *SyncBuffer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return s.b.Write(p)
+}
+
+// Drain returns what was written and empties the buffer.
+func (s *SyncBuffer) Drain() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b = strings.Builder{}
+	return out
 }
 
 func (s *SyncBuffer) String() string {
