@@ -153,6 +153,6 @@ done
 printf '  %-12s %s\n' postgres "127.0.0.1:$PG_PORT (superuser password in $DATA/pg-password; each service its own role, $DATA/pg-SERVICE-password)" redis "127.0.0.1:$REDIS_PORT (password in $DATA/redis-password)" \
   bmcisctl "reads the addresses and operator credentials from $DATA/bmcisctl.json"
 echo
-echo "  try: grpcurl -plaintext 127.0.0.1:50051 list"
+echo "  try: tools/run grpcurl -plaintext 127.0.0.1:50051 list   (builds the pinned grpcurl once)"
 [ -x deploy/local/desktop-config.sh ] && deploy/local/desktop-config.sh
 echo "ready: $(( ${#addrs[@]} + ${#http_up[@]} )) services healthy (${names[*]} ${http_up[*]}); demo API key in $DATA/demo-api-key; stop with \`make stop\`"
