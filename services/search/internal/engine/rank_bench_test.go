@@ -75,7 +75,14 @@ func rankBenchSetup(b *testing.B) (*Engine, []string, error) {
 	r := &rankBenchEngine
 	r.once.Do(func() {
 		t0 := time.Now()
-		r.e, r.queries, r.err = newRankBenchEngine()
+		n := 100_000
+		if s := os.Getenv("BMCIS_BENCH_CHUNKS"); s != "" {
+			if n, r.err = strconv.Atoi(s); r.err != nil {
+				r.err = fmt.Errorf("BMCIS_BENCH_CHUNKS: %w", r.err)
+				return
+			}
+		}
+		r.e, r.queries, r.err = newRankBenchEngine(n)
 		if r.err == nil {
 			b.Logf("%d chunks, model of %d dimensions, set up in %.0f s", r.e.ix.LiveChunks(), r.e.emb.Current().Dims, time.Since(t0).Seconds())
 		}
@@ -83,15 +90,10 @@ func rankBenchSetup(b *testing.B) (*Engine, []string, error) {
 	return r.e, r.queries, r.err
 }
 
-func newRankBenchEngine() (*Engine, []string, error) {
+// newRankBenchEngine is an engine over bmcisctl bench's synthetic corpus
+// cut at n chunks (whole documents, so a few more), and 500 queries.
+func newRankBenchEngine(n int) (*Engine, []string, error) {
 	ctx := context.Background()
-	n := 100_000
-	if s := os.Getenv("BMCIS_BENCH_CHUNKS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			return nil, nil, fmt.Errorf("BMCIS_BENCH_CHUNKS: %w", err)
-		}
-	}
 	g := syntheticdocs.New(1, 30_000)
 	ck, err := chunker.NewDefault()
 	if err != nil {
