@@ -48,6 +48,14 @@ func (h *maxHeap) pop() cand {
 	return pop((*[]cand)(h), more)
 }
 
+// replaceTop puts c, nearer than the farthest, in the farthest's place:
+// push then pop in one sift. The heap holds the same nodes either way,
+// and as (distance, node) orders them totally, the walk goes the same.
+func (h maxHeap) replaceTop(c cand) {
+	h[0] = c
+	down(h, 0, more)
+}
+
 func up(h []cand, i int, before func(a, b cand) bool) {
 	for i > 0 {
 		p := (i - 1) / 2
@@ -65,21 +73,26 @@ func pop(hp *[]cand, before func(a, b cand) bool) cand {
 	n := len(h) - 1
 	h[0] = h[n]
 	h = h[:n]
-	for i := 0; ; {
+	down(h, 0, before)
+	*hp = h
+	return top
+}
+
+func down(h []cand, i int, before func(a, b cand) bool) {
+	n := len(h)
+	for {
 		l := 2*i + 1
 		if l >= n {
-			break
+			return
 		}
 		c := l
 		if r := l + 1; r < n && before(h[r], h[l]) {
 			c = r
 		}
 		if !before(h[c], h[i]) {
-			break
+			return
 		}
 		h[i], h[c] = h[c], h[i]
 		i = c
 	}
-	*hp = h
-	return top
 }
