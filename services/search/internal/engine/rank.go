@@ -137,10 +137,8 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	}
 
 	bmC := make([]fusion.Candidate, 0, len(bmHits))
-	matched := make(map[int64][]string, len(bmHits))
 	for _, h := range bmHits {
 		bmC = append(bmC, fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score})
-		matched[h.ChunkID] = h.MatchedTerms
 	}
 	vectors := eo.vecs
 	if vectors == nil {
@@ -200,8 +198,11 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		degraded: vo.degraded, qts: qts, dups: dups}
 	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
-		m, ok := matched[r.ChunkID]
-		if !ok {
+		var m []string
+		if r.BM25Rank > 0 {
+			// bmC is bmHits, one for one, and BM25's hits are distinct.
+			m = bmHits[r.BM25Rank-1].MatchedTerms
+		} else {
 			others = append(others, i)
 		}
 		rk.Results[i] = Result{Chunk: recs[i], Result: r, terms: m}
