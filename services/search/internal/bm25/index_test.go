@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -302,4 +303,68 @@ func TestMatchedTerms(t *testing.T) {
 	got := ix.MatchedTerms([]int64{2, 9, 1, 3}, terms)
 	require.Equal(t, [][]string{{"c", "b"}, nil, {"b", "a"}, nil}, got, "in the terms' order, once; nothing for unknown or removed chunks")
 	require.Equal(t, [][]string{}, ix.MatchedTerms([]int64{}, terms))
+}
+
+// referenceMatchedTerms is MatchedTerms as it was before it probed sorted
+// ordinals (rank5, issue 32): a binary search per chunk and term.
+func referenceMatchedTerms(ix *Index, chunkIDs []int64, terms []string) [][]string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([][]string, len(chunkIDs))
+	for i, c := range chunkIDs {
+		ord, ok := ix.byChunk[c]
+		if !ok {
+			continue
+		}
+		for j, t := range terms {
+			id, known := ix.termIDs[t]
+			if !known || slices.Contains(terms[:j], t) {
+				continue
+			}
+			if _, found := ix.postings[id].find(ord); found {
+				out[i] = append(out[i], t)
+			}
+		}
+	}
+	return out
+}
+
+// MatchedTerms gives what it gave before rank5: over more than one
+// segment of ordinals, with chunks removed, asked twice or unknown, and
+// query terms repeated or unknown.
+func TestMatchedTermsAsBefore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const n = 70_000 // two segments of ordinals
+	docs := make([]Doc, 0, n)
+	for i := range n {
+		terms := make([]string, 2+rng.IntN(12))
+		for j := range terms {
+			terms[j] = fmt.Sprintf("t%d", int(math.Sqrt(float64(rng.IntN(40_000))))) // common and rare terms
+		}
+		docs = append(docs, Doc{ChunkID: int64(10 + 2*i), Category: "c", Terms: terms})
+	}
+	ix := New(DefaultParams())
+	ix.ReplaceBatch(docs)
+	var gone []int64
+	for i := 0; i < n; i += 5 {
+		gone = append(gone, int64(10+2*i))
+	}
+	ix.RemoveBatch(gone)
+	for trial := range 300 {
+		ids := make([]int64, rng.IntN(250))
+		for i := range ids {
+			ids[i] = int64(rng.IntN(2*n + 40)) // odd ids and those past the end are not in the index
+		}
+		if len(ids) > 3 {
+			ids[1] = ids[0] // asked twice
+		}
+		terms := make([]string, rng.IntN(6))
+		for j := range terms {
+			terms[j] = fmt.Sprintf("t%d", rng.IntN(210)) // t200 and up are unknown
+		}
+		if len(terms) > 2 {
+			terms[2] = terms[0]
+		}
+		require.Equal(t, referenceMatchedTerms(ix, ids, terms), ix.MatchedTerms(ids, terms), "trial %d", trial)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/bmcis/knowledge/services/search/internal/embed"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
+	"github.com/bmcis/knowledge/services/search/internal/index"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 	"github.com/bmcis/knowledge/services/search/internal/vecmath"
 )
@@ -79,7 +80,7 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 			fb := feedbackHits{ids: ids}
 			for _, c := range e.ix.Chunks(ids) {
 				if c != nil && !c.TextInDatabase {
-					fb.texts = append(fb.texts, analysis.IndexedText(c.ContextHeader, c.ChunkText))
+					fb.texted = append(fb.texted, c)
 				}
 			}
 			fbHits <- fb
@@ -137,10 +138,8 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 	}
 
 	bmC := make([]fusion.Candidate, 0, len(bmHits))
-	matched := make(map[int64][]string, len(bmHits))
 	for _, h := range bmHits {
 		bmC = append(bmC, fusion.Candidate{ChunkID: h.ChunkID, Score: h.Score})
-		matched[h.ChunkID] = h.MatchedTerms
 	}
 	vectors := eo.vecs
 	if vectors == nil {
@@ -200,8 +199,11 @@ func (e *Engine) rank(ctx context.Context, query Query) (*Ranked, time.Duration,
 		degraded: vo.degraded, qts: qts, dups: dups}
 	var others []int // results BM25 did not return: their terms from the index, under one lock
 	for i, r := range fused {
-		m, ok := matched[r.ChunkID]
-		if !ok {
+		var m []string
+		if r.BM25Rank > 0 {
+			// bmC is bmHits, one for one, and BM25's hits are distinct.
+			m = bmHits[r.BM25Rank-1].MatchedTerms
+		} else {
 			others = append(others, i)
 		}
 		rk.Results[i] = Result{Chunk: recs[i], Result: r, terms: m}
@@ -413,11 +415,12 @@ func similarityToQuery(rs []fusion.Result, q []float32, hits []store.VectorHit) 
 	}
 }
 
-// feedbackHits are the top BM25 hits for feedback: their texts, or only
-// their ids when the text is kept in PostgreSQL.
+// feedbackHits are the top BM25 hits for feedback: their ids, and the
+// records of those whose text the replica keeps (records never change, so
+// their texts are built only if the mirror lacks a vector).
 type feedbackHits struct {
-	ids   []int64
-	texts []string
+	ids    []int64
+	texted []*index.Chunk
 }
 
 // feedbackVectors returns the vectors of the top BM25 hits: the vector
@@ -433,8 +436,12 @@ func (e *Engine) feedbackVectors(ctx context.Context, active *embedding.Active, 
 	// A chunk's stored vector is its indexed text embedded by the same
 	// model: the mirror's copy saves embedding the text again.
 	stored, missing := e.mirroredVectors(active.Row, hits.ids)
-	if len(missing) > 0 && len(hits.texts) > 0 {
-		fb, err := active.Embedder.Embed(ctx, hits.texts)
+	if len(missing) > 0 && len(hits.texted) > 0 {
+		texts := make([]string, len(hits.texted))
+		for i, c := range hits.texted {
+			texts[i] = analysis.IndexedText(c.ContextHeader, c.ChunkText)
+		}
+		fb, err := active.Embedder.Embed(ctx, texts)
 		if err != nil {
 			logging.FromContext(ctx).Warn("feedback embedding failed", "error", err.Error())
 			return nil

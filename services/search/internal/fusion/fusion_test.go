@@ -1,6 +1,7 @@
 package fusion
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -215,9 +216,175 @@ func TestSortResultsAsSliceStable(t *testing.T) {
 			}
 			return want[i].ChunkID < want[j].ChunkID
 		})
-		sortResults(rs, func(r Result) float64 { return r.Fused })
+		sortResults(rs, func(r *Result) float64 { return r.Fused })
 		for i := range rs {
 			require.Equal(t, want[i].BM25Rank, rs[i].BM25Rank, "trial %d, place %d", trial, i)
+		}
+	}
+}
+
+// referenceSort is sortResults as sort.SliceStable did it.
+func referenceSort(rs []Result, key func(Result) float64) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := key(rs[i]), key(rs[j])
+		if a != b {
+			return a > b
+		}
+		return rs[i].ChunkID < rs[j].ChunkID
+	})
+}
+
+// referenceRRF is RRF as it was before it sorted keys and kept no
+// pointer per result (rank5, issue 32).
+func referenceRRF(bm25, vector []Candidate, opts Options) []Result {
+	opts = opts.withDefaults()
+	byID := map[int64]*Result{}
+	var order []*Result
+	get := func(id int64) *Result {
+		if r, ok := byID[id]; ok {
+			return r
+		}
+		r := &Result{ChunkID: id}
+		byID[id] = r
+		order = append(order, r)
+		return r
+	}
+	topBM25 := 0.0
+	for _, c := range bm25 {
+		topBM25 = math.Max(topBM25, c.Score)
+	}
+	for i, c := range bm25 {
+		r := get(c.ChunkID)
+		if r.BM25Rank != 0 {
+			continue
+		}
+		r.BM25Rank, r.RawBM25 = i+1, c.Score
+		if topBM25 > 0 {
+			r.BM25Score = c.Score / topBM25
+		}
+		r.Fused += opts.BM25Weight / (opts.K + float64(i+1))
+	}
+	for i, c := range vector {
+		r := get(c.ChunkID)
+		if r.VectorRank != 0 {
+			continue
+		}
+		r.VectorRank, r.Cosine, r.SimilarityScore = i+1, c.Score, clamp01(c.Score)
+		r.Fused += opts.VectorWeight / (opts.K + float64(i+1))
+	}
+	maxFused := (opts.BM25Weight + opts.VectorWeight) / (opts.K + 1)
+	out := make([]Result, len(order))
+	for i, r := range order {
+		if maxFused > 0 {
+			r.HybridScore = r.Fused / maxFused
+		}
+		switch {
+		case r.BM25Rank > 0 && r.VectorRank > 0:
+			r.ScoreType = ScoreHybrid
+		case r.BM25Rank > 0:
+			r.ScoreType = ScoreBM25
+		default:
+			r.ScoreType = ScoreVector
+		}
+		out[i] = *r
+	}
+	referenceSort(out, func(r Result) float64 { return r.Fused })
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		out = out[:opts.Limit]
+	}
+	return out
+}
+
+// referenceConvex is Convex as it was before rank5, on referenceRRF.
+func referenceConvex(bm25, vector []Candidate, alpha float64, limit int) []Result {
+	alpha = clamp01(alpha)
+	mm := func(list []Candidate) (lo, span float64) {
+		if len(list) == 0 {
+			return 0, 0
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, c := range list {
+			lo, hi = math.Min(lo, c.Score), math.Max(hi, c.Score)
+		}
+		return lo, hi - lo
+	}
+	out := referenceRRF(bm25, vector, Options{K: 60, BM25Weight: 1, VectorWeight: 1})
+	bLo, bSpan := mm(bm25)
+	vLo, vSpan := mm(vector)
+	for i := range out {
+		r := &out[i]
+		var b, v float64
+		if r.BM25Rank > 0 {
+			b = 1
+			if bSpan > 0 {
+				b = (r.RawBM25 - bLo) / bSpan
+			}
+		}
+		if r.VectorRank > 0 {
+			v = 1
+			if vSpan > 0 {
+				v = (r.Cosine - vLo) / vSpan
+			}
+		}
+		r.Fused = alpha*b + (1-alpha)*v
+		r.HybridScore = r.Fused
+	}
+	referenceSort(out, func(r Result) float64 { return r.Fused })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// resultBits spells every field of rs, floats by their bits (NaN equals
+// itself), for comparing lists exactly.
+func resultBits(rs []Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%d %x %x %x %x %x %x %d %d %s", r.ChunkID, math.Float64bits(r.HybridScore),
+			math.Float64bits(r.BM25Score), math.Float64bits(r.SimilarityScore), math.Float64bits(r.Fused),
+			math.Float64bits(r.RawBM25), math.Float64bits(r.Cosine), r.BM25Rank, r.VectorRank, r.ScoreType)
+	}
+	return out
+}
+
+// RRF, Convex, FromBM25 and FromVector give, bit for bit, what they gave
+// before rank5: random lists with shared and repeated ids, tied, NaN and
+// infinite scores, with and without a limit.
+func TestFusionAsBefore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	scores := []float64{0, 0.25, 0.5, 0.5, 1, 3.5, -0.2, math.NaN(), math.Inf(1)}
+	list := func() []Candidate {
+		out := make([]Candidate, rng.IntN(120))
+		for i := range out {
+			s := rng.Float64() * 10
+			if rng.IntN(4) == 0 {
+				s = scores[rng.IntN(len(scores))]
+			}
+			out[i] = Candidate{ChunkID: int64(rng.IntN(150)), Score: s}
+		}
+		return out
+	}
+	for trial := range 1000 {
+		bm, vec := list(), list()
+		limit := []int{0, 0, 10, 100}[rng.IntN(4)]
+		opts := Options{K: float64(rng.IntN(80)), BM25Weight: rng.Float64(), VectorWeight: rng.Float64(), Limit: limit}
+		require.Equal(t, resultBits(referenceRRF(bm, vec, opts)), resultBits(RRF(bm, vec, opts)), "trial %d rrf", trial)
+		alpha := rng.Float64()
+		require.Equal(t, resultBits(referenceConvex(bm, vec, alpha, limit)), resultBits(Convex(bm, vec, alpha, limit)), "trial %d convex", trial)
+		for _, o := range []Options{BuiltinOptions(), DefaultOptions()} {
+			want := referenceRRF(bm, vec, o)
+			if o.Method == MethodConvex { // Fuse's alpha when a list is empty
+				alpha := o.Alpha
+				switch {
+				case len(vec) == 0:
+					alpha = 1
+				case len(bm) == 0:
+					alpha = 0
+				}
+				want = referenceConvex(bm, vec, alpha, o.Limit)
+			}
+			require.Equal(t, resultBits(want), resultBits(Fuse(bm, vec, o)), "trial %d fuse %s", trial, o.Method)
 		}
 	}
 }

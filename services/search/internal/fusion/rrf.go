@@ -146,17 +146,29 @@ type Result struct {
 // id appearing twice in one list keeps its first (best) rank. Results are
 // ordered by HybridScore descending, ties by ascending chunk id.
 func RRF(bm25, vector []Candidate, opts Options) []Result {
+	out := rrfUnsorted(bm25, vector, opts)
+	sortResults(out, func(r *Result) float64 { return r.Fused })
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		out = out[:opts.Limit]
+	}
+	return out
+}
+
+// rrfUnsorted is RRF's results in the order their chunks were first met
+// (bm25's, then vector's new ones), not sorted nor limited.
+func rrfUnsorted(bm25, vector []Candidate, opts Options) []Result {
 	opts = opts.withDefaults()
-	byID := make(map[int64]*Result, len(bm25)+len(vector))
-	order := make([]*Result, 0, len(bm25)+len(vector))
+	// Indices into out, not pointers: a result each would be an
+	// allocation.
+	byID := make(map[int64]int, len(bm25)+len(vector))
+	out := make([]Result, 0, len(bm25)+len(vector))
 	get := func(id int64) *Result {
-		if r, ok := byID[id]; ok {
-			return r
+		if i, ok := byID[id]; ok {
+			return &out[i]
 		}
-		r := &Result{ChunkID: id}
-		byID[id] = r
-		order = append(order, r)
-		return r
+		byID[id] = len(out)
+		out = append(out, Result{ChunkID: id})
+		return &out[len(out)-1]
 	}
 	topBM25 := 0.0
 	for _, c := range bm25 {
@@ -185,8 +197,8 @@ func RRF(bm25, vector []Candidate, opts Options) []Result {
 		r.Fused += opts.VectorWeight / (opts.K + float64(i+1))
 	}
 	maxFused := (opts.BM25Weight + opts.VectorWeight) / (opts.K + 1)
-	out := make([]Result, len(order))
-	for i, r := range order {
+	for i := range out {
+		r := &out[i]
 		if maxFused > 0 {
 			r.HybridScore = r.Fused / maxFused
 		}
@@ -198,11 +210,6 @@ func RRF(bm25, vector []Candidate, opts Options) []Result {
 		default:
 			r.ScoreType = ScoreVector
 		}
-		out[i] = *r
-	}
-	sortResults(out, func(r Result) float64 { return r.Fused })
-	if opts.Limit > 0 && len(out) > opts.Limit {
-		out = out[:opts.Limit]
 	}
 	return out
 }
@@ -223,7 +230,7 @@ func FromBM25(list []Candidate) []Result {
 		r.HybridScore = r.BM25Score
 		out = append(out, r)
 	}
-	sortResults(out, func(r Result) float64 { return r.RawBM25 })
+	sortResults(out, func(r *Result) float64 { return r.RawBM25 })
 	return out
 }
 
@@ -235,7 +242,7 @@ func FromVector(list []Candidate) []Result {
 		s := clamp01(c.Score)
 		out = append(out, Result{ChunkID: c.ChunkID, Cosine: c.Score, SimilarityScore: s, HybridScore: s, VectorRank: i + 1, ScoreType: ScoreVector})
 	}
-	sortResults(out, func(r Result) float64 { return r.Cosine })
+	sortResults(out, func(r *Result) float64 { return r.Cosine })
 	return out
 }
 
@@ -243,19 +250,63 @@ func FromVector(list []Candidate) []Result {
 // slices' stable sort is sort.SliceStable's algorithm without its
 // reflection (the same comparisons, so the same order whatever the keys,
 // NaN included) at a fraction of the cost.
-// key takes a copy, not a pointer: a pointer to the comparison's
-// arguments would move both to the heap at every comparison.
-func sortResults(rs []Result, key func(Result) float64) {
-	slices.SortStableFunc(rs, func(a, b Result) int {
-		ka, kb := key(a), key(b)
-		if ka != kb {
-			if ka > kb {
+func sortResults(rs []Result, key func(*Result) float64) {
+	keys := resultKeys(nil, rs, key)
+	sortKeys(keys)
+	permute(rs, keys)
+}
+
+// sortKey is a result as sortResults compares it, and where it is: the
+// sort moves these 24 bytes instead of a Result's 88, and the results
+// move once, to their places, after it.
+type sortKey struct {
+	key float64
+	id  int64
+	at  int
+}
+
+// resultKeys writes rs's keys, in rs's order, over dst's array.
+func resultKeys(dst []sortKey, rs []Result, key func(*Result) float64) []sortKey {
+	dst = dst[:0]
+	for i := range rs {
+		dst = append(dst, sortKey{key: key(&rs[i]), id: rs[i].ChunkID, at: i})
+	}
+	return dst
+}
+
+// sortKeys is sortResults' sort: the comparisons it made on the results
+// themselves, so the same order.
+func sortKeys(keys []sortKey) {
+	slices.SortStableFunc(keys, func(a, b sortKey) int {
+		if a.key != b.key {
+			if a.key > b.key {
 				return -1
 			}
 			return 1 // NaN included: never before
 		}
-		return cmp.Compare(a.ChunkID, b.ChunkID)
+		return cmp.Compare(a.id, b.id)
 	})
+}
+
+// permute puts rs[keys[i].at] at i for every i, in place (a cycle at a
+// time); it spends keys' positions.
+func permute(rs []Result, keys []sortKey) {
+	for start := range keys {
+		if keys[start].at < 0 {
+			continue
+		}
+		tmp := rs[start]
+		for k := start; ; {
+			src := keys[k].at
+			keys[k].at = -1
+			if src == start {
+				rs[k] = tmp
+				break
+			}
+			rs[k] = rs[src]
+			k = src
+		}
+	}
 }
 
 func clamp01(x float64) float64 {
@@ -288,7 +339,11 @@ func Convex(bm25, vector []Candidate, alpha float64, limit int) []Result {
 		}
 		return lo, hi - lo
 	}
-	out := RRF(bm25, vector, Options{K: 60, BM25Weight: 1, VectorWeight: 1})
+	// RRF's list, then its fused scores replaced and sorted again: both
+	// sorts on keys (sortResults), the results moved once at the end.
+	out := rrfUnsorted(bm25, vector, Options{K: 60, BM25Weight: 1, VectorWeight: 1})
+	keys := resultKeys(nil, out, func(r *Result) float64 { return r.Fused })
+	sortKeys(keys)
 	bLo, bSpan := mm(bm25)
 	vLo, vSpan := mm(vector)
 	for i := range out {
@@ -309,7 +364,11 @@ func Convex(bm25, vector []Candidate, alpha float64, limit int) []Result {
 		r.Fused = alpha*b + (1-alpha)*v
 		r.HybridScore = r.Fused
 	}
-	sortResults(out, func(r Result) float64 { return r.Fused })
+	for i := range keys { // in RRF's order, as the second sort found them
+		keys[i].key = out[keys[i].at].Fused
+	}
+	sortKeys(keys)
+	permute(out, keys)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

@@ -22,64 +22,101 @@ func sortCands(cs []cand) {
 	})
 }
 
+// The two heaps spell out their sifts, each with its own comparison: one
+// sift taking the comparison as a function called it at every step, not
+// inlined (a walk sifts a few thousand times).
+
 // minHeap pops the nearest candidate.
 type minHeap []cand
 
 func (h *minHeap) push(c cand) {
 	*h = append(*h, c)
-	up(*h, len(*h)-1, less)
-}
-
-func (h *minHeap) pop() cand {
-	return pop((*[]cand)(h), less)
-}
-
-// maxHeap keeps the farthest result at [0].
-type maxHeap []cand
-
-func more(a, b cand) bool { return less(b, a) }
-
-func (h *maxHeap) push(c cand) {
-	*h = append(*h, c)
-	up(*h, len(*h)-1, more)
-}
-
-func (h *maxHeap) pop() cand {
-	return pop((*[]cand)(h), more)
-}
-
-func up(h []cand, i int, before func(a, b cand) bool) {
-	for i > 0 {
+	s := *h
+	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !before(h[i], h[p]) {
+		if !less(s[i], s[p]) {
 			return
 		}
-		h[i], h[p] = h[p], h[i]
+		s[i], s[p] = s[p], s[i]
 		i = p
 	}
 }
 
-func pop(hp *[]cand, before func(a, b cand) bool) cand {
-	h := *hp
-	top := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h = h[:n]
+func (h *minHeap) pop() cand {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
 	for i := 0; ; {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		c := l
-		if r := l + 1; r < n && before(h[r], h[l]) {
+		if r := l + 1; r < n && less(s[r], s[l]) {
 			c = r
 		}
-		if !before(h[c], h[i]) {
+		if !less(s[c], s[i]) {
 			break
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
+	*h = s
+	return top
+}
+
+// maxHeap keeps the farthest result at [0].
+type maxHeap []cand
+
+func (h *maxHeap) push(c cand) {
+	*h = append(*h, c)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !less(s[p], s[i]) {
+			return
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *maxHeap) pop() cand {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	*h = s[:n]
+	h.down()
+	return top
+}
+
+// replaceTop puts c, nearer than the farthest, in the farthest's place:
+// push then pop in one sift. The heap holds the same nodes either way,
+// and as (distance, node) orders them totally, the walk goes the same.
+func (h maxHeap) replaceTop(c cand) {
+	h[0] = c
+	h.down()
+}
+
+// down sifts [0] down to its place.
+func (h maxHeap) down() {
+	n := len(h)
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && less(h[l], h[r]) {
+			c = r
+		}
+		if !less(h[i], h[c]) {
+			return
 		}
 		h[i], h[c] = h[c], h[i]
 		i = c
 	}
-	*hp = h
-	return top
 }

@@ -582,17 +582,40 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 			prefetch(unsafe.Pointer(&g.codes[0]), uintptr(g.cfg.Dims), lines, next)
 			prefetch(unsafe.Pointer(&g.scales[0]), 4, 1, next)
 		}
-		for _, o := range next {
-			d := g.dist(q, o)
+		var dots []int32 // the codes' dot products with q, all at once
+		if q.codes != nil {
+			if cap(vis.dots) < len(next) {
+				vis.dots = make([]int32, len(next), 2*g.cfg.M)
+			}
+			dots = vis.dots[:len(next)]
+			dotsInt8(q.codes, g.codes, g.cfg.Dims, next, dots)
+		}
+		queued := next[:0] // the candidates queued, over next's array
+		for i, o := range next {
+			var d float32
+			if dots != nil {
+				d = g.codeDist(q, dots[i], o)
+			} else {
+				d = g.dist(q, o)
+			}
 			if len(res) < ef || d < res[0].d {
 				cands.push(cand{d, o})
+				queued = append(queued, o)
 				if returnable == nil || returnable(o) {
-					res.push(cand{d, o})
-					if len(res) > ef {
-						res.pop()
+					if len(res) < ef {
+						res.push(cand{d, o})
+					} else {
+						res.replaceTop(cand{d, o})
 					}
 				}
 			}
+		}
+		if l == 0 && len(queued) > 0 {
+			// A queued candidate's links are read when it is expanded: they
+			// are fetched now, while the walk goes on (their count and
+			// links, unless the row straddles a fourth line).
+			row := 4 * (2*g.cfg.M + 1)
+			prefetch(unsafe.Pointer(&g.links0[0]), uintptr(row), (row+63)/64, queued)
 		}
 	}
 	vis.cands, vis.res = cands[:0], res[:0] // grown buffers, for the next walk
@@ -614,9 +637,15 @@ type query struct {
 func (g *Graph) dist(q query, n int32) float32 {
 	if q.codes != nil {
 		at := int(n) * g.cfg.Dims
-		return 1 - float32(dotInt8(q.codes, g.codes[at:at+g.cfg.Dims]))*q.scale*g.scales[n]
+		return g.codeDist(q, dotInt8(q.codes, g.codes[at:at+g.cfg.Dims]), n)
 	}
 	return 1 - dot(q.v, g.vecs[n])*q.inv*g.inv[n]
+}
+
+// codeDist is the int8 estimate of the cosine distance of q and node n
+// from their codes' dot product.
+func (g *Graph) codeDist(q query, dot int32, n int32) float32 {
+	return 1 - float32(dot)*q.scale*g.scales[n]
 }
 
 // quantize appends to dst the int8 code of v/|v| (inv = 1/|v|) in dims
@@ -658,6 +687,15 @@ func dotInt8Go(a, b []int8) int32 {
 	return s0 + s1 + s2 + s3
 }
 
+// dotsInt8Go is dotsInt8 by node, in Go (dotInt8's kernels).
+func dotsInt8Go(q, codes []int8, dims int, nodes []int32, out []int32) {
+	out = out[:len(nodes)]
+	for i, o := range nodes {
+		at := int(o) * dims
+		out[i] = dotInt8(q, codes[at:at+dims])
+	}
+}
+
 func dot(a, b []float32) float32 { return vecmath.Dot(a, b) }
 
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
@@ -684,9 +722,10 @@ func (g *Graph) visited() *visited {
 // 12.5 KB, which stays in cache where a word per node would not.
 type visited struct {
 	bits []uint64
-	// next is searchLayer's buffer of neighbours to score; cands and res
-	// its heaps'.
+	// next is searchLayer's buffer of neighbours to score, dots their
+	// codes' dot products with the query; cands and res its heaps'.
 	next       []int32
+	dots       []int32
 	cands, res []cand
 }
 

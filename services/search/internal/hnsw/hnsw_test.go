@@ -413,3 +413,110 @@ func duplicatesStayReachable(t *testing.T, cfg Config, centres [][]float32) {
 		require.NotZero(t, h.ID%int64(len(centres)), "every copy deleted")
 	}
 }
+
+// dotsInt8 gives each node dotInt8's value with every kernel the CPU has,
+// at every length, including the tail past a multiple of 32.
+func TestDotsInt8(t *testing.T) {
+	avx2, sse41 := haveAVX2, haveSSE41
+	t.Cleanup(func() { haveAVX2, haveSSE41 = avx2, sse41 })
+	for _, k := range []struct {
+		name        string
+		avx2, sse41 bool
+	}{{"avx2", avx2, sse41}, {"sse4.1", false, sse41}, {"go", false, false}} {
+		t.Run(k.name, func(t *testing.T) {
+			haveAVX2, haveSSE41 = k.avx2, k.sse41
+			rng := rand.New(rand.NewPCG(5, 6))
+			for _, dims := range []int{0, 1, 16, 31, 32, 33, 48, 64, 100, 256, 257, 768} {
+				const n = 40
+				codes := make([]int8, n*dims)
+				for i := range codes {
+					codes[i] = int8(rng.IntN(255) - 127)
+				}
+				q := make([]int8, dims)
+				for i := range q {
+					q[i] = int8(rng.IntN(255) - 127)
+				}
+				for _, nodes := range [][]int32{nil, {0}, {n - 1, 0, 7}, {3, 3, 12, 39, 1, 22, 5, 30, 31, 2, 17}} {
+					out := make([]int32, len(nodes))
+					dotsInt8(q, codes, dims, nodes, out)
+					for i, o := range nodes {
+						require.Equal(t, dotInt8Go(q, codes[int(o)*dims:int(o+1)*dims]), out[i], "dims=%d node=%d", dims, o)
+					}
+				}
+			}
+		})
+	}
+}
+
+// referenceSearchLayer is searchLayer as it was before its distances were
+// taken a batch at a time (dotsInt8) and its list's farthest replaced in
+// place (rank5, issue 32): a distance per node, push then pop.
+func referenceSearchLayer(g *Graph, q query, eps []cand, ef, l int, returnable func(int32) bool) []cand {
+	vis := &visited{}
+	vis.reset(len(g.ids))
+	var cands minHeap
+	var res maxHeap
+	for _, e := range eps {
+		vis.mark(e.node)
+		cands.push(e)
+		if returnable == nil || returnable(e.node) {
+			res.push(e)
+		}
+	}
+	for len(cands) > 0 {
+		c := cands.pop()
+		if len(res) >= ef && c.d > res[0].d {
+			break
+		}
+		for _, o := range g.neighbours(c.node, l) {
+			if vis.seen(o) {
+				continue
+			}
+			vis.mark(o)
+			d := g.dist(q, o)
+			if len(res) < ef || d < res[0].d {
+				cands.push(cand{d, o})
+				if returnable == nil || returnable(o) {
+					res.push(cand{d, o})
+					if len(res) > ef {
+						res.pop()
+					}
+				}
+			}
+		}
+	}
+	out := append([]cand(nil), res...)
+	sortCands(out)
+	return out
+}
+
+// A walk finds the same nodes at the same distances, bit for bit, as the
+// reference walk, on the codes and on the float32 vectors, with deleted
+// nodes and copies, at the service's ef and others.
+func TestWalkMatchesReference(t *testing.T) {
+	vs := clustered(4000, 64, 20, 11)
+	for i := 0; i < 200; i++ { // copies of linked nodes
+		vs[3000+i] = vs[i]
+	}
+	g := build(vs)
+	for i := 0; i < len(vs); i += 7 {
+		g.Delete(int64(i))
+	}
+	for qi, qv := range clustered(60, 64, 20, 12) {
+		exact := query{v: qv, inv: invNorm(qv)}
+		coded := exact
+		coded.codes, coded.scale = quantize(nil, qv, exact.inv, g.cfg.Dims)
+		for _, q := range []query{coded, exact} {
+			ep := g.entry
+			epd := g.dist(q, ep)
+			for l := g.top; l > 0; l-- {
+				ep, epd = g.greedy(q, ep, epd, l)
+			}
+			for _, ef := range []int{1, 10, 100, 400} {
+				want := referenceSearchLayer(g, q, []cand{{epd, ep}}, ef, 0, g.returnable)
+				got := g.searchLayer(q, []cand{{epd, ep}}, ef, 0, g.visited(), g.returnable, nil)
+				require.Equal(t, want, got, "query %d, ef %d, coded %t", qi, ef, q.codes != nil)
+			}
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// rankGoldenFile holds a digest of every ranked list of
+// TestRankingMatchesGolden. BMCIS_UPDATE_RANK_GOLDEN=1 rewrites it: only
+// when a ranking is meant to change (the corpus generator, analyzer,
+// model or fusion), never to make a speed-up pass.
+const rankGoldenFile = "testdata/rank_golden.txt"
+
+// TestRankingMatchesGolden ranks BenchmarkRankHybrid's corpus, cut at 2,000
+// chunks, in each mode and compares every list with digests of the lists
+// the code ranked before the speed-ups of issue 32 (rank5): the results
+// and their order, every score's bits, ranks, score type, matched words and
+// duplicate flags of every result, so every page of every list.
+func TestRankingMatchesGolden(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model: about 10 s")
+	}
+	e, queries, err := newRankBenchEngine(2_000)
+	require.NoError(t, err)
+	queries = queries[:150]
+	ctx := context.Background()
+	var got []string
+	for _, mode := range []Mode{BM25, Vector, Hybrid} {
+		for i, q := range queries {
+			rk, _, _, err := e.Search(ctx, Query{Text: q, Mode: mode, NoCache: true})
+			require.NoError(t, err, "mode %d query %d %q", mode, i, q)
+			got = append(got, fmt.Sprintf("%d %d %d %s", mode, i, len(rk.Results), rankedDigest(rk)))
+		}
+	}
+	if os.Getenv("BMCIS_UPDATE_RANK_GOLDEN") == "1" {
+		require.NoError(t, os.MkdirAll(filepath.Dir(rankGoldenFile), 0o755))
+		require.NoError(t, os.WriteFile(rankGoldenFile, []byte(strings.Join(got, "\n")+"\n"), 0o644))
+		return
+	}
+	f, err := os.Open(rankGoldenFile)
+	require.NoError(t, err)
+	defer f.Close()
+	var want []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		want = append(want, sc.Text())
+	}
+	require.NoError(t, sc.Err())
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i], got[i], "line %d: mode, query, results, digest", i+1)
+	}
+}
+
+// rankedDigest is a SHA-256 of everything a page of rk can show.
+func rankedDigest(rk *Ranked) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\n", rk.QueryTerms)
+	for i, r := range rk.Results {
+		dup, similar := rk.Duplicates(i)
+		fmt.Fprintf(h, "%d %x %x %x %x %x %x %d %d %s %q %t %v\n", r.ChunkID,
+			math.Float64bits(r.HybridScore), math.Float64bits(r.BM25Score), math.Float64bits(r.SimilarityScore),
+			math.Float64bits(r.Fused), math.Float64bits(r.RawBM25), math.Float64bits(r.Cosine),
+			r.BM25Rank, r.VectorRank, r.ScoreType, rk.MatchedWords(i), dup, similar)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
