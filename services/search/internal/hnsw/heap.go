@@ -83,16 +83,6 @@ func (h *maxHeap) push(c cand) {
 	}
 }
 
-func (h *maxHeap) pop() cand {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	*h = s[:n]
-	h.down()
-	return top
-}
-
 // replaceTop puts c, nearer than the farthest, in the farthest's place:
 // push then pop in one sift. The heap holds the same nodes either way,
 // and as (distance, node) orders them totally, the walk goes the same.
