@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,7 @@ func TestRankingMatchesGolden(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model: about 10 s")
 	}
-	e, queries, err := newRankBenchEngine(2_000)
+	e, queries, err := goldenRankEngine()
 	require.NoError(t, err)
 	queries = queries[:150]
 	ctx := context.Background()
@@ -74,4 +75,53 @@ func rankedDigest(rk *Ranked) string {
 			r.BM25Rank, r.VectorRank, r.ScoreType, rk.MatchedWords(i), dup, similar)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// goldenRankEngine is TestRankingMatchesGolden's engine, BenchmarkRankHybrid's
+// corpus cut at 2,000 chunks, trained once for the tests that share it.
+func goldenRankEngine() (*Engine, []string, error) {
+	r := goldenRank()
+	return r.e, r.queries, r.err
+}
+
+var goldenRank = sync.OnceValue(func() (r struct {
+	e       *Engine
+	queries []string
+	err     error
+}) {
+	r.e, r.queries, r.err = newRankBenchEngine(2_000)
+	return r
+})
+
+// When the mirror lacks one of the feedback hits' vectors, their vectors
+// are embedded from the texts the replica keeps (rank5 builds those texts
+// only then): one per hit, in the hits' order, the vectors the mirror
+// holds, since it holds those texts embedded by the same model. The golden
+// lists never take this path: their mirror holds every vector.
+func TestFeedbackEmbedsTextsWhenMirrorLacksVectors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model: about 10 s")
+	}
+	e, _, err := goldenRankEngine()
+	require.NoError(t, err)
+	ctx := context.Background()
+	active := e.emb.Current()
+	ids := []int64{3, 1, 40, 7, 12}
+	fb := feedbackHits{ids: ids}
+	for _, c := range e.ix.Chunks(ids) {
+		require.NotNil(t, c)
+		require.False(t, c.TextInDatabase)
+		fb.texted = append(fb.texted, c)
+	}
+	fromMirror := e.feedbackVectors(ctx, active, fb)
+	require.Len(t, fromMirror, len(ids))
+	unmirrored := *active
+	unmirrored.Row = active.Row + 1 // a model the mirror holds no vector of
+	_, missing := e.mirroredVectors(unmirrored.Row, ids)
+	require.Equal(t, ids, missing, "the fallback is taken")
+	fromTexts := e.feedbackVectors(ctx, &unmirrored, fb)
+	require.Len(t, fromTexts, len(ids))
+	for i := range ids {
+		require.InDeltaSlice(t, fromMirror[i], fromTexts[i], 1e-6, "hit %d", ids[i])
+	}
 }

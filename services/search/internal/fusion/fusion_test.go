@@ -336,6 +336,36 @@ func referenceConvex(bm25, vector []Candidate, alpha float64, limit int) []Resul
 	return out
 }
 
+// referenceFromBM25 and referenceFromVector are FromBM25 and FromVector as
+// they were before rank5: the same lists, sorted by referenceSort.
+func referenceFromBM25(list []Candidate) []Result {
+	out := make([]Result, 0, len(list))
+	top := 0.0
+	for _, c := range list {
+		top = math.Max(top, c.Score)
+	}
+	for i, c := range list {
+		r := Result{ChunkID: c.ChunkID, RawBM25: c.Score, BM25Rank: i + 1, ScoreType: ScoreBM25}
+		if top > 0 {
+			r.BM25Score = c.Score / top
+		}
+		r.HybridScore = r.BM25Score
+		out = append(out, r)
+	}
+	referenceSort(out, func(r Result) float64 { return r.RawBM25 })
+	return out
+}
+
+func referenceFromVector(list []Candidate) []Result {
+	out := make([]Result, 0, len(list))
+	for i, c := range list {
+		s := clamp01(c.Score)
+		out = append(out, Result{ChunkID: c.ChunkID, Cosine: c.Score, SimilarityScore: s, HybridScore: s, VectorRank: i + 1, ScoreType: ScoreVector})
+	}
+	referenceSort(out, func(r Result) float64 { return r.Cosine })
+	return out
+}
+
 // resultBits spells every field of rs, floats by their bits (NaN equals
 // itself), for comparing lists exactly.
 func resultBits(rs []Result) []string {
@@ -372,6 +402,8 @@ func TestFusionAsBefore(t *testing.T) {
 		require.Equal(t, resultBits(referenceRRF(bm, vec, opts)), resultBits(RRF(bm, vec, opts)), "trial %d rrf", trial)
 		alpha := rng.Float64()
 		require.Equal(t, resultBits(referenceConvex(bm, vec, alpha, limit)), resultBits(Convex(bm, vec, alpha, limit)), "trial %d convex", trial)
+		require.Equal(t, resultBits(referenceFromBM25(bm)), resultBits(FromBM25(bm)), "trial %d from bm25", trial)
+		require.Equal(t, resultBits(referenceFromVector(vec)), resultBits(FromVector(vec)), "trial %d from vector", trial)
 		for _, o := range []Options{BuiltinOptions(), DefaultOptions()} {
 			want := referenceRRF(bm, vec, o)
 			if o.Method == MethodConvex { // Fuse's alpha when a list is empty

@@ -22,9 +22,10 @@ func sortCands(cs []cand) {
 	})
 }
 
-// The two heaps spell out their sifts, each with its own comparison: one
-// sift taking the comparison as a function called it at every step, not
-// inlined (a walk sifts a few thousand times).
+// The two heaps spell out their sifts, each with its own comparison
+// inlined: a sift shared by both took the comparison as a function value
+// and called it, not inlined, at every step (a walk sifts a few thousand
+// times).
 
 // minHeap pops the nearest candidate.
 type minHeap []cand
@@ -81,16 +82,6 @@ func (h *maxHeap) push(c cand) {
 		s[i], s[p] = s[p], s[i]
 		i = p
 	}
-}
-
-func (h *maxHeap) pop() cand {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	*h = s[:n]
-	h.down()
-	return top
 }
 
 // replaceTop puts c, nearer than the farthest, in the farthest's place:
