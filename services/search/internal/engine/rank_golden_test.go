@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,12 @@ const rankGoldenFile = "testdata/rank_golden.txt"
 func TestRankingMatchesGolden(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model: about 10 s")
+	}
+	if runtime.GOARCH != "amd64" {
+		// The digests hold every score's bits as amd64 computes them; Go
+		// may fuse a multiply and an add elsewhere (arm64), which moves
+		// last bits.
+		t.Skip("digests recorded on amd64")
 	}
 	e, queries, err := goldenRankEngine()
 	require.NoError(t, err)
