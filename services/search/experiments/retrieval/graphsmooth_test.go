@@ -269,8 +269,8 @@ func graphQueries(ctx context.Context, t testing.TB, p *Pipeline, ds *eval.Datas
 		}
 		// The same lists and feedback as candidatesExcluding: min-max
 		// bounds of each list, the feedback vector from BM25's top 3.
-		gq.bmLo, gq.bmSpan = listBounds(qc.bm)
-		gq.vecLo, gq.vecSpan = listBounds(qc.vecFB)
+		gq.bmLo, gq.bmSpan = fusion.ScoreBounds(qc.bm)
+		gq.vecLo, gq.vecSpan = fusion.ScoreBounds(qc.vecFB)
 		qv, err := p.model.Embed(ctx, []string{q.Text})
 		require.NoError(t, err)
 		var vs [][]float32
@@ -285,17 +285,6 @@ func graphQueries(ctx context.Context, t testing.TB, p *Pipeline, ds *eval.Datas
 		out[q.ID] = gq
 	}
 	return out
-}
-
-func listBounds(list []fusion.Candidate) (lo, span float64) {
-	if len(list) == 0 {
-		return 0, 0
-	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, c := range list {
-		lo, hi = math.Min(lo, c.Score), math.Max(hi, c.Score)
-	}
-	return lo, hi - lo
 }
 
 // ownScore is chunk c's fused score: from the fused list, or, for a chunk

@@ -329,23 +329,13 @@ func clamp01(x float64) float64 {
 // Functions for Hybrid Retrieval").
 func Convex(bm25, vector []Candidate, alpha float64, limit int) []Result {
 	alpha = clamp01(alpha)
-	mm := func(list []Candidate) (lo, span float64) {
-		if len(list) == 0 {
-			return 0, 0
-		}
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, c := range list {
-			lo, hi = math.Min(lo, c.Score), math.Max(hi, c.Score)
-		}
-		return lo, hi - lo
-	}
 	// RRF's list, then its fused scores replaced and sorted again: both
 	// sorts on keys (sortResults), the results moved once at the end.
 	out := rrfUnsorted(bm25, vector, Options{K: 60, BM25Weight: 1, VectorWeight: 1})
 	keys := resultKeys(nil, out, func(r *Result) float64 { return r.Fused })
 	sortKeys(keys)
-	bLo, bSpan := mm(bm25)
-	vLo, vSpan := mm(vector)
+	bLo, bSpan := ScoreBounds(bm25)
+	vLo, vSpan := ScoreBounds(vector)
 	for i := range out {
 		r := &out[i]
 		var b, v float64
@@ -373,4 +363,17 @@ func Convex(bm25, vector []Candidate, alpha float64, limit int) []Result {
 		out = out[:limit]
 	}
 	return out
+}
+
+// ScoreBounds is the lowest score of list and the span to its highest,
+// the min-max normalisation Convex applies to each list (0, 0 when empty).
+func ScoreBounds(list []Candidate) (lo, span float64) {
+	if len(list) == 0 {
+		return 0, 0
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range list {
+		lo, hi = math.Min(lo, c.Score), math.Max(hi, c.Score)
+	}
+	return lo, hi - lo
 }
