@@ -702,26 +702,19 @@ func (h *hitHeap) down(i int) {
 
 // MatchedTerms returns, for each chunk (out[i] of chunkIDs[i]; nil for one
 // not in the index), the distinct terms of terms, in their order, that
-// occur in it, all under one read lock. As for a search's hits
-// (matchedLocked), the chunks' ordinals are sorted and each term's posting
-// list is probed for all of them in one pass, and the terms found share
-// one backing array: a binary search per chunk and term, and an append per
-// chunk, took twice the time. It lets results found only by another
-// retriever report which query terms they contain.
+// occur in it, all under one read lock, probed as a search's hits are
+// (termsIn). It lets results found only by another retriever report which
+// query terms they contain.
 func (ix *Index) MatchedTerms(chunkIDs []int64, terms []string) [][]string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	type known struct {
-		term string
-		id   uint32
-	}
-	var qts []known // the distinct terms the index holds, in their order
+	var qts []qterm // the distinct terms the index holds, in their order
 	for i, t := range terms {
 		if slices.Contains(terms[:i], t) {
 			continue
 		}
 		if id, ok := ix.termIDs[t]; ok {
-			qts = append(qts, known{t, id})
+			qts = append(qts, qterm{term: t, id: id})
 		}
 	}
 	out := make([][]string, len(chunkIDs))
@@ -742,40 +735,14 @@ func (ix *Index) MatchedTerms(chunkIDs []int64, terms []string) [][]string {
 	}
 	slices.SortFunc(byOrd, func(a, b at) int { return cmp.Compare(a.ord, b.ord) })
 	ords := make([]uint32, 0, len(byOrd))
-	row := make([]int, len(byOrd)) // byOrd[k]'s index in ords
+	rows := make([]int, len(byOrd)) // byOrd[k]'s index in ords
 	for k, a := range byOrd {
 		if k == 0 || a.ord != byOrd[k-1].ord {
 			ords = append(ords, a.ord)
 		}
-		row[k] = len(ords) - 1
+		rows[k] = len(ords) - 1
 	}
-	nq := len(qts)
-	found := make([]bool, len(ords)*nq)
-	counts := make([]int, len(ords)) // terms found per ordinal
-	for qi, q := range qts {
-		probe(&ix.postings[q.id], ords, func(j, _ int) {
-			found[j*nq+qi] = true
-			counts[j]++
-		})
-	}
-	size := 0
-	for _, j := range row {
-		size += counts[j]
-	}
-	matched := make([]string, 0, size) // every chunk's terms, one array
-	for k, a := range byOrd {
-		j := row[k]
-		if counts[j] == 0 {
-			continue
-		}
-		from := len(matched)
-		for qi := range nq {
-			if found[j*nq+qi] {
-				matched = append(matched, qts[qi].term)
-			}
-		}
-		out[a.i] = matched[from:len(matched):len(matched)]
-	}
+	ix.termsIn(qts, ords, rows, func(k int, terms []string) { out[byOrd[k].i] = terms })
 	return out
 }
 

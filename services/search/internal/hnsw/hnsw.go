@@ -585,7 +585,8 @@ func (g *Graph) searchLayer(q query, eps []cand, ef, l int, vis *visited, return
 		var dots []int32 // the codes' dot products with q, all at once
 		if q.codes != nil {
 			if cap(vis.dots) < len(next) {
-				vis.dots = make([]int32, len(next), 2*g.cfg.M)
+				// Level 0 holds at most 2M links; max keeps make safe if that changes.
+				vis.dots = make([]int32, len(next), max(len(next), 2*g.cfg.M))
 			}
 			dots = vis.dots[:len(next)]
 			dotsInt8(q.codes, g.codes, g.cfg.Dims, next, dots)
