@@ -96,9 +96,9 @@ func replicaID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// WatchChanges listens for imports committed by any replica, and for
-// document changes (they move a vendor's evidence), and drops the cache on
-// each, until ctx ends. Until it listens, the cache is bypassed.
+// WatchChanges listens for imports committed by any replica and drops the
+// cache on each, until ctx ends. Until it listens, the cache is bypassed.
+// Document changes need no notification: the cache holds no evidence.
 func (s *Server) WatchChanges(ctx context.Context, log *slog.Logger) {
 	s.cache.Watch(ctx, s.pool, []string{importer.NotifyChannel}, s.id, log)
 }
