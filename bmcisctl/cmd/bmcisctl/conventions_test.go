@@ -326,3 +326,26 @@ func shellWords(line string) []string {
 	}
 	return words
 }
+
+// pflag reads text in backquotes in a flag's usage as the name of its value
+// ("--every sources sync"), so no usage may hold any: help shows each
+// flag's type instead.
+func TestFlagUsagesNameTheirValueType(t *testing.T) {
+	subcommands := []string{"", "add", "sync", "remove", "create", "list", "revoke", "rotate", "import", "status", "up", "down", "search"}
+	seen := 0
+	for name, c := range commands {
+		for _, sub := range subcommands {
+			args := []string{}
+			if sub != "" {
+				args = append(args, sub)
+			}
+			parsedOnly(context.Background(), c, args, func(fs *pflag.FlagSet, _ []string) {
+				fs.VisitAll(func(f *pflag.Flag) {
+					seen++
+					require.NotContains(t, f.Usage, "`", "bmcisctl %s %s --%s", name, sub, f.Name)
+				})
+			})
+		}
+	}
+	require.Positive(t, seen, "no command's flags were seen")
+}
