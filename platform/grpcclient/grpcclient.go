@@ -5,7 +5,9 @@ package grpcclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -100,10 +102,30 @@ var reconnect = grpc.ConnectParams{
 	MinConnectTimeout: 2 * time.Second,
 }
 
+// ErrBadAddress is an address Dial refuses before dialing: empty, or a URL
+// where HOST:PORT belongs. Retrying cannot help, so callers report it as
+// the caller's mistake, not as an unavailable service.
+var ErrBadAddress = errors.New("bad service address")
+
+// checkAddress refuses what gRPC would otherwise take as a host name and
+// retry against until the deadline: nothing, or an http(s) URL.
+func checkAddress(addr string) error {
+	switch lower := strings.ToLower(strings.TrimSpace(addr)); {
+	case lower == "":
+		return fmt.Errorf("%w: empty; give HOST:PORT", ErrBadAddress)
+	case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"):
+		return fmt.Errorf("%w: %q is a URL; give the service's gRPC HOST:PORT (e.g. 127.0.0.1:50051)", ErrBadAddress, addr)
+	}
+	return nil
+}
+
 // Dial returns a client connection to addr ("host:port"). The connection is
 // lazy: it connects on first use and reconnects by itself. TLS follows
 // platform/tlsconfig's variables (plaintext when none is set).
 func Dial(addr, token string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if err := checkAddress(addr); err != nil {
+		return nil, err
+	}
 	tlsCfg, err := tlsconfig.ClientFromEnv()
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

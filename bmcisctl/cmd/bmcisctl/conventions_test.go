@@ -148,6 +148,23 @@ func TestExitCodes(t *testing.T) {
 	// Port 1 on loopback answers nothing (connection refused at once).
 	code, _, errOut = ctlRun(t, "sources", "--addr", "127.0.0.1:1")
 	require.Equal(t, exitUnavailable, code, errOut)
+
+	// A URL where HOST:PORT belongs is a usage error at once, not a
+	// service "unavailable" after three dial attempts.
+	for _, line := range [][]string{
+		{"search", "x", "--addr", "http://127.0.0.1:50051"},
+		{"sources", "-a", "https://kb.example.com"},
+		{"health", "http://127.0.0.1:50051"},
+		{"graph", "status", "--addr", "http://127.0.0.1:50052"},
+	} {
+		code, _, errOut = ctlRun(t, line...)
+		require.Equal(t, exitUsage, code, "%v: %s", line, errOut)
+		require.Contains(t, errOut, "HOST:PORT", "%v", line)
+	}
+	t.Setenv("BMCIS_AUTH_ADDR", "https://127.0.0.1:50053/")
+	code, _, errOut = ctlRun(t, "keys", "list")
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, "HOST:PORT")
 }
 
 // -o table|json|yaml means the same on every listing and result command;
@@ -325,4 +342,27 @@ func shellWords(line string) []string {
 		words = words[1:]
 	}
 	return words
+}
+
+// pflag reads text in backquotes in a flag's usage as the name of its value
+// ("--every sources sync"), so no usage may hold any: help shows each
+// flag's type instead.
+func TestFlagUsagesNameTheirValueType(t *testing.T) {
+	subcommands := []string{"", "add", "sync", "remove", "create", "list", "revoke", "rotate", "import", "status", "up", "down", "search"}
+	seen := 0
+	for name, c := range commands {
+		for _, sub := range subcommands {
+			args := []string{}
+			if sub != "" {
+				args = append(args, sub)
+			}
+			parsedOnly(context.Background(), c, args, func(fs *pflag.FlagSet, _ []string) {
+				fs.VisitAll(func(f *pflag.Flag) {
+					seen++
+					require.NotContains(t, f.Usage, "`", "bmcisctl %s %s --%s", name, sub, f.Name)
+				})
+			})
+		}
+	}
+	require.Positive(t, seen, "no command's flags were seen")
 }

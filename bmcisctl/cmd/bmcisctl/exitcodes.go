@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/bmcis/knowledge/platform/grpcclient"
 )
 
 // Exit codes, the same for every command (docs/BMCISCTL.md
@@ -63,7 +65,7 @@ func exitCode(cmd *cobra.Command, err error, stderr io.Writer) int {
 // classify maps an error to its exit code.
 func classify(err error) int {
 	switch {
-	case errors.Is(err, errUsage):
+	case errors.Is(err, errUsage), errors.Is(err, grpcclient.ErrBadAddress):
 		return exitUsage
 	case errors.Is(err, errPartial):
 		return exitPartial

@@ -44,6 +44,7 @@ func gnuFlags(fs *flag.FlagSet) *pflag.FlagSet {
 	})
 	fs.VisitAll(func(gf *flag.Flag) {
 		f := pflag.PFlagFromGoFlag(gf)
+		f.Value = setThrough{Value: f.Value, fs: fs, name: gf.Name}
 		if short, ok := shorthands[gf.Name]; ok && !taken[short] {
 			f.Shorthand = short
 			taken[short] = true
@@ -53,6 +54,16 @@ func gnuFlags(fs *flag.FlagSet) *pflag.FlagSet {
 	pfs.SetInterspersed(true)
 	return pfs
 }
+
+// setThrough sets a flag through its standard flag set, so that set
+// records it and flag.Visit (flagGiven) sees every flag the line gave.
+type setThrough struct {
+	pflag.Value
+	fs   *flag.FlagSet
+	name string
+}
+
+func (v setThrough) Set(s string) error { return v.fs.Set(v.name, s) }
 
 // negativeArg marks a positional argument that looks like a shorthand
 // flag (migrate down -1), so pflag passes it on; parse removes the mark.

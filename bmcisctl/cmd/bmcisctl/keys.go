@@ -200,7 +200,17 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			req.Limits.Tiers = append(req.Limits.Tiers, &authv1.TierLimit{Tier: t.Name, Value: *limits[i]})
 		}
 	}
-	if cats, tls := splitList(*categories), splitList(*tools); len(cats) > 0 || len(tls) > 0 {
+	cats, tls := splitList(*categories), splitList(*tools)
+	// An empty scope list means "all" to the auth service, so a scope flag
+	// given with nothing in it (an unset shell variable) would widen the
+	// key instead of narrowing it.
+	if flagGiven(fs, "categories") && len(cats) == 0 {
+		return usageErrorf("--categories: name at least one category, or leave the flag out for a key that reads every category")
+	}
+	if flagGiven(fs, "tools") && len(tls) == 0 {
+		return usageErrorf("--tools: name at least one tool, or leave the flag out for a key that may use every tool")
+	}
+	if len(cats) > 0 || len(tls) > 0 {
 		req.Scopes = &authv1.Scopes{Categories: cats, Tools: tls}
 	}
 	if req.Groups, err = access.ParseGroups(splitList(*groups)); err != nil {

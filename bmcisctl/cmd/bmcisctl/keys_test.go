@@ -204,6 +204,11 @@ func TestKeysErrors(t *testing.T) {
 		{"bad flag", []string{"create", "--nme", "x"}, 2, "unknown flag: --nme"},
 		{"revoke without id", []string{"revoke"}, 2, "exactly one KEY_ID"},
 		{"rotate two ids", []string{"rotate", "a", "b"}, 2, "exactly one KEY_ID"},
+		// An empty scope list reads as "all" on the wire, so a flag given
+		// with nothing in it (an unset shell variable) must not widen the key.
+		{"empty categories", []string{"create", "--name", "x", "--categories", ""}, 2, "--categories: name at least one category"},
+		{"blank categories", []string{"create", "--name", "x", "--categories", " , "}, 2, "--categories: name at least one category"},
+		{"empty tools", []string{"create", "--name", "x", "--tools="}, 2, "--tools: name at least one tool"},
 		{"server refuses", []string{"create", "--name", "bad"}, 1, "name: must not contain control characters (InvalidArgument)"},
 	}
 	for _, tc := range tests {

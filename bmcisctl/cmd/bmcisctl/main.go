@@ -64,6 +64,14 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// flagGiven reports whether the command line set the flag (even to its
+// default or to nothing).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // usageErrorf builds a usage error.
 func usageErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))

@@ -12,13 +12,16 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/bmcis/knowledge/platform/connlimit"
@@ -100,7 +103,7 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		}),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", postOnly(limitBody(mcpHTTP, maxBody)))
+	mux.Handle("/mcp", postOnly(limitBody(explainMalformed(m, mcpHTTP), maxBody)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": HealthName, "version": version.Version})
 	})
@@ -188,6 +191,52 @@ func limitBody(h http.Handler, max int64) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// explainMalformed answers two mistakes with what to do, where mcp-go's
+// own answers do not say: a JSON-RPC batch (valid JSON, but MCP 2025-06-18
+// dropped batching; mcp-go calls it "not valid json") and a tools/call of
+// a tool that does not exist (mcp-go's error does not name the real ones,
+// so a model cannot correct itself). It runs after limitBody, which has
+// read the body into memory; everything else passes unchanged.
+func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "reading the request body failed", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		trimmed := bytes.TrimSpace(body)
+		if len(trimmed) > 0 && trimmed[0] == '[' && json.Valid(trimmed) {
+			writeJSON(w, http.StatusBadRequest, map[string]any{
+				"jsonrpc": "2.0",
+				"id":      nil,
+				"error": map[string]any{"code": -32600,
+					"message": "JSON-RPC batch requests are not supported (MCP 2025-06-18 removed batching): send one request per POST"},
+			})
+			return
+		}
+		var call struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(trimmed, &call) == nil && call.Method == string(mcp.MethodToolsCall) &&
+			len(call.ID) > 0 && m.GetTool(call.Params.Name) == nil {
+			names := slices.Sorted(maps.Keys(m.ListTools()))
+			writeJSON(w, http.StatusOK, map[string]any{
+				"jsonrpc": "2.0",
+				"id":      call.ID,
+				"error": map[string]any{"code": mcp.INVALID_PARAMS,
+					"message": fmt.Sprintf("unknown tool %q: call one of %s (tools/list describes them)", call.Params.Name, strings.Join(names, ", "))},
+			})
+			return
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -232,3 +232,49 @@ func TestServerTimeouts(t *testing.T) {
 	require.Equal(t, 2*time.Second, srv.ReadTimeout)
 	require.Equal(t, time.Minute, srv.IdleTimeout)
 }
+
+// Malformed calls a client or model can make answer with what to do
+// instead: a batch (valid JSON that MCP no longer takes) is not "not valid
+// json", and an unknown tool's error names the tools there are.
+func TestMalformedCallsSayWhatToDo(t *testing.T) {
+	srv, _ := newHTTP(t)
+	post := func(body string) (int, map[string]any) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-API-Key", testfake.KeyGood)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return resp.StatusCode, out
+	}
+	tests := []struct {
+		name, body string
+		code       int
+		id         any
+		rpcCode    float64
+		says       []string
+	}{
+		{"batch", ` [{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
+			http.StatusBadRequest, nil, -32600, []string{"batch", "one request per POST"}},
+		{"not json", `{"jsonrpc":`, http.StatusBadRequest, nil, -32700, []string{"not valid json"}},
+		{"unknown tool", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_docs","arguments":{}}}`,
+			http.StatusOK, float64(7), -32602, []string{"search_docs", tools.ToolSemanticSearch, tools.ToolGetChunks, tools.ToolFindVendorInfo, "tools/list"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := post(tc.body)
+			require.Equal(t, tc.code, code, "%v", out)
+			require.Equal(t, tc.id, out["id"])
+			e, ok := out["error"].(map[string]any)
+			require.True(t, ok, "%v", out)
+			require.Equal(t, tc.rpcCode, e["code"])
+			for _, s := range tc.says {
+				require.Contains(t, e["message"], s)
+			}
+		})
+	}
+}

@@ -473,7 +473,14 @@ func (w *webRun) get(ctx context.Context, raw string, hdr http.Header) (*http.Re
 		if errors.As(err, &de) {
 			return nil, fail(Unreachable, nil, "%s: %s", redact(raw), de.Error())
 		}
-		return nil, fail(Unreachable, nil, "GET %s failed", redact(raw))
+		// The transport's reason (refused, no such host, a TLS failure)
+		// without the URL, which url.Error would repeat query and all.
+		why := err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			why = ue.Err
+		}
+		return nil, fail(Unreachable, errors.New(scrub(why.Error(), raw, redact(raw))), "GET %s", redact(raw))
 	}
 	resp.Body = cancelOnClose{resp.Body, cancel}
 	return resp, nil

@@ -529,3 +529,25 @@ func TestWebRobotsUnavailableOrUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// A host that cannot be reached says why (refused, no such host), so an
+// operator can tell a typo from a firewall, and the URL's query (which
+// may hold a secret) stays out of the message.
+func TestWebUnreachableSaysWhy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env := fastEnv()
+	for _, tc := range []struct{ url, why string }{
+		{"http://" + closed + "/start?token=s3cret", "connection refused"},
+		{"http://no-such-host.invalid/start?token=s3cret", "no such host"},
+	} {
+		st, err := webKind.Check(map[string]string{"url": tc.url}, env)
+		require.NoError(t, err)
+		_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+		require.Equal(t, Unreachable, CodeOf(err), "%v", err)
+		require.Contains(t, err.Error(), tc.why)
+		require.NotContains(t, err.Error(), "s3cret")
+	}
+}
