@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -332,7 +333,20 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 			return nil, nil, dbError(ctx, err)
 		}
 	}
-	return resp, cs.Cursor, nil
+	return resp, retryFailed(kind, c.Name, cs.Cursor, resp.Failures), nil
+}
+
+// retryFailed returns the run's cursor with what the run skipped or the
+// service refused left for the next run to fetch again (Kind.Retry).
+func retryFailed(kind *sources.Kind, name string, cursor []byte, failures []*searchv1.IngestFailure) []byte {
+	if len(failures) == 0 {
+		return cursor
+	}
+	ids := make([]string, 0, len(failures))
+	for _, f := range failures {
+		ids = append(ids, strings.TrimPrefix(f.GetExternalId(), name+":"))
+	}
+	return kind.Retry(cursor, ids)
 }
 
 // refuseEmptyListing fails a run whose complete listing is empty while the

@@ -401,3 +401,41 @@ func TestSyncSourceEndsWithTheCall(t *testing.T) {
 	require.Contains(t, listedSource(t, c, "site").GetLastError(), "the call ended before the run finished", "the caller's deadline is named, not the database or the run timeout")
 	require.Equal(t, both, bm25IDs(t, c, "quokka"), "nothing deleted")
 }
+
+// What a run skipped (over the sources' file limit) or the service refused
+// (over its document limit) is offered again by the next run, though the
+// repository did not change: once the limits are raised, both are written.
+// A run that takes everything leaves nothing to retry.
+func TestSourceRetriesWhatARunRefused(t *testing.T) {
+	repo := newGitRepo(t)
+	gitCommitFiles(t, repo, map[string]string{
+		"ok.md":     "# OK\n\nThe heron runbook.",
+		"bigdoc.md": "# Big\n\nheron " + strings.Repeat("word ", 600),   // ~3 KB
+		"huge.md":   "# Huge\n\nheron " + strings.Repeat("word ", 1600), // ~8 KB
+	})
+	pool, _ := newDB(t)
+	tight := sourcesConfig()
+	tight.MaxDocumentBytes = 2048
+	tight.Sources.Limits.MaxFileBytes = 4096
+	r := startReplica(t, pool, tight)
+	_, err := r.client.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "rb", Kind: "git",
+		Settings: map[string]string{"url": "file://" + repo}})
+	require.NoError(t, err)
+	run, err := r.client.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "rb"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.GetDocumentsWritten())
+	require.EqualValues(t, 2, run.GetDocumentsFailed())
+	require.Equal(t, []string{"rb:ok.md"}, bm25IDs(t, r.client, "heron"))
+
+	// The same commit, on a replica with the default limits.
+	wide := startReplica(t, pool, sourcesConfig())
+	run, err = wide.client.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "rb"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+	require.Zero(t, run.GetDocumentsFailed())
+	require.Equal(t, []string{"rb:bigdoc.md", "rb:huge.md", "rb:ok.md"}, bm25IDs(t, wide.client, "heron"))
+
+	run, err = wide.client.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "rb"})
+	require.NoError(t, err)
+	require.Zero(t, run.GetDocumentsWritten()+run.GetDocumentsFailed()+run.GetDocumentsUnchanged(), "nothing left to retry")
+}

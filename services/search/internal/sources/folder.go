@@ -19,7 +19,7 @@ import (
 // operator's machine keep using `bmcisctl sync`, whose sources are this
 // kind without a schedule. The cursor keeps each file's size and
 // modification time, so an unchanged file is not read again.
-var folderKind = &Kind{Name: "folder", Check: checkFolder, Fetch: fetchFolder, Root: func(s map[string]string) string { return s["path"] }}
+var folderKind = &Kind{Name: "folder", Check: checkFolder, Fetch: fetchFolder, Retry: retryFolder, Root: func(s map[string]string) string { return s["path"] }}
 
 type folderCursor struct {
 	Files map[string]fileStamp `json:"files"`
@@ -28,6 +28,19 @@ type folderCursor struct {
 type fileStamp struct {
 	Size    int64 `json:"size"`
 	ModUnix int64 `json:"mod_unix_nano"`
+}
+
+// retryFolder forgets the files' stamps: a file without one is read again.
+func retryFolder(cursor []byte, ids []string) []byte {
+	var c folderCursor
+	if json.Unmarshal(cursor, &c) != nil {
+		return nil // an unreadable cursor reads every file, as a first run
+	}
+	for _, id := range ids {
+		delete(c.Files, id)
+	}
+	out, _ := json.Marshal(c)
+	return out
 }
 
 func checkFolder(s map[string]string, env Env) (map[string]string, error) {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,10 +35,29 @@ import (
 // folder of it): settings url, branch, path, token_ref, username. The
 // cursor is the last synced commit; a run diffs it against the branch's
 // head, so only changed, renamed and deleted files move.
-var gitKind = &Kind{Name: "git", Check: checkGit, Fetch: fetchGit, Root: func(s map[string]string) string { return s["url"] }}
+var gitKind = &Kind{Name: "git", Check: checkGit, Fetch: fetchGit, Retry: retryGit, Root: func(s map[string]string) string { return s["url"] }}
 
 type gitCursor struct {
 	Commit string `json:"commit"`
+	// Retry are ids the next run reads from the head tree even when the
+	// diff does not touch them (Kind.Retry).
+	Retry []string `json:"retry,omitempty"`
+}
+
+// retryGit adds ids to the cursor's retry list: a commit alone would only
+// offer them again once they change.
+func retryGit(cursor []byte, ids []string) []byte {
+	var c gitCursor
+	if json.Unmarshal(cursor, &c) != nil {
+		return nil // an unreadable cursor lists every file, as a first run
+	}
+	for _, id := range ids {
+		if !slices.Contains(c.Retry, id) {
+			c.Retry = append(c.Retry, id)
+		}
+	}
+	out, _ := json.Marshal(c)
+	return out
 }
 
 func checkGit(s map[string]string, env Env) (map[string]string, error) {
@@ -178,7 +198,37 @@ func fetchGit(ctx context.Context, req Request) (*ChangeSet, error) {
 			}
 		}
 	}
-	return g.cs, nil
+	return g.cs, g.retry(ctx, last.Retry)
+}
+
+// retry takes the files of ids (what the last run skipped or the service
+// refused) that the diff did not already take or delete; one no longer in
+// the head tree is gone, and the diff said so.
+func (g *gitRun) retry(ctx context.Context, ids []string) error {
+	done := map[string]bool{}
+	for _, f := range g.cs.Upserts {
+		done[f.ID] = true
+	}
+	for _, sk := range g.cs.Skipped {
+		done[sk.ID] = true
+	}
+	for _, id := range g.cs.Deletes {
+		done[id] = true
+	}
+	for _, id := range ids {
+		if done[id] || ctx.Err() != nil {
+			continue
+		}
+		done[id] = true
+		p := id
+		if g.prefix != "" {
+			p = g.prefix + "/" + id
+		}
+		if err := g.take(p); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 type gitRun struct {

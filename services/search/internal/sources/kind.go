@@ -28,6 +28,12 @@ type Kind struct {
 	Fetch func(ctx context.Context, req Request) (*ChangeSet, error)
 	// Root is what ListSources shows as where the source lives.
 	Root func(settings map[string]string) string
+	// Retry returns cursor (a run's new one) changed so that the next run
+	// fetches ids again, unchanged or not: the files this run skipped or
+	// the service refused. A refusal may not last (a limit raised, a
+	// format the service learned, a conflict with another source gone),
+	// and a cursor that remembered them would never offer them again.
+	Retry func(cursor []byte, ids []string) []byte
 }
 
 // kinds is the registry: a new kind is a file of this package and a row here.

@@ -28,7 +28,7 @@ import (
 // site for a sitemap, the start page's folder for a crawl). robots.txt is
 // respected; the cursor keeps each page's ETag and Last-Modified, so an
 // unchanged page costs one 304.
-var webKind = &Kind{Name: "web", Check: checkWeb, Fetch: fetchWeb, Root: func(s map[string]string) string { return s["url"] }}
+var webKind = &Kind{Name: "web", Check: checkWeb, Fetch: fetchWeb, Retry: retryWeb, Root: func(s map[string]string) string { return s["url"] }}
 
 // userAgent names the crawler, for robots.txt groups and site logs.
 const userAgent = "bmcis-knowledge-sources"
@@ -50,6 +50,20 @@ type pageValidators struct {
 	LastModified string `json:"last_modified,omitempty"`
 	// Links are a crawled HTML page's links, so a 304 still leads on.
 	Links []string `json:"links,omitempty"`
+}
+
+// retryWeb forgets the pages' validators: a page without them is fetched
+// whole, not asked whether it changed.
+func retryWeb(cursor []byte, ids []string) []byte {
+	var c webCursor
+	if json.Unmarshal(cursor, &c) != nil {
+		return nil // an unreadable cursor costs full GETs, nothing else
+	}
+	for _, id := range ids {
+		delete(c.Pages, id)
+	}
+	out, _ := json.Marshal(c)
+	return out
 }
 
 func checkWeb(s map[string]string, _ Env) (map[string]string, error) {
