@@ -553,7 +553,7 @@ func webClient(env Env) *http.Client {
 	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute,
 		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}
 	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if len(via) >= maxRedirects {
+		if len(via) > maxRedirects { // via holds the first request too
 			return &redirectError{msg: fmt.Sprintf("stopped after %d redirects (a redirect loop?)", maxRedirects)}
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {

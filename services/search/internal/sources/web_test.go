@@ -551,3 +551,29 @@ func TestWebUnreachableSaysWhy(t *testing.T) {
 		require.NotContains(t, err.Error(), "s3cret")
 	}
 }
+
+// A chain of maxRedirects redirects is followed to its page; one more
+// fails the run, and the message counts the redirects it followed.
+func TestWebRedirectLimit(t *testing.T) {
+	s := newSite(t)
+	s.set(func(s *site) {
+		for i := range maxRedirects + 1 {
+			s.extra[fmt.Sprintf("/hop%d", i)] = func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, fmt.Sprintf("/hop%d", i+1), http.StatusFound)
+			}
+		}
+		s.pages[fmt.Sprintf("/hop%d", maxRedirects+1)] = page("End", "reached")
+	})
+	env := fastEnv()
+	fetch := func(start int) (*ChangeSet, error) {
+		st, err := webKind.Check(map[string]string{"url": fmt.Sprintf("%s/hop%d", s.srv.URL, start)}, env)
+		require.NoError(t, err)
+		return webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
+	}
+	cs, err := fetch(1) // hop1 → … → hop(max+1): maxRedirects redirects
+	require.NoError(t, err)
+	require.Len(t, cs.Upserts, 1)
+	_, err = fetch(0) // one more
+	require.Equal(t, BadContent, CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), fmt.Sprintf("stopped after %d redirects", maxRedirects))
+}
