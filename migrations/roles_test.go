@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -58,9 +59,9 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 
 	// A service refuses the admin's (a superuser's) credential, unless on a
 	// development machine.
-	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, migrations.Search)
 	require.ErrorContains(t, err, "a superuser or a role that creates roles or databases")
-	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true})
+	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true}, migrations.Search)
 	require.NoError(t, err)
 	dev.Close()
 
@@ -73,7 +74,7 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 			defer conn.Close(context.Background())
 			// The service's own start-up checks pass: the schema version,
 			// and a role that reaches no further than its schema.
-			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, svc)
 			require.NoError(t, err)
 			pool.Close()
 
@@ -265,6 +266,48 @@ func requireRefused(t *testing.T, err error, what string) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "%s: want a refusal, got %v", what, err)
 	require.Equal(t, "42501", pgErr.Code, "%s: want insufficient_privilege, got %s", what, pgErr.Message)
+}
+
+// A service refuses, at start, a login that reaches past its own schema
+// without being privileged: one in another service's group as well as its
+// own (the migration role is in every group), or one in none but
+// another's (a URL given to the wrong service).
+func TestConnectServiceRefusesAWiderRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	const login, password = "bmcis_test_two_groups", "two-groups-pw"
+	_, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+login)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN PASSWORD '"+password+"' IN ROLE bmcis_search, bmcis_auth")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+login) })
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(login, password)
+	twoGroups := u.String()
+
+	for _, tc := range []struct {
+		name    string
+		url     string
+		svc     migrations.Service
+		refusal string
+	}{
+		{"in two groups", twoGroups, migrations.Search, "bmcis_test_two_groups, which is a member of bmcis_auth too"},
+		{"another service's login", testdb.ServiceURL(t, dbURL, "search"), migrations.VendorGraph, "is not a member of bmcis_vendorgraph"},
+		{"its own login", testdb.ServiceURL(t, dbURL, "vendorgraph"), migrations.VendorGraph, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: tc.url, MaxConns: 2, ConnectTimeout: 5 * time.Second}, tc.svc)
+			if tc.refusal == "" {
+				require.NoError(t, err)
+				pool.Close()
+				return
+			}
+			require.ErrorContains(t, err, tc.refusal)
+			require.NotContains(t, err.Error(), password)
+		})
+	}
 }
 
 // TestSchemasMigrationKeepsData moves a populated database (every table
