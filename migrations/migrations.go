@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -172,10 +173,16 @@ func Connect(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// ConnectService is Connect for a service: it also refuses a role that
-// could reach past the service's own schema (a superuser, or one that
-// creates roles or databases), unless c.AllowPrivileged (development).
-func ConnectService(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
+// ConnectService is Connect for svc: it also refuses a role that could
+// reach past the service's own schema, unless c.AllowPrivileged
+// (development): a superuser, one that creates roles or databases, or one
+// that is not a member of exactly svc's group among the service and backup
+// groups (the migration role is a member of every group; another
+// service's login is not of svc's).
+func ConnectService(ctx context.Context, c pg.Config, svc Service) (*pgxpool.Pool, error) {
+	if _, err := ParseService(string(svc)); err != nil {
+		return nil, err
+	}
 	pool, err := Connect(ctx, c)
 	if err != nil {
 		return nil, err
@@ -183,17 +190,41 @@ func ConnectService(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
 	if c.AllowPrivileged {
 		return pool, nil
 	}
+	groups := []string{BackupRole}
+	for _, s := range Services {
+		groups = append(groups, s.GroupRole())
+	}
 	var user string
 	var privileged bool
-	if err := pool.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls
-		FROM pg_roles WHERE rolname = current_user`).Scan(&user, &privileged); err != nil {
+	var memberOf []string
+	if err := pool.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls,
+			ARRAY(SELECT g FROM unnest($1::text[]) AS g
+			      WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = g) AND pg_has_role(current_user, g, 'MEMBER') ORDER BY g)
+		FROM pg_roles WHERE rolname = current_user`, groups).Scan(&user, &privileged, &memberOf); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("check database role: %w", err)
 	}
-	if privileged {
-		pool.Close()
-		return nil, fmt.Errorf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases: "+
+	var others []string
+	for _, g := range memberOf {
+		if g != svc.GroupRole() {
+			others = append(others, g)
+		}
+	}
+	switch {
+	case privileged:
+		err = fmt.Errorf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases: "+
 			"give the service its own role (docs/DEPLOY.md, \"Database roles\")", user)
+	case !slices.Contains(memberOf, svc.GroupRole()):
+		err = fmt.Errorf("DATABASE_URL connects as %s, which is not a member of %s: "+
+			"give the %s service its own login (bmcisctl migrate up, from %s)", user, svc.GroupRole(), svc, svc.LoginURLEnv())
+	case len(others) > 0:
+		err = fmt.Errorf("DATABASE_URL connects as %s, which is a member of %s too: "+
+			"give the %s service a role of its own, a member of %s only (docs/DEPLOY.md, \"Database roles\")",
+			user, strings.Join(others, ", "), svc, svc.GroupRole())
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }

@@ -208,7 +208,31 @@ func EnsureBackupLoginFrom(ctx context.Context, db Execer, migrationUser string,
 	return true, nil
 }
 
-// AppendOnlyTables are the tables of a service's schema that its role may
-// only read and append to: they belong to the migration role, not to the
-// service's group (00016_audit_events.sql).
-var AppendOnlyTables = []string{"auth.audit_events"}
+// Grant is what a service's role holds on a table of its schema that it
+// does not own: table privileges, plus UPDATE of some columns only.
+type Grant struct {
+	Privileges    []string
+	UpdateColumns []string
+}
+
+// NotOwned are the tables of the service schemas that belong to the
+// migration role rather than to their service's group, each with exactly
+// what the service's role holds on it: what its SQL uses, nothing more
+// (00016_audit_events.sql, 00020_least_privilege.sql). Every other table
+// of a service schema is its service group's: search's, which rebuilds
+// its indexes and VACUUMs them as their owner.
+var NotOwned = map[string]Grant{
+	// Keys are created, read, revoked, expired (rotation) and stamped
+	// with their last use; their digest, scopes and groups never change.
+	"auth.api_keys":       {Privileges: []string{"SELECT", "INSERT"}, UpdateColumns: []string{"expires_at", "last_used_at", "revoked_at"}},
+	"auth.api_key_limits": {Privileges: []string{"SELECT", "INSERT"}},
+	// Read by foreign key checks only, which run as the table's owner.
+	"auth.rate_limit_tiers": {},
+	// The audit trail is append-only for auth.
+	"auth.audit_events": {Privileges: []string{"SELECT", "INSERT"}},
+	// An import upserts entities and relationships and replaces a changed
+	// vendor's aliases; nothing is deleted from the graph.
+	"vendorgraph.entities":       {Privileges: []string{"SELECT", "INSERT", "UPDATE"}},
+	"vendorgraph.relationships":  {Privileges: []string{"SELECT", "INSERT", "UPDATE"}},
+	"vendorgraph.vendor_aliases": {Privileges: []string{"SELECT", "INSERT", "DELETE"}},
+}

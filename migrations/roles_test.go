@@ -3,7 +3,9 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,11 +43,12 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(tables), 18)
 	for _, tb := range tables {
-		// Each table is its own service's group's, never another's; an
-		// append-only one is the migration role's (no group's).
+		// Each table is its own service's group's, never another's; one
+		// the service only holds grants on (migrations.NotOwned) is the
+		// migration role's (no group's).
 		var owner string
 		require.NoError(t, admin.QueryRow(ctx, "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = $1", tb.OID).Scan(&owner))
-		if slices.Contains(migrations.AppendOnlyTables, tb.Name) {
+		if _, granted := migrations.NotOwned[tb.Name]; granted {
 			for _, svc := range migrations.Services {
 				require.NotEqual(t, svc.GroupRole(), owner, tb.Name)
 			}
@@ -56,9 +59,9 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 
 	// A service refuses the admin's (a superuser's) credential, unless on a
 	// development machine.
-	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, migrations.Search)
 	require.ErrorContains(t, err, "a superuser or a role that creates roles or databases")
-	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true})
+	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true}, migrations.Search)
 	require.NoError(t, err)
 	dev.Close()
 
@@ -71,7 +74,7 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 			defer conn.Close(context.Background())
 			// The service's own start-up checks pass: the schema version,
 			// and a role that reaches no further than its schema.
-			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second})
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, svc)
 			require.NoError(t, err)
 			pool.Close()
 
@@ -93,11 +96,11 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 
 			for _, tb := range tables {
 				if tb.Schema == svc.Schema() {
+					if _, granted := migrations.NotOwned[tb.Name]; granted {
+						continue // TestServiceRolesHoldOnlyWhatTheirSQLUses
+					}
 					_, err := conn.Exec(ctx, "SELECT 1 FROM "+tb.Name+" LIMIT 1")
 					require.NoError(t, err, "read own table %s", tb.Name)
-					if slices.Contains(migrations.AppendOnlyTables, tb.Name) {
-						continue // TestAuditEventsAppendOnly
-					}
 					_, err = conn.Exec(ctx, "DELETE FROM "+tb.Name+" WHERE false")
 					require.NoError(t, err, "write own table %s", tb.Name)
 					continue
@@ -146,11 +149,165 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 	}
 }
 
+// TestServiceRolesHoldOnlyWhatTheirSQLUses connects as each service's
+// login role and checks every table of its schema it does not own
+// (migrations.NotOwned): it holds exactly the privileges listed, UPDATE of
+// the listed columns only, and what an owner could do (drop, truncate,
+// alter, delete where the service never deletes, rewrite a key's digest
+// or groups) is refused. A table a later migration adds to auth's or
+// vendorgraph's schema grants nothing until the migration says what.
+func TestServiceRolesHoldOnlyWhatTheirSQLUses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	conns := map[migrations.Service]*pgx.Conn{}
+	for _, svc := range migrations.Services {
+		conn, err := pgx.Connect(ctx, testdb.ServiceURL(t, dbURL, string(svc)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		conns[svc] = conn
+	}
+	serviceOf := func(t *testing.T, table string) *pgx.Conn {
+		schema, _, _ := strings.Cut(table, ".")
+		svc, err := migrations.ParseService(schema)
+		require.NoError(t, err)
+		return conns[svc]
+	}
+
+	for table, grant := range migrations.NotOwned {
+		t.Run(table, func(t *testing.T) {
+			conn := serviceOf(t, table)
+			for _, p := range privileges {
+				var has bool
+				require.NoError(t, conn.QueryRow(ctx, "SELECT has_table_privilege($1::regclass, $2)", table, p).Scan(&has))
+				require.Equal(t, slices.Contains(grant.Privileges, p), has, "%s on %s", p, table)
+			}
+			if slices.Contains(grant.Privileges, "UPDATE") {
+				return
+			}
+			rows, err := conn.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass
+				AND attnum > 0 AND NOT attisdropped AND has_column_privilege(attrelid, attnum, 'UPDATE') ORDER BY attname`, table)
+			require.NoError(t, err)
+			updatable, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			require.ElementsMatch(t, grant.UpdateColumns, updatable, "columns of %s the service may update", table)
+		})
+	}
+
+	refused := map[migrations.Service][]string{
+		migrations.Auth: {
+			"DELETE FROM api_keys WHERE false",
+			"TRUNCATE api_key_limits",
+			"DROP TABLE rate_limit_tiers",
+			"ALTER TABLE api_keys ADD COLUMN intruder int",
+			"ALTER TABLE api_keys DISABLE TRIGGER ALL",
+			"UPDATE api_keys SET secret_hash = secret_hash WHERE false",
+			"UPDATE api_keys SET groups = '{admins}' WHERE false",
+			"UPDATE api_keys SET scope_tools = '{}' WHERE false",
+			"UPDATE api_key_limits SET limit_value = 1000000 WHERE false",
+			"DELETE FROM api_key_limits WHERE false",
+			"INSERT INTO rate_limit_tiers (name) VALUES ('week')",
+		},
+		migrations.VendorGraph: {
+			"DELETE FROM entities WHERE false",
+			"DELETE FROM relationships WHERE false",
+			"TRUNCATE vendor_aliases",
+			"DROP TABLE relationships",
+			"ALTER TABLE entities ADD COLUMN intruder int",
+			"UPDATE vendor_aliases SET alias = alias WHERE false",
+		},
+	}
+	allowed := map[migrations.Service][]string{
+		// keys.Store: rotation locks the old key, revocation and last use.
+		migrations.Auth: {
+			"SELECT key_id FROM api_keys WHERE false FOR UPDATE",
+			"UPDATE api_keys SET revoked_at = now(), expires_at = now(), last_used_at = now() WHERE false",
+		},
+		migrations.VendorGraph: {"SELECT vendorgraph.analyze_graph()"},
+	}
+	for svc, stmts := range refused {
+		for _, stmt := range stmts {
+			_, err := conns[svc].Exec(ctx, stmt)
+			requireRefused(t, err, string(svc)+": "+stmt)
+		}
+		for _, stmt := range allowed[svc] {
+			_, err := conns[svc].Exec(ctx, stmt)
+			require.NoError(t, err, "%s: %s", svc, stmt)
+		}
+	}
+
+	// The graph's statistics are refreshed through the function: ANALYZE
+	// runs as the tables' owner.
+	_, err := admin.Exec(ctx, `INSERT INTO vendorgraph.entities (id, name, normalized_name, entity_type, confidence, record_hash, is_vendor)
+		VALUES ('00000000-0000-0000-0000-000000000001', 'Acme', 'acme', 'vendor', 1, '\x00', true)`)
+	require.NoError(t, err)
+	_, err = conns[migrations.VendorGraph].Exec(ctx, "SELECT vendorgraph.analyze_graph()")
+	require.NoError(t, err)
+	var tuples float64
+	require.NoError(t, admin.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE oid = 'vendorgraph.entities'::regclass").Scan(&tuples))
+	require.Equal(t, float64(1), tuples, "analyze_graph analyzed the entities")
+
+	// No default privileges: a table a later migration creates in auth's or
+	// vendorgraph's schema is nobody's until the migration grants it.
+	for _, svc := range []migrations.Service{migrations.Auth, migrations.VendorGraph} {
+		table := svc.Schema() + ".later_table"
+		_, err := admin.Exec(ctx, "CREATE TABLE "+table+" (i int)")
+		require.NoError(t, err)
+		for _, p := range privileges {
+			var has bool
+			require.NoError(t, conns[svc].QueryRow(ctx, "SELECT has_table_privilege($1::regclass, $2)", table, p).Scan(&has))
+			require.False(t, has, "%s %s on a new table %s", svc, p, table)
+		}
+	}
+}
+
 func requireRefused(t *testing.T, err error, what string) {
 	t.Helper()
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "%s: want a refusal, got %v", what, err)
 	require.Equal(t, "42501", pgErr.Code, "%s: want insufficient_privilege, got %s", what, pgErr.Message)
+}
+
+// A service refuses, at start, a login that reaches past its own schema
+// without being privileged: one in another service's group as well as its
+// own (the migration role is in every group), or one in none but
+// another's (a URL given to the wrong service).
+func TestConnectServiceRefusesAWiderRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	const login, password = "bmcis_test_two_groups", "two-groups-pw"
+	_, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+login)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN PASSWORD '"+password+"' IN ROLE bmcis_search, bmcis_auth")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+login) })
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(login, password)
+	twoGroups := u.String()
+
+	for _, tc := range []struct {
+		name    string
+		url     string
+		svc     migrations.Service
+		refusal string
+	}{
+		{"in two groups", twoGroups, migrations.Search, "bmcis_test_two_groups, which is a member of bmcis_auth too"},
+		{"another service's login", testdb.ServiceURL(t, dbURL, "search"), migrations.VendorGraph, "is not a member of bmcis_vendorgraph"},
+		{"its own login", testdb.ServiceURL(t, dbURL, "vendorgraph"), migrations.VendorGraph, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: tc.url, MaxConns: 2, ConnectTimeout: 5 * time.Second}, tc.svc)
+			if tc.refusal == "" {
+				require.NoError(t, err)
+				pool.Close()
+				return
+			}
+			require.ErrorContains(t, err, tc.refusal)
+			require.NotContains(t, err.Error(), password)
+		})
+	}
 }
 
 // TestSchemasMigrationKeepsData moves a populated database (every table

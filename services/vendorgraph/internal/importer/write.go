@@ -203,14 +203,17 @@ const analyzeThreshold = 10000
 
 // Analyze refreshes planner statistics after a large import (see
 // analyzeThreshold); it runs after the commit, outside the import's
-// transaction. It reports whether it ran.
+// transaction. It reports whether it ran. The service's role does not own
+// the graph's tables, so it asks vendorgraph.analyze_graph, which runs as
+// their owner (00020_least_privilege.sql): its own ANALYZE would be
+// skipped with a mere warning.
 func Analyze(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, c Counts) (bool, error) {
 	if c.EntitiesCreated+c.EntitiesUpdated+c.RelationshipsCreated+c.RelationshipsUpdated < analyzeThreshold {
 		return false, nil
 	}
-	if _, err := db.Exec(ctx, "ANALYZE entities, vendor_aliases, relationships"); err != nil {
+	if _, err := db.Exec(ctx, "SELECT vendorgraph.analyze_graph()"); err != nil {
 		return true, fmt.Errorf("analyze graph tables: %w", err)
 	}
 	return true, nil
