@@ -262,13 +262,14 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 	docs := make([]*searchv1.Document, 0, len(cs.Upserts))
 	keep := make([]string, 0, len(cs.Upserts)+len(cs.Unchanged)+len(cs.Skipped))
 	for _, f := range cs.Upserts {
-		keep = append(keep, c.Name+":"+f.ID)
+		keep = append(keep, sourceDocID(c.Name, f.ID))
 		d := &searchv1.Document{ExternalId: f.ID, SourceFile: f.ID, Content: f.Content, FormatName: f.Format, Category: f.Category}
 		if !f.UpdatedAt.IsZero() {
 			d.UpdatedAt = timestamppb.New(f.UpdatedAt)
 		}
 		docs = append(docs, d)
 	}
+	raw := rawIDs(cs)
 	cs.Upserts = nil // the documents own the bytes now
 	sent := -1
 	recv := func() (*searchv1.IngestDocumentsRequest, error) {
@@ -291,20 +292,20 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 		DocumentsUnchanged: ing.DocumentsUnchanged + int32(len(cs.Unchanged)),
 		DocumentsFailed:    ing.DocumentsFailed + int32(len(cs.Skipped)), Failures: ing.Failures, Note: cs.Note}
 	for _, sk := range cs.Skipped {
-		resp.Failures = append(resp.Failures, &searchv1.IngestFailure{ExternalId: c.Name + ":" + sk.ID, SourceFile: sk.ID, Reason: sk.Reason})
+		resp.Failures = append(resp.Failures, &searchv1.IngestFailure{ExternalId: sourceDocID(c.Name, sk.ID), SourceFile: sk.ID, Reason: sk.Reason})
 	}
 	gone := make([]string, 0, len(cs.Deletes))
 	for _, id := range cs.Deletes {
-		gone = append(gone, c.Name+":"+id)
+		gone = append(gone, sourceDocID(c.Name, id))
 	}
 	if cs.Full {
 		// Everything the source has now, written, unchanged, skipped or
 		// refused, stays; the rest is gone from the source.
 		for _, id := range cs.Unchanged {
-			keep = append(keep, c.Name+":"+id)
+			keep = append(keep, sourceDocID(c.Name, id))
 		}
 		for _, sk := range cs.Skipped {
-			keep = append(keep, c.Name+":"+sk.ID)
+			keep = append(keep, sourceDocID(c.Name, sk.ID))
 		}
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.IngestTimeout)
 		stale, err := s.st.SourceDocumentsExcept(dctx, c.Name, keep)
@@ -333,18 +334,49 @@ func (s *Server) fetchAndApply(ctx context.Context, c store.Claimed) (*searchv1.
 			return nil, nil, dbError(ctx, err)
 		}
 	}
-	return resp, retryFailed(kind, c.Name, cs.Cursor, resp.Failures), nil
+	return resp, retryFailed(kind, c.Name, cs.Cursor, resp.Failures, raw), nil
+}
+
+// sourceDocID is the stored id of a source's file: the receiver trims
+// every document id before it adds the source's name (receiver.syncID), so
+// a name with surrounding spaces is kept, deleted and retried by its
+// trimmed id too.
+func sourceDocID(source, id string) string { return source + ":" + strings.TrimSpace(id) }
+
+// rawIDs maps the few ids a trim changes back to the kind's own (its
+// cursor's keys), for Kind.Retry.
+func rawIDs(cs *sources.ChangeSet) map[string]string {
+	var raw map[string]string
+	add := func(id string) {
+		if t := strings.TrimSpace(id); t != id {
+			if raw == nil {
+				raw = map[string]string{}
+			}
+			raw[t] = id
+		}
+	}
+	for _, f := range cs.Upserts {
+		add(f.ID)
+	}
+	for _, sk := range cs.Skipped {
+		add(sk.ID)
+	}
+	return raw
 }
 
 // retryFailed returns the run's cursor with what the run skipped or the
 // service refused left for the next run to fetch again (Kind.Retry).
-func retryFailed(kind *sources.Kind, name string, cursor []byte, failures []*searchv1.IngestFailure) []byte {
+func retryFailed(kind *sources.Kind, name string, cursor []byte, failures []*searchv1.IngestFailure, raw map[string]string) []byte {
 	if len(failures) == 0 {
 		return cursor
 	}
 	ids := make([]string, 0, len(failures))
 	for _, f := range failures {
-		ids = append(ids, strings.TrimPrefix(f.GetExternalId(), name+":"))
+		id := strings.TrimPrefix(f.GetExternalId(), name+":")
+		if r, ok := raw[id]; ok {
+			id = r
+		}
+		ids = append(ids, id)
 	}
 	return kind.Retry(cursor, ids)
 }

@@ -439,3 +439,47 @@ func TestSourceRetriesWhatARunRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, run.GetDocumentsWritten()+run.GetDocumentsFailed()+run.GetDocumentsUnchanged(), "nothing left to retry")
 }
+
+// A file whose name starts with a space is stored under its id trimmed (as
+// every document id is): the run that writes it keeps it, later runs find
+// it unchanged, and a refusal of such a file is retried like any other.
+func TestSourceFileNamesWithSpaces(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "volume")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	write := func(name, text string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	write(" lead.md", "# Lead\n\nthe pangolin memo")
+	write("plain.md", "# Plain\n\nthe pangolin notes")
+	write(" big.md", "# Big\n\npangolin "+strings.Repeat("word ", 600))
+	pool, _ := newDB(t)
+	tight := sourcesConfig()
+	tight.Sources.FolderRoot = root
+	tight.MaxDocumentBytes = 2048
+	c := startReplica(t, pool, tight).client
+	_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: "volume", Kind: "folder", Settings: map[string]string{"path": dir}})
+	require.NoError(t, err)
+	run, err := c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, run.GetDocumentsWritten())
+	require.EqualValues(t, 1, run.GetDocumentsFailed())
+	require.Zero(t, run.GetDocumentsDeleted())
+	require.Equal(t, []string{"volume:lead.md", "volume:plain.md"}, bm25IDs(t, c, "pangolin"))
+
+	wide := sourcesConfig()
+	wide.Sources.FolderRoot = root
+	c = startReplica(t, pool, wide).client
+	run, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.GetDocumentsWritten(), "the refused file, retried")
+	require.EqualValues(t, 2, run.GetDocumentsUnchanged())
+	require.Zero(t, run.GetDocumentsDeleted())
+	require.Equal(t, []string{"volume:big.md", "volume:lead.md", "volume:plain.md"}, bm25IDs(t, c, "pangolin"))
+
+	require.NoError(t, os.Remove(filepath.Join(dir, " lead.md")))
+	run, err = c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "volume"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, run.GetDocumentsDeleted())
+	require.Equal(t, []string{"volume:big.md", "volume:plain.md"}, bm25IDs(t, c, "pangolin"))
+}
