@@ -127,10 +127,6 @@ func (s *Server) GetIndexStatus(ctx context.Context, req *searchv1.GetIndexStatu
 	resp := &searchv1.GetIndexStatusResponse{
 		Documents: int64(st.Documents), Chunks: int64(st.Chunks),
 		EmbedderProvider: provider, EmbedderModel: model, EmbedderDimensions: int32(dims),
-		IndexGeneration: st.Generation,
-	}
-	if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
-		resp.LastChangeAt = timestamppb.New(st.LastChange)
 	}
 	f := s.sweeps.Freshness()
 	if !f.TrainedAt.IsZero() {
@@ -139,9 +135,15 @@ func (s *Server) GetIndexStatus(ctx context.Context, req *searchv1.GetIndexStatu
 	resp.ModelTermCoverage = f.Coverage
 	resp.RetrainPending = f.Pending || f.Running
 	if !sc.limited && !restricted {
-		// Both speak of the whole corpus, which a scoped key may not count.
+		// These speak of the whole corpus, which a scoped key may not count;
+		// the change counter and time also move when a document it may not
+		// read is written, which would tell it that one was.
 		resp.ModelTrainedChunks = int64(f.TrainedOn)
 		resp.RetrainReason = f.Reason
+		resp.IndexGeneration = st.Generation
+		if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
+			resp.LastChangeAt = timestamppb.New(st.LastChange)
+		}
 	}
 	return resp, nil
 }
