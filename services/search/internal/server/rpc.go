@@ -32,6 +32,12 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	if !limits.ChunkIDs.Allows(len(ids)) {
 		return nil, grpcserver.InvalidArgument("chunk_ids", "give between %d and %d ids, got %d", limits.ChunkIDs.Min, limits.ChunkIDs.Max, len(ids))
 	}
+	for _, id := range ids {
+		if id <= 0 {
+			// No chunk has one: reporting it missing would hide the mistake.
+			return nil, grpcserver.InvalidArgument("chunk_ids", "must hold positive ids (chunk_id values of search results), got %d", id)
+		}
+	}
 	mask, err := readmask.New(req.GetReadMask(), chunksResponseDesc, "chunks.chunk_id", "missing_ids")
 	if err != nil {
 		return nil, grpcserver.InvalidArgument("read_mask", "%v", err)
@@ -43,7 +49,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	recs := s.ix.Chunks(ids)
 	var unknown []int64
 	for i, r := range recs {
-		if r == nil && ids[i] > 0 {
+		if r == nil {
 			unknown = append(unknown, ids[i])
 		}
 	}

@@ -799,7 +799,7 @@ func (x *EntityMention) GetCount() int32 {
 // GetChunksRequest names chunks by id.
 type GetChunksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1..100 chunk ids.
+	// 1..100 chunk ids, each positive (chunk_id values of search results).
 	ChunkIds []int64 `protobuf:"varint,1,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
 	// What the caller's key may read; chunks outside it are reported missing.
 	Scope *ReadScope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
