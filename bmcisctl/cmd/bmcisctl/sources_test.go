@@ -63,7 +63,8 @@ func TestSourcesAddSyncListRemove(t *testing.T) {
 
 	code, _, errOut = ctlRun(t, "sources", "sync", "nothing")
 	require.Equal(t, exitFailed, code)
-	require.Contains(t, errOut, "no source named")
+	require.Regexp(t, `^bmcisctl sources: sync source "nothing" via \S+: no source named .* \(NotFound\)\n$`, errOut,
+		"a service's error in the one form every command prints")
 
 	code, out, errOut = ctlRun(t, "sources", "remove", "repo")
 	require.Equal(t, 0, code, errOut)
