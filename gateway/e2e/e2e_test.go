@@ -245,6 +245,13 @@ func TestSearchRoutesAgainstServices(t *testing.T) {
 	r = s.do("POST", "/v1/search", `{"query":""}`, rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
 	schematest.Validate(t, schematest.Error, r.body)
+	for _, bad := range []string{"0", "-1"} {
+		// No chunk has such an id: a mistake, not a missing chunk.
+		r = s.do("GET", "/v1/chunks?chunk_ids="+id+"&chunk_ids="+bad, "", rest.HeaderAPIKey, key)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", bad, r.body)
+		schematest.Validate(t, schematest.Error, r.body)
+		require.Contains(t, string(r.body), "positive", bad)
+	}
 }
 
 // normalize drops what legitimately differs between two calls: timings,

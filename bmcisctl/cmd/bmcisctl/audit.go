@@ -80,7 +80,7 @@ Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN.
 		}
 		resp, err := client.ListAuditEvents(ctx, req)
 		if err != nil {
-			return keysError("list audit events", err)
+			return fmt.Errorf("list audit events: %w", err)
 		}
 		events = append(events, resp.GetEvents()...)
 		req.PageToken = resp.GetNextPageToken()

@@ -214,6 +214,11 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("read backup: %w", err)
 	}
+	if st.IsDir() {
+		// Opening one succeeds and reading it fails, which the restore
+		// would report as a damaged file.
+		return fmt.Errorf("read backup: %s is a directory, not a backup file (bmcisctl backup FILE writes one)", file)
+	}
 	dbs, closeAll, err := openDatabases(ctx, envOr("DATABASE_URL", ""))
 	if err != nil {
 		return err

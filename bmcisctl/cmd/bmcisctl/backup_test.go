@@ -207,6 +207,18 @@ func TestBackupRestoreUsage(t *testing.T) {
 	}
 }
 
+// restore given a directory says so, not that the backup is damaged, and
+// writes nothing.
+func TestRestoreADirectory(t *testing.T) {
+	_, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	dir := t.TempDir()
+	code, _, errOut := ctlRun(t, "restore", dir)
+	require.Equal(t, exitFailed, code, errOut)
+	require.Contains(t, errOut, dir+" is a directory, not a backup file")
+	require.NotContains(t, errOut, "damaged")
+}
+
 // TestBackupRestoreSplitDatabases runs the commands on services split over
 // two databases (DATABASE_URL_AUTH names auth's): one snapshot each, and a
 // restore onto two others.

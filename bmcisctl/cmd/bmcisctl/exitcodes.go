@@ -58,8 +58,29 @@ func exitCode(cmd *cobra.Command, err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bmcisctl: %s\nRun `bmcisctl help` for the commands.\n", strings.TrimRight(msg, "\n"))
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(stderr, "%s: %s\n", name, describe(err))
 	return classify(err)
+}
+
+// describe renders err for people. Commands wrap a service's error with
+// what they were doing and return it; it is rendered here, once, as
+// "message (Code)" in place of grpc's "rpc error: code = ... desc = ...",
+// which the wrapping carries along in the error's text.
+func describe(err error) string {
+	text := err.Error()
+	var se interface {
+		error
+		GRPCStatus() *status.Status
+	}
+	if !errors.As(err, &se) {
+		return text
+	}
+	st := se.GRPCStatus()
+	plain := st.Code().String()
+	if st.Message() != "" {
+		plain = st.Message() + " (" + plain + ")"
+	}
+	return strings.Replace(text, se.Error(), plain, 1)
 }
 
 // classify maps an error to its exit code.

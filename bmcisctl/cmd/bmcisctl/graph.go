@@ -221,7 +221,7 @@ func graphImportError(path, addr string, err error, stderr io.Writer) error {
 			return fmt.Errorf("import of %s rejected with %d problem(s) listed above; nothing was written", path, len(failure.GetProblems()))
 		}
 	}
-	return fmt.Errorf("import of %s via %s failed: %s: %s", path, addr, st.Code(), st.Message())
+	return fmt.Errorf("import of %s via %s: %w", path, addr, err)
 }
 
 func graphOpen(path string) (io.ReadCloser, int64, error) {

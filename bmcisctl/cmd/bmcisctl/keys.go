@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -111,15 +110,6 @@ func keysClient(ctx context.Context) (authv1.AuthServiceClient, context.Context,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	return authv1.NewAuthServiceClient(conn), ctx, func() { cancel(); _ = conn.Close() }, nil
-}
-
-// keysError turns an RPC error into a short message (the status text, which
-// names the offending field for INVALID_ARGUMENT).
-func keysError(op string, err error) error {
-	if st, ok := status.FromError(err); ok {
-		return fmt.Errorf("%s: %s (%s)", op, st.Message(), st.Code())
-	}
-	return fmt.Errorf("%s: %w", op, err)
 }
 
 // parseKeysFlags parses flags that may come before or after positional
@@ -230,7 +220,7 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer done()
 	resp, err := client.CreateKey(ctx, req)
 	if err != nil {
-		return keysError("create key", err)
+		return fmt.Errorf("create key: %w", err)
 	}
 	if *output != outputTable {
 		// The key and its record, the contract's fields.
@@ -268,7 +258,7 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer done()
 	resp, err := client.ListKeys(ctx, &authv1.ListKeysRequest{Owner: *owner, IncludeInactive: *all})
 	if err != nil {
-		return keysError("list keys", err)
+		return fmt.Errorf("list keys: %w", err)
 	}
 	if *quiet {
 		for _, k := range resp.GetKeys() {
@@ -314,7 +304,7 @@ func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer done()
 	resp, err := client.RevokeKey(ctx, &authv1.RevokeKeyRequest{KeyId: rest[0]})
 	if err != nil {
-		return keysError("revoke key", err)
+		return fmt.Errorf("revoke key: %w", err)
 	}
 	if *output != outputTable {
 		return writeRecord(stdout, *output, resp)
@@ -361,7 +351,7 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer done()
 	resp, err := client.RotateKey(ctx, req)
 	if err != nil {
-		return keysError("rotate key", err)
+		return fmt.Errorf("rotate key: %w", err)
 	}
 	if *output != outputTable {
 		return writeRecord(stdout, *output, resp)

@@ -53,8 +53,11 @@ func (s *stubAuth) key(id string) *authv1.ApiKey {
 func (s *stubAuth) CreateKey(ctx context.Context, req *authv1.CreateKeyRequest) (*authv1.CreateKeyResponse, error) {
 	s.note(ctx)
 	s.create = req
-	if req.GetName() == "bad" {
+	switch req.GetName() {
+	case "bad":
 		return nil, status.Error(codes.InvalidArgument, "name: must not contain control characters")
+	case "denied":
+		return nil, status.Error(codes.PermissionDenied, "this credential may not create keys")
 	}
 	return &authv1.CreateKeyResponse{Key: s.key("abcdefghijklmnop"), ApiKey: keysTestKey}, nil
 }
@@ -210,6 +213,7 @@ func TestKeysErrors(t *testing.T) {
 		{"blank categories", []string{"create", "--name", "x", "--categories", " , "}, 2, "--categories: name at least one category"},
 		{"empty tools", []string{"create", "--name", "x", "--tools="}, 2, "--tools: name at least one tool"},
 		{"server refuses", []string{"create", "--name", "bad"}, 1, "name: must not contain control characters (InvalidArgument)"},
+		{"credential refused", []string{"create", "--name", "denied"}, exitRefused, "create key: this credential may not create keys (PermissionDenied)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,9 +77,6 @@ func usageErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
-// envOr returns the environment variable or def.
-// envOr returns the variable's value, else the credentials file's value for
-// it (see credentials.go), else def.
 // cliLookup finds a setting in the environment first, then in the
 // credentials file (`make run` writes DATABASE_URL and the tokens there).
 func cliLookup(name string) (string, bool) {
@@ -92,6 +89,8 @@ func cliLookup(name string) (string, bool) {
 // cliEnv reads typed settings through cliLookup.
 func cliEnv() *config.Reader { return config.FromLookup(cliLookup) }
 
+// envOr returns the variable's value, else the credentials file's value for
+// it (see credentials.go), else def.
 func envOr(name, def string) string {
 	if v, ok := cliLookup(name); ok {
 		return v

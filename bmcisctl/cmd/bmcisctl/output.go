@@ -163,3 +163,12 @@ func writeYAML(w io.Writer, v any) error {
 	}
 	return enc.Close()
 }
+
+// count says n of a thing in English: "1 document", "2 documents" (the
+// plural is the noun with an s, which holds for what bmcisctl counts).
+func count[N int | int32 | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

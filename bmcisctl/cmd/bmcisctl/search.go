@@ -134,7 +134,7 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	resp, err := c.Search(ctx, &searchv1.SearchRequest{Query: query, Mode: mode, Offset: int32(*offset), Limit: int32(*limit),
 		Categories: cats, NoCache: *noCache, Scope: scope})
 	if err != nil {
-		return err
+		return fmt.Errorf("search via %s: %w", *addr, err)
 	}
 	if *output != outputTable {
 		return writeRecord(stdout, *output, resp)

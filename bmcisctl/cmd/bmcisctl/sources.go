@@ -184,7 +184,7 @@ func runSourcesSync(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if resp.GetDocumentsFailed() > 0 {
-		return fmt.Errorf("%w: %d files not taken", errPartial, resp.GetDocumentsFailed())
+		return fmt.Errorf("%w: %s not taken", errPartial, count(resp.GetDocumentsFailed(), "file"))
 	}
 	return nil
 }
@@ -215,6 +215,6 @@ func runSourcesRemove(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *output != outputTable {
 		return writeRecord(stdout, *output, resp)
 	}
-	_, err = fmt.Fprintf(stdout, "removed source %s and its %d documents\n", name, resp.GetDocumentsDeleted())
+	_, err = fmt.Fprintf(stdout, "removed source %s and its %s\n", name, count(resp.GetDocumentsDeleted(), "document"))
 	return err
 }

@@ -63,11 +63,18 @@ func TestSourcesAddSyncListRemove(t *testing.T) {
 
 	code, _, errOut = ctlRun(t, "sources", "sync", "nothing")
 	require.Equal(t, exitFailed, code)
-	require.Contains(t, errOut, "no source named")
+	require.Regexp(t, `^bmcisctl sources: sync source "nothing" via \S+: no source named .* \(NotFound\)\n$`, errOut,
+		"a service's error in the one form every command prints")
+
+	gitCmd("rm", "-q", "docs/b.md")
+	gitCmd("commit", "-q", "-m", "second")
+	code, out, errOut = ctlRun(t, "sources", "sync", "repo")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "0 failed, 1 deleted")
 
 	code, out, errOut = ctlRun(t, "sources", "remove", "repo")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "removed source repo and its 2 documents")
+	require.Equal(t, "removed source repo and its 1 document\n", out)
 	code, out, _ = ctlRun(t, "sources")
 	require.Equal(t, 0, code)
 	require.NotContains(t, out, "repo")

@@ -196,12 +196,15 @@ func limitBody(h http.Handler, max int64) http.Handler {
 	})
 }
 
-// explainMalformed answers two mistakes with what to do, where mcp-go's
+// explainMalformed answers three mistakes with what to do, where mcp-go's
 // own answers do not say: a JSON-RPC batch (valid JSON, but MCP 2025-06-18
-// dropped batching; mcp-go calls it "not valid json") and a tools/call of
-// a tool that does not exist (mcp-go's error does not name the real ones,
-// so a model cannot correct itself). It runs after limitBody, which has
-// read the body into memory; everything else passes unchanged.
+// dropped batching; mcp-go calls it "not valid json"), a message with no
+// method that is no response either (mcp-go takes it for an empty ping
+// response and answers 202, though this server sends no pings: GET is
+// refused, so no stream carries one) and a tools/call of a tool that does
+// not exist (mcp-go's error does not name the real ones, so a model cannot
+// correct itself). It runs after limitBody, which has read the body into
+// memory; everything else passes unchanged.
 func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -222,12 +225,31 @@ func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
 		}
 		var call struct {
 			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
+			Method *string         `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
 			Params struct {
 				Name string `json:"name"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(trimmed, &call) == nil && call.Method == string(mcp.MethodToolsCall) &&
+		if json.Unmarshal(trimmed, &call) != nil {
+			h.ServeHTTP(w, r) // not an object: mcp-go says it is not valid JSON-RPC
+			return
+		}
+		if call.Method == nil && call.Result == nil && call.Error == nil {
+			var id any // null when the message has none
+			if len(call.ID) > 0 {
+				id = call.ID
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]any{
+				"jsonrpc": "2.0",
+				"id":      id,
+				"error": map[string]any{"code": mcp.INVALID_REQUEST,
+					"message": `invalid request: a JSON-RPC request needs a "method" (a response, a "result" or an "error")`},
+			})
+			return
+		}
+		if call.Method != nil && *call.Method == string(mcp.MethodToolsCall) &&
 			len(call.ID) > 0 && m.GetTool(call.Params.Name) == nil {
 			names := slices.Sorted(maps.Keys(m.ListTools()))
 			writeJSON(w, http.StatusOK, map[string]any{

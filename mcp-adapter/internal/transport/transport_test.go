@@ -238,7 +238,7 @@ func TestServerTimeouts(t *testing.T) {
 // json", and an unknown tool's error names the tools there are.
 func TestMalformedCallsSayWhatToDo(t *testing.T) {
 	srv, _ := newHTTP(t)
-	post := func(body string) (int, map[string]any) {
+	post := func(t *testing.T, body string) (int, []byte) {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
@@ -247,8 +247,8 @@ func TestMalformedCallsSayWhatToDo(t *testing.T) {
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		out, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
 		return resp.StatusCode, out
 	}
 	tests := []struct {
@@ -261,12 +261,16 @@ func TestMalformedCallsSayWhatToDo(t *testing.T) {
 		{"batch", ` [{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
 			http.StatusBadRequest, nil, -32600, []string{"batch", "one request per POST"}},
 		{"not json", `{"jsonrpc":`, http.StatusBadRequest, nil, -32700, []string{"not valid json"}},
+		{"no method", `{"jsonrpc":"2.0","id":1}`, http.StatusBadRequest, float64(1), -32600, []string{"method"}},
+		{"neither id nor method", `{"jsonrpc":"2.0"}`, http.StatusBadRequest, nil, -32600, []string{"method"}},
 		{"unknown tool", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_docs","arguments":{}}}`,
 			http.StatusOK, float64(7), -32602, []string{"search_docs", tools.ToolSemanticSearch, tools.ToolGetChunks, tools.ToolFindVendorInfo, "tools/list"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out := post(tc.body)
+			code, body := post(t, tc.body)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(body, &out), "%d %s", code, body)
 			require.Equal(t, tc.code, code, "%v", out)
 			require.Equal(t, tc.id, out["id"])
 			e, ok := out["error"].(map[string]any)
@@ -277,4 +281,8 @@ func TestMalformedCallsSayWhatToDo(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a response still passes", func(t *testing.T) {
+		code, body := post(t, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+		require.Equal(t, http.StatusAccepted, code, "%s", body)
+	})
 }

@@ -311,3 +311,46 @@ func gaugeValue(t *testing.T, r *replica, name string) float64 {
 	t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+// TestIndexStatusHidesUnreadableChanges: the change counter and the last
+// change time move with every write, so a caller who may not read all of
+// the corpus gets neither; otherwise they would tell it when a document it
+// may not read was written. A caller who reads everything still gets both.
+func TestIndexStatusHidesUnreadableChanges(t *testing.T) {
+	r, _ := start(t)
+	docs, _ := accessCorpus(48)
+	mustIngest(t, r.client, docs...)
+	ctx := context.Background()
+	status := func(scope *searchv1.ReadScope) *searchv1.GetIndexStatusResponse {
+		st, err := r.client.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{Scope: scope})
+		require.NoError(t, err)
+		return st
+	}
+	scopes := []struct {
+		name  string
+		scope *searchv1.ReadScope
+	}{
+		{"an access set", &searchv1.ReadScope{Access: []string{"everyone", "group:hr"}}},
+		{"a category scope", &searchv1.ReadScope{Categories: []string{"cloud", "data"}}},
+	}
+	before := status(nil)
+	require.Positive(t, before.IndexGeneration)
+	require.NotNil(t, before.LastChangeAt)
+	for _, tc := range scopes {
+		st := status(tc.scope)
+		require.Zero(t, st.IndexGeneration, tc.name)
+		require.Nil(t, st.LastChangeAt, tc.name)
+	}
+
+	// A document only legal may read, in a category neither scope holds.
+	secret := md("security/legal-only.md", "security", "Legal only", "# Legal only\n\nA settlement under negotiation.\n")
+	secret.Access = []string{"group:legal"}
+	mustIngest(t, r.client, secret)
+	after := status(nil)
+	require.Greater(t, after.IndexGeneration, before.IndexGeneration, "a caller who reads everything sees the write")
+	for _, tc := range scopes {
+		st := status(tc.scope)
+		require.Zero(t, st.IndexGeneration, tc.name)
+		require.Nil(t, st.LastChangeAt, tc.name)
+	}
+}

@@ -32,6 +32,12 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	if !limits.ChunkIDs.Allows(len(ids)) {
 		return nil, grpcserver.InvalidArgument("chunk_ids", "give between %d and %d ids, got %d", limits.ChunkIDs.Min, limits.ChunkIDs.Max, len(ids))
 	}
+	for _, id := range ids {
+		if id <= 0 {
+			// No chunk has one: reporting it missing would hide the mistake.
+			return nil, grpcserver.InvalidArgument("chunk_ids", "must hold positive ids (chunk_id values of search results), got %d", id)
+		}
+	}
 	mask, err := readmask.New(req.GetReadMask(), chunksResponseDesc, "chunks.chunk_id", "missing_ids")
 	if err != nil {
 		return nil, grpcserver.InvalidArgument("read_mask", "%v", err)
@@ -43,7 +49,7 @@ func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) 
 	recs := s.ix.Chunks(ids)
 	var unknown []int64
 	for i, r := range recs {
-		if r == nil && ids[i] > 0 {
+		if r == nil {
 			unknown = append(unknown, ids[i])
 		}
 	}
@@ -127,10 +133,6 @@ func (s *Server) GetIndexStatus(ctx context.Context, req *searchv1.GetIndexStatu
 	resp := &searchv1.GetIndexStatusResponse{
 		Documents: int64(st.Documents), Chunks: int64(st.Chunks),
 		EmbedderProvider: provider, EmbedderModel: model, EmbedderDimensions: int32(dims),
-		IndexGeneration: st.Generation,
-	}
-	if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
-		resp.LastChangeAt = timestamppb.New(st.LastChange)
 	}
 	f := s.sweeps.Freshness()
 	if !f.TrainedAt.IsZero() {
@@ -139,9 +141,15 @@ func (s *Server) GetIndexStatus(ctx context.Context, req *searchv1.GetIndexStatu
 	resp.ModelTermCoverage = f.Coverage
 	resp.RetrainPending = f.Pending || f.Running
 	if !sc.limited && !restricted {
-		// Both speak of the whole corpus, which a scoped key may not count.
+		// These speak of the whole corpus, which a scoped key may not count;
+		// the change counter and time also move when a document it may not
+		// read is written, which would tell it that one was.
 		resp.ModelTrainedChunks = int64(f.TrainedOn)
 		resp.RetrainReason = f.Reason
+		resp.IndexGeneration = st.Generation
+		if !st.LastChange.IsZero() && st.LastChange.Unix() > 0 {
+			resp.LastChangeAt = timestamppb.New(st.LastChange)
+		}
 	}
 	return resp, nil
 }

@@ -446,6 +446,12 @@ func TestInvalidArguments(t *testing.T) {
 	requireField(t, err, "chunk_ids")
 	_, err = r.client.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: make([]int64, 101)})
 	requireField(t, err, "chunk_ids")
+	for _, id := range []int64{0, -1} {
+		// No chunk has such an id: the id is a mistake, not a missing chunk.
+		_, err = r.client.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: []int64{1, id}})
+		requireField(t, err, "chunk_ids")
+		require.Contains(t, status.Convert(err).Message(), "positive", "%d", id)
+	}
 }
 
 func TestGetChunksInOrderWithMissing(t *testing.T) {

@@ -73,6 +73,9 @@ func checkGit(s map[string]string, env Env) (map[string]string, error) {
 	}
 	switch u.Scheme {
 	case "https":
+		if err := checkLiteralHost(u, env); err != nil {
+			return nil, err
+		}
 	case "http":
 		if !weburl.Loopback(u.Hostname()) || !env.AllowLoopback {
 			return nil, fail(BadSettings, nil, "url: plain http only to a loopback host where loopback sources are allowed (BMCIS_SEARCH_SOURCES_ALLOW_LOOPBACK)")

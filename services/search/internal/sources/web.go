@@ -66,13 +66,16 @@ func retryWeb(cursor []byte, ids []string) []byte {
 	return out
 }
 
-func checkWeb(s map[string]string, _ Env) (map[string]string, error) {
+func checkWeb(s map[string]string, env Env) (map[string]string, error) {
 	if err := onlyKeys(s, "url", "prefix"); err != nil {
 		return nil, err
 	}
 	u, err := parseWebURL(s["url"])
 	if err != nil {
 		return nil, fail(BadSettings, nil, "url: %v", err)
+	}
+	if err := checkLiteralHost(u, env); err != nil {
+		return nil, err
 	}
 	if s["prefix"] == "" {
 		p := *u
@@ -561,6 +564,19 @@ func webClient(env Env) *http.Client {
 		}
 		return nil
 	}}
+}
+
+// checkLiteralHost refuses a URL whose host is an address literal the
+// run's dialer would refuse (addressAllowed), so adding the source says so
+// instead of its first run. A name is left to the dialer: what it resolves
+// to may change.
+func checkLiteralHost(u *url.URL, env Env) error {
+	host, _, _ := strings.Cut(u.Hostname(), "%") // an IPv6 zone names an interface, not an address
+	ip := net.ParseIP(host)
+	if ip == nil || addressAllowed(ip, env) {
+		return nil
+	}
+	return fail(BadSettings, nil, "url: %v", &dialRefused{ip: ip})
 }
 
 // addressAllowed is the SSRF rule: public unicast addresses, and the

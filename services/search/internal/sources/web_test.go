@@ -252,14 +252,15 @@ func TestWebBadInput(t *testing.T) {
 }
 
 // Loopback, private and link-local targets are refused at dial time
-// unless allowed, whatever the URL's host looks like.
+// unless allowed, whatever the URL's host looks like: a name that resolves
+// to one, or a literal stored before Check refused literals.
 func TestWebRefusesNonPublicAddresses(t *testing.T) {
 	s := newSite(t)
 	s.set(func(s *site) { s.pages["/"] = page("Home", "x") })
 	env := fastEnv()
 	env.AllowLoopback = false
 	for _, raw := range []string{s.srv.URL + "/", "http://localhost:" + strings.Split(s.srv.URL, ":")[2] + "/"} {
-		st, err := webKind.Check(map[string]string{"url": raw}, env)
+		st, err := webKind.Check(map[string]string{"url": raw}, fastEnv())
 		require.NoError(t, err)
 		_, err = webKind.Fetch(context.Background(), Request{Settings: st, Env: env})
 		require.Equal(t, Unreachable, CodeOf(err), "%v", err)
@@ -576,4 +577,54 @@ func TestWebRedirectLimit(t *testing.T) {
 	_, err = fetch(0) // one more
 	require.Equal(t, BadContent, CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), fmt.Sprintf("stopped after %d redirects", maxRedirects))
+}
+
+// A web or git URL whose host is a literal address the run would refuse
+// (addressAllowed) is refused when the source is added, with the run's
+// reason; the deployment's allowances let it through as they let the run.
+// A name is left to the run: what it resolves to may change.
+func TestLiteralAddressesRefusedWhenAdded(t *testing.T) {
+	none := Env{Limits: DefaultLimits()}
+	private := Env{Limits: DefaultLimits(), AllowPrivate: true}
+	loopback := Env{Limits: DefaultLimits(), AllowLoopback: true}
+	tests := []struct {
+		kind    *Kind
+		url     string
+		env     Env
+		refused bool
+	}{
+		{webKind, "https://10.1.2.3/docs/", none, true},
+		{webKind, "https://10.1.2.3/docs/", private, false},
+		{webKind, "http://169.254.169.254/latest/meta-data/", none, true},
+		{webKind, "https://100.100.100.200/", none, true},
+		{webKind, "https://[fe80::1%25eth0]/", none, true},
+		{webKind, "https://[fe80::1]/sitemap.xml", private, false},
+		{webKind, "https://[::ffff:192.168.0.1]/", none, true},
+		{webKind, "https://[64:ff9b::a01:203]/", none, true},
+		{webKind, "http://127.0.0.1:8080/", none, true},
+		{webKind, "http://127.0.0.1:8080/", private, true},
+		{webKind, "http://127.0.0.1:8080/", loopback, false},
+		{webKind, "https://0.0.0.0/", loopback, true},
+		{webKind, "https://8.8.8.8/docs/", none, false},
+		{webKind, "https://intranet.example.com/", none, false},
+		{webKind, "http://localhost:8080/", none, false},
+		{gitKind, "https://localhost/r.git", none, false},
+		{gitKind, "https://10.1.2.3/r.git", none, true},
+		{gitKind, "https://10.1.2.3/r.git", private, false},
+		{gitKind, "https://[::1]/r.git", none, true},
+		{gitKind, "https://[::1]/r.git", loopback, false},
+		{gitKind, "https://140.82.112.3/r.git", none, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.kind.Name+" "+tc.url, func(t *testing.T) {
+			_, err := tc.kind.Check(map[string]string{"url": tc.url}, tc.env)
+			if !tc.refused {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, BadSettings, CodeOf(err), "%v", err)
+			require.Contains(t, err.Error(), "url: address")
+			require.Contains(t, err.Error(), "is not public; private and link-local targets need BMCIS_SEARCH_SOURCES_ALLOW_PRIVATE")
+		})
+	}
 }

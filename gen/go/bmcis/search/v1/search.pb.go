@@ -799,7 +799,7 @@ func (x *EntityMention) GetCount() int32 {
 // GetChunksRequest names chunks by id.
 type GetChunksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1..100 chunk ids.
+	// 1..100 chunk ids, each positive (chunk_id values of search results).
 	ChunkIds []int64 `protobuf:"varint,1,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
 	// What the caller's key may read; chunks outside it are reported missing.
 	Scope *ReadScope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
@@ -1816,9 +1816,12 @@ type GetIndexStatusResponse struct {
 	EmbedderModel string `protobuf:"bytes,4,opt,name=embedder_model,json=embedderModel,proto3" json:"embedder_model,omitempty"`
 	// Embedding dimensions.
 	EmbedderDimensions int32 `protobuf:"varint,5,opt,name=embedder_dimensions,json=embedderDimensions,proto3" json:"embedder_dimensions,omitempty"`
-	// Change counter the in-memory keyword index has caught up with.
+	// Change counter the in-memory keyword index has caught up with (0 for a
+	// caller whose read scope is limited to some categories or documents: it
+	// moves when any document is written).
 	IndexGeneration int64 `protobuf:"varint,6,opt,name=index_generation,json=indexGeneration,proto3" json:"index_generation,omitempty"`
-	// When the last ingestion or deletion committed.
+	// When the last ingestion or deletion committed (unset for a caller whose
+	// read scope is limited, as index_generation).
 	LastChangeAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_change_at,json=lastChangeAt,proto3" json:"last_change_at,omitempty"`
 	// When the active embedding model was trained or registered (its age).
 	ModelTrainedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=model_trained_at,json=modelTrainedAt,proto3" json:"model_trained_at,omitempty"`
