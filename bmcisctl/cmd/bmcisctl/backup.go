@@ -119,6 +119,10 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErrorf("backup takes exactly one FILE, got %d arguments", fs.NArg())
 	}
 	file := fs.Arg(0)
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		// Found before the snapshot is read, not at the rename after it.
+		return usageErrorf("%s is a directory: give the backup file's path (e.g. %s)", file, filepath.Join(file, "bmcis.backup"))
+	}
 	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")))
 	if err != nil {
 		return err

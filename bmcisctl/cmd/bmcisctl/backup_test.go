@@ -219,6 +219,18 @@ func TestRestoreADirectory(t *testing.T) {
 	require.NotContains(t, errOut, "damaged")
 }
 
+// A backup to a directory is refused before any database is read.
+func TestBackupToADirectory(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+	dir := t.TempDir()
+	code, _, errOut := ctlRun(t, "backup", dir)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, dir+" is a directory: give the backup file's path")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing written")
+}
+
 // TestBackupRestoreSplitDatabases runs the commands on services split over
 // two databases (DATABASE_URL_AUTH names auth's): one snapshot each, and a
 // restore onto two others.
