@@ -532,10 +532,17 @@ type redirectError struct{ msg string }
 func (e *redirectError) Error() string { return e.msg }
 
 // dialRefused is a connection the address rules refused.
-type dialRefused struct{ ip net.IP }
+type dialRefused struct{ host string }
 
 func (e *dialRefused) Error() string {
-	return fmt.Sprintf("address %s is not public; private and link-local targets need BMCIS_SEARCH_SOURCES_ALLOW_PRIVATE, loopback BMCIS_SEARCH_SOURCES_ALLOW_LOOPBACK", e.ip)
+	return fmt.Sprintf("address %s is not public; private and link-local targets need BMCIS_SEARCH_SOURCES_ALLOW_PRIVATE, loopback BMCIS_SEARCH_SOURCES_ALLOW_LOOPBACK", e.host)
+}
+
+// hostIP is host as an address, without its IPv6 zone (which names an
+// interface, not an address); nil for a name.
+func hostIP(host string) net.IP {
+	h, _, _ := strings.Cut(host, "%")
+	return net.ParseIP(h)
 }
 
 // webClient is an HTTP client whose every connection (redirects included)
@@ -547,9 +554,8 @@ func webClient(env Env) *http.Client {
 		if err != nil {
 			return err
 		}
-		ip := net.ParseIP(host)
-		if ip == nil || !addressAllowed(ip, env) {
-			return &dialRefused{ip: ip}
+		if ip := hostIP(host); ip == nil || !addressAllowed(ip, env) {
+			return &dialRefused{host: host}
 		}
 		return nil
 	}}
@@ -571,12 +577,11 @@ func webClient(env Env) *http.Client {
 // instead of its first run. A name is left to the dialer: what it resolves
 // to may change.
 func checkLiteralHost(u *url.URL, env Env) error {
-	host, _, _ := strings.Cut(u.Hostname(), "%") // an IPv6 zone names an interface, not an address
-	ip := net.ParseIP(host)
+	ip := hostIP(u.Hostname())
 	if ip == nil || addressAllowed(ip, env) {
 		return nil
 	}
-	return fail(BadSettings, nil, "url: %v", &dialRefused{ip: ip})
+	return fail(BadSettings, nil, "url: %v", &dialRefused{host: ip.String()})
 }
 
 // addressAllowed is the SSRF rule: public unicast addresses, and the

@@ -628,3 +628,15 @@ func TestLiteralAddressesRefusedWhenAdded(t *testing.T) {
 		})
 	}
 }
+
+// The dialer names the address it refuses, an IPv6 zone included.
+func TestWebDialRefusalNamesTheAddress(t *testing.T) {
+	for _, raw := range []string{"http://[fe80::1%25lo]:9/", "http://127.0.0.1:9/"} {
+		_, err := webClient(Env{}).Get(raw)
+		require.Error(t, err, raw)
+		var refused *dialRefused
+		require.ErrorAs(t, err, &refused, raw)
+		require.NotContains(t, err.Error(), "<nil>", raw)
+		require.Contains(t, err.Error(), "is not public", raw)
+	}
+}
