@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,9 +100,20 @@ const EnvAllowInsecureSecrets = "BMCIS_ALLOW_INSECURE_SECRETS"
 const MinSecretLen = 32
 
 // placeholderMarks are the parts of every placeholder this project has
-// published (examples, the dev overlay, docs, platform/stacktest): a secret
-// containing one is known.
-var placeholderMarks = []string{"change_me", "changeme", "dev-only", "placeholder", "example", "insecure", "stacktest"}
+// published (examples, the dev overlay, docs, platform/stacktest), and of
+// the usual ones (replace-me), written without separators: a secret
+// containing one, in any case and with any separators ("CHANGE_ME",
+// "change-me", "Change Me"), is known. "password" is docs/DEPLOY.md's
+// example URL password; a generated secret never contains it.
+var placeholderMarks = []string{"changeme", "replaceme", "devonly", "placeholder", "example", "insecure", "stacktest", "password"}
+
+// templateMark matches a value a template was meant to fill in and did
+// not: "<contents of .data/demo-api-key>", "bmcis_<keyid>_<secret>",
+// "${user_config.api_key}".
+var templateMark = regexp.MustCompile(`<[A-Za-z0-9 _./-]+>|\$\{[^}]*\}`)
+
+// separators are dropped before the marks are looked for.
+var separators = strings.NewReplacer("-", "", "_", "", ".", "", " ", "")
 
 // publishedDigests are the lowercase hex SHA-256 digests of the caller
 // credentials this repository publishes whole. Their marks refuse the
@@ -133,10 +145,14 @@ func knownSecret(v string) string {
 	if publishedDigests[lower] {
 		return "is the digest of a published credential"
 	}
+	bare := separators.Replace(lower)
 	for _, m := range placeholderMarks {
-		if strings.Contains(lower, m) {
+		if strings.Contains(bare, m) {
 			return "is a published placeholder"
 		}
+	}
+	if templateMark.MatchString(v) {
+		return "is a published placeholder"
 	}
 	return ""
 }

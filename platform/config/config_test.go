@@ -205,3 +205,39 @@ func TestPublishedCredentialsRefused(t *testing.T) {
 	r.SecretDigest("D")
 	require.NoError(t, r.Err())
 }
+
+// A placeholder is refused whatever its case and separators, and so is a
+// template never filled in; every kind of secret the reader checks refuses
+// it, without repeating it.
+func TestPlaceholderSpellingsRefused(t *testing.T) {
+	placeholders := []string{
+		"change-me-0123456789abcdef0123456789abcdef",  // CHANGE_ME with a dash
+		"Change Me 0123456789abcdef0123456789abcdef",  // and with a space
+		"replace-me-0123456789abcdef0123456789abcdef", // the usual other one
+		"REPLACE_ME_0123456789abcdef0123456789abcdef",
+		"PASSWORD", // docs/DEPLOY.md's example URL password
+		"bmcis_<keyid>_<secret>",
+		"<contents of .data/demo-api-key>",
+		"${user_config.api_key}",
+	}
+	for _, v := range placeholders {
+		t.Run(v, func(t *testing.T) {
+			r := FromMap(map[string]string{"T": v, "D": v})
+			r.Secret("T", true, 16)
+			r.SecretDigest("D")
+			r.URLPassword("U", v)
+			msg := r.Err().Error()
+			require.Contains(t, msg, "T: is a published placeholder")
+			require.Contains(t, msg, "D: is a published placeholder")
+			require.Contains(t, msg, "U: its password is a published placeholder")
+			require.NotContains(t, msg, v)
+		})
+	}
+	// Generated values and real-looking passwords pass.
+	for _, v := range []string{"3f9a1c0d5e7b2a4c6e8f0a1b3c5d7e9f", "q7Zk-2b_Lw.9xP0r Vn3Hm4Tj6Yd8Fs1Ga", "x<9Kq2mZ+r7Lw0pT4vN8bH6cJ3dF5gY1s"} {
+		r := FromMap(map[string]string{"T": v})
+		r.Secret("T", true, 16)
+		r.URLPassword("U", v)
+		require.NoError(t, r.Err(), v)
+	}
+}
