@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/bmcis/knowledge/migrations"
 	"github.com/bmcis/knowledge/platform/pg"
 )
@@ -64,6 +66,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	url := envOr("DATABASE_URL", "")
 	if url == "" {
 		return usageErrorf("DATABASE_URL is not set")
+	}
+	if err := refusePublishedPasswords(); err != nil {
+		return err
 	}
 	pool, err := pg.ConnectRaw(ctx, url)
 	if err != nil {
@@ -149,4 +154,31 @@ type migrateResult struct {
 	SchemaVersion int64    `json:"schema_version"`
 	Pending       *bool    `json:"pending,omitempty"`
 	LoginRoles    []string `json:"login_roles,omitempty"`
+}
+
+// refusePublishedPasswords refuses, outside development, a published
+// placeholder as the password of the migration role's URL or of a login
+// URL: up would make the latter a database password anyone can read
+// (platform/config's check, the services' own). Nothing is touched first.
+func refusePublishedPasswords() error {
+	env := cliEnv()
+	names := []string{"DATABASE_URL"}
+	for _, svc := range migrations.Services {
+		names = append(names, svc.LoginURLEnv())
+	}
+	names = append(names, migrations.BackupLoginURLEnv)
+	for _, name := range names {
+		v := env.String(name, "")
+		if v == "" {
+			continue
+		}
+		// A URL that does not parse is refused where it is used, by name.
+		if cfg, err := pgconn.ParseConfig(v); err == nil {
+			env.URLPassword(name, cfg.Password)
+		}
+	}
+	if err := env.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
 }
