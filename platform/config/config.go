@@ -182,6 +182,20 @@ func (r *Reader) SecretDigest(name string) string {
 	return v
 }
 
+// Credential returns a caller's credential the binary presents and did not
+// make (a user's API key), or "" when unset. Outside development it refuses
+// a placeholder, naming the variable, never the value; its length and
+// format are its issuer's to check.
+func (r *Reader) Credential(name string) string {
+	v, ok := r.get(name)
+	if ok && !r.insecureAllowed() {
+		if why := knownSecret(v); why != "" {
+			r.Failf(name, "%s; use the key you were given, or set %s=true on a development machine", why, EnvAllowInsecureSecrets)
+		}
+	}
+	return v
+}
+
 // URLPassword refuses, outside development, a published placeholder used as
 // the password inside a connection URL (DATABASE_URL, REDIS_URL): the
 // variable is no secret as a whole, but its password is. The message names

@@ -222,13 +222,15 @@ func TestPlaceholderSpellingsRefused(t *testing.T) {
 	}
 	for _, v := range placeholders {
 		t.Run(v, func(t *testing.T) {
-			r := FromMap(map[string]string{"T": v, "D": v})
+			r := FromMap(map[string]string{"T": v, "D": v, "K": v})
 			r.Secret("T", true, 16)
 			r.SecretDigest("D")
+			r.Credential("K")
 			r.URLPassword("U", v)
 			msg := r.Err().Error()
 			require.Contains(t, msg, "T: is a published placeholder")
 			require.Contains(t, msg, "D: is a published placeholder")
+			require.Contains(t, msg, "K: is a published placeholder")
 			require.Contains(t, msg, "U: its password is a published placeholder")
 			require.NotContains(t, msg, v)
 		})

@@ -205,10 +205,12 @@ func Load(env *config.Reader) Config {
 		AuthAddr:         env.Addr(EnvAuthAddr, "127.0.0.1:50053"),
 		// The bridge holds no service credential: it reaches the product
 		// as a remote client does, with the user's key only.
-		ServiceToken:       env.Secret(EnvServiceToken, !bridge, 16),
-		Audit:              auditlog.LoadSettings(env),
-		MetricsAddr:        env.String("BMCIS_MCP_METRICS_ADDR", ""),
-		APIKey:             env.String(EnvAPIKey, ""),
+		ServiceToken: env.Secret(EnvServiceToken, !bridge, 16),
+		Audit:        auditlog.LoadSettings(env),
+		MetricsAddr:  env.String("BMCIS_MCP_METRICS_ADDR", ""),
+		// Unset, every call answers AUTH_REQUIRED with the fix; a template
+		// never filled in stops the adapter, naming the variable.
+		APIKey:             env.Credential(EnvAPIKey),
 		SearchTimeout:      env.Duration(EnvSearchTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
 		VendorGraphTimeout: env.Duration(EnvVendorGraphTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
 		AuthTimeout:        env.Duration(EnvAuthTimeout, 2*time.Second, 50*time.Millisecond, time.Minute),

@@ -101,6 +101,8 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		config.EnvHTTPMaxConns:        {config.EnvServiceToken: token, config.EnvHTTPMaxConns: "0"},
 		config.EnvAllowCacheTTL:       {config.EnvServiceToken: token, config.EnvAllowCacheTTL: "1h"},
 		config.EnvAllowedOrigins:      {config.EnvServiceToken: token, config.EnvAllowedOrigins: "claude.ai"},
+		// README's and MCP.md's templates, never filled in.
+		config.EnvAPIKey: {config.EnvServiceToken: token, config.EnvAPIKey: "<contents of .data/demo-api-key>"},
 	}
 	for name, vars := range cases {
 		t.Run(name, func(t *testing.T) {
