@@ -2,7 +2,9 @@ package tools
 
 import (
 	"context"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,6 +21,30 @@ const (
 	ChunkURITemplate  = "kb://chunks/{chunk_id}"
 	VendorURITemplate = "kb://vendors/{vendor_name}"
 )
+
+// accessRules name, for every tool and resource template the server
+// registers, the tool its auth check names: the key's tool scope allows or
+// refuses it, and its category scope and access set then bound every read
+// (guarded). A resource reads what its tool reads, under the same rule.
+// TestEveryToolAndResourceHasAnAccessRule fails on one registered without
+// a rule here.
+var accessRules = map[string]string{
+	ToolSemanticSearch: ToolSemanticSearch,
+	ToolGetChunks:      ToolGetChunks,
+	ToolFindVendorInfo: ToolFindVendorInfo,
+	ChunkURITemplate:   ToolGetChunks,
+	VendorURITemplate:  ToolFindVendorInfo,
+}
+
+// AccessRule is the tool the auth check names for a tool or resource
+// template (its URI template), and whether it has a rule.
+func AccessRule(name string) (string, bool) {
+	tool, ok := accessRules[name]
+	return tool, ok
+}
+
+// AccessRules lists the tools and resource templates with a rule.
+func AccessRules() []string { return slices.Sorted(maps.Keys(accessRules)) }
 
 func chunkTemplate() mcp.ResourceTemplate {
 	return mcp.NewResourceTemplate(ChunkURITemplate, "chunk",
@@ -59,7 +85,7 @@ func (s *Server) readChunk(ctx context.Context, req mcp.ReadResourceRequest) ([]
 	} else {
 		p.ids = []int64{id}
 	}
-	ctx, call := s.newCall(ctx, ToolGetChunks, p.format)
+	ctx, call := s.newCall(ctx, accessRules[ChunkURITemplate], p.format)
 	noteResource(ctx, req.Params.URI)
 	res := s.chunks(ctx, call, p, perr)
 	s.logDone(ctx, call, res)
@@ -72,7 +98,7 @@ func (s *Server) readVendor(ctx context.Context, req mcp.ReadResourceRequest) ([
 	if n := len([]rune(p.name)); !limits.VendorName.Allows(n) {
 		perr = apierr.NewInvalidParams("vendor_name", vendorNameRule(), "Use kb://vendors/{vendor_name} with a URL-encoded name.")
 	}
-	ctx, call := s.newCall(ctx, ToolFindVendorInfo, p.format)
+	ctx, call := s.newCall(ctx, accessRules[VendorURITemplate], p.format)
 	noteResource(ctx, req.Params.URI)
 	noteOf(ctx).query = p.name
 	res := s.vendor(ctx, mcp.CallToolRequest{}, call, p, perr, false)
