@@ -62,6 +62,10 @@ func TestEveryRouteSucceeds(t *testing.T) {
 			require.Contains(t, string(r.body), c.want)
 			require.Equal(t, "application/json", r.header.Get("Content-Type"))
 			require.NotEmpty(t, r.header.Get(rest.HeaderRequestID))
+			// Answers hold the caller's data (chunks, keys, the audit
+			// trail): no browser or shared cache may keep them.
+			require.Equal(t, "no-store", r.header.Get("Cache-Control"))
+			require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"))
 		})
 		path := c.path
 		if i := strings.IndexByte(path, '?'); i >= 0 {

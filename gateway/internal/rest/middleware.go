@@ -161,6 +161,9 @@ func (e *Edge) security(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
+		// Answers hold the caller's data (chunks, keys, the audit trail);
+		// the page, its files and /openapi.json replace it with no-cache.
+		h.Set("Cache-Control", "no-store")
 		limit := e.cfg.MaxBodyBytes
 		if r.Method == http.MethodPost && isUploadPath(r.URL.Path) {
 			limit = e.cfg.MaxUploadBytes
