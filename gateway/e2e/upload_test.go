@@ -94,6 +94,8 @@ func TestUploadAgainstServices(t *testing.T) {
 		{"not a zip", "/v1/sources/uploads/files?file=a.zip", "plain text", ingest, http.StatusBadRequest, "not a zip archive"},
 		{"too large", "/v1/sources/uploads/files?file=x.md", strings.Repeat("x", 2<<20), ingest, http.StatusRequestEntityTooLarge, "larger than 1048576"},
 		{"bad source name", "/v1/sources/Bad%20Name/files?file=x.md", "# X", ingest, http.StatusBadRequest, "not a source name"},
+		{"name not UTF-8", "/v1/sources/uploads/files?file=%FF.md", "# X", ingest, http.StatusBadRequest, "BAD_UPLOAD"},
+		{"zip entry not UTF-8", "/v1/sources/uploads/files?file=a.zip", zipOf(t, map[string]string{"caf\x82.md": "# X"}), ingest, http.StatusBadRequest, "BAD_ZIP"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := s.do("POST", c.path, c.body, c.headers...)
@@ -101,4 +103,5 @@ func TestUploadAgainstServices(t *testing.T) {
 			require.Contains(t, string(r.body), c.want)
 		})
 	}
+
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/codes"
@@ -218,11 +219,14 @@ func uploadRejected(resp *searchv1.IngestDocumentsResponse) error {
 
 // checkUploadName refuses names that could leave the source's namespace or
 // mean something else on a file system: absolute, "..", backslashes,
-// control characters.
+// control characters; and names that are not UTF-8, which no document id
+// may hold (gRPC would refuse to send them).
 func checkUploadName(name string) error {
 	switch {
 	case name == "" || len(name) > 1024:
 		return fmt.Errorf("%q: a name is 1..1024 bytes", name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q: a name must be UTF-8 (an archive made with another encoding: create it again with UTF-8 names)", name)
 	case strings.ContainsAny(name, "\\\x00") || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%q: backslashes and control characters are not allowed", name)
 	case strings.HasPrefix(name, "/"):
