@@ -104,4 +104,34 @@ func TestUploadAgainstServices(t *testing.T) {
 		})
 	}
 
+	// An archive refused for an entry found broken while reading (a CRC
+	// mismatch, or one inflating past its declared size) is refused whole:
+	// the entries before it are not written either.
+	broken := []byte(storedZipOf(t, []string{"first.md", "second.md"}, []string{"# First\n\nThe quokka first.\n", "# Second\n\nThe quokka second.\n"}))
+	i := bytes.Index(broken, []byte("quokka second"))
+	require.Positive(t, i)
+	broken[i] = 'Q' // the stored bytes no longer match the entry's CRC-32
+	r = s.do("POST", "/v1/sources/atomic/files?file=b.zip", string(broken), ingest...)
+	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "BAD_ZIP")
+	require.Contains(t, string(r.body), "second.md")
+	r = s.do("POST", "/v1/search", `{"query":"quokka","mode":"RETRIEVAL_MODE_BM25","limit":10}`, rest.HeaderAPIKey, key)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.NotContains(t, string(r.body), "atomic:first.md", "a refused archive left a file behind")
+}
+
+// storedZipOf is a zip of names[i] holding bodies[i] in order, stored
+// uncompressed, so a test can damage an entry's bytes in place.
+func storedZipOf(t *testing.T, names, bodies []string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for i, name := range names {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		require.NoError(t, err)
+		_, err = w.Write([]byte(bodies[i]))
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	return b.String()
 }

@@ -159,7 +159,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	if zipErr != nil {
-		// Files already sent stay (each is its own transaction); say so.
+		// zipFiles read every entry once already, so this takes a change of
+		// the bytes in memory; files already sent stay (each is its own
+		// transaction): say so.
 		_, _ = stream.CloseAndRecv()
 		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_ZIP", zipErr.Error()+" (the files before it went in)")
 		return
@@ -279,6 +281,15 @@ func zipFiles(data []byte, limit int64) (func() (*uploadFile, error), error) {
 	if len(files) == 0 {
 		return nil, errors.New("the archive holds no files")
 	}
+	// Every entry is inflated once before any is sent, so a damaged one (a
+	// CRC mismatch, more bytes than declared) refuses the whole archive
+	// instead of leaving the entries before it written. It costs a second
+	// inflate, bounded by maxZipExpansion times the limit, and no memory.
+	for _, f := range files {
+		if _, err := readEntry(f, io.Discard); err != nil {
+			return nil, err
+		}
+	}
 	i := 0
 	return func() (*uploadFile, error) {
 		if i == len(files) {
@@ -286,20 +297,32 @@ func zipFiles(data []byte, limit int64) (func() (*uploadFile, error), error) {
 		}
 		f := files[i]
 		i++
-		rc, err := f.Open()
-		if err != nil {
-			return nil, fmt.Errorf("entry %q: %v", f.Name, err)
+		var b bytes.Buffer
+		b.Grow(int(f.UncompressedSize64)) // at most the limit, checked above
+		if _, err := readEntry(f, &b); err != nil {
+			return nil, err
 		}
-		defer rc.Close()
-		b, err := io.ReadAll(io.LimitReader(rc, int64(f.UncompressedSize64)+1))
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("entry %q: %v", f.Name, err)
-		case uint64(len(b)) > f.UncompressedSize64:
-			return nil, fmt.Errorf("entry %q expands beyond its declared %d bytes", f.Name, f.UncompressedSize64)
-		}
-		return &uploadFile{name: f.Name, data: b}, nil
+		return &uploadFile{name: f.Name, data: b.Bytes()}, nil
 	}, nil
+}
+
+// readEntry inflates f into w, refusing more bytes than it declares (a
+// bomb stops there) and a checksum mismatch (archive/zip checks the CRC-32
+// at the end of the entry).
+func readEntry(f *zip.File, w io.Writer) (int64, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return 0, fmt.Errorf("entry %q: %v", f.Name, err)
+	}
+	defer rc.Close()
+	n, err := io.Copy(w, io.LimitReader(rc, int64(f.UncompressedSize64)+1))
+	switch {
+	case err != nil:
+		return n, fmt.Errorf("entry %q: %v", f.Name, err)
+	case uint64(n) > f.UncompressedSize64:
+		return n, fmt.Errorf("entry %q expands beyond its declared %d bytes", f.Name, f.UncompressedSize64)
+	}
+	return n, nil
 }
 
 // hidden reports a path with an element starting with "." or the
