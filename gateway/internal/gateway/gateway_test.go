@@ -154,6 +154,30 @@ func TestRequestErrorsMapToBadRequest(t *testing.T) {
 	r = s.do("GET", "/v1/chunks?chunk_ids=abc", "", key(keyGood)...)
 	require.Equal(t, 400, r.status)
 
+	// A query parameter naming no field of the request is refused like an
+	// unknown body field: ignored, ?principle= would list everyone's reads.
+	for _, c := range []struct{ path, param string }{
+		{"/v1/audit?principle=good", "principle"},
+		{"/v1/chunks?chunk_ids=101&chunk_idz=7", "chunk_idz"},
+		{"/v1/vendors/Acme%20Corp?max_entites=3", "max_entites"},
+		{"/v1/vendors/Acme%20Corp?options.max_entities=3", "options.max_entities"},
+		{"/v1/categories?x[y]=1", "x[y]"},
+	} {
+		headers := key(keyGood)
+		if strings.HasPrefix(c.path, "/v1/audit") {
+			headers = []string{rest.HeaderAdminToken, testAdminToken}
+		}
+		r = s.do("GET", c.path, "", headers...)
+		require.Equal(t, 400, r.status, "%s: %s", c.path, r.body)
+		require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
+		require.Contains(t, r.errBody(t).Message, `unknown query parameter "`+c.param+`"`)
+	}
+	// Either spelling of a field still passes.
+	for _, path := range []string{"/v1/chunks?chunkIds=101", "/v1/vendors/Acme%20Corp?maxEntities=3&max_relationships=2"} {
+		r = s.do("GET", path, "", key(keyGood)...)
+		require.Equal(t, 200, r.status, "%s: %s", path, r.body)
+	}
+
 	r = s.do("GET", "/v1/nothing-here", "", key(keyGood)...)
 	require.Equal(t, 404, r.status)
 	require.Equal(t, "ROUTE_NOT_FOUND", r.errBody(t).Code)

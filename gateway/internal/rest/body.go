@@ -3,9 +3,17 @@ package rest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // strictJSONPb is runtime.JSONPb whose decoder refuses anything but
@@ -51,4 +59,67 @@ func onlyWhitespace(r io.Reader) error {
 			return err
 		}
 	}
+}
+
+// strictQueryParser is runtime.DefaultQueryParser refusing a query
+// parameter that names no field of the request, as strictJSONPb refuses an
+// unknown body field: grpc-gateway ignores it, so a typo such as
+// ?principle= on /v1/audit answered as if unfiltered. The generated
+// handlers answer its error with INVALID_ARGUMENT (400).
+type strictQueryParser struct {
+	runtime.DefaultQueryParser
+}
+
+// mapKey is grpc-gateway's map-entry spelling, key[entry].
+var mapKey = regexp.MustCompile(`^(.*)\[(.*)\]$`)
+
+func (p *strictQueryParser) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {
+	desc := msg.ProtoReflect().Descriptor()
+	for key := range values {
+		name := key
+		if m := mapKey.FindStringSubmatch(key); m != nil {
+			name = m[1]
+		}
+		if !namesField(desc, strings.Split(name, ".")) {
+			takes := "none"
+			if names := fieldNames(desc); len(names) > 0 {
+				takes = strings.Join(names, ", ")
+			}
+			return fmt.Errorf("unknown query parameter %q (this route takes %s)", key, takes)
+		}
+	}
+	return p.DefaultQueryParser.Parse(msg, values, filter)
+}
+
+// namesField reports whether path (field names, proto or JSON spelling)
+// leads through singular message fields of desc to a field.
+func namesField(desc protoreflect.MessageDescriptor, path []string) bool {
+	for i, name := range path {
+		fields := desc.Fields()
+		f := fields.ByTextName(name)
+		if f == nil {
+			f = fields.ByJSONName(name)
+		}
+		switch {
+		case f == nil:
+			return false
+		case i == len(path)-1:
+			return true
+		case f.Message() == nil || f.Cardinality() == protoreflect.Repeated:
+			return false
+		}
+		desc = f.Message()
+	}
+	return false
+}
+
+// fieldNames lists desc's fields for the refusal's message.
+func fieldNames(desc protoreflect.MessageDescriptor) []string {
+	fields := desc.Fields()
+	names := make([]string, 0, fields.Len())
+	for i := range fields.Len() {
+		names = append(names, string(fields.Get(i).Name()))
+	}
+	slices.Sort(names)
+	return names
 }

@@ -79,6 +79,9 @@ func New(cfg settings.Config, log *slog.Logger, metrics *edgemetrics.Metrics, co
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}}}),
+		// Sets grpc-gateway's package-wide parser; every mux of the
+		// gateway wants the same one.
+		runtime.SetQueryParameterParser(&strictQueryParser{}),
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithDisableHTTPMethodOverride(),
 	)
