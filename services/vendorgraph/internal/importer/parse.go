@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -157,7 +158,10 @@ func parseLine(lineNo int64, line string) parsed {
 }
 
 // decodeStrict decodes one JSON object, rejecting unknown fields, wrong field
-// types and anything after the object.
+// types, anything after the object, and what encoding/json lets through:
+// a field name in another case ("Name" fills name) and a field given twice
+// (the last would win), which another reader of the file would take
+// differently.
 func decodeStrict(line string, r *record) error {
 	dec := json.NewDecoder(strings.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -166,6 +170,72 @@ func decodeStrict(line string, r *record) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("malformed JSON: unexpected data after the object")
+	}
+	return checkFieldNames(line)
+}
+
+// recordFields are record's JSON field names, exactly as spelled.
+var recordFields = func() map[string]bool {
+	fields := map[string]bool{}
+	t := reflect.TypeFor[record]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		fields[name] = true
+	}
+	return fields
+}()
+
+// checkFieldNames reads the top-level names of a line that decoded (so is
+// one valid JSON object): each must be one of recordFields exactly, and
+// given once. A byte scan, not a second decode: it runs on every line.
+func checkFieldNames(line string) error {
+	var seen []string
+	depth, expectName := 0, false
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case '"':
+			end := i + 1
+			for line[end] != '"' {
+				if line[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if depth == 1 && expectName {
+				name := line[i+1 : end]
+				if strings.IndexByte(name, '\\') >= 0 {
+					_ = json.Unmarshal([]byte(line[i:end+1]), &name)
+				}
+				if err := checkFieldName(name, seen); err != nil {
+					return err
+				}
+				seen = append(seen, name)
+				expectName = false
+			}
+			i = end
+		case '{', '[':
+			depth++
+			expectName = depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			expectName = depth == 1
+		}
+	}
+	return nil
+}
+
+func checkFieldName(name string, seen []string) error {
+	switch {
+	case !recordFields[name]:
+		for f := range recordFields {
+			if strings.EqualFold(f, name) {
+				return fmt.Errorf("unknown field %q (field names are lower case: %q)", name, f)
+			}
+		}
+		return fmt.Errorf("unknown field %q", name)
+	case slices.Contains(seen, name):
+		return fmt.Errorf("field %q is given twice", name)
 	}
 	return nil
 }
