@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -180,6 +182,13 @@ func TestOAuthResourceServer(t *testing.T) {
 		otherIssuer := token(issuers.Other, "kb-reader", "kb:read", resource)
 		short := token(issuers.Issuer, "kb-short", "kb:read", resource)
 		untyped := token(issuers.Issuer, "kb-untyped", "kb:read", resource)
+		// Forgeries of a valid token (its header's typ and kid kept): no
+		// algorithm, a shared-secret algorithm keyed with what the issuer
+		// publishes (RFC 8725 section 2.1), and claims changed under the
+		// provider's own signature.
+		valid := token(issuers.Issuer, "kb-reader", "kb:read", resource)
+		jwks := getBody(t, ctx, issuers.Issuer+"/jwks")
+		tokens = append(tokens, forged(t, valid, "HS256", jwks)) // alg none has no signature to look for
 		require.Equal(t, "JWT", header(t, untyped)["typ"])
 		require.Equal(t, "at+jwt", header(t, short)["typ"])
 		require.LessOrEqual(t, claimInt(t, short, "exp")-claimInt(t, short, "iat"), int64(3), "kb-short tokens live three seconds")
@@ -194,6 +203,10 @@ func TestOAuthResourceServer(t *testing.T) {
 			{"expired", short, "the access token has expired"},
 			{"not a token", "a.b.c", "the access token is not valid for this resource"},
 			{"not typed at+jwt (RFC 9068)", untyped, "the access token is not valid for this resource"},
+			{"alg none, no signature", forged(t, valid, "none", nil), "the access token is not valid for this resource"},
+			{"HS256 keyed with the issuer's public key set", forged(t, valid, "HS256", jwks), "the access token is not valid for this resource"},
+			{"another subject under the provider's signature", resigned(t, valid, "sub", "someone-else"), "the access token is not valid for this resource"},
+			{"a longer life under the provider's signature", resigned(t, valid, "exp", float64(time.Now().Add(24*time.Hour).Unix())), "the access token is not valid for this resource"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				code, challenge := post(bearer(tc.token))
@@ -341,4 +354,46 @@ func jwtPart(t *testing.T, jwt string, i int) map[string]any {
 	var out map[string]any
 	require.NoError(t, json.Unmarshal(raw, &out))
 	return out
+}
+
+// forged is tok with its header's alg set to alg and signed with key by
+// HMAC-SHA256 (alg "none": no signature), claims unchanged.
+func forged(t *testing.T, tok, alg string, key []byte) string {
+	t.Helper()
+	h := header(t, tok)
+	h["alg"] = alg
+	hb, err := json.Marshal(h)
+	require.NoError(t, err)
+	signing := base64.RawURLEncoding.EncodeToString(hb) + "." + strings.Split(tok, ".")[1]
+	if alg == "none" {
+		return signing + "."
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(signing))
+	return signing + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// resigned is tok with one claim changed and the original signature kept.
+func resigned(t *testing.T, tok, claim string, value any) string {
+	t.Helper()
+	c := jwtPart(t, tok, 1)
+	c[claim] = value
+	cb, err := json.Marshal(c)
+	require.NoError(t, err)
+	parts := strings.Split(tok, ".")
+	return parts[0] + "." + base64.RawURLEncoding.EncodeToString(cb) + "." + parts[2]
+}
+
+// getBody is a GET's body, which must answer 200.
+func getBody(t *testing.T, ctx context.Context, url string) []byte {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	return b
 }

@@ -12,6 +12,7 @@
 package oauth
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -305,8 +306,9 @@ func (v *Verifier) oidcVerifier(ctx context.Context) (*oidc.IDTokenVerifier, err
 	}
 	// The key set's own client waits KeyRefreshInterval between fetches.
 	keysClient := *v.client
-	keysClient.Transport = &fetchInterval{base: v.client.Transport, every: v.cfg.KeyRefreshInterval}
-	keys := keySet{oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), &keysClient), jwks)}
+	published := &keyIDs{}
+	keysClient.Transport = &fetchInterval{base: v.client.Transport, every: v.cfg.KeyRefreshInterval, published: published}
+	keys := keySet{KeySet: oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), &keysClient), jwks), published: published}
 	v.verifier = oidc.NewVerifier(v.cfg.Issuer, keys, &oidc.Config{
 		ClientID:             v.cfg.Resource, // the audience: RFC 8707
 		SupportedSigningAlgs: Algorithms,
@@ -384,6 +386,8 @@ func (t unavailableTransport) RoundTrip(r *http.Request) (*http.Response, error)
 type fetchInterval struct {
 	base  http.RoundTripper
 	every time.Duration
+	// published records the key ids of each key set fetched.
+	published *keyIDs
 
 	mu   sync.Mutex
 	last time.Time
@@ -393,7 +397,7 @@ func (f *fetchInterval) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Response != nil {
 		// A redirect hop of a fetch already let through (http.Client sets
 		// Response on the requests it follows redirects with).
-		return f.base.RoundTrip(r)
+		return f.record(f.base.RoundTrip(r))
 	}
 	f.mu.Lock()
 	if since := time.Since(f.last); !f.last.IsZero() && since < f.every {
@@ -403,13 +407,77 @@ func (f *fetchInterval) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	f.last = time.Now()
 	f.mu.Unlock()
-	return f.base.RoundTrip(r)
+	return f.record(f.base.RoundTrip(r))
+}
+
+// record notes the key ids of a key set fetched.
+func (f *fetchInterval) record(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	// go-oidc reads the whole body too; it gets the same bytes.
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the key set: %v", ErrUnavailable, err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	f.published.record(body)
+	return resp, nil
+}
+
+// keyIDs are the key ids of the last key set fetched, which go-oidc holds
+// as its cache: a token naming one of them whose signature fails was not
+// signed by a key published since (a refetch cannot help), so it is
+// refused, not answered "retry shortly" when the next fetch must wait.
+type keyIDs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// record reads the kids of a JWKS document; one that does not parse
+// changes nothing (go-oidc keeps its cache then too). A nil *keyIDs
+// records nothing.
+func (k *keyIDs) record(jwks []byte) {
+	if k == nil {
+		return
+	}
+	var set struct {
+		Keys []struct {
+			KeyID string `json:"kid"`
+		} `json:"keys"`
+	}
+	if json.Unmarshal(jwks, &set) != nil {
+		return
+	}
+	ids := make(map[string]bool, len(set.Keys))
+	for _, key := range set.Keys {
+		ids[key.KeyID] = true
+	}
+	k.mu.Lock()
+	k.ids = ids
+	k.mu.Unlock()
+}
+
+func (k *keyIDs) has(kid string) bool {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ids[kid]
 }
 
 // keySet notes in the context a key fetch that failed as ErrUnavailable:
 // go-oidc reports a key set's error as text only (%v), which would turn
-// "the keys could not be fetched" into "invalid token".
-type keySet struct{ oidc.KeySet }
+// "the keys could not be fetched" into "invalid token". go-oidc refetches
+// after any signature failure, so a token naming a key it holds but not
+// signed by it (altered claims, another algorithm) also asks for a fetch:
+// that one is invalid whether or not the fetch may run now.
+type keySet struct {
+	oidc.KeySet
+	published *keyIDs
+}
 
 type keyFetchKey struct{}
 
@@ -418,9 +486,29 @@ type keyFetch struct{ failure error }
 func (k keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error) {
 	payload, err := k.KeySet.VerifySignature(ctx, jwt)
 	if err != nil && errors.Is(err, ErrUnavailable) {
+		if kid := headerKeyID(jwt); kid != "" && k.published.has(kid) {
+			return nil, fmt.Errorf("the signature does not verify with key %q of the issuer's key set", kid)
+		}
 		if f, ok := ctx.Value(keyFetchKey{}).(*keyFetch); ok {
 			f.failure = err
 		}
 	}
 	return payload, err
+}
+
+// headerKeyID is the kid of a JWT's JOSE header, "" when it has none or
+// does not parse (go-oidc has parsed it before asking for keys).
+func headerKeyID(jwt string) string {
+	head, _, _ := strings.Cut(jwt, ".")
+	b, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		KeyID string `json:"kid"`
+	}
+	if json.Unmarshal(b, &h) != nil {
+		return ""
+	}
+	return h.KeyID
 }
