@@ -94,6 +94,8 @@ func TestUploadAgainstServices(t *testing.T) {
 		{"not a zip", "/v1/sources/uploads/files?file=a.zip", "plain text", ingest, http.StatusBadRequest, "not a zip archive"},
 		{"too large", "/v1/sources/uploads/files?file=x.md", strings.Repeat("x", 2<<20), ingest, http.StatusRequestEntityTooLarge, "larger than 1048576"},
 		{"bad source name", "/v1/sources/Bad%20Name/files?file=x.md", "# X", ingest, http.StatusBadRequest, "not a source name"},
+		{"a form upload (curl -F)", "/v1/sources/uploads/files?file=form.md", "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"form.md\"\r\n\r\n# Form\r\n--b--\r\n",
+			append([]string{"Content-Type", "multipart/form-data; boundary=b"}, ingest...), http.StatusUnsupportedMediaType, "--data-binary"},
 		{"name not UTF-8", "/v1/sources/uploads/files?file=%FF.md", "# X", ingest, http.StatusBadRequest, "BAD_UPLOAD"},
 		{"zip entry not UTF-8", "/v1/sources/uploads/files?file=a.zip", zipOf(t, map[string]string{"caf\x82.md": "# X"}), ingest, http.StatusBadRequest, "BAD_ZIP"},
 	} {
@@ -103,6 +105,10 @@ func TestUploadAgainstServices(t *testing.T) {
 			require.Contains(t, string(r.body), c.want)
 		})
 	}
+
+	r = s.do("GET", "/v1/sources", "", rest.HeaderAPIKey, key)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"documentCount":3`, "a refused upload added a document: %s", r.body)
 
 	// An archive refused for an entry found broken while reading (a CRC
 	// mismatch, or one inflating past its declared size) is refused whole:

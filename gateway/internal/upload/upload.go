@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"path"
 	"strconv"
@@ -104,6 +105,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := checkUploadName(file); err != nil {
 		fail(http.StatusBadRequest, codes.InvalidArgument, "BAD_UPLOAD", "file: "+err.Error())
+		return
+	}
+	// The body is the file itself; a form's would be stored with its
+	// boundaries and part headers as the document's text.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		fail(http.StatusUnsupportedMediaType, codes.InvalidArgument, "BAD_UPLOAD",
+			"send the file's bytes as the body (curl --data-binary @FILE), not a multipart/form-data form (curl -F)")
 		return
 	}
 	data, err := io.ReadAll(r.Body)
