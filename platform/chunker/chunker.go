@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmcis/knowledge/platform/cl100k"
 )
@@ -260,12 +261,13 @@ func (c *Chunker) splitProse(src string, start, end int, path []string, kind uni
 }
 
 // cutTokens splits src[start:end] at pre-tokenizer piece boundaries into
-// ranges of at most limit tokens, preferring to cut before a space.
+// ranges of at most limit tokens, preferring to cut before a space; a piece
+// of more than limit tokens is cut inside (cutPiece).
 func (c *Chunker) cutTokens(src string, start, end, limit int) [][2]int {
 	var out [][2]int
 	segStart, segTokens := start, 0
 	c.tok.Pieces(src[start:end], func(ps, pe, n int) {
-		ps += start
+		ps, pe = ps+start, pe+start
 		if segTokens+n > limit && segTokens > 0 {
 			out = append(out, [2]int{segStart, ps})
 			segStart, segTokens = ps, 0
@@ -273,6 +275,13 @@ func (c *Chunker) cutTokens(src string, start, end, limit int) [][2]int {
 			if src[ps] == ' ' {
 				segStart = ps + 1
 			}
+		}
+		if n > limit {
+			// No piece boundary to cut at: re-cutting the piece with a
+			// smaller limit would find none either, forever.
+			out = append(out, cutPiece(src, segStart, pe, n, limit)...)
+			segStart, segTokens = pe, 0
+			return
 		}
 		segTokens += n
 	})
@@ -290,6 +299,25 @@ func (c *Chunker) cutTokens(src string, start, end, limit int) [][2]int {
 		fixed = append(fixed, c.cutTokens(src, r[0], r[1], limit-limit/8)...)
 	}
 	return fixed
+}
+
+// cutPiece cuts src[start:end], which ends with a piece of n > limit
+// tokens (a run of letters with no space or punctuation: CJK text without
+// punctuation, a DNA sequence), into runs of whole runes of about limit
+// tokens each by the run's average bytes per token; cutTokens re-cuts what
+// still overflows.
+func cutPiece(src string, start, end, n, limit int) [][2]int {
+	size := max((end-start)*limit/n, 1)
+	var out [][2]int
+	for s := start; s < end; {
+		e := min(s+size, end)
+		for e < end && !utf8.RuneStart(src[e]) {
+			e++
+		}
+		out = append(out, [2]int{s, e})
+		s = e
+	}
+	return out
 }
 
 // splitCode splits a code block over the hard cap into line-aligned parts,

@@ -323,3 +323,38 @@ func TestTitleHeadingNotRepeated(t *testing.T) {
 		t.Fatalf("first header %q", got)
 	}
 }
+
+// A pre-tokenizer piece longer than a chunk (a run of letters with no
+// space or punctuation: CJK text without punctuation, a DNA sequence, text
+// extracted without spaces) is cut inside the piece. Cutting only between
+// pieces recursed on the same range with a shrinking limit that stopped
+// shrinking at 7, until the stack overflowed and took the process down.
+func TestOversizedPieceIsCut(t *testing.T) {
+	tok, err := cl100k.Load()
+	require.NoError(t, err)
+	docs := map[string]string{
+		"CJK without punctuation": strings.Repeat("知识库搜索服务", 60),
+		"letters only":            strings.Repeat("a", 3000),
+		"DNA sequence":            "Sequence: " + strings.Repeat("ACGTTGCAAGCT", 120) + ". The end.",
+	}
+	for name, doc := range docs {
+		for _, opts := range []Options{{TargetTokens: 16, OverlapTokens: -1}, {TargetTokens: 64, OverlapTokens: 8}, DefaultOptions()} {
+			t.Run(fmt.Sprintf("%s/%d", name, opts.TargetTokens), func(t *testing.T) {
+				c := newTestChunker(t, opts)
+				for _, format := range []Format{Markdown, PlainText} {
+					chunks, err := c.Split(format, "T", doc)
+					require.NoError(t, err)
+					require.NotEmpty(t, chunks)
+					covered := 0
+					for _, ch := range chunks {
+						require.LessOrEqual(t, ch.ChunkTokenCount, c.Options().TargetTokens)
+						require.Equal(t, tok.Count(ch.ChunkText), ch.ChunkTokenCount)
+						require.Contains(t, doc, ch.ChunkText)
+						covered += len(ch.ChunkText)
+					}
+					require.GreaterOrEqual(t, covered, len(strings.Join(strings.Fields(doc), "")), "text lost")
+				}
+			})
+		}
+	}
+}
