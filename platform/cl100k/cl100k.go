@@ -6,6 +6,7 @@
 package cl100k
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"strings"
@@ -314,9 +315,18 @@ func scanLetters(s string, e int) int {
 	}
 }
 
+// longPiece is the length from which bytePairEncode merges with a heap:
+// the scan below costs the square of the length, so a run of letters with
+// no space or punctuation (a megabyte of it in one upload) would pin a core
+// for hours. Shorter pieces, all of ordinary text, keep the scan.
+const longPiece = 128
+
 // bytePairEncode is tiktoken's merge loop: repeatedly merge the adjacent
 // pair whose concatenation has the lowest rank.
 func bytePairEncode(piece []byte, ranks map[string]int) []int {
+	if len(piece) >= longPiece {
+		return bytePairEncodeHeap(piece, ranks)
+	}
 	if len(piece) == 1 {
 		return []int{ranks[string(piece)]}
 	}
@@ -358,4 +368,74 @@ func bytePairEncode(piece []byte, ranks map[string]int) []int {
 		out[i] = ranks[string(piece[parts[i].start:parts[i+1].start])]
 	}
 	return out
+}
+
+// bytePairEncodeHeap makes the merges of bytePairEncode in the same order
+// (the lowest rank first, the leftmost of equal ranks) in O(n log n): the
+// parts are a linked list of start offsets and the candidate pairs a heap,
+// an entry dropped when taken if either part has changed since.
+func bytePairEncodeHeap(piece []byte, ranks map[string]int) []int {
+	n := len(piece)
+	// Part s is piece[s:next[s]]; prev[s] is the part before it, -1 for none.
+	next := make([]int, n)
+	prev := make([]int, n)
+	for i := range n {
+		next[i], prev[i] = i+1, i-1
+	}
+	alive := make([]bool, n)
+	for i := range alive {
+		alive[i] = true
+	}
+	h := &pairHeap{}
+	push := func(s int) {
+		if t := next[s]; t < n {
+			if r, ok := ranks[string(piece[s:next[t]])]; ok {
+				heap.Push(h, pair{rank: r, start: s, end: next[t]})
+			}
+		}
+	}
+	for s := 0; s < n-1; s++ {
+		push(s)
+	}
+	for h.Len() > 0 {
+		p := heap.Pop(h).(pair)
+		t := next[p.start]
+		if !alive[p.start] || t >= n || next[t] != p.end {
+			continue // a part of it was merged since: stale
+		}
+		alive[t] = false
+		next[p.start] = next[t]
+		if next[t] < n {
+			prev[next[t]] = p.start
+		}
+		push(p.start)
+		if q := prev[p.start]; q >= 0 {
+			push(q)
+		}
+	}
+	var out []int
+	for s := 0; s < n; s = next[s] {
+		out = append(out, ranks[string(piece[s:next[s]])])
+	}
+	return out
+}
+
+// pair is a candidate merge of the part at start with the next one, which
+// together span piece[start:end].
+type pair struct{ rank, start, end int }
+
+// pairHeap orders pairs by rank, then start: the scan's choice.
+type pairHeap []pair
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	return h[i].rank < h[j].rank || h[i].rank == h[j].rank && h[i].start < h[j].start
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pair)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

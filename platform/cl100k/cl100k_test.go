@@ -167,3 +167,36 @@ func BenchmarkCount(b *testing.B) {
 		})
 	}
 }
+
+// Long pieces (a run of letters with no space or punctuation) merge with a
+// heap: the same tokens as tiktoken's scan, which costs the square of the
+// piece's length (a 1 MB run pinned a core for hours).
+func TestLongPiecesMatchTiktoken(t *testing.T) {
+	ref := referenceEncoder(t)
+	tok := mustTok(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	cases := []string{
+		strings.Repeat("a", 5000),
+		strings.Repeat("知识库搜索服务", 300),
+		strings.Repeat("ACGTTGCAAGCT", 400),
+		"x" + strings.Repeat("ab", 700) + "y",
+	}
+	for _, alphabet := range []string{"ab", "abcdefghij", "etaoinshrdlu", "éèêüöäßø", "東京タワー한국어"} {
+		letters := []rune(alphabet)
+		for range 8 {
+			var b strings.Builder
+			for range 128 + rng.IntN(1500) {
+				b.WriteRune(letters[rng.IntN(len(letters))])
+			}
+			cases = append(cases, b.String())
+		}
+	}
+	for _, s := range cases {
+		want := ref.EncodeOrdinary(s)
+		require.Equal(t, want, tok.Encode(s), "%.60q…", s)
+		require.Equal(t, len(want), tok.Count(s), "%.60q…", s)
+	}
+	// A piece of a megabyte is counted (with the scan this did not end).
+	big := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 1<<20/26)
+	require.Positive(t, tok.Count(big))
+}
