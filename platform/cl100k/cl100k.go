@@ -82,7 +82,7 @@ func (t *Tokenizer) Encode(text string) []int {
 			out = append(out, id)
 			return
 		}
-		out = append(out, bytePairEncode([]byte(p), t.ranks)...)
+		out = append(out, encodePiece(p, t.ranks)...)
 	})
 	return out
 }
@@ -106,12 +106,40 @@ func (t *Tokenizer) pieceTokens(p string) int {
 	if _, ok := t.ranks[p]; ok {
 		return 1
 	}
+	if len(p) > maxPiece {
+		return len(encodePiece(p, t.ranks)) // kept out of the cache: it would hold the whole run
+	}
 	if n, ok := t.cache.Get(p); ok {
 		return n
 	}
 	n := len(bytePairEncode([]byte(p), t.ranks))
 	t.cache.Put(p, n)
 	return n
+}
+
+// maxPiece bounds what one merge loop works on. A longer piece (a run of
+// letters with no space or punctuation that long is not prose: a 60 MB one
+// in an upload held gigabytes during its merges) is encoded in parts of
+// about this size, cut between runes, so memory stays bounded and time
+// linear; its tokens may differ from tiktoken's around the cuts. Chunks,
+// whose counts must be exact, are far shorter.
+const maxPiece = 64 << 10
+
+// encodePiece is bytePairEncode of p, in parts of at most maxPiece bytes.
+func encodePiece(p string, ranks map[string]int) []int {
+	if len(p) <= maxPiece {
+		return bytePairEncode([]byte(p), ranks)
+	}
+	var out []int
+	for len(p) > 0 {
+		n := min(maxPiece, len(p))
+		for n < len(p) && !utf8.RuneStart(p[n]) {
+			n++
+		}
+		out = append(out, bytePairEncode([]byte(p[:n]), ranks)...)
+		p = p[n:]
+	}
+	return out
 }
 
 // validUTF8 mirrors tiktoken-go, which converts text to []rune and so turns

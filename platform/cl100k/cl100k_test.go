@@ -196,7 +196,12 @@ func TestLongPiecesMatchTiktoken(t *testing.T) {
 		require.Equal(t, want, tok.Encode(s), "%.60q…", s)
 		require.Equal(t, len(want), tok.Count(s), "%.60q…", s)
 	}
-	// A piece of a megabyte is counted (with the scan this did not end).
+	// A piece of a megabyte is counted (with the scan this did not end), in
+	// parts of maxPiece bytes: Encode and Count agree, and a part is
+	// encoded as tiktoken encodes it alone.
 	big := strings.Repeat("abcdefghijklmnopqrstuvwxyz", 1<<20/26)
-	require.Positive(t, tok.Count(big))
+	ids := tok.Encode(big)
+	require.Len(t, ids, tok.Count(big))
+	require.Equal(t, ref.EncodeOrdinary(big[:maxPiece-maxPiece%26]), tok.Encode(big[:maxPiece-maxPiece%26]))
+	require.Equal(t, ref.EncodeOrdinary(big[:maxPiece]), ids[:len(ref.EncodeOrdinary(big[:maxPiece]))])
 }
