@@ -65,8 +65,10 @@ func TestRESTReadsAreAudited(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	r = s.do("GET", "/v1/vendors/Nobody%20Inc", "", rest.HeaderAPIKey, key)
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+	r = s.do("GET", "/v1/vendor-suggestions?text=Nobo", "", rest.HeaderAPIKey, key)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 
-	events := s.auditEvents(3, &authv1.ListAuditEventsRequest{Principal: keyID})
+	events := s.auditEvents(4, &authv1.ListAuditEventsRequest{Principal: keyID})
 	byTool := map[string]*authv1.AuditEvent{}
 	for _, e := range events {
 		byTool[e.GetTool()] = e
@@ -90,6 +92,9 @@ func TestRESTReadsAreAudited(t *testing.T) {
 	require.NotNil(t, vendor, "%v", events)
 	require.Equal(t, "Nobody Inc", vendor.GetQuery())
 	require.Equal(t, "VENDOR_NOT_FOUND", vendor.GetOutcome(), "a failed read records its error code")
+	suggest := byTool["GET /v1/vendor-suggestions"]
+	require.NotNil(t, suggest, "%v", events)
+	require.Equal(t, "Nobo", suggest.GetQuery(), "the text typed is the read's query")
 
 	// The operator route: the admin token reads the trail, filtered.
 	r = s.do("GET", "/v1/audit?principal="+keyID+"&tool=POST%20/v1/search", "", rest.HeaderAdminToken, adminToken)

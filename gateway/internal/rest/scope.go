@@ -107,3 +107,10 @@ func (c scopedVendor) GetVendor(ctx context.Context, in *vendorgraphv1.GetVendor
 	noteChunks(ctx, ids)
 	return resp, err
 }
+
+// SuggestVendors records the text typed as the read's query, as a vendor
+// lookup records the name asked for.
+func (c scopedVendor) SuggestVendors(ctx context.Context, in *vendorgraphv1.SuggestVendorsRequest, opts ...grpc.CallOption) (*vendorgraphv1.SuggestVendorsResponse, error) {
+	noteQuery(ctx, in.GetText())
+	return c.VendorGraphServiceClient.SuggestVendors(ctx, in, opts...)
+}
