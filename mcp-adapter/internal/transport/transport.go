@@ -34,7 +34,7 @@ import (
 )
 
 // StdioKeyHint tells a stdio user how to supply a key.
-const StdioKeyHint = "Set the API key: in the BMCIS Knowledge extension, its API key setting (Settings, Extensions); with a claude_desktop_config.json entry, BMCIS_API_KEY in the env of the bmcis-knowledge server. Then restart Claude Desktop."
+const StdioKeyHint = "Set the API key: for the BMCIS Knowledge extension, in its settings (API key); for a claude_desktop_config.json entry, as BMCIS_API_KEY in the env of the bmcis-knowledge server. Then restart Claude Desktop."
 
 // HTTPKeyHint tells an HTTP client how to supply a key.
 const HTTPKeyHint = "Send the API key in the X-API-Key header or as Authorization: Bearer <key>."
