@@ -166,9 +166,10 @@ func binaryCases(t *testing.T) []binaryCase {
 
 // runBinary starts the binary with exactly env (nothing inherited but
 // PATH), stdin empty, and returns its exit code and stderr; one still
-// running after a few seconds got past its configuration and is stopped
-// (code -1).
-func runBinary(t *testing.T, c binaryCase, env map[string]string) (int, string) {
+// running after wait got past its configuration and is stopped (code -1).
+// A case that must be refused waits long (refusedWait): a refusal comes in
+// milliseconds, and a loaded machine must not turn a slow start into -1.
+func runBinary(t *testing.T, c binaryCase, env map[string]string, wait time.Duration) (int, string) {
 	t.Helper()
 	cmd := exec.Command(c.binary, c.args...)
 	cmd.Dir = t.TempDir()
@@ -190,12 +191,19 @@ func runBinary(t *testing.T, c binaryCase, env map[string]string) (int, string) 
 		}
 		require.NoError(t, err)
 		return 0, stderr.String()
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait):
 		require.NoError(t, cmd.Process.Kill())
 		<-done
 		return -1, stderr.String()
 	}
 }
+
+// startedWait is how long a binary that should get past its configuration
+// runs before it is stopped; refusedWait bounds one that should refuse.
+const (
+	startedWait = 5 * time.Second
+	refusedWait = time.Minute
+)
 
 func with(env map[string]string, overrides map[string]string) map[string]string {
 	out := make(map[string]string, len(env)+len(overrides))
@@ -230,19 +238,19 @@ func TestEveryBinaryRefusesPlaceholderSecrets(t *testing.T) {
 	}
 	for _, c := range binaryCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			code, stderr := runBinary(t, c, c.env)
+			code, stderr := runBinary(t, c, c.env, startedWait)
 			require.NotEqual(t, 2, code, "generated secrets are accepted:\n%s", stderr)
 			require.NotContains(t, stderr, "invalid configuration")
 
 			dev := with(c.env, c.devEnv)
 			dev[config.EnvAllowInsecureSecrets] = "true"
-			code, stderr = runBinary(t, c, dev)
+			code, stderr = runBinary(t, c, dev, startedWait)
 			require.NotEqual(t, 2, code, "the development switch accepts the dev overlay's values:\n%s", stderr)
 
 			for name, kind := range c.secrets {
 				for _, p := range placeholders[kind] {
 					value := asValue(kind, c.env[name], p)
-					code, stderr := runBinary(t, c, with(c.env, map[string]string{name: value}))
+					code, stderr := runBinary(t, c, with(c.env, map[string]string{name: value}), refusedWait)
 					require.Equal(t, 2, code, "%s=%q starts %s:\n%s", name, p, c.name, stderr)
 					require.Contains(t, stderr, name+": ", "the message names the variable")
 					require.NotContains(t, stderr, p, "the message never holds the value")
