@@ -472,3 +472,42 @@ func TestTableAddedLaterIsIncluded(t *testing.T) {
 	require.NoError(t, dst.QueryRow(ctx, `INSERT INTO auth.zz_audit_probe (key_id, note) VALUES ('k1', 'after') RETURNING id`).Scan(&id))
 	require.Equal(t, int64(3), id)
 }
+
+// TestUnmigratedDatabaseIsNamedAsSuch: a database migrate up never ran on
+// (no goose version table) is at schema version 0, so backup and restore say
+// what to do about it rather than pass on PostgreSQL's missing relation.
+func TestUnmigratedDatabaseIsNamedAsSuch(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	src, _ := testdb.New(t)
+	fill(t, src)
+	var buf bytes.Buffer
+	_, err := Write(ctx, &buf, one(src), "test")
+	require.NoError(t, err)
+
+	bare, err := pgxpool.New(ctx, testdb.NewEmpty(t))
+	require.NoError(t, err)
+	t.Cleanup(bare.Close)
+
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		want error
+		msg  string
+	}{
+		{"restore into it", func() error { _, err := Restore(ctx, opener(buf.Bytes()), one(bare)); return err },
+			ErrTargetBehind, "is at schema version 0, the backup at"},
+		{"back it up", func() error { _, err := Write(ctx, io.Discard, one(bare), "test"); return err },
+			nil, "the database is not migrated (schema version 0)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+			}
+			require.ErrorContains(t, err, tc.msg)
+			require.ErrorContains(t, err, "migrate")
+			require.NotContains(t, err.Error(), "goose_db_version")
+		})
+	}
+}

@@ -168,8 +168,18 @@ func (c *catalog) ordered() ([]catalogTable, error) {
 }
 
 // schemaVersion is the database's migration version, read in the snapshot
-// (goose's provider deletes a version's row when it rolls it back).
+// (goose's provider deletes a version's row when it rolls it back). A
+// database migrate up never ran on has no version table: that is version 0,
+// which the callers refuse with what to run, and querying the missing table
+// would abort the transaction.
 func schemaVersion(ctx context.Context, q pgx.Tx) (int64, error) {
+	var migrated bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass('public.goose_db_version') IS NOT NULL`).Scan(&migrated); err != nil {
+		return 0, fmt.Errorf("look for the schema version table: %w", err)
+	}
+	if !migrated {
+		return 0, nil
+	}
 	var v int64
 	if err := q.QueryRow(ctx, `SELECT COALESCE(max(version_id), 0) FROM public.goose_db_version`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
