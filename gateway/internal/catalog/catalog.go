@@ -198,9 +198,9 @@ type Server struct {
 
 // Servers are the entries of /api/health, in its order.
 var Servers = []Server{
-	{backends.Search, "Search", "Hybrid retrieval over document chunks: BM25 and pgvector similarity fused with RRF; ingestion and result cache.", "grpc"},
+	{backends.Search, "Search", "Hybrid retrieval over document chunks: BM25 and vector similarity fused into one ranking; ingestion, sources and result cache.", "grpc"},
 	{backends.VendorGraph, "Vendor graph", "Vendors, entities and relationships: lookup, statistics and suggestions.", "grpc"},
-	{backends.Auth, "Auth", "API keys and per-key rate limits (minute, hour, day).", "grpc"},
+	{backends.Auth, "Auth", "API keys, their per-key rate limits, and the audit trail of reads.", "grpc"},
 	{backends.MCPAdapter, "MCP adapter", "The MCP server Claude Desktop talks to; fans tool calls out to the services.", "streamable-http"},
 }
 

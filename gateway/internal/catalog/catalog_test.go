@@ -44,3 +44,23 @@ func TestParseCatalogRejectsDrift(t *testing.T) {
 	_, _, err = parseCatalog([]byte(`not json`))
 	require.Error(t, err)
 }
+
+// TestServerDescriptionsClaimNoSetting: the dashboard shows these to
+// operators, so they must hold under every configuration: the fusion is
+// BMCIS_SEARCH_FUSION's (convex by default with the builtin embedder), the
+// vector side often the in-memory mirror rather than pgvector, and the rate
+// limit tiers have their one home in platform/ratelimit.Tiers.
+func TestServerDescriptionsClaimNoSetting(t *testing.T) {
+	for _, tc := range []struct {
+		server, claim string
+	}{
+		{"search", "RRF"},
+		{"search", "pgvector"},
+		{"auth", "(minute, hour, day)"},
+	} {
+		t.Run(tc.server+" "+tc.claim, func(t *testing.T) {
+			require.NotContains(t, ServerNamed(tc.server).Description, tc.claim)
+		})
+	}
+	require.Contains(t, ServerNamed("auth").Description, "audit trail", "auth stores the audit trail the dashboard's operators read")
+}
