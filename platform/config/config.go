@@ -5,7 +5,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -41,8 +40,25 @@ func (r *Reader) Err() error {
 	if len(r.errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("invalid configuration:\n  %w", errors.Join(r.errs...))
+	return &invalidError{errs: slices.Clone(r.errs)}
 }
+
+// invalidError lists the problems one a line, each indented under the
+// heading, so a binary's exit message reads as one list.
+type invalidError struct{ errs []error }
+
+func (e *invalidError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid configuration:")
+	for _, err := range e.errs {
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			b.WriteString("\n  " + line)
+		}
+	}
+	return b.String()
+}
+
+func (e *invalidError) Unwrap() []error { return e.errs }
 
 // Failf records a problem with a variable; for checks that span variables.
 func (r *Reader) Failf(name, format string, args ...any) {

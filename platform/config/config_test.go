@@ -66,6 +66,11 @@ func TestReaderCollectsEveryProblem(t *testing.T) {
 	err := r.Err()
 	require.ErrorContains(t, err, "A:")
 	require.ErrorContains(t, err, "B:")
+	// One problem a line, each indented under the heading, as a binary
+	// prints them on exit 2.
+	require.Equal(t, "invalid configuration:\n"+
+		"  A: must be an integer, got \"x\"\n"+
+		"  B: must be true or false, got \"y\"", err.Error())
 }
 
 func TestSecretNeverInMessages(t *testing.T) {
