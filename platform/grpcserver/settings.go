@@ -87,6 +87,9 @@ func CredentialEnv(r rpcauth.Role) string { return credentialEnv[r] }
 func loadCredentials(env *config.Reader, required bool) rpcauth.Credentials {
 	creds := rpcauth.Credentials{}
 	seen := map[rpcauth.Digest]rpcauth.Role{}
+	// A digest set but refused has its own message; "none configured" would
+	// send the operator looking for a missing variable.
+	refused := false
 	for _, role := range rpcauth.Roles {
 		name := CredentialEnv(role)
 		v := env.SecretDigest(name)
@@ -96,6 +99,7 @@ func loadCredentials(env *config.Reader, required bool) rpcauth.Credentials {
 		d, err := rpcauth.ParseDigest(v)
 		if err != nil {
 			env.Failf(name, "%v", err)
+			refused = true
 			continue
 		}
 		if other, dup := seen[d]; dup && !env.InsecureSecretsAllowed() {
@@ -104,7 +108,7 @@ func loadCredentials(env *config.Reader, required bool) rpcauth.Credentials {
 		seen[d] = role
 		creds[role] = d
 	}
-	if required && len(creds) == 0 {
+	if required && len(creds) == 0 && !refused {
 		env.Failf(CredentialEnv(rpcauth.Read), "no caller credential is configured: set the SHA-256 of at least one role's credential")
 	}
 	return creds

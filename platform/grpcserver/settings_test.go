@@ -42,6 +42,11 @@ func TestLoadCredentials(t *testing.T) {
 				require.ErrorContains(t, env.Err(), tc.err)
 				require.NotContains(t, env.Err().Error(), "hunter2")
 				require.NotContains(t, env.Err().Error(), devReadDigest)
+				if len(tc.env) > 0 {
+					// A credential was given, though refused: its own
+					// message says why, not that none is configured.
+					require.NotContains(t, env.Err().Error(), "no caller credential is configured")
+				}
 				return
 			}
 			require.NoError(t, env.Err())
