@@ -597,3 +597,35 @@ func TestUploadOfNothingIngestableFails(t *testing.T) {
 	require.EqualValues(t, 1, m["documentsWritten"])
 	require.EqualValues(t, 1, m["documentsFailed"])
 }
+
+// TestAdminRefusalsNameTheCredential: X-Admin-Token carries the admin
+// credential on key routes and the ingest one on document and source
+// routes, so a refusal says which one the route takes; a service's own
+// "invalid service credential" alone leaves the operator guessing.
+func TestAdminRefusalsNameTheCredential(t *testing.T) {
+	s := newStack(t, nil)
+	for _, tc := range []struct {
+		name, method, path, body, token string
+		status                          int
+		code, credential                string
+	}{
+		{"no token, key route", "GET", "/v1/keys", "", "", 401, "ADMIN_TOKEN_REQUIRED", "the admin credential"},
+		{"no token, deletion", "DELETE", "/v1/documents/doc-1", "", "", 401, "ADMIN_TOKEN_REQUIRED", "the ingest credential"},
+		{"wrong token, key route", "GET", "/v1/keys", "", "wrong-token", 401, "ADMIN_TOKEN_INVALID", "the admin credential"},
+		{"ingest token, key route", "GET", "/v1/keys", "", testIngestToken, 403, "ADMIN_TOKEN_INVALID", "the admin credential"},
+		{"admin token, deletion", "DELETE", "/v1/documents/doc-1", "", testAdminToken, 403, "ADMIN_TOKEN_INVALID", "the ingest credential"},
+		{"admin token, source route", "POST", "/v1/sources/wiki:sync", "{}", testAdminToken, 403, "ADMIN_TOKEN_INVALID", "the ingest credential"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			if tc.token != "" {
+				hdr = []string{rest.HeaderAdminToken, tc.token}
+			}
+			r := s.do(tc.method, tc.path, tc.body, hdr...)
+			require.Equal(t, tc.status, r.status, "body: %s", r.body)
+			b := r.errBody(t)
+			require.Equal(t, tc.code, b.Code)
+			require.Contains(t, b.Message, tc.credential+" in "+rest.HeaderAdminToken)
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/platform/readscope"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
 // Credential headers. They are read by the gateway and never forwarded as
@@ -83,7 +84,7 @@ func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, 
 		if tok == "" {
 			e.metrics.Denials.WithLabelValues("ADMIN_TOKEN_REQUIRED").Inc()
 			return nil, apierror.New(codes.Unauthenticated, "ADMIN_TOKEN_REQUIRED",
-				"this route needs the admin token in the "+HeaderAdminToken+" header", nil).Err()
+				"this route needs "+operatorCredential(r)+" in "+HeaderAdminToken, nil).Err()
 		}
 		// The gateway holds no admin or ingest credential: the operator's
 		// goes upstream in place of its own, and the service's role table
@@ -228,4 +229,23 @@ func setRateLimitHeaders(w http.ResponseWriter, resp *authv1.CheckResponse) {
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(limits[0].GetValue(), 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining[limits[0].GetTier()], 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(max(resp.GetResetInSeconds(), 0)), 10))
+}
+
+// operatorCredential names the credential an Admin route's X-Admin-Token
+// must carry, from the one role table (platform/rpcauth): the header is the
+// same for key administration (admin) and documents and sources (ingest).
+func operatorCredential(r *http.Request) string {
+	rt, ok := routeOf(r)
+	if !ok {
+		return "an operator credential"
+	}
+	roles, _ := rpcauth.Rule(rt.FullMethod())
+	names := make([]string, 0, len(roles))
+	for _, role := range roles {
+		names = append(names, string(role))
+	}
+	if len(names) == 0 {
+		return "an operator credential"
+	}
+	return "the " + strings.Join(names, " or ") + " credential"
 }

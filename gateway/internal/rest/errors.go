@@ -90,6 +90,8 @@ func (e *Edge) handleError(ctx context.Context, _ *runtime.ServeMux, _ runtime.M
 		body.Code = "ADMIN_TOKEN_INVALID"
 		if strings.TrimSpace(r.Header.Get(HeaderAdminToken)) == "" && r.Context().Value(adminTokenKey{}) == nil {
 			body.Code = "ADMIN_TOKEN_REQUIRED"
+		} else {
+			body.Message += "; this route takes " + operatorCredential(r) + " in " + HeaderAdminToken
 		}
 		e.metrics.Denials.WithLabelValues(body.Code).Inc()
 	}
