@@ -359,6 +359,18 @@ func TestMigrationJob(t *testing.T) {
 			require.Contains(t, []corev1.RestartPolicy{corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure}, spec.RestartPolicy)
 			require.NotNil(t, j.Spec.BackoffLimit)
 			require.NotNil(t, j.Spec.ActiveDeadlineSeconds, "a stuck migration fails instead of hanging")
+			// migrate up sets up the backup's read-only login from this
+			// URL (docs/BACKUP.md); optional, since not every deployment
+			// backs up with bmcisctl.
+			var backup *corev1.SecretKeySelector
+			for _, e := range c.Env {
+				if e.Name == "BMCIS_BACKUP_DATABASE_URL" && e.ValueFrom != nil {
+					backup = e.ValueFrom.SecretKeyRef
+				}
+			}
+			require.NotNil(t, backup, "the Job passes BMCIS_BACKUP_DATABASE_URL from the Secret")
+			require.Equal(t, "BMCIS_BACKUP_DATABASE_URL", backup.Key)
+			require.True(t, isTrue(backup.Optional), "a Secret without the backup's URL still migrates")
 		})
 	}
 }
