@@ -43,9 +43,10 @@ func ParseService(name string) (Service, error) {
 	return s, nil
 }
 
-// Execer is a connection or a transaction.
+// Execer is a connection, a pool or a transaction.
 type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // EnsureServiceLogin makes login a LOGIN role with password that is a
@@ -81,12 +82,27 @@ func ensureLogin(ctx context.Context, db Execer, group, searchPath, login, passw
 		return errors.New("ensure login role: login and password must be set")
 	}
 	role := pgx.Identifier{login}.Sanitize()
-	// PASSWORD takes no bind parameter; the literal is quoted, never logged.
-	pw := quoteLiteral(password)
-	_, err := db.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+pw)
-	var pgErr *pgconn.PgError
-	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // duplicate_object
-		return fmt.Errorf("create login role %s: %s", login, redact(err))
+	// PASSWORD takes no bind parameter, and a statement can reach the
+	// server's log (log_statement, or an error such as duplicate_object).
+	// So the server is sent a SCRAM verifier computed here, as psql's
+	// \password does, never the password; and CREATE ROLE runs only when
+	// the role is missing, so a second run makes no failing statement.
+	verifier, err := scramVerifier(password)
+	if err != nil {
+		return fmt.Errorf("ensure login role %s: %w", login, err)
+	}
+	pw := quoteLiteral(verifier)
+	var exists bool
+	if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", login).Scan(&exists); err != nil {
+		return fmt.Errorf("look up login role %s: %s", login, redact(err))
+	}
+	if !exists {
+		_, err := db.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+pw)
+		var pgErr *pgconn.PgError
+		// duplicate_object: another migrate up created it meanwhile.
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") {
+			return fmt.Errorf("create login role %s: %s", login, redact(err))
+		}
 	}
 	stmts := []string{
 		"ALTER ROLE " + role + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD " + pw,

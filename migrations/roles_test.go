@@ -418,3 +418,66 @@ func TestEnsureBackupLoginFrom(t *testing.T) {
 		require.Equal(t, want, member, group)
 	}
 }
+
+// recordingDB records every statement a role set-up sends and whether the
+// server refused it: what PostgreSQL's log could show (log_statement, or
+// the statement of any error).
+type recordingDB struct {
+	db     migrations.Execer
+	sent   []string
+	failed []string
+}
+
+func (r *recordingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.sent = append(r.sent, sql)
+	tag, err := r.db.Exec(ctx, sql, args...)
+	if err != nil {
+		r.failed = append(r.failed, sql)
+	}
+	return tag, err
+}
+
+func (r *recordingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	r.sent = append(r.sent, sql)
+	return r.db.QueryRow(ctx, sql, args...)
+}
+
+// A login's password never reaches the server: it is sent as a SCRAM
+// verifier, and setting up an existing role makes no failing statement
+// (PostgreSQL logs those by default, statement included). The role then
+// logs in with the password, over scram-sha-256, and a new password
+// replaces the old one.
+func TestLoginPasswordsNeverReachTheServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	const login = "bmcis_test_password_login"
+	_, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+login)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+login) })
+	connect := func(password string) error {
+		u, err := url.Parse(dbURL)
+		require.NoError(t, err)
+		u.User = url.UserPassword(login, password)
+		conn, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			return err
+		}
+		return conn.Close(ctx)
+	}
+
+	for i, password := range []string{"first-pw'\"x 1", "first-pw'\"x 1", "sécond-pässword-ﬁ"} {
+		rec := &recordingDB{db: admin}
+		require.NoError(t, migrations.EnsureServiceLogin(ctx, rec, migrations.Search, login, password), "run %d", i)
+		require.Empty(t, rec.failed, "run %d: a refused statement is logged with its text", i)
+		for _, sql := range rec.sent {
+			require.NotContains(t, sql, password, "run %d", i)
+			require.NotContains(t, sql, strings.ReplaceAll(password, "'", "''"), "run %d", i)
+		}
+		var stored string
+		require.NoError(t, admin.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", login).Scan(&stored))
+		require.True(t, strings.HasPrefix(stored, "SCRAM-SHA-256$4096:"), "run %d: stored %.20s...", i, stored)
+		require.NoError(t, connect(password), "run %d: the login's password", i)
+	}
+	require.Error(t, connect("first-pw'\"x 1"), "the replaced password")
+}
