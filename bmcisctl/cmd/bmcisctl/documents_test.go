@@ -78,7 +78,7 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 	t.Run("every document with its normalised list", func(t *testing.T) {
 		require.Equal(t, map[string][]string{
 			"pub": {}, "hr": {"group:hr"}, "hr-sec": {"group:hr"}, "legal": {"group:legal"},
-			"both":                   {"group:hr", "group:legal", "user:Alice"},
+			"both":                    {"group:hr", "group:legal", "user:Alice"},
 			"handbook:ops/runbook.md": {"group:ops"},
 		}, listedDocs(t))
 		code, out, errOut := ctlRun(t, "documents")

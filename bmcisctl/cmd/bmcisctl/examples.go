@@ -25,7 +25,7 @@ var examples = map[string][]string{
 	"documents": {
 		"bmcisctl documents --principal group:hr",
 		"bmcisctl documents --source handbook --category security -o json",
-		"bmcisctl documents show handbook:hr/pay-bands.md",
+		"bmcisctl documents show handbook:security/mfa.md",
 	},
 	"eval": {
 		"bmcisctl eval --beir ../shared/data/scifact",
