@@ -83,6 +83,16 @@ var (
 	// EntityEvidence bounds GetEntityEvidenceRequest.limit: 1..50, as
 	// GetVendorRequest.max_evidence (vendorgraph passes its cap on).
 	EntityEvidence = read(&searchv1.GetEntityEvidenceRequest{}, "limit")
+
+	// The filters and paging of ListDocuments, an operator's listing
+	// (docs/ACCESS.md), and GetDocument's id.
+	DocumentsSource    = read(&searchv1.ListDocumentsRequest{}, "source")
+	DocumentsCategory  = read(&searchv1.ListDocumentsRequest{}, "category")
+	DocumentsPrincipal = read(&searchv1.ListDocumentsRequest{}, "principal")
+	DocumentsIDPrefix  = read(&searchv1.ListDocumentsRequest{}, "id_prefix")
+	DocumentsPageSize  = read(&searchv1.ListDocumentsRequest{}, "page_size")
+	DocumentsPageToken = read(&searchv1.ListDocumentsRequest{}, "page_token")
+	DocumentID         = read(&searchv1.GetDocumentRequest{}, "external_id")
 )
 
 // DefaultPageSize is the page size the edges (the MCP adapter's page_size,
@@ -90,10 +100,16 @@ var (
 // none. The contract has no default: SearchRequest.limit must be given.
 const DefaultPageSize = 10
 
-// All lists every limit, for tests that hold each layer to them.
+// All lists every limit, for tests that hold each layer to them: at either
+// end a request passes. ListDocuments' principal and page token, and
+// GetDocument's id, are left out: a value at their maximum is still refused
+// or not found for what it says (an unknown principal form, a token not
+// issued, no such document), so their lengths are checked where they are
+// read.
 func All() []Limit {
 	return []Limit{SearchQuery, SearchPageSize, SearchOffset, ChunkIDs, VendorName, VendorEntities,
-		VendorRelationships, VendorDepth, VendorEvidence, SuggestText, Suggestions}
+		VendorRelationships, VendorDepth, VendorEvidence, SuggestText, Suggestions,
+		DocumentsSource, DocumentsCategory, DocumentsIDPrefix, DocumentsPageSize}
 }
 
 // unbounded stands for a side a rule leaves open: large enough for any

@@ -25,6 +25,7 @@ var valid = map[protoreflect.FullName]proto.Message{
 	"bmcis.search.v1.GetChunksRequest":           &searchv1.GetChunksRequest{ChunkIds: []int64{1}},
 	"bmcis.vendorgraph.v1.GetVendorRequest":      &vendorgraphv1.GetVendorRequest{Name: "Acme"},
 	"bmcis.vendorgraph.v1.SuggestVendorsRequest": &vendorgraphv1.SuggestVendorsRequest{Text: "ac"},
+	"bmcis.search.v1.ListDocumentsRequest":       &searchv1.ListDocumentsRequest{},
 }
 
 // The contract's figures, written out once more on purpose: a proto edit
@@ -38,6 +39,9 @@ func TestContractFigures(t *testing.T) {
 		{limits.VendorName, 1, 200}, {limits.VendorEntities, 0, 100}, {limits.VendorRelationships, 0, 500},
 		{limits.VendorDepth, 0, 2}, {limits.VendorEvidence, 0, 50}, {limits.SuggestText, 1, 200},
 		{limits.Suggestions, 0, 50},
+		{limits.DocumentsSource, 0, 64}, {limits.DocumentsCategory, 0, 200}, {limits.DocumentsPrincipal, 0, 300},
+		{limits.DocumentsIDPrefix, 0, 1000}, {limits.DocumentsPageSize, 0, 1000}, {limits.DocumentsPageToken, 0, 2000},
+		{limits.DocumentID, 1, 1000},
 	} {
 		require.Equal(t, [2]int{c.min, c.max}, [2]int{c.l.Min, c.l.Max}, c.l.Field)
 	}

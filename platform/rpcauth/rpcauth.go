@@ -61,6 +61,12 @@ var rules = Table{
 	"/bmcis.search.v1.SearchService/IngestDocuments":      {Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocumentsAcked": {Ingest},
 	"/bmcis.search.v1.SearchService/DeleteDocument":       {Ingest},
+	// Documents with their access lists: who may read what, for every
+	// document, which no end user's key may learn (not even through the
+	// gateway's read credential). Operators only: bmcisctl documents, or
+	// the REST routes with the operator's credential.
+	"/bmcis.search.v1.SearchService/ListDocuments": {Ingest},
+	"/bmcis.search.v1.SearchService/GetDocument":   {Ingest},
 	// Listing sources is a read: the dashboard (gateway, read credential)
 	// shows them, and bmcisctl sources (ingest credential) lists them after
 	// a sync. It reveals names, counts and sync times, no content; a scoped

@@ -22,6 +22,11 @@ var examples = map[string][]string{
 		"bmcisctl delete --addr search:50051 a.md b.md",
 		"bmcisctl delete handbook:security/mfa.md -o json",
 	},
+	"documents": {
+		"bmcisctl documents --principal group:hr",
+		"bmcisctl documents --source handbook --category security -o json",
+		"bmcisctl documents show handbook:security/mfa.md",
+	},
 	"eval": {
 		"bmcisctl eval --beir ../shared/data/scifact",
 		"bmcisctl eval --beir ../shared/data/scifact --modes bm25 --no-ingest",

@@ -26,7 +26,7 @@ var skippedExamples = map[string]string{
 // exampleOrder runs the examples so that each finds what it names: the
 // documents a delete names are synced first, the graph imported before its
 // status, migrate down last.
-var exampleOrder = []string{"version", "health", "ingest", "sync", "sources", "search", "reindex", "graph", "keys", "audit", "delete", "backup", "restore", "bench", "eval", "migrate"}
+var exampleOrder = []string{"version", "health", "ingest", "sync", "sources", "documents", "search", "reindex", "graph", "keys", "audit", "delete", "backup", "restore", "bench", "eval", "migrate"}
 
 // exampleExitCodes are the documented codes of examples that do not exit 0.
 var exampleExitCodes = map[string]int{

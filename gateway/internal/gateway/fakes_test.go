@@ -231,6 +231,17 @@ func (f *fakeSearch) DeleteDocument(ctx context.Context, req *searchv1.DeleteDoc
 	return &searchv1.DeleteDocumentResponse{ChunksDeleted: 3}, nil
 }
 
+func (f *fakeSearch) ListDocuments(ctx context.Context, req *searchv1.ListDocumentsRequest) (*searchv1.ListDocumentsResponse, error) {
+	f.record(ctx)
+	return &searchv1.ListDocumentsResponse{Documents: []*searchv1.StoredDocument{
+		{ExternalId: "doc-1", Category: "docs", Access: []string{req.GetPrincipal()}, ChunkCount: 3}}}, nil
+}
+
+func (f *fakeSearch) GetDocument(ctx context.Context, req *searchv1.GetDocumentRequest) (*searchv1.GetDocumentResponse, error) {
+	f.record(ctx)
+	return &searchv1.GetDocumentResponse{Document: &searchv1.StoredDocument{ExternalId: req.GetExternalId(), Access: []string{"group:hr"}}}, nil
+}
+
 func (f *fakeSearch) ListCategories(ctx context.Context, _ *searchv1.ListCategoriesRequest) (*searchv1.ListCategoriesResponse, error) {
 	f.record(ctx)
 	return &searchv1.ListCategoriesResponse{Categories: []*searchv1.Category{{Name: "docs", DocumentCount: 2}}}, nil

@@ -38,6 +38,8 @@ func TestEveryRouteSucceeds(t *testing.T) {
 		{"GET", "/v1/chunks?chunk_ids=101&chunk_ids=7", "", key(keyGood), `"missingIds":["7"]`},
 		{"GET", "/v1/chunks?chunkIds=101", "", key(keyGood), `"chunkId":"101"`},
 		{"DELETE", "/v1/documents/doc-1", "", ingest, `"chunksDeleted":3`},
+		{"GET", "/v1/documents?principal=group:hr", "", ingest, `"access":["group:hr"]`},
+		{"GET", "/v1/documents/doc-1", "", ingest, `"externalId":"doc-1"`},
 		{"GET", "/v1/categories", "", key(keyGood), `"documentCount":2`},
 		{"GET", "/v1/index/status", "", key(keyGood), `"embedderProvider":"builtin"`},
 		{"GET", "/v1/sources", "", key(keyGood), `"name":"handbook"`},

@@ -64,6 +64,10 @@ var Routes = []Route{
 	{"GET", "/v1/chunks", backends.Search, "GetChunks", APIKey, "get_chunks"},
 	// external_id=** takes ids with slashes (synced ids are NAME:path/to/file).
 	{"DELETE", "/v1/documents/{external_id=**}", backends.Search, "DeleteDocument", Admin, ""},
+	// Documents with their access lists: every document's, so an
+	// operator's (the ingest role's credential in X-Admin-Token), never a key's.
+	{"GET", "/v1/documents", backends.Search, "ListDocuments", Admin, ""},
+	{"GET", "/v1/documents/{external_id=**}", backends.Search, "GetDocument", Admin, ""},
 	{"GET", "/v1/categories", backends.Search, "ListCategories", APIKey, ""},
 	{"GET", "/v1/index/status", backends.Search, "GetIndexStatus", APIKey, ""},
 	{"GET", "/v1/sources", backends.Search, "ListSources", APIKey, ""},

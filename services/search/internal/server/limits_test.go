@@ -28,6 +28,10 @@ func TestLimitsEnforced(t *testing.T) {
 			_, err := r.client.GetChunks(ctx, limits.With(l, &searchv1.GetChunksRequest{ChunkIds: []int64{1}}, n))
 			return err
 		},
+		"bmcis.search.v1.ListDocumentsRequest": func(l limits.Limit, n int) error {
+			_, err := r.client.ListDocuments(ctx, limits.With(l, &searchv1.ListDocumentsRequest{}, n))
+			return err
+		},
 	}
 	checked := 0
 	for _, l := range limits.All() {
@@ -47,5 +51,5 @@ func TestLimitsEnforced(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, 4, checked, "query, limit, offset and chunk_ids")
+	require.Equal(t, 8, checked, "query, limit, offset, chunk_ids, and ListDocuments' source, category, id_prefix and page_size")
 }

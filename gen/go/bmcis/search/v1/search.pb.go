@@ -1610,6 +1610,365 @@ func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
 	return 0
 }
 
+// ListDocumentsRequest filters the documents; every filter given must hold.
+type ListDocumentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only documents of this source (a name of ListSources).
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Only documents of this category (case-insensitive, as the search filter).
+	Category string `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
+	// Only documents whose access list names this principal: group:NAME or
+	// user:ID, or everyone for the documents every caller may read. Spelled
+	// as in ingestion (docs/ACCESS.md); another form is refused.
+	Principal string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Only documents whose external id starts with this.
+	IdPrefix string `protobuf:"bytes,4,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
+	// Documents per page, 1..1000 (0: 100).
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The previous answer's next_page_token.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsRequest) Reset() {
+	*x = ListDocumentsRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsRequest) ProtoMessage() {}
+
+func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsRequest.ProtoReflect.Descriptor instead.
+func (*ListDocumentsRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListDocumentsRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDocumentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDocumentsResponse is one page of documents, by external id.
+type ListDocumentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The documents.
+	Documents []*StoredDocument `protobuf:"bytes,1,rep,name=documents,proto3" json:"documents,omitempty"`
+	// Pass as page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsResponse) Reset() {
+	*x = ListDocumentsResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsResponse) ProtoMessage() {}
+
+func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsResponse.ProtoReflect.Descriptor instead.
+func (*ListDocumentsResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListDocumentsResponse) GetDocuments() []*StoredDocument {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *ListDocumentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetDocumentRequest names a document.
+type GetDocumentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document's external id.
+	ExternalId    string `protobuf:"bytes,1,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentRequest) Reset() {
+	*x = GetDocumentRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentRequest) ProtoMessage() {}
+
+func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentRequest.ProtoReflect.Descriptor instead.
+func (*GetDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetDocumentRequest) GetExternalId() string {
+	if x != nil {
+		return x.ExternalId
+	}
+	return ""
+}
+
+// GetDocumentResponse is the document.
+type GetDocumentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document.
+	Document      *StoredDocument `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentResponse) Reset() {
+	*x = GetDocumentResponse{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentResponse) ProtoMessage() {}
+
+func (x *GetDocumentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentResponse.ProtoReflect.Descriptor instead.
+func (*GetDocumentResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetDocumentResponse) GetDocument() *StoredDocument {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+// StoredDocument is what is stored about a document, without its content.
+type StoredDocument struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document's external id.
+	ExternalId string `protobuf:"bytes,1,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	// Title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Category (may be empty).
+	Category string `protobuf:"bytes,3,opt,name=category,proto3" json:"category,omitempty"`
+	// The source it belongs to ("" for plain ingestion).
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// Source path relative to the ingestion root.
+	SourceFile string `protobuf:"bytes,5,opt,name=source_file,json=sourceFile,proto3" json:"source_file,omitempty"`
+	// Who may read it, normalised (sorted, without duplicates); empty: everyone.
+	Access []string `protobuf:"bytes,6,rep,name=access,proto3" json:"access,omitempty"`
+	// The list is the source's default (it follows changes of the default),
+	// not one of the document's own.
+	AccessFromSource bool `protobuf:"varint,7,opt,name=access_from_source,json=accessFromSource,proto3" json:"access_from_source,omitempty"`
+	// Chunks stored.
+	ChunkCount int32 `protobuf:"varint,8,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	// When the document last changed.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredDocument) Reset() {
+	*x = StoredDocument{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredDocument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredDocument) ProtoMessage() {}
+
+func (x *StoredDocument) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredDocument.ProtoReflect.Descriptor instead.
+func (*StoredDocument) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StoredDocument) GetExternalId() string {
+	if x != nil {
+		return x.ExternalId
+	}
+	return ""
+}
+
+func (x *StoredDocument) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *StoredDocument) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *StoredDocument) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *StoredDocument) GetSourceFile() string {
+	if x != nil {
+		return x.SourceFile
+	}
+	return ""
+}
+
+func (x *StoredDocument) GetAccess() []string {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
+func (x *StoredDocument) GetAccessFromSource() bool {
+	if x != nil {
+		return x.AccessFromSource
+	}
+	return false
+}
+
+func (x *StoredDocument) GetChunkCount() int32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
+func (x *StoredDocument) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 // ListCategoriesRequest asks for the categories.
 type ListCategoriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1621,7 +1980,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1992,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[17]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +2005,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{17}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListCategoriesRequest) GetScope() *ReadScope {
@@ -1667,7 +2026,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +2038,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[18]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +2051,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{18}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*Category {
@@ -1715,7 +2074,7 @@ type Category struct {
 
 func (x *Category) Reset() {
 	*x = Category{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +2086,7 @@ func (x *Category) String() string {
 func (*Category) ProtoMessage() {}
 
 func (x *Category) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[19]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +2099,7 @@ func (x *Category) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Category.ProtoReflect.Descriptor instead.
 func (*Category) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{19}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Category) GetName() string {
@@ -1768,7 +2127,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2139,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[20]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2152,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{20}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetIndexStatusRequest) GetScope() *ReadScope {
@@ -1843,7 +2202,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +2214,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[21]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +2227,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{21}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetIndexStatusResponse) GetDocuments() int64 {
@@ -1966,7 +2325,7 @@ type ListSourcesRequest struct {
 
 func (x *ListSourcesRequest) Reset() {
 	*x = ListSourcesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2337,7 @@ func (x *ListSourcesRequest) String() string {
 func (*ListSourcesRequest) ProtoMessage() {}
 
 func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[22]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2350,7 @@ func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{22}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListSourcesRequest) GetScope() *ReadScope {
@@ -2012,7 +2371,7 @@ type ListSourcesResponse struct {
 
 func (x *ListSourcesResponse) Reset() {
 	*x = ListSourcesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2383,7 @@ func (x *ListSourcesResponse) String() string {
 func (*ListSourcesResponse) ProtoMessage() {}
 
 func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[23]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2396,7 @@ func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{23}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSourcesResponse) GetSources() []*Source {
@@ -2095,7 +2454,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2466,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[24]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2479,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{24}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Source) GetName() string {
@@ -2277,7 +2636,7 @@ type AddSourceRequest struct {
 
 func (x *AddSourceRequest) Reset() {
 	*x = AddSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2648,7 @@ func (x *AddSourceRequest) String() string {
 func (*AddSourceRequest) ProtoMessage() {}
 
 func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[25]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2661,7 @@ func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSourceRequest.ProtoReflect.Descriptor instead.
 func (*AddSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{25}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AddSourceRequest) GetName() string {
@@ -2351,7 +2710,7 @@ type AddSourceResponse struct {
 
 func (x *AddSourceResponse) Reset() {
 	*x = AddSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2722,7 @@ func (x *AddSourceResponse) String() string {
 func (*AddSourceResponse) ProtoMessage() {}
 
 func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[26]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2735,7 @@ func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSourceResponse.ProtoReflect.Descriptor instead.
 func (*AddSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{26}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AddSourceResponse) GetSource() *Source {
@@ -2397,7 +2756,7 @@ type SyncSourceRequest struct {
 
 func (x *SyncSourceRequest) Reset() {
 	*x = SyncSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2768,7 @@ func (x *SyncSourceRequest) String() string {
 func (*SyncSourceRequest) ProtoMessage() {}
 
 func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2781,7 @@ func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSourceRequest.ProtoReflect.Descriptor instead.
 func (*SyncSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SyncSourceRequest) GetName() string {
@@ -2455,7 +2814,7 @@ type SyncSourceResponse struct {
 
 func (x *SyncSourceResponse) Reset() {
 	*x = SyncSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2826,7 @@ func (x *SyncSourceResponse) String() string {
 func (*SyncSourceResponse) ProtoMessage() {}
 
 func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2839,7 @@ func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSourceResponse.ProtoReflect.Descriptor instead.
 func (*SyncSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SyncSourceResponse) GetDocumentsWritten() int32 {
@@ -2543,7 +2902,7 @@ type RemoveSourceRequest struct {
 
 func (x *RemoveSourceRequest) Reset() {
 	*x = RemoveSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2914,7 @@ func (x *RemoveSourceRequest) String() string {
 func (*RemoveSourceRequest) ProtoMessage() {}
 
 func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2927,7 @@ func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSourceRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RemoveSourceRequest) GetName() string {
@@ -2589,7 +2948,7 @@ type RemoveSourceResponse struct {
 
 func (x *RemoveSourceResponse) Reset() {
 	*x = RemoveSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2960,7 @@ func (x *RemoveSourceResponse) String() string {
 func (*RemoveSourceResponse) ProtoMessage() {}
 
 func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2973,7 @@ func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSourceResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RemoveSourceResponse) GetDocumentsDeleted() int32 {
@@ -2633,7 +2992,7 @@ type ReindexRequest struct {
 
 func (x *ReindexRequest) Reset() {
 	*x = ReindexRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +3004,7 @@ func (x *ReindexRequest) String() string {
 func (*ReindexRequest) ProtoMessage() {}
 
 func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +3017,7 @@ func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexRequest.ProtoReflect.Descriptor instead.
 func (*ReindexRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
 }
 
 // ReindexResponse reports what a reindex did.
@@ -2694,7 +3053,7 @@ type ReindexResponse struct {
 
 func (x *ReindexResponse) Reset() {
 	*x = ReindexResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +3065,7 @@ func (x *ReindexResponse) String() string {
 func (*ReindexResponse) ProtoMessage() {}
 
 func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +3078,7 @@ func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexResponse.ProtoReflect.Descriptor instead.
 func (*ReindexResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReindexResponse) GetModel() string {
@@ -2833,7 +3192,7 @@ type EntityName struct {
 
 func (x *EntityName) Reset() {
 	*x = EntityName{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +3204,7 @@ func (x *EntityName) String() string {
 func (*EntityName) ProtoMessage() {}
 
 func (x *EntityName) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +3217,7 @@ func (x *EntityName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityName.ProtoReflect.Descriptor instead.
 func (*EntityName) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EntityName) GetEntityId() string {
@@ -2906,7 +3265,7 @@ type SyncEntityNamesRequest struct {
 
 func (x *SyncEntityNamesRequest) Reset() {
 	*x = SyncEntityNamesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3277,7 @@ func (x *SyncEntityNamesRequest) String() string {
 func (*SyncEntityNamesRequest) ProtoMessage() {}
 
 func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3290,7 @@ func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesRequest.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SyncEntityNamesRequest) GetNames() []*EntityName {
@@ -2958,7 +3317,7 @@ type SyncEntityNamesResponse struct {
 
 func (x *SyncEntityNamesResponse) Reset() {
 	*x = SyncEntityNamesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3329,7 @@ func (x *SyncEntityNamesResponse) String() string {
 func (*SyncEntityNamesResponse) ProtoMessage() {}
 
 func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3342,7 @@ func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesResponse.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SyncEntityNamesResponse) GetNamesStored() int64 {
@@ -3033,7 +3392,7 @@ type GetEntityEvidenceRequest struct {
 
 func (x *GetEntityEvidenceRequest) Reset() {
 	*x = GetEntityEvidenceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3404,7 @@ func (x *GetEntityEvidenceRequest) String() string {
 func (*GetEntityEvidenceRequest) ProtoMessage() {}
 
 func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3417,7 @@ func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetEntityEvidenceRequest) GetEntityId() string {
@@ -3105,7 +3464,7 @@ type GetEntityEvidenceResponse struct {
 
 func (x *GetEntityEvidenceResponse) Reset() {
 	*x = GetEntityEvidenceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3476,7 @@ func (x *GetEntityEvidenceResponse) String() string {
 func (*GetEntityEvidenceResponse) ProtoMessage() {}
 
 func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3489,7 @@ func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetEntityEvidenceResponse) GetChunks() []*EntityEvidenceChunk {
@@ -3175,7 +3534,7 @@ type EntityEvidenceChunk struct {
 
 func (x *EntityEvidenceChunk) Reset() {
 	*x = EntityEvidenceChunk{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +3546,7 @@ func (x *EntityEvidenceChunk) String() string {
 func (*EntityEvidenceChunk) ProtoMessage() {}
 
 func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +3559,7 @@ func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceChunk.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceChunk) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EntityEvidenceChunk) GetChunkId() int64 {
@@ -3264,7 +3623,7 @@ type EntityEvidenceDocument struct {
 
 func (x *EntityEvidenceDocument) Reset() {
 	*x = EntityEvidenceDocument{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3635,7 @@ func (x *EntityEvidenceDocument) String() string {
 func (*EntityEvidenceDocument) ProtoMessage() {}
 
 func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3648,7 @@ func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceDocument.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceDocument) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{39}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EntityEvidenceDocument) GetDocumentId() string {
@@ -3468,7 +3827,39 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\"?\n" +
 	"\x16DeleteDocumentResponse\x12%\n" +
-	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"I\n" +
+	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"\xfe\x01\n" +
+	"\x14ListDocumentsRequest\x12\x1f\n" +
+	"\x06source\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x06source\x12$\n" +
+	"\bcategory\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\bcategory\x12&\n" +
+	"\tprincipal\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xac\x02R\tprincipal\x12%\n" +
+	"\tid_prefix\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\xe8\aR\bidPrefix\x12'\n" +
+	"\tpage_size\x18\x05 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\tpageToken\"~\n" +
+	"\x15ListDocumentsResponse\x12=\n" +
+	"\tdocuments\x18\x01 \x03(\v2\x1f.bmcis.search.v1.StoredDocumentR\tdocuments\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
+	"\x12GetDocumentRequest\x12+\n" +
+	"\vexternal_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xe8\aR\n" +
+	"externalId\"R\n" +
+	"\x13GetDocumentResponse\x12;\n" +
+	"\bdocument\x18\x01 \x01(\v2\x1f.bmcis.search.v1.StoredDocumentR\bdocument\"\xbe\x02\n" +
+	"\x0eStoredDocument\x12\x1f\n" +
+	"\vexternal_id\x18\x01 \x01(\tR\n" +
+	"externalId\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1a\n" +
+	"\bcategory\x18\x03 \x01(\tR\bcategory\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12\x1f\n" +
+	"\vsource_file\x18\x05 \x01(\tR\n" +
+	"sourceFile\x12\x16\n" +
+	"\x06access\x18\x06 \x03(\tR\x06access\x12,\n" +
+	"\x12access_from_source\x18\a \x01(\bR\x10accessFromSource\x12\x1f\n" +
+	"\vchunk_count\x18\b \x01(\x05R\n" +
+	"chunkCount\x129\n" +
+	"\n" +
+	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"I\n" +
 	"\x15ListCategoriesRequest\x120\n" +
 	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"S\n" +
 	"\x16ListCategoriesResponse\x129\n" +
@@ -3622,7 +4013,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\xa2\f\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\x9c\x0e\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -3630,7 +4021,9 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"/v1/chunks\x12f\n" +
 	"\x0fIngestDocuments\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsResponse(\x01\x12m\n" +
 	"\x14IngestDocumentsAcked\x12'.bmcis.search.v1.IngestDocumentsRequest\x1a(.bmcis.search.v1.IngestDocumentsProgress(\x010\x01\x12\x89\x01\n" +
-	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"&\x82\xd3\xe4\x93\x02 *\x1e/v1/documents/{external_id=**}\x12y\n" +
+	"\x0eDeleteDocument\x12&.bmcis.search.v1.DeleteDocumentRequest\x1a'.bmcis.search.v1.DeleteDocumentResponse\"&\x82\xd3\xe4\x93\x02 *\x1e/v1/documents/{external_id=**}\x12u\n" +
+	"\rListDocuments\x12%.bmcis.search.v1.ListDocumentsRequest\x1a&.bmcis.search.v1.ListDocumentsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/documents\x12\x80\x01\n" +
+	"\vGetDocument\x12#.bmcis.search.v1.GetDocumentRequest\x1a$.bmcis.search.v1.GetDocumentResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/documents/{external_id=**}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
 	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
 	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12j\n" +
@@ -3656,7 +4049,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),                // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),                // 1: bmcis.search.v1.ContentFormat
@@ -3677,106 +4070,118 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*IngestFailure)(nil),             // 16: bmcis.search.v1.IngestFailure
 	(*DeleteDocumentRequest)(nil),     // 17: bmcis.search.v1.DeleteDocumentRequest
 	(*DeleteDocumentResponse)(nil),    // 18: bmcis.search.v1.DeleteDocumentResponse
-	(*ListCategoriesRequest)(nil),     // 19: bmcis.search.v1.ListCategoriesRequest
-	(*ListCategoriesResponse)(nil),    // 20: bmcis.search.v1.ListCategoriesResponse
-	(*Category)(nil),                  // 21: bmcis.search.v1.Category
-	(*GetIndexStatusRequest)(nil),     // 22: bmcis.search.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),    // 23: bmcis.search.v1.GetIndexStatusResponse
-	(*ListSourcesRequest)(nil),        // 24: bmcis.search.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),       // 25: bmcis.search.v1.ListSourcesResponse
-	(*Source)(nil),                    // 26: bmcis.search.v1.Source
-	(*AddSourceRequest)(nil),          // 27: bmcis.search.v1.AddSourceRequest
-	(*AddSourceResponse)(nil),         // 28: bmcis.search.v1.AddSourceResponse
-	(*SyncSourceRequest)(nil),         // 29: bmcis.search.v1.SyncSourceRequest
-	(*SyncSourceResponse)(nil),        // 30: bmcis.search.v1.SyncSourceResponse
-	(*RemoveSourceRequest)(nil),       // 31: bmcis.search.v1.RemoveSourceRequest
-	(*RemoveSourceResponse)(nil),      // 32: bmcis.search.v1.RemoveSourceResponse
-	(*ReindexRequest)(nil),            // 33: bmcis.search.v1.ReindexRequest
-	(*ReindexResponse)(nil),           // 34: bmcis.search.v1.ReindexResponse
-	(*EntityName)(nil),                // 35: bmcis.search.v1.EntityName
-	(*SyncEntityNamesRequest)(nil),    // 36: bmcis.search.v1.SyncEntityNamesRequest
-	(*SyncEntityNamesResponse)(nil),   // 37: bmcis.search.v1.SyncEntityNamesResponse
-	(*GetEntityEvidenceRequest)(nil),  // 38: bmcis.search.v1.GetEntityEvidenceRequest
-	(*GetEntityEvidenceResponse)(nil), // 39: bmcis.search.v1.GetEntityEvidenceResponse
-	(*EntityEvidenceChunk)(nil),       // 40: bmcis.search.v1.EntityEvidenceChunk
-	(*EntityEvidenceDocument)(nil),    // 41: bmcis.search.v1.EntityEvidenceDocument
-	nil,                               // 42: bmcis.search.v1.Source.SettingsEntry
-	nil,                               // 43: bmcis.search.v1.AddSourceRequest.SettingsEntry
-	(*fieldmaskpb.FieldMask)(nil),     // 44: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*ListDocumentsRequest)(nil),      // 19: bmcis.search.v1.ListDocumentsRequest
+	(*ListDocumentsResponse)(nil),     // 20: bmcis.search.v1.ListDocumentsResponse
+	(*GetDocumentRequest)(nil),        // 21: bmcis.search.v1.GetDocumentRequest
+	(*GetDocumentResponse)(nil),       // 22: bmcis.search.v1.GetDocumentResponse
+	(*StoredDocument)(nil),            // 23: bmcis.search.v1.StoredDocument
+	(*ListCategoriesRequest)(nil),     // 24: bmcis.search.v1.ListCategoriesRequest
+	(*ListCategoriesResponse)(nil),    // 25: bmcis.search.v1.ListCategoriesResponse
+	(*Category)(nil),                  // 26: bmcis.search.v1.Category
+	(*GetIndexStatusRequest)(nil),     // 27: bmcis.search.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),    // 28: bmcis.search.v1.GetIndexStatusResponse
+	(*ListSourcesRequest)(nil),        // 29: bmcis.search.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),       // 30: bmcis.search.v1.ListSourcesResponse
+	(*Source)(nil),                    // 31: bmcis.search.v1.Source
+	(*AddSourceRequest)(nil),          // 32: bmcis.search.v1.AddSourceRequest
+	(*AddSourceResponse)(nil),         // 33: bmcis.search.v1.AddSourceResponse
+	(*SyncSourceRequest)(nil),         // 34: bmcis.search.v1.SyncSourceRequest
+	(*SyncSourceResponse)(nil),        // 35: bmcis.search.v1.SyncSourceResponse
+	(*RemoveSourceRequest)(nil),       // 36: bmcis.search.v1.RemoveSourceRequest
+	(*RemoveSourceResponse)(nil),      // 37: bmcis.search.v1.RemoveSourceResponse
+	(*ReindexRequest)(nil),            // 38: bmcis.search.v1.ReindexRequest
+	(*ReindexResponse)(nil),           // 39: bmcis.search.v1.ReindexResponse
+	(*EntityName)(nil),                // 40: bmcis.search.v1.EntityName
+	(*SyncEntityNamesRequest)(nil),    // 41: bmcis.search.v1.SyncEntityNamesRequest
+	(*SyncEntityNamesResponse)(nil),   // 42: bmcis.search.v1.SyncEntityNamesResponse
+	(*GetEntityEvidenceRequest)(nil),  // 43: bmcis.search.v1.GetEntityEvidenceRequest
+	(*GetEntityEvidenceResponse)(nil), // 44: bmcis.search.v1.GetEntityEvidenceResponse
+	(*EntityEvidenceChunk)(nil),       // 45: bmcis.search.v1.EntityEvidenceChunk
+	(*EntityEvidenceDocument)(nil),    // 46: bmcis.search.v1.EntityEvidenceDocument
+	nil,                               // 47: bmcis.search.v1.Source.SettingsEntry
+	nil,                               // 48: bmcis.search.v1.AddSourceRequest.SettingsEntry
+	(*fieldmaskpb.FieldMask)(nil),     // 49: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	44, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	49, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	45, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	44, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	49, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	45, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
 	13, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
 	11, // 17: bmcis.search.v1.SyncSource.default_access:type_name -> bmcis.search.v1.AccessList
 	16, // 18: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
 	14, // 19: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
-	3,  // 20: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	21, // 21: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 22: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	45, // 23: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	45, // 24: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
-	3,  // 25: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	26, // 26: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	45, // 27: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	42, // 28: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
-	45, // 29: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
-	45, // 30: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
-	43, // 31: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
-	11, // 32: bmcis.search.v1.AddSourceRequest.default_access:type_name -> bmcis.search.v1.AccessList
-	26, // 33: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
-	16, // 34: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	35, // 35: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
-	40, // 36: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
-	41, // 37: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
-	2,  // 38: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 39: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	12, // 40: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	12, // 41: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	17, // 42: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	19, // 43: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	22, // 44: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	24, // 45: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	27, // 46: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
-	29, // 47: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
-	31, // 48: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
-	33, // 49: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	36, // 50: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
-	38, // 51: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
-	4,  // 52: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 53: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	14, // 54: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	15, // 55: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	18, // 56: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	20, // 57: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	23, // 58: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	25, // 59: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	28, // 60: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
-	30, // 61: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
-	32, // 62: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
-	34, // 63: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	37, // 64: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
-	39, // 65: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
-	52, // [52:66] is the sub-list for method output_type
-	38, // [38:52] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	23, // 20: bmcis.search.v1.ListDocumentsResponse.documents:type_name -> bmcis.search.v1.StoredDocument
+	23, // 21: bmcis.search.v1.GetDocumentResponse.document:type_name -> bmcis.search.v1.StoredDocument
+	50, // 22: bmcis.search.v1.StoredDocument.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 23: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	26, // 24: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 25: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	50, // 26: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	50, // 27: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	3,  // 28: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	31, // 29: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	50, // 30: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	47, // 31: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
+	50, // 32: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
+	50, // 33: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
+	48, // 34: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
+	11, // 35: bmcis.search.v1.AddSourceRequest.default_access:type_name -> bmcis.search.v1.AccessList
+	31, // 36: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
+	16, // 37: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	40, // 38: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	45, // 39: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
+	46, // 40: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
+	2,  // 41: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 42: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	12, // 43: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	12, // 44: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	17, // 45: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	19, // 46: bmcis.search.v1.SearchService.ListDocuments:input_type -> bmcis.search.v1.ListDocumentsRequest
+	21, // 47: bmcis.search.v1.SearchService.GetDocument:input_type -> bmcis.search.v1.GetDocumentRequest
+	24, // 48: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	27, // 49: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	29, // 50: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	32, // 51: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
+	34, // 52: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
+	36, // 53: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
+	38, // 54: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	41, // 55: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	43, // 56: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
+	4,  // 57: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 58: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	14, // 59: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	15, // 60: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	18, // 61: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	20, // 62: bmcis.search.v1.SearchService.ListDocuments:output_type -> bmcis.search.v1.ListDocumentsResponse
+	22, // 63: bmcis.search.v1.SearchService.GetDocument:output_type -> bmcis.search.v1.GetDocumentResponse
+	25, // 64: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	28, // 65: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	30, // 66: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	33, // 67: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
+	35, // 68: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
+	37, // 69: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
+	39, // 70: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	42, // 71: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	44, // 72: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }
@@ -3790,7 +4195,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,8 @@ const (
 	SearchService_IngestDocuments_FullMethodName      = "/bmcis.search.v1.SearchService/IngestDocuments"
 	SearchService_IngestDocumentsAcked_FullMethodName = "/bmcis.search.v1.SearchService/IngestDocumentsAcked"
 	SearchService_DeleteDocument_FullMethodName       = "/bmcis.search.v1.SearchService/DeleteDocument"
+	SearchService_ListDocuments_FullMethodName        = "/bmcis.search.v1.SearchService/ListDocuments"
+	SearchService_GetDocument_FullMethodName          = "/bmcis.search.v1.SearchService/GetDocument"
 	SearchService_ListCategories_FullMethodName       = "/bmcis.search.v1.SearchService/ListCategories"
 	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
 	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
@@ -67,6 +69,15 @@ type SearchServiceClient interface {
 	IngestDocumentsAcked(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestDocumentsRequest, IngestDocumentsProgress], error)
 	// DeleteDocument removes a document and its chunks.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
+	// ListDocuments lists stored documents with their category, source and
+	// access list, by external id, a page at a time: what an operator reads
+	// to answer "who may read this document?" (docs/ACCESS.md). It shows
+	// every document's list, so only the operator's credential (ingest)
+	// may call it, never a key's edge.
+	ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error)
+	// GetDocument is one document as ListDocuments shows it; NOT_FOUND when
+	// no document has the id.
+	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
 	ListCategories(ctx context.Context, in *ListCategoriesRequest, opts ...grpc.CallOption) (*ListCategoriesResponse, error)
 	// GetIndexStatus reports what is indexed and which embedding model is live.
@@ -164,6 +175,26 @@ func (c *searchServiceClient) DeleteDocument(ctx context.Context, in *DeleteDocu
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteDocumentResponse)
 	err := c.cc.Invoke(ctx, SearchService_DeleteDocument_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *searchServiceClient) ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDocumentsResponse)
+	err := c.cc.Invoke(ctx, SearchService_ListDocuments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *searchServiceClient) GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDocumentResponse)
+	err := c.cc.Invoke(ctx, SearchService_GetDocument_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +326,15 @@ type SearchServiceServer interface {
 	IngestDocumentsAcked(grpc.BidiStreamingServer[IngestDocumentsRequest, IngestDocumentsProgress]) error
 	// DeleteDocument removes a document and its chunks.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
+	// ListDocuments lists stored documents with their category, source and
+	// access list, by external id, a page at a time: what an operator reads
+	// to answer "who may read this document?" (docs/ACCESS.md). It shows
+	// every document's list, so only the operator's credential (ingest)
+	// may call it, never a key's edge.
+	ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error)
+	// GetDocument is one document as ListDocuments shows it; NOT_FOUND when
+	// no document has the id.
+	GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
 	ListCategories(context.Context, *ListCategoriesRequest) (*ListCategoriesResponse, error)
 	// GetIndexStatus reports what is indexed and which embedding model is live.
@@ -356,6 +396,12 @@ func (UnimplementedSearchServiceServer) IngestDocumentsAcked(grpc.BidiStreamingS
 }
 func (UnimplementedSearchServiceServer) DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteDocument not implemented")
+}
+func (UnimplementedSearchServiceServer) ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDocuments not implemented")
+}
+func (UnimplementedSearchServiceServer) GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDocument not implemented")
 }
 func (UnimplementedSearchServiceServer) ListCategories(context.Context, *ListCategoriesRequest) (*ListCategoriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCategories not implemented")
@@ -469,6 +515,42 @@ func _SearchService_DeleteDocument_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SearchServiceServer).DeleteDocument(ctx, req.(*DeleteDocumentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SearchService_ListDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).ListDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_ListDocuments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).ListDocuments(ctx, req.(*ListDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SearchService_GetDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDocumentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SearchServiceServer).GetDocument(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SearchService_GetDocument_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SearchServiceServer).GetDocument(ctx, req.(*GetDocumentRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -642,6 +724,14 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteDocument",
 			Handler:    _SearchService_DeleteDocument_Handler,
+		},
+		{
+			MethodName: "ListDocuments",
+			Handler:    _SearchService_ListDocuments_Handler,
+		},
+		{
+			MethodName: "GetDocument",
+			Handler:    _SearchService_GetDocument_Handler,
 		},
 		{
 			MethodName: "ListCategories",

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/access"
+)
+
+func init() {
+	commands["documents"] = command{
+		summary: "list documents with their access lists, or show who may read one: documents [--principal group:hr] | documents show ID",
+		run:     runDocuments,
+		complete: func(_ context.Context, args []string) []string {
+			if len(args) == 0 {
+				return []string{"show"}
+			}
+			return nil
+		},
+	}
+}
+
+// documentsPage is how many documents one ListDocuments call asks for.
+const documentsPage = 500
+
+func documentsUsage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  bmcisctl documents [--source S] [--category C] [--principal P] [--prefix ID] [-n N] [-o table|json|yaml]
+  bmcisctl documents show ID [-o table|json|yaml]
+
+documents lists the stored documents by external id with their category,
+source, access list, chunk count and last change (docs/ACCESS.md).
+--principal keeps the documents whose list names P (group:NAME or user:ID);
+--principal everyone keeps those every caller may read. A caller in group
+hr reads both: --principal group:hr and --principal everyone.
+show prints one document and who may read it: its list, the active API
+keys whose groups and category scope allow it (with the admin credential,
+from the auth service), and the OAuth callers its list names.
+Environment: BMCIS_SEARCH_ADDR and BMCIS_INGEST_TOKEN (the operator
+credential); for show's keys BMCIS_AUTH_ADDR and BMCIS_ADMIN_TOKEN.
+`)
+}
+
+func runDocuments(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "show":
+			return runDocumentsShow(ctx, args[1:], stdout, stderr)
+		case "-h", "--help", "help":
+			documentsUsage(stderr)
+			return flag.ErrHelp
+		}
+	}
+	return runDocumentsList(ctx, args, stdout, stderr)
+}
+
+func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("documents", stderr)
+	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	output := outputFlag(fs)
+	sourceName := fs.String("source", "", "only documents of this source")
+	category := fs.String("category", "", "only documents of this category")
+	principal := fs.String("principal", "", "only documents whose access list names this principal (group:NAME, user:ID, or everyone)")
+	prefix := fs.String("prefix", "", "only documents whose external id starts with this")
+	limit := fs.Int("limit", 0, "at most this many documents (0: all)")
+	fs.Usage = func() { documentsUsage(stderr); fs.PrintDefaults() }
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q (documents show ID shows one)", fs.Arg(0))
+	}
+	if *limit < 0 {
+		return usageErrorf("--limit must be 0 or more")
+	}
+	req := &searchv1.ListDocumentsRequest{Source: *sourceName, Category: *category, IdPrefix: *prefix}
+	if *principal != "" {
+		// The spelling ingestion accepts; the service checks it again.
+		p, err := access.ParsePrincipal(*principal)
+		if err != nil {
+			return usageErrorf("--principal: %v", err)
+		}
+		req.Principal = p
+	}
+	c, closeConn, err := searchDial(*addr, envIngestToken)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var docs []*searchv1.StoredDocument
+	for {
+		req.PageSize = documentsPage
+		if *limit > 0 {
+			req.PageSize = int32(min(documentsPage, *limit-len(docs)))
+		}
+		resp, err := c.ListDocuments(ctx, req)
+		if status.Code(err) == codes.InvalidArgument {
+			return usageErrorf("%s", status.Convert(err).Message())
+		}
+		if err != nil {
+			return fmt.Errorf("list documents via %s: %w", *addr, err)
+		}
+		docs = append(docs, resp.GetDocuments()...)
+		req.PageToken = resp.GetNextPageToken()
+		if req.PageToken == "" || (*limit > 0 && len(docs) >= *limit) {
+			break
+		}
+	}
+	if *output != outputTable {
+		return writeRecords(stdout, *output, docs)
+	}
+	if len(docs) == 0 {
+		_, err := fmt.Fprintln(stdout, "no documents")
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTITLE\tCATEGORY\tSOURCE\tACCESS\tCHUNKS\tUPDATED")
+	for _, d := range docs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.GetExternalId(), orDash(d.GetTitle()), orDash(d.GetCategory()),
+			orDash(d.GetSource()), accessText(d), d.GetChunkCount(), keysTime(d.GetUpdatedAt(), "-"))
+	}
+	return tw.Flush()
+}
+
+// accessText is a document's list for people: "everyone" for an empty
+// one, and a mark when it is the source's default.
+func accessText(d *searchv1.StoredDocument) string {
+	text := access.Everyone
+	if len(d.GetAccess()) > 0 {
+		text = strings.Join(d.GetAccess(), ",")
+	}
+	if d.GetAccessFromSource() {
+		text += " (source default)"
+	}
+	return text
+}
+
+// documentReaders is who may read a document, as show reports it.
+type documentReaders struct {
+	Document any `json:"document"`
+	// KeysListed: the auth service was asked (the admin credential is set).
+	KeysListed bool `json:"keys_listed"`
+	// APIKeys are the active keys whose groups and category scope allow
+	// the document.
+	APIKeys []any `json:"api_keys"`
+	// Note says why keys were not listed, when they were not.
+	Note string `json:"note,omitempty"`
+	// OAuth says which OAuth callers may read it.
+	OAuth string `json:"oauth"`
+}
+
+func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("documents show", stderr)
+	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
+	output := outputFlag(fs)
+	fs.Usage = func() { documentsUsage(stderr); fs.PrintDefaults() }
+	pos, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		return usageErrorf("give one document ID")
+	}
+	id := pos[0]
+	c, closeConn, err := searchDial(*addr, envIngestToken)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := c.GetDocument(sctx, &searchv1.GetDocumentRequest{ExternalId: id})
+	if status.Code(err) == codes.InvalidArgument {
+		return usageErrorf("%s", status.Convert(err).Message())
+	}
+	if err != nil {
+		return fmt.Errorf("show document %q via %s: %w", id, *addr, err)
+	}
+	doc := resp.GetDocument()
+	out := documentReaders{OAuth: oauthReaders(doc.GetAccess())}
+	if out.Document, err = protoValue(doc); err != nil {
+		return err
+	}
+	var keys []*authv1.ApiKey
+	var keysErr error
+	if _, credErr := credential(envAdminToken); credErr != nil {
+		out.Note = "API keys not listed: " + envAdminToken + " (the admin credential) is not set"
+	} else {
+		keys, keysErr = keysReading(ctx, doc)
+		out.KeysListed = keysErr == nil
+		if keysErr != nil {
+			out.Note = "API keys not listed: " + describe(keysErr)
+		}
+	}
+	out.APIKeys = []any{}
+	for _, k := range keys {
+		v, err := protoValue(k)
+		if err != nil {
+			return err
+		}
+		out.APIKeys = append(out.APIKeys, v)
+	}
+	err = writeResult(stdout, *output, out, func(w io.Writer) error { return documentTable(w, doc, keys, out) })
+	if err != nil {
+		return err
+	}
+	// The document was shown; a failed key listing still sets the exit code
+	// (refused, unavailable) so a script sees the answer is incomplete.
+	return keysErr
+}
+
+// keysReading lists the active API keys that may read doc: its access list
+// meets the key's groups (as platform/access decides for a read) and the
+// key's category scope, if any, names its category (case-insensitively,
+// as search resolves scopes).
+func keysReading(ctx context.Context, doc *searchv1.StoredDocument) ([]*authv1.ApiKey, error) {
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	resp, err := client.ListKeys(ctx, &authv1.ListKeysRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	var out []*authv1.ApiKey
+	for _, k := range resp.GetKeys() {
+		if keyMayRead(k, doc) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// keyMayRead says whether key k reads doc.
+func keyMayRead(k *authv1.ApiKey, doc *searchv1.StoredDocument) bool {
+	if !access.Allows(access.CallerSet("", k.GetGroups()), doc.GetAccess()) {
+		return false
+	}
+	cats := k.GetScopes().GetCategories()
+	if len(cats) == 0 {
+		return true
+	}
+	for _, c := range cats {
+		if strings.EqualFold(strings.TrimSpace(c), doc.GetCategory()) {
+			return true
+		}
+	}
+	return false
+}
+
+// oauthReaders says which OAuth callers a list admits: their groups come
+// from the identity provider's tokens, so they cannot be listed here.
+func oauthReaders(list []string) string {
+	if len(list) == 0 {
+		return "every OAuth caller may read it (the list is everyone's)"
+	}
+	return "OAuth callers whose token maps to " + strings.Join(list, " or ") +
+		" may read it too; their groups come from the identity provider and are not listed here"
+}
+
+func documentTable(w io.Writer, doc *searchv1.StoredDocument, keys []*authv1.ApiKey, r documentReaders) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	src := "-"
+	if doc.GetSource() != "" {
+		src = doc.GetSource()
+	}
+	for _, row := range [][2]string{
+		{"document", doc.GetExternalId()}, {"title", orDash(doc.GetTitle())}, {"category", orDash(doc.GetCategory())},
+		{"source", src}, {"file", orDash(doc.GetSourceFile())}, {"access", accessText(doc)},
+		{"chunks", fmt.Sprint(doc.GetChunkCount())}, {"updated", keysTime(doc.GetUpdatedAt(), "-")},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	switch {
+	case !r.KeysListed:
+		fmt.Fprintln(w, r.Note)
+	case len(keys) == 0:
+		fmt.Fprintln(w, "API keys that may read it: none")
+	default:
+		fmt.Fprintln(w, "API keys that may read it (active keys whose groups and category scope allow it):")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  KEY ID\tNAME\tOWNER\tGROUPS\tSCOPES")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(), keysGroups(k.GetGroups()), keysScopes(k.GetScopes()))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w, "OAuth: "+r.OAuth)
+	return err
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/stacktest"
+)
+
+// documentRecords have different lists and categories; "both" names a
+// principal twice and in capitals, which the stored list normalises.
+var documentRecords = []string{
+	`{"_id":"pub","title":"Public","text":"The okapi policy for everyone.","category":"policy"}`,
+	`{"_id":"hr","title":"Pay","text":"The okapi pay bands.","category":"policy","access":["group:hr"]}`,
+	`{"_id":"hr-sec","title":"Badges","text":"The okapi badge rules.","category":"security","access":["group:hr"]}`,
+	`{"_id":"legal","title":"Contracts","text":"The okapi contracts.","category":"legal","access":["group:legal"]}`,
+	`{"_id":"both","title":"Shared","text":"The okapi shared notes.","category":"policy","access":["GROUP:Legal","group:hr","user:Alice","group:hr"]}`,
+}
+
+// listedDocs is `documents -o json`: the external ids and the lists.
+func listedDocs(t *testing.T, args ...string) map[string][]string {
+	t.Helper()
+	code, out, errOut := ctlRun(t, append([]string{"documents", "-o", "json"}, args...)...)
+	require.Equal(t, 0, code, errOut)
+	got := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var d struct {
+			ID     string   `json:"external_id"`
+			Access []string `json:"access"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &d), line)
+		got[d.ID] = d.Access
+	}
+	return got
+}
+
+func ids(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// documents lists what is stored with its access lists, filtered; show says
+// who may read one; only the operator's credential gets either.
+func TestDocumentsAndWhoMayRead(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Services: []string{stacktest.Search, stacktest.Auth}})
+	for k, v := range s.ClientEnv() {
+		t.Setenv(k, v)
+	}
+	jsonl := filepath.Join(t.TempDir(), "docs.jsonl")
+	require.NoError(t, os.WriteFile(jsonl, []byte(strings.Join(documentRecords, "\n")+"\n"), 0o644))
+	code, _, errOut := ctlRun(t, "ingest", "-q", jsonl)
+	require.Equal(t, 0, code, errOut)
+	// A synced source whose documents take its default list.
+	dir := t.TempDir()
+	ctlWrite(t, dir, "ops/runbook.md", "# Runbook\n\nThe okapi runbook.\n")
+	code, _, errOut = ctlRun(t, "sync", "handbook", dir, "--access", "group:ops")
+	require.Equal(t, 0, code, errOut)
+
+	t.Run("every document with its normalised list", func(t *testing.T) {
+		require.Equal(t, map[string][]string{
+			"pub": {}, "hr": {"group:hr"}, "hr-sec": {"group:hr"}, "legal": {"group:legal"},
+			"both":                    {"group:hr", "group:legal", "user:Alice"},
+			"handbook:ops/runbook.md": {"group:ops"},
+		}, listedDocs(t))
+		code, out, errOut := ctlRun(t, "documents")
+		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^ID\s+TITLE\s+CATEGORY\s+SOURCE\s+ACCESS\s+CHUNKS\s+UPDATED$`, out)
+		require.Regexp(t, `(?m)^pub\s+Public\s+policy\s+-\s+everyone\s+1\s`, out)
+		require.Regexp(t, `(?m)^handbook:ops/runbook.md\s+Runbook\s+ops\s+handbook\s+group:ops \(source default\)\s+1\s`, out)
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"--principal", "group:hr"}, []string{"both", "hr", "hr-sec"}},
+			{[]string{"--principal", "GROUP:HR"}, []string{"both", "hr", "hr-sec"}},
+			{[]string{"--principal", "user:Alice"}, []string{"both"}},
+			{[]string{"--principal", "user:alice"}, nil}, // a user id keeps its case
+			{[]string{"--principal", "everyone"}, []string{"pub"}},
+			{[]string{"--category", "POLICY"}, []string{"both", "hr", "pub"}},
+			{[]string{"--category", "policy", "--principal", "group:hr"}, []string{"both", "hr"}},
+			{[]string{"--source", "handbook"}, []string{"handbook:ops/runbook.md"}},
+			{[]string{"--prefix", "h"}, []string{"handbook:ops/runbook.md", "hr", "hr-sec"}},
+			{[]string{"--limit", "2"}, []string{"both", "handbook:ops/runbook.md"}},
+		} {
+			t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+				got := ids(listedDocs(t, tc.args...))
+				if tc.want == nil {
+					require.Empty(t, got)
+					return
+				}
+				require.Equal(t, tc.want, got)
+			})
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, closeConn, err := searchDial(s.Addr(stacktest.Search), envIngestToken)
+	require.NoError(t, err)
+	defer closeConn()
+
+	t.Run("pages", func(t *testing.T) {
+		var got []string
+		req := &searchv1.ListDocumentsRequest{PageSize: 2}
+		pages := 0
+		for {
+			resp, err := c.ListDocuments(ctx, req)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(resp.GetDocuments()), 2)
+			for _, d := range resp.GetDocuments() {
+				got = append(got, d.GetExternalId())
+			}
+			pages++
+			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+				break
+			}
+		}
+		require.Equal(t, 3, pages)
+		require.Equal(t, []string{"both", "handbook:ops/runbook.md", "hr", "hr-sec", "legal", "pub"}, got, "every document once, by id")
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			req   *searchv1.ListDocumentsRequest
+			field string
+		}{
+			{"unknown principal form", &searchv1.ListDocumentsRequest{Principal: "role:hr"}, "principal"},
+			{"bad group name", &searchv1.ListDocumentsRequest{Principal: "group:h r"}, "principal"},
+			{"malformed page token", &searchv1.ListDocumentsRequest{PageToken: "not-a-token"}, "page_token"},
+			{"another list's token", &searchv1.ListDocumentsRequest{PageToken: "MTcwMDAwMDAwMDAwMDAwMDAuMQ"}, "page_token"},
+			{"page too large", &searchv1.ListDocumentsRequest{PageSize: 1001}, "page_size"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := c.ListDocuments(ctx, tc.req)
+				require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+				require.True(t, strings.HasPrefix(status.Convert(err).Message(), tc.field+": "), "%v", err)
+			})
+		}
+		code, _, errOut := ctlRun(t, "documents", "--principal", "hr")
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errOut, `want everyone, group:NAME or user:ID`)
+		_, err := c.GetDocument(ctx, &searchv1.GetDocumentRequest{ExternalId: "nothing"})
+		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+		code, _, errOut = ctlRun(t, "documents", "show", "nothing")
+		require.Equal(t, exitFailed, code)
+		require.Equal(t, "bmcisctl documents: show document \"nothing\" via "+s.Addr(stacktest.Search)+
+			": no document with external_id \"nothing\" (NotFound)\n", errOut)
+	})
+
+	t.Run("only operators", func(t *testing.T) {
+		for name, cred := range map[string]string{"read": stacktest.ServiceToken, "adapter": stacktest.AdapterToken, "admin": stacktest.AdminToken} {
+			cctx := grpcclient.WithCredential(ctx, cred)
+			_, err := c.ListDocuments(cctx, &searchv1.ListDocumentsRequest{})
+			require.Contains(t, []codes.Code{codes.PermissionDenied, codes.Unauthenticated}, status.Code(err), "%s: %v", name, err)
+			_, err = c.GetDocument(cctx, &searchv1.GetDocumentRequest{ExternalId: "hr"})
+			require.Contains(t, []codes.Code{codes.PermissionDenied, codes.Unauthenticated}, status.Code(err), "%s: %v", name, err)
+		}
+		t.Setenv(envIngestToken, stacktest.ServiceToken)
+		code, _, errOut := ctlRun(t, "documents")
+		require.Equal(t, exitRefused, code, errOut)
+	})
+
+	// Keys: one in hr, one in no group, one in hr limited to security,
+	// one in hr revoked (no longer reads anything).
+	hrKey := stacktest.KeyID(s.CreateKey(t, stacktest.Key{Name: "hr", Groups: []string{"hr"}}))
+	plainKey := stacktest.KeyID(s.CreateKey(t, stacktest.Key{Name: "plain"}))
+	secKey := stacktest.KeyID(s.CreateKey(t, stacktest.Key{Name: "hr-security", Groups: []string{"hr"}, Categories: []string{"Security"}}))
+	gone := s.CreateKey(t, stacktest.Key{Name: "hr-revoked", Groups: []string{"hr"}})
+	s.RevokeKey(t, gone)
+
+	t.Run("show lists exactly the keys that may read", func(t *testing.T) {
+		for _, tc := range []struct {
+			id   string
+			keys []string
+		}{
+			{"hr", []string{hrKey}},
+			{"hr-sec", []string{hrKey, secKey}},
+			{"pub", []string{hrKey, plainKey}},
+			{"legal", nil},
+			{"both", []string{hrKey}},
+		} {
+			t.Run(tc.id, func(t *testing.T) {
+				code, out, errOut := ctlRun(t, "documents", "show", tc.id, "-o", "json")
+				require.Equal(t, 0, code, errOut)
+				var got struct {
+					Document struct {
+						ID     string   `json:"external_id"`
+						Access []string `json:"access"`
+					} `json:"document"`
+					KeysListed bool `json:"keys_listed"`
+					APIKeys    []struct {
+						KeyID string `json:"key_id"`
+					} `json:"api_keys"`
+					OAuth string `json:"oauth"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+				require.Equal(t, tc.id, got.Document.ID)
+				require.True(t, got.KeysListed)
+				var keys []string
+				for _, k := range got.APIKeys {
+					keys = append(keys, k.KeyID)
+				}
+				sort.Strings(keys)
+				want := append([]string(nil), tc.keys...)
+				sort.Strings(want)
+				if want == nil {
+					require.Empty(t, keys)
+				} else {
+					require.Equal(t, want, keys)
+				}
+				require.Contains(t, got.OAuth, "OAuth")
+			})
+		}
+		code, out, errOut := ctlRun(t, "documents", "show", "hr-sec")
+		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^access\s+group:hr$`, out)
+		require.Regexp(t, `(?m)^\s+`+hrKey+`\s+hr\s+hr\s+hr\s+all$`, out)
+		require.Regexp(t, `(?m)^\s+`+secKey+`\s+hr-security\s+hr-security\s+hr\s+categories=(?i:security)$`, out)
+		require.NotContains(t, out, plainKey)
+		require.NotContains(t, out, stacktest.KeyID(gone))
+		require.Contains(t, out, "OAuth: OAuth callers whose token maps to group:hr may read it too; their groups come from the identity provider")
+	})
+
+	t.Run("show without the admin credential", func(t *testing.T) {
+		t.Setenv(envAdminToken, "")
+		t.Setenv(envCredentialsFile, filepath.Join(t.TempDir(), "none.json"))
+		code, out, errOut := ctlRun(t, "documents", "show", "hr")
+		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^access\s+group:hr$`, out)
+		require.Contains(t, out, "API keys not listed: BMCIS_ADMIN_TOKEN (the admin credential) is not set")
+		require.NotContains(t, out, hrKey)
+	})
+}
