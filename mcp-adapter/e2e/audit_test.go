@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/stacktest"
@@ -80,15 +82,18 @@ func TestToolCallsAndResourceReadsAreAudited(t *testing.T) {
 	require.Equal(t, "incident severity levels", search.GetQuery())
 	require.Equal(t, ids, search.GetChunkIds())
 	require.Equal(t, auditlog.OK, search.GetOutcome())
+	require.Equal(t, documentsOf(t, s, ids), search.GetDocumentIds(), "the documents of the chunks returned, each once, in order")
 
 	require.Equal(t, "resources/read", resource.GetTool())
 	require.Equal(t, fmt.Sprintf("kb://chunks/%d", ids[0]), resource.GetTarget())
 	require.Equal(t, ids[:1], resource.GetChunkIds())
+	require.Equal(t, documentsOf(t, s, ids[:1]), resource.GetDocumentIds())
 	require.Equal(t, auditlog.OK, resource.GetOutcome())
 
 	require.Equal(t, "resources/read", failed.GetTool())
 	require.Equal(t, "INVALID_PARAMS", failed.GetOutcome(), "a failed read records its error code")
 	require.Empty(t, failed.GetChunkIds())
+	require.Empty(t, failed.GetDocumentIds())
 
 	require.Empty(t, hashed.GetQuery(), "BMCIS_AUDIT_QUERY_TEXT=false keeps only the hash")
 	require.Equal(t, auditlog.QueryHash("backup retention policy"), hashed.GetQuerySha256())
@@ -116,5 +121,67 @@ func TestToolCallsAndResourceReadsAreAudited(t *testing.T) {
 		_, err = authv1.NewAuthServiceClient(c).ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{})
 		require.ErrorContains(t, err, "PermissionDenied")
 		_ = c.Close()
+	}
+}
+
+// documentsOf asks search (as the adapter's credential may) which
+// documents chunks belong to: their external ids, each once, in the order
+// of the chunks.
+func documentsOf(t *testing.T, s *stacktest.Stack, chunks []int64) []string {
+	t.Helper()
+	conn, err := grpcclient.Dial(s.Addr(stacktest.Search), stacktest.AdapterToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	resp, err := searchv1.NewSearchServiceClient(conn).GetChunks(context.Background(), &searchv1.GetChunksRequest{ChunkIds: chunks})
+	require.NoError(t, err)
+	var docs []string
+	for _, c := range resp.GetChunks() {
+		if !slices.Contains(docs, c.GetDocumentId()) {
+			docs = append(docs, c.GetDocumentId())
+		}
+	}
+	require.NotEmpty(t, docs)
+	return docs
+}
+
+// TestVendorEvidenceNamesItsDocuments: a find_vendor_info answer quotes
+// chunks that mention the vendor; its entry names those chunks and their
+// documents, and the filter by each document finds it.
+func TestVendorEvidenceNamesItsDocuments(t *testing.T) {
+	s := demo(t)
+	k := s.CreateKey(t, stacktest.Key{Name: "audit-evidence", PerMinute: 10_000, PerHour: 100_000, PerDay: 1_000_000})
+	a := httpClient(t, adapterHTTP(t, s, map[string]string{"BMCIS_AUDIT_FLUSH_INTERVAL": "20ms"}), map[string]string{"X-API-Key": k})
+	env := callTool(t, a, "find_vendor_info", map[string]any{"vendor_name": "Acme Corp", "response_mode": "ids_only"})
+	require.Equal(t, "success", status(env), "%v", env["error"])
+	var evidence []int64
+	for _, id := range env["results"].([]any)[0].(map[string]any)["evidence_chunk_ids"].([]any) {
+		evidence = append(evidence, int64(id.(float64)))
+	}
+	require.NotEmpty(t, evidence)
+
+	conn, err := grpcclient.Dial(s.Addr(stacktest.Auth), stacktest.AdminToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	auth := authv1.NewAuthServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var entry *authv1.AuditEvent
+	require.Eventually(t, func() bool {
+		resp, err := auth.ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{Principal: stacktest.KeyID(k)})
+		require.NoError(t, err)
+		if len(resp.GetEvents()) == 0 {
+			return false
+		}
+		entry = resp.GetEvents()[0]
+		return true
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, "find_vendor_info", entry.GetTool())
+	require.Equal(t, evidence, entry.GetChunkIds())
+	require.Equal(t, documentsOf(t, s, evidence), entry.GetDocumentIds())
+	for _, doc := range entry.GetDocumentIds() {
+		resp, err := auth.ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{DocumentId: doc, Principal: stacktest.KeyID(k)})
+		require.NoError(t, err)
+		require.Len(t, resp.GetEvents(), 1, doc)
+		require.Equal(t, entry.GetRequestId(), resp.GetEvents()[0].GetRequestId())
 	}
 }

@@ -40,6 +40,10 @@ const OK = "ok"
 // first MaxChunkIDs.
 const MaxChunkIDs = 1000
 
+// MaxDocumentIDs is the most document ids one entry holds, likewise: the
+// documents of at most MaxChunkIDs chunks.
+const MaxDocumentIDs = MaxChunkIDs
+
 // Principal kinds.
 const (
 	KindAPIKey = "api_key"
@@ -58,7 +62,8 @@ type Entry struct {
 	Target        string // a kb:// URI or a REST path, when there is no query
 	Query         string // the text; the recorder keeps only its hash when told
 	ChunkIDs      []int64
-	Outcome       string // OK or an error code
+	DocumentIDs   []string // the external ids of the documents returned, each once
+	Outcome       string   // OK or an error code
 	RequestID     string
 }
 
@@ -350,10 +355,17 @@ func (r *Recorder) event(e Entry) *authv1.AuditEvent {
 	if len(ids) > MaxChunkIDs {
 		ids = ids[:MaxChunkIDs]
 	}
+	var docs []string
+	if n := min(len(e.DocumentIDs), MaxDocumentIDs); n > 0 {
+		docs = make([]string, n)
+		for i, d := range e.DocumentIDs[:n] {
+			docs[i] = txt(d)
+		}
+	}
 	ev := &authv1.AuditEvent{
 		Time: timestamppb.New(e.Time), Principal: txt(e.Principal), PrincipalKind: txt(e.PrincipalKind),
 		OauthIssuer: txt(e.OAuthIssuer), ClientAddress: txt(e.ClientAddress), ClientName: txt(e.ClientName),
-		Tool: txt(e.Tool), Target: txt(e.Target), ChunkIds: ids, Outcome: txt(e.Outcome), RequestId: txt(e.RequestID),
+		Tool: txt(e.Tool), Target: txt(e.Target), ChunkIds: ids, DocumentIds: docs, Outcome: txt(e.Outcome), RequestId: txt(e.RequestID),
 	}
 	if e.Query != "" {
 		ev.QuerySha256 = QueryHash(e.Query)

@@ -72,6 +72,11 @@ func fill(t *testing.T, pool *pgxpool.Pool) {
 		`INSERT INTO api_keys (key_id, secret_hash, name, owner, rotated_from) VALUES ('k2', sha256('two'), 'second', 'platform', 'k1')`,
 		`INSERT INTO rate_limit_tiers (name) VALUES ('week')`,
 		`INSERT INTO api_key_limits (key_id, tier, limit_value) VALUES ('k2', 'minute', 60), ('k2', 'week', 5000)`,
+		// The trail, with the documents a read returned (00021): a text
+		// array whose ids COPY TEXT must quote and escape.
+		`INSERT INTO auth.audit_events (occurred_at, edge, principal, principal_kind, tool, query, query_sha256, chunk_ids, document_ids, outcome)
+			VALUES (now(), 'read', 'k2', 'api_key', 'POST /v1/search', E'who\tpays', 'ab12', '{1,2,3}', ARRAY['handbook:doc1.md', E'a,b "c" {d}\\e'], 'ok'),
+			       (now(), 'adapter', '', '', 'get_chunks', NULL, '', '{}', '{}', 'AUTH_REQUIRED')`,
 	} {
 		_, err := pool.Exec(ctx, stmt)
 		require.NoError(t, err, stmt)

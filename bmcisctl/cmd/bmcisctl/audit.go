@@ -12,11 +12,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/docid"
 )
 
 func init() {
 	commands["audit"] = command{
-		summary: "list the audit trail of reads (who read what, when): audit [--since 24h] [--principal KEY_ID]",
+		summary: "list the audit trail of reads (who read what, when): audit [--since 24h] [--principal KEY_ID] [--document ID]",
 		run:     runAudit,
 	}
 }
@@ -27,20 +28,23 @@ const auditPage = 500
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("audit", stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: bmcisctl audit [--since D] [--principal P] [--tool T] [-n N] [-o table|json|yaml]
+		fmt.Fprint(fs.Output(), `usage: bmcisctl audit [--since D] [--principal P] [--tool T] [--document ID] [-n N] [-o table|json|yaml]
 
 Lists the reads the MCP adapter and the gateway served, newest first:
 time, principal (key id or OAuth subject), client, tool or route, query
-(or its SHA-256), the chunk ids returned, and the outcome (docs/AUDIT.md).
+(or its SHA-256), the documents and chunk ids returned, and the outcome
+(docs/AUDIT.md). --document keeps the reads that returned that document
+(its external id), before and after it changed: who read it.
 --since takes a duration back from now (24h, 7d) or an RFC 3339 time.
 -o json prints one JSON object per line; --json is the same. The issue's
-single-dash forms (-since, -principal, -json) work too.
+single-dash forms (-since, -principal, -document, -json) work too.
 Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN.
 `)
 	}
 	since := fs.String("since", "", "only events since this long ago (24h, 7d) or this RFC 3339 time")
 	principal := fs.String("principal", "", "only this principal's events (a key id or an OAuth subject)")
 	tool := fs.String("tool", "", `only this tool's or route's events (semantic_search, resources/read, "GET /v1/chunks")`)
+	document := fs.String("document", "", "only the reads that returned this document (its external id, as ingested)")
 	limit := fs.Int("limit", 100, "at most this many events (0: all)")
 	output := outputFlag(fs)
 	asJSON := fs.Bool("json", false, "the same as -o json")
@@ -59,7 +63,12 @@ Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN.
 	if *limit < 0 {
 		return usageErrorf("--limit must be 0 or more")
 	}
-	req := &authv1.ListAuditEventsRequest{Principal: *principal, Tool: *tool}
+	req := &authv1.ListAuditEventsRequest{Principal: *principal, Tool: *tool, DocumentId: strings.TrimSpace(*document)}
+	if flagGiven(fs, "document") {
+		if err := docid.Check(req.DocumentId); err != nil {
+			return usageErrorf("--document: %v", err)
+		}
+	}
 	if *since != "" {
 		t, err := parseSince(*since, time.Now())
 		if err != nil {
@@ -92,10 +101,11 @@ Environment: BMCIS_AUTH_ADDR (default 127.0.0.1:50053), BMCIS_ADMIN_TOKEN.
 		return writeRecords(stdout, *output, events)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tPRINCIPAL\tCLIENT\tTOOL\tQUERY\tCHUNKS\tOUTCOME")
+	fmt.Fprintln(tw, "TIME\tPRINCIPAL\tCLIENT\tTOOL\tQUERY\tDOCUMENTS\tCHUNKS\tOUTCOME")
 	for _, e := range events {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetTime().AsTime().Local().Format(time.DateTime),
-			orDash(e.GetPrincipal()), orDash(auditClient(e)), auditTool(e), orDash(auditQuery(e)), auditChunks(e.GetChunkIds()), e.GetOutcome())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetTime().AsTime().Local().Format(time.DateTime),
+			orDash(e.GetPrincipal()), orDash(auditClient(e)), auditTool(e), orDash(auditQuery(e)), auditDocuments(e.GetDocumentIds()),
+			auditChunks(e.GetChunkIds()), e.GetOutcome())
 	}
 	return tw.Flush()
 }
@@ -143,6 +153,18 @@ func auditQuery(e *authv1.AuditEvent) string {
 		return "sha256:" + e.GetQuerySha256()[:min(12, len(e.GetQuerySha256()))]
 	}
 	return ""
+}
+
+// auditDocuments is the first documents of an entry, then how many more:
+// -o json lists them all.
+func auditDocuments(ids []string) string {
+	switch len(ids) {
+	case 0:
+		return "-"
+	case 1, 2:
+		return strings.Join(ids, ",")
+	}
+	return fmt.Sprintf("%s,%s,+%d", ids[0], ids[1], len(ids)-2)
 }
 
 func auditChunks(ids []int64) string {

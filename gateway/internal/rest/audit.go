@@ -3,8 +3,12 @@ package rest
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/bmcis/knowledge/platform/auditlog"
 )
@@ -16,11 +20,39 @@ func noteQuery(ctx context.Context, q string) {
 	}
 }
 
-// noteChunks records the chunks the read in ctx returned.
-func noteChunks(ctx context.Context, ids []int64) {
+// noteChunks records the chunks the read in ctx returned and their
+// documents (external ids, each once, in the order of the chunks).
+func noteChunks(ctx context.Context, ids []int64, docs []string) {
 	if rec := recorderFrom(ctx); rec != nil {
-		rec.chunkIDs = ids
+		rec.chunkIDs, rec.documentIDs = ids, docs
 	}
+}
+
+// addDocument adds doc to docs unless it is there (or empty): an answer
+// holds tens of chunks at most, so a scan beats a map.
+func addDocument(docs []string, doc string) []string {
+	if doc == "" || slices.Contains(docs, doc) {
+		return docs
+	}
+	return append(docs, doc)
+}
+
+// withDocumentRead makes a read mask the caller sent name path, the
+// documents' ids the audit entry needs, and reports whether it had to add
+// it: the answer then leaves them out again, as the caller asked. An
+// unset or empty mask reads every field already.
+func withDocumentRead(fm *fieldmaskpb.FieldMask, path string) bool {
+	if len(fm.GetPaths()) == 0 {
+		return false
+	}
+	for _, p := range fm.GetPaths() {
+		// A path names its field and, for a message, all of the fields below.
+		if p = strings.TrimSpace(p); p == path || strings.HasPrefix(path, p+".") {
+			return false
+		}
+	}
+	fm.Paths = append(fm.Paths, path)
+	return true
 }
 
 // maxClientName bounds the User-Agent kept as the client's name.
@@ -51,7 +83,7 @@ func (e *Edge) audit(r *http.Request, rec *recorder, status int, start time.Time
 	e.auditlog.Record(auditlog.Entry{
 		Time: start, Principal: rec.keyID, PrincipalKind: kind,
 		ClientAddress: remoteHost(r), ClientName: ua,
-		Tool: rec.route, Target: r.URL.Path, Query: rec.query, ChunkIDs: rec.chunkIDs,
+		Tool: rec.route, Target: r.URL.Path, Query: rec.query, ChunkIDs: rec.chunkIDs, DocumentIDs: rec.documentIDs,
 		Outcome: outcome, RequestID: requestID,
 	})
 }

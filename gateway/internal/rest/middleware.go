@@ -29,8 +29,9 @@ type recorder struct {
 	code   string // error code of an error response
 	status int
 	// What the audit entry of a read says (audit.go).
-	query    string
-	chunkIDs []int64
+	query       string
+	chunkIDs    []int64
+	documentIDs []string
 }
 
 type recorderKey struct{}

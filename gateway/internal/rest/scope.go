@@ -53,23 +53,35 @@ type scopedSearch struct {
 func (c scopedSearch) Search(ctx context.Context, in *searchv1.SearchRequest, opts ...grpc.CallOption) (*searchv1.SearchResponse, error) {
 	in.Scope = readScope(ctx)
 	noteQuery(ctx, in.GetQuery())
+	added := withDocumentRead(in.GetReadMask(), "results.chunk.document_id")
 	resp, err := c.SearchServiceClient.Search(cacheowner.Outgoing(ctx), in, opts...)
 	ids := make([]int64, 0, len(resp.GetResults()))
+	var docs []string
 	for _, r := range resp.GetResults() {
 		ids = append(ids, r.GetChunk().GetChunkId())
+		docs = addDocument(docs, r.GetChunk().GetDocumentId())
+		if added && r.GetChunk() != nil {
+			r.Chunk.DocumentId = ""
+		}
 	}
-	noteChunks(ctx, ids)
+	noteChunks(ctx, ids, docs)
 	return resp, err
 }
 
 func (c scopedSearch) GetChunks(ctx context.Context, in *searchv1.GetChunksRequest, opts ...grpc.CallOption) (*searchv1.GetChunksResponse, error) {
 	in.Scope = readScope(ctx)
+	added := withDocumentRead(in.GetReadMask(), "chunks.document_id")
 	resp, err := c.SearchServiceClient.GetChunks(ctx, in, opts...)
 	ids := make([]int64, 0, len(resp.GetChunks()))
+	var docs []string
 	for _, ch := range resp.GetChunks() {
 		ids = append(ids, ch.GetChunkId())
+		docs = addDocument(docs, ch.GetDocumentId())
+		if added {
+			ch.DocumentId = ""
+		}
 	}
-	noteChunks(ctx, ids)
+	noteChunks(ctx, ids, docs)
 	return resp, err
 }
 
@@ -101,10 +113,12 @@ func (c scopedVendor) GetVendor(ctx context.Context, in *vendorgraphv1.GetVendor
 	noteQuery(ctx, in.GetName())
 	resp, err := c.VendorGraphServiceClient.GetVendor(cacheowner.Outgoing(ctx), in, opts...)
 	ids := make([]int64, 0, len(resp.GetEvidence()))
+	var docs []string
 	for _, ev := range resp.GetEvidence() {
 		ids = append(ids, ev.GetChunkId())
+		docs = addDocument(docs, ev.GetDocumentId())
 	}
-	noteChunks(ctx, ids)
+	noteChunks(ctx, ids, docs)
 	return resp, err
 }
 

@@ -342,7 +342,7 @@ func vendor(r *vendorgraphv1.GetVendorResponse) model.Vendor {
 		EvidenceUnavailable:    r.GetEvidenceUnavailable(),
 	}
 	for _, e := range r.GetEvidence() {
-		v.Evidence = append(v.Evidence, model.EvidenceChunk{ChunkID: e.GetChunkId(), SourceFile: e.GetSourceFile(),
+		v.Evidence = append(v.Evidence, model.EvidenceChunk{ChunkID: e.GetChunkId(), DocumentID: e.GetDocumentId(), SourceFile: e.GetSourceFile(),
 			MentionCount: int(e.GetMentionCount()), Snippet: e.GetSnippet()})
 	}
 	for _, d := range r.GetEvidenceDocuments() {

@@ -61,6 +61,7 @@ type Relationship struct {
 // EvidenceChunk is a chunk that mentions a vendor.
 type EvidenceChunk struct {
 	ChunkID      int64
+	DocumentID   string // the document's external id
 	SourceFile   string
 	MentionCount int
 	Snippet      string

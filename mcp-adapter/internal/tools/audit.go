@@ -24,6 +24,41 @@ type auditNote struct {
 	principal, kind, issuer string
 	tool, target            string // set for resource reads
 	query                   string
+	// The document of each chunk the backend answered with: the answer
+	// may return fewer (trimmed to the token limit), and the entry names
+	// the documents of those it returned.
+	documents []chunkDocument
+}
+
+// chunkDocument ties a chunk to its document's external id.
+type chunkDocument struct {
+	chunk    int64
+	document string
+}
+
+// Read-mask paths of the documents' ids: the audit entry names the
+// documents the answer returned, which the backend sends beside the
+// chunks the fields read (a mask without them would leave them out).
+const (
+	searchDocumentRead = "results.chunk.document_id"
+	chunksDocumentRead = "chunks.document_id"
+)
+
+// withDocumentRead adds path to a read mask; an empty mask (every field)
+// has it already.
+func withDocumentRead(mask []string, path string) []string {
+	if len(mask) == 0 {
+		return mask
+	}
+	return append(mask, path)
+}
+
+// noteDocument records the document of a chunk the backend answered
+// with. Called on the call's own path, never from a fetch guarded may
+// start early (that one writes nothing of the caller's).
+func noteDocument(ctx context.Context, chunk int64, document string) {
+	n := noteOf(ctx)
+	n.documents = append(n.documents, chunkDocument{chunk, document})
 }
 
 type auditNoteKey struct{}
@@ -79,6 +114,7 @@ func (s *Server) audit(ctx context.Context, call *respond.Call, res *mcp.CallToo
 			e.Outcome = env.Error.Code
 		}
 		e.ChunkIDs = chunkIDs(env.Results)
+		e.DocumentIDs = documentIDs(e.ChunkIDs, n.documents)
 	} else if res != nil && res.IsError {
 		e.Outcome = "ERROR"
 	}
@@ -116,6 +152,23 @@ func chunkIDs(results []envelope.Object) []int64 {
 		}
 	}
 	return ids
+}
+
+// documentIDs lists the documents of the chunks returned, each once, in
+// the order the chunks first name them. Tens of chunks at most: scans.
+func documentIDs(chunks []int64, docs []chunkDocument) []string {
+	var out []string
+	for _, id := range chunks {
+		for _, d := range docs {
+			if d.chunk == id {
+				if d.document != "" && !slices.Contains(out, d.document) {
+					out = append(out, d.document)
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // clientName is the MCP client's name: this request's (protocol

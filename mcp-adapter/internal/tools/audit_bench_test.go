@@ -23,9 +23,11 @@ func (accepting) AppendAuditEvents(_ context.Context, in *authv1.AppendAuditEven
 	return &authv1.AppendAuditEventsResponse{Appended: int32(len(in.GetEvents()))}, nil
 }
 
-// BenchmarkAuditRecordCall is the adapter's whole audit step at the end of
-// a call (Server.audit): reading the principal and client from the
-// context, the chunk ids from a final envelope of 10 results, and Record.
+// BenchmarkAuditRecordCall is the adapter's whole audit step: noting the
+// document of each of the 10 chunks the backend answered with (during the
+// call), then at its end (Server.audit) reading the principal and client
+// from the context, the chunk ids from a final envelope of 10 results,
+// their documents (4 distinct), and Record.
 func BenchmarkAuditRecordCall(b *testing.B) {
 	rec, err := auditlog.New(accepting{}, auditlog.Config{QueryText: true, BufferSize: 1 << 18,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -42,9 +44,14 @@ func BenchmarkAuditRecordCall(b *testing.B) {
 		env.Results = append(env.Results, envelope.Object{{Key: "chunk_id", Value: int64(1000 + i)}, {Key: "rank", Value: i + 1}})
 	}
 	call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0123456789abcdef", Started: time.Now(), Final: env}
+	docs := []string{"handbook:security/incidents.md", "handbook:security/severity.md", "runbooks/paging.md", "runbooks/escalation.md"}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
+		n.documents = n.documents[:0]
+		for i := range 10 {
+			noteDocument(ctx, int64(1000+i), docs[i%len(docs)])
+		}
 		s.audit(ctx, call, nil)
 	}
 }

@@ -90,7 +90,7 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 		if ferr != nil {
 			return chunksReply{}, nil
 		}
-		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, projection.ChunkReads(fields))
+		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, withDocumentRead(projection.ChunkReads(fields), chunksDocumentRead))
 		return chunksReply{chunks, missing}, err
 	})
 	call.BackendDone = s.opts.Now()
@@ -104,6 +104,9 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 		return s.resp.Failure(call, apierr.FromBackend(apierr.Search, berr))
 	}
 	call.CacheKey = "chunks:" + string(p.mode) + ":" + idsHash(p.ids)
+	for _, ch := range reply.chunks {
+		noteDocument(ctx, ch.GetChunkId(), ch.GetDocumentId())
+	}
 
 	env := call.NewEnvelope()
 	var base []envelope.Warning

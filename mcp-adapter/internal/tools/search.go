@@ -195,6 +195,9 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		return s.resp.Failure(call, apierr.FromBackend(apierr.Search, berr))
 	}
 
+	for _, h := range page.GetResults() {
+		noteDocument(ctx, h.GetChunk().GetChunkId(), h.GetChunk().GetDocumentId())
+	}
 	call.CacheHit = page.GetCacheHit()
 	call.DatabaseTimeMS = page.GetDatabaseTimeMs()
 	call.CacheKey = fmt.Sprintf("search:%s:%s:%d:%d", p.mode, queryHash, offset, p.pageSize)
@@ -227,12 +230,13 @@ var lowQualityReads = []string{"similarity_score", "matched_terms"}
 
 // searchReads is the read mask of a search shown with fields in mode m:
 // what the fields, the quality warning and (for a mode with desktop
-// signals) the signals read, and nothing else.
+// signals) the signals read, and the documents' ids for the audit entry.
 func (s *Server) searchReads(m projection.Mode, fields []string) []string {
 	if !s.opts.Desktop || !projection.Of(m).Signals {
-		return projection.SearchReads(fields, lowQualityReads...)
+		return withDocumentRead(projection.SearchReads(fields, lowQualityReads...), searchDocumentRead)
 	}
-	return append(projection.SearchReads(fields, append(slices.Clone(lowQualityReads), signals.Reads...)...), signals.QueryReads...)
+	reads := append(projection.SearchReads(fields, append(slices.Clone(lowQualityReads), signals.Reads...)...), signals.QueryReads...)
+	return withDocumentRead(reads, searchDocumentRead)
 }
 
 // lowQuality reports LOW_QUALITY_RESULTS on the first page only (offset

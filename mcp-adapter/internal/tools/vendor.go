@@ -148,6 +148,9 @@ func (s *Server) vendor(ctx context.Context, req mcp.CallToolRequest, call *resp
 		}
 	}
 
+	for _, e := range v.Evidence {
+		noteDocument(ctx, e.ChunkID, e.DocumentID)
+	}
 	call.CacheHit = v.CacheHit
 	call.CacheKey = fmt.Sprintf("vendor:%s:%s:%t", p.mode, cursor.Normalize(p.name), p.relationships)
 	call.View.Title = "Vendor: " + v.VendorName

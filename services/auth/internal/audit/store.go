@@ -35,6 +35,8 @@ type Event struct {
 	Query       *string
 	QuerySHA256 string
 	ChunkIDs    []int64
+	// DocumentIDs are the external ids of the documents returned.
+	DocumentIDs []string
 	Outcome     string
 	RequestID   string
 }
@@ -44,7 +46,9 @@ type Filter struct {
 	Since     time.Time // zero: no bound
 	Principal string
 	Tool      string
-	Limit     int
+	// DocumentID keeps the events whose answer returned this document.
+	DocumentID string
+	Limit      int
 	// Before continues a listing: only events older than this position.
 	Before *Position
 }
@@ -94,17 +98,20 @@ func (s *Store) Append(ctx context.Context, events []Event) error {
 	}
 	rows := make([][]any, len(events))
 	for i, e := range events {
-		ids := e.ChunkIDs
+		ids, docs := e.ChunkIDs, e.DocumentIDs
 		if ids == nil {
 			ids = []int64{}
 		}
+		if docs == nil {
+			docs = []string{}
+		}
 		rows[i] = []any{e.Time, e.Edge, e.Principal, e.PrincipalKind, e.OAuthIssuer, e.ClientAddress, e.ClientName,
-			e.Tool, e.Target, e.Query, e.QuerySHA256, ids, e.Outcome, e.RequestID}
+			e.Tool, e.Target, e.Query, e.QuerySHA256, ids, docs, e.Outcome, e.RequestID}
 	}
 	// COPY is one round trip however large the batch, and atomic.
 	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"auth", "audit_events"},
 		[]string{"occurred_at", "edge", "principal", "principal_kind", "oauth_issuer", "client_address", "client_name",
-			"tool", "target", "query", "query_sha256", "chunk_ids", "outcome", "request_id"},
+			"tool", "target", "query", "query_sha256", "chunk_ids", "document_ids", "outcome", "request_id"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return fmt.Errorf("append %d audit events: %w", len(events), err)
@@ -129,11 +136,15 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
 	if f.Tool != "" {
 		where = append(where, "tool = "+arg(f.Tool))
 	}
+	if f.DocumentID != "" {
+		// Containment, which the GIN index on document_ids serves (00021).
+		where = append(where, "document_ids @> ARRAY["+arg(f.DocumentID)+"::text]")
+	}
 	if f.Before != nil {
 		where = append(where, "(occurred_at, id) < ("+arg(f.Before.Time)+", "+arg(f.Before.ID)+")")
 	}
 	q := `SELECT id, occurred_at, recorded_at, edge, principal, principal_kind, oauth_issuer, client_address,
-		client_name, tool, target, query, query_sha256, chunk_ids, outcome, request_id FROM auth.audit_events`
+		client_name, tool, target, query, query_sha256, chunk_ids, document_ids, outcome, request_id FROM auth.audit_events`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -145,7 +156,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.ID, &e.Time, &e.RecordedAt, &e.Edge, &e.Principal, &e.PrincipalKind, &e.OAuthIssuer,
-			&e.ClientAddress, &e.ClientName, &e.Tool, &e.Target, &e.Query, &e.QuerySHA256, &e.ChunkIDs, &e.Outcome, &e.RequestID)
+			&e.ClientAddress, &e.ClientName, &e.Tool, &e.Target, &e.Query, &e.QuerySHA256, &e.ChunkIDs, &e.DocumentIDs, &e.Outcome, &e.RequestID)
 		return e, err
 	})
 	if err != nil {

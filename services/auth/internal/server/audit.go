@@ -12,6 +12,8 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/auditlog"
+	"github.com/bmcis/knowledge/platform/docid"
+	"github.com/bmcis/knowledge/platform/grpcserver"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/services/auth/internal/audit"
 )
@@ -47,13 +49,17 @@ func (s *Server) AppendAuditEvents(ctx context.Context, req *authv1.AppendAuditE
 		if len(e.GetChunkIds()) > auditlog.MaxChunkIDs {
 			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: at most %d chunk_ids", i, auditlog.MaxChunkIDs)
 		}
+		if len(e.GetDocumentIds()) > auditlog.MaxDocumentIDs {
+			return nil, status.Errorf(codes.InvalidArgument, "events[%d]: at most %d document_ids", i, auditlog.MaxDocumentIDs)
+		}
 		ev := audit.Event{
 			Time: e.GetTime().AsTime(), Edge: edge,
 			Principal: cut(e.GetPrincipal(), maxAuditLabel), PrincipalKind: cut(e.GetPrincipalKind(), maxAuditLabel),
 			OAuthIssuer: cut(e.GetOauthIssuer(), maxAuditLabel), ClientAddress: cut(e.GetClientAddress(), maxAuditLabel),
 			ClientName: cut(e.GetClientName(), maxAuditLabel), Tool: cut(e.GetTool(), maxAuditLabel),
 			Target: cut(e.GetTarget(), maxAuditText), QuerySHA256: cut(e.GetQuerySha256(), maxAuditLabel),
-			ChunkIDs: e.GetChunkIds(), Outcome: cut(e.GetOutcome(), maxAuditLabel), RequestID: cut(e.GetRequestId(), maxAuditLabel),
+			ChunkIDs: e.GetChunkIds(), DocumentIDs: documentIDs(e.GetDocumentIds()),
+			Outcome: cut(e.GetOutcome(), maxAuditLabel), RequestID: cut(e.GetRequestId(), maxAuditLabel),
 		}
 		if e.GetQuery() != "" {
 			q := cut(e.GetQuery(), maxAuditText)
@@ -73,9 +79,15 @@ func (s *Server) ListAuditEvents(ctx context.Context, req *authv1.ListAuditEvent
 		return nil, status.Error(codes.Unimplemented, "this auth service keeps no audit trail")
 	}
 	f := audit.Filter{
-		Principal: strings.TrimSpace(req.GetPrincipal()),
-		Tool:      strings.TrimSpace(req.GetTool()),
-		Limit:     defaultAuditPage,
+		Principal:  strings.TrimSpace(req.GetPrincipal()),
+		Tool:       strings.TrimSpace(req.GetTool()),
+		DocumentID: strings.TrimSpace(req.GetDocumentId()),
+		Limit:      defaultAuditPage,
+	}
+	if f.DocumentID != "" {
+		if err := docid.Check(f.DocumentID); err != nil {
+			return nil, grpcserver.InvalidArgument("document_id", "%v", err)
+		}
 	}
 	if req.GetSince() != nil {
 		if err := req.GetSince().CheckValid(); err != nil {
@@ -114,13 +126,28 @@ func (s *Server) ListAuditEvents(ctx context.Context, req *authv1.ListAuditEvent
 			Time: timestamppb.New(e.Time), RecordedAt: timestamppb.New(e.RecordedAt), Edge: e.Edge,
 			Principal: e.Principal, PrincipalKind: e.PrincipalKind, OauthIssuer: e.OAuthIssuer,
 			ClientAddress: e.ClientAddress, ClientName: e.ClientName, Tool: e.Tool, Target: e.Target,
-			QuerySha256: e.QuerySHA256, ChunkIds: e.ChunkIDs, Outcome: e.Outcome, RequestId: e.RequestID,
+			QuerySha256: e.QuerySHA256, ChunkIds: e.ChunkIDs, DocumentIds: e.DocumentIDs, Outcome: e.Outcome, RequestId: e.RequestID,
 		}
 		if e.Query != nil {
 			resp.Events[i].Query = *e.Query
 		}
 	}
 	return resp, nil
+}
+
+// documentIDs is what an entry stores of the document ids an edge sent:
+// each cut to the longest id ingestion accepts, as cut keeps every other
+// field (the edges send ids the search service returned, so nothing is cut
+// but a forged one).
+func documentIDs(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = cut(id, docid.MaxBytes)
+	}
+	return out
 }
 
 // edgeOf names the edge that appends: the role its credential holds

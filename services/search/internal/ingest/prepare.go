@@ -15,6 +15,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/docid"
 	"github.com/bmcis/knowledge/services/search/internal/formats"
 	"github.com/bmcis/knowledge/services/search/internal/store"
 )
@@ -27,7 +28,7 @@ type Limits struct {
 
 // Field length limits.
 const (
-	maxExternalID = 1024
+	maxExternalID = docid.MaxBytes
 	maxTitle      = 1000
 	maxCategory   = 200
 	maxSourceFile = 4096

@@ -1286,7 +1286,13 @@ type AuditEvent struct {
 	// credential); set by the auth service, ignored in AppendAuditEvents.
 	Edge string `protobuf:"bytes,14,opt,name=edge,proto3" json:"edge,omitempty"`
 	// When the auth service stored it; set by the service.
-	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	// The documents the answer returned (their external ids), each once, in
+	// the order the answer first names them: the documents of chunk_ids. A
+	// document keeps its external id when it changes and its chunks are
+	// replaced, so these still name what was read after chunk_ids no longer
+	// exist.
+	DocumentIds   []string `protobuf:"bytes,16,rep,name=document_ids,json=documentIds,proto3" json:"document_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1426,6 +1432,13 @@ func (x *AuditEvent) GetRecordedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *AuditEvent) GetDocumentIds() []string {
+	if x != nil {
+		return x.DocumentIds
+	}
+	return nil
+}
+
 // AppendAuditEventsRequest carries a batch of events.
 type AppendAuditEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1530,7 +1543,10 @@ type ListAuditEventsRequest struct {
 	// Events per page, 1..1000 (default 100).
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The previous answer's next_page_token.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only events whose answer returned this document (its exact external
+	// id, as ingested: at most 1,024 bytes, no control characters).
+	DocumentId    string `protobuf:"bytes,6,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1596,6 +1612,13 @@ func (x *ListAuditEventsRequest) GetPageSize() int32 {
 func (x *ListAuditEventsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
 	}
 	return ""
 }
@@ -1745,7 +1768,7 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x11RotateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\x03key\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x121\n" +
-	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious\"\xf8\x03\n" +
+	"\bprevious\x18\x03 \x01(\v2\x15.bmcis.auth.v1.ApiKeyR\bprevious\"\x9b\x04\n" +
 	"\n" +
 	"AuditEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
@@ -1766,18 +1789,21 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"request_id\x18\r \x01(\tR\trequestId\x12\x12\n" +
 	"\x04edge\x18\x0e \x01(\tR\x04edge\x12;\n" +
 	"\vrecorded_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt\"M\n" +
+	"recordedAt\x12!\n" +
+	"\fdocument_ids\x18\x10 \x03(\tR\vdocumentIds\"M\n" +
 	"\x18AppendAuditEventsRequest\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.bmcis.auth.v1.AuditEventR\x06events\"7\n" +
 	"\x19AppendAuditEventsResponse\x12\x1a\n" +
-	"\bappended\x18\x01 \x01(\x05R\bappended\"\xb8\x01\n" +
+	"\bappended\x18\x01 \x01(\x05R\bappended\"\xd9\x01\n" +
 	"\x16ListAuditEventsRequest\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"t\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1f\n" +
+	"\vdocument_id\x18\x06 \x01(\tR\n" +
+	"documentId\"t\n" +
 	"\x17ListAuditEventsResponse\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.bmcis.auth.v1.AuditEventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xb9\x02\n" +
