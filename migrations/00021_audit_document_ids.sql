@@ -11,10 +11,18 @@
 -- columns it writes and reads, so it keeps working: its entries get the
 -- default, no documents.
 
+-- Outside a transaction, so that appends never wait on the index build: the
+-- column comes with a constant default (no rewrite), and the index is built
+-- concurrently (a trail kept 400 days is large, and the edges' buffers are
+-- bounded). A build interrupted half-way leaves an invalid index, which a
+-- second run drops and builds again.
+
+-- +goose NO TRANSACTION
 -- +goose Up
-ALTER TABLE auth.audit_events ADD COLUMN document_ids text[] NOT NULL DEFAULT '{}';
-CREATE INDEX audit_events_document_ids ON auth.audit_events USING gin (document_ids);
+ALTER TABLE auth.audit_events ADD COLUMN IF NOT EXISTS document_ids text[] NOT NULL DEFAULT '{}';
+DROP INDEX CONCURRENTLY IF EXISTS auth.audit_events_document_ids;
+CREATE INDEX CONCURRENTLY audit_events_document_ids ON auth.audit_events USING gin (document_ids);
 
 -- +goose Down
-DROP INDEX auth.audit_events_document_ids;
-ALTER TABLE auth.audit_events DROP COLUMN document_ids;
+DROP INDEX CONCURRENTLY IF EXISTS auth.audit_events_document_ids;
+ALTER TABLE auth.audit_events DROP COLUMN IF EXISTS document_ids;
