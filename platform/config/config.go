@@ -36,12 +36,16 @@ func FromMap(m map[string]string) *Reader {
 	}}
 }
 
+// ErrInvalid is what Err wraps: a caller can tell a refused configuration
+// from its other errors (bmcisctl's exit code) without reading the text.
+var ErrInvalid = errors.New("invalid configuration")
+
 // Err returns every problem found so far, or nil.
 func (r *Reader) Err() error {
 	if len(r.errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("invalid configuration:\n  %w", errors.Join(r.errs...))
+	return fmt.Errorf("%w:\n  %w", ErrInvalid, errors.Join(r.errs...))
 }
 
 // Failf records a problem with a variable; for checks that span variables.
