@@ -32,7 +32,7 @@ func BenchmarkChunkMarkdown(b *testing.B) {
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
-		chunks, err := c.Split(Markdown, "Bench", doc)
+		chunks, err := c.Split(b.Context(), Markdown, "Bench", doc)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,7 @@
 package chunker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -137,21 +138,30 @@ func (c *Chunker) Options() Options { return c.opts }
 func (c *Chunker) Tokenizer() *cl100k.Tokenizer { return c.tok }
 
 // Split chunks a document of the given format. title (may be empty) is the
-// root of every context header.
-func (c *Chunker) Split(format Format, title, text string) ([]Chunk, error) {
+// root of every context header. A cancelled ctx ends the split with
+// ctx.Err(): it is checked between pieces (blocks, sentences, code lines,
+// chunks), so a huge document stops within one piece's tokenizing.
+func (c *Chunker) Split(ctx context.Context, format Format, title, text string) ([]Chunk, error) {
 	title = strings.TrimSpace(title)
-	var units []unit
+	var blocks []block
 	switch format {
 	case Markdown:
-		units = c.markdownUnits(title, text, false)
+		blocks = markdownBlocks(title, text, false)
 	case PagedMarkdown:
-		units = c.markdownUnits(title, text, true)
+		blocks = markdownBlocks(title, text, true)
 	case PlainText, Abstract:
-		units = c.textUnits(title, text)
+		blocks = textBlocks(title, text)
 	default:
 		return nil, fmt.Errorf("chunker: unknown format %d", format)
 	}
-	chunks := c.pack(text, units)
+	units, err := c.sizeBlocks(ctx, text, blocks)
+	if err != nil {
+		return nil, err
+	}
+	chunks, err := c.pack(ctx, text, units)
+	if err != nil {
+		return nil, err
+	}
 	for i := range chunks {
 		chunks[i].ChunkIndex = i
 		chunks[i].TotalChunks = len(chunks)
@@ -195,8 +205,8 @@ type block struct {
 	bodyEnd     int
 }
 
-// textUnits handles plain text and abstracts: paragraphs under one header.
-func (c *Chunker) textUnits(title, src string) []unit {
+// textBlocks handles plain text and abstracts: paragraphs under one header.
+func textBlocks(title, src string) []block {
 	var path []string
 	if title != "" {
 		path = []string{title}
@@ -205,41 +215,51 @@ func (c *Chunker) textUnits(title, src string) []unit {
 	forEachParagraph(src, 0, len(src), func(s, e int) {
 		blocks = append(blocks, block{start: s, end: e, path: path, kind: prose})
 	})
-	return c.sizeBlocks(src, blocks)
+	return blocks
 }
 
 // sizeBlocks turns blocks into units no larger than the target, splitting
 // prose by lines and sentences and oversized code blocks by lines.
-func (c *Chunker) sizeBlocks(src string, blocks []block) []unit {
+func (c *Chunker) sizeBlocks(ctx context.Context, src string, blocks []block) ([]unit, error) {
 	target := c.opts.TargetTokens
 	var units []unit
 	for _, b := range blocks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		u := c.newUnit(src, b.start, b.end, b.path, b.kind)
 		var us []unit
+		var err error
 		switch {
 		case u.tokens <= target:
 			us = []unit{u}
 		case b.kind == code && u.tokens <= c.opts.MaxCodeTokens:
 			us = []unit{u} // kept whole, in a chunk of its own
 		case b.kind == code:
-			us = c.splitCode(src, b)
+			us, err = c.splitCode(ctx, src, b)
 		default:
-			us = c.splitProse(src, b.start, b.end, b.path, b.kind)
+			us, err = c.splitProse(ctx, src, b.start, b.end, b.path, b.kind)
+		}
+		if err != nil {
+			return nil, err
 		}
 		for i := range us {
 			us[i].page = b.page
 		}
 		units = append(units, us...)
 	}
-	return units
+	return units, nil
 }
 
 // splitProse cuts an oversized prose span at sentence starts (which include
 // line starts), then cuts any still-oversized sentence at token boundaries.
-func (c *Chunker) splitProse(src string, start, end int, path []string, kind unitKind) []unit {
+func (c *Chunker) splitProse(ctx context.Context, src string, start, end int, path []string, kind unitKind) ([]unit, error) {
 	var out []unit
 	starts := sentenceStarts(src, start, end)
 	for i, s := range starts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		e := end
 		if i+1 < len(starts) {
 			e = starts[i+1]
@@ -257,7 +277,7 @@ func (c *Chunker) splitProse(src string, start, end int, path []string, kind uni
 			out = append(out, c.newUnit(src, r[0], r[1], path, kind))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // cutTokens splits src[start:end] at pre-tokenizer piece boundaries into
@@ -322,7 +342,7 @@ func cutPiece(src string, start, end, n, limit int) [][2]int {
 
 // splitCode splits a code block over the hard cap into line-aligned parts,
 // each wrapped in the original fences.
-func (c *Chunker) splitCode(src string, b block) []unit {
+func (c *Chunker) splitCode(ctx context.Context, src string, b block) ([]unit, error) {
 	fenceTokens := c.tok.Count(b.open + "\n" + b.close)
 	limit := c.opts.TargetTokens - fenceTokens - 2
 	if limit < 16 {
@@ -336,6 +356,9 @@ func (c *Chunker) splitCode(src string, b block) []unit {
 	}
 	partStart, partTokens := b.bodyStart, 0
 	for ls := b.bodyStart; ls < b.bodyEnd; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		le := strings.IndexByte(src[ls:b.bodyEnd], '\n')
 		if le < 0 {
 			le = b.bodyEnd
@@ -365,15 +388,18 @@ func (c *Chunker) splitCode(src string, b block) []unit {
 	if partStart < b.bodyEnd {
 		emit(partStart, b.bodyEnd)
 	}
-	return out
+	return out, nil
 }
 
 // pack greedily fills chunks with consecutive units of one section subtree.
-func (c *Chunker) pack(src string, units []unit) []Chunk {
+func (c *Chunker) pack(ctx context.Context, src string, units []unit) ([]Chunk, error) {
 	target := c.opts.TargetTokens
 	var out []Chunk
 	overlapStart, overlapTokens := -1, 0
 	for i := 0; i < len(units); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		u := units[i]
 		if u.synthetic != "" || u.tokens > target {
 			text := u.synthetic
@@ -432,7 +458,7 @@ func (c *Chunker) pack(src string, units []unit) []Chunk {
 		}
 		i = j
 	}
-	return out
+	return out, nil
 }
 
 // overlap picks the start of the tail of u to repeat in the next chunk: the

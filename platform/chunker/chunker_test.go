@@ -38,7 +38,7 @@ var guideDoc = "# Guide\n\n" + sentences("intro", 3) + "\n\n" +
 
 func TestMarkdownHeadingPaths(t *testing.T) {
 	c := newTestChunker(t, Options{TargetTokens: 80, OverlapTokens: 12})
-	chunks, err := c.Split(Markdown, "Handbook", guideDoc)
+	chunks, err := c.Split(t.Context(), Markdown, "Handbook", guideDoc)
 	require.NoError(t, err)
 	want := map[string]string{
 		"intro sentence":   "Handbook > Guide",
@@ -77,11 +77,11 @@ func headers(chunks []Chunk) []string {
 
 func TestHeaderTitleDedup(t *testing.T) {
 	c := newTestChunker(t, DefaultOptions())
-	chunks, err := c.Split(Markdown, "Guide", "# Guide\n\nBody text.")
+	chunks, err := c.Split(t.Context(), Markdown, "Guide", "# Guide\n\nBody text.")
 	require.NoError(t, err)
 	require.Len(t, chunks, 1)
 	require.Equal(t, "Guide", chunks[0].ContextHeader)
-	chunks, err = c.Split(Markdown, "", "Body only.")
+	chunks, err = c.Split(t.Context(), Markdown, "", "Body only.")
 	require.NoError(t, err)
 	require.Equal(t, "", chunks[0].ContextHeader)
 }
@@ -91,7 +91,7 @@ func TestCodeBlocksStayWhole(t *testing.T) {
 	tilde := "~~~\n" + strings.Repeat("echo tilde fence line\n", 20) + "~~~~"
 	doc := "# Code\n\n" + sentences("before", 6) + "\n\n" + code + "\n\n" + sentences("between", 3) + "\n\n" + tilde + "\n\n" + sentences("after", 6)
 	c := newTestChunker(t, Options{TargetTokens: 120, OverlapTokens: 15, MaxCodeTokens: 400})
-	chunks, err := c.Split(Markdown, "", doc)
+	chunks, err := c.Split(t.Context(), Markdown, "", doc)
 	require.NoError(t, err)
 	foundGo, foundTilde := false, false
 	for _, ch := range chunks {
@@ -116,7 +116,7 @@ func TestOversizedCodeBlockIsRefenced(t *testing.T) {
 	}
 	doc := "## Big\n\n```python\n" + body.String() + "```\n\nAfter text."
 	c := newTestChunker(t, Options{TargetTokens: 100, OverlapTokens: 10, MaxCodeTokens: 200})
-	chunks, err := c.Split(Markdown, "", doc)
+	chunks, err := c.Split(t.Context(), Markdown, "", doc)
 	require.NoError(t, err)
 	var rebuilt strings.Builder
 	parts := 0
@@ -156,7 +156,7 @@ func TestOverlapAndSizes(t *testing.T) {
 			c := newTestChunker(t, tc.opts)
 			opts := c.Options()
 			for _, format := range []Format{Markdown, PlainText} {
-				chunks, err := c.Split(format, "T", doc)
+				chunks, err := c.Split(t.Context(), format, "T", doc)
 				require.NoError(t, err)
 				require.Greater(t, len(chunks), 1)
 				overlaps := 0
@@ -228,7 +228,7 @@ func TestPlainTextAndAbstract(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			chunks, err := c.Split(tc.format, tc.title, tc.text)
+			chunks, err := c.Split(t.Context(), tc.format, tc.title, tc.text)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, len(chunks), tc.min)
 			if tc.min == 0 {
@@ -260,14 +260,14 @@ func TestMarkdownEdgeCases(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			chunks, err := c.Split(Markdown, "", tc.doc)
+			chunks, err := c.Split(t.Context(), Markdown, "", tc.doc)
 			require.NoError(t, err)
 			require.Equal(t, tc.headers, headers(chunks))
 		})
 	}
 	// With a tiny target the sections separate and the path pops correctly.
 	small := newTestChunker(t, Options{TargetTokens: 40, OverlapTokens: 5})
-	chunks, err := small.Split(Markdown, "", "# A\n\n### C\n\n"+sentences("c", 3)+"\n\n## B\n\n"+sentences("b", 3))
+	chunks, err := small.Split(t.Context(), Markdown, "", "# A\n\n### C\n\n"+sentences("c", 3)+"\n\n## B\n\n"+sentences("b", 3))
 	require.NoError(t, err)
 	require.Contains(t, headers(chunks), "A > C")
 	require.Contains(t, headers(chunks), "A > B")
@@ -283,7 +283,7 @@ func TestNewValidates(t *testing.T) {
 	_, err = New(tok, Options{TargetTokens: 100, OverlapTokens: 10, MaxCodeTokens: 50})
 	require.ErrorContains(t, err, "max code")
 	c := newTestChunker(t, DefaultOptions())
-	_, err = c.Split(Format(99), "", "x")
+	_, err = c.Split(t.Context(), Format(99), "", "x")
 	require.Error(t, err)
 }
 
@@ -306,7 +306,7 @@ func TestTitleHeadingNotRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err := c.Split(Markdown, "Threat Modelling Guide", "# Threat Modelling Guide\n\nIntro text.\n\n## When\n\nBody text.\n")
+	chunks, err := c.Split(t.Context(), Markdown, "Threat Modelling Guide", "# Threat Modelling Guide\n\nIntro text.\n\n## When\n\nBody text.\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestOversizedPieceIsCut(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", name, opts.TargetTokens), func(t *testing.T) {
 				c := newTestChunker(t, opts)
 				for _, format := range []Format{Markdown, PlainText} {
-					chunks, err := c.Split(format, "T", doc)
+					chunks, err := c.Split(t.Context(), format, "T", doc)
 					require.NoError(t, err)
 					require.NotEmpty(t, chunks)
 					covered := 0

@@ -12,11 +12,11 @@ type headingEntry struct {
 	text  string
 }
 
-// markdownUnits parses the block structure the chunker cares about:
+// markdownBlocks parses the block structure the chunker cares about:
 // ATX and setext headings (which set the heading path), fenced code blocks
 // (``` or ~~~, kept whole) and paragraphs (everything else, split on blank
 // lines). Indented code, lists, tables and quotes are treated as prose.
-func (c *Chunker) markdownUnits(title, src string, paged bool) []unit {
+func markdownBlocks(title, src string, paged bool) []block {
 	var stack []headingEntry
 	page := 0
 	if paged {
@@ -129,7 +129,7 @@ func (c *Chunker) markdownUnits(title, src string, paged bool) []unit {
 		ls = next
 	}
 	flushPara()
-	return c.sizeBlocks(src, blocks)
+	return blocks
 }
 
 // lineEnd returns the end of the line at ls (without its newline) and the

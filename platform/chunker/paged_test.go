@@ -9,7 +9,7 @@ import (
 func TestPagedMarkdown(t *testing.T) {
 	c := newTestChunker(t, DefaultOptions())
 	src := "# Guide\n\n## Setup\n\nInstall the agent.\n\n\f\n\nThen restart it.\n\n## Use\n\nRun a scan.\n\n\f\n\n\f\n\nLast page text.\n"
-	chunks, err := c.Split(PagedMarkdown, "Handbook.pdf", src)
+	chunks, err := c.Split(t.Context(), PagedMarkdown, "Handbook.pdf", src)
 	require.NoError(t, err)
 	type got struct {
 		header string
@@ -28,7 +28,7 @@ func TestPagedMarkdown(t *testing.T) {
 	}, out)
 
 	t.Run("markdown knows no pages", func(t *testing.T) {
-		chunks, err := c.Split(Markdown, "Guide", "# Guide\n\nText.\n\n\f\n\nMore.\n")
+		chunks, err := c.Split(t.Context(), Markdown, "Guide", "# Guide\n\nText.\n\n\f\n\nMore.\n")
 		require.NoError(t, err)
 		require.Len(t, chunks, 1)
 		require.Zero(t, chunks[0].Page)

@@ -33,7 +33,7 @@ func BenchmarkChunkSciFact(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		for _, t := range texts {
-			chunks, err := c.Split(chunker.Abstract, "", t)
+			chunks, err := c.Split(b.Context(), chunker.Abstract, "", t)
 			if err != nil {
 				b.Fatal(err)
 			}

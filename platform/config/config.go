@@ -5,6 +5,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +36,10 @@ func FromMap(m map[string]string) *Reader {
 	}}
 }
 
+// ErrInvalid is what Err wraps: a caller can tell a refused configuration
+// from its other errors (bmcisctl's exit code) without reading the text.
+var ErrInvalid = errors.New("invalid configuration")
+
 // Err returns every problem found so far, or nil.
 func (r *Reader) Err() error {
 	if len(r.errs) == 0 {
@@ -58,7 +63,8 @@ func (e *invalidError) Error() string {
 	return b.String()
 }
 
-func (e *invalidError) Unwrap() []error { return e.errs }
+// Unwrap gives ErrInvalid and each problem, for errors.Is and errors.As.
+func (e *invalidError) Unwrap() []error { return append([]error{ErrInvalid}, e.errs...) }
 
 // Failf records a problem with a variable; for checks that span variables.
 func (r *Reader) Failf(name, format string, args ...any) {

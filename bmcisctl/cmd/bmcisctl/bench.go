@@ -193,7 +193,7 @@ func benchIngest(ctx context.Context, c searchv1.SearchServiceClient, g *synthet
 	var bytes int64
 	for n := 0; n < target; {
 		d := g.Document(first + len(docs))
-		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		cs, err := ck.Split(ctx, chunker.Markdown, d.Title, string(d.Content))
 		if err != nil {
 			return 0, err
 		}

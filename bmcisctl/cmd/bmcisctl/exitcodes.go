@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 )
 
@@ -23,7 +24,8 @@ const (
 	// other than the ones below, a file that cannot be read).
 	exitFailed = 1
 	// exitUsage: the command line is wrong (unknown command or flag, a
-	// missing or bad argument); nothing was done.
+	// missing or bad argument), or a setting it reads is refused (a
+	// published placeholder as a password); nothing was done.
 	exitUsage = 2
 	// exitRefused: a service refused the credential (missing, unknown, or
 	// not allowed this call).
@@ -37,7 +39,7 @@ const (
 )
 
 // exitCodeSummary is the table in one line, for help texts.
-const exitCodeSummary = "0 done, 1 failed, 2 usage, 3 refused (credential), 4 unavailable (service unreachable or too slow), 5 partial (some items failed, the rest done)"
+const exitCodeSummary = "0 done, 1 failed, 2 usage or a refused setting, 3 refused (credential), 4 unavailable (service unreachable or too slow), 5 partial (some items failed, the rest done)"
 
 // errPartial marks a command that did part of its work (exitPartial).
 var errPartial = errors.New("partial")
@@ -86,7 +88,7 @@ func describe(err error) string {
 // classify maps an error to its exit code.
 func classify(err error) int {
 	switch {
-	case errors.Is(err, errUsage), errors.Is(err, grpcclient.ErrBadAddress):
+	case errors.Is(err, errUsage), errors.Is(err, grpcclient.ErrBadAddress), errors.Is(err, config.ErrInvalid):
 		return exitUsage
 	case errors.Is(err, errPartial):
 		return exitPartial

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/bmcis/knowledge/platform/config"
 )
 
 // TestServiceErrorsPrintOneWay: a service's error prints as "message
@@ -18,6 +20,10 @@ import (
 func TestServiceErrorsPrintOneWay(t *testing.T) {
 	notFound := status.Error(codes.NotFound, `no source named "x"`)
 	denied := status.Error(codes.PermissionDenied, "this credential may not call Reindex")
+	// A configuration the command refuses exits as a usage error (nothing
+	// was done) but says what it is.
+	badConfig := config.FromMap(nil)
+	badConfig.Failf("DATABASE_URL", "its password is a published placeholder")
 	tests := []struct {
 		name string
 		err  error

@@ -177,8 +177,5 @@ func refusePublishedPasswords() error {
 			env.URLPassword(name, cfg.Password)
 		}
 	}
-	if err := env.Err(); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return nil
+	return env.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,9 @@ func TestMigrateUpRefusesPublishedLoginPasswords(t *testing.T) {
 			t.Setenv(tc.env, login(role, tc.password))
 			code, out, errOut := ctlRun(t, "migrate", "up")
 			require.Equal(t, exitUsage, code, "stdout: %s\nstderr: %s", out, errOut)
+			require.True(t, strings.HasPrefix(errOut, "bmcisctl migrate: invalid configuration:\n"),
+				"a configuration error, not a usage one: %s", errOut)
+			require.NotContains(t, errOut, "usage")
 			require.Contains(t, errOut, tc.env+": its password is a published placeholder")
 			require.NotContains(t, errOut, tc.password)
 
@@ -58,7 +62,8 @@ func TestMigrateUpRefusesPublishedLoginPasswords(t *testing.T) {
 	t.Setenv("DATABASE_URL", login("postgres", "CHANGE_ME"))
 	code, _, errOut := ctlRun(t, "migrate", "status")
 	require.Equal(t, exitUsage, code, errOut)
-	require.Contains(t, errOut, "DATABASE_URL: its password is a published placeholder")
+	require.Equal(t, "bmcisctl migrate: invalid configuration:\n  DATABASE_URL: its password is a published placeholder; "+
+		"use a generated one (openssl rand -hex 32), or set "+config.EnvAllowInsecureSecrets+"=true on a development machine\n", errOut)
 
 	// The development switch lets the dev overlay's values through.
 	t.Setenv("DATABASE_URL", adminURL)

@@ -4,6 +4,7 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -39,15 +41,77 @@ const StdioKeyHint = "Set the API key: for the BMCIS Knowledge extension, in its
 // HTTPKeyHint tells an HTTP client how to supply a key.
 const HTTPKeyHint = "Send the API key in the X-API-Key header or as Authorization: Bearer <key>."
 
-// ServeStdio serves one client on in/out until in closes or ctx ends.
+// ServeStdio serves one client on in/out until in closes or ctx ends. A
+// call of an unknown tool is answered before mcp-go sees it, as over HTTP
+// (rpcMessage.unknownTool).
 func ServeStdio(ctx context.Context, m *server.MCPServer, in io.Reader, out io.Writer, logger *slog.Logger) error {
 	s := server.NewStdioServer(m)
 	s.SetErrorLogger(log.New(slogWriter{logger}, "", 0))
-	err := s.Listen(ctx, in, out)
+	// mcp-go writes each message with one Write; so does answerUnknown:
+	// one lock keeps the lines whole.
+	w := &lockedWriter{w: out}
+	err := s.Listen(ctx, &stdinFilter{r: bufio.NewReader(in), answer: func(line []byte) bool {
+		return answerUnknownTool(m, line, w)
+	}}, w)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
+}
+
+// answerUnknownTool writes the answer to a stdio line that calls an
+// unknown tool and reports whether it did.
+func answerUnknownTool(m *server.MCPServer, line []byte, w io.Writer) bool {
+	var msg rpcMessage
+	if json.Unmarshal(line, &msg) != nil {
+		return false // mcp-go answers what does not parse
+	}
+	answer := msg.unknownTool(m)
+	if answer == nil {
+		return false
+	}
+	b, err := json.Marshal(answer)
+	if err != nil {
+		return false
+	}
+	_, _ = w.Write(append(b, '\n')) // a failed write ends mcp-go's next one too
+	return true
+}
+
+// stdinFilter passes the lines of r on, except those answer took.
+type stdinFilter struct {
+	r       *bufio.Reader
+	answer  func(line []byte) bool
+	pending []byte
+	err     error
+}
+
+func (f *stdinFilter) Read(p []byte) (int, error) {
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		line, err := f.r.ReadBytes('\n')
+		f.err = err
+		if len(line) > 0 && !f.answer(line) {
+			f.pending = line
+		}
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}
+
+// lockedWriter serialises Writes.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 type slogWriter struct{ l *slog.Logger }
@@ -223,15 +287,7 @@ func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
 			})
 			return
 		}
-		var call struct {
-			ID     json.RawMessage `json:"id"`
-			Method *string         `json:"method"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
+		var call rpcMessage
 		if json.Unmarshal(trimmed, &call) != nil {
 			h.ServeHTTP(w, r) // not an object: mcp-go says it is not valid JSON-RPC
 			return
@@ -249,19 +305,41 @@ func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
 			})
 			return
 		}
-		if call.Method != nil && *call.Method == string(mcp.MethodToolsCall) &&
-			len(call.ID) > 0 && m.GetTool(call.Params.Name) == nil {
-			names := slices.Sorted(maps.Keys(m.ListTools()))
-			writeJSON(w, http.StatusOK, map[string]any{
-				"jsonrpc": "2.0",
-				"id":      call.ID,
-				"error": map[string]any{"code": mcp.INVALID_PARAMS,
-					"message": fmt.Sprintf("unknown tool %q: call one of %s (tools/list describes them)", call.Params.Name, strings.Join(names, ", "))},
-			})
+		if answer := call.unknownTool(m); answer != nil {
+			writeJSON(w, http.StatusOK, answer)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// rpcMessage is what explainMalformed and ServeStdio read of a JSON-RPC
+// message.
+type rpcMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method *string         `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// unknownTool is the answer to a tools/call request of a tool m does not
+// have, naming the ones it has (mcp-go's error does not, so a model cannot
+// correct itself); nil for any other message. Both transports answer with
+// it.
+func (c *rpcMessage) unknownTool(m *server.MCPServer) map[string]any {
+	if c.Method == nil || *c.Method != string(mcp.MethodToolsCall) || len(c.ID) == 0 || m.GetTool(c.Params.Name) != nil {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(m.ListTools()))
+	return map[string]any{
+		"jsonrpc": "2.0",
+		"id":      c.ID,
+		"error": map[string]any{"code": mcp.INVALID_PARAMS,
+			"message": fmt.Sprintf("unknown tool %q: call one of %s (tools/list describes them)", c.Params.Name, strings.Join(names, ", "))},
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

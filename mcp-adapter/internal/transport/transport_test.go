@@ -170,6 +170,53 @@ func TestServeStdio(t *testing.T) {
 	require.Equal(t, transport.StdioKeyHint, sc["error"].(map[string]any)["suggestion"])
 }
 
+// An unknown tool's call gets the same answer over stdio as over HTTP, one
+// that names the tools there are (mcp-go's own does not); the session goes
+// on serving.
+func TestUnknownToolSameAnswerOnStdioAndHTTP(t *testing.T) {
+	env := testfake.Start(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := tools.New(tools.Options{Clients: env.Clients, Key: tools.APIKeyFromContext, Logger: logger})
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 0))
+	t.Cleanup(srv.Close)
+	const unknown = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_docs","arguments":{}}}`
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(unknown))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var overHTTP map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&overHTTP))
+	resp.Body.Close()
+
+	in := strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		unknown,
+		`{"jsonrpc":"2.0","id":8,"method":"ping"}`,
+	}, "\n") + "\n")
+	pr, pw := io.Pipe()
+	go func() { _ = transport.ServeStdio(t.Context(), m, io.MultiReader(in, blockUntilClosed(t)), pw, logger) }()
+	dec := json.NewDecoder(pr)
+	byID := map[float64]map[string]any{}
+	for len(byID) < 3 {
+		var msg map[string]any
+		require.NoError(t, dec.Decode(&msg))
+		if id, ok := msg["id"].(float64); ok {
+			byID[id] = msg
+		}
+	}
+	require.Equal(t, overHTTP, byID[7], "stdio answers as HTTP does")
+	e := byID[7]["error"].(map[string]any)
+	require.Equal(t, float64(-32602), e["code"])
+	for _, name := range []string{"search_docs", tools.ToolSemanticSearch, tools.ToolGetChunks, tools.ToolFindVendorInfo, "tools/list"} {
+		require.Contains(t, e["message"], name)
+	}
+	require.Contains(t, byID[8], "result", "the session goes on")
+}
+
 // blockUntilClosed keeps stdin open until the test ends, like a client that
 // stays connected.
 func blockUntilClosed(t *testing.T) io.Reader {

@@ -284,7 +284,7 @@ func TestSyntheticContrastiveSpeed(t *testing.T) {
 	var texts []string
 	for i := 0; len(texts) < 20_000; i++ {
 		d := g.Document(i)
-		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		cs, err := ck.Split(t.Context(), chunker.Markdown, d.Title, string(d.Content))
 		require.NoError(t, err)
 		for _, c := range cs {
 			texts = append(texts, analysis.IndexedText(c.ContextHeader, c.ChunkText))

@@ -117,7 +117,7 @@ func Build(ctx context.Context, ds *eval.Dataset, cfg Config) (*Pipeline, error)
 
 	t0 := time.Now()
 	for _, d := range ds.Corpus {
-		chunks, err := ch.Split(chunker.Abstract, d.Title, d.Text)
+		chunks, err := ch.Split(ctx, chunker.Abstract, d.Title, d.Text)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: %w", d.ID, err)
 		}

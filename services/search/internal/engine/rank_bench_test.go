@@ -112,7 +112,7 @@ func newRankBenchEngine(n int) (*Engine, []string, error) {
 	var rows []store.Chunk
 	for len(rows) < n {
 		d := g.Document(len(docs))
-		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		cs, err := ck.Split(ctx, chunker.Markdown, d.Title, string(d.Content))
 		if err != nil {
 			return nil, nil, err
 		}

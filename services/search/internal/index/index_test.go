@@ -27,7 +27,7 @@ func batch(t testing.TB, chunks int) *Batch {
 	var id int64
 	for i := 0; len(b.Chunks) < chunks; i++ {
 		d := g.Document(i)
-		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		cs, err := ck.Split(t.Context(), chunker.Markdown, d.Title, string(d.Content))
 		require.NoError(t, err)
 		doc := store.Document{ID: int64(i + 1), ExternalID: d.ExternalId, SourceFile: d.SourceFile, Category: d.Category, Title: d.Title, Generation: 1}
 		b.Documents = append(b.Documents, doc)

@@ -43,7 +43,8 @@ func TestPrepareKeepsStructure(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.format, func(t *testing.T) {
-			row, fail := Prepare(ck, &searchv1.Document{SourceFile: "hr/handbook." + tc.format, Content: tc.data, FormatName: tc.format}, Limits{MaxBytes: 1 << 20})
+			row, fail, err := Prepare(t.Context(), ck, &searchv1.Document{SourceFile: "hr/handbook." + tc.format, Content: tc.data, FormatName: tc.format}, Limits{MaxBytes: 1 << 20})
+			require.NoError(t, err)
 			require.Nil(t, fail)
 			require.Equal(t, "Employee Handbook", row.Title, "the file's own title")
 			var got []string
@@ -61,11 +62,13 @@ func TestPrepareKeepsStructure(t *testing.T) {
 	}
 
 	t.Run("a bad file is this document's failure", func(t *testing.T) {
-		_, fail := Prepare(ck, &searchv1.Document{SourceFile: "hr/broken.pdf", Content: []byte("%PDF-1.7\nnothing else"), FormatName: "pdf"}, Limits{})
+		_, fail, err := Prepare(t.Context(), ck, &searchv1.Document{SourceFile: "hr/broken.pdf", Content: []byte("%PDF-1.7\nnothing else"), FormatName: "pdf"}, Limits{})
+		require.NoError(t, err)
 		require.NotNil(t, fail)
 		require.Equal(t, "hr/broken.pdf", fail.SourceFile)
 		require.True(t, strings.HasPrefix(fail.Reason, "corrupt PDF"), fail.Reason)
-		_, fail = Prepare(ck, &searchv1.Document{SourceFile: "x.bin", Content: []byte("data"), FormatName: "rtf"}, Limits{})
+		_, fail, err = Prepare(t.Context(), ck, &searchv1.Document{SourceFile: "x.bin", Content: []byte("data"), FormatName: "rtf"}, Limits{})
+		require.NoError(t, err)
 		require.NotNil(t, fail)
 		require.Contains(t, fail.Reason, `unknown format "rtf"`)
 	})

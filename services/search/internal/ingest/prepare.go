@@ -5,7 +5,9 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -41,15 +43,21 @@ type Failure struct {
 	Reason     string
 }
 
-// Prepare validates, normalizes, hashes and chunks a document.
-func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.DocumentRow, *Failure) {
+// Prepare validates, normalizes, hashes and chunks a document. A bad
+// document is a Failure; a cancelled ctx (the caller is gone: nothing will
+// be written) ends the work between pieces with ctx.Err(), so a huge
+// document does not hold a worker to the end.
+func Prepare(ctx context.Context, ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.DocumentRow, *Failure, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	src := strings.TrimSpace(d.GetSourceFile())
 	id := strings.TrimSpace(d.GetExternalId())
 	if id == "" {
 		id = src
 	}
-	fail := func(format string, args ...any) (*store.DocumentRow, *Failure) {
-		return nil, &Failure{ExternalID: id, SourceFile: src, Reason: fmt.Sprintf(format, args...)}
+	fail := func(format string, args ...any) (*store.DocumentRow, *Failure, error) {
+		return nil, &Failure{ExternalID: id, SourceFile: src, Reason: fmt.Sprintf(format, args...)}, nil
 	}
 	content := d.GetContent()
 	switch {
@@ -77,6 +85,9 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 	if err != nil {
 		return fail("%v", err)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	title := strings.Join(strings.Fields(d.GetTitle()), " ")
 	if title == "" {
 		title = strings.Join(strings.Fields(ex.Title), " ")
@@ -93,7 +104,10 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 	if strings.TrimSpace(text) == "" {
 		return fail("empty document")
 	}
-	chunks, err := ck.Split(format, title, text)
+	chunks, err := ck.Split(ctx, format, title, text)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, nil, err
+	}
 	if err != nil {
 		return fail("cannot chunk: %v", err)
 	}
@@ -127,7 +141,7 @@ func Prepare(ck *chunker.Chunker, d *searchv1.Document, lim Limits) (*store.Docu
 		sum := sha256.Sum256([]byte(c.ChunkText))
 		row.Chunks[i] = store.Chunk{ChunkIndex: c.ChunkIndex, ContextHeader: c.ContextHeader, ChunkText: c.ChunkText, ChunkTokenCount: c.ChunkTokenCount, Hash: sum[:], Page: c.Page}
 	}
-	return row, nil
+	return row, nil, nil
 }
 
 // Normalize makes content canonical: byte-order mark dropped, CRLF and CR

@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,8 @@ func TestPrepare(t *testing.T) {
 		return &searchv1.Document{ExternalId: "a.md", SourceFile: "a.md", Category: "ops", Title: "Guide",
 			Content: []byte("\xef\xbb\xbf# Guide\r\n\r\n## Setup\r\n\r\nInstall it.\r\n"), UpdatedAt: timestamppb.New(time.Unix(1700000000, 0))}
 	}
-	row, fail := Prepare(ck, base(), Limits{MaxBytes: 1 << 20})
+	row, fail, err := Prepare(t.Context(), ck, base(), Limits{MaxBytes: 1 << 20})
+	require.NoError(t, err)
 	require.Nil(t, fail)
 	require.Equal(t, "a.md", row.ExternalID)
 	require.Len(t, row.Chunks, 1)
@@ -31,7 +34,8 @@ func TestPrepare(t *testing.T) {
 	// CRLF vs LF and a BOM do not change the hash; visible metadata does.
 	lf := base()
 	lf.Content = []byte("# Guide\n\n## Setup\n\nInstall it.\n")
-	row2, _ := Prepare(ck, lf, Limits{})
+	row2, _, err := Prepare(t.Context(), ck, lf, Limits{})
+	require.NoError(t, err)
 	require.Equal(t, row.ContentHash, row2.ContentHash)
 	for name, mut := range map[string]func(d *searchv1.Document){
 		"title":      func(d *searchv1.Document) { d.Title = "Guide 2" },
@@ -43,14 +47,16 @@ func TestPrepare(t *testing.T) {
 	} {
 		d := base()
 		mut(d)
-		r, f := Prepare(ck, d, Limits{})
+		r, f, err := Prepare(t.Context(), ck, d, Limits{})
+		require.NoError(t, err, name)
 		require.Nil(t, f, name)
 		require.NotEqual(t, row.ContentHash, r.ContentHash, name)
 	}
 	// The external id falls back to the source file.
 	d := base()
 	d.ExternalId = ""
-	r, f := Prepare(ck, d, Limits{})
+	r, f, err := Prepare(t.Context(), ck, d, Limits{})
+	require.NoError(t, err)
 	require.Nil(t, f)
 	require.Equal(t, "a.md", r.ExternalID)
 }
@@ -73,9 +79,51 @@ func TestPrepareRejects(t *testing.T) {
 		"only markup": {&searchv1.Document{ExternalId: "m", Content: []byte("\xef\xbb\xbf\r\n")}, "empty document"},
 	}
 	for name, c := range cases {
-		_, f := Prepare(ck, c.doc, Limits{MaxBytes: 1000})
+		_, f, err := Prepare(t.Context(), ck, c.doc, Limits{MaxBytes: 1000})
+		require.NoError(t, err, name)
 		require.NotNil(t, f, name)
 		require.Contains(t, f.Reason, c.reason, name)
 		require.Equal(t, c.doc.ExternalId, f.ExternalID, name)
+	}
+}
+
+// cancelAfter is a context that reports itself cancelled from its
+// (cancelAt+1)-th Err check on, counting the checks.
+type cancelAfter struct {
+	context.Context
+	cancelAt, checks int
+}
+
+func (c *cancelAfter) Err() error {
+	c.checks++
+	if c.checks > c.cancelAt {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestPrepareStopsWhenCancelled: a large document whose caller is gone is
+// not prepared to the end: Prepare returns the context's error (not a
+// failure of the document) at the first check after the cancellation.
+func TestPrepareStopsWhenCancelled(t *testing.T) {
+	ck, err := chunker.NewDefault()
+	require.NoError(t, err)
+	var content strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&content, "## Section %d\n\nThe quick brown fox %d jumps over the lazy dog.\n\n", i, i)
+	}
+	doc := &searchv1.Document{ExternalId: "big.md", Content: []byte(content.String())}
+	all := &cancelAfter{Context: t.Context(), cancelAt: 1 << 62}
+	row, fail, err := Prepare(all, ck, doc, Limits{})
+	require.NoError(t, err)
+	require.Nil(t, fail)
+	require.Len(t, row.Chunks, 5000)
+	for _, at := range []int{0, 1, 2, all.checks / 2, all.checks - 1} {
+		ctx := &cancelAfter{Context: t.Context(), cancelAt: at}
+		row, fail, err := Prepare(ctx, ck, doc, Limits{})
+		require.ErrorIs(t, err, context.Canceled, "cancelled after %d checks", at)
+		require.Nil(t, fail, "a cancellation is not the document's failure")
+		require.Nil(t, row)
+		require.Equal(t, at+1, ctx.checks, "the first check that sees the cancellation ends the preparation")
 	}
 }

@@ -37,7 +37,7 @@ func TestBenchAccess100k(t *testing.T) {
 	var docs []*searchv1.Document
 	for n := 0; n < target; {
 		d := g.Document(len(docs))
-		cs, err := ck.Split(chunker.Markdown, d.Title, string(d.Content))
+		cs, err := ck.Split(t.Context(), chunker.Markdown, d.Title, string(d.Content))
 		require.NoError(t, err)
 		n += len(cs)
 		docs = append(docs, d)

@@ -216,9 +216,14 @@ func (s *Server) ingestStream(streamCtx context.Context, recv func() (*searchv1.
 	return resp, nil
 }
 
-// ingestOne prepares and writes one document.
+// ingestOne prepares and writes one document. Preparation stops when ctx
+// ends (the caller gone, or another document's database error): nothing
+// of this stream would be written after that.
 func (s *Server) ingestOne(ctx context.Context, j ingestJob, lim ingest.Limits) ingestResult {
-	row, fail := ingest.Prepare(s.ck, j.doc, lim)
+	row, fail, err := ingest.Prepare(ctx, s.ck, j.doc, lim)
+	if err != nil {
+		return ingestResult{err: err}
+	}
 	if fail != nil {
 		return ingestResult{failure: fail}
 	}

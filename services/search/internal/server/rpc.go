@@ -132,18 +132,21 @@ func (s *Server) GetIndexStatus(ctx context.Context, req *searchv1.GetIndexStatu
 	provider, model, dims := s.emb.Describe()
 	resp := &searchv1.GetIndexStatusResponse{
 		Documents: int64(st.Documents), Chunks: int64(st.Chunks),
-		EmbedderProvider: provider, EmbedderModel: model, EmbedderDimensions: int32(dims),
+		EmbedderProvider: provider, EmbedderDimensions: int32(dims),
 	}
-	f := s.sweeps.Freshness()
-	if !f.TrainedAt.IsZero() {
-		resp.ModelTrainedAt = timestamppb.New(f.TrainedAt)
-	}
-	resp.ModelTermCoverage = f.Coverage
-	resp.RetrainPending = f.Pending || f.Running
 	if !sc.limited && !restricted {
-		// These speak of the whole corpus, which a scoped key may not count;
-		// the change counter and time also move when a document it may not
-		// read is written, which would tell it that one was.
+		// Each of these speaks of the whole corpus, which a scoped key may
+		// not count, or moves when any document is written (the change
+		// counter and time; the model's identity, age and coverage and a
+		// due retrain, as a retrain follows any ingest): shown to a limited
+		// caller, they would tell it when one it may not read was.
+		f := s.sweeps.Freshness()
+		resp.EmbedderModel = model
+		if !f.TrainedAt.IsZero() {
+			resp.ModelTrainedAt = timestamppb.New(f.TrainedAt)
+		}
+		resp.ModelTermCoverage = f.Coverage
+		resp.RetrainPending = f.Pending || f.Running
 		resp.ModelTrainedChunks = int64(f.TrainedOn)
 		resp.RetrainReason = f.Reason
 		resp.IndexGeneration = st.Generation

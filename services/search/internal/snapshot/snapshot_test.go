@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) write(t *testing.T, i int, v string) {
 	d := e.gen.Document(i)
 	content := string(d.Content) + v
-	cs, err := e.ck.Split(chunker.Markdown, d.Title, content)
+	cs, err := e.ck.Split(t.Context(), chunker.Markdown, d.Title, content)
 	require.NoError(t, err)
 	row := store.DocumentRow{ExternalID: d.ExternalId, SourceFile: d.SourceFile, Category: d.Category, Title: d.Title}
 	h := sha256.Sum256([]byte(content))

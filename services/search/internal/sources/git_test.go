@@ -312,8 +312,8 @@ func TestGitFetchOverTheByteLimitIsTooLarge(t *testing.T) {
 	}
 }
 
-// A git URL is held to the address rule web sources use, at dial time:
-// a loopback address (by number or by a name resolving to it) without
+// A git URL is held to the address rule web sources use: a loopback
+// address (by number, by localhost, or by a name resolving to it) without
 // the loopback setting, and a private one without the private setting,
 // are refused before any connection is made. file:// stored while
 // loopback was allowed is refused at the run once it no longer is.
@@ -336,13 +336,15 @@ func TestGitRefusesNonPublicAddresses(t *testing.T) {
 	require.NoError(t, err)
 
 	env := Env{Limits: DefaultLimits()}
-	// A name is refused when the dialer sees its address; a literal (stored
-	// before Check refused literals) by the settings check each run repeats.
+	// A literal, or localhost (loopback by RFC 6761), stored before Check
+	// refused them, is refused by the settings check each run repeats; any
+	// other name when the dialer sees its address (TestWebRefusesNonPublicAddresses:
+	// the same dialer).
 	for _, tc := range []struct {
 		url  string
 		code Code
 	}{
-		{"https://localhost:" + port + "/r.git", Unreachable},
+		{"https://localhost:" + port + "/r.git", BadSettings},
 		{"https://127.0.0.1:" + port + "/r.git", BadSettings},
 		{"https://10.0.0.1/r.git", BadSettings},
 	} {

@@ -573,15 +573,30 @@ func webClient(env Env) *http.Client {
 }
 
 // checkLiteralHost refuses a URL whose host is an address literal the
-// run's dialer would refuse (addressAllowed), so adding the source says so
-// instead of its first run. A name is left to the dialer: what it resolves
-// to may change.
+// run's dialer would refuse (addressAllowed), or localhost or a name under
+// it, which RFC 6761 fixes to loopback (so it is judged as a loopback
+// address), so adding the source says so instead of its first run. Other
+// names are left to the dialer: what they resolve to may change.
 func checkLiteralHost(u *url.URL, env Env) error {
-	ip := hostIP(u.Hostname())
+	host := u.Hostname()
+	ip := hostIP(host)
+	switch {
+	case ip != nil:
+		host = ip.String() // without an IPv6 zone
+	case localhostName(host):
+		ip = net.IPv6loopback
+	}
 	if ip == nil || addressAllowed(ip, env) {
 		return nil
 	}
-	return fail(BadSettings, nil, "url: %v", &dialRefused{host: ip.String()})
+	return fail(BadSettings, nil, "url: %v", &dialRefused{host: host})
+}
+
+// localhostName reports whether host is localhost or a name under it
+// (RFC 6761 §6.3), in any case, with or without the root's dot.
+func localhostName(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }
 
 // addressAllowed is the SSRF rule: public unicast addresses, and the

@@ -253,7 +253,8 @@ func TestWebBadInput(t *testing.T) {
 
 // Loopback, private and link-local targets are refused at dial time
 // unless allowed, whatever the URL's host looks like: a name that resolves
-// to one, or a literal stored before Check refused literals.
+// to one (here localhost, added while loopback was allowed), or a literal
+// stored before Check refused literals.
 func TestWebRefusesNonPublicAddresses(t *testing.T) {
 	s := newSite(t)
 	s.set(func(s *site) { s.pages["/"] = page("Home", "x") })
@@ -580,9 +581,10 @@ func TestWebRedirectLimit(t *testing.T) {
 }
 
 // A web or git URL whose host is a literal address the run would refuse
-// (addressAllowed) is refused when the source is added, with the run's
-// reason; the deployment's allowances let it through as they let the run.
-// A name is left to the run: what it resolves to may change.
+// (addressAllowed), or localhost or a name under it (loopback by RFC 6761),
+// is refused when the source is added, with the run's reason; the
+// deployment's allowances let it through as they let the run. Other names
+// are left to the run: what they resolve to may change.
 func TestLiteralAddressesRefusedWhenAdded(t *testing.T) {
 	none := Env{Limits: DefaultLimits()}
 	private := Env{Limits: DefaultLimits(), AllowPrivate: true}
@@ -607,8 +609,18 @@ func TestLiteralAddressesRefusedWhenAdded(t *testing.T) {
 		{webKind, "https://0.0.0.0/", loopback, true},
 		{webKind, "https://8.8.8.8/docs/", none, false},
 		{webKind, "https://intranet.example.com/", none, false},
-		{webKind, "http://localhost:8080/", none, false},
-		{gitKind, "https://localhost/r.git", none, false},
+		// RFC 6761: localhost and every name under it are loopback.
+		{webKind, "http://localhost:8080/", none, true},
+		{webKind, "http://localhost:8080/", private, true},
+		{webKind, "http://localhost:8080/", loopback, false},
+		{webKind, "https://docs.localhost/", none, true},
+		{webKind, "https://a.b.LocalHost./", none, true},
+		{webKind, "https://docs.localhost/", loopback, false},
+		{webKind, "https://localhost.example.com/", none, false},
+		{webKind, "https://mylocalhost/", none, false},
+		{gitKind, "https://localhost/r.git", none, true},
+		{gitKind, "https://localhost/r.git", loopback, false},
+		{gitKind, "https://git.localhost/r.git", none, true},
 		{gitKind, "https://10.1.2.3/r.git", none, true},
 		{gitKind, "https://10.1.2.3/r.git", private, false},
 		{gitKind, "https://[::1]/r.git", none, true},
