@@ -35,14 +35,22 @@ func splitURLEnv(svc migrations.Service) string {
 	return "DATABASE_URL_" + strings.ToUpper(string(svc))
 }
 
+// Where backup and restore read their main database from, for their help
+// and their messages.
+var (
+	backupDatabaseFrom  = migrations.BackupLoginURLEnv + " (the read-only backup login) or else DATABASE_URL"
+	restoreDatabaseFrom = "DATABASE_URL (the migration role: it writes every schema)"
+)
+
 const databaseHelp = "  The schemas are in the database of %s; when the services run on separate databases,\n" +
 	"  DATABASE_URL_SEARCH, DATABASE_URL_VENDORGRAPH and DATABASE_URL_AUTH name each one's (docs/BACKUP.md).\n"
 
 // openDatabases connects to the database of every service schema: the one
 // main names, or the service's own (splitURLEnv). Services on one URL share
 // one connection pool, so they are read in one snapshot and restored in one
-// transaction.
-func openDatabases(ctx context.Context, main string) ([]backup.Database, func(), error) {
+// transaction. mainFrom says where main is read from, for the message when
+// no database is set.
+func openDatabases(ctx context.Context, main, mainFrom string) ([]backup.Database, func(), error) {
 	var dbs []backup.Database
 	byURL := map[string]int{}
 	var pools []*pgxpool.Pool
@@ -55,7 +63,12 @@ func openDatabases(ctx context.Context, main string) ([]backup.Database, func(),
 		url := envOr(splitURLEnv(svc), main)
 		if url == "" {
 			closeAll()
-			return nil, nil, usageErrorf("no database for the %s schema: set DATABASE_URL (or %s)", svc, splitURLEnv(svc))
+			hint := credentialsFileHint()
+			if _, err := loadCredentialsFile(); err != nil {
+				hint = err.Error()
+			}
+			return nil, nil, usageErrorf("no database for the %s schema: set %s, or %s for that schema alone "+
+				"(in the environment, or in the credentials file: %s)", svc, mainFrom, splitURLEnv(svc), hint)
 		}
 		if i, ok := byURL[url]; ok {
 			dbs[i].Schemas = append(dbs[i].Schemas, svc.Schema())
@@ -106,7 +119,7 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "  Writes every table and sequence of the search, vendorgraph and auth schemas to FILE (gzip), read in one")
 		fmt.Fprintln(stderr, "  snapshot while the services go on writing, with the schema version, row counts and a checksum.")
 		fmt.Fprintln(stderr, "  FILE appears only once it is whole; - writes to standard output. Redis is not in it (docs/BACKUP.md).")
-		fmt.Fprintf(stderr, databaseHelp, "BMCIS_BACKUP_DATABASE_URL (the read-only backup role) or else DATABASE_URL")
+		fmt.Fprintf(stderr, databaseHelp, backupDatabaseFrom)
 	}
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -123,7 +136,7 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// Found before the snapshot is read, not at the rename after it.
 		return usageErrorf("%s is a directory: give the backup file's path (e.g. %s)", file, filepath.Join(file, "bmcis.backup"))
 	}
-	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")))
+	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")), backupDatabaseFrom)
 	if err != nil {
 		return err
 	}
@@ -198,7 +211,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "  (format, checksum, row counts), then the target (schema version, tables, empty), then it is written")
 		fmt.Fprintln(stderr, "  in one transaction per database. A damaged or truncated file, one from a newer release, and a")
 		fmt.Fprintln(stderr, "  target holding data are refused with nothing written.")
-		fmt.Fprintf(stderr, databaseHelp, "DATABASE_URL (the migration role: it writes every schema)")
+		fmt.Fprintf(stderr, databaseHelp, restoreDatabaseFrom)
 	}
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -223,7 +236,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// would report as a damaged file.
 		return fmt.Errorf("read backup: %s is a directory, not a backup file (bmcisctl backup FILE writes one)", file)
 	}
-	dbs, closeAll, err := openDatabases(ctx, envOr("DATABASE_URL", ""))
+	dbs, closeAll, err := openDatabases(ctx, envOr("DATABASE_URL", ""), restoreDatabaseFrom)
 	if err != nil {
 		return err
 	}

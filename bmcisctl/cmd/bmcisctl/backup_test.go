@@ -17,6 +17,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/migrations"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/stacktest"
 	"github.com/bmcis/knowledge/platform/testdb"
@@ -264,4 +265,36 @@ func TestBackupRestoreSplitDatabases(t *testing.T) {
 	require.NoError(t, poolC.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&keysC))
 	require.NoError(t, poolD.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&keysD))
 	require.Equal(t, []int{1, 0, 1}, []int{entities, keysC, keysD}, "each schema went to its own database")
+}
+
+// backup and restore without a database name every place the command reads
+// one from: its variables, the per-schema ones and the credentials file.
+func TestBackupRestoreNameEveryDatabaseSource(t *testing.T) {
+	for _, name := range []string{"DATABASE_URL", migrations.BackupLoginURLEnv, "DATABASE_URL_SEARCH",
+		"DATABASE_URL_VENDORGRAPH", "DATABASE_URL_AUTH", envCredentialsFile} {
+		t.Setenv(name, "")
+	}
+	t.Setenv(envDataDir, t.TempDir()) // no credentials file
+	file := filepath.Join(t.TempDir(), "b.backup")
+	cases := []struct {
+		cmd  string
+		want []string
+	}{
+		{"backup", []string{migrations.BackupLoginURLEnv, "DATABASE_URL", "DATABASE_URL_SEARCH", credentialsFileName, envDataDir, envCredentialsFile}},
+		{"restore", []string{"DATABASE_URL", "the migration role", "DATABASE_URL_SEARCH", credentialsFileName, envDataDir, envCredentialsFile}},
+	}
+	require.NoError(t, os.WriteFile(file+".in", []byte("x"), 0o600))
+	for _, c := range cases {
+		t.Run(c.cmd, func(t *testing.T) {
+			arg := file
+			if c.cmd == "restore" {
+				arg = file + ".in"
+			}
+			code, _, errOut := ctlRun(t, c.cmd, arg)
+			require.Equal(t, exitUsage, code, errOut)
+			for _, w := range c.want {
+				require.Contains(t, errOut, w)
+			}
+		})
+	}
 }
