@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,12 +117,14 @@ func newBackupResult(action, file string, h *backup.Header, size int64, took tim
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("backup", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bmcisctl backup FILE")
+		fmt.Fprintln(stderr, "usage: bmcisctl backup [--force] FILE")
 		fmt.Fprintln(stderr, "  Writes every table and sequence of the search, vendorgraph and auth schemas to FILE (gzip), read in one")
 		fmt.Fprintln(stderr, "  snapshot while the services go on writing, with the schema version, row counts and a checksum.")
 		fmt.Fprintln(stderr, "  FILE appears only once it is whole; - writes to standard output. Redis is not in it (docs/BACKUP.md).")
+		fmt.Fprintln(stderr, "  An existing FILE is refused unless --force, which replaces it only once the new backup is whole.")
 		fmt.Fprintf(stderr, databaseHelp, backupDatabaseFrom)
 	}
+	force := fs.Bool("force", false, "replace FILE if it exists (once the new backup is whole)")
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -132,9 +136,11 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErrorf("backup takes exactly one FILE, got %d arguments", fs.NArg())
 	}
 	file := fs.Arg(0)
+	// Found before the snapshot is read, not at the rename after it.
 	if st, err := os.Stat(file); err == nil && st.IsDir() {
-		// Found before the snapshot is read, not at the rename after it.
 		return usageErrorf("%s is a directory: give the backup file's path (e.g. %s)", file, filepath.Join(file, "bmcis.backup"))
+	} else if err == nil && file != "-" && !*force {
+		return errBackupExists(file)
 	}
 	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")), backupDatabaseFrom)
 	if err != nil {
@@ -154,7 +160,7 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// The file went to standard output: the result goes to stderr.
 		stdout = stderr
 	} else {
-		if h, size, err = writeBackupFile(ctx, file, dbs); err != nil {
+		if h, size, err = writeBackupFile(ctx, file, dbs, *force); err != nil {
 			return err
 		}
 	}
@@ -166,9 +172,16 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	})
 }
 
-// writeBackupFile writes the backup beside file and renames it into place
-// once whole, so a failed backup leaves no file that looks like one.
-func writeBackupFile(ctx context.Context, file string, dbs []backup.Database) (*backup.Header, int64, error) {
+// errBackupExists refuses to overwrite a backup without --force.
+func errBackupExists(file string) error {
+	return usageErrorf("%s exists: give another FILE, or --force to replace it", file)
+}
+
+// writeBackupFile writes the backup beside file and moves it into place
+// once whole, so a failed backup leaves no file that looks like one. Unless
+// replace, a file that appeared at that name meanwhile is kept and the
+// backup refused.
+func writeBackupFile(ctx context.Context, file string, dbs []backup.Database, replace bool) (*backup.Header, int64, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.partial")
 	if err != nil {
 		return nil, 0, fmt.Errorf("create backup file: %w", err)
@@ -185,10 +198,34 @@ func writeBackupFile(ctx context.Context, file string, dbs []backup.Database) (*
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
-		return nil, 0, fmt.Errorf("create backup file: %w", err)
+	if err := placeBackupFile(tmp.Name(), file, replace); err != nil {
+		return nil, 0, err
 	}
 	return h, cw.n, nil
+}
+
+// placeBackupFile moves the whole backup tmp to file. Without replace it
+// links rather than renames: the link fails if file exists, with no moment
+// between a check and the move. Where the filesystem has no hard links, it
+// checks, then renames.
+func placeBackupFile(tmp, file string, replace bool) error {
+	if !replace {
+		err := os.Link(tmp, file)
+		switch {
+		case err == nil:
+			_ = os.Remove(tmp)
+			return nil
+		case errors.Is(err, fs.ErrExist):
+			return errBackupExists(file)
+		}
+		if _, err := os.Lstat(file); err == nil {
+			return errBackupExists(file)
+		}
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return fmt.Errorf("create backup file: %w", err)
+	}
+	return nil
 }
 
 type countingWriter struct {

@@ -298,3 +298,30 @@ func TestBackupRestoreNameEveryDatabaseSource(t *testing.T) {
 		})
 	}
 }
+
+// backup refuses a FILE that exists, before reading the database, unless
+// --force; with it the old file is replaced only once the new one is whole.
+func TestBackupRefusesAnExistingFileUnlessForced(t *testing.T) {
+	_, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv(migrations.BackupLoginURLEnv, "")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bmcis.backup")
+	require.NoError(t, os.WriteFile(file, []byte("last night's backup"), 0o600))
+
+	code, _, errOut := ctlRun(t, "backup", file)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, file+" exists")
+	require.Contains(t, errOut, "--force")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "last night's backup", string(b), "left as it was")
+
+	code, _, errOut = ctlRun(t, "backup", "--force", file)
+	require.Equal(t, exitOK, code, errOut)
+	code, _, errOut = ctlRun(t, "restore", file) // a whole backup now, checked by restore's reader
+	require.NotContains(t, errOut, "damaged", "%d", code)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left beside it")
+}

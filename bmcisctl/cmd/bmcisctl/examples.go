@@ -11,7 +11,7 @@ var examples = map[string][]string{
 	},
 	"backup": {
 		"bmcisctl backup bmcis.backup",
-		"bmcisctl backup bmcis.backup -o json",
+		"bmcisctl backup --force bmcis.backup -o json",
 	},
 	"bench": {
 		"bmcisctl bench search --chunks 100000 --duration 10s",
