@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bmcis/knowledge/migrations"
@@ -172,6 +173,9 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	})
 }
 
+// insufficientPrivilege is PostgreSQL's SQLSTATE for "permission denied".
+const insufficientPrivilege = "42501"
+
 // errBackupExists refuses to overwrite a backup without --force.
 func errBackupExists(file string) error {
 	return usageErrorf("%s exists: give another FILE, or --force to replace it", file)
@@ -286,6 +290,12 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return f, nil
 	}, dbs)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == insufficientPrivilege {
+		// The role cannot write (or lock) every table: the backup's
+		// read-only login, say, which backup itself uses.
+		return fmt.Errorf("%w: run restore as the migration role: set DATABASE_URL to it (as for migrate up), "+
+			"not to %s's read-only login or a service's", err, migrations.BackupLoginURLEnv)
+	}
 	if err != nil {
 		return err
 	}

@@ -325,3 +325,37 @@ func TestBackupRefusesAnExistingFileUnlessForced(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "no temporary file left beside it")
 }
+
+// restore run as the backup's read-only login (or any role that cannot
+// write every schema) says to run it as the migration role, naming the
+// variable, not only PostgreSQL's "permission denied for table ...".
+func TestRestoreAsTheBackupLoginNamesTheMigrationRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv(migrations.BackupLoginURLEnv, "")
+	file := filepath.Join(t.TempDir(), "bmcis.backup")
+	code, _, errOut := ctlRun(t, "backup", file)
+	require.Equal(t, exitOK, code, errOut)
+
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	loginURL := strings.Replace(url, "://"+cfg.User+":", "://bmcis_test_restore_backup_login:", 1)
+	loginURL = strings.Replace(loginURL, ":"+cfg.Password+"@", ":restore-backup-pw@", 1)
+	_, err = migrations.EnsureBackupLoginFrom(ctx, pool, cfg.User, func(k string) string {
+		if k == migrations.BackupLoginURLEnv {
+			return loginURL
+		}
+		return ""
+	})
+	require.NoError(t, err)
+
+	t.Setenv("DATABASE_URL", loginURL)
+	code, _, errOut = ctlRun(t, "restore", file)
+	require.Equal(t, exitFailed, code, errOut)
+	require.Contains(t, errOut, "permission denied")
+	require.Contains(t, errOut, "run restore as the migration role")
+	require.Contains(t, errOut, "DATABASE_URL")
+	require.Contains(t, errOut, migrations.BackupLoginURLEnv)
+}
