@@ -49,7 +49,7 @@ var examples = map[string][]string{
 	"migrate": {
 		"bmcisctl migrate up",
 		"bmcisctl migrate status",
-		"bmcisctl migrate down 13",
+		"bmcisctl migrate down 13 --yes",
 	},
 	"reindex": {
 		"bmcisctl reindex",
