@@ -49,6 +49,8 @@ func TestNetworkPolicyPaths(t *testing.T) {
 		tcp("gateway", "vendorgraph", 9092, true),
 		tcp("gateway", "auth", 9093, true),
 		tcp("gateway", "mcp-adapter", 8090, true), // dashboard health
+		tcp("gateway", "mcp-adapter", 9095, true), // dashboard tool stats
+		tcp("monitoring", "mcp-adapter", 9095, true),
 		tcp("ext:"+internetClient.String(), "gateway", 8080, true),
 		tcp("ext:"+internetClient.String(), "mcp-adapter", 8090, true),
 		tcp("monitoring", "search", 9091, true),
@@ -71,6 +73,8 @@ func TestNetworkPolicyPaths(t *testing.T) {
 		tcp("vendorgraph", "search", 9091, false),
 		tcp("auth", "search", 50051, false),
 		tcp("search", "mcp-adapter", 8090, false),
+		tcp("search", "mcp-adapter", 9095, false),
+		tcp("ext:"+internetClient.String(), "mcp-adapter", 9095, false),
 		tcp("mcp-adapter", "gateway", 8080, false),
 		tcp("mcp-adapter", "ext:"+externalDB.String(), 5432, false),
 		tcp("gateway", "ext:"+externalDB.String(), 5432, false),

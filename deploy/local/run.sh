@@ -128,14 +128,14 @@ http_up=()
 if [ -x bin/mcp-adapter ]; then
   # The remote (streamable HTTP) transport; Claude Desktop starts its own copy
   # over stdio with the configuration printed below.
-  start mcp-adapter BMCIS_MCP_TRANSPORT=http BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 \
+  start mcp-adapter BMCIS_MCP_TRANSPORT=http BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 BMCIS_MCP_METRICS_ADDR=127.0.0.1:9095 \
     BMCIS_SERVICE_TOKEN="$ADAPTER_TOKEN" BMCIS_CURSOR_SECRET="$(secret cursor-secret)"
   wait_http mcp-adapter http://127.0.0.1:8090/healthz
   http_up+=(mcp-adapter)
 fi
 if [ -x bin/gateway ]; then
   start gateway BMCIS_GATEWAY_ADDR=127.0.0.1:8080 BMCIS_GATEWAY_METRICS_ADDR=127.0.0.1:9094 \
-    BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 BMCIS_SERVICE_TOKEN="$READ_TOKEN"
+    BMCIS_MCP_HTTP_ADDR=127.0.0.1:8090 BMCIS_MCP_METRICS_URL=http://127.0.0.1:9095/metrics BMCIS_SERVICE_TOKEN="$READ_TOKEN"
   wait_http gateway http://127.0.0.1:8080/healthz
   http_up+=(gateway)
 fi

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -250,10 +251,11 @@ func TestMetricNames(t *testing.T) {
 	require.Equal(t, []string{"bmcis_c"}, metricNames(`time() - max(bmcis_c{provider="builtin"}) > 14 * 86400`))
 }
 
-// exposedMetrics runs search, vendorgraph, auth and the gateway, makes them
-// serve what fills their labelled series (an ingestion, a sync, a graph
-// import, keys, REST searches), and returns the sample names their /metrics
-// carry: a histogram's _bucket, _sum and _count, a counter's _total.
+// exposedMetrics runs search, vendorgraph, auth, the gateway and the MCP
+// adapter, makes them serve what fills their labelled series (an ingestion,
+// a sync, a graph import, keys, REST searches, a tool call), and returns the
+// sample names their /metrics carry: a histogram's _bucket, _sum and
+// _count, a counter's _total.
 func exposedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	s := stacktest.Start(t, stacktest.Options{})
@@ -265,6 +267,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	s.Ctl(t, "sync", "handbook", syncDir)
 
 	gw := startGateway(t, s)
+	adapterMetrics := startAdapter(t, s, key)
 	for _, k := range []string{key, "bmcis_notakey_000000000000000000000000"} {
 		req, err := http.NewRequest(http.MethodPost, gw.base+"/v1/search", strings.NewReader(`{"query":"walrus"}`))
 		require.NoError(t, err)
@@ -277,7 +280,7 @@ func exposedMetrics(t *testing.T) map[string]bool {
 	}
 
 	exposed := map[string]bool{"up": true} // Prometheus's own, per target
-	urls := []string{gw.metricsURL}
+	urls := []string{gw.metricsURL, adapterMetrics}
 	for _, name := range stacktest.AllServices {
 		urls = append(urls, s.Service(name).MetricsURL())
 	}
@@ -301,6 +304,31 @@ func exposedMetrics(t *testing.T) map[string]bool {
 		}
 	}
 	return exposed
+}
+
+// startAdapter runs the MCP adapter binary over streamable HTTP with its
+// metrics on, makes one tool call with key, and returns its metrics URL.
+func startAdapter(t *testing.T, s *stacktest.Stack, key string) string {
+	t.Helper()
+	// The metrics listener takes an address, not a socket: a port the
+	// kernel just handed out and released is free in practice.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	a := s.StartAdapterHTTP(t, map[string]string{"BMCIS_MCP_METRICS_ADDR": addr})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"semantic_search","arguments":{"query":"walrus"}}}`
+	req, err := http.NewRequest(http.MethodPost, a.Base+"/mcp", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return "http://" + addr + "/metrics"
 }
 
 type gateway struct{ base, metricsURL string }

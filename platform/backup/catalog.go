@@ -20,6 +20,11 @@ var seeded = map[string]bool{
 	"auth.rate_limit_tiers": true,
 }
 
+// Seeded reports whether the migrations fill the table (schema.name)
+// themselves: its rows are not an operator's data (bmcisctl migrate down
+// drops it unasked).
+func Seeded(qualifiedName string) bool { return seeded[qualifiedName] }
+
 // catalogTable is a table as the catalog shows it. A partitioned table is
 // read and loaded through its parent (COPY (SELECT ...) and COPY FROM route
 // the rows), so its partitions are not listed.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/tlsconfig"
@@ -106,6 +107,25 @@ var reconnect = grpc.ConnectParams{
 // where HOST:PORT belongs. Retrying cannot help, so callers report it as
 // the caller's mistake, not as an unavailable service.
 var ErrBadAddress = errors.New("bad service address")
+
+// grpc-go's error when the first bytes a server sent are not an HTTP/2
+// frame header: "HTTP/1.1 400 ..." read as one has a length far over the
+// limit (x/net/http2 adds "the frame header looked like an HTTP/1.1 header"
+// when it recognises one; not for HTTP/1.0). An HTTP/2 server never answers
+// that way, so it is an HTTP/1.x server (or another protocol).
+const (
+	prefaceError  = "error reading server preface:"
+	frameTooLarge = "frame too large"
+)
+
+// NotGRPC reports whether err is a call's failure because the address
+// answered, but not in gRPC: an HTTP/1.x port (a REST, health or metrics
+// one) given where a service's gRPC HOST:PORT belongs. Retrying cannot
+// help; callers report it as the caller's mistake, like ErrBadAddress.
+func NotGRPC(err error) bool {
+	st, ok := status.FromError(err)
+	return err != nil && ok && strings.Contains(st.Message(), prefaceError) && strings.Contains(st.Message(), frameTooLarge)
+}
 
 // checkAddress refuses what gRPC would otherwise take as a host name and
 // retry against until the deadline: nothing, or an http(s) URL.

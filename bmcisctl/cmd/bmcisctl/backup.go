@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bmcis/knowledge/migrations"
@@ -35,14 +38,22 @@ func splitURLEnv(svc migrations.Service) string {
 	return "DATABASE_URL_" + strings.ToUpper(string(svc))
 }
 
+// Where backup and restore read their main database from, for their help
+// and their messages.
+var (
+	backupDatabaseFrom  = migrations.BackupLoginURLEnv + " (the read-only backup login) or else DATABASE_URL"
+	restoreDatabaseFrom = "DATABASE_URL (the migration role: it writes every schema)"
+)
+
 const databaseHelp = "  The schemas are in the database of %s; when the services run on separate databases,\n" +
 	"  DATABASE_URL_SEARCH, DATABASE_URL_VENDORGRAPH and DATABASE_URL_AUTH name each one's (docs/BACKUP.md).\n"
 
 // openDatabases connects to the database of every service schema: the one
 // main names, or the service's own (splitURLEnv). Services on one URL share
 // one connection pool, so they are read in one snapshot and restored in one
-// transaction.
-func openDatabases(ctx context.Context, main string) ([]backup.Database, func(), error) {
+// transaction. mainFrom says where main is read from, for the message when
+// no database is set.
+func openDatabases(ctx context.Context, main, mainFrom string) ([]backup.Database, func(), error) {
 	var dbs []backup.Database
 	byURL := map[string]int{}
 	var pools []*pgxpool.Pool
@@ -55,7 +66,12 @@ func openDatabases(ctx context.Context, main string) ([]backup.Database, func(),
 		url := envOr(splitURLEnv(svc), main)
 		if url == "" {
 			closeAll()
-			return nil, nil, usageErrorf("no database for the %s schema: set DATABASE_URL (or %s)", svc, splitURLEnv(svc))
+			hint := credentialsFileHint()
+			if _, err := loadCredentialsFile(); err != nil {
+				hint = err.Error()
+			}
+			return nil, nil, usageErrorf("no database for the %s schema: set %s, or %s for that schema alone "+
+				"(in the environment, or in the credentials file: %s)", svc, mainFrom, splitURLEnv(svc), hint)
 		}
 		if i, ok := byURL[url]; ok {
 			dbs[i].Schemas = append(dbs[i].Schemas, svc.Schema())
@@ -102,12 +118,14 @@ func newBackupResult(action, file string, h *backup.Header, size int64, took tim
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("backup", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bmcisctl backup FILE")
+		fmt.Fprintln(stderr, "usage: bmcisctl backup [--force] FILE")
 		fmt.Fprintln(stderr, "  Writes every table and sequence of the search, vendorgraph and auth schemas to FILE (gzip), read in one")
 		fmt.Fprintln(stderr, "  snapshot while the services go on writing, with the schema version, row counts and a checksum.")
 		fmt.Fprintln(stderr, "  FILE appears only once it is whole; - writes to standard output. Redis is not in it (docs/BACKUP.md).")
-		fmt.Fprintf(stderr, databaseHelp, "BMCIS_BACKUP_DATABASE_URL (the read-only backup role) or else DATABASE_URL")
+		fmt.Fprintln(stderr, "  An existing FILE is refused unless --force, which replaces it only once the new backup is whole.")
+		fmt.Fprintf(stderr, databaseHelp, backupDatabaseFrom)
 	}
+	force := fs.Bool("force", false, "replace FILE if it exists (once the new backup is whole)")
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -119,11 +137,13 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErrorf("backup takes exactly one FILE, got %d arguments", fs.NArg())
 	}
 	file := fs.Arg(0)
+	// Found before the snapshot is read, not at the rename after it.
 	if st, err := os.Stat(file); err == nil && st.IsDir() {
-		// Found before the snapshot is read, not at the rename after it.
 		return usageErrorf("%s is a directory: give the backup file's path (e.g. %s)", file, filepath.Join(file, "bmcis.backup"))
+	} else if err == nil && file != "-" && !*force {
+		return errBackupExists(file)
 	}
-	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")))
+	dbs, closeAll, err := openDatabases(ctx, envOr(migrations.BackupLoginURLEnv, envOr("DATABASE_URL", "")), backupDatabaseFrom)
 	if err != nil {
 		return err
 	}
@@ -141,7 +161,7 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// The file went to standard output: the result goes to stderr.
 		stdout = stderr
 	} else {
-		if h, size, err = writeBackupFile(ctx, file, dbs); err != nil {
+		if h, size, err = writeBackupFile(ctx, file, dbs, *force); err != nil {
 			return err
 		}
 	}
@@ -153,9 +173,19 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	})
 }
 
-// writeBackupFile writes the backup beside file and renames it into place
-// once whole, so a failed backup leaves no file that looks like one.
-func writeBackupFile(ctx context.Context, file string, dbs []backup.Database) (*backup.Header, int64, error) {
+// insufficientPrivilege is PostgreSQL's SQLSTATE for "permission denied".
+const insufficientPrivilege = "42501"
+
+// errBackupExists refuses to overwrite a backup without --force.
+func errBackupExists(file string) error {
+	return usageErrorf("%s exists: give another FILE, or --force to replace it", file)
+}
+
+// writeBackupFile writes the backup beside file and moves it into place
+// once whole, so a failed backup leaves no file that looks like one. Unless
+// replace, a file that appeared at that name meanwhile is kept and the
+// backup refused.
+func writeBackupFile(ctx context.Context, file string, dbs []backup.Database, replace bool) (*backup.Header, int64, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.partial")
 	if err != nil {
 		return nil, 0, fmt.Errorf("create backup file: %w", err)
@@ -172,10 +202,34 @@ func writeBackupFile(ctx context.Context, file string, dbs []backup.Database) (*
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
-		return nil, 0, fmt.Errorf("create backup file: %w", err)
+	if err := placeBackupFile(tmp.Name(), file, replace); err != nil {
+		return nil, 0, err
 	}
 	return h, cw.n, nil
+}
+
+// placeBackupFile moves the whole backup tmp to file. Without replace it
+// links rather than renames: the link fails if file exists, with no moment
+// between a check and the move. Where the filesystem has no hard links, it
+// checks, then renames.
+func placeBackupFile(tmp, file string, replace bool) error {
+	if !replace {
+		err := os.Link(tmp, file)
+		switch {
+		case err == nil:
+			_ = os.Remove(tmp)
+			return nil
+		case errors.Is(err, fs.ErrExist):
+			return errBackupExists(file)
+		}
+		if _, err := os.Lstat(file); err == nil {
+			return errBackupExists(file)
+		}
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return fmt.Errorf("create backup file: %w", err)
+	}
+	return nil
 }
 
 type countingWriter struct {
@@ -198,7 +252,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "  (format, checksum, row counts), then the target (schema version, tables, empty), then it is written")
 		fmt.Fprintln(stderr, "  in one transaction per database. A damaged or truncated file, one from a newer release, and a")
 		fmt.Fprintln(stderr, "  target holding data are refused with nothing written.")
-		fmt.Fprintf(stderr, databaseHelp, "DATABASE_URL (the migration role: it writes every schema)")
+		fmt.Fprintf(stderr, databaseHelp, restoreDatabaseFrom)
 	}
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -223,7 +277,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// would report as a damaged file.
 		return fmt.Errorf("read backup: %s is a directory, not a backup file (bmcisctl backup FILE writes one)", file)
 	}
-	dbs, closeAll, err := openDatabases(ctx, envOr("DATABASE_URL", ""))
+	dbs, closeAll, err := openDatabases(ctx, envOr("DATABASE_URL", ""), restoreDatabaseFrom)
 	if err != nil {
 		return err
 	}
@@ -236,6 +290,12 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return f, nil
 	}, dbs)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == insufficientPrivilege {
+		// The role cannot write (or lock) every table: the backup's
+		// read-only login, say, which backup itself uses.
+		return fmt.Errorf("%w: run restore as the migration role: set DATABASE_URL to it (as for migrate up), "+
+			"not to %s's read-only login or a service's", err, migrations.BackupLoginURLEnv)
+	}
 	if err != nil {
 		return err
 	}

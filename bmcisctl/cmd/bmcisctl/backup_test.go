@@ -17,6 +17,7 @@ import (
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/migrations"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/stacktest"
 	"github.com/bmcis/knowledge/platform/testdb"
@@ -264,4 +265,97 @@ func TestBackupRestoreSplitDatabases(t *testing.T) {
 	require.NoError(t, poolC.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&keysC))
 	require.NoError(t, poolD.QueryRow(ctx, "SELECT count(*) FROM auth.api_keys").Scan(&keysD))
 	require.Equal(t, []int{1, 0, 1}, []int{entities, keysC, keysD}, "each schema went to its own database")
+}
+
+// backup and restore without a database name every place the command reads
+// one from: its variables, the per-schema ones and the credentials file.
+func TestBackupRestoreNameEveryDatabaseSource(t *testing.T) {
+	for _, name := range []string{"DATABASE_URL", migrations.BackupLoginURLEnv, "DATABASE_URL_SEARCH",
+		"DATABASE_URL_VENDORGRAPH", "DATABASE_URL_AUTH", envCredentialsFile} {
+		t.Setenv(name, "")
+	}
+	t.Setenv(envDataDir, t.TempDir()) // no credentials file
+	file := filepath.Join(t.TempDir(), "b.backup")
+	cases := []struct {
+		cmd  string
+		want []string
+	}{
+		{"backup", []string{migrations.BackupLoginURLEnv, "DATABASE_URL", "DATABASE_URL_SEARCH", credentialsFileName, envDataDir, envCredentialsFile}},
+		{"restore", []string{"DATABASE_URL", "the migration role", "DATABASE_URL_SEARCH", credentialsFileName, envDataDir, envCredentialsFile}},
+	}
+	require.NoError(t, os.WriteFile(file+".in", []byte("x"), 0o600))
+	for _, c := range cases {
+		t.Run(c.cmd, func(t *testing.T) {
+			arg := file
+			if c.cmd == "restore" {
+				arg = file + ".in"
+			}
+			code, _, errOut := ctlRun(t, c.cmd, arg)
+			require.Equal(t, exitUsage, code, errOut)
+			for _, w := range c.want {
+				require.Contains(t, errOut, w)
+			}
+		})
+	}
+}
+
+// backup refuses a FILE that exists, before reading the database, unless
+// --force; with it the old file is replaced only once the new one is whole.
+func TestBackupRefusesAnExistingFileUnlessForced(t *testing.T) {
+	_, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv(migrations.BackupLoginURLEnv, "")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bmcis.backup")
+	require.NoError(t, os.WriteFile(file, []byte("last night's backup"), 0o600))
+
+	code, _, errOut := ctlRun(t, "backup", file)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, file+" exists")
+	require.Contains(t, errOut, "--force")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "last night's backup", string(b), "left as it was")
+
+	code, _, errOut = ctlRun(t, "backup", "--force", file)
+	require.Equal(t, exitOK, code, errOut)
+	code, _, errOut = ctlRun(t, "restore", file) // a whole backup now, checked by restore's reader
+	require.NotContains(t, errOut, "damaged", "%d", code)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left beside it")
+}
+
+// restore run as the backup's read-only login (or any role that cannot
+// write every schema) says to run it as the migration role, naming the
+// variable, not only PostgreSQL's "permission denied for table ...".
+func TestRestoreAsTheBackupLoginNamesTheMigrationRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv(migrations.BackupLoginURLEnv, "")
+	file := filepath.Join(t.TempDir(), "bmcis.backup")
+	code, _, errOut := ctlRun(t, "backup", file)
+	require.Equal(t, exitOK, code, errOut)
+
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	loginURL := strings.Replace(url, "://"+cfg.User+":", "://bmcis_test_restore_backup_login:", 1)
+	loginURL = strings.Replace(loginURL, ":"+cfg.Password+"@", ":restore-backup-pw@", 1)
+	_, err = migrations.EnsureBackupLoginFrom(ctx, pool, cfg.User, func(k string) string {
+		if k == migrations.BackupLoginURLEnv {
+			return loginURL
+		}
+		return ""
+	})
+	require.NoError(t, err)
+
+	t.Setenv("DATABASE_URL", loginURL)
+	code, _, errOut = ctlRun(t, "restore", file)
+	require.Equal(t, exitFailed, code, errOut)
+	require.Contains(t, errOut, "permission denied")
+	require.Contains(t, errOut, "run restore as the migration role")
+	require.Contains(t, errOut, "DATABASE_URL")
+	require.Contains(t, errOut, migrations.BackupLoginURLEnv)
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -161,6 +163,14 @@ func TestExitCodes(t *testing.T) {
 		require.Equal(t, exitUsage, code, "%v: %s", line, errOut)
 		require.Contains(t, errOut, "HOST:PORT", "%v", line)
 	}
+	// An HTTP/1.x port (the gateway's, a metrics one) where a gRPC service
+	// belongs is a usage error too, named as such, not "unavailable".
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	code, _, errOut = ctlRun(t, "health", web.Listener.Addr().String())
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, "not a gRPC address")
+	require.NotContains(t, errOut, "frame too large")
 	t.Setenv("BMCIS_AUTH_ADDR", "https://127.0.0.1:50053/")
 	code, _, errOut = ctlRun(t, "keys", "list")
 	require.Equal(t, exitUsage, code, errOut)

@@ -105,8 +105,14 @@ func credential(name string) (string, error) {
 	if _, err := loadCredentialsFile(); err != nil {
 		return "", usageErrorf("%s is not set, and %v", name, err)
 	}
-	return "", usageErrorf("%s is not set (after `make run`, run bmcisctl inside the checkout: it reads .data/%s, or %s/%s when %s is set; or set %s)",
-		name, credentialsFileName, envDataDir, credentialsFileName, envDataDir, envCredentialsFile)
+	return "", usageErrorf("%s is not set (%s)", name, credentialsFileHint())
+}
+
+// credentialsFileHint says where bmcisctl looks for the credentials file,
+// for a message about a setting found neither there nor in the environment.
+func credentialsFileHint() string {
+	return fmt.Sprintf("after `make run`, run bmcisctl inside the checkout: it reads .data/%s, or %s/%s when %s is set; or set %s",
+		credentialsFileName, envDataDir, credentialsFileName, envDataDir, envCredentialsFile)
 }
 
 // withCredential makes the calls made with ctx present the named credential.

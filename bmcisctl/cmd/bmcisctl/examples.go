@@ -11,7 +11,7 @@ var examples = map[string][]string{
 	},
 	"backup": {
 		"bmcisctl backup bmcis.backup",
-		"bmcisctl backup bmcis.backup -o json",
+		"bmcisctl backup --force bmcis.backup -o json",
 	},
 	"bench": {
 		"bmcisctl bench search --chunks 100000 --duration 10s",
@@ -54,7 +54,7 @@ var examples = map[string][]string{
 	"migrate": {
 		"bmcisctl migrate up",
 		"bmcisctl migrate status",
-		"bmcisctl migrate down 13",
+		"bmcisctl migrate down 13 --yes",
 	},
 	"reindex": {
 		"bmcisctl reindex",

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -70,6 +71,11 @@ func exitCode(cmd *cobra.Command, err error, stderr io.Writer) int {
 // which the wrapping carries along in the error's text.
 func describe(err error) string {
 	text := err.Error()
+	if grpcclient.NotGRPC(err) {
+		// grpc-go's "error reading server preface: http2: frame too large"
+		// tells an operator nothing about the port they gave.
+		return notGRPCMessage(err)
+	}
 	var se interface {
 		error
 		GRPCStatus() *status.Status
@@ -88,7 +94,7 @@ func describe(err error) string {
 // classify maps an error to its exit code.
 func classify(err error) int {
 	switch {
-	case errors.Is(err, errUsage), errors.Is(err, grpcclient.ErrBadAddress), errors.Is(err, config.ErrInvalid):
+	case errors.Is(err, errUsage), errors.Is(err, grpcclient.ErrBadAddress), grpcclient.NotGRPC(err), errors.Is(err, config.ErrInvalid):
 		return exitUsage
 	case errors.Is(err, errPartial):
 		return exitPartial
@@ -105,4 +111,27 @@ func classify(err error) int {
 		return exitUnavailable
 	}
 	return exitFailed
+}
+
+var grpcRetries = regexp.MustCompile(`max retries exhausted: failed after \d+ attempts: `)
+
+// notGRPCMessage replaces the gRPC error of an address that answered
+// HTTP/1.x: what the command was doing (the wrapping before the gRPC
+// error), then what is wrong and what to give instead.
+func notGRPCMessage(err error) string {
+	what := err.Error()
+	var se interface {
+		error
+		GRPCStatus() *status.Status
+	}
+	if errors.As(err, &se) {
+		what, _, _ = strings.Cut(what, se.Error())
+	}
+	// grpc-go's retry wrapper says nothing a retry could change here.
+	what = strings.TrimSuffix(grpcRetries.ReplaceAllString(what, ""), ": ")
+	if what != "" {
+		what += ": "
+	}
+	return what + "not a gRPC address: the server there answered HTTP/1.x (a REST, health or metrics port?); " +
+		"give the service's gRPC HOST:PORT (search 50051, vendorgraph 50052, auth 50053 by default)"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -63,9 +64,15 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				put(healthResult{Address: addr, Status: st.String()})
 				break
 			}
-			if time.Now().After(deadline) {
+			// A wrong address stays wrong: no waiting for it.
+			permanent := errors.Is(err, grpcclient.ErrBadAddress) || grpcclient.NotGRPC(err)
+			if time.Now().After(deadline) || permanent {
 				if err != nil {
-					put(healthResult{Address: addr, Status: "UNREACHABLE", Error: err.Error()})
+					msg := err.Error()
+					if grpcclient.NotGRPC(err) {
+						msg = notGRPCMessage(err)
+					}
+					put(healthResult{Address: addr, Status: "UNREACHABLE", Error: msg})
 					return fmt.Errorf("%s: %w", addr, err)
 				}
 				put(healthResult{Address: addr, Status: st.String()})

@@ -44,7 +44,7 @@ func keysUsage(w io.Writer) {
 	}
 	fmt.Fprint(w, `usage:
   bmcisctl keys create --name N [--owner O] `+strings.Join(limits, " ")+` [--expires-in 90d]
-                       [--categories security,hr] [--tools semantic_search,get_chunks]
+                       [--categories security,hr] [--tools semantic_search,get_chunks] [--groups hr,legal]
   bmcisctl keys list [--owner O] [--all] [-q]
   bmcisctl keys revoke KEY_ID
   bmcisctl keys rotate KEY_ID [--overlap 24h] [--expires-in 90d]

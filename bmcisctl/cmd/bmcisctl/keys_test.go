@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -282,4 +283,30 @@ func TestKeysFlagsFollowTheTierList(t *testing.T) {
 
 	_, _, errOut = keysRun("create", "--help")
 	require.Contains(t, errOut, "-limit-week")
+}
+
+// `bmcisctl help keys` names every flag each keys subcommand takes (but the
+// shared -o), read from the subcommand's own --help.
+func TestKeysUsageNamesEveryFlag(t *testing.T) {
+	code, out, errOut := ctlRun(t, "help", "keys")
+	require.Equal(t, exitOK, code, errOut)
+	usage := out + errOut
+	flagName := regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+) `)
+	for _, sub := range []string{"create", "list", "revoke", "rotate"} {
+		_, helpOut, helpErr := ctlRun(t, "keys", sub, "--help")
+		help := helpOut + helpErr
+		line := ""
+		for l := range strings.Lines(usage) {
+			if strings.Contains(l, "bmcisctl keys "+sub+" ") || (sub == "create" && line != "" && strings.HasPrefix(l, "       ")) {
+				line += l
+			}
+		}
+		require.NotEmpty(t, line, "help keys has no %s line:\n%s", sub, usage)
+		for _, m := range flagName.FindAllStringSubmatch(help, -1) {
+			if m[1] == "output" {
+				continue
+			}
+			require.Regexp(t, `\[?-{1,2}`+m[1]+`\b`, line, "help keys leaves out %s --%s", sub, m[1])
+		}
+	}
 }

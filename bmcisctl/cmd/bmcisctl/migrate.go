@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
+	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/backup"
 	"github.com/bmcis/knowledge/platform/pg"
 )
 
@@ -24,13 +29,15 @@ func init() {
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: bmcisctl migrate up | down VERSION | status")
-		fmt.Fprintln(stderr, "  down rolls back to VERSION, at most the current version (0 drops every table: all data).")
+		fmt.Fprintln(stderr, "usage: bmcisctl migrate up | down VERSION [--yes] | status")
+		fmt.Fprintln(stderr, "  down rolls back to VERSION, at most the current version (0 drops every table: all data). It refuses")
+		fmt.Fprintln(stderr, "  to drop tables holding rows, naming them and their row counts, unless --yes (back up first: bmcisctl backup).")
 		fmt.Fprintln(stderr, "  DATABASE_URL names the database; BMCIS_EMBEDDING_DIMENSIONS fixes the vector size (default 256).")
 		fmt.Fprintln(stderr, "  up also sets up each service's login role from BMCIS_SEARCH_DATABASE_URL, BMCIS_VENDORGRAPH_DATABASE_URL")
 		fmt.Fprintln(stderr, "  and BMCIS_AUTH_DATABASE_URL, when set (user, password; member of the service's group role),")
 		fmt.Fprintln(stderr, "  and the backup's read-only login role from BMCIS_BACKUP_DATABASE_URL, when set (docs/BACKUP.md).")
 	}
+	yes := fs.Bool("yes", false, "down: drop tables holding rows (refused without it)")
 	output := outputFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -120,6 +127,16 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if target > current {
 			return usageErrorf("the schema is at version %d: down rolls back to a VERSION at most that, got %d", current, target)
 		}
+		if !*yes {
+			full, err := tablesDownWouldEmpty(ctx, pool, current, target)
+			if err != nil {
+				return err
+			}
+			if len(full) > 0 {
+				return usageErrorf("migrate down %d would drop tables holding rows: %s; nothing was done. "+
+					"Back them up first (bmcisctl backup FILE), then run it again with --yes", target, strings.Join(full, ", "))
+			}
+		}
 		rolled, err := migrations.DownTo(ctx, pool, target)
 		if err != nil {
 			return err
@@ -178,4 +195,84 @@ func refusePublishedPasswords() error {
 		}
 	}
 	return env.Err()
+}
+
+var (
+	// What a migration's Down section drops: tables by name (qualified or
+	// not: a migration before the schema split names them unqualified, and
+	// the split's own Down moves them back first), and whole schemas.
+	downDropTable  = regexp.MustCompile(`(?i)\bDROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?([a-z0-9_."]+(?:\s*,\s*[a-z0-9_."]+)*)`)
+	downDropSchema = regexp.MustCompile(`(?i)\bDROP\s+SCHEMA\s+(?:IF\s+EXISTS\s+)?([a-z0-9_"]+)`)
+	migrationFile  = regexp.MustCompile(`^(\d+)_.*\.sql$`)
+)
+
+// tablesDownWouldEmpty lists the tables a rollback from current to target
+// drops that hold rows an operator put there (the migrations' seeded rows
+// left out), as "schema.table (N rows)". It reads the Down sections of the
+// migrations rolled back; table names are unique across the schemas, so a
+// name identifies a table wherever it lives now.
+func tablesDownWouldEmpty(ctx context.Context, pool *pgxpool.Pool, current, target int64) ([]string, error) {
+	files, err := fs.ReadDir(migrations.FS(), ".")
+	if err != nil {
+		return nil, fmt.Errorf("read the migrations: %w", err)
+	}
+	var names, schemas []string
+	for _, f := range files {
+		m := migrationFile.FindStringSubmatch(f.Name())
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.ParseInt(m[1], 10, 64)
+		if v <= target || v > current {
+			continue
+		}
+		b, err := fs.ReadFile(migrations.FS(), f.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", f.Name(), err)
+		}
+		_, down, _ := strings.Cut(string(b), "-- +goose Down")
+		for _, d := range downDropTable.FindAllStringSubmatch(down, -1) {
+			for _, n := range strings.Split(d[1], ",") {
+				n = strings.Trim(strings.TrimSpace(n), `"`)
+				names = append(names, n[strings.LastIndex(n, ".")+1:])
+			}
+		}
+		for _, d := range downDropSchema.FindAllStringSubmatch(down, -1) {
+			schemas = append(schemas, strings.Trim(d[1], `"`))
+		}
+	}
+	if len(names) == 0 && len(schemas) == 0 {
+		return nil, nil
+	}
+	rows, err := pool.Query(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+		  AND n.nspname IN ('public', 'search', 'vendorgraph', 'auth')
+		  AND (c.relname = ANY($1) OR n.nspname = ANY($2))
+		ORDER BY 1, 2`, names, schemas)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables down drops: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var schema, name string
+		err := r.Scan(&schema, &name)
+		return pgx.Identifier{schema, name}.Sanitize(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the tables down drops: %w", err)
+	}
+	var full []string
+	for _, t := range tables {
+		plain := strings.ReplaceAll(t, `"`, "")
+		if backup.Seeded(plain) {
+			continue
+		}
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+t).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count the rows of %s: %w", plain, err)
+		}
+		if n > 0 {
+			full = append(full, fmt.Sprintf("%s (%d rows)", plain, n))
+		}
+	}
+	return full, nil
 }

@@ -73,3 +73,36 @@ func TestMigrateUpRefusesPublishedLoginPasswords(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "search: login role set up from "+migrations.Search.LoginURLEnv())
 }
+
+// migrate down refuses to drop tables holding rows unless --yes, naming
+// them with their row counts; the rows the migrations seed (state rows,
+// default tiers) do not count, so an empty stack rolls back unasked.
+func TestMigrateDownRefusesToDropDataUnlessYes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, url := testdb.New(t)
+	t.Setenv("DATABASE_URL", url)
+	_, err := pool.Exec(ctx, `INSERT INTO vendorgraph.entities (id, name, normalized_name, entity_type, confidence, record_hash)
+		VALUES (gen_random_uuid(), 'Acme', 'acme', 'vendor', 1, '\x00'), (gen_random_uuid(), 'Globex', 'globex', 'vendor', 1, '\x01')`)
+	require.NoError(t, err)
+
+	code, out, errOut := ctlRun(t, "migrate", "down", "0")
+	require.Equal(t, exitUsage, code, errOut)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "vendorgraph.entities (2 rows)")
+	require.Contains(t, errOut, "--yes")
+	require.NotContains(t, errOut, "search_state", "seeded rows are not data")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM vendorgraph.entities").Scan(&n))
+	require.Equal(t, 2, n, "nothing dropped")
+
+	code, out, errOut = ctlRun(t, "migrate", "down", "0", "--yes")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "schema version 0")
+
+	// Migrated again and empty, it rolls back without asking.
+	code, _, errOut = ctlRun(t, "migrate", "up")
+	require.Equal(t, exitOK, code, errOut)
+	code, _, errOut = ctlRun(t, "migrate", "down", "0")
+	require.Equal(t, exitOK, code, errOut)
+}

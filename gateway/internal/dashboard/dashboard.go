@@ -65,7 +65,7 @@ func (d *Dashboard) Mount(e *rest.Edge) {
 	e.Handle("GET", "/api/health", rest.Public, "", d.apiHealth)
 	e.Handle("GET", "/api/servers", rest.Public, "", d.apiServers)
 	e.Handle("GET", "/api/tools", rest.Public, "", d.apiTools)
-	e.Handle("GET", "/api/config", rest.APIKey, "rest.dashboard.config", d.apiConfig)
+	e.Handle("GET", "/api/config", rest.Admin, "rest.dashboard.config", d.apiConfig)
 	e.Handle("GET", "/api/stats", rest.APIKey, "rest.dashboard.stats", d.apiStats)
 
 	web, _ := fs.Sub(webFS, "web")

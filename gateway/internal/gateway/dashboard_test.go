@@ -73,7 +73,7 @@ func TestDashboardShapes(t *testing.T) {
 		require.Equal(t, backends.MCPAdapter, x.Server)
 	}
 
-	r = s.do("GET", "/api/config", "", key(keyGood)...)
+	r = s.do("GET", "/api/config", "", rest.HeaderAdminToken, testAdminToken)
 	require.Equal(t, 200, r.status)
 	schematest.Validate(t, schematest.Config, r.body)
 	require.NotContains(t, string(r.body), testServiceToken)

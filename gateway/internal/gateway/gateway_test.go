@@ -255,10 +255,29 @@ func TestAPIKeyChecks(t *testing.T) {
 	require.Equal(t, "rest.search.Search", s.auth.lastOperation(t))
 
 	// Dashboard data routes need a key too; health and the catalogue do not.
-	for _, p := range []string{"/api/config", "/api/stats"} {
-		require.Equal(t, 401, s.do("GET", p, "").status, p)
-		require.Equal(t, 200, s.do("GET", p, "", key(keyGood)...).status, p)
+	require.Equal(t, 401, s.do("GET", "/api/stats", "").status)
+	require.Equal(t, 200, s.do("GET", "/api/stats", "", key(keyGood)...).status)
+	// The configuration (internal addresses, metrics URLs) is the operators':
+	// it takes the admin credential, checked by the auth service, as the key
+	// and audit routes do; an API key or another operator credential is refused.
+	for _, c := range []struct {
+		name    string
+		headers []string
+		status  int
+		code    string
+	}{
+		{"nothing", nil, 401, "ADMIN_TOKEN_REQUIRED"},
+		{"an API key", key(keyGood), 401, "ADMIN_TOKEN_REQUIRED"},
+		{"the ingest credential", []string{rest.HeaderAdminToken, testIngestToken}, 403, "ADMIN_TOKEN_INVALID"},
+		{"a wrong token", []string{rest.HeaderAdminToken, "not-the-admin-credential-0123456789"}, 401, "ADMIN_TOKEN_INVALID"},
+	} {
+		r := s.do("GET", "/api/config", "", c.headers...)
+		require.Equal(t, c.status, r.status, "%s: %s", c.name, r.body)
+		require.Equal(t, c.code, r.errBody(t).Code, c.name)
+		require.Contains(t, string(r.body), "admin credential", c.name)
+		require.NotContains(t, string(r.body), "mcpServers", c.name)
 	}
+	require.Equal(t, 200, s.do("GET", "/api/config", "", rest.HeaderAdminToken, testAdminToken).status)
 	for _, p := range []string{"/api/health", "/api/servers", "/api/tools", "/openapi.json", "/", "/assets/app.js", "/healthz"} {
 		require.Equal(t, 200, s.do("GET", p, "").status, p)
 	}

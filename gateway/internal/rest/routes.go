@@ -113,7 +113,9 @@ var localRoutes = []struct {
 	{"GET", "/api/health", Public},
 	{"GET", "/api/servers", Public},
 	{"GET", "/api/tools", Public},
-	{"GET", "/api/config", APIKey},
+	// Internal addresses and metrics URLs: the operators' (the admin
+	// credential, as on the key and audit routes).
+	{"GET", "/api/config", Admin},
 	{"GET", "/api/stats", APIKey},
 	{"GET", "/openapi.json", Public},
 	{"GET", "/", Public},

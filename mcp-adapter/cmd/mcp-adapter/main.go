@@ -121,6 +121,13 @@ func run() int {
 		defer cancel()
 		recorder.Close(ctx)
 	}()
+	// Per-tool calls and latency, read by the gateway's /api/stats
+	// (BMCIS_MCP_METRICS_URL) and Prometheus.
+	toolMetrics, err := tools.NewMetrics(reg)
+	if err != nil {
+		logger.Error("metrics", "error", err.Error())
+		return 1
+	}
 	if cfg.MetricsAddr != "" {
 		go serveMetrics(cfg.MetricsAddr, reg, logger)
 	}
@@ -137,6 +144,7 @@ func run() int {
 		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
 		Logger:              logger,
 		Audit:               recorder,
+		Metrics:             toolMetrics,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

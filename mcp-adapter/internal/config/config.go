@@ -72,8 +72,9 @@ type Config struct {
 	ServiceToken string
 	// Audit are the audit trail's settings (BMCIS_AUDIT*, docs/AUDIT.md).
 	Audit auditlog.Settings
-	// MetricsAddr serves the adapter's Prometheus metrics (the audit
-	// counters) at /metrics (BMCIS_MCP_METRICS_ADDR; empty: off).
+	// MetricsAddr serves the adapter's Prometheus metrics (per-tool calls
+	// and latency, the audit counters) at /metrics (BMCIS_MCP_METRICS_ADDR;
+	// empty: off).
 	MetricsAddr string
 
 	// APIKey is the caller's key on stdio; empty means every call answers

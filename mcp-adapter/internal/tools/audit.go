@@ -104,19 +104,14 @@ func (s *Server) audit(ctx context.Context, call *respond.Call, res *mcp.CallToo
 	e := auditlog.Entry{
 		Time: call.Started, Principal: n.principal, PrincipalKind: n.kind, OAuthIssuer: n.issuer,
 		ClientAddress: backend.ClientAddress(ctx), ClientName: clientName(ctx),
-		Tool: call.Operation, Target: n.target, Query: n.query, Outcome: auditlog.OK, RequestID: call.RequestID,
+		Tool: call.Operation, Target: n.target, Query: n.query, Outcome: outcomeOf(call, res), RequestID: call.RequestID,
 	}
 	if n.tool != "" {
 		e.Tool = n.tool
 	}
 	if env := call.Final; env != nil {
-		if env.Error != nil {
-			e.Outcome = env.Error.Code
-		}
 		e.ChunkIDs = chunkIDs(env.Results)
 		e.DocumentIDs = documentIDs(e.ChunkIDs, n.documents)
-	} else if res != nil && res.IsError {
-		e.Outcome = "ERROR"
 	}
 	s.opts.Audit.Record(e)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
@@ -125,8 +126,8 @@ func BenchmarkAuditOverhead(b *testing.B) {
 }
 
 // BenchmarkHTTPCall is one tools/call semantic_search as the binary serves
-// it over streamable HTTP (transport.HTTPHandler, the audit trail on, output
-// validation off, the allow cache on), posted by a plain HTTP client to the
+// it over streamable HTTP (transport.HTTPHandler, the audit trail and the
+// per-tool metrics on, output validation off, the allow cache on), posted by a plain HTTP client to the
 // real services of the demo stack: the adapter's own per-call cost without
 // mcp-go's client decoding the answer (issue 32); "semantic_search/scoped"
 // is the same call with a key that has a group. "search" and "auth.Check"
@@ -144,6 +145,10 @@ func BenchmarkHTTPCall(b *testing.B) {
 		o.Audit = rec
 		o.ValidateOutput = false
 		o.Key = tools.APIKeyFromContext
+		// The per-tool metrics, as the binary counts them.
+		if o.Metrics, err = tools.NewMetrics(prometheus.NewRegistry()); err != nil {
+			b.Fatal(err)
+		}
 	}})
 	b.Cleanup(func() { rec.Close(context.Background()) })
 	srv := httptest.NewServer(transport.HTTPHandler(h.srv, h.clients, slog.New(slog.DiscardHandler), 0))

@@ -73,6 +73,9 @@ type Options struct {
 	// Audit records every tool call and resource read (docs/AUDIT.md); nil
 	// records nothing.
 	Audit *auditlog.Recorder
+	// Metrics counts and times every tool call (NewMetrics); nil counts
+	// nothing.
+	Metrics *Metrics
 }
 
 // Server holds the tool handlers.
@@ -87,7 +90,12 @@ type Server struct {
 func New(opts Options) *server.MCPServer {
 	s := newServer(opts)
 	opts = s.opts
-	srvOpts := []server.ServerOption{
+	var srvOpts []server.ServerOption
+	if opts.Metrics != nil {
+		// First, so outermost: it sees what recovery makes of a panic.
+		srvOpts = append(srvOpts, server.WithToolHandlerMiddleware(opts.Metrics.middleware))
+	}
+	srvOpts = append(srvOpts,
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithElicitation(),
@@ -95,7 +103,7 @@ func New(opts Options) *server.MCPServer {
 		server.WithInstructions(instructions),
 		server.WithPromptCompletionProvider(vendorCompletions{s}),
 		server.WithResourceCompletionProvider(vendorCompletions{s}),
-	}
+	)
 	srvOpts = append(srvOpts, Presentation()...)
 	if opts.ValidateOutput {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
@@ -412,8 +420,10 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 	return apierr.NewAuthInvalid("AUTH_INVALID", resp.GetMessage())
 }
 
-// logDone records a finished call: the log line and the audit entry.
+// logDone records a finished call: the log line, the audit entry and the
+// outcome the metrics count.
 func (s *Server) logDone(ctx context.Context, call *respond.Call, res *mcp.CallToolResult) {
+	noteOutcome(ctx, outcomeOf(call, res))
 	s.audit(ctx, call, res)
 	status := "success"
 	if res != nil && res.IsError {
