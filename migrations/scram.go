@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"unicode"
 
 	"golang.org/x/text/secure/precis"
 )
@@ -17,19 +18,34 @@ const scramIterations = 4096
 // scramVerifier is the SCRAM-SHA-256 verifier PostgreSQL stores for
 // password (RFC 5803's form, as libpq's PQencryptPasswordConn makes it):
 // given in place of the password, it sets the same password without the
-// password ever reaching the server. PostgreSQL normalises a password with
-// SASLprep before deriving its keys; pgx, the services' client, uses
-// PRECIS OpaqueString (SASLprep's successor) and the password as it is
-// when that refuses it, so the verifier is made from the same string.
+// password ever reaching the server. The verifier is made from the string
+// the services' client, pgx, derives its proof from (scramPassword).
 func scramVerifier(password string) (string, error) {
-	if normalized, err := precis.OpaqueString.String(password); err == nil {
-		password = normalized
-	}
+	password = scramPassword(password)
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("salt: %w", err)
 	}
 	return scramVerifierWithSalt(password, salt)
+}
+
+// scramPassword is the string pgx derives a SCRAM proof from: the
+// password as it is when it holds a code point Unicode 3.2 left unassigned
+// (SASLprep refuses it, and PostgreSQL then takes the password as it is
+// too), else its PRECIS OpaqueString form (SASLprep's successor), or the
+// password as it is when that refuses it. PostgreSQL's own SASLprep
+// (libpq, psql) normalises with NFKC, not NFC: a password with a
+// compatibility character (ﬁ) logs in with pgx only.
+func scramPassword(password string) string {
+	for _, r := range password {
+		if unicode.Is(saslprepUnassigned, r) {
+			return password
+		}
+	}
+	if normalized, err := precis.OpaqueString.String(password); err == nil {
+		return normalized
+	}
+	return password
 }
 
 func scramVerifierWithSalt(password string, salt []byte) (string, error) {

@@ -146,6 +146,7 @@ func TestWhoReadADocumentAcrossEdits(t *testing.T) {
 	}
 	require.Equal(t, want, tools, "newest first")
 	require.Equal(t, []int64{oldChunk}, read[2].GetChunkIds(), "the MCP read before the edit names the chunk that no longer exists")
+	require.Equal(t, []int64{oldChunk}, read[3].GetChunkIds(), "the REST read whose mask names no chunk id names the chunk it returned")
 	require.Equal(t, "adapter", read[0].GetEdge())
 	require.Equal(t, "read", read[1].GetEdge())
 

@@ -185,3 +185,50 @@ func TestVendorEvidenceNamesItsDocuments(t *testing.T) {
 		require.Equal(t, entry.GetRequestId(), resp.GetEvents()[0].GetRequestId())
 	}
 }
+
+// TestReadsWithoutTheChunkIDFieldAreAudited: a caller that asks for the
+// chunks' text without their chunk_id still reads them; its entry names
+// the chunks and documents it returned, as the same read with the ids.
+func TestReadsWithoutTheChunkIDFieldAreAudited(t *testing.T) {
+	s := demo(t)
+	k := s.CreateKey(t, stacktest.Key{Name: "audit-fields", PerMinute: 10_000, PerHour: 100_000, PerDay: 1_000_000})
+	a := httpClient(t, adapterHTTP(t, s, map[string]string{"BMCIS_AUDIT_FLUSH_INTERVAL": "20ms"}), map[string]string{"X-API-Key": k})
+	const query = "incident severity levels"
+	env := callTool(t, a, "semantic_search", map[string]any{"query": query, "page_size": 3, "response_mode": "ids_only"})
+	require.Equal(t, "success", status(env), "%v", env["error"])
+	var ids []int64
+	for _, r := range env["results"].([]any) {
+		ids = append(ids, int64(r.(map[string]any)["chunk_id"].(float64)))
+	}
+	require.NotEmpty(t, ids)
+	textOnly := []any{"chunk_text"}
+	env = callTool(t, a, "semantic_search", map[string]any{"query": query, "page_size": 3, "response_mode": "full", "fields": textOnly})
+	require.Equal(t, "success", status(env), "%v", env["error"])
+	require.Len(t, env["results"], len(ids))
+	require.NotContains(t, env["results"].([]any)[0], "chunk_id", "the caller asked for the text alone")
+	env = callTool(t, a, "get_chunks", map[string]any{"chunk_ids": []any{ids[0]}, "response_mode": "full", "fields": textOnly})
+	require.Equal(t, "success", status(env), "%v", env["error"])
+
+	conn, err := grpcclient.Dial(s.Addr(stacktest.Auth), stacktest.AdminToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	auth := authv1.NewAuthServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var events []*authv1.AuditEvent
+	require.Eventually(t, func() bool {
+		resp, err := auth.ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{Principal: stacktest.KeyID(k)})
+		require.NoError(t, err)
+		events = resp.GetEvents()
+		return len(events) >= 3
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Len(t, events, 3)
+	chunks, search, idsOnly := events[0], events[1], events[2]
+	require.Equal(t, ids, idsOnly.GetChunkIds())
+	require.Equal(t, ids, search.GetChunkIds(), "the text-only search returned the same chunks")
+	require.Equal(t, idsOnly.GetDocumentIds(), search.GetDocumentIds())
+	require.Equal(t, documentsOf(t, s, ids), search.GetDocumentIds())
+	require.Equal(t, "get_chunks", chunks.GetTool())
+	require.Equal(t, ids[:1], chunks.GetChunkIds())
+	require.Equal(t, documentsOf(t, s, ids[:1]), chunks.GetDocumentIds())
+}

@@ -40,8 +40,8 @@ func TestContractFigures(t *testing.T) {
 		{limits.VendorDepth, 0, 2}, {limits.VendorEvidence, 0, 50}, {limits.SuggestText, 1, 200},
 		{limits.Suggestions, 0, 50},
 		{limits.DocumentsSource, 0, 64}, {limits.DocumentsCategory, 0, 200}, {limits.DocumentsPrincipal, 0, 300},
-		{limits.DocumentsIDPrefix, 0, 1000}, {limits.DocumentsPageSize, 0, 1000}, {limits.DocumentsPageToken, 0, 2000},
-		{limits.DocumentID, 1, 1000},
+		{limits.DocumentsIDPrefix, 0, 1024}, {limits.DocumentsPageSize, 0, 1000}, {limits.DocumentsPageToken, 0, 2000},
+		{limits.DocumentID, 1, 1024},
 	} {
 		require.Equal(t, [2]int{c.min, c.max}, [2]int{c.l.Min, c.l.Max}, c.l.Field)
 	}

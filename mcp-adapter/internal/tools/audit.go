@@ -24,9 +24,13 @@ type auditNote struct {
 	principal, kind, issuer string
 	tool, target            string // set for resource reads
 	query                   string
-	// The document of each chunk the backend answered with: the answer
-	// may return fewer (trimmed to the token limit), and the entry names
-	// the documents of those it returned.
+	// The chunk and document of each result the backend answered with,
+	// in order (search, get_chunks: one result a chunk). An answer trimmed
+	// to the token limit keeps the first ones, and whatever fields the
+	// caller chose, the entry names the chunks and documents of those.
+	results []chunkDocument
+	// The document of each evidence chunk of a vendor answer, which names
+	// the chunks it returned (chunkIDs).
 	documents []chunkDocument
 }
 
@@ -36,26 +40,38 @@ type chunkDocument struct {
 	document string
 }
 
-// Read-mask paths of the documents' ids: the audit entry names the
-// documents the answer returned, which the backend sends beside the
-// chunks the fields read (a mask without them would leave them out).
-const (
-	searchDocumentRead = "results.chunk.document_id"
-	chunksDocumentRead = "chunks.document_id"
+// Read-mask paths of what the audit entry names of each result: the chunk
+// and its document, read beside the fields the caller chose (which may
+// leave both out).
+var (
+	searchAuditReads = []string{"results.chunk.chunk_id", "results.chunk.document_id"}
+	chunksAuditReads = []string{"chunks.chunk_id", "chunks.document_id"}
 )
 
-// withDocumentRead adds path to a read mask; an empty mask (every field)
-// has it already.
-func withDocumentRead(mask []string, path string) []string {
+// withAuditReads adds paths to a read mask; an empty mask (every field)
+// has them already.
+func withAuditReads(mask []string, paths []string) []string {
 	if len(mask) == 0 {
 		return mask
 	}
-	return append(mask, path)
+	for _, p := range paths {
+		if !slices.Contains(mask, p) {
+			mask = append(mask, p)
+		}
+	}
+	return mask
 }
 
-// noteDocument records the document of a chunk the backend answered
-// with. Called on the call's own path, never from a fetch guarded may
+// noteResult records the chunk and document of the backend's next
+// result. Called on the call's own path, never from a fetch guarded may
 // start early (that one writes nothing of the caller's).
+func noteResult(ctx context.Context, chunk int64, document string) {
+	n := noteOf(ctx)
+	n.results = append(n.results, chunkDocument{chunk, document})
+}
+
+// noteDocument records the document of a vendor's evidence chunk, on the
+// call's own path as noteResult.
 func noteDocument(ctx context.Context, chunk int64, document string) {
 	n := noteOf(ctx)
 	n.documents = append(n.documents, chunkDocument{chunk, document})
@@ -94,8 +110,9 @@ func noteResource(ctx context.Context, uri string) {
 	n.tool, n.target = ToolResourceRead, uri
 }
 
-// audit records the finished call: its outcome and the chunk ids its
-// answer returned, read from the final envelope.
+// audit records the finished call: its outcome and the chunks and
+// documents its answer returned: the results the final envelope kept, or
+// for a vendor the chunk ids it names.
 func (s *Server) audit(ctx context.Context, call *respond.Call, res *mcp.CallToolResult) {
 	if s.opts.Audit == nil {
 		return
@@ -110,8 +127,12 @@ func (s *Server) audit(ctx context.Context, call *respond.Call, res *mcp.CallToo
 		e.Tool = n.tool
 	}
 	if env := call.Final; env != nil {
-		e.ChunkIDs = chunkIDs(env.Results)
-		e.DocumentIDs = documentIDs(e.ChunkIDs, n.documents)
+		if n.results != nil {
+			e.ChunkIDs, e.DocumentIDs = returned(n.results[:min(len(env.Results), len(n.results))])
+		} else {
+			e.ChunkIDs = chunkIDs(env.Results)
+			e.DocumentIDs = documentIDs(e.ChunkIDs, n.documents)
+		}
 	}
 	s.opts.Audit.Record(e)
 }
@@ -147,6 +168,20 @@ func chunkIDs(results []envelope.Object) []int64 {
 		}
 	}
 	return ids
+}
+
+// returned lists the chunks and the documents of results, each once, in
+// order.
+func returned(results []chunkDocument) (chunks []int64, documents []string) {
+	for _, r := range results {
+		if !slices.Contains(chunks, r.chunk) {
+			chunks = append(chunks, r.chunk)
+		}
+		if r.document != "" && !slices.Contains(documents, r.document) {
+			documents = append(documents, r.document)
+		}
+	}
+	return chunks, documents
 }
 
 // documentIDs lists the documents of the chunks returned, each once, in

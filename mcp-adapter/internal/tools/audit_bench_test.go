@@ -24,10 +24,10 @@ func (accepting) AppendAuditEvents(_ context.Context, in *authv1.AppendAuditEven
 }
 
 // BenchmarkAuditRecordCall is the adapter's whole audit step: noting the
-// document of each of the 10 chunks the backend answered with (during the
-// call), then at its end (Server.audit) reading the principal and client
-// from the context, the chunk ids from a final envelope of 10 results,
-// their documents (4 distinct), and Record.
+// chunk and document of each of the 10 results the backend answered with
+// (during the call), then at its end (Server.audit) reading the principal
+// and client from the context, the chunks and documents (4 distinct) of
+// the 10 results the final envelope kept, and Record.
 func BenchmarkAuditRecordCall(b *testing.B) {
 	rec, err := auditlog.New(accepting{}, auditlog.Config{QueryText: true, BufferSize: 1 << 18,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -48,9 +48,9 @@ func BenchmarkAuditRecordCall(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		n.documents = n.documents[:0]
+		n.results = n.results[:0]
 		for i := range 10 {
-			noteDocument(ctx, int64(1000+i), docs[i%len(docs)])
+			noteResult(ctx, int64(1000+i), docs[i%len(docs)])
 		}
 		s.audit(ctx, call, nil)
 	}

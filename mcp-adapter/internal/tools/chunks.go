@@ -90,7 +90,7 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 		if ferr != nil {
 			return chunksReply{}, nil
 		}
-		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, withDocumentRead(projection.ChunkReads(fields), chunksDocumentRead))
+		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, withAuditReads(projection.ChunkReads(fields), chunksAuditReads))
 		return chunksReply{chunks, missing}, err
 	})
 	call.BackendDone = s.opts.Now()
@@ -105,7 +105,7 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 	}
 	call.CacheKey = "chunks:" + string(p.mode) + ":" + idsHash(p.ids)
 	for _, ch := range reply.chunks {
-		noteDocument(ctx, ch.GetChunkId(), ch.GetDocumentId())
+		noteResult(ctx, ch.GetChunkId(), ch.GetDocumentId())
 	}
 
 	env := call.NewEnvelope()

@@ -196,7 +196,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	}
 
 	for _, h := range page.GetResults() {
-		noteDocument(ctx, h.GetChunk().GetChunkId(), h.GetChunk().GetDocumentId())
+		noteResult(ctx, h.GetChunk().GetChunkId(), h.GetChunk().GetDocumentId())
 	}
 	call.CacheHit = page.GetCacheHit()
 	call.DatabaseTimeMS = page.GetDatabaseTimeMs()
@@ -230,13 +230,14 @@ var lowQualityReads = []string{"similarity_score", "matched_terms"}
 
 // searchReads is the read mask of a search shown with fields in mode m:
 // what the fields, the quality warning and (for a mode with desktop
-// signals) the signals read, and the documents' ids for the audit entry.
+// signals) the signals read, and the chunks' and documents' ids for the
+// audit entry.
 func (s *Server) searchReads(m projection.Mode, fields []string) []string {
 	if !s.opts.Desktop || !projection.Of(m).Signals {
-		return withDocumentRead(projection.SearchReads(fields, lowQualityReads...), searchDocumentRead)
+		return withAuditReads(projection.SearchReads(fields, lowQualityReads...), searchAuditReads)
 	}
 	reads := append(projection.SearchReads(fields, append(slices.Clone(lowQualityReads), signals.Reads...)...), signals.QueryReads...)
-	return withDocumentRead(reads, searchDocumentRead)
+	return withAuditReads(reads, searchAuditReads)
 }
 
 // lowQuality reports LOW_QUALITY_RESULTS on the first page only (offset

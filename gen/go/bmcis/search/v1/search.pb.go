@@ -1621,7 +1621,8 @@ type ListDocumentsRequest struct {
 	// user:ID, or everyone for the documents every caller may read. Spelled
 	// as in ingestion (docs/ACCESS.md); another form is refused.
 	Principal string `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
-	// Only documents whose external id starts with this.
+	// Only documents whose external id starts with this. 1,024 characters
+	// hold any id ingestion stores (at most 1,024 bytes).
 	IdPrefix string `protobuf:"bytes,4,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
 	// Documents per page, 1..1000 (0: 100).
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -1761,7 +1762,8 @@ func (x *ListDocumentsResponse) GetNextPageToken() string {
 // GetDocumentRequest names a document.
 type GetDocumentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The document's external id.
+	// The document's external id. 1,024 characters hold any id ingestion
+	// stores (at most 1,024 bytes).
 	ExternalId    string `protobuf:"bytes,1,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3832,7 +3834,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x06source\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x06source\x12$\n" +
 	"\bcategory\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\bcategory\x12&\n" +
 	"\tprincipal\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xac\x02R\tprincipal\x12%\n" +
-	"\tid_prefix\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\xe8\aR\bidPrefix\x12'\n" +
+	"\tid_prefix\x18\x04 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\bidPrefix\x12'\n" +
 	"\tpage_size\x18\x05 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
 	"\n" +
@@ -3842,7 +3844,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
 	"\x12GetDocumentRequest\x12+\n" +
 	"\vexternal_id\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xe8\aR\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\bR\n" +
 	"externalId\"R\n" +
 	"\x13GetDocumentResponse\x12;\n" +
 	"\bdocument\x18\x01 \x01(\v2\x1f.bmcis.search.v1.StoredDocumentR\bdocument\"\xbe\x02\n" +
