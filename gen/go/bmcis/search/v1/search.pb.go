@@ -2119,7 +2119,9 @@ func (x *Category) GetDocumentCount() int32 {
 // GetIndexStatusRequest asks for the index status.
 type GetIndexStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What the caller's key may read; document and chunk counts cover only it.
+	// What the caller's key may read; document and chunk counts cover only
+	// it, and a limited scope withholds the figures GetIndexStatusResponse
+	// names.
 	Scope         *ReadScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2163,38 +2165,47 @@ func (x *GetIndexStatusRequest) GetScope() *ReadScope {
 }
 
 // GetIndexStatusResponse describes the index.
+//
+// A caller whose read scope is limited (its key has a category scope, or
+// some document has an access list and the caller is not an operator, whose
+// reads carry no access set; docs/ACCESS.md) gets only documents, chunks (counting what it may read),
+// embedder_provider and embedder_dimensions. Every other field is left
+// unset for it: each speaks of the whole corpus or moves when any document
+// is written, so it would tell the caller when one it may not read was.
 type GetIndexStatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Documents stored.
+	// Documents stored (those the caller may read, when its scope is limited).
 	Documents int64 `protobuf:"varint,1,opt,name=documents,proto3" json:"documents,omitempty"`
-	// Chunks stored.
+	// Chunks stored (those the caller may read, when its scope is limited).
 	Chunks int64 `protobuf:"varint,2,opt,name=chunks,proto3" json:"chunks,omitempty"`
 	// Embedding provider (builtin, openai, ollama).
 	EmbedderProvider string `protobuf:"bytes,3,opt,name=embedder_provider,json=embedderProvider,proto3" json:"embedder_provider,omitempty"`
-	// Embedding model identifier, including its version.
+	// Embedding model identifier, including its version (a builtin model's
+	// carries its fingerprint, which a retrain moves). Empty for a limited
+	// caller.
 	EmbedderModel string `protobuf:"bytes,4,opt,name=embedder_model,json=embedderModel,proto3" json:"embedder_model,omitempty"`
 	// Embedding dimensions.
 	EmbedderDimensions int32 `protobuf:"varint,5,opt,name=embedder_dimensions,json=embedderDimensions,proto3" json:"embedder_dimensions,omitempty"`
 	// Change counter the in-memory keyword index has caught up with (0 for a
-	// caller whose read scope is limited to some categories or documents: it
-	// moves when any document is written).
+	// limited caller: it moves when any document is written).
 	IndexGeneration int64 `protobuf:"varint,6,opt,name=index_generation,json=indexGeneration,proto3" json:"index_generation,omitempty"`
-	// When the last ingestion or deletion committed (unset for a caller whose
-	// read scope is limited, as index_generation).
+	// When the last ingestion or deletion committed (unset for a limited
+	// caller, as index_generation).
 	LastChangeAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_change_at,json=lastChangeAt,proto3" json:"last_change_at,omitempty"`
-	// When the active embedding model was trained or registered (its age).
+	// When the active embedding model was trained or registered (its age;
+	// unset for a limited caller, as a retrain follows any ingest).
 	ModelTrainedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=model_trained_at,json=modelTrainedAt,proto3" json:"model_trained_at,omitempty"`
 	// Chunks the builtin model was fitted on (0 for other providers, unknown,
-	// or a caller whose read scope is limited to some categories).
+	// or a limited caller: it counts the whole corpus).
 	ModelTrainedChunks int64 `protobuf:"varint,9,opt,name=model_trained_chunks,json=modelTrainedChunks,proto3" json:"model_trained_chunks,omitempty"`
 	// Share (0..1) of the indexed terms a builtin model can learn (in at
 	// least two chunks, at most half of them) that the active model knows;
-	// 1 for other providers.
+	// 1 for other providers; 0 for a limited caller.
 	ModelTermCoverage float64 `protobuf:"fixed64,10,opt,name=model_term_coverage,json=modelTermCoverage,proto3" json:"model_term_coverage,omitempty"`
 	// The corpus has outgrown the builtin model and a background retrain is
-	// due or running.
+	// due or running (false for a limited caller).
 	RetrainPending bool `protobuf:"varint,11,opt,name=retrain_pending,json=retrainPending,proto3" json:"retrain_pending,omitempty"`
-	// Why a retrain is due ("" when none, or for a scoped caller).
+	// Why a retrain is due ("" when none, or for a limited caller).
 	RetrainReason string `protobuf:"bytes,12,opt,name=retrain_reason,json=retrainReason,proto3" json:"retrain_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -80,7 +80,10 @@ type SearchServiceClient interface {
 	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
 	ListCategories(ctx context.Context, in *ListCategoriesRequest, opts ...grpc.CallOption) (*ListCategoriesResponse, error)
-	// GetIndexStatus reports what is indexed and which embedding model is live.
+	// GetIndexStatus reports what is indexed and which embedding model is
+	// live. A caller whose read scope is limited gets only the counts of what
+	// it may read and the embedder's provider and dimensions
+	// (GetIndexStatusResponse says why).
 	GetIndexStatus(ctx context.Context, in *GetIndexStatusRequest, opts ...grpc.CallOption) (*GetIndexStatusResponse, error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads, and the git, web and folder sources the service syncs
@@ -337,7 +340,10 @@ type SearchServiceServer interface {
 	GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
 	ListCategories(context.Context, *ListCategoriesRequest) (*ListCategoriesResponse, error)
-	// GetIndexStatus reports what is indexed and which embedding model is live.
+	// GetIndexStatus reports what is indexed and which embedding model is
+	// live. A caller whose read scope is limited gets only the counts of what
+	// it may read and the embedder's provider and dimensions
+	// (GetIndexStatusResponse says why).
 	GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads, and the git, web and folder sources the service syncs
