@@ -71,9 +71,10 @@ type SearchServiceClient interface {
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
 	// ListDocuments lists stored documents with their category, source and
 	// access list, by external id, a page at a time: what an operator reads
-	// to answer "who may read this document?" (docs/ACCESS.md). It shows
-	// every document's list, so only the operator's credential (ingest)
-	// may call it, never a key's edge.
+	// to answer "who may read this document?", and with readable_by "what
+	// may this caller read?" (docs/ACCESS.md). It shows every document's
+	// list, so only the operator's credential (ingest) may call it, never a
+	// key's edge.
 	ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error)
 	// GetDocument is one document as ListDocuments shows it; NOT_FOUND when
 	// no document has the id.
@@ -331,9 +332,10 @@ type SearchServiceServer interface {
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
 	// ListDocuments lists stored documents with their category, source and
 	// access list, by external id, a page at a time: what an operator reads
-	// to answer "who may read this document?" (docs/ACCESS.md). It shows
-	// every document's list, so only the operator's credential (ingest)
-	// may call it, never a key's edge.
+	// to answer "who may read this document?", and with readable_by "what
+	// may this caller read?" (docs/ACCESS.md). It shows every document's
+	// list, so only the operator's credential (ingest) may call it, never a
+	// key's edge.
 	ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error)
 	// GetDocument is one document as ListDocuments shows it; NOT_FOUND when
 	// no document has the id.
