@@ -98,6 +98,10 @@ func TestUploadAgainstServices(t *testing.T) {
 			append([]string{"Content-Type", "multipart/form-data; boundary=b"}, ingest...), http.StatusUnsupportedMediaType, "--data-binary"},
 		{"name not UTF-8", "/v1/sources/uploads/files?file=%FF.md", "# X", ingest, http.StatusBadRequest, "BAD_UPLOAD"},
 		{"zip entry not UTF-8", "/v1/sources/uploads/files?file=a.zip", zipOf(t, map[string]string{"caf\x82.md": "# X"}), ingest, http.StatusBadRequest, "BAD_ZIP"},
+		// platform/docid's control characters, C1 included: a zip is refused whole.
+		{"control character in name", "/v1/sources/uploads/files?file=a%1Bb.md", "# X", ingest, http.StatusBadRequest, "control characters are not allowed"},
+		{"C1 control in name", "/v1/sources/uploads/files?file=a%C2%85b.md", "# X", ingest, http.StatusBadRequest, "control characters are not allowed"},
+		{"C1 control in zip", "/v1/sources/uploads/files?file=a.zip", zipOf(t, map[string]string{"ok.md": "# OK\n\nThe upload wombat extra.\n", "a\u0085b.md": "# X"}), ingest, http.StatusBadRequest, "BAD_ZIP"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := s.do("POST", c.path, c.body, c.headers...)

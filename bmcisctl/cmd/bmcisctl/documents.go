@@ -35,7 +35,7 @@ const documentsPage = 500
 
 func documentsUsage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  bmcisctl documents [--source S] [--category C] [--principal P] [--prefix ID] [-n N] [-o table|json|yaml]
+  bmcisctl documents [--source S] [--category C] [--principal P] [--readable-by KEY_ID|PRINCIPALS] [--prefix ID] [-n N] [-o table|json|yaml]
   bmcisctl documents show ID [-o table|json|yaml]
 
 documents lists the stored documents by external id with their category,
@@ -43,11 +43,17 @@ source, access list, chunk count and last change (docs/ACCESS.md).
 --principal keeps the documents whose list names P (group:NAME or user:ID);
 --principal everyone keeps those every caller may read. A caller in group
 hr reads both: --principal group:hr and --principal everyone.
+--readable-by keeps exactly the documents a caller may read: an API key
+(KEY_ID: its groups and category scope, read from the auth service with
+the admin credential) or an access set given directly
+(group:hr,group:legal or user:ID; everyone is always in it). It is the
+search service's own rule, the one its reads apply.
 show prints one document and who may read it: its list, the active API
 keys whose groups and category scope allow it (with the admin credential,
 from the auth service), and the OAuth callers its list names.
 Environment: BMCIS_SEARCH_ADDR and BMCIS_INGEST_TOKEN (the operator
-credential); for show's keys BMCIS_AUTH_ADDR and BMCIS_ADMIN_TOKEN.
+credential); for show's keys and --readable-by KEY_ID, BMCIS_AUTH_ADDR and
+BMCIS_ADMIN_TOKEN.
 `)
 }
 
@@ -72,6 +78,7 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 	category := fs.String("category", "", "only documents of this category")
 	principal := fs.String("principal", "", "only documents whose access list names this principal (group:NAME, user:ID, or everyone)")
 	prefix := fs.String("prefix", "", "only documents whose external id starts with this")
+	readableBy := fs.String("readable-by", "", "only documents this caller may read: an API key's id, or principals (group:hr,user:ID)")
 	limit := fs.Int("limit", 0, "at most this many documents (0: all)")
 	fs.Usage = func() { documentsUsage(stderr); fs.PrintDefaults() }
 	if err := parse(fs, args); err != nil {
@@ -94,6 +101,13 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 			return usageErrorf("--principal: %v", err)
 		}
 		req.Principal = p
+	}
+	if *readableBy != "" {
+		rb, err := readerScope(ctx, *readableBy)
+		if err != nil {
+			return err
+		}
+		req.ReadableBy = rb
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
@@ -135,6 +149,50 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 			orDash(d.GetSource()), accessText(d), d.GetChunkCount(), keysTime(d.GetUpdatedAt(), "-"))
 	}
 	return tw.Flush()
+}
+
+// readerScope is the read scope --readable-by names: principals given
+// directly (a value with a ":", or everyone), or an API key's, as its edge
+// sends it with each read: its access set (everyone and its groups) and
+// its category scope.
+func readerScope(ctx context.Context, v string) (*searchv1.ReadScope, error) {
+	v = strings.TrimSpace(v)
+	if strings.Contains(v, ":") || strings.EqualFold(v, access.Everyone) {
+		var entries []string
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				entries = append(entries, e)
+			}
+		}
+		set, err := access.ParseSet(entries)
+		if err != nil {
+			return nil, usageErrorf("--readable-by: %v", err)
+		}
+		return &searchv1.ReadScope{Access: set}, nil
+	}
+	if _, err := credential(envAdminToken); err != nil {
+		return nil, fmt.Errorf("--readable-by %s names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential: %w", v, err)
+	}
+	client, ctx, done, err := keysClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	// Inactive keys too, so a revoked one is named as such, not as unknown.
+	resp, err := client.ListKeys(ctx, &authv1.ListKeysRequest{IncludeInactive: true})
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	for _, k := range resp.GetKeys() {
+		if k.GetKeyId() != v {
+			continue
+		}
+		if st := keysStatus(k, time.Now()); st != "active" {
+			return nil, fmt.Errorf("API key %s is %s: it reads no document", v, st)
+		}
+		return &searchv1.ReadScope{Access: access.CallerSet("", k.GetGroups()), Categories: k.GetScopes().GetCategories()}, nil
+	}
+	return nil, fmt.Errorf("--readable-by: no API key has the id %q (a set of principals is written group:NAME,user:ID)", v)
 }
 
 // accessText is a document's list for people: "everyone" for an empty

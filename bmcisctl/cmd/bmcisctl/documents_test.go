@@ -244,6 +244,56 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		require.Contains(t, out, "OAuth: OAuth callers whose token maps to group:hr may read it too; their groups come from the identity provider")
 	})
 
+	t.Run("readable by a key or a set", func(t *testing.T) {
+		for _, tc := range []struct {
+			who  string
+			want []string
+		}{
+			{hrKey, []string{"both", "hr", "hr-sec", "pub"}},
+			{plainKey, []string{"pub"}},
+			{secKey, []string{"hr-sec"}},
+			{"group:ops", []string{"handbook:ops/runbook.md", "pub"}},
+			{"GROUP:Legal, user:Alice", []string{"both", "legal", "pub"}},
+			{"everyone", []string{"pub"}},
+		} {
+			t.Run(tc.who, func(t *testing.T) {
+				require.Equal(t, tc.want, ids(listedDocs(t, "--readable-by", tc.who)))
+			})
+		}
+		require.Equal(t, []string{"both", "hr", "pub"}, ids(listedDocs(t, "--readable-by", hrKey, "--category", "policy")), "with the other filters")
+
+		for _, tc := range []struct {
+			name, who string
+			code      int
+			msg       string
+		}{
+			{"revoked key", stacktest.KeyID(gone), exitFailed, "API key " + stacktest.KeyID(gone) + " is revoked: it reads no document"},
+			{"unknown key", "nokey", exitFailed, `--readable-by: no API key has the id "nokey"`},
+			{"bad principal", "group:h r", exitUsage, "--readable-by: invalid access principal"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				code, _, errOut := ctlRun(t, "documents", "--readable-by", tc.who)
+				require.Equal(t, tc.code, code, errOut)
+				require.Contains(t, errOut, tc.msg)
+			})
+		}
+		_, err := c.ListDocuments(ctx, &searchv1.ListDocumentsRequest{ReadableBy: &searchv1.ReadScope{Access: []string{"hr"}}})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		require.True(t, strings.HasPrefix(status.Convert(err).Message(), "readable_by.access: "), "%v", err)
+	})
+
+	t.Run("readable by a key needs the admin credential", func(t *testing.T) {
+		t.Setenv(envAdminToken, "")
+		t.Setenv(envCredentialsFile, filepath.Join(t.TempDir(), "none.json"))
+		code, out, errOut := ctlRun(t, "documents", "--readable-by", hrKey)
+		require.Equal(t, exitUsage, code, out)
+		require.Contains(t, errOut, "--readable-by "+hrKey+" names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential: ")
+		require.Contains(t, errOut, "BMCIS_ADMIN_TOKEN is not set")
+		require.Empty(t, out)
+		require.Equal(t, []string{"hr", "hr-sec"}, ids(listedDocs(t, "--readable-by", "group:hr", "--principal", "group:hr", "--prefix", "hr")),
+			"a set given directly needs no admin credential")
+	})
+
 	t.Run("show without the admin credential", func(t *testing.T) {
 		t.Setenv(envAdminToken, "")
 		t.Setenv(envCredentialsFile, filepath.Join(t.TempDir(), "none.json"))

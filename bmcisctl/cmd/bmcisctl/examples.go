@@ -24,6 +24,7 @@ var examples = map[string][]string{
 	},
 	"documents": {
 		"bmcisctl documents --principal group:hr",
+		"bmcisctl documents --readable-by group:hr,group:legal",
 		"bmcisctl documents --source handbook --category security -o json",
 		"bmcisctl documents show handbook:security/mfa.md",
 	},

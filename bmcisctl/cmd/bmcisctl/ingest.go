@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/bmcis/knowledge/bmcisctl/internal/source"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/docformat"
+	"github.com/bmcis/knowledge/platform/docid"
 )
 
 func init() {
@@ -88,7 +91,7 @@ type failureResult struct {
 func ingestFailures(sum *searchIngestSummary, where func(*searchv1.IngestFailure) string) []failureResult {
 	out := []failureResult{}
 	for _, p := range sum.Problems {
-		out = append(out, failureResult{Where: p.Where, Reason: p.Problem})
+		out = append(out, failureResult{Where: printableName(p.Where), Reason: p.Problem})
 	}
 	for _, f := range sum.Resp.GetFailures() {
 		out = append(out, failureResult{Where: where(f), Reason: f.GetReason()})
@@ -96,13 +99,24 @@ func ingestFailures(sum *searchIngestSummary, where func(*searchv1.IngestFailure
 	return out
 }
 
+// printableName is a file name or id as a line of output shows it: quoted
+// when it holds a control character (platform/docid's rule: ingestion
+// refuses such an id), which would otherwise break the line or drive the
+// terminal.
+func printableName(s string) string {
+	if errors.Is(docid.Check(s), docid.ErrControl) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
 // ingestFailureWhere names a refused document by its file and id.
 func ingestFailureWhere(f *searchv1.IngestFailure) string {
-	where := f.GetSourceFile()
+	where := printableName(f.GetSourceFile())
 	if where == "" {
-		where = f.GetExternalId()
+		where = printableName(f.GetExternalId())
 	} else if f.GetExternalId() != "" && f.GetExternalId() != f.GetSourceFile() {
-		where = fmt.Sprintf("%s (id %s)", f.GetSourceFile(), f.GetExternalId())
+		where = fmt.Sprintf("%s (id %s)", where, printableName(f.GetExternalId()))
 	}
 	if where == "" {
 		where = "(no id)"

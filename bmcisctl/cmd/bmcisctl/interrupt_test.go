@@ -34,6 +34,25 @@ func TestSyncSkipsANamedPipe(t *testing.T) {
 	require.Contains(t, out, "The second page about pangolins", "the pipe's previous version stays")
 }
 
+// A file whose name holds a control character is refused by the service
+// (no lookup could name its id, platform/docid): it is reported as that
+// file's failure, quoted, and the other files are synced.
+func TestSyncReportsAControlCharacterName(t *testing.T) {
+	ctlServer(t)
+	dir := t.TempDir()
+	ctlWrite(t, dir, "a.md", "# A\n\nThe first page about tapirs.\n")
+	ctlWrite(t, dir, "b\x1b[2Jc.md", "# B\n\nThe second page about tapirs.\n")
+	code, out, errOut := ctlRun(t, "sync", "docs", dir)
+	require.Equal(t, exitPartial, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Contains(t, out, "2 sent (1 written, 0 unchanged), 0 kept unchanged, 0 deleted, 1 failed")
+	require.Contains(t, out, `  "`+dir+`/b\x1b[2Jc.md": external_id must not contain control characters`)
+	require.NotContains(t, out, "\x1b", "the raw escape never reaches the terminal")
+	code, out, errOut = ctlRun(t, "search", "-mode", "bm25", "tapirs")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "The first page about tapirs")
+	require.NotContains(t, out, "The second page about tapirs")
+}
+
 // The first interrupt cancels the command; a second one ends a command
 // stuck where it cannot see that (here: opening a named pipe with no
 // writer, as -queries does).

@@ -177,7 +177,7 @@ func runSourcesSync(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "%s: %d written, %d unchanged, %d failed, %d deleted in %.1fs\n", name,
 			resp.GetDocumentsWritten(), resp.GetDocumentsUnchanged(), resp.GetDocumentsFailed(), resp.GetDocumentsDeleted(), resp.GetSeconds())
 		for _, f := range resp.GetFailures() {
-			fmt.Fprintf(stdout, "  failed %s: %s\n", f.GetSourceFile(), f.GetReason())
+			fmt.Fprintf(stdout, "  failed %s: %s\n", printableName(f.GetSourceFile()), f.GetReason())
 		}
 		if n := resp.GetNote(); n != "" {
 			fmt.Fprintln(stdout, "  note: "+n)

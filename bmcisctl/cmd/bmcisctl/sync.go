@@ -236,7 +236,7 @@ func syncPass(ctx context.Context, c searchv1.SearchServiceClient, header *searc
 		Unchanged: int(r.GetDocumentsUnchanged()), Kept: kept, Deleted: int(r.GetDocumentsDeleted()), Failed: failed,
 		Unconfirmed: sum.Unconfirmed,
 		Failures: ingestFailures(sum, func(f *searchv1.IngestFailure) string {
-			return filepath.Join(root, filepath.FromSlash(f.GetSourceFile()))
+			return printableName(filepath.Join(root, filepath.FromSlash(f.GetSourceFile())))
 		}),
 	}
 	werr := writeResult(out.w, out.format, res, func(w io.Writer) error {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/docid"
 	"github.com/bmcis/knowledge/platform/docparts"
 )
 
@@ -229,15 +230,19 @@ func uploadRejected(resp *searchv1.IngestDocumentsResponse) error {
 
 // checkUploadName refuses names that could leave the source's namespace or
 // mean something else on a file system: absolute, "..", backslashes,
-// control characters; and names that are not UTF-8, which no document id
-// may hold (gRPC would refuse to send them).
+// control characters; and names that are not UTF-8. No document id may
+// hold either (ingestion refuses the first, gRPC would refuse to send the
+// second).
 func checkUploadName(name string) error {
 	switch {
 	case name == "" || len(name) > 1024:
 		return fmt.Errorf("%q: a name is 1..1024 bytes", name)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%q: a name must be UTF-8 (an archive made with another encoding: create it again with UTF-8 names)", name)
-	case strings.ContainsAny(name, "\\\x00") || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case strings.ContainsRune(name, '\\') || errors.Is(docid.Check(name), docid.ErrControl):
+		// Control characters by platform/docid's rule (C1 too), which
+		// ingestion applies to ids: refused here, a zip is refused whole
+		// before any entry is sent.
 		return fmt.Errorf("%q: backslashes and control characters are not allowed", name)
 	case strings.HasPrefix(name, "/"):
 		return fmt.Errorf("%q: absolute paths are not allowed", name)

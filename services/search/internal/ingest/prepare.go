@@ -67,6 +67,11 @@ func Prepare(ctx context.Context, ck *chunker.Chunker, d *searchv1.Document, lim
 		return fail("external_id longer than %d bytes", maxExternalID)
 	case !utf8.ValidString(id) || !utf8.ValidString(src):
 		return fail("external_id or source_file is not valid UTF-8")
+	case docid.Check(id) != nil:
+		// The rule of every place that names a document (audit --document,
+		// documents show): an id it refuses, one with a control character,
+		// would be stored but could never be looked up.
+		return fail("external_id %v", docid.Check(id))
 	case len(src) > maxSourceFile:
 		return fail("source_file longer than %d bytes", maxSourceFile)
 	case lim.MaxBytes > 0 && len(content) > lim.MaxBytes:

@@ -74,6 +74,8 @@ func TestPrepareRejects(t *testing.T) {
 		"utf8":        {&searchv1.Document{ExternalId: "u", Content: []byte("ok \xff bad")}, "invalid UTF-8 at byte 3"},
 		"size":        {&searchv1.Document{ExternalId: "s", Content: bytes.Repeat([]byte("a "), 600)}, "too large: 1200 bytes (limit 1000)"},
 		"no id":       {&searchv1.Document{Content: []byte("text")}, "missing external_id"},
+		"control id":  {&searchv1.Document{ExternalId: "a\tb", Content: []byte("text")}, "external_id must not contain control characters"},
+		"c1 id":       {&searchv1.Document{ExternalId: "a\u0085b", Content: []byte("text")}, "external_id must not contain control characters"},
 		"long title":  {&searchv1.Document{ExternalId: "t", Title: strings.Repeat("t", 1001), Content: []byte("x")}, "title longer"},
 		"format":      {&searchv1.Document{ExternalId: "f", Format: 9, Content: []byte("x")}, "unknown content format"},
 		"only markup": {&searchv1.Document{ExternalId: "m", Content: []byte("\xef\xbb\xbf\r\n")}, "empty document"},

@@ -41,7 +41,8 @@ func parseDocumentsToken(tok string) (string, bool) {
 
 // ListDocuments lists documents with their access lists, a page at a time.
 // The rule table lets only operators call it; it reads search's own tables,
-// so it shows every document whatever the caller's scope.
+// so it shows every document whatever the caller's own scope, and
+// readable_by narrows it to what a read with that scope may return.
 func (s *Server) ListDocuments(ctx context.Context, req *searchv1.ListDocumentsRequest) (*searchv1.ListDocumentsResponse, error) {
 	f := store.DocumentFilter{
 		Source:   strings.TrimSpace(req.GetSource()),
@@ -68,6 +69,21 @@ func (s *Server) ListDocuments(ctx context.Context, req *searchv1.ListDocumentsR
 			return nil, grpcserver.InvalidArgument("principal", "%v", err)
 		}
 		f.Principal = norm
+	}
+	if rb := req.GetReadableBy(); rb != nil {
+		// What a read carrying this scope is answered for: the categories
+		// resolved by readScope and the set parsed by platform/access, as
+		// Search and GetChunks take them (the set never empty: it always
+		// holds everyone; without one, lists do not narrow, as for the
+		// operator's own reads).
+		set, err := access.ParseSet(rb.GetAccess())
+		if err != nil {
+			return nil, grpcserver.InvalidArgument("readable_by.access", "%v", err)
+		}
+		f.ReadableBy = set
+		if sc := s.readScope(rb); sc.limited {
+			f.ReadableCategories = sc.categories()
+		}
 	}
 	switch n := req.GetPageSize(); {
 	case !limits.DocumentsPageSize.Allows(int(n)):

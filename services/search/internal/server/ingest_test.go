@@ -305,3 +305,45 @@ func TestIngestDocumentsAckedAcknowledges(t *testing.T) {
 	again := run(docs)
 	require.EqualValues(t, 60, again[len(again)-1].GetDocumentsUnchanged())
 }
+
+// TestIngestRefusesIdsNoLookupAccepts: an external id platform/docid
+// refuses (a control character: C0, DEL or C1, NUL included) is this
+// document's failure, named as any other refusal, and the rest of the
+// stream goes in; in a mirroring sync the refused file keeps the run whole
+// (its deletions and its record), as any failed file does.
+func TestIngestRefusesIdsNoLookupAccepts(t *testing.T) {
+	r, _ := start(t)
+	body := "# Page\n\nThe capybara page."
+	resp, err := ingestDocs(t, r.client,
+		md("good-1.md", "", "Good", body),
+		md("tab\there.md", "", "Tab", body),
+		md("nul\x00.md", "", "NUL", body),
+		md("esc\x1b[2J.md", "", "Escape", body),
+		md("next\u0085line.md", "", "C1", body),
+		md("good-2.md", "", "Good", body))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, resp.DocumentsWritten)
+	require.EqualValues(t, 4, resp.DocumentsFailed)
+	var refused []string
+	for _, f := range resp.Failures {
+		refused = append(refused, f.ExternalId)
+		require.Equal(t, "external_id must not contain control characters", f.Reason, "%q", f.ExternalId)
+	}
+	require.ElementsMatch(t, []string{"tab\there.md", "nul\x00.md", "esc\x1b[2J.md", "next\u0085line.md"}, refused)
+	require.Equal(t, []string{"good-1.md", "good-2.md"}, bm25IDs(t, r.client, "capybara"))
+
+	// A mirror: a.md and b\nc.md, then b\nc.md again with a.md gone.
+	resp, err = sendAll(t, r.client, syncHeader("notes"),
+		doc(md("a.md", "", "A", "# A\n\nThe tapir page.")), doc(md("b\nc.md", "", "B", "# B\n\nThe tapir notes.")))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.DocumentsWritten)
+	require.EqualValues(t, 1, resp.DocumentsFailed)
+	require.Equal(t, "notes:b\nc.md", resp.Failures[0].ExternalId)
+	require.Equal(t, "b\nc.md", resp.Failures[0].SourceFile)
+	resp, err = sendAll(t, r.client, syncHeader("notes"),
+		doc(md("b\nc.md", "", "B", "# B\n\nThe tapir notes.")), doc(md("d\x00.md", "", "D", "# D\n\nThe tapir log.")))
+	require.NoError(t, err, "a refused id never reaches the mirror's query")
+	require.EqualValues(t, 2, resp.DocumentsFailed)
+	require.EqualValues(t, 1, resp.DocumentsDeleted)
+	require.Empty(t, bm25IDs(t, r.client, "tapir"))
+}

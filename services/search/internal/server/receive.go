@@ -130,7 +130,7 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 			return grpcserver.InvalidArgument("keep_external_ids", "only a sync stream may keep documents")
 		}
 		for _, k := range keep {
-			rx.seen[rx.syncID(strings.TrimSpace(k))] = struct{}{}
+			rx.see(rx.syncID(strings.TrimSpace(k)))
 			rx.kept++
 		}
 	}
@@ -204,7 +204,7 @@ func (rx *receiver) handle(req *searchv1.IngestDocumentsRequest, first bool) err
 	}
 	if rx.sync != nil && id != "" {
 		d.ExternalId = rx.syncID(id)
-		rx.seen[d.ExternalId] = struct{}{}
+		rx.see(d.ExternalId)
 		j.source = rx.sync.GetName()
 	}
 	size := max(d.GetContentSize(), int64(len(d.GetContent())))
@@ -334,6 +334,16 @@ func (rx *receiver) underKeptFolder(id string) bool {
 		}
 	}
 	return false
+}
+
+// see notes a synced id as sent or kept, so the mirror keeps its document.
+// PostgreSQL text holds no NUL, so no stored document has such an id
+// (ingestion refuses it, platform/docid): it is left out, and the mirror's
+// query never fails on it after the stream's writes committed.
+func (rx *receiver) see(id string) {
+	if !strings.ContainsRune(id, 0) {
+		rx.seen[id] = struct{}{}
+	}
 }
 
 // syncID is the stored external id of a synced document: the source name

@@ -483,3 +483,59 @@ func TestSourceFileNamesWithSpaces(t *testing.T) {
 	require.EqualValues(t, 1, run.GetDocumentsDeleted())
 	require.Equal(t, []string{"volume:big.md", "volume:plain.md"}, bm25IDs(t, c, "pangolin"))
 }
+
+// A file whose name holds a control character would be stored under an id
+// no lookup accepts (platform/docid): a folder or git source reports it as
+// that file's failure, by its name, and syncs the others; each run offers
+// it again, and it never costs the other files or the run's deletions.
+func TestSourceFileNamesWithControlCharacters(t *testing.T) {
+	const bad, esc = "line\nbreak.md", "esc\x1b[2J.md"
+	files := map[string]string{"ok.md": "# OK\n\nThe okapi memo.", bad: "# Bad\n\nThe okapi notes.", esc: "# Esc\n\nThe okapi log."}
+	root := t.TempDir()
+	dir := filepath.Join(root, "volume")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for name, text := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	repo := newGitRepo(t)
+	gitCommitFiles(t, repo, files)
+	pool, _ := newDB(t)
+	cfg := sourcesConfig()
+	cfg.Sources.FolderRoot = root
+	c := startReplica(t, pool, cfg).client
+	for _, src := range []struct {
+		name, kind string
+		settings   map[string]string
+	}{
+		{"volume", "folder", map[string]string{"path": dir}},
+		{"repo", "git", map[string]string{"url": "file://" + repo}},
+	} {
+		t.Run(src.kind, func(t *testing.T) {
+			_, err := c.AddSource(callCtx(t), &searchv1.AddSourceRequest{Name: src.name, Kind: src.kind, Settings: src.settings})
+			require.NoError(t, err)
+			for run := range 2 {
+				resp, err := c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: src.name})
+				require.NoError(t, err)
+				require.EqualValues(t, 1-run, resp.GetDocumentsWritten(), "run %d", run)
+				require.EqualValues(t, 2, resp.GetDocumentsFailed(), "run %d: refused again", run)
+				failed := map[string]string{}
+				for _, f := range resp.GetFailures() {
+					failed[f.GetSourceFile()] = f.GetReason()
+					require.Equal(t, src.name+":"+f.GetSourceFile(), f.GetExternalId())
+				}
+				require.Equal(t, map[string]string{
+					bad: "external_id must not contain control characters",
+					esc: "external_id must not contain control characters",
+				}, failed)
+				require.Zero(t, resp.GetDocumentsDeleted())
+			}
+		})
+	}
+	// A later commit reaches the run as a diff, which lists such a name too.
+	gitCommitFiles(t, repo, map[string]string{"tab\tname.md": "# Tab\n\nThe okapi list.", "new.md": "# New\n\nThe okapi plan."})
+	resp, err := c.SyncSource(callCtx(t), &searchv1.SyncSourceRequest{Name: "repo"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.GetDocumentsWritten())
+	require.EqualValues(t, 3, resp.GetDocumentsFailed(), "%v", resp.GetFailures())
+	require.Equal(t, []string{"repo:new.md", "repo:ok.md", "volume:ok.md"}, bm25IDs(t, c, "okapi"))
+}

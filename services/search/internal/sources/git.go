@@ -28,6 +28,7 @@ import (
 	"github.com/go-git/go-git/v5/utils/merkletrie"
 
 	"github.com/bmcis/knowledge/platform/docformat"
+	"github.com/bmcis/knowledge/platform/docid"
 	"github.com/bmcis/knowledge/platform/weburl"
 )
 
@@ -257,12 +258,16 @@ func (g *gitRun) id(p string) (string, bool) {
 	return p, ok && !f.Container()
 }
 
+// listAll takes every file of the head tree. The walk does not stop at a
+// name go-git would not check out (a control character, a .git-shaped
+// element): take reports that file alone, so the others are still synced.
 func (g *gitRun) listAll(ctx context.Context) error {
 	g.cs.Full = true
-	iter := g.tree.Files()
-	defer iter.Close()
+	w := object.NewTreeWalker(g.tree, true, nil)
+	w.SkipPathValidation()
+	defer w.Close()
 	for {
-		f, err := iter.Next()
+		name, e, err := w.Next()
 		if err == io.EOF {
 			return nil
 		}
@@ -272,7 +277,10 @@ func (g *gitRun) listAll(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := g.take(f.Name); err != nil {
+		if !e.Mode.IsFile() {
+			continue // a folder (walked into), a submodule
+		}
+		if err := g.take(name); err != nil {
 			return err
 		}
 	}
@@ -282,6 +290,17 @@ func (g *gitRun) listAll(ctx context.Context) error {
 func (g *gitRun) take(p string) error {
 	id, ok := g.id(p)
 	if !ok {
+		return nil
+	}
+	// What ingestion refuses as an id (platform/docid), reported by name
+	// here, where go-git would not even read it (FindEntry refuses it).
+	if err := docid.Check(id); err != nil {
+		g.cs.Skipped = append(g.cs.Skipped, Skip{ID: id, Reason: "external_id " + err.Error()})
+		return nil
+	}
+	if _, err := g.tree.FindEntry(p); err != nil && !errors.Is(err, object.ErrEntryNotFound) && !errors.Is(err, object.ErrDirectoryNotFound) {
+		// A path go-git refuses to hand out (a .git-shaped element).
+		g.cs.Skipped = append(g.cs.Skipped, Skip{ID: id, Reason: err.Error()})
 		return nil
 	}
 	f, err := g.tree.File(p)

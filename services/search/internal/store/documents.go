@@ -32,6 +32,14 @@ type DocumentFilter struct {
 	// documents (no list). Normalised by access.ParsePrincipal.
 	Principal string
 	IDPrefix  string
+	// ReadableCategories, when not nil, are the only categories kept (a
+	// key's category scope resolved as search resolves it; empty keeps
+	// none).
+	ReadableCategories []string
+	// ReadableBy, when not nil, is an access set (access.ParseSet): only
+	// the documents it may read are kept, by AccessAllows, the condition
+	// the vector and evidence reads apply.
+	ReadableBy []string
 	// After: only ids after this one (the last of the previous page).
 	After string
 	// Limit bounds the rows (required).
@@ -63,8 +71,10 @@ func (s *Store) Documents(ctx context.Context, f DocumentFilter) ([]DocumentInfo
 		  AND ($4 = '' OR $3 OR access @> ARRAY[$4::text])
 		  AND ($5 = '' OR starts_with(external_id, $5))
 		  AND ($6 = '' OR external_id > $6)
+		  AND ($8::text[] IS NULL OR category = ANY($8::text[]))
+		  AND `+AccessAllows("access", "$9")+`
 		ORDER BY external_id LIMIT $7`,
-		f.Source, f.Category, everyone, f.Principal, f.IDPrefix, f.After, f.Limit)
+		f.Source, f.Category, everyone, f.Principal, f.IDPrefix, f.After, f.Limit, f.ReadableCategories, f.ReadableBy)
 	if err != nil {
 		return nil, fmt.Errorf("list documents: %w", err)
 	}

@@ -1627,7 +1627,15 @@ type ListDocumentsRequest struct {
 	// Documents per page, 1..1000 (0: 100).
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The previous answer's next_page_token.
-	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only documents a caller with this scope may read: the scope an edge
+	// sends with a key's reads (its category scope and access set), answered
+	// by the rule Search and GetChunks apply to it (docs/ACCESS.md). The
+	// access set may read a document whose list is everyone's or shares a
+	// principal with it; an empty set leaves lists out, as for an operator's
+	// read. Categories resolve as the search filter resolves them; a scope
+	// naming only categories that hold no document keeps none.
+	ReadableBy    *ReadScope `protobuf:"bytes,7,opt,name=readable_by,json=readableBy,proto3" json:"readable_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1702,6 +1710,13 @@ func (x *ListDocumentsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListDocumentsRequest) GetReadableBy() *ReadScope {
+	if x != nil {
+		return x.ReadableBy
+	}
+	return nil
 }
 
 // ListDocumentsResponse is one page of documents, by external id.
@@ -2121,7 +2136,9 @@ func (x *Category) GetDocumentCount() int32 {
 // GetIndexStatusRequest asks for the index status.
 type GetIndexStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What the caller's key may read; document and chunk counts cover only it.
+	// What the caller's key may read; document and chunk counts cover only
+	// it, and a limited scope withholds the figures GetIndexStatusResponse
+	// names.
 	Scope         *ReadScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2165,38 +2182,47 @@ func (x *GetIndexStatusRequest) GetScope() *ReadScope {
 }
 
 // GetIndexStatusResponse describes the index.
+//
+// A caller whose read scope is limited (its key has a category scope, or
+// some document has an access list and the caller is not an operator, whose
+// reads carry no access set; docs/ACCESS.md) gets only documents, chunks (counting what it may read),
+// embedder_provider and embedder_dimensions. Every other field is left
+// unset for it: each speaks of the whole corpus or moves when any document
+// is written, so it would tell the caller when one it may not read was.
 type GetIndexStatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Documents stored.
+	// Documents stored (those the caller may read, when its scope is limited).
 	Documents int64 `protobuf:"varint,1,opt,name=documents,proto3" json:"documents,omitempty"`
-	// Chunks stored.
+	// Chunks stored (those the caller may read, when its scope is limited).
 	Chunks int64 `protobuf:"varint,2,opt,name=chunks,proto3" json:"chunks,omitempty"`
 	// Embedding provider (builtin, openai, ollama).
 	EmbedderProvider string `protobuf:"bytes,3,opt,name=embedder_provider,json=embedderProvider,proto3" json:"embedder_provider,omitempty"`
-	// Embedding model identifier, including its version.
+	// Embedding model identifier, including its version (a builtin model's
+	// carries its fingerprint, which a retrain moves). Empty for a limited
+	// caller.
 	EmbedderModel string `protobuf:"bytes,4,opt,name=embedder_model,json=embedderModel,proto3" json:"embedder_model,omitempty"`
 	// Embedding dimensions.
 	EmbedderDimensions int32 `protobuf:"varint,5,opt,name=embedder_dimensions,json=embedderDimensions,proto3" json:"embedder_dimensions,omitempty"`
 	// Change counter the in-memory keyword index has caught up with (0 for a
-	// caller whose read scope is limited to some categories or documents: it
-	// moves when any document is written).
+	// limited caller: it moves when any document is written).
 	IndexGeneration int64 `protobuf:"varint,6,opt,name=index_generation,json=indexGeneration,proto3" json:"index_generation,omitempty"`
-	// When the last ingestion or deletion committed (unset for a caller whose
-	// read scope is limited, as index_generation).
+	// When the last ingestion or deletion committed (unset for a limited
+	// caller, as index_generation).
 	LastChangeAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_change_at,json=lastChangeAt,proto3" json:"last_change_at,omitempty"`
-	// When the active embedding model was trained or registered (its age).
+	// When the active embedding model was trained or registered (its age;
+	// unset for a limited caller, as a retrain follows any ingest).
 	ModelTrainedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=model_trained_at,json=modelTrainedAt,proto3" json:"model_trained_at,omitempty"`
 	// Chunks the builtin model was fitted on (0 for other providers, unknown,
-	// or a caller whose read scope is limited to some categories).
+	// or a limited caller: it counts the whole corpus).
 	ModelTrainedChunks int64 `protobuf:"varint,9,opt,name=model_trained_chunks,json=modelTrainedChunks,proto3" json:"model_trained_chunks,omitempty"`
 	// Share (0..1) of the indexed terms a builtin model can learn (in at
 	// least two chunks, at most half of them) that the active model knows;
-	// 1 for other providers.
+	// 1 for other providers; 0 for a limited caller.
 	ModelTermCoverage float64 `protobuf:"fixed64,10,opt,name=model_term_coverage,json=modelTermCoverage,proto3" json:"model_term_coverage,omitempty"`
 	// The corpus has outgrown the builtin model and a background retrain is
-	// due or running.
+	// due or running (false for a limited caller).
 	RetrainPending bool `protobuf:"varint,11,opt,name=retrain_pending,json=retrainPending,proto3" json:"retrain_pending,omitempty"`
-	// Why a retrain is due ("" when none, or for a scoped caller).
+	// Why a retrain is due ("" when none, or for a limited caller).
 	RetrainReason string `protobuf:"bytes,12,opt,name=retrain_reason,json=retrainReason,proto3" json:"retrain_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3829,7 +3855,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\"?\n" +
 	"\x16DeleteDocumentResponse\x12%\n" +
-	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"\xfe\x01\n" +
+	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"\xbb\x02\n" +
 	"\x14ListDocumentsRequest\x12\x1f\n" +
 	"\x06source\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x06source\x12$\n" +
 	"\bcategory\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\bcategory\x12&\n" +
@@ -3838,7 +3864,9 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\tpage_size\x18\x05 \x01(\x05B\n" +
 	"\xbaH\a\x1a\x05\x18\xe8\a(\x00R\bpageSize\x12'\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\tpageToken\"~\n" +
+	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\tpageToken\x12;\n" +
+	"\vreadable_by\x18\a \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\n" +
+	"readableBy\"~\n" +
 	"\x15ListDocumentsResponse\x12=\n" +
 	"\tdocuments\x18\x01 \x03(\v2\x1f.bmcis.search.v1.StoredDocumentR\tdocuments\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
@@ -4126,64 +4154,65 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	11, // 17: bmcis.search.v1.SyncSource.default_access:type_name -> bmcis.search.v1.AccessList
 	16, // 18: bmcis.search.v1.IngestDocumentsResponse.failures:type_name -> bmcis.search.v1.IngestFailure
 	14, // 19: bmcis.search.v1.IngestDocumentsProgress.summary:type_name -> bmcis.search.v1.IngestDocumentsResponse
-	23, // 20: bmcis.search.v1.ListDocumentsResponse.documents:type_name -> bmcis.search.v1.StoredDocument
-	23, // 21: bmcis.search.v1.GetDocumentResponse.document:type_name -> bmcis.search.v1.StoredDocument
-	50, // 22: bmcis.search.v1.StoredDocument.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 23: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	26, // 24: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
-	3,  // 25: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	50, // 26: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	50, // 27: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
-	3,  // 28: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	31, // 29: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	50, // 30: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	47, // 31: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
-	50, // 32: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
-	50, // 33: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
-	48, // 34: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
-	11, // 35: bmcis.search.v1.AddSourceRequest.default_access:type_name -> bmcis.search.v1.AccessList
-	31, // 36: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
-	16, // 37: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	40, // 38: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
-	45, // 39: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
-	46, // 40: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
-	2,  // 41: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
-	8,  // 42: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
-	12, // 43: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	12, // 44: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
-	17, // 45: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
-	19, // 46: bmcis.search.v1.SearchService.ListDocuments:input_type -> bmcis.search.v1.ListDocumentsRequest
-	21, // 47: bmcis.search.v1.SearchService.GetDocument:input_type -> bmcis.search.v1.GetDocumentRequest
-	24, // 48: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
-	27, // 49: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	29, // 50: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	32, // 51: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
-	34, // 52: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
-	36, // 53: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
-	38, // 54: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	41, // 55: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
-	43, // 56: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
-	4,  // 57: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 58: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	14, // 59: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	15, // 60: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	18, // 61: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	20, // 62: bmcis.search.v1.SearchService.ListDocuments:output_type -> bmcis.search.v1.ListDocumentsResponse
-	22, // 63: bmcis.search.v1.SearchService.GetDocument:output_type -> bmcis.search.v1.GetDocumentResponse
-	25, // 64: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	28, // 65: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	30, // 66: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	33, // 67: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
-	35, // 68: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
-	37, // 69: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
-	39, // 70: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	42, // 71: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
-	44, // 72: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
-	57, // [57:73] is the sub-list for method output_type
-	41, // [41:57] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	3,  // 20: bmcis.search.v1.ListDocumentsRequest.readable_by:type_name -> bmcis.search.v1.ReadScope
+	23, // 21: bmcis.search.v1.ListDocumentsResponse.documents:type_name -> bmcis.search.v1.StoredDocument
+	23, // 22: bmcis.search.v1.GetDocumentResponse.document:type_name -> bmcis.search.v1.StoredDocument
+	50, // 23: bmcis.search.v1.StoredDocument.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 24: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	26, // 25: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
+	3,  // 26: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	50, // 27: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	50, // 28: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	3,  // 29: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
+	31, // 30: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	50, // 31: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	47, // 32: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
+	50, // 33: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
+	50, // 34: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
+	48, // 35: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
+	11, // 36: bmcis.search.v1.AddSourceRequest.default_access:type_name -> bmcis.search.v1.AccessList
+	31, // 37: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
+	16, // 38: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
+	40, // 39: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	45, // 40: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
+	46, // 41: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
+	2,  // 42: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
+	8,  // 43: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
+	12, // 44: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	12, // 45: bmcis.search.v1.SearchService.IngestDocumentsAcked:input_type -> bmcis.search.v1.IngestDocumentsRequest
+	17, // 46: bmcis.search.v1.SearchService.DeleteDocument:input_type -> bmcis.search.v1.DeleteDocumentRequest
+	19, // 47: bmcis.search.v1.SearchService.ListDocuments:input_type -> bmcis.search.v1.ListDocumentsRequest
+	21, // 48: bmcis.search.v1.SearchService.GetDocument:input_type -> bmcis.search.v1.GetDocumentRequest
+	24, // 49: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
+	27, // 50: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
+	29, // 51: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	32, // 52: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
+	34, // 53: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
+	36, // 54: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
+	38, // 55: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	41, // 56: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	43, // 57: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
+	4,  // 58: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 59: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	14, // 60: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	15, // 61: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	18, // 62: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	20, // 63: bmcis.search.v1.SearchService.ListDocuments:output_type -> bmcis.search.v1.ListDocumentsResponse
+	22, // 64: bmcis.search.v1.SearchService.GetDocument:output_type -> bmcis.search.v1.GetDocumentResponse
+	25, // 65: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	28, // 66: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	30, // 67: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	33, // 68: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
+	35, // 69: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
+	37, // 70: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
+	39, // 71: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	42, // 72: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	44, // 73: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
+	58, // [58:74] is the sub-list for method output_type
+	42, // [42:58] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_search_v1_search_proto_init() }

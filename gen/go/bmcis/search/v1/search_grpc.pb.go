@@ -71,16 +71,20 @@ type SearchServiceClient interface {
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
 	// ListDocuments lists stored documents with their category, source and
 	// access list, by external id, a page at a time: what an operator reads
-	// to answer "who may read this document?" (docs/ACCESS.md). It shows
-	// every document's list, so only the operator's credential (ingest)
-	// may call it, never a key's edge.
+	// to answer "who may read this document?", and with readable_by "what
+	// may this caller read?" (docs/ACCESS.md). It shows every document's
+	// list, so only the operator's credential (ingest) may call it, never a
+	// key's edge.
 	ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error)
 	// GetDocument is one document as ListDocuments shows it; NOT_FOUND when
 	// no document has the id.
 	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
 	ListCategories(ctx context.Context, in *ListCategoriesRequest, opts ...grpc.CallOption) (*ListCategoriesResponse, error)
-	// GetIndexStatus reports what is indexed and which embedding model is live.
+	// GetIndexStatus reports what is indexed and which embedding model is
+	// live. A caller whose read scope is limited gets only the counts of what
+	// it may read and the embedder's provider and dimensions
+	// (GetIndexStatusResponse says why).
 	GetIndexStatus(ctx context.Context, in *GetIndexStatusRequest, opts ...grpc.CallOption) (*GetIndexStatusResponse, error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads, and the git, web and folder sources the service syncs
@@ -328,16 +332,20 @@ type SearchServiceServer interface {
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
 	// ListDocuments lists stored documents with their category, source and
 	// access list, by external id, a page at a time: what an operator reads
-	// to answer "who may read this document?" (docs/ACCESS.md). It shows
-	// every document's list, so only the operator's credential (ingest)
-	// may call it, never a key's edge.
+	// to answer "who may read this document?", and with readable_by "what
+	// may this caller read?" (docs/ACCESS.md). It shows every document's
+	// list, so only the operator's credential (ingest) may call it, never a
+	// key's edge.
 	ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error)
 	// GetDocument is one document as ListDocuments shows it; NOT_FOUND when
 	// no document has the id.
 	GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error)
 	// ListCategories lists the document categories a search may filter on.
 	ListCategories(context.Context, *ListCategoriesRequest) (*ListCategoriesResponse, error)
-	// GetIndexStatus reports what is indexed and which embedding model is live.
+	// GetIndexStatus reports what is indexed and which embedding model is
+	// live. A caller whose read scope is limited gets only the counts of what
+	// it may read and the embedder's provider and dimensions
+	// (GetIndexStatusResponse says why).
 	GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads, and the git, web and folder sources the service syncs
