@@ -190,7 +190,7 @@ func readerScope(ctx context.Context, v string) (*searchv1.ReadScope, error) {
 		if st := keysStatus(k, time.Now()); st != "active" {
 			return nil, fmt.Errorf("API key %s is %s: it reads no document", v, st)
 		}
-		return &searchv1.ReadScope{Access: access.CallerSet("", k.GetGroups()), Categories: k.GetScopes().GetCategories()}, nil
+		return keyScope(k), nil
 	}
 	return nil, fmt.Errorf("--readable-by: no API key has the id %q (a set of principals is written group:NAME,user:ID)", v)
 }
@@ -262,7 +262,7 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	if _, credErr := credential(envAdminToken); credErr != nil {
 		out.Note = "API keys not listed: " + envAdminToken + " (the admin credential) is not set"
 	} else {
-		keys, keysErr = keysReading(ctx, doc)
+		keys, keysErr = keysReading(sctx, c, doc)
 		out.KeysListed = keysErr == nil
 		if keysErr != nil {
 			out.Note = "API keys not listed: " + describe(keysErr)
@@ -285,11 +285,17 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	return keysErr
 }
 
-// keysReading lists the active API keys that may read doc: its access list
-// meets the key's groups (as platform/access decides for a read) and the
-// key's category scope, if any, names its category (case-insensitively,
-// as search resolves scopes).
-func keysReading(ctx context.Context, doc *searchv1.StoredDocument) ([]*authv1.ApiKey, error) {
+// keyScope is the read scope a key's edge sends with each of its reads:
+// its access set (everyone and its groups) and its category scope.
+func keyScope(k *authv1.ApiKey) *searchv1.ReadScope {
+	return &searchv1.ReadScope{Access: access.CallerSet("", k.GetGroups()), Categories: k.GetScopes().GetCategories()}
+}
+
+// keysReading lists the active API keys that may read doc. The search
+// service decides for each key, as it does for the key's reads: its
+// listing of doc's id (the first id with that prefix) under the key's read
+// scope holds doc or nothing. One small call a key; an operator's command.
+func keysReading(ctx context.Context, search searchv1.SearchServiceClient, doc *searchv1.StoredDocument) ([]*authv1.ApiKey, error) {
 	client, ctx, done, err := keysClient(ctx)
 	if err != nil {
 		return nil, err
@@ -301,28 +307,15 @@ func keysReading(ctx context.Context, doc *searchv1.StoredDocument) ([]*authv1.A
 	}
 	var out []*authv1.ApiKey
 	for _, k := range resp.GetKeys() {
-		if keyMayRead(k, doc) {
+		page, err := search.ListDocuments(ctx, &searchv1.ListDocumentsRequest{IdPrefix: doc.GetExternalId(), ReadableBy: keyScope(k), PageSize: 1})
+		if err != nil {
+			return nil, fmt.Errorf("check key %s's read scope: %w", k.GetKeyId(), err)
+		}
+		if d := page.GetDocuments(); len(d) == 1 && d[0].GetExternalId() == doc.GetExternalId() {
 			out = append(out, k)
 		}
 	}
 	return out, nil
-}
-
-// keyMayRead says whether key k reads doc.
-func keyMayRead(k *authv1.ApiKey, doc *searchv1.StoredDocument) bool {
-	if !access.Allows(access.CallerSet("", k.GetGroups()), doc.GetAccess()) {
-		return false
-	}
-	cats := k.GetScopes().GetCategories()
-	if len(cats) == 0 {
-		return true
-	}
-	for _, c := range cats {
-		if strings.EqualFold(strings.TrimSpace(c), doc.GetCategory()) {
-			return true
-		}
-	}
-	return false
 }
 
 // oauthReaders says which OAuth callers a list admits: their groups come
