@@ -104,6 +104,19 @@ func TestHelpAndSuggestions(t *testing.T) {
 	require.Contains(t, errOut, "Available Commands:")
 }
 
+// ingest's help names every field a JSON Lines record may carry (access
+// included: ACCESS.md's way to give a record its list) and the exit code
+// a failed document gives, 5 (partial), not the 1 it once claimed.
+func TestIngestHelpSaysRecordFieldsAndExitCode(t *testing.T) {
+	code, out, errOut := ctlRun(t, "help", "ingest")
+	require.Equal(t, 0, code)
+	text := out + errOut
+	for _, want := range []string{`"_id"|"id"`, `"title"`, `"text"`, `"category"?`, `"updated_at"?`, `"access"?`, "exit status is 5"} {
+		require.Contains(t, text, want)
+	}
+	require.NotContains(t, text, "exit status is 1")
+}
+
 // Completion scripts for bash, zsh and fish; command and flag names
 // complete offline.
 func TestCompletionScriptsAndNames(t *testing.T) {

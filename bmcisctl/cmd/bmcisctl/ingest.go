@@ -31,10 +31,12 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "usage: bmcisctl ingest [-addr HOST:PORT] [-quiet] [-o FORMAT] PATH...")
 		fmt.Fprintf(stderr, "  PATH is a file, or a directory tree of files (%s; source file = path\n", strings.Join(docformat.Extensions(), " "))
 		fmt.Fprintln(stderr, "  relative to it, category = front matter `category:` or the first folder), or a JSON Lines file of")
-		fmt.Fprintln(stderr, `  {"_id"|"id","title","text","category"?,"updated_at"?} records (e.g. a BEIR corpus.jsonl).`)
+		fmt.Fprintln(stderr, `  {"_id"|"id","title","text","category"?,"updated_at"?,"access"?} records (e.g. a BEIR corpus.jsonl;`)
+		fmt.Fprintln(stderr, `  "access": ["group:hr","user:ID"] says who may read the record, docs/ACCESS.md; every record's`)
+		fmt.Fprintln(stderr, "  list is checked before anything is sent).")
 		fmt.Fprintln(stderr, "  A file that cannot be read (corrupt, encrypted, no text, not what its extension says) is listed")
-		fmt.Fprintln(stderr, "  with its reason and the others go in; unchanged documents are skipped; the exit status is 1")
-		fmt.Fprintln(stderr, "  when any document failed.")
+		fmt.Fprintln(stderr, "  with its reason and the others go in; unchanged documents are skipped; the exit status is 5")
+		fmt.Fprintln(stderr, "  (partial) when any document failed.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
