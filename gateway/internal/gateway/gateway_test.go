@@ -174,6 +174,20 @@ func TestRequestErrorsMapToBadRequest(t *testing.T) {
 		require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
 		require.Contains(t, r.errBody(t).Message, `unknown query parameter "`+c.param+`"`)
 	}
+	// A time parameter that is not RFC 3339 (a duration, as bmcisctl audit
+	// --since takes, or a bare date) is refused naming the parameter and the
+	// form it takes, not with Go's reference layout.
+	for _, since := range []string{"24h", "2026-11-28", "yesterday"} {
+		r = s.do("GET", "/v1/audit?since="+since, "", rest.HeaderAdminToken, testAdminToken)
+		require.Equal(t, 400, r.status, "%s: %s", since, r.body)
+		require.Equal(t, "INVALID_ARGUMENT", r.errBody(t).Code)
+		msg := r.errBody(t).Message
+		require.Contains(t, msg, `query parameter "since": "`+since+`" is not an RFC 3339 time`)
+		require.Contains(t, msg, "2026-11-01T00:00:00Z")
+		require.NotContains(t, msg, "2006-01-02")
+	}
+	r = s.do("GET", "/v1/audit?since=2026-11-01T00:00:00Z", "", rest.HeaderAdminToken, testAdminToken)
+	require.Equal(t, 200, r.status, "%s", r.body)
 	// Either spelling of a field still passes.
 	for _, path := range []string{"/v1/chunks?chunkIds=101", "/v1/vendors/Acme%20Corp?maxEntities=3&max_relationships=2"} {
 		r = s.do("GET", path, "", key(keyGood)...)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
@@ -80,20 +81,40 @@ func (p *strictQueryParser) Parse(msg proto.Message, values url.Values, filter *
 		if m := mapKey.FindStringSubmatch(key); m != nil {
 			name = m[1]
 		}
-		if !namesField(desc, strings.Split(name, ".")) {
+		f := namedField(desc, strings.Split(name, "."))
+		if f == nil {
 			takes := "none"
 			if names := fieldNames(desc); len(names) > 0 {
 				takes = strings.Join(names, ", ")
 			}
 			return fmt.Errorf("unknown query parameter %q (this route takes %s)", key, takes)
 		}
+		if err := checkTime(key, f, values[key]); err != nil {
+			return err
+		}
 	}
 	return p.DefaultQueryParser.Parse(msg, values, filter)
 }
 
-// namesField reports whether path (field names, proto or JSON spelling)
-// leads through singular message fields of desc to a field.
-func namesField(desc protoreflect.MessageDescriptor, path []string) bool {
+// checkTime refuses a Timestamp parameter that is not RFC 3339 in words a
+// caller can act on: grpc-gateway's own error quotes Go's reference layout
+// ("2006-01-02T15:04:05.999999999Z07:00"), and bmcisctl audit --since takes
+// durations (24h) that the REST form does not.
+func checkTime(key string, f protoreflect.FieldDescriptor, vals []string) error {
+	if f.Message() == nil || f.Message().FullName() != "google.protobuf.Timestamp" {
+		return nil
+	}
+	for _, v := range vals {
+		if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+			return fmt.Errorf("query parameter %q: %q is not an RFC 3339 time (a date, a time and a zone, such as 2026-11-01T00:00:00Z)", key, v)
+		}
+	}
+	return nil
+}
+
+// namedField returns the field path (field names, proto or JSON spelling)
+// leads to through singular message fields of desc, or nil.
+func namedField(desc protoreflect.MessageDescriptor, path []string) protoreflect.FieldDescriptor {
 	for i, name := range path {
 		fields := desc.Fields()
 		f := fields.ByTextName(name)
@@ -102,15 +123,15 @@ func namesField(desc protoreflect.MessageDescriptor, path []string) bool {
 		}
 		switch {
 		case f == nil:
-			return false
+			return nil
 		case i == len(path)-1:
-			return true
+			return f
 		case f.Message() == nil || f.Cardinality() == protoreflect.Repeated:
-			return false
+			return nil
 		}
 		desc = f.Message()
 	}
-	return false
+	return nil
 }
 
 // fieldNames lists desc's fields for the refusal's message.
