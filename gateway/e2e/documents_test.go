@@ -50,6 +50,30 @@ func TestDocumentAccessListsOverREST(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.body, &one), "%s", r.body)
 	require.Equal(t, []string{"user:alice"}, one.Document.Access)
 
+	// --readable-by over REST, as GATEWAY.md spells it: the ReadScope's
+	// fields as query parameters (everyone is always in the set).
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"readableBy.access=group:legal", []string{"both", "legal", "pub"}},
+		{"readable_by.access=group:hr&readable_by.access=user:alice", []string{"alice", "both", "hr", "pub"}},
+		{"readableBy.access=group:hr&readableBy.categories=Policy", []string{"both", "hr", "pub"}},
+		{"readableBy.access=group:hr&readableBy.categories=finance", nil},
+	} {
+		r := s.do("GET", "/v1/documents?"+tc.query, "", ingest...)
+		require.Equal(t, http.StatusOK, r.status, "%s: %s", tc.query, r.body)
+		var listed struct {
+			Documents []doc `json:"documents"`
+		}
+		require.NoError(t, json.Unmarshal(r.body, &listed), "%s", r.body)
+		var ids []string
+		for _, d := range listed.Documents {
+			ids = append(ids, d.ExternalID)
+		}
+		require.Equal(t, tc.want, ids, tc.query)
+	}
+
 	for _, tc := range []struct {
 		name, path string
 		status     int
