@@ -318,14 +318,37 @@ func keysReading(ctx context.Context, search searchv1.SearchServiceClient, doc *
 	return out, nil
 }
 
-// oauthReaders says which OAuth callers a list admits: their groups come
-// from the identity provider's tokens, so they cannot be listed here.
+// oauthReaders says which OAuth callers a list admits: a group:G through
+// the groups their tokens map to, which come from the identity provider and
+// so cannot be listed here; a user:SUB through the token's subject alone.
 func oauthReaders(list []string) string {
-	if len(list) == 0 {
-		return "every OAuth caller may read it (the list is everyone's)"
+	var groups, subjects []string
+	for _, p := range list {
+		switch {
+		case strings.HasPrefix(p, "user:"):
+			subjects = append(subjects, strings.TrimPrefix(p, "user:"))
+		case p == "everyone":
+			return oauthReaders(nil)
+		default:
+			groups = append(groups, p)
+		}
 	}
-	return "OAuth callers whose token maps to " + strings.Join(list, " or ") +
-		" may read it too; their groups come from the identity provider and are not listed here"
+	who := "the OAuth caller whose token's subject is "
+	if len(subjects) > 1 {
+		who = "the OAuth callers whose token's subject is "
+	}
+	who += strings.Join(subjects, " or ")
+	switch {
+	case len(groups) == 0 && len(subjects) == 0:
+		return "every OAuth caller may read it (the list is everyone's)"
+	case len(groups) == 0:
+		return who + " may read it too"
+	}
+	mapped := "OAuth callers whose token maps to " + strings.Join(groups, " or ")
+	if len(subjects) > 0 {
+		mapped += ", and " + who + ","
+	}
+	return mapped + " may read it too; their groups come from the identity provider and are not listed here"
 }
 
 func documentTable(w io.Writer, doc *searchv1.StoredDocument, keys []*authv1.ApiKey, r documentReaders) error {

@@ -304,3 +304,22 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		require.NotContains(t, out, hrKey)
 	})
 }
+
+// documents show's OAuth line says how each principal of a list admits an
+// OAuth caller: a group through the token's mapped groups, a user through
+// the token's subject (which no group map touches).
+func TestOAuthReadersNameGroupsAndSubjects(t *testing.T) {
+	for _, tc := range []struct {
+		list []string
+		want string
+	}{
+		{nil, "every OAuth caller may read it (the list is everyone's)"},
+		{[]string{"group:hr"}, "OAuth callers whose token maps to group:hr may read it too; their groups come from the identity provider and are not listed here"},
+		{[]string{"group:hr", "group:legal"}, "OAuth callers whose token maps to group:hr or group:legal may read it too; their groups come from the identity provider and are not listed here"},
+		{[]string{"user:alice@example.com"}, "the OAuth caller whose token's subject is alice@example.com may read it too"},
+		{[]string{"user:a", "user:b"}, "the OAuth callers whose token's subject is a or b may read it too"},
+		{[]string{"group:board", "user:ceo@example.com"}, "OAuth callers whose token maps to group:board, and the OAuth caller whose token's subject is ceo@example.com, may read it too; their groups come from the identity provider and are not listed here"},
+	} {
+		require.Equal(t, tc.want, oauthReaders(tc.list), "%v", tc.list)
+	}
+}
