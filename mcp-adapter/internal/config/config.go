@@ -230,7 +230,7 @@ func Load(env *config.Reader) Config {
 		// The user's API key travels with every request: never in clear
 		// text over a network.
 		if !weburl.Secure(mcpURL) {
-			env.Failf(EnvMCPURL, "must be the endpoint's https URL, such as https://kb.example.com/mcp (http only on loopback: the API key must not cross a network unencrypted)")
+			env.Failf(EnvMCPURL, "must be the endpoint's https URL, such as https://kb.example.com/mcp, with no user name or password in it (http only on loopback: the API key must not cross a network unencrypted)")
 		}
 		if c.Transport != TransportStdio {
 			env.Failf(EnvTransport, "must be stdio when %s is set (bridge mode)", EnvMCPURL)

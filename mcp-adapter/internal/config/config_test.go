@@ -140,6 +140,7 @@ func TestBridgeURL(t *testing.T) {
 			}
 			require.ErrorContains(t, env.Err(), config.EnvMCPURL+": must be the endpoint's https URL")
 			require.ErrorContains(t, env.Err(), "http only on loopback")
+			require.ErrorContains(t, env.Err(), "no user name or password in it")
 			require.NotContains(t, env.Err().Error(), "secret", "the URL's credentials are not echoed")
 		})
 	}
