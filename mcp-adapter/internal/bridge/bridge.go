@@ -329,6 +329,11 @@ func (b *Bridge) unavailable(ctx context.Context, tool string, format render.For
 		why = "it did not answer in time"
 	case errors.As(cause, &authErr), errors.Is(cause, mcptransport.ErrUnauthorized):
 		why, retryable = "it refused the connection (HTTP 401); check BMCIS_MCP_URL", false
+	case errors.Is(cause, mcptransport.ErrLegacySSEServer):
+		// mcp-go's name for any 4xx to initialize: here, BMCIS_MCP_URL names
+		// another web server or path (the gateway, a missing /mcp), which no
+		// retry mends.
+		why, retryable = "it answered the connection with HTTP 4xx, so the URL is most likely not an MCP endpoint; check BMCIS_MCP_URL (the adapter's address, ending in /mcp)", false
 	case errors.As(cause, &netErr):
 	default:
 		why = "it answered with an error"

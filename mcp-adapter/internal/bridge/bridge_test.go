@@ -124,14 +124,20 @@ func TestFailuresAreEnvelopes(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(hang); slow.Close() })
+	// BMCIS_MCP_URL naming another web server (the gateway, a wrong path):
+	// retrying cannot help, so the answer says to check the URL.
+	notMCP := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notMCP.Close)
 
 	cases := []struct {
 		name, url, key, code, message string
+		retryable                     bool
 	}{
-		{"unreachable", dead, testfake.KeyGood, "SERVICE_UNAVAILABLE", "could not be reached"},
-		{"HTTP 503", unavailable.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "answered with an error"},
-		{"timeout", slow.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "did not answer in time"},
-		{"no key", dead, "", "AUTH_REQUIRED", "API key"},
+		{"unreachable", dead, testfake.KeyGood, "SERVICE_UNAVAILABLE", "could not be reached", true},
+		{"HTTP 503", unavailable.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "answered with an error", true},
+		{"timeout", slow.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "did not answer in time", true},
+		{"not an MCP endpoint", notMCP.URL + "/v1", testfake.KeyGood, "SERVICE_UNAVAILABLE", "most likely not an MCP endpoint; check BMCIS_MCP_URL", false},
+		{"no key", dead, "", "AUTH_REQUIRED", "API key", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,6 +147,7 @@ func TestFailuresAreEnvelopes(t *testing.T) {
 				require.True(t, res.IsError)
 				require.Equal(t, tc.code, errCode(env), "%v", env)
 				require.Contains(t, env["error"].(map[string]any)["message"], tc.message)
+				require.Equal(t, tc.retryable, env["error"].(map[string]any)["retryable"])
 				require.Equal(t, tool, env["_metadata"].(map[string]any)["operation"])
 				require.Len(t, res.Content, 1, "format markdown: one text block")
 			}
