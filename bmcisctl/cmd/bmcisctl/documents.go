@@ -249,6 +249,10 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	if status.Code(err) == codes.InvalidArgument {
 		return usageErrorf("%s", status.Convert(err).Message())
 	}
+	if status.Code(err) == codes.NotFound {
+		// A deleted document's list is gone with it; its reads are not.
+		return fmt.Errorf("show document %q via %s: %w; if it was deleted, its reads stay in the audit trail: bmcisctl audit --document %s", id, *addr, err, id)
+	}
 	if err != nil {
 		return fmt.Errorf("show document %q via %s: %w", id, *addr, err)
 	}
@@ -306,12 +310,23 @@ func keysReading(ctx context.Context, search searchv1.SearchServiceClient, doc *
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	var out []*authv1.ApiKey
+	// Keys share scopes (most hold none, or a team's groups): one call a
+	// distinct scope, not one a key.
+	reads := map[string]bool{}
 	for _, k := range resp.GetKeys() {
-		page, err := search.ListDocuments(ctx, &searchv1.ListDocumentsRequest{IdPrefix: doc.GetExternalId(), ReadableBy: keyScope(k), PageSize: 1})
-		if err != nil {
-			return nil, fmt.Errorf("check key %s's read scope: %w", k.GetKeyId(), err)
+		scope := keyScope(k)
+		id := strings.Join(scope.GetAccess(), "\n") + "\x00" + strings.Join(scope.GetCategories(), "\n")
+		may, seen := reads[id]
+		if !seen {
+			page, err := search.ListDocuments(ctx, &searchv1.ListDocumentsRequest{IdPrefix: doc.GetExternalId(), ReadableBy: scope, PageSize: 1})
+			if err != nil {
+				return nil, fmt.Errorf("check key %s's read scope: %w", k.GetKeyId(), err)
+			}
+			d := page.GetDocuments()
+			may = len(d) == 1 && d[0].GetExternalId() == doc.GetExternalId()
+			reads[id] = may
 		}
-		if d := page.GetDocuments(); len(d) == 1 && d[0].GetExternalId() == doc.GetExternalId() {
+		if may {
 			out = append(out, k)
 		}
 	}

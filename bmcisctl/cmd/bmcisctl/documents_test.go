@@ -167,7 +167,7 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		code, _, errOut = ctlRun(t, "documents", "show", "nothing")
 		require.Equal(t, exitFailed, code)
 		require.Equal(t, "bmcisctl documents: show document \"nothing\" via "+s.Addr(stacktest.Search)+
-			": no document with external_id \"nothing\" (NotFound)\n", errOut)
+			": no document with external_id \"nothing\" (NotFound); if it was deleted, its reads stay in the audit trail: bmcisctl audit --document nothing\n", errOut)
 	})
 
 	t.Run("only operators", func(t *testing.T) {
