@@ -32,6 +32,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
+	"github.com/bmcis/knowledge/platform/procmetrics"
 	"github.com/bmcis/knowledge/platform/tracing"
 	"github.com/bmcis/knowledge/platform/version"
 
@@ -125,6 +126,11 @@ func run() int {
 	// (BMCIS_MCP_METRICS_URL) and Prometheus.
 	toolMetrics, err := tools.NewMetrics(reg)
 	if err != nil {
+		logger.Error("metrics", "error", err.Error())
+		return 1
+	}
+	// Uptime and version for the dashboard's adapter card, as every binary.
+	if err := procmetrics.Register(reg, "mcp-adapter"); err != nil {
 		logger.Error("metrics", "error", err.Error())
 		return 1
 	}
