@@ -165,7 +165,7 @@ func run() int {
 			v := oauth.New(oauth.Config{Issuer: cfg.OAuth.Issuer, Resource: cfg.OAuth.Resource, JWKSURL: cfg.OAuth.JWKSURL, Scopes: cfg.OAuth.Scopes,
 				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval, AcceptUntypedTokens: cfg.OAuth.AcceptUntypedTokens,
 				GroupsClaim: cfg.OAuth.GroupsClaim})
-			h = transport.WithOAuth(v, h, logger)
+			h = transport.WithOAuth(v, h, logger, recorder)
 			logger.Info("OAuth resource server", "issuer", cfg.OAuth.Issuer, "resource", cfg.OAuth.Resource, "metadata", v.MetadataURL())
 		}
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
