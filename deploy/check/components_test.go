@@ -1,38 +1,21 @@
 package check_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/bmcis/knowledge/deploy/check"
 )
 
-// The optional components (Redis, embedder and sources egress) on top of the prod
-// overlay, as an operator would add them in their own kustomization.
+// The optional components (Redis, embedder and sources egress, backups) on
+// top of the prod overlay, as an operator would add them in their own
+// kustomization (prodWithComponents).
 func TestOptionalComponentsOnProd(t *testing.T) {
-	k8s := filepath.Join(repoRoot(t), "deploy", "k8s")
-	dir := t.TempDir()
-	rel := func(p ...string) string { // kustomize takes relative paths only
-		r, err := filepath.Rel(dir, filepath.Join(append([]string{k8s}, p...)...))
-		require.NoError(t, err)
-		return r
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: bmcis # a component added outside the overlay needs the namespace again
-resources:
-  - `+rel("overlays", "prod")+`
-components: # prod already includes components/redis
-  - `+rel("components", "embedder-egress")+`
-  - `+rel("components", "sources-egress")+`
-`), 0o644))
-	objs, err := check.Render(dir)
-	require.NoError(t, err)
+	objs := rendered(t, prodWithComponents)
 
 	var auth, redis *appsv1.Deployment
 	for _, d := range check.Of[*appsv1.Deployment](objs) {
@@ -64,6 +47,12 @@ components: # prod already includes components/redis
 		tcp("search", "ext:10.1.2.3", 443, false),              // not to private ranges
 		tcp("gateway", "ext:"+internetHost.String(), 443, false),
 		tcp("mcp-adapter", "search", 50051, true),
+		// components/backup: PostgreSQL and DNS, nothing else.
+		tcp("bmcis-backup", "ext:"+externalDB.String(), 5432, true),
+		tcp("bmcis-backup", "kube-dns", 53, true),
+		tcp("bmcis-backup", "ext:"+internetHost.String(), 443, false),
+		tcp("bmcis-backup", "search", 50051, false),
+		tcp("bmcis-backup", "auth", 50053, false),
 	} {
 		require.Equal(t, f.allowed, net.Allowed(endpoint(t, f.from, pods, ns), endpoint(t, f.to, pods, ns), f.port, f.proto),
 			"%s -> %s:%d", f.from, f.to, f.port)
@@ -78,4 +67,57 @@ components: # prod already includes components/redis
 	require.True(t, isTrue(redis.Spec.Template.Spec.SecurityContext.RunAsNonRoot))
 	_, tag := check.SplitImage(c.Image)
 	require.NotEmpty(t, tag)
+}
+
+// components/backup: a nightly `bmcisctl backup --force` of the release's
+// bmcisctl, as the read-only backup login, to a file on its claim. The
+// container policy, Secret, environment and network checks cover it with
+// every other workload (prodWithComponents).
+func TestBackupComponent(t *testing.T) {
+	objs := rendered(t, prodWithComponents)
+	cronJobs := check.Of[*batchv1.CronJob](objs)
+	require.Len(t, cronJobs, 1)
+	cj := cronJobs[0]
+	require.Equal(t, "bmcis", cj.Namespace)
+	require.Equal(t, batchv1.ForbidConcurrent, cj.Spec.ConcurrencyPolicy, "one backup at a time: two would race for the file")
+	require.NotNil(t, cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds, "a stuck backup fails instead of hanging")
+	require.NotNil(t, cj.Spec.JobTemplate.Spec.BackoffLimit)
+
+	pod := cj.Spec.JobTemplate.Spec.Template
+	require.Equal(t, corev1.RestartPolicyNever, pod.Spec.RestartPolicy)
+	require.Equal(t, "bmcis-migrate", pod.Labels["app.kubernetes.io/name"], "the name database-egress lets reach PostgreSQL")
+	require.Len(t, pod.Spec.Containers, 1)
+	c := pod.Spec.Containers[0]
+	jobs := check.Of[*batchv1.Job](objs)
+	require.Len(t, jobs, 1)
+	require.Equal(t, jobs[0].Spec.Template.Spec.Containers[0].Image, c.Image, "the release's bmcisctl, as the migration Job runs")
+	require.Empty(t, c.Command, "the image's ENTRYPOINT (no shell)")
+	require.Equal(t, []string{"backup", "--force", "/backups/bmcis-latest.backup"}, c.Args)
+
+	// The read-only login only: never the migration role's URL.
+	require.Len(t, c.Env, 1)
+	require.Empty(t, c.EnvFrom)
+	e := c.Env[0]
+	require.Equal(t, "BMCIS_BACKUP_DATABASE_URL", e.Name)
+	require.NotNil(t, e.ValueFrom)
+	require.NotNil(t, e.ValueFrom.SecretKeyRef)
+	require.Equal(t, "bmcis-secrets", e.ValueFrom.SecretKeyRef.Name)
+	require.Equal(t, "BMCIS_BACKUP_DATABASE_URL", e.ValueFrom.SecretKeyRef.Key)
+	require.False(t, isTrue(e.ValueFrom.SecretKeyRef.Optional), "without it, bmcisctl would not run as the backup login")
+
+	// The file's directory is the claim the component creates.
+	require.Len(t, c.VolumeMounts, 1)
+	require.Equal(t, "/backups", c.VolumeMounts[0].MountPath)
+	require.False(t, c.VolumeMounts[0].ReadOnly)
+	var claim string
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == c.VolumeMounts[0].Name && v.PersistentVolumeClaim != nil {
+			claim = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	pvcs := check.Of[*corev1.PersistentVolumeClaim](objs)
+	require.Len(t, pvcs, 1)
+	require.Equal(t, pvcs[0].Name, claim)
+	require.Equal(t, "bmcis", pvcs[0].Namespace)
+	require.NotNil(t, pod.Spec.SecurityContext.FSGroup, "the claim is writable by the image's user")
 }

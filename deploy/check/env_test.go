@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -114,6 +115,9 @@ type bmcisContainer struct {
 func bmcisContainers(t *testing.T) []bmcisContainer {
 	t.Helper()
 	var out []bmcisContainer
+	// A container the same as one listed already (prod's again in
+	// prod+components) is run once.
+	seen := map[string]bool{}
 	for _, ov := range overlays {
 		objs := rendered(t, ov)
 		src := newEnvSource(t, objs)
@@ -125,6 +129,11 @@ func bmcisContainers(t *testing.T) []bmcisContainer {
 				env, problems := src.containerEnv(w.Namespace, w.Template.Spec, c)
 				require.Empty(t, problems, "%s %s container %s: references that would stop the pod", ov, w.ID(), c.Name)
 				require.Empty(t, c.Command, "%s %s: BMCIS images are run through their ENTRYPOINT; set args only", ov, w.ID())
+				key := fmt.Sprint(w.ID(), c.Name, c.Image, c.Args, env) // fmt prints maps sorted
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
 				out = append(out, bmcisContainer{overlay: ov, workload: w.ID() + "/" + c.Name, binary: check.ImageBinary(c.Image), args: c.Args, env: env})
 			}
 		}
@@ -175,7 +184,9 @@ func breakConfig(binary string, env map[string]string) (map[string]string, strin
 		out[k] = v
 	}
 	if binary == "bmcisctl" {
+		// A backup falls back to DATABASE_URL without its own login's URL.
 		delete(out, "DATABASE_URL")
+		delete(out, "BMCIS_BACKUP_DATABASE_URL")
 		return out, "DATABASE_URL"
 	}
 	out["BMCIS_LOG_LEVEL"] = "not-a-level"

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,12 +18,20 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/bmcis/knowledge/deploy/check"
 )
 
-// overlays are the environments under deploy/k8s/overlays.
-var overlays = []string{"dev", "prod"}
+// overlays are the environments under deploy/k8s/overlays, and prod with
+// every optional component under deploy/k8s/components added: each check
+// covers the components as well.
+var overlays = []string{"dev", "prod", prodWithComponents}
+
+// prodWithComponents is prod with every optional component, added as an
+// operator adds them: a kustomization of their own over the overlay.
+const prodWithComponents = "prod+components"
 
 // stampVersion is what the build test stamps into every binary.
 const stampVersion = "v0.0.0-deploy-check"
@@ -47,10 +56,51 @@ func rendered(t testing.TB, overlay string) []check.Object {
 	if objs, ok := renderCache[overlay]; ok {
 		return objs
 	}
-	objs, err := check.Render(filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", overlay))
+	dir := filepath.Join(repoRoot(t), "deploy", "k8s", "overlays", overlay)
+	if overlay == prodWithComponents {
+		dir = withComponents(t, "prod")
+	}
+	objs, err := check.Render(dir)
 	require.NoError(t, err, "overlay %s", overlay)
 	renderCache[overlay] = objs
 	return objs
+}
+
+// withComponents writes a kustomization over overlay that adds every
+// component under deploy/k8s/components the overlay does not include
+// already, and returns its directory.
+func withComponents(t testing.TB, overlay string) string {
+	t.Helper()
+	k8s := filepath.Join(repoRoot(t), "deploy", "k8s")
+	dir, err := os.MkdirTemp("", "bmcis-deploy-check-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	rel := func(p ...string) string { // kustomize takes relative paths only
+		r, err := filepath.Rel(dir, filepath.Join(append([]string{k8s}, p...)...))
+		require.NoError(t, err)
+		return r
+	}
+	raw, err := os.ReadFile(filepath.Join(k8s, "overlays", overlay, "kustomization.yaml"))
+	require.NoError(t, err)
+	var own types.Kustomization
+	require.NoError(t, yaml.Unmarshal(raw, &own))
+	entries, err := os.ReadDir(filepath.Join(k8s, "components"))
+	require.NoError(t, err)
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	// A component added outside the overlay needs the namespace again.
+	fmt.Fprintf(&b, "namespace: bmcis\nresources:\n  - %s\ncomponents:\n", rel("overlays", overlay))
+	added := 0
+	for _, e := range entries {
+		if !e.IsDir() || slices.Contains(own.Components, "../../components/"+e.Name()) {
+			continue
+		}
+		fmt.Fprintf(&b, "  - %s\n", rel("components", e.Name()))
+		added++
+	}
+	require.Positive(t, added, "%s includes every component already", overlay)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644))
+	return dir
 }
 
 func dockerfile(t testing.TB) *check.Dockerfile {

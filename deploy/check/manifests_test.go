@@ -129,9 +129,16 @@ func TestExpectedObjects(t *testing.T) {
 				for _, k := range []string{"BMCIS_INGEST_TOKEN_SHA256", "BMCIS_ADMIN_TOKEN_SHA256", "BMCIS_ADMIN_TOKEN"} {
 					require.NotContains(t, secrets[0].Data, k, "dev ships no ingest or admin credential: a published one would be anyone's")
 				}
-			case "prod":
+			case "prod", prodWithComponents:
 				require.Empty(t, secrets, "prod commits no Secret: it is created out of band from secret.example.yaml")
 				require.Empty(t, sts, "prod uses an external PostgreSQL")
+			}
+			cronJobs := check.Of[*batchv1.CronJob](objs)
+			if ov == prodWithComponents {
+				require.Len(t, cronJobs, 1, "components/backup's CronJob")
+				require.Len(t, check.Of[*corev1.PersistentVolumeClaim](objs), 1, "components/backup's claim")
+			} else {
+				require.Empty(t, cronJobs, "backups are an optional component")
 			}
 		})
 	}
@@ -160,8 +167,8 @@ func TestContainerPolicy(t *testing.T) {
 			}
 		}},
 		{"probes", func(t *testing.T, x ctx) {
-			if x.w.Kind == "Job" {
-				return // runs to completion: nothing to probe
+			if x.w.RunsToCompletion() {
+				return // nothing to probe
 			}
 			require.NotNil(t, x.c.ReadinessProbe, "readinessProbe")
 			require.NotNil(t, x.c.LivenessProbe, "livenessProbe")
@@ -277,7 +284,7 @@ func TestServicesSelectPodsAndPorts(t *testing.T) {
 				require.NotEmpty(t, s.Spec.Selector, "a selector")
 				var matched []check.Workload
 				for _, w := range ws {
-					if w.Namespace == s.Namespace && w.Kind != "Job" && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(w.Template.Labels)) {
+					if w.Namespace == s.Namespace && !w.RunsToCompletion() && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(w.Template.Labels)) {
 						matched = append(matched, w)
 					}
 				}

@@ -9,16 +9,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Workload is anything that runs pods: a Deployment, StatefulSet or Job.
+// Workload is anything that runs pods: a Deployment, StatefulSet, Job or
+// CronJob (its jobs' pod template).
 type Workload struct {
 	Kind, Name, Namespace string
-	// Replicas is the fixed replica count (nil when unset or for a Job).
+	// Replicas is the fixed replica count (nil when unset or for a job).
 	Replicas *int32
 	Template corev1.PodTemplateSpec
 }
 
 // ID names the workload in messages.
 func (w Workload) ID() string { return w.Kind + "/" + w.Namespace + "/" + w.Name }
+
+// RunsToCompletion reports a Job or CronJob: pods that end, which no
+// Service routes to and nothing probes.
+func (w Workload) RunsToCompletion() bool { return w.Kind == "Job" || w.Kind == "CronJob" }
 
 // Containers returns the init containers and the containers.
 func (w Workload) Containers() []corev1.Container {
@@ -36,6 +41,8 @@ func Workloads(objs []Object) []Workload {
 			out = append(out, Workload{Kind: "StatefulSet", Name: v.Name, Namespace: v.Namespace, Replicas: v.Spec.Replicas, Template: v.Spec.Template})
 		case *batchv1.Job:
 			out = append(out, Workload{Kind: "Job", Name: v.Name, Namespace: v.Namespace, Template: v.Spec.Template})
+		case *batchv1.CronJob:
+			out = append(out, Workload{Kind: "CronJob", Name: v.Name, Namespace: v.Namespace, Template: v.Spec.JobTemplate.Spec.Template})
 		}
 	}
 	return out

@@ -6,19 +6,28 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/gateway/internal/backends"
+	"github.com/bmcis/knowledge/gateway/internal/health"
 	"github.com/bmcis/knowledge/gateway/internal/stats"
+	"github.com/bmcis/knowledge/platform/stacktest"
+	"github.com/bmcis/knowledge/platform/version"
 )
 
 // A real tool call through the adapter binary moves its per-tool metrics
 // (bmcis_mcp_tool_calls_total{tool,outcome},
 // bmcis_mcp_tool_handling_seconds{tool}), and the gateway's /api/stats reads
-// them through BMCIS_MCP_METRICS_URL (source "mcp-adapter").
+// them through BMCIS_MCP_METRICS_URL (source "mcp-adapter"). The same
+// endpoint serves the process metrics and bmcis_build_info every binary
+// serves, from which the dashboard's adapter card takes its uptime and
+// version as it does for the services.
 func TestToolStatsFromAdapterMetrics(t *testing.T) {
 	// The adapter's metrics listener takes an address, not a socket: a port
 	// the kernel just handed out and released is free in practice.
@@ -28,10 +37,14 @@ func TestToolStatsFromAdapterMetrics(t *testing.T) {
 	require.NoError(t, l.Close())
 	metricsURL := "http://" + metricsAddr + "/metrics"
 
-	s := newStack(t, map[string]string{"BMCIS_MCP_METRICS_URL": metricsURL})
+	adapterLn := stacktest.Listen(t)
+	s := newStack(t, map[string]string{
+		"BMCIS_MCP_METRICS_URL": metricsURL,
+		"BMCIS_MCP_HEALTH_URL":  "http://" + adapterLn.Addr().String() + "/healthz",
+	})
 	s.ingest()
 	key := s.createKey(`{"name":"e2e-tool-stats"}`)
-	a := s.st.StartAdapterHTTP(t, map[string]string{"BMCIS_MCP_METRICS_ADDR": metricsAddr})
+	a := s.st.StartAdapterHTTPOn(t, adapterLn, map[string]string{"BMCIS_MCP_METRICS_ADDR": metricsAddr})
 
 	call := func(key string) string {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"semantic_search","arguments":{"query":"cloud providers"}}}`
@@ -63,6 +76,9 @@ func TestToolStatsFromAdapterMetrics(t *testing.T) {
 		`bmcis_mcp_tool_calls_total{outcome="ok",tool="semantic_search"} 1`,
 		`bmcis_mcp_tool_calls_total{outcome="AUTH_REQUIRED",tool="semantic_search"} 1`,
 		`bmcis_mcp_tool_handling_seconds_count{tool="semantic_search"} 2`,
+		`bmcis_build_info{service="mcp-adapter",version="` + version.Version + `"} 1`,
+		"process_start_time_seconds ",
+		"go_goroutines ",
 	} {
 		require.Contains(t, metrics, want)
 	}
@@ -85,4 +101,21 @@ func TestToolStatsFromAdapterMetrics(t *testing.T) {
 			require.NotNil(t, ts.P50Ms)
 		}
 	}
+
+	// The card's lastStarted is the adapter's process start, read from its
+	// metrics, not when the gateway first reached it.
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(metrics))
+	require.NoError(t, err)
+	started := fams["process_start_time_seconds"].GetMetric()[0].GetGauge().GetValue()
+	h := s.waitStatus(health.StatusConnected, backends.MCPAdapter)
+	card := h.Servers[3]
+	require.Equal(t, backends.MCPAdapter, card.Name)
+	require.NotNil(t, card.LastStarted)
+	require.NotNil(t, card.ServerInfo)
+	require.Equal(t, version.Version, card.ServerInfo.Version)
+	lastStarted, err := time.Parse(time.RFC3339Nano, *card.LastStarted)
+	require.NoError(t, err)
+	require.InDelta(t, started, float64(lastStarted.UnixMilli())/1000, 0.002, "lastStarted %s", *card.LastStarted)
+	require.InDelta(t, time.Since(lastStarted).Seconds(), card.Uptime, 2, "uptime counts from the process start")
 }

@@ -222,6 +222,67 @@ func TestOAuthResourceServer(t *testing.T) {
 		require.Equal(t, `Bearer error="insufficient_scope", scope="kb:read kb:read:security", resource_metadata="`+metadataURL+`", error_description="the access token grants no scope of this server"`, challenge)
 	})
 
+	// A request the OAuth check refuses is audited as a refused API key
+	// is, from what the HTTP layer knows: the route (the body is never
+	// read), no principal, the outcome answered, the client's address and
+	// the request id of the refusal's log line. A request without any
+	// credential (every OAuth client's discovery step) is not.
+	t.Run("refused tokens are audited", func(t *testing.T) {
+		conn, err := grpcclient.Dial(authSvc.Addr(), stacktest.AdminToken)
+		require.NoError(t, err)
+		defer conn.Close()
+		refusals := func() []*authv1.AuditEvent {
+			resp, err := authv1.NewAuthServiceClient(conn).ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{Tool: "POST /mcp", PageSize: 1000})
+			require.NoError(t, err)
+			return resp.GetEvents()
+		}
+		// The subtests above refused tokens too: wait for theirs to land.
+		var before []*authv1.AuditEvent
+		require.Eventually(t, func() bool {
+			before = refusals()
+			return len(before) >= 10
+		}, 20*time.Second, 50*time.Millisecond, "the refused tokens above (nine 401s, one 403) are in the trail")
+		since := time.Now()
+		for _, tc := range []struct {
+			name    string
+			headers map[string]string
+			code    int
+		}{
+			// Signed with a key the adapter holds: another issuer's token
+			// would make it fetch keys, which it did too recently (503).
+			{"wrong audience", bearer(token(issuers.Issuer, "kb-reader", "kb:read", "http://127.0.0.1:1/elsewhere")), http.StatusUnauthorized},
+			{"no scope of ours", bearer(token(issuers.Issuer, "kb-other", "other:read", resource)), http.StatusForbidden},
+			{"no credential", nil, http.StatusUnauthorized},
+		} {
+			code, _ := post(tc.headers)
+			require.Equal(t, tc.code, code, tc.name)
+		}
+		var fresh []*authv1.AuditEvent
+		require.Eventually(t, func() bool {
+			fresh = fresh[:0]
+			for _, e := range refusals() {
+				if !e.GetTime().AsTime().Before(since) {
+					fresh = append(fresh, e)
+				}
+			}
+			return len(fresh) >= 2
+		}, 20*time.Second, 50*time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // an entry for the request without a credential would be in by now
+		logs := adapterLog(base)
+		require.Len(t, refusals(), len(before)+2, "two refused tokens, and nothing for the request without a credential")
+		for _, e := range fresh {
+			require.Equal(t, "AUTH_INVALID", e.GetOutcome())
+			require.Equal(t, "/mcp", e.GetTarget())
+			require.Empty(t, e.GetPrincipal())
+			require.Empty(t, e.GetPrincipalKind())
+			require.Empty(t, e.GetQuery())
+			require.Empty(t, e.GetChunkIds())
+			require.Equal(t, "127.0.0.1", e.GetClientAddress())
+			require.Regexp(t, `^req_\d{15}$`, e.GetRequestId())
+			require.Contains(t, logs, `"request_id":"`+e.GetRequestId()+`"`, "the entry's request id finds the refusal's log line")
+		}
+	})
+
 	t.Run("the provider rotates its signing key", func(t *testing.T) {
 		before := token(issuers.Issuer, "kb-reader", "kb:read", resource)
 		_, err := io.WriteString(stdin, "rotate\n")

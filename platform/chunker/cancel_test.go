@@ -7,23 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/ctxtest"
 )
-
-// cancelAfter is a context that reports itself cancelled from its
-// (cancelAt+1)-th Err check on, counting the checks: a test learns both
-// that the split stopped and after how many pieces, without a clock.
-type cancelAfter struct {
-	context.Context
-	cancelAt, checks int
-}
-
-func (c *cancelAfter) Err() error {
-	c.checks++
-	if c.checks > c.cancelAt {
-		return context.Canceled
-	}
-	return nil
-}
 
 func TestSplitStopsWhenCancelled(t *testing.T) {
 	c := newTestChunker(t, DefaultOptions())
@@ -47,17 +33,17 @@ func TestSplitStopsWhenCancelled(t *testing.T) {
 			want, err := c.Split(t.Context(), tc.format, "T", tc.doc)
 			require.NoError(t, err)
 			// Uncancelled, the checks change nothing; count them.
-			all := &cancelAfter{Context: t.Context(), cancelAt: 1 << 62}
+			all := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: 1 << 62}
 			got, err := c.Split(all, tc.format, "T", tc.doc)
 			require.NoError(t, err)
 			require.Equal(t, want, got)
-			require.Greater(t, all.checks, 50, "a large document is checked between many pieces")
-			for _, at := range []int{0, 1, all.checks / 2, all.checks - 1} {
-				ctx := &cancelAfter{Context: t.Context(), cancelAt: at}
+			require.Greater(t, all.Checks, 50, "a large document is checked between many pieces")
+			for _, at := range []int{0, 1, all.Checks / 2, all.Checks - 1} {
+				ctx := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: at}
 				chunks, err := c.Split(ctx, tc.format, "T", tc.doc)
 				require.ErrorIs(t, err, context.Canceled, "cancelled after %d checks", at)
 				require.Nil(t, chunks)
-				require.Equal(t, at+1, ctx.checks, "the first check that sees the cancellation ends the split")
+				require.Equal(t, at+1, ctx.Checks, "the first check that sees the cancellation ends the split")
 			}
 		})
 	}

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -32,9 +31,9 @@ import (
 	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
+	"github.com/bmcis/knowledge/platform/procmetrics"
 	"github.com/bmcis/knowledge/platform/rpcauth"
 	"github.com/bmcis/knowledge/platform/tracing"
-	"github.com/bmcis/knowledge/platform/version"
 )
 
 // streamWorkers is how many calls at once run on reused goroutines
@@ -95,13 +94,10 @@ func New(s Settings, opts ...Option) *Server {
 	}
 	log := logging.New(o.logOut, s.Name, s.LogLevel)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "bmcis_build_info",
-		Help: "Always 1; labels say which build is running.",
-	}, []string{"service", "version"})
-	buildInfo.WithLabelValues(s.Name, version.Version).Set(1)
-	reg.MustRegister(buildInfo)
+	// A fresh registry holds nothing yet: registering cannot collide.
+	if err := procmetrics.Register(reg, s.Name); err != nil {
+		panic(err)
+	}
 	access := rpcauth.NewVerifier(s.Credentials)
 	if o.table != nil {
 		access = access.WithTable(o.table)

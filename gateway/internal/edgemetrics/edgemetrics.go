@@ -4,7 +4,11 @@
 // dashboard's route table and REST latency.
 package edgemetrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bmcis/knowledge/platform/procmetrics"
+)
 
 // Metric names; the stats collector reads them from Registry.
 const (
@@ -21,8 +25,8 @@ type Metrics struct {
 	Denials  *prometheus.CounterVec
 }
 
-// New registers the gateway's metrics, and the Go and process collectors, in
-// a registry of their own.
+// New registers the gateway's metrics, and the process metrics every binary
+// serves (platform/procmetrics), in a registry of their own.
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
@@ -38,10 +42,10 @@ func New() *Metrics {
 			Name: AuthDenials, Help: "Requests refused by the credential checks, by reason.",
 		}, []string{"reason"}),
 	}
-	// Go and process metrics come from the prometheus package itself: its
-	// collectors package links database/sql, which this binary must not.
-	reg.MustRegister(m.Requests, m.Latency, m.Denials,
-		prometheus.NewGoCollector(),                                       //nolint:staticcheck // see above
-		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})) //nolint:staticcheck // see above
+	reg.MustRegister(m.Requests, m.Latency, m.Denials)
+	// A fresh registry holds nothing of procmetrics': registering cannot collide.
+	if err := procmetrics.Register(reg, "gateway"); err != nil {
+		panic(err)
+	}
 	return m
 }

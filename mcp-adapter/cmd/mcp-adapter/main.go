@@ -32,6 +32,7 @@ import (
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/origin"
+	"github.com/bmcis/knowledge/platform/procmetrics"
 	"github.com/bmcis/knowledge/platform/tracing"
 	"github.com/bmcis/knowledge/platform/version"
 
@@ -128,6 +129,11 @@ func run() int {
 		logger.Error("metrics", "error", err.Error())
 		return 1
 	}
+	// Uptime and version for the dashboard's adapter card, as every binary.
+	if err := procmetrics.Register(reg, "mcp-adapter"); err != nil {
+		logger.Error("metrics", "error", err.Error())
+		return 1
+	}
 	if cfg.MetricsAddr != "" {
 		go serveMetrics(cfg.MetricsAddr, reg, logger)
 	}
@@ -159,7 +165,7 @@ func run() int {
 			v := oauth.New(oauth.Config{Issuer: cfg.OAuth.Issuer, Resource: cfg.OAuth.Resource, JWKSURL: cfg.OAuth.JWKSURL, Scopes: cfg.OAuth.Scopes,
 				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval, AcceptUntypedTokens: cfg.OAuth.AcceptUntypedTokens,
 				GroupsClaim: cfg.OAuth.GroupsClaim})
-			h = transport.WithOAuth(v, h, logger)
+			h = transport.WithOAuth(v, h, logger, recorder)
 			logger.Info("OAuth resource server", "issuer", cfg.OAuth.Issuer, "resource", cfg.OAuth.Resource, "metadata", v.MetadataURL())
 		}
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)

@@ -29,7 +29,7 @@ func TestOAuthGuard(t *testing.T) {
 		_, ok := oauth.FromContext(r.Context())
 		_, _ = io.WriteString(w, "inner "+map[bool]string{true: "with identity", false: "without identity"}[ok])
 	})
-	srv := httptest.NewServer(transport.WithOAuth(v, inner, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(transport.WithOAuth(v, inner, slog.New(slog.DiscardHandler), nil))
 	defer srv.Close()
 
 	do := func(method, path string, header ...string) (*http.Response, string) {

@@ -153,9 +153,7 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		server.WithStateLess(true),
 		server.WithStreamableHTTPLogger(logger),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			// The connection's address, not a forwarding header (any client
-			// can write one): auth budgets failed checks by it.
-			if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			if host := clientAddress(r); host != "" {
 				ctx = backend.WithClientAddress(ctx, host)
 			}
 			if id, ok := oauth.FromContext(r.Context()); ok {
@@ -182,6 +180,17 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		writeJSON(w, code, map[string]any{"status": state, "backends": backends})
 	})
 	return mux
+}
+
+// clientAddress is the address of the request's connection, not a
+// forwarding header (any client can write one): auth budgets failed checks
+// by it, and the audit trail names it.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
 }
 
 // postOnly answers anything but POST on /mcp with 405 at once. The server

@@ -13,6 +13,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/chunker"
+	"github.com/bmcis/knowledge/platform/ctxtest"
 )
 
 func TestPrepare(t *testing.T) {
@@ -89,21 +90,6 @@ func TestPrepareRejects(t *testing.T) {
 	}
 }
 
-// cancelAfter is a context that reports itself cancelled from its
-// (cancelAt+1)-th Err check on, counting the checks.
-type cancelAfter struct {
-	context.Context
-	cancelAt, checks int
-}
-
-func (c *cancelAfter) Err() error {
-	c.checks++
-	if c.checks > c.cancelAt {
-		return context.Canceled
-	}
-	return nil
-}
-
 // TestPrepareStopsWhenCancelled: a large document whose caller is gone is
 // not prepared to the end: Prepare returns the context's error (not a
 // failure of the document) at the first check after the cancellation.
@@ -115,17 +101,17 @@ func TestPrepareStopsWhenCancelled(t *testing.T) {
 		fmt.Fprintf(&content, "## Section %d\n\nThe quick brown fox %d jumps over the lazy dog.\n\n", i, i)
 	}
 	doc := &searchv1.Document{ExternalId: "big.md", Content: []byte(content.String())}
-	all := &cancelAfter{Context: t.Context(), cancelAt: 1 << 62}
+	all := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: 1 << 62}
 	row, fail, err := Prepare(all, ck, doc, Limits{})
 	require.NoError(t, err)
 	require.Nil(t, fail)
 	require.Len(t, row.Chunks, 5000)
-	for _, at := range []int{0, 1, 2, all.checks / 2, all.checks - 1} {
-		ctx := &cancelAfter{Context: t.Context(), cancelAt: at}
+	for _, at := range []int{0, 1, 2, all.Checks / 2, all.Checks - 1} {
+		ctx := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: at}
 		row, fail, err := Prepare(ctx, ck, doc, Limits{})
 		require.ErrorIs(t, err, context.Canceled, "cancelled after %d checks", at)
 		require.Nil(t, fail, "a cancellation is not the document's failure")
 		require.Nil(t, row)
-		require.Equal(t, at+1, ctx.checks, "the first check that sees the cancellation ends the preparation")
+		require.Equal(t, at+1, ctx.Checks, "the first check that sees the cancellation ends the preparation")
 	}
 }
