@@ -285,8 +285,35 @@ func (b *Bridge) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return b.unavailable(ctx, req.Params.Name, formatOf(req), err), nil
 	}
 	render.Compact(res.Content)
+	inDesktopProtocol(ctx, &res.Result)
 	return res, nil
 }
+
+// inDesktopProtocol removes from a forwarded result what the endpoint's
+// protocol (2026-07-28 on, which the bridge negotiates with it) adds and
+// the one the Desktop negotiated does not define: resultType, and the
+// reserved io.modelcontextprotocol/ keys of _meta (serverInfo, with its
+// icon, on every answer). Left in, they cost bytes and tokens each call.
+func inDesktopProtocol(ctx context.Context, r *mcp.Result) {
+	if s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithProtocolVersion); ok && mcp.IsModernProtocol(s.ProtocolVersion()) {
+		return
+	}
+	r.ResultType = ""
+	if r.Meta == nil {
+		return
+	}
+	for k := range r.Meta.AdditionalFields {
+		if strings.HasPrefix(k, reservedMetaPrefix) {
+			delete(r.Meta.AdditionalFields, k)
+		}
+	}
+	if len(r.Meta.AdditionalFields) == 0 && r.Meta.ProgressToken == nil {
+		r.Meta = nil
+	}
+}
+
+// reservedMetaPrefix starts the _meta keys the protocol itself defines.
+const reservedMetaPrefix = "io.modelcontextprotocol/"
 
 // forwardCompletions asks the endpoint for the completions it offers
 // (vendor names from its graph); nothing when it cannot be reached, since

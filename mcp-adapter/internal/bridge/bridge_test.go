@@ -282,3 +282,32 @@ func endpointSeeing(t *testing.T, names chan<- string) string {
 	t.Cleanup(srv.Close)
 	return srv.URL + target.Path
 }
+
+// TestAnswersInTheDesktopsProtocol: the Desktop negotiated 2025-06-18 with
+// the bridge, which speaks 2026-07-28 with the endpoint; the answers it
+// passes on carry nothing of the newer protocol (resultType, the
+// serverInfo with its icon in _meta), which would cost bytes and tokens
+// on every call.
+func TestAnswersInTheDesktopsProtocol(t *testing.T) {
+	b := bridge.New(bridge.Options{URL: endpoint(t), APIKey: testfake.KeyGood, KeyHint: transport.StdioKeyHint, Logger: quiet})
+	t.Cleanup(b.Close)
+	c, err := client.NewInProcessClient(b.Server())
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-06-18"
+	init.Params.ClientInfo = mcp.Implementation{Name: "claude-ai", Version: "1"}
+	got, err := c.Initialize(ctx, init)
+	require.NoError(t, err)
+	require.Equal(t, "2025-06-18", got.ProtocolVersion)
+	t.Cleanup(func() { _ = c.Close() })
+
+	res, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "incident", "page_size": 2, "response_mode": "ids_only"})
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	raw, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "resultType")
+	require.NotContains(t, string(raw), mcp.MetaKeyServerInfo)
+	require.NotContains(t, string(raw), "base64")
+}
