@@ -232,3 +232,58 @@ func TestReadsWithoutTheChunkIDFieldAreAudited(t *testing.T) {
 	require.Equal(t, ids[:1], chunks.GetChunkIds())
 	require.Equal(t, documentsOf(t, s, ids[:1]), chunks.GetDocumentIds())
 }
+
+// TestRefusedChunkReadsNameWhatWasAsked: a key scoped to a category reads
+// chunks of others; the answer finds none of them (a success with status
+// partial: the contract has no error code for a chunk not found, and a
+// chunk the key may not read is answered as one that does not exist).
+// Its entry returns no chunks, so its target names what was asked: the
+// requested chunks' kb:// URIs, each as a resource read of it records it.
+func TestRefusedChunkReadsNameWhatWasAsked(t *testing.T) {
+	s := demo(t)
+	open := httpClient(t, adapterHTTP(t, s, nil), map[string]string{"X-API-Key": key(t)})
+	env := callTool(t, open, "semantic_search", map[string]any{"query": "incident severity levels", "response_mode": "ids_only", "page_size": 2})
+	require.Equal(t, "success", status(env), "%v", env["error"])
+	var ids []int64
+	for _, r := range env["results"].([]any) {
+		ids = append(ids, int64(r.(map[string]any)["chunk_id"].(float64)))
+	}
+	require.Len(t, ids, 2)
+
+	k := s.CreateKey(t, stacktest.Key{Name: "audit-hr-only", Categories: []string{"hr"}, PerMinute: 10_000, PerHour: 100_000, PerDay: 1_000_000})
+	a := httpClient(t, adapterHTTP(t, s, map[string]string{"BMCIS_AUDIT_FLUSH_INTERVAL": "20ms"}), map[string]string{"X-API-Key": k})
+	env = callTool(t, a, "get_chunks", map[string]any{"chunk_ids": []any{ids[0], ids[1], ids[0]}})
+	require.Equal(t, "partial", status(env), "%v", env)
+	require.Equal(t, "2 of 2 chunks not found", env["_metadata"].(map[string]any)["message"])
+	require.Empty(t, env["results"])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = fmt.Sprintf("kb://chunks/%d", ids[1])
+	_, err := a.ReadResource(ctx, req)
+	require.NoError(t, err)
+
+	conn, err := grpcclient.Dial(s.Addr(stacktest.Auth), stacktest.AdminToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	auth := authv1.NewAuthServiceClient(conn)
+	var events []*authv1.AuditEvent
+	require.Eventually(t, func() bool {
+		resp, err := auth.ListAuditEvents(ctx, &authv1.ListAuditEventsRequest{Principal: stacktest.KeyID(k)})
+		require.NoError(t, err)
+		events = resp.GetEvents()
+		return len(events) >= 2
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Len(t, events, 2)
+	resource, chunks := events[0], events[1]
+	require.Equal(t, "get_chunks", chunks.GetTool())
+	require.Equal(t, fmt.Sprintf("kb://chunks/%d kb://chunks/%d", ids[0], ids[1]), chunks.GetTarget(),
+		"the chunks asked for, each once, in the order asked")
+	require.Empty(t, chunks.GetChunkIds(), "none was returned")
+	require.Empty(t, chunks.GetDocumentIds())
+	require.Equal(t, auditlog.OK, chunks.GetOutcome(), "a partial answer is a success")
+	require.Equal(t, "resources/read", resource.GetTool())
+	require.Contains(t, strings.Fields(chunks.GetTarget()), resource.GetTarget(),
+		"a get_chunks target names a chunk as a read of its resource does")
+	require.Empty(t, resource.GetChunkIds())
+}

@@ -98,11 +98,18 @@ func NewAuthRequired(howToSupply string) *Error {
 }
 
 // NewAuthInvalid is the answer to a wrong, expired or revoked key; reason is
-// the auth service's denial reason.
+// the auth service's denial reason. The contract fixes the message for all
+// three; the suggestion, which the markdown shows beside it, says which
+// one, so a user whose key was revoked or expired is not sent to check it.
 func NewAuthInvalid(reason, serviceMessage string) *Error {
-	e := newErr(AuthInvalid, false,
-		"Invalid API key. Please check your credentials.",
-		"Verify the API key with your BMCIS administrator, or request a new one.")
+	suggestion := "Verify the API key with your BMCIS administrator, or request a new one."
+	switch reason {
+	case "AUTH_REVOKED":
+		suggestion = "This API key has been revoked and cannot be used again; ask your BMCIS administrator for a new key."
+	case "AUTH_EXPIRED":
+		suggestion = "This API key has expired; ask your BMCIS administrator for a new key, or to rotate this one."
+	}
+	e := newErr(AuthInvalid, false, "Invalid API key. Please check your credentials.", suggestion)
 	e.Details = map[string]any{"reason": reason}
 	if serviceMessage != "" {
 		e.Details["auth_message"] = serviceMessage

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
 	mcptransport "github.com/mark3labs/mcp-go/client/transport"
@@ -151,7 +153,7 @@ func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: tools.ServerName + "-bridge", Version: version.Version}
+	init.Params.ClientInfo = mcp.Implementation{Name: remoteClientName(desktopName(ctx)), Version: version.Version}
 	if _, err := c.Initialize(ictx, init); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("initialize: %w", err)
@@ -159,6 +161,48 @@ func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error
 	b.log.Info("connected to the MCP endpoint", "url", b.opts.URL, "protocol", c.ProtocolVersion())
 	*slot = c
 	return c, nil
+}
+
+// bridgeName is the bridge's own client name at the endpoint.
+const bridgeName = tools.ServerName + "-bridge"
+
+// maxDesktopName bounds the Desktop's name the bridge passes on (bytes),
+// the bound of a REST User-Agent in the audit trail: with the bridge's
+// suffix it stays under what auth keeps of a client name (256 bytes), so
+// the suffix is never cut.
+const maxDesktopName = 200
+
+// desktopName is the name the Desktop gave in its initialize.
+func desktopName(ctx context.Context) string {
+	if s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		return s.GetClientInfo().Name
+	}
+	return ""
+}
+
+// remoteClientName is the client name the bridge gives the endpoint, which
+// its audit trail records for every read: the Desktop's own
+// ("claude-ai via bmcis-knowledge-bridge"), else the bridge's. The
+// Desktop's is made valid UTF-8 with control characters (NUL, newlines)
+// as U+FFFD, as auth stores text, and bounded on a rune boundary.
+func remoteClientName(desktop string) string {
+	desktop = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.TrimSpace(strings.ToValidUTF8(desktop, string(utf8.RuneError))))
+	if desktop == "" {
+		return bridgeName
+	}
+	if len(desktop) > maxDesktopName {
+		n := maxDesktopName
+		for !utf8.RuneStart(desktop[n]) {
+			n--
+		}
+		desktop = strings.TrimSpace(desktop[:n])
+	}
+	return desktop + " via " + bridgeName
 }
 
 // httpClient is the client of every request to the endpoint (POSTs, the
@@ -241,8 +285,35 @@ func (b *Bridge) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return b.unavailable(ctx, req.Params.Name, formatOf(req), err), nil
 	}
 	render.Compact(res.Content)
+	inDesktopProtocol(ctx, &res.Result)
 	return res, nil
 }
+
+// inDesktopProtocol removes from a forwarded result what the endpoint's
+// protocol (2026-07-28 on, which the bridge negotiates with it) adds and
+// the one the Desktop negotiated does not define: resultType, and the
+// reserved io.modelcontextprotocol/ keys of _meta (serverInfo, with its
+// icon, on every answer). Left in, they cost bytes and tokens each call.
+func inDesktopProtocol(ctx context.Context, r *mcp.Result) {
+	if s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithProtocolVersion); ok && mcp.IsModernProtocol(s.ProtocolVersion()) {
+		return
+	}
+	r.ResultType = ""
+	if r.Meta == nil {
+		return
+	}
+	for k := range r.Meta.AdditionalFields {
+		if strings.HasPrefix(k, reservedMetaPrefix) {
+			delete(r.Meta.AdditionalFields, k)
+		}
+	}
+	if len(r.Meta.AdditionalFields) == 0 && r.Meta.ProgressToken == nil {
+		r.Meta = nil
+	}
+}
+
+// reservedMetaPrefix starts the _meta keys the protocol itself defines.
+const reservedMetaPrefix = "io.modelcontextprotocol/"
 
 // forwardCompletions asks the endpoint for the completions it offers
 // (vendor names from its graph); nothing when it cannot be reached, since

@@ -1,14 +1,19 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -42,6 +47,12 @@ func endpoint(t *testing.T) string {
 // desktop connects an MCP client to the bridge's server, as Claude Desktop
 // does over stdio.
 func desktop(t *testing.T, o bridge.Options) *client.Client {
+	return desktopNamed(t, o, "desktop")
+}
+
+// desktopNamed is desktop with the client name the Desktop's initialize
+// gives.
+func desktopNamed(t *testing.T, o bridge.Options, name string) *client.Client {
 	o.Logger = quiet
 	if o.KeyHint == "" {
 		o.KeyHint = transport.StdioKeyHint
@@ -53,7 +64,7 @@ func desktop(t *testing.T, o bridge.Options) *client.Client {
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	init := mcp.InitializeRequest{}
-	init.Params.ClientInfo = mcp.Implementation{Name: "desktop", Version: "1"}
+	init.Params.ClientInfo = mcp.Implementation{Name: name, Version: "1"}
 	_, err = c.Initialize(ctx, init)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
@@ -208,4 +219,95 @@ func TestRefusesRedirects(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, string(text), testfake.KeyGood)
 	require.Equal(t, testfake.KeyGood, <-keys, "the endpoint itself got the key")
+}
+
+// TestPassesTheDesktopsName: the endpoint (its audit trail) sees the
+// Desktop's own name with the bridge's, made valid UTF-8 without control
+// characters and bounded, so the bridge's part always survives.
+func TestPassesTheDesktopsName(t *testing.T) {
+	cases := []struct{ name, desktop, want string }{
+		{"Claude Desktop", "claude-ai", "claude-ai via bmcis-knowledge-bridge"},
+		{"no name", "", "bmcis-knowledge-bridge"},
+		{"blank", "  \t ", "bmcis-knowledge-bridge"},
+		{"control characters", "evil\nname\x00", "evil\uFFFDname\uFFFD via bmcis-knowledge-bridge"},
+		{"invalid UTF-8", "a\xffb", "a\uFFFDb via bmcis-knowledge-bridge"},
+		{"long, cut on a rune boundary", strings.Repeat("é", 150), strings.Repeat("é", 100) + " via bmcis-knowledge-bridge"},
+		{"long, odd bytes", "x" + strings.Repeat("é", 150), "x" + strings.Repeat("é", 99) + " via bmcis-knowledge-bridge"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			names := make(chan string, 4)
+			c := desktopNamed(t, bridge.Options{URL: endpointSeeing(t, names), APIKey: testfake.KeyGood}, tc.desktop)
+			_, env := callTool(t, c, tools.ToolGetChunks, map[string]any{"chunk_ids": []any{1001}})
+			require.Equal(t, "success", env["_metadata"].(map[string]any)["status"], "%v", env)
+			got := <-names
+			require.Equal(t, tc.want, got)
+			require.True(t, utf8.ValidString(got))
+			require.LessOrEqual(t, len(got), 256, "auth keeps 256 bytes of a client name")
+		})
+	}
+}
+
+// endpointSeeing is endpoint, sending to names the client name each
+// tools/call carries (protocol 2026-07-28 on, which the bridge negotiates
+// with the adapter: the name the audit trail records) or an initialize
+// gives (earlier protocols).
+func endpointSeeing(t *testing.T, names chan<- string) string {
+	target, err := url.Parse(endpoint(t))
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				ClientInfo *mcp.Implementation        `json:"clientInfo"`
+				Meta       map[string]json.RawMessage `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) == nil {
+			switch {
+			case msg.Method == "initialize" && msg.Params.ClientInfo != nil:
+				names <- msg.Params.ClientInfo.Name
+			case msg.Method == "tools/call":
+				var info mcp.Implementation
+				require.NoError(t, json.Unmarshal(msg.Params.Meta[mcp.MetaKeyClientInfo], &info))
+				names <- info.Name
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + target.Path
+}
+
+// TestAnswersInTheDesktopsProtocol: the Desktop negotiated 2025-06-18 with
+// the bridge, which speaks 2026-07-28 with the endpoint; the answers it
+// passes on carry nothing of the newer protocol (resultType, the
+// serverInfo with its icon in _meta), which would cost bytes and tokens
+// on every call.
+func TestAnswersInTheDesktopsProtocol(t *testing.T) {
+	b := bridge.New(bridge.Options{URL: endpoint(t), APIKey: testfake.KeyGood, KeyHint: transport.StdioKeyHint, Logger: quiet})
+	t.Cleanup(b.Close)
+	c, err := client.NewInProcessClient(b.Server())
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-06-18"
+	init.Params.ClientInfo = mcp.Implementation{Name: "claude-ai", Version: "1"}
+	got, err := c.Initialize(ctx, init)
+	require.NoError(t, err)
+	require.Equal(t, "2025-06-18", got.ProtocolVersion)
+	t.Cleanup(func() { _ = c.Close() })
+
+	res, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "incident", "page_size": 2, "response_mode": "ids_only"})
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"])
+	raw, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "resultType")
+	require.NotContains(t, string(raw), mcp.MetaKeyServerInfo)
+	require.NotContains(t, string(raw), "base64")
 }

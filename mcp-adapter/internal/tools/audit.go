@@ -22,7 +22,8 @@ const ToolResourceRead = "resources/read"
 // the answer: who auth said the caller is, and what was asked.
 type auditNote struct {
 	principal, kind, issuer string
-	tool, target            string // set for resource reads
+	tool                    string // set for resource reads
+	target                  string // a resource's URI, or the chunks get_chunks asked for
 	query                   string
 	// The chunk and document of each result the backend answered with,
 	// in order (search, get_chunks: one result a chunk). An answer trimmed

@@ -49,4 +49,8 @@ func TestStandInExpiredKey(t *testing.T) {
 	a := h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": []any{1001}})
 	require.Equal(t, "AUTH_INVALID", a.errCode())
 	require.Equal(t, "AUTH_EXPIRED", a.errObj()["details"].(map[string]any)["reason"])
+	require.Equal(t, "Invalid API key. Please check your credentials.", a.errObj()["message"], "the contract's message")
+	require.Equal(t, "This API key has expired; ask your BMCIS administrator for a new key, or to rotate this one.", a.errObj()["suggestion"])
+	md := h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": []any{1001}, "format": "markdown"})
+	require.Contains(t, md.blocks[0], "Suggestion: This API key has expired", "the markdown says so")
 }

@@ -667,11 +667,17 @@ func TestErrorCodes(t *testing.T) {
 			check: func(t *testing.T, a answer) {
 				require.Equal(t, "Invalid API key. Please check your credentials.", a.errObj()["message"])
 				require.Equal(t, "AUTH_INVALID", a.errObj()["details"].(map[string]any)["reason"])
+				require.Equal(t, "Verify the API key with your BMCIS administrator, or request a new one.", a.errObj()["suggestion"])
 			}},
 		{name: "malformed key", key: "not-a-key", tool: tools.ToolGetChunks, code: "AUTH_INVALID", args: map[string]any{"chunk_ids": ids}},
 		{name: "auth revoked", key: revoked, tool: tools.ToolGetChunks, code: "AUTH_INVALID", args: map[string]any{"chunk_ids": ids},
 			check: func(t *testing.T, a answer) {
 				require.Equal(t, "AUTH_REVOKED", a.errObj()["details"].(map[string]any)["reason"])
+				require.Equal(t, "Invalid API key. Please check your credentials.", a.errObj()["message"], "the contract's message")
+				require.Equal(t, "This API key has been revoked and cannot be used again; ask your BMCIS administrator for a new key.", a.errObj()["suggestion"])
+				if a.blocks[0][0] != '{' {
+					require.Contains(t, a.blocks[0], "Suggestion: This API key has been revoked", "the markdown says so")
+				}
 				for _, b := range a.blocks {
 					require.NotContains(t, b, "chunk_text", "no backend data in a denied answer")
 				}
