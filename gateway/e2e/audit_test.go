@@ -87,7 +87,7 @@ func TestRESTReadsAreAudited(t *testing.T) {
 	chunks := byTool["GET /v1/chunks"]
 	require.NotNil(t, chunks, "%v", events)
 	require.Equal(t, ids[:1], chunks.GetChunkIds())
-	require.Equal(t, "/v1/chunks", chunks.GetTarget())
+	require.Equal(t, auditlog.ChunkTarget(ids[:1]), chunks.GetTarget(), "the chunks asked for, as MCP's get_chunks records them")
 	vendor := byTool["GET /v1/vendors/{name}"]
 	require.NotNil(t, vendor, "%v", events)
 	require.Equal(t, "Nobody Inc", vendor.GetQuery())

@@ -20,6 +20,13 @@ func noteQuery(ctx context.Context, q string) {
 	}
 }
 
+// noteTarget records what the read in ctx asked for, in place of the path.
+func noteTarget(ctx context.Context, target string) {
+	if rec := recorderFrom(ctx); rec != nil {
+		rec.target = target
+	}
+}
+
 // noteChunks records the chunks the read in ctx returned and their
 // documents (external ids, each once, in the order of the chunks).
 func noteChunks(ctx context.Context, ids []int64, docs []string) {
@@ -76,6 +83,10 @@ func (e *Edge) audit(r *http.Request, rec *recorder, status int, start time.Time
 	if rec.keyID != "" {
 		kind = auditlog.KindAPIKey
 	}
+	target := r.URL.Path
+	if rec.target != "" {
+		target = rec.target
+	}
 	ua := r.UserAgent()
 	if len(ua) > maxClientName {
 		ua = ua[:maxClientName]
@@ -83,7 +94,7 @@ func (e *Edge) audit(r *http.Request, rec *recorder, status int, start time.Time
 	e.auditlog.Record(auditlog.Entry{
 		Time: start, Principal: rec.keyID, PrincipalKind: kind,
 		ClientAddress: remoteHost(r), ClientName: ua,
-		Tool: rec.route, Target: r.URL.Path, Query: rec.query, ChunkIDs: rec.chunkIDs, DocumentIDs: rec.documentIDs,
+		Tool: rec.route, Target: target, Query: rec.query, ChunkIDs: rec.chunkIDs, DocumentIDs: rec.documentIDs,
 		Outcome: outcome, RequestID: requestID,
 	})
 }

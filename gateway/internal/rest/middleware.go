@@ -30,6 +30,7 @@ type recorder struct {
 	status int
 	// What the audit entry of a read says (audit.go).
 	query       string
+	target      string // what was asked for, when not the path (audit.go)
 	chunkIDs    []int64
 	documentIDs []string
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/bmcis/knowledge/gateway/internal/backends"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/readscope"
 )
@@ -70,6 +71,7 @@ func (c scopedSearch) Search(ctx context.Context, in *searchv1.SearchRequest, op
 
 func (c scopedSearch) GetChunks(ctx context.Context, in *searchv1.GetChunksRequest, opts ...grpc.CallOption) (*searchv1.GetChunksResponse, error) {
 	in.Scope = readScope(ctx)
+	noteTarget(ctx, auditlog.ChunkTarget(in.GetChunkIds()))
 	added := withDocumentRead(in.GetReadMask(), "chunks.document_id")
 	resp, err := c.SearchServiceClient.GetChunks(ctx, in, opts...)
 	ids := make([]int64, 0, len(resp.GetChunks()))

@@ -21,6 +21,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/warnings"
+	"github.com/bmcis/knowledge/platform/auditlog"
 	"github.com/bmcis/knowledge/platform/limits"
 )
 
@@ -74,7 +75,7 @@ func (s *Server) getChunks(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	p, perr := s.parseChunks(req.GetArguments())
 	ctx, call := s.newCall(ctx, ToolGetChunks, p.format)
 	if perr == nil {
-		noteOf(ctx).target = chunkURIs(p.ids)
+		noteOf(ctx).target = auditlog.ChunkTarget(p.ids)
 	}
 	res := s.chunks(ctx, call, p, perr)
 	s.logDone(ctx, call, res)
@@ -120,22 +121,6 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 		c.objects[i] = projection.Chunk(ch, fields)
 	}
 	return s.resp.Success(call, env, c)
-}
-
-// chunkURIs names chunks as the audit trail's target does: each one's
-// kb:// URI (what a resource read of it records), separated by spaces. A
-// get_chunks answer lists only the chunks found and readable, so the
-// target is the one place an entry keeps what was asked for.
-func chunkURIs(ids []int64) string {
-	var b strings.Builder
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(render.ChunkURIPrefix)
-		b.WriteString(strconv.FormatInt(id, 10))
-	}
-	return b.String()
 }
 
 func joinIDs(ids []int64) string {
