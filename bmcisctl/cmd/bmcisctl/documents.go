@@ -251,7 +251,7 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	if status.Code(err) == codes.NotFound {
 		// A deleted document's list is gone with it; its reads are not.
-		return fmt.Errorf("show document %q via %s: %w; if it was deleted, its reads stay in the audit trail: bmcisctl audit --document %s", id, *addr, err, id)
+		return fmt.Errorf("show document %q via %s: %w; if it was deleted, its reads stay in the audit trail: bmcisctl audit --document %s", id, *addr, err, shellArg(id))
 	}
 	if err != nil {
 		return fmt.Errorf("show document %q via %s: %w", id, *addr, err)
@@ -287,6 +287,16 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	// The document was shown; a failed key listing still sets the exit code
 	// (refused, unavailable) so a script sees the answer is incomplete.
 	return keysErr
+}
+
+// shellArg is s as one POSIX shell word, so a command printed for the
+// operator to run does what it says: as it is when no shell would split or
+// expand it, else in single quotes (an id may hold spaces, $, ;, quotes).
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // keyScope is the read scope a key's edge sends with each of its reads:

@@ -168,6 +168,16 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		require.Equal(t, exitFailed, code)
 		require.Equal(t, "bmcisctl documents: show document \"nothing\" via "+s.Addr(stacktest.Search)+
 			": no document with external_id \"nothing\" (NotFound); if it was deleted, its reads stay in the audit trail: bmcisctl audit --document nothing\n", errOut)
+		// The command it suggests runs as printed: an id a shell would split
+		// or expand is quoted.
+		for id, arg := range map[string]string{
+			"HR Policies/leave.md": `'HR Policies/leave.md'`,
+			"it's $HOME;x":         `'it'\''s $HOME;x'`,
+		} {
+			code, _, errOut = ctlRun(t, "documents", "show", id)
+			require.Equal(t, exitFailed, code)
+			require.True(t, strings.HasSuffix(errOut, ": bmcisctl audit --document "+arg+"\n"), "%s", errOut)
+		}
 	})
 
 	t.Run("only operators", func(t *testing.T) {
