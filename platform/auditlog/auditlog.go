@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/platform/docid"
 )
 
 // Outcome of a read that succeeded; a failed one records its error code.
@@ -43,6 +45,28 @@ const MaxChunkIDs = 1000
 // MaxDocumentIDs is the most document ids one entry holds, likewise: the
 // documents of at most MaxChunkIDs chunks.
 const MaxDocumentIDs = MaxChunkIDs
+
+// The most bytes of text an entry keeps: MaxText of a query or a target,
+// MaxLabel of every other field. The auth service keeps no more; the edge
+// cuts first, so that what a caller sends (a URL's path, thousands of ids
+// asked for) never swells a batch past what the service takes, where the
+// batch would be retried until the buffer filled and others' entries were
+// dropped.
+const (
+	MaxText  = 4096
+	MaxLabel = 256
+)
+
+// Cut keeps at most n bytes of s, ending on a character boundary.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // Principal kinds.
 const (
@@ -348,9 +372,11 @@ func (r *Recorder) append(ctx context.Context, batch []Entry) error {
 //
 // Text a caller chooses (a User-Agent, a decoded URL path, a query) may
 // hold bytes that are not UTF-8, which proto refuses to send: the whole
-// batch would fail. Such bytes become U+FFFD; the hash is of the bytes sent.
+// batch would fail. Such bytes become U+FFFD, and text is cut to MaxText
+// or MaxLabel; the query's hash is of the whole query.
 func (r *Recorder) event(e Entry) *authv1.AuditEvent {
-	txt := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+	txt := func(s string) string { return Cut(strings.ToValidUTF8(s, "\uFFFD"), MaxLabel) }
+	long := func(s string) string { return Cut(strings.ToValidUTF8(s, "\uFFFD"), MaxText) }
 	ids := e.ChunkIDs
 	if len(ids) > MaxChunkIDs {
 		ids = ids[:MaxChunkIDs]
@@ -359,18 +385,18 @@ func (r *Recorder) event(e Entry) *authv1.AuditEvent {
 	if n := min(len(e.DocumentIDs), MaxDocumentIDs); n > 0 {
 		docs = make([]string, n)
 		for i, d := range e.DocumentIDs[:n] {
-			docs[i] = txt(d)
+			docs[i] = Cut(strings.ToValidUTF8(d, "\uFFFD"), docid.MaxBytes)
 		}
 	}
 	ev := &authv1.AuditEvent{
 		Time: timestamppb.New(e.Time), Principal: txt(e.Principal), PrincipalKind: txt(e.PrincipalKind),
 		OauthIssuer: txt(e.OAuthIssuer), ClientAddress: txt(e.ClientAddress), ClientName: txt(e.ClientName),
-		Tool: txt(e.Tool), Target: txt(e.Target), ChunkIds: ids, DocumentIds: docs, Outcome: txt(e.Outcome), RequestId: txt(e.RequestID),
+		Tool: txt(e.Tool), Target: long(e.Target), ChunkIds: ids, DocumentIds: docs, Outcome: txt(e.Outcome), RequestId: txt(e.RequestID),
 	}
 	if e.Query != "" {
 		ev.QuerySha256 = QueryHash(e.Query)
 		if r.cfg.QueryText {
-			ev.Query = txt(e.Query)
+			ev.Query = long(e.Query)
 		}
 	}
 	return ev

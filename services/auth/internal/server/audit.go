@@ -21,8 +21,8 @@ import (
 // Bounds of the audit RPCs.
 const (
 	maxAuditBatch    = 1000
-	maxAuditText     = 4096 // a query, a path; longer text is cut
-	maxAuditLabel    = 256  // every other field
+	maxAuditText     = auditlog.MaxText  // a query, a path; longer text is cut
+	maxAuditLabel    = auditlog.MaxLabel // every other field
 	defaultAuditPage = 100
 	maxAuditPage     = 1000
 )

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,34 @@ func TestRecorderUntrustedText(t *testing.T) {
 	require.Equal(t, "q\uFFFD", bad.GetQuery())
 	require.Equal(t, auditlog.QueryHash("q\xc3"), bad.GetQuerySha256(), "the hash is of what the caller sent")
 	require.Len(t, byPrincipal["many-chunks"].GetChunkIds(), auditlog.MaxChunkIDs)
+}
+
+// TestRecorderLongTextKeepsBatchesSmall: callers choose a URL's path and
+// how many ids they ask for, so a few hundred reads with 64 KB targets
+// would make one batch larger than the service takes (4 MB), retried until
+// the buffer filled. The edge cuts text to what auth keeps, so every entry
+// arrives, cut on a character boundary.
+func TestRecorderLongTextKeepsBatchesSmall(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	r, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{QueryText: true, FlushInterval: time.Hour})
+	require.NoError(t, err)
+	long := strings.Repeat("é", 32<<10) // 64 KiB, two bytes a character
+	const n = 100
+	for range n {
+		r.Record(auditlog.Entry{Principal: "long", Tool: "GET /v1/chunks", Target: "/" + long, Query: long,
+			ClientName: long, Outcome: auditlog.OK})
+	}
+	r.Close(context.Background())
+	require.Zero(t, r.Dropped())
+
+	got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()), &authv1.ListAuditEventsRequest{PageSize: 1000})
+	require.NoError(t, err)
+	require.Len(t, got.GetEvents(), n)
+	e := got.GetEvents()[0]
+	require.Equal(t, "/"+long[:auditlog.MaxText-2], e.GetTarget(), "cut before the character the limit splits")
+	require.Equal(t, long[:auditlog.MaxText], e.GetQuery())
+	require.Equal(t, long[:auditlog.MaxLabel], e.GetClientName())
+	require.Equal(t, auditlog.QueryHash(long), e.GetQuerySha256(), "the hash is of the whole query")
 }
 
 // TestRecorderDropsRefusedBatch: a batch auth refuses as invalid (here an
