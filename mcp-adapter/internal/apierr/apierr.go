@@ -97,6 +97,13 @@ func NewAuthRequired(howToSupply string) *Error {
 		"Authentication required. API key must be provided.", howToSupply)
 }
 
+// The reasons NewAuthInvalid takes (details.reason of the answer).
+const (
+	ReasonInvalid = "AUTH_INVALID"
+	ReasonExpired = "AUTH_EXPIRED"
+	ReasonRevoked = "AUTH_REVOKED"
+)
+
 // NewAuthInvalid is the answer to a wrong, expired or revoked key; reason is
 // the auth service's denial reason. The contract fixes the message for all
 // three; the suggestion, which the markdown shows beside it, says which
@@ -104,9 +111,9 @@ func NewAuthRequired(howToSupply string) *Error {
 func NewAuthInvalid(reason, serviceMessage string) *Error {
 	suggestion := "Verify the API key with your BMCIS administrator, or request a new one."
 	switch reason {
-	case "AUTH_REVOKED":
+	case ReasonRevoked:
 		suggestion = "This API key has been revoked and cannot be used again; ask your BMCIS administrator for a new key."
-	case "AUTH_EXPIRED":
+	case ReasonExpired:
 		suggestion = "This API key has expired; ask your BMCIS administrator for a new key, or to rotate this one."
 	}
 	e := newErr(AuthInvalid, false, "Invalid API key. Please check your credentials.", suggestion)

@@ -405,9 +405,9 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 		}
 		return apierr.NewRateLimit(envelope.NewRemaining(rem), int(resp.GetResetInSeconds()))
 	case authv1.DenialReason_DENIAL_REASON_AUTH_EXPIRED:
-		return apierr.NewAuthInvalid("AUTH_EXPIRED", resp.GetMessage())
+		return apierr.NewAuthInvalid(apierr.ReasonExpired, resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED:
-		return apierr.NewAuthInvalid("AUTH_REVOKED", resp.GetMessage())
+		return apierr.NewAuthInvalid(apierr.ReasonRevoked, resp.GetMessage())
 	case authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED:
 		return apierr.NewToolNotAllowed(op, resp.GetScopes().GetTools())
 	case authv1.DenialReason_DENIAL_REASON_AUTH_THROTTLED:
@@ -417,7 +417,7 @@ func (s *Server) denial(resp *authv1.CheckResponse, op string) *apierr.Error {
 		// not RATE_LIMIT; the deployment is briefly unable to count calls.
 		return apierr.NewServiceUnavailable("auth", "rate limits cannot be counted right now (the shared limiter is down)", true)
 	}
-	return apierr.NewAuthInvalid("AUTH_INVALID", resp.GetMessage())
+	return apierr.NewAuthInvalid(apierr.ReasonInvalid, resp.GetMessage())
 }
 
 // logDone records a finished call: the log line, the audit entry and the
