@@ -105,6 +105,9 @@ var rules = Table{
 	// only operators read it. Search and vendorgraph record nothing.
 	"/bmcis.auth.v1.AuthService/AppendAuditEvents": {Read, Adapter},
 	"/bmcis.auth.v1.AuthService/ListAuditEvents":   {Admin},
+	// Only the adapter asks for leases (CheckRequest.lease_units), so only
+	// it gives their unspent units back: a refund raises a key's limits.
+	"/bmcis.auth.v1.AuthService/ReleaseLease": {Adapter},
 }
 
 // Claim is something a caller asserts inside a request that the service

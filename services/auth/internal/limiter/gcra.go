@@ -27,12 +27,36 @@ type cell struct {
 // windowMicros returns tier i's window in microseconds.
 func windowMicros(i int) int64 { return ratelimit.Tiers[i].Window.Microseconds() }
 
-// evaluate applies one call at now (microseconds) to the cells. It returns the
-// decision and, when allowed, the cells to store; when refused the cells are
-// returned unchanged, so no tier is charged.
-func evaluate(cells []cell, now int64, limits Limits) (Decision, []cell) {
+// MaxExtra bounds the units one call may prepay beyond itself (a lease).
+const MaxExtra = 64
+
+// advance returns c moved by k emission intervals of a tier with window w
+// and limit l: k × w/l microseconds, kept exact as tat + frac/l.
+func advance(c cell, k, w, l int64) cell {
+	kw := k * w // at most (1+MaxExtra) × a day in µs: far below 2^53
+	nc := cell{tat: c.tat + kw/l, frac: c.frac + kw%l}
+	if nc.frac >= l {
+		nc.frac -= l
+		nc.tat++
+	}
+	return nc
+}
+
+// conforms reports whether a tier whose TAT is at c may be charged up to
+// next: the new TAT is not past now + window.
+func conforms(next cell, now, w int64) bool {
+	return next.tat < now+w || (next.tat == now+w && next.frac == 0)
+}
+
+// evaluate applies one call at now (microseconds) to the cells, charging
+// 1 + up to extra units: as many as every tier can give, so no tier is ever
+// charged past its limit. It returns the decision and, when allowed, the
+// cells to store; when refused (not even one unit in some tier) the cells
+// are returned unchanged, so no tier is charged.
+func evaluate(cells []cell, now int64, limits Limits, extra int64) (Decision, []cell) {
 	n := len(limits)
 	var (
+		from     = make([]cell, n)
 		next     = make([]cell, n)
 		remAfter = make([]int64, n)
 		allowed  = true
@@ -51,15 +75,10 @@ func evaluate(cells []cell, now int64, limits Limits) (Decision, []cell) {
 		if c.tat < now {
 			c = cell{tat: now}
 		}
-		nc := cell{tat: c.tat + w/l, frac: c.frac + w%l}
-		if nc.frac >= l {
-			nc.frac -= l
-			nc.tat++
-		}
-		if nc.tat < now+w || (nc.tat == now+w && nc.frac == 0) {
+		from[t] = c
+		nc := advance(c, 1, w, l)
+		if conforms(nc, now, w) {
 			next[t] = nc
-			// Units left = (now + window - TAT) / T, scaled by limit to stay exact.
-			remAfter[t] = ((now+w-nc.tat)*l - nc.frac) / w
 			continue
 		}
 		allowed = false
@@ -73,7 +92,22 @@ func evaluate(cells []cell, now int64, limits Limits) (Decision, []cell) {
 		wait = max(wait, wt)
 	}
 	if allowed {
+		// The most units every tier can give, from 1 + extra down: each
+		// tier only lowers it, and one unit always fits (checked above).
+		k := 1 + min(max(extra, 0), MaxExtra)
+		for t := range n {
+			for k > 1 && !conforms(advance(from[t], k, windowMicros(t), limits[t]), now, windowMicros(t)) {
+				k--
+			}
+		}
+		for t := range n {
+			w, l := windowMicros(t), limits[t]
+			next[t] = advance(from[t], k, w, l)
+			// Units left = (now + window - TAT) / T, scaled by limit to stay exact.
+			remAfter[t] = ((now+w-next[t].tat)*l - next[t].frac) / w
+		}
 		d.Allowed = true
+		d.Extra = k - 1
 		d.Remaining = remAfter
 		full := next[0].tat - now
 		if next[0].frac > 0 {
@@ -87,10 +121,39 @@ func evaluate(cells []cell, now int64, limits Limits) (Decision, []cell) {
 	rem := make(Limits, n)
 	for t := range rem {
 		if remAfter[t] >= 0 {
-			rem[t] = remAfter[t] + 1
+			w, l := windowMicros(t), limits[t]
+			rem[t] = ((now+w-next[t].tat)*l-next[t].frac)/w + 1
 		}
 	}
 	d.Remaining = rem
 	d.Reset = time.Duration(wait) * time.Microsecond
 	return d, cells
+}
+
+// refund gives units back to every tier at now: each TAT moves back by
+// units emission intervals, but never before now, so a refund can refill a
+// tier, never create units past its limit. It returns the cells to store.
+func refund(cells []cell, now int64, limits Limits, units int64) []cell {
+	units = min(max(units, 0), MaxExtra)
+	out := make([]cell, len(cells))
+	for t, c := range cells {
+		if t >= len(limits) {
+			break
+		}
+		w, l := windowMicros(t), limits[t]
+		if c.frac >= l {
+			c.frac = l - 1
+		}
+		uw := units * w
+		nc := cell{tat: c.tat - uw/l, frac: c.frac - uw%l}
+		if nc.frac < 0 {
+			nc.frac += l
+			nc.tat--
+		}
+		if nc.tat < now {
+			nc = cell{tat: now}
+		}
+		out[t] = nc
+	}
+	return out[:min(len(cells), len(limits))]
 }

@@ -126,12 +126,27 @@ func (g *Guard) Degraded() bool {
 // call that runs out of a longer budget, or fails before its budget ends,
 // does say so.
 func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
+	return g.AllowExtra(ctx, key, limits, 0)
+}
+
+// AllowExtra implements Leaser: Allow, prepaying up to extra units when the
+// backend is a Leaser (none otherwise). A failure-mode decision prepays
+// nothing.
+func (g *Guard) AllowExtra(ctx context.Context, key string, limits Limits, extra int64) (Decision, error) {
 	if !g.shouldTry() {
 		return g.fallback(), nil
 	}
 	callCtx, cancel, budget := g.callContext(ctx)
 	defer cancel()
-	d, err := g.backend.Allow(callCtx, key, limits)
+	var (
+		d   Decision
+		err error
+	)
+	if l, ok := g.backend.(Leaser); ok && extra > 0 {
+		d, err = l.AllowExtra(callCtx, key, limits, extra)
+	} else {
+		d, err = g.backend.Allow(callCtx, key, limits)
+	}
 	if err == nil {
 		g.up()
 		return d, nil
@@ -155,6 +170,19 @@ func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	}
 	g.down(err)
 	return g.fallback(), nil
+}
+
+// Refund implements Leaser. While degraded it refunds nothing: the units
+// were charged to a backend that cannot be reached now, and a lost refund
+// only costs the key those units until its tiers refill.
+func (g *Guard) Refund(ctx context.Context, key string, limits Limits, units int64) error {
+	l, ok := g.backend.(Leaser)
+	if !ok || units <= 0 || g.Degraded() {
+		return nil
+	}
+	callCtx, cancel, _ := g.callContext(ctx)
+	defer cancel()
+	return l.Refund(callCtx, key, limits, units)
 }
 
 // budgetSpent reports whether the call's budget ran out: its context ended,

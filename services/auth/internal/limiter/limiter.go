@@ -1,7 +1,10 @@
 // Package limiter enforces per-key rate limits in every tier of
 // platform/ratelimit (minute, hour, day) with the Generic Cell Rate Algorithm. A call is allowed only when every
 // tier allows it, and then consumes one unit from each tier, atomically: a
-// tier is never charged for a call another tier refused.
+// tier is never charged for a call another tier refused. A call may also
+// prepay up to MaxExtra more units (Leaser), as many as every tier can
+// give, so a lease never lets a key past its limits; unspent ones are
+// refunded.
 //
 // Two backends share the same arithmetic: Memory, for a single replica, and
 // Redis, where one Lua script using Redis server time makes any number of
@@ -71,6 +74,9 @@ type Decision struct {
 	// again; when allowed, how long until the first (shortest) tier is full
 	// again.
 	Reset time.Duration
+	// Extra is how many units beyond this call were charged too (Leaser's
+	// AllowExtra): a prepaid lease. Remaining already counts them.
+	Extra int64
 	// Degraded is set by Guard when the backend was unreachable and the
 	// decision follows the configured failure mode instead of real counts.
 	// Remaining is then unknown (zero).
@@ -80,6 +86,18 @@ type Decision struct {
 // Limiter decides whether the holder of key may make one more call.
 type Limiter interface {
 	Allow(ctx context.Context, key string, limits Limits) (Decision, error)
+}
+
+// Leaser is a Limiter that can also charge units ahead of a key's calls
+// (a lease) and take back the ones not spent.
+type Leaser interface {
+	Limiter
+	// AllowExtra is Allow charging 1 + up to extra units (at most MaxExtra):
+	// as many as every tier can give, atomically; Decision.Extra says how
+	// many beyond the call. Allowed only when one unit fits.
+	AllowExtra(ctx context.Context, key string, limits Limits, extra int64) (Decision, error)
+	// Refund gives units back to every tier of key, never past full.
+	Refund(ctx context.Context, key string, limits Limits, units int64) error
 }
 
 // Clock returns the current time; tests pass a controllable one.

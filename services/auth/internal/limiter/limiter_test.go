@@ -277,3 +277,118 @@ func TestInvalidLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestLeases checks the prepaid-units arithmetic (AllowExtra, Refund) on
+// both backends against hand-computed counts. The minute tier regains a
+// unit every 60 s / limit, the hour tier every 3600 s / limit, the day tier
+// every 86400 s / limit.
+func TestLeases(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		extra   int64 // AllowExtra with this extra; or, when refund > 0, Refund
+		refund  int64
+		allowed bool
+		got     int64          // Decision.Extra
+		rem     limiter.Limits // Decision.Remaining
+	}
+	tests := []struct {
+		name  string
+		lim   limiter.Limits
+		steps []step
+	}{
+		{"a fresh key prepays what it asks", limiter.Limits{10, 100, 1_000}, []step{
+			{extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+		}},
+		{"never past the tightest tier's limit", limiter.Limits{10, 100, 1_000}, []step{
+			{extra: 20, allowed: true, got: 9, rem: limiter.Limits{0, 90, 990}},
+			{extra: 5, allowed: false, rem: limiter.Limits{0, 90, 990}},
+		}},
+		{"only what is left", limiter.Limits{10, 100, 1_000}, []step{
+			{extra: 7, allowed: true, got: 7, rem: limiter.Limits{2, 92, 992}},
+			{extra: 5, allowed: true, got: 1, rem: limiter.Limits{0, 90, 990}},
+		}},
+		{"the hour tier bounds it", limiter.Limits{10, 3, 1_000}, []step{
+			{extra: 5, allowed: true, got: 2, rem: limiter.Limits{7, 0, 997}},
+		}},
+		{"at most MaxExtra", limiter.Limits{1_000, 1_000, 1_000}, []step{
+			{extra: 100, allowed: true, got: limiter.MaxExtra, rem: limiter.Limits{935, 935, 935}},
+		}},
+		{"limits that do not divide the window", limiter.Limits{7, 1_000, 10_000}, []step{
+			{extra: 10, allowed: true, got: 6, rem: limiter.Limits{0, 993, 9_993}},
+			// 60 s / 7 = 8.571428... s per unit: one back after that, exactly
+			// (the hour tier regained two meanwhile, at 3.6 s each).
+			{advance: 8571428 * time.Microsecond, extra: 3, allowed: false, rem: limiter.Limits{0, 995, 9_993}},
+			{advance: time.Microsecond, extra: 3, allowed: true, got: 0, rem: limiter.Limits{0, 994, 9_992}},
+		}},
+		{"a refund gives back exactly the unspent units", limiter.Limits{10, 100, 1_000}, []step{
+			{extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{refund: 4},
+			{allowed: true, rem: limiter.Limits{8, 98, 998}},
+		}},
+		{"a refund cannot fill a tier past full", limiter.Limits{10, 100, 1_000}, []step{
+			{allowed: true, rem: limiter.Limits{9, 99, 999}},
+			{refund: 5},
+			{allowed: true, rem: limiter.Limits{9, 99, 999}},
+		}},
+		{"a refund after a partial refill", limiter.Limits{10, 100, 1_000}, []step{
+			{extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			// 12 s gave back two minute units; refunding four fills the
+			// minute tier (not past full), and four of the hour and day.
+			{advance: 12 * time.Second, refund: 4},
+			{allowed: true, rem: limiter.Limits{9, 98, 998}},
+		}},
+		{"a refund for a key with no state writes none", limiter.Limits{10, 100, 1_000}, []step{
+			{refund: 3},
+			{allowed: true, rem: limiter.Limits{9, 99, 999}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, l limiter.Limiter, clk *clock) {
+				ls := l.(limiter.Leaser)
+				ctx := context.Background()
+				for i, st := range tc.steps {
+					clk.Advance(st.advance)
+					if st.refund > 0 {
+						require.NoError(t, ls.Refund(ctx, "k", tc.lim, st.refund), "step %d", i)
+						continue
+					}
+					d, err := ls.AllowExtra(ctx, "k", tc.lim, st.extra)
+					require.NoError(t, err)
+					require.Equal(t, st.allowed, d.Allowed, "step %d", i)
+					require.Equal(t, st.got, d.Extra, "step %d", i)
+					require.Equal(t, st.rem, d.Remaining, "step %d", i)
+				}
+			})
+		})
+	}
+}
+
+// TestBackendsAgreeOnLeases drives both backends with the same random
+// prepaid calls, refunds and clock steps.
+func TestBackendsAgreeOnLeases(t *testing.T) {
+	clk := newClock()
+	bs := backends(t, clk)
+	mem, red := bs["memory"].(limiter.Leaser), bs["redis"].(limiter.Leaser)
+	lims := []limiter.Limits{{3, 17, 101}, {100, 1_000, 10_000}, {7, 13, 10_000}, {60, 70, 80}}
+	ctx := context.Background()
+	for i := range 3_000 {
+		k := "k" + string(rune('0'+i%4))
+		lim := lims[i%4]
+		r, err := rand.Int(rand.Reader, big.NewInt(80))
+		require.NoError(t, err)
+		if n := r.Int64(); n >= 70 {
+			require.NoError(t, mem.Refund(ctx, k, lim, n-60))
+			require.NoError(t, red.Refund(ctx, k, lim, n-60))
+		} else {
+			dm, err := mem.AllowExtra(ctx, k, lim, n)
+			require.NoError(t, err)
+			dr, err := red.AllowExtra(ctx, k, lim, n)
+			require.NoError(t, err)
+			require.Equal(t, dm, dr, "call %d", i)
+		}
+		n, err := rand.Int(rand.Reader, big.NewInt(4_000_000))
+		require.NoError(t, err)
+		clk.Advance(time.Duration(n.Int64()) * time.Microsecond)
+	}
+}

@@ -41,7 +41,12 @@ func NewMemory(clock Clock) *Memory {
 }
 
 // Allow implements Limiter.
-func (m *Memory) Allow(_ context.Context, key string, limits Limits) (Decision, error) {
+func (m *Memory) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
+	return m.AllowExtra(ctx, key, limits, 0)
+}
+
+// AllowExtra implements Leaser.
+func (m *Memory) AllowExtra(_ context.Context, key string, limits Limits, extra int64) (Decision, error) {
 	if err := limits.Validate(); err != nil {
 		return Decision{}, err
 	}
@@ -52,11 +57,26 @@ func (m *Memory) Allow(_ context.Context, key string, limits Limits) (Decision, 
 	if now-sh.lastSweep > sweepEvery.Microseconds() {
 		sh.sweep(now)
 	}
-	d, next := evaluate(sh.cells[key], now, limits)
+	d, next := evaluate(sh.cells[key], now, limits, extra)
 	if d.Allowed {
 		sh.cells[key] = next
 	}
 	return d, nil
+}
+
+// Refund implements Leaser.
+func (m *Memory) Refund(_ context.Context, key string, limits Limits, units int64) error {
+	if err := limits.Validate(); err != nil {
+		return err
+	}
+	now := m.clock().UnixMicro()
+	sh := &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if cells, ok := sh.cells[key]; ok {
+		sh.cells[key] = refund(cells, now, limits, units)
+	}
+	return nil
 }
 
 func (sh *memShard) sweep(now int64) {

@@ -22,8 +22,9 @@ import (
 // ARGV[1]  optional fixed "now" in microseconds, for tests; empty in production
 // ARGV[2]  the number of tiers, n
 // ARGV     then per tier: name, window (microseconds), limit
+// ARGV[3n+3] extra: units to prepay beyond the call, as many as fit (0..MaxExtra, clamped by the caller)
 //
-// Returns {allowed, reset_us, exhausted_mask, remaining_1 .. remaining_n}.
+// Returns {allowed, reset_us, exhausted_mask, remaining_1 .. remaining_n, extra}.
 // Numbers are formatted with %.0f before being stored: Lua's default number
 // formatting keeps 14 digits, which would round microsecond timestamps.
 const gcraScript = `
@@ -35,36 +36,48 @@ else
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local n = tonumber(ARGV[2])
+local extra = tonumber(ARGV[3 * n + 3]) or 0
 local names, fields = {}, {}
 for i = 1, n do
   names[i] = ARGV[3 * i]
   fields[2 * i - 1] = names[i] .. ':t'
   fields[2 * i] = names[i] .. ':f'
 end
+local function advance(tat, fr, k, w, l)
+  local kw = k * w
+  local q = math.floor(kw / l)
+  local nx = tat + q
+  local m = fr + (kw - q * l)
+  if m >= l then m = m - l; nx = nx + 1 end
+  return nx, m
+end
+local function conforms(nx, m, w)
+  return nx < now + w or (nx == now + w and m == 0)
+end
+local function left(nx, m, w, l)
+  local r = math.floor(((now + w - nx) * l - m) / w)
+  if r < 0 then r = 0 end
+  if r > l - 1 then r = l - 1 end
+  return r
+end
 local f = redis.call('HMGET', KEYS[1], unpack(fields))
 local allowed = true
-local nt, nf, rem = {}, {}, {}
+local ft, ff, nt, nf, ws, ls = {}, {}, {}, {}, {}, {}
 local wait, mask = 0, 0
 for i = 1, n do
   local w = tonumber(ARGV[3 * i + 1])
   local l = tonumber(ARGV[3 * i + 2])
+  ws[i] = w; ls[i] = l
   local tat = tonumber(f[2 * i - 1]) or 0
   local fr = tonumber(f[2 * i]) or 0
   if fr >= l then fr = l - 1 end
   if tat < now then tat = now; fr = 0 end
-  local q = math.floor(w / l)
-  local nx = tat + q
-  local m = fr + (w - q * l)
-  if m >= l then m = m - l; nx = nx + 1 end
-  if nx < now + w or (nx == now + w and m == 0) then
-    nt[i] = nx; nf[i] = m
-    rem[i] = math.floor(((now + w - nx) * l - m) / w)
-    if rem[i] < 0 then rem[i] = 0 end
-    if rem[i] > l - 1 then rem[i] = l - 1 end
-  else
+  ft[i] = tat; ff[i] = fr
+  local nx, m = advance(tat, fr, 1, w, l)
+  nt[i] = nx; nf[i] = m
+  if not conforms(nx, m, w) then
     allowed = false
     mask = mask + 2 ^ (i - 1)
-    rem[i] = -1
     local wt = nx - w - now
     if m > 0 then wt = wt + 1 end
     if wt > wait then wait = wt end
@@ -74,13 +87,23 @@ local out = {}
 if not allowed then
   out[1] = 0; out[2] = wait; out[3] = mask
   for i = 1, n do
-    if rem[i] >= 0 then out[3 + i] = rem[i] + 1 else out[3 + i] = 0 end
+    if conforms(nt[i], nf[i], ws[i]) then out[3 + i] = left(nt[i], nf[i], ws[i], ls[i]) + 1 else out[3 + i] = 0 end
   end
+  out[4 + n] = 0
   return out
+end
+local k = 1 + extra
+for i = 1, n do
+  while k > 1 do
+    local nx, m = advance(ft[i], ff[i], k, ws[i], ls[i])
+    if conforms(nx, m, ws[i]) then break end
+    k = k - 1
+  end
 end
 local longest = 0
 local set = {}
 for i = 1, n do
+  nt[i], nf[i] = advance(ft[i], ff[i], k, ws[i], ls[i])
   if nt[i] - now > longest then longest = nt[i] - now end
   set[4 * i - 3] = names[i] .. ':t'
   set[4 * i - 2] = string.format('%.0f', nt[i])
@@ -92,9 +115,56 @@ redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.floor(longest / 1000) 
 local reset = nt[1] - now
 if nf[1] > 0 then reset = reset + 1 end
 out[1] = 1; out[2] = reset; out[3] = 0
-for i = 1, n do out[3 + i] = rem[i] end
+for i = 1, n do out[3 + i] = left(nt[i], nf[i], ws[i], ls[i]) end
+out[4 + n] = k - 1
 return out
 `
+
+// refundScript is refund() in Lua: every tier of a key that has state moves
+// its TAT back by units intervals, never before now. A key with no state
+// is full already: nothing is written. Same KEYS and ARGV as gcraScript,
+// with ARGV[3n+3] the units to give back.
+const refundScript = `
+local now
+if ARGV[1] ~= nil and ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local n = tonumber(ARGV[2])
+local units = tonumber(ARGV[3 * n + 3]) or 0
+local fields = {}
+for i = 1, n do
+  fields[2 * i - 1] = ARGV[3 * i] .. ':t'
+  fields[2 * i] = ARGV[3 * i] .. ':f'
+end
+local f = redis.call('HMGET', KEYS[1], unpack(fields))
+local set = {}
+for i = 1, n do
+  local tat = tonumber(f[2 * i - 1])
+  if tat ~= nil then
+    local w = tonumber(ARGV[3 * i + 1])
+    local l = tonumber(ARGV[3 * i + 2])
+    local fr = tonumber(f[2 * i]) or 0
+    if fr >= l then fr = l - 1 end
+    local uw = units * w
+    local q = math.floor(uw / l)
+    local nx = tat - q
+    local m = fr - (uw - q * l)
+    if m < 0 then m = m + l; nx = nx - 1 end
+    if nx < now then nx = now; m = 0 end
+    set[#set + 1] = fields[2 * i - 1]
+    set[#set + 1] = string.format('%.0f', nx)
+    set[#set + 1] = fields[2 * i]
+    set[#set + 1] = string.format('%.0f', m)
+  end
+end
+if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
+return 0
+`
+
+var refundLua = redis.NewScript(refundScript)
 
 var script = redis.NewScript(gcraScript)
 
@@ -160,11 +230,14 @@ func NewRedis(client redis.UniversalClient, prefix string, opts ...RedisOption) 
 // Allow implements Limiter in one round trip (EVALSHA; EVAL once per Redis
 // restart, when the script cache is empty).
 func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
-	if err := limits.Validate(); err != nil {
-		return Decision{}, err
-	}
+	return r.AllowExtra(ctx, key, limits, 0)
+}
+
+// args are a script's ARGV: now, the tiers, then last (extra or units),
+// clamped to 0..MaxExtra here so the scripts need not.
+func (r *Redis) args(limits Limits, last int64) []any {
 	n := len(limits)
-	args := make([]any, 0, 2+3*n)
+	args := make([]any, 0, 3+3*n)
 	if r.testClock != nil {
 		args = append(args, r.testClock().UnixMicro())
 	} else {
@@ -174,7 +247,27 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 	for i, t := range ratelimit.Tiers {
 		args = append(args, t.Name, windowMicros(i), limits[i])
 	}
-	res, err := script.Run(ctx, r.client, []string{r.prefix + key}, args...).Int64Slice()
+	return append(args, min(max(last, 0), MaxExtra))
+}
+
+// Refund implements Leaser in one round trip.
+func (r *Redis) Refund(ctx context.Context, key string, limits Limits, units int64) error {
+	if err := limits.Validate(); err != nil {
+		return err
+	}
+	if err := refundLua.Run(ctx, r.client, []string{r.prefix + key}, r.args(limits, units)...).Err(); err != nil {
+		return fmt.Errorf("redis rate-limit refund script: %w", err)
+	}
+	return nil
+}
+
+// AllowExtra implements Leaser in one round trip, like Allow.
+func (r *Redis) AllowExtra(ctx context.Context, key string, limits Limits, extra int64) (Decision, error) {
+	if err := limits.Validate(); err != nil {
+		return Decision{}, err
+	}
+	n := len(limits)
+	res, err := script.Run(ctx, r.client, []string{r.prefix + key}, r.args(limits, extra)...).Int64Slice()
 	if r.busy(ctx, err) {
 		return Decision{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
@@ -182,13 +275,14 @@ func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision,
 		return Decision{}, fmt.Errorf("redis rate-limit script: %w", err)
 	}
 	r.dials.lastFailed.Store(false) // Redis answered: an older failed connect is stale
-	if len(res) != 3+n {
-		return Decision{}, errors.New("redis rate-limit script: reply has " + strconv.Itoa(len(res)) + " values, want " + strconv.Itoa(3+n))
+	if len(res) != 4+n {
+		return Decision{}, errors.New("redis rate-limit script: reply has " + strconv.Itoa(len(res)) + " values, want " + strconv.Itoa(4+n))
 	}
 	d := Decision{
 		Allowed:   res[0] == 1,
 		Reset:     time.Duration(res[1]) * time.Microsecond,
-		Remaining: Limits(res[3:]),
+		Remaining: Limits(res[3 : 3+n]),
+		Extra:     res[3+n],
 	}
 	for i := range n {
 		if res[2]&(1<<i) != 0 {

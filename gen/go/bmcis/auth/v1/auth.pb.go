@@ -126,6 +126,10 @@ type CheckRequest struct {
 	// those edges' credentials (platform/rpcauth's claims); ignored from
 	// others. Empty: not known (stdio).
 	ClientAddress string `protobuf:"bytes,5,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	// How many units beyond this call the edge asks to prepay (a lease), to
+	// spend on the key's next calls of this tool without asking; 0: none.
+	// The service caps it (64) and grants it only to API keys.
+	LeaseUnits    int32 `protobuf:"varint,6,opt,name=lease_units,json=leaseUnits,proto3" json:"lease_units,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +199,71 @@ func (x *CheckRequest) GetClientAddress() string {
 	return ""
 }
 
+func (x *CheckRequest) GetLeaseUnits() int32 {
+	if x != nil {
+		return x.LeaseUnits
+	}
+	return 0
+}
+
+// Lease is units of a key's rate limits charged ahead of its calls, which
+// the edge that asked may spend on the key's next calls of the same tool
+// without a check, until valid_ms ends; it returns the rest with
+// ReleaseLease.
+type Lease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Units prepaid beyond this call (each charged to every tier).
+	Units int32 `protobuf:"varint,1,opt,name=units,proto3" json:"units,omitempty"`
+	// For how long, from the answer, the edge may spend them.
+	ValidMs       int32 `protobuf:"varint,2,opt,name=valid_ms,json=validMs,proto3" json:"valid_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Lease) GetUnits() int32 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
+func (x *Lease) GetValidMs() int32 {
+	if x != nil {
+		return x.ValidMs
+	}
+	return 0
+}
+
 // OAuthSubject is the verified identity an access token carries.
 type OAuthSubject struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -215,7 +284,7 @@ type OAuthSubject struct {
 
 func (x *OAuthSubject) Reset() {
 	*x = OAuthSubject{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +296,7 @@ func (x *OAuthSubject) String() string {
 func (*OAuthSubject) ProtoMessage() {}
 
 func (x *OAuthSubject) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[1]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +309,7 @@ func (x *OAuthSubject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthSubject.ProtoReflect.Descriptor instead.
 func (*OAuthSubject) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{1}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OAuthSubject) GetIssuer() string {
@@ -307,13 +376,18 @@ type CheckResponse struct {
 	// BMCIS_AUTH_STALE_KEY_MAX_AGE). A revocation made meanwhile applies once
 	// the database answers again.
 	KeyRecordStale bool `protobuf:"varint,10,opt,name=key_record_stale,json=keyRecordStale,proto3" json:"key_record_stale,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Units prepaid for the key's next calls (CheckRequest.lease_units), when
+	// granted: only to an allowed API key, with a counting limiter and a
+	// fresh key record, and never past the key's expiry. Its units are
+	// already counted in remaining.
+	Lease         *Lease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +399,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[2]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +412,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{2}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CheckResponse) GetAllowed() bool {
@@ -411,6 +485,13 @@ func (x *CheckResponse) GetKeyRecordStale() bool {
 	return false
 }
 
+func (x *CheckResponse) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // Scopes limit what a key may read. An empty list leaves that kind open.
 type Scopes struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -425,7 +506,7 @@ type Scopes struct {
 
 func (x *Scopes) Reset() {
 	*x = Scopes{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +518,7 @@ func (x *Scopes) String() string {
 func (*Scopes) ProtoMessage() {}
 
 func (x *Scopes) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[3]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +531,7 @@ func (x *Scopes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scopes.ProtoReflect.Descriptor instead.
 func (*Scopes) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{3}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Scopes) GetCategories() []string {
@@ -486,7 +567,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +579,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[4]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +592,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Principal) GetKeyId() string {
@@ -554,7 +635,7 @@ type RateLimits struct {
 
 func (x *RateLimits) Reset() {
 	*x = RateLimits{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +647,7 @@ func (x *RateLimits) String() string {
 func (*RateLimits) ProtoMessage() {}
 
 func (x *RateLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[5]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +660,7 @@ func (x *RateLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimits.ProtoReflect.Descriptor instead.
 func (*RateLimits) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RateLimits) GetTiers() []*TierLimit {
@@ -602,7 +683,7 @@ type TierLimit struct {
 
 func (x *TierLimit) Reset() {
 	*x = TierLimit{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +695,7 @@ func (x *TierLimit) String() string {
 func (*TierLimit) ProtoMessage() {}
 
 func (x *TierLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[6]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +708,7 @@ func (x *TierLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierLimit.ProtoReflect.Descriptor instead.
 func (*TierLimit) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TierLimit) GetTier() string {
@@ -675,7 +756,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +768,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[7]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +781,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApiKey) GetKeyId() string {
@@ -803,7 +884,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +896,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[8]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +909,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -886,7 +967,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +979,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[9]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +992,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateKeyResponse) GetKey() *ApiKey {
@@ -941,7 +1022,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1034,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[10]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1047,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListKeysRequest) GetOwner() string {
@@ -994,7 +1075,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1087,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[11]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1100,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListKeysResponse) GetKeys() []*ApiKey {
@@ -1040,7 +1121,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1133,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[12]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1146,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RevokeKeyRequest) GetKeyId() string {
@@ -1086,7 +1167,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1179,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[13]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1192,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{13}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RevokeKeyResponse) GetKey() *ApiKey {
@@ -1136,7 +1217,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1229,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[14]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1242,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{14}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RotateKeyRequest) GetKeyId() string {
@@ -1200,7 +1281,7 @@ type RotateKeyResponse struct {
 
 func (x *RotateKeyResponse) Reset() {
 	*x = RotateKeyResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[15]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1293,7 @@ func (x *RotateKeyResponse) String() string {
 func (*RotateKeyResponse) ProtoMessage() {}
 
 func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[15]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1306,7 @@ func (x *RotateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{15}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RotateKeyResponse) GetKey() *ApiKey {
@@ -1299,7 +1380,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[16]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1392,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[16]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1405,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{16}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
@@ -1450,7 +1531,7 @@ type AppendAuditEventsRequest struct {
 
 func (x *AppendAuditEventsRequest) Reset() {
 	*x = AppendAuditEventsRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[17]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1543,7 @@ func (x *AppendAuditEventsRequest) String() string {
 func (*AppendAuditEventsRequest) ProtoMessage() {}
 
 func (x *AppendAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[17]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1556,7 @@ func (x *AppendAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*AppendAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{17}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AppendAuditEventsRequest) GetEvents() []*AuditEvent {
@@ -1496,7 +1577,7 @@ type AppendAuditEventsResponse struct {
 
 func (x *AppendAuditEventsResponse) Reset() {
 	*x = AppendAuditEventsResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[18]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1589,7 @@ func (x *AppendAuditEventsResponse) String() string {
 func (*AppendAuditEventsResponse) ProtoMessage() {}
 
 func (x *AppendAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[18]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1602,7 @@ func (x *AppendAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*AppendAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{18}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendAuditEventsResponse) GetAppended() int32 {
@@ -1529,6 +1610,117 @@ func (x *AppendAuditEventsResponse) GetAppended() int32 {
 		return x.Appended
 	}
 	return 0
+}
+
+// ReleaseLeaseRequest returns a lease's unspent units.
+type ReleaseLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key id the lease was granted to.
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The tool the lease was for (CheckRequest.tool), for logs.
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Units not spent, 0..64.
+	UnusedUnits int32 `protobuf:"varint,3,opt,name=unused_units,json=unusedUnits,proto3" json:"unused_units,omitempty"`
+	// When the edge last spent a unit of the lease; unset: never.
+	LastUsed      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLeaseRequest) Reset() {
+	*x = ReleaseLeaseRequest{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLeaseRequest) ProtoMessage() {}
+
+func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReleaseLeaseRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *ReleaseLeaseRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ReleaseLeaseRequest) GetUnusedUnits() int32 {
+	if x != nil {
+		return x.UnusedUnits
+	}
+	return 0
+}
+
+func (x *ReleaseLeaseRequest) GetLastUsed() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsed
+	}
+	return nil
+}
+
+// ReleaseLeaseResponse is empty: the units are refunded (a tier already
+// refilled past them takes back only what makes it full).
+type ReleaseLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLeaseResponse) Reset() {
+	*x = ReleaseLeaseResponse{}
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLeaseResponse) ProtoMessage() {}
+
+func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{21}
 }
 
 // ListAuditEventsRequest filters the trail.
@@ -1553,7 +1745,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[19]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1757,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[19]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1770,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{19}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListAuditEventsRequest) GetSince() *timestamppb.Timestamp {
@@ -1636,7 +1828,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[20]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1840,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[20]
+	mi := &file_bmcis_auth_v1_auth_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1853,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{20}
+	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -1682,19 +1874,24 @@ var File_bmcis_auth_v1_auth_proto protoreflect.FileDescriptor
 
 const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n" +
+	"\x18bmcis/auth/v1/auth.proto\x12\rbmcis.auth.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x01\n" +
 	"\fCheckRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12\x1c\n" +
 	"\toperation\x18\x02 \x01(\tR\toperation\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x121\n" +
 	"\x05oauth\x18\x04 \x01(\v2\x1b.bmcis.auth.v1.OAuthSubjectR\x05oauth\x12%\n" +
-	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\"\x8d\x01\n" +
+	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\x12\x1f\n" +
+	"\vlease_units\x18\x06 \x01(\x05R\n" +
+	"leaseUnits\"8\n" +
+	"\x05Lease\x12\x14\n" +
+	"\x05units\x18\x01 \x01(\x05R\x05units\x12\x19\n" +
+	"\bvalid_ms\x18\x02 \x01(\x05R\avalidMs\"\x8d\x01\n" +
 	"\fOAuthSubject\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
 	"\x06scopes\x18\x03 \x03(\tR\x06scopes\x12\x1b\n" +
 	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x16\n" +
-	"\x06groups\x18\x05 \x03(\tR\x06groups\"\xd7\x03\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups\"\x83\x04\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12@\n" +
 	"\rdenial_reason\x18\x02 \x01(\x0e2\x1b.bmcis.auth.v1.DenialReasonR\fdenialReason\x12\x18\n" +
@@ -1706,7 +1903,8 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x10limiter_degraded\x18\b \x01(\bR\x0flimiterDegraded\x12-\n" +
 	"\x06scopes\x18\t \x01(\v2\x15.bmcis.auth.v1.ScopesR\x06scopes\x12(\n" +
 	"\x10key_record_stale\x18\n" +
-	" \x01(\bR\x0ekeyRecordStale\">\n" +
+	" \x01(\bR\x0ekeyRecordStale\x12*\n" +
+	"\x05lease\x18\v \x01(\v2\x14.bmcis.auth.v1.LeaseR\x05lease\">\n" +
 	"\x06Scopes\x12\x1e\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\tR\n" +
@@ -1794,7 +1992,13 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x18AppendAuditEventsRequest\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.bmcis.auth.v1.AuditEventR\x06events\"7\n" +
 	"\x19AppendAuditEventsResponse\x12\x1a\n" +
-	"\bappended\x18\x01 \x01(\x05R\bappended\"\xd9\x01\n" +
+	"\bappended\x18\x01 \x01(\x05R\bappended\"\x9c\x01\n" +
+	"\x13ReleaseLeaseRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12!\n" +
+	"\funused_units\x18\x03 \x01(\x05R\vunusedUnits\x127\n" +
+	"\tlast_used\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\"\x16\n" +
+	"\x14ReleaseLeaseResponse\"\xd9\x01\n" +
 	"\x16ListAuditEventsRequest\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x12\n" +
@@ -1816,7 +2020,7 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x18DENIAL_REASON_RATE_LIMIT\x10\x05\x12\"\n" +
 	"\x1eDENIAL_REASON_TOOL_NOT_ALLOWED\x10\x06\x12%\n" +
 	"!DENIAL_REASON_LIMITER_UNAVAILABLE\x10\a\x12 \n" +
-	"\x1cDENIAL_REASON_AUTH_THROTTLED\x10\b2\xdc\x05\n" +
+	"\x1cDENIAL_REASON_AUTH_THROTTLED\x10\b2\xb5\x06\n" +
 	"\vAuthService\x12B\n" +
 	"\x05Check\x12\x1b.bmcis.auth.v1.CheckRequest\x1a\x1c.bmcis.auth.v1.CheckResponse\x12c\n" +
 	"\tCreateKey\x12\x1f.bmcis.auth.v1.CreateKeyRequest\x1a .bmcis.auth.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12]\n" +
@@ -1824,7 +2028,8 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x12\b/v1/keys\x12s\n" +
 	"\tRevokeKey\x12\x1f.bmcis.auth.v1.RevokeKeyRequest\x1a .bmcis.auth.v1.RevokeKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/keys/{key_id}:revoke\x12s\n" +
 	"\tRotateKey\x12\x1f.bmcis.auth.v1.RotateKeyRequest\x1a .bmcis.auth.v1.RotateKeyResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/v1/keys/{key_id}:rotate\x12f\n" +
-	"\x11AppendAuditEvents\x12'.bmcis.auth.v1.AppendAuditEventsRequest\x1a(.bmcis.auth.v1.AppendAuditEventsResponse\x12s\n" +
+	"\x11AppendAuditEvents\x12'.bmcis.auth.v1.AppendAuditEventsRequest\x1a(.bmcis.auth.v1.AppendAuditEventsResponse\x12W\n" +
+	"\fReleaseLease\x12\".bmcis.auth.v1.ReleaseLeaseRequest\x1a#.bmcis.auth.v1.ReleaseLeaseResponse\x12s\n" +
 	"\x0fListAuditEvents\x12%.bmcis.auth.v1.ListAuditEventsRequest\x1a&.bmcis.auth.v1.ListAuditEventsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/auditB\xac\x01\n" +
 	"\x11com.bmcis.auth.v1B\tAuthProtoP\x01Z6github.com/bmcis/knowledge/gen/go/bmcis/auth/v1;authv1\xa2\x02\x03BAX\xaa\x02\rBmcis.Auth.V1\xca\x02\rBmcis\\Auth\\V1\xe2\x02\x19Bmcis\\Auth\\V1\\GPBMetadata\xea\x02\x0fBmcis::Auth::V1b\x06proto3"
 
@@ -1841,81 +2046,88 @@ func file_bmcis_auth_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_auth_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_bmcis_auth_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bmcis_auth_v1_auth_proto_goTypes = []any{
 	(DenialReason)(0),                 // 0: bmcis.auth.v1.DenialReason
 	(*CheckRequest)(nil),              // 1: bmcis.auth.v1.CheckRequest
-	(*OAuthSubject)(nil),              // 2: bmcis.auth.v1.OAuthSubject
-	(*CheckResponse)(nil),             // 3: bmcis.auth.v1.CheckResponse
-	(*Scopes)(nil),                    // 4: bmcis.auth.v1.Scopes
-	(*Principal)(nil),                 // 5: bmcis.auth.v1.Principal
-	(*RateLimits)(nil),                // 6: bmcis.auth.v1.RateLimits
-	(*TierLimit)(nil),                 // 7: bmcis.auth.v1.TierLimit
-	(*ApiKey)(nil),                    // 8: bmcis.auth.v1.ApiKey
-	(*CreateKeyRequest)(nil),          // 9: bmcis.auth.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),         // 10: bmcis.auth.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),           // 11: bmcis.auth.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),          // 12: bmcis.auth.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),          // 13: bmcis.auth.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),         // 14: bmcis.auth.v1.RevokeKeyResponse
-	(*RotateKeyRequest)(nil),          // 15: bmcis.auth.v1.RotateKeyRequest
-	(*RotateKeyResponse)(nil),         // 16: bmcis.auth.v1.RotateKeyResponse
-	(*AuditEvent)(nil),                // 17: bmcis.auth.v1.AuditEvent
-	(*AppendAuditEventsRequest)(nil),  // 18: bmcis.auth.v1.AppendAuditEventsRequest
-	(*AppendAuditEventsResponse)(nil), // 19: bmcis.auth.v1.AppendAuditEventsResponse
-	(*ListAuditEventsRequest)(nil),    // 20: bmcis.auth.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),   // 21: bmcis.auth.v1.ListAuditEventsResponse
-	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 23: google.protobuf.Duration
+	(*Lease)(nil),                     // 2: bmcis.auth.v1.Lease
+	(*OAuthSubject)(nil),              // 3: bmcis.auth.v1.OAuthSubject
+	(*CheckResponse)(nil),             // 4: bmcis.auth.v1.CheckResponse
+	(*Scopes)(nil),                    // 5: bmcis.auth.v1.Scopes
+	(*Principal)(nil),                 // 6: bmcis.auth.v1.Principal
+	(*RateLimits)(nil),                // 7: bmcis.auth.v1.RateLimits
+	(*TierLimit)(nil),                 // 8: bmcis.auth.v1.TierLimit
+	(*ApiKey)(nil),                    // 9: bmcis.auth.v1.ApiKey
+	(*CreateKeyRequest)(nil),          // 10: bmcis.auth.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),         // 11: bmcis.auth.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),           // 12: bmcis.auth.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),          // 13: bmcis.auth.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),          // 14: bmcis.auth.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),         // 15: bmcis.auth.v1.RevokeKeyResponse
+	(*RotateKeyRequest)(nil),          // 16: bmcis.auth.v1.RotateKeyRequest
+	(*RotateKeyResponse)(nil),         // 17: bmcis.auth.v1.RotateKeyResponse
+	(*AuditEvent)(nil),                // 18: bmcis.auth.v1.AuditEvent
+	(*AppendAuditEventsRequest)(nil),  // 19: bmcis.auth.v1.AppendAuditEventsRequest
+	(*AppendAuditEventsResponse)(nil), // 20: bmcis.auth.v1.AppendAuditEventsResponse
+	(*ReleaseLeaseRequest)(nil),       // 21: bmcis.auth.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),      // 22: bmcis.auth.v1.ReleaseLeaseResponse
+	(*ListAuditEventsRequest)(nil),    // 23: bmcis.auth.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),   // 24: bmcis.auth.v1.ListAuditEventsResponse
+	(*timestamppb.Timestamp)(nil),     // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 26: google.protobuf.Duration
 }
 var file_bmcis_auth_v1_auth_proto_depIdxs = []int32{
-	2,  // 0: bmcis.auth.v1.CheckRequest.oauth:type_name -> bmcis.auth.v1.OAuthSubject
+	3,  // 0: bmcis.auth.v1.CheckRequest.oauth:type_name -> bmcis.auth.v1.OAuthSubject
 	0,  // 1: bmcis.auth.v1.CheckResponse.denial_reason:type_name -> bmcis.auth.v1.DenialReason
-	5,  // 2: bmcis.auth.v1.CheckResponse.principal:type_name -> bmcis.auth.v1.Principal
-	6,  // 3: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
-	6,  // 4: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
-	4,  // 5: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
-	7,  // 6: bmcis.auth.v1.RateLimits.tiers:type_name -> bmcis.auth.v1.TierLimit
-	6,  // 7: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
-	22, // 8: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	22, // 9: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
-	22, // 10: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 11: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
-	4,  // 12: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
-	6,  // 13: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
-	23, // 14: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	4,  // 15: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
-	8,  // 16: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	8,  // 17: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
-	8,  // 18: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	23, // 19: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
-	23, // 20: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
-	8,  // 21: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
-	8,  // 22: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
-	22, // 23: bmcis.auth.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	22, // 24: bmcis.auth.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
-	17, // 25: bmcis.auth.v1.AppendAuditEventsRequest.events:type_name -> bmcis.auth.v1.AuditEvent
-	22, // 26: bmcis.auth.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	17, // 27: bmcis.auth.v1.ListAuditEventsResponse.events:type_name -> bmcis.auth.v1.AuditEvent
-	1,  // 28: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
-	9,  // 29: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
-	11, // 30: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
-	13, // 31: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
-	15, // 32: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
-	18, // 33: bmcis.auth.v1.AuthService.AppendAuditEvents:input_type -> bmcis.auth.v1.AppendAuditEventsRequest
-	20, // 34: bmcis.auth.v1.AuthService.ListAuditEvents:input_type -> bmcis.auth.v1.ListAuditEventsRequest
-	3,  // 35: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
-	10, // 36: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
-	12, // 37: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
-	14, // 38: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
-	16, // 39: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
-	19, // 40: bmcis.auth.v1.AuthService.AppendAuditEvents:output_type -> bmcis.auth.v1.AppendAuditEventsResponse
-	21, // 41: bmcis.auth.v1.AuthService.ListAuditEvents:output_type -> bmcis.auth.v1.ListAuditEventsResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	6,  // 2: bmcis.auth.v1.CheckResponse.principal:type_name -> bmcis.auth.v1.Principal
+	7,  // 3: bmcis.auth.v1.CheckResponse.remaining:type_name -> bmcis.auth.v1.RateLimits
+	7,  // 4: bmcis.auth.v1.CheckResponse.limits:type_name -> bmcis.auth.v1.RateLimits
+	5,  // 5: bmcis.auth.v1.CheckResponse.scopes:type_name -> bmcis.auth.v1.Scopes
+	2,  // 6: bmcis.auth.v1.CheckResponse.lease:type_name -> bmcis.auth.v1.Lease
+	8,  // 7: bmcis.auth.v1.RateLimits.tiers:type_name -> bmcis.auth.v1.TierLimit
+	7,  // 8: bmcis.auth.v1.ApiKey.limits:type_name -> bmcis.auth.v1.RateLimits
+	25, // 9: bmcis.auth.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	25, // 10: bmcis.auth.v1.ApiKey.last_used_at:type_name -> google.protobuf.Timestamp
+	25, // 11: bmcis.auth.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 12: bmcis.auth.v1.ApiKey.revoked_at:type_name -> google.protobuf.Timestamp
+	5,  // 13: bmcis.auth.v1.ApiKey.scopes:type_name -> bmcis.auth.v1.Scopes
+	7,  // 14: bmcis.auth.v1.CreateKeyRequest.limits:type_name -> bmcis.auth.v1.RateLimits
+	26, // 15: bmcis.auth.v1.CreateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	5,  // 16: bmcis.auth.v1.CreateKeyRequest.scopes:type_name -> bmcis.auth.v1.Scopes
+	9,  // 17: bmcis.auth.v1.CreateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	9,  // 18: bmcis.auth.v1.ListKeysResponse.keys:type_name -> bmcis.auth.v1.ApiKey
+	9,  // 19: bmcis.auth.v1.RevokeKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	26, // 20: bmcis.auth.v1.RotateKeyRequest.overlap:type_name -> google.protobuf.Duration
+	26, // 21: bmcis.auth.v1.RotateKeyRequest.expires_in:type_name -> google.protobuf.Duration
+	9,  // 22: bmcis.auth.v1.RotateKeyResponse.key:type_name -> bmcis.auth.v1.ApiKey
+	9,  // 23: bmcis.auth.v1.RotateKeyResponse.previous:type_name -> bmcis.auth.v1.ApiKey
+	25, // 24: bmcis.auth.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	25, // 25: bmcis.auth.v1.AuditEvent.recorded_at:type_name -> google.protobuf.Timestamp
+	18, // 26: bmcis.auth.v1.AppendAuditEventsRequest.events:type_name -> bmcis.auth.v1.AuditEvent
+	25, // 27: bmcis.auth.v1.ReleaseLeaseRequest.last_used:type_name -> google.protobuf.Timestamp
+	25, // 28: bmcis.auth.v1.ListAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	18, // 29: bmcis.auth.v1.ListAuditEventsResponse.events:type_name -> bmcis.auth.v1.AuditEvent
+	1,  // 30: bmcis.auth.v1.AuthService.Check:input_type -> bmcis.auth.v1.CheckRequest
+	10, // 31: bmcis.auth.v1.AuthService.CreateKey:input_type -> bmcis.auth.v1.CreateKeyRequest
+	12, // 32: bmcis.auth.v1.AuthService.ListKeys:input_type -> bmcis.auth.v1.ListKeysRequest
+	14, // 33: bmcis.auth.v1.AuthService.RevokeKey:input_type -> bmcis.auth.v1.RevokeKeyRequest
+	16, // 34: bmcis.auth.v1.AuthService.RotateKey:input_type -> bmcis.auth.v1.RotateKeyRequest
+	19, // 35: bmcis.auth.v1.AuthService.AppendAuditEvents:input_type -> bmcis.auth.v1.AppendAuditEventsRequest
+	21, // 36: bmcis.auth.v1.AuthService.ReleaseLease:input_type -> bmcis.auth.v1.ReleaseLeaseRequest
+	23, // 37: bmcis.auth.v1.AuthService.ListAuditEvents:input_type -> bmcis.auth.v1.ListAuditEventsRequest
+	4,  // 38: bmcis.auth.v1.AuthService.Check:output_type -> bmcis.auth.v1.CheckResponse
+	11, // 39: bmcis.auth.v1.AuthService.CreateKey:output_type -> bmcis.auth.v1.CreateKeyResponse
+	13, // 40: bmcis.auth.v1.AuthService.ListKeys:output_type -> bmcis.auth.v1.ListKeysResponse
+	15, // 41: bmcis.auth.v1.AuthService.RevokeKey:output_type -> bmcis.auth.v1.RevokeKeyResponse
+	17, // 42: bmcis.auth.v1.AuthService.RotateKey:output_type -> bmcis.auth.v1.RotateKeyResponse
+	20, // 43: bmcis.auth.v1.AuthService.AppendAuditEvents:output_type -> bmcis.auth.v1.AppendAuditEventsResponse
+	22, // 44: bmcis.auth.v1.AuthService.ReleaseLease:output_type -> bmcis.auth.v1.ReleaseLeaseResponse
+	24, // 45: bmcis.auth.v1.AuthService.ListAuditEvents:output_type -> bmcis.auth.v1.ListAuditEventsResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bmcis_auth_v1_auth_proto_init() }
@@ -1929,7 +2141,7 @@ func file_bmcis_auth_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_auth_v1_auth_proto_rawDesc), len(file_bmcis_auth_v1_auth_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	AuthService_RevokeKey_FullMethodName         = "/bmcis.auth.v1.AuthService/RevokeKey"
 	AuthService_RotateKey_FullMethodName         = "/bmcis.auth.v1.AuthService/RotateKey"
 	AuthService_AppendAuditEvents_FullMethodName = "/bmcis.auth.v1.AuthService/AppendAuditEvents"
+	AuthService_ReleaseLease_FullMethodName      = "/bmcis.auth.v1.AuthService/ReleaseLease"
 	AuthService_ListAuditEvents_FullMethodName   = "/bmcis.auth.v1.AuthService/ListAuditEvents"
 )
 
@@ -53,6 +54,11 @@ type AuthServiceClient interface {
 	// The trail is append-only; nothing changes or removes an event but the
 	// retention (BMCIS_AUDIT_RETENTION).
 	AppendAuditEvents(ctx context.Context, in *AppendAuditEventsRequest, opts ...grpc.CallOption) (*AppendAuditEventsResponse, error)
+	// ReleaseLease gives back the units of a lease (CheckResponse.lease) the
+	// edge did not spend: they are refunded to the key's rate limits (never
+	// past full), and the key's last use is recorded. Only the MCP adapter's
+	// credential may call it.
+	ReleaseLease(ctx context.Context, in *ReleaseLeaseRequest, opts ...grpc.CallOption) (*ReleaseLeaseResponse, error)
 	// ListAuditEvents lists audit events, newest first, for operators (the
 	// admin token).
 	ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error)
@@ -126,6 +132,16 @@ func (c *authServiceClient) AppendAuditEvents(ctx context.Context, in *AppendAud
 	return out, nil
 }
 
+func (c *authServiceClient) ReleaseLease(ctx context.Context, in *ReleaseLeaseRequest, opts ...grpc.CallOption) (*ReleaseLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseLeaseResponse)
+	err := c.cc.Invoke(ctx, AuthService_ReleaseLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *authServiceClient) ListAuditEvents(ctx context.Context, in *ListAuditEventsRequest, opts ...grpc.CallOption) (*ListAuditEventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAuditEventsResponse)
@@ -161,6 +177,11 @@ type AuthServiceServer interface {
 	// The trail is append-only; nothing changes or removes an event but the
 	// retention (BMCIS_AUDIT_RETENTION).
 	AppendAuditEvents(context.Context, *AppendAuditEventsRequest) (*AppendAuditEventsResponse, error)
+	// ReleaseLease gives back the units of a lease (CheckResponse.lease) the
+	// edge did not spend: they are refunded to the key's rate limits (never
+	// past full), and the key's last use is recorded. Only the MCP adapter's
+	// credential may call it.
+	ReleaseLease(context.Context, *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error)
 	// ListAuditEvents lists audit events, newest first, for operators (the
 	// admin token).
 	ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error)
@@ -191,6 +212,9 @@ func (UnimplementedAuthServiceServer) RotateKey(context.Context, *RotateKeyReque
 }
 func (UnimplementedAuthServiceServer) AppendAuditEvents(context.Context, *AppendAuditEventsRequest) (*AppendAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendAuditEvents not implemented")
+}
+func (UnimplementedAuthServiceServer) ReleaseLease(context.Context, *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseLease not implemented")
 }
 func (UnimplementedAuthServiceServer) ListAuditEvents(context.Context, *ListAuditEventsRequest) (*ListAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAuditEvents not implemented")
@@ -324,6 +348,24 @@ func _AuthService_AppendAuditEvents_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_ReleaseLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).ReleaseLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_ReleaseLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).ReleaseLease(ctx, req.(*ReleaseLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AuthService_ListAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListAuditEventsRequest)
 	if err := dec(in); err != nil {
@@ -372,6 +414,10 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AppendAuditEvents",
 			Handler:    _AuthService_AppendAuditEvents_Handler,
+		},
+		{
+			MethodName: "ReleaseLease",
+			Handler:    _AuthService_ReleaseLease_Handler,
 		},
 		{
 			MethodName: "ListAuditEvents",
