@@ -127,10 +127,17 @@ const OAuthSubject Claim = "bmcis.auth.v1.CheckRequest.oauth"
 // holds the read credential).
 const ClientAddress Claim = "bmcis.auth.v1.CheckRequest.client_address"
 
+// LeaseUnits is CheckRequest.lease_units: "charge this key ahead for calls
+// I will serve without asking". Only the adapter may: it alone may give the
+// unspent units back (ReleaseLease), so units leased to any other caller
+// would be lost to the key.
+const LeaseUnits Claim = "bmcis.auth.v1.CheckRequest.lease_units"
+
 // claims maps every claim to the roles allowed to make it.
 var claims = map[Claim][]Role{
 	OAuthSubject:  {Adapter},
 	ClientAddress: {Read, Adapter},
+	LeaseUnits:    {Adapter},
 }
 
 // ClaimRule returns the roles allowed to make a claim (none: nobody).

@@ -73,6 +73,7 @@ func Config() server.Config {
 		StaleKeyMaxAge: 10 * time.Minute,
 		LastUsedFlush:  50 * time.Millisecond,
 		KeyLifetime:    server.DefaultKeyLifetime,
+		LeaseMax:       server.DefaultLeaseMax,
 	}
 }
 

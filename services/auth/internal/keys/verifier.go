@@ -155,6 +155,14 @@ func (v *Verifier) Verify(ctx context.Context, presented string) (Verdict, error
 	return Verdict{Outcome: Valid, Key: k, Stale: stale}, nil
 }
 
+// Lookup returns the record of key id (nil when there is none), as Verify
+// reads it (from the cache when fresh), without a secret to check: for
+// what concerns a key already verified, such as giving back its lease.
+func (v *Verifier) Lookup(ctx context.Context, id string) (*Key, error) {
+	k, _, err := v.record(ctx, id)
+	return k, err
+}
+
 // unknownHash stands in for the hash of a key id that does not exist.
 var unknownHash = HashSecret("no such key")
 

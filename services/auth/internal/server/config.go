@@ -65,6 +65,10 @@ type Config struct {
 	// proxy that hides the end users' addresses).
 	FailedChecksPerClient int
 	FailedChecksWindow    time.Duration
+	// LeaseMax is the longest a lease (CheckResponse.lease) may be spent
+	// for (BMCIS_AUTH_LEASE_MAX, default DefaultLeaseMax, at most
+	// MaxLeaseMax; 0 grants none).
+	LeaseMax time.Duration
 	// AuditRetention is how long audit events are kept
 	// (BMCIS_AUDIT_RETENTION; 0 keeps them forever, else at least a day,
 	// which the database's pruning function enforces too).
@@ -77,6 +81,13 @@ type Config struct {
 	// server time; for tests only.
 	RedisTestClock func() time.Time
 }
+
+// DefaultLeaseMax and MaxLeaseMax bound how long an edge may spend a lease
+// without asking: a revocation reaches such calls only when it ends.
+const (
+	DefaultLeaseMax = 2 * time.Second
+	MaxLeaseMax     = 10 * time.Second
+)
 
 // DefaultKeyLifetime is the lifetime a key gets when nobody asks for one:
 // a forgotten key stops working on its own.
@@ -121,6 +132,7 @@ func LoadConfig(env *config.Reader) Config {
 		LastUsedFlush:  env.Duration("BMCIS_AUTH_LAST_USED_FLUSH", 15*time.Second, 100*time.Millisecond, time.Hour),
 		KeyLifetime:    env.Duration("BMCIS_KEY_LIFETIME", DefaultKeyLifetime, 0, maxLifetime),
 		OAuthIssuers:   env.List("BMCIS_AUTH_OAUTH_ISSUERS", nil),
+		LeaseMax:       env.Duration("BMCIS_AUTH_LEASE_MAX", DefaultLeaseMax, 0, MaxLeaseMax),
 
 		FailedChecksPerClient: env.Int("BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT", 100, 0, 1_000_000),
 		FailedChecksWindow:    env.Duration("BMCIS_AUTH_FAILED_CHECKS_WINDOW", time.Minute, time.Second, 24*time.Hour),

@@ -58,6 +58,7 @@ type Server struct {
 	limiter  limiter.Limiter
 	defaults limiter.Limits
 	lifetime time.Duration
+	leaseMax time.Duration
 	clock    func() time.Time
 	checks   *prometheus.CounterVec
 	oauth    oauthpolicy.Policy
@@ -74,8 +75,11 @@ type Deps struct {
 	Defaults limiter.Limits
 	// KeyLifetime is given to keys created without a lifetime; 0: none.
 	KeyLifetime time.Duration
-	Clock       func() time.Time
-	Registerer  prometheus.Registerer
+	// LeaseMax is the longest lease Check grants (BMCIS_AUTH_LEASE_MAX);
+	// 0: none.
+	LeaseMax   time.Duration
+	Clock      func() time.Time
+	Registerer prometheus.Registerer
 	// OAuthIssuers are the access-token issuers whose subjects Check
 	// accepts (from the adapter, which verified the token); none: no
 	// OAuth caller is accepted.
@@ -102,7 +106,7 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{
 		verifier: d.Verifier, manager: d.Manager, usage: d.Usage, limiter: d.Limiter,
-		defaults: d.Defaults, lifetime: d.KeyLifetime, clock: d.Clock,
+		defaults: d.Defaults, lifetime: d.KeyLifetime, leaseMax: d.LeaseMax, clock: d.Clock,
 		oauth:  oauthpolicy.New(d.OAuthIssuers).WithGroupMap(d.OAuthGroupMap),
 		failed: newFailedChecks(d.FailedChecksPerClient, d.FailedChecksWindow, d.Clock),
 		audit:  d.Audit,
@@ -186,7 +190,16 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 	}
 
 	limits := s.effectiveLimits(k.Limits)
-	d, err := s.limiter.Allow(ctx, k.ID, limits)
+	leaseFor, extra := s.leaseTerms(ctx, req, verdict)
+	var (
+		d   limiter.Decision
+		err error
+	)
+	if ls, ok := s.limiter.(limiter.Leaser); ok && extra > 0 {
+		d, err = ls.AllowExtra(ctx, k.ID, limits, extra)
+	} else {
+		d, err = s.limiter.Allow(ctx, k.ID, limits)
+	}
 	if errors.Is(err, limiter.ErrBusy) {
 		logging.FromContext(ctx).WarnContext(ctx, "rate limiter busy", "error", err.Error())
 		return nil, status.Error(codes.Unavailable, "rate limiter busy; retry shortly")
@@ -209,6 +222,9 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 		if !oauthpolicy.IsOAuth(k.ID) { // no stored key to stamp
 			s.usage.Record(k.ID, s.clock())
 		}
+		if d.Extra > 0 && !d.Degraded {
+			resp.Lease = &authv1.Lease{Units: int32(d.Extra), ValidMs: int32(leaseFor.Milliseconds())}
+		}
 		s.checks.WithLabelValues("allowed").Inc()
 		return resp, nil
 	}
@@ -229,6 +245,66 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 		"reason", reasonLabel(resp.DenialReason), "tiers", tiers, "degraded", d.Degraded,
 		"operation", clip(req.GetOperation()))
 	return resp, nil
+}
+
+// leaseTerms says for how long, and how many units beyond this call, Check
+// may prepay for the key (0: no lease): only for an API key (an OAuth
+// subject's token may end any time), from a fresh key record, asked by the
+// edge that can give unspent units back, and never past the key's expiry.
+// The limiter decides how many it can actually give.
+func (s *Server) leaseTerms(ctx context.Context, req *authv1.CheckRequest, verdict keys.Verdict) (time.Duration, int64) {
+	want := int64(min(req.GetLeaseUnits(), limiter.MaxExtra))
+	k := verdict.Key
+	if want <= 0 || s.leaseMax <= 0 || verdict.Stale || oauthpolicy.IsOAuth(k.ID) ||
+		req.GetApiKey() == "" || !rpcauth.MayClaim(ctx, rpcauth.LeaseUnits) {
+		return 0, 0
+	}
+	valid := s.leaseMax
+	if k.ExpiresAt != nil {
+		valid = min(valid, k.ExpiresAt.Sub(s.clock()))
+	}
+	if valid < time.Millisecond {
+		return 0, 0
+	}
+	return valid.Truncate(time.Millisecond), want
+}
+
+// ReleaseLease refunds the units of a lease the adapter did not spend and
+// records the key's last use. A key that no longer exists, or is revoked,
+// is refunded too: its limits are then moot, and the refund harmless.
+func (s *Server) ReleaseLease(ctx context.Context, req *authv1.ReleaseLeaseRequest) (*authv1.ReleaseLeaseResponse, error) {
+	id := strings.TrimSpace(req.GetKeyId())
+	units := req.GetUnusedUnits()
+	if !keys.ValidID(id) {
+		return nil, status.Error(codes.InvalidArgument, "key_id is not a key id")
+	}
+	if units < 0 || units > limiter.MaxExtra {
+		return nil, status.Errorf(codes.InvalidArgument, "unused_units must be between 0 and %d, got %d", limiter.MaxExtra, units)
+	}
+	if req.GetLastUsed() != nil {
+		if t := req.GetLastUsed().AsTime(); !t.After(s.clock()) {
+			s.usage.Record(id, t)
+		}
+	}
+	if units == 0 {
+		return &authv1.ReleaseLeaseResponse{}, nil
+	}
+	ls, ok := s.limiter.(limiter.Leaser)
+	if !ok {
+		return &authv1.ReleaseLeaseResponse{}, nil
+	}
+	k, err := s.verifier.Lookup(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("release lease of key %s: %w", id, err)
+	}
+	if k == nil {
+		return &authv1.ReleaseLeaseResponse{}, nil
+	}
+	if err := ls.Refund(ctx, k.ID, s.effectiveLimits(k.Limits), int64(units)); err != nil {
+		return nil, fmt.Errorf("release lease of key %s: %w", id, err)
+	}
+	logging.FromContext(ctx).DebugContext(ctx, "lease released", "key_id", id, "units", units, "tool", clip(req.GetTool()))
+	return &authv1.ReleaseLeaseResponse{}, nil
 }
 
 func (s *Server) deny(ctx context.Context, reason authv1.DenialReason, msg string, k *keys.Key, req *authv1.CheckRequest) *authv1.CheckResponse {

@@ -51,6 +51,7 @@ func Start(ctx context.Context, cfg Config, pool *pgxpool.Pool, srv *grpcserver.
 		Limiter:     lim,
 		Defaults:    cfg.Defaults,
 		KeyLifetime: cfg.KeyLifetime,
+		LeaseMax:    cfg.LeaseMax,
 		Clock:       cfg.Clock,
 		Registerer:  srv.Registry(),
 

@@ -1,0 +1,113 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
+	"github.com/bmcis/knowledge/services/auth/internal/authtest"
+	"github.com/bmcis/knowledge/services/auth/internal/keys"
+)
+
+// TestLeases: Check prepays what the adapter asks, within the key's limits
+// and BMCIS_AUTH_LEASE_MAX and never past its expiry; ReleaseLease gives
+// the unspent units back.
+func TestLeases(t *testing.T) {
+	eachBackend(t, func(t *testing.T, backend string) {
+		clk := authtest.NewClock()
+		in := authtest.Start(t, testConfig(t, backend, clk), authtest.NewDB(t))
+		adapter := authtest.Adapter(context.Background())
+		check := func(ctx context.Context, key string, units int32) *authv1.CheckResponse {
+			t.Helper()
+			resp, err := in.Client.Check(ctx, &authv1.CheckRequest{ApiKey: key, Operation: "semantic_search",
+				Tool: "semantic_search", LeaseUnits: units})
+			require.NoError(t, err)
+			require.True(t, resp.GetAllowed())
+			return resp
+		}
+		minute := func(r *authv1.CheckResponse) int64 { return authtest.Tier(r.GetRemaining(), "minute") }
+
+		key, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "busy", Limits: authtest.Limits("minute", 20)})
+		id, _, _ := keys.Parse(key)
+		soon, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "soon", ExpiresIn: durationpb.New(time.Hour)})
+		plain, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "plain"})
+		small, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "small", Limits: authtest.Limits("minute", 3)})
+
+		tests := []struct {
+			name      string
+			ctx       context.Context
+			key       string
+			units     int32
+			advance   time.Duration
+			wantUnits int32
+			wantValid int32
+			minute    int64
+		}{
+			{"the adapter gets what it asks", adapter, key, 8, 0, 8, 2000, 11},
+			{"none asked, none given", adapter, key, 0, 0, 0, 0, 10},
+			{"another edge may not lease", context.Background(), key, 8, 0, 0, 0, 9},
+			{"at most 64", adapter, plain, 1000, 0, 64, 2000, 100 - 65},
+			{"never past the key's limits", adapter, small, 8, 0, 2, 2000, 0},
+			{"never past the key's expiry", adapter, soon, 1, time.Hour - 500*time.Millisecond, 1, 500, 98},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				clk.Advance(tc.advance)
+				resp := check(tc.ctx, tc.key, tc.units)
+				require.Equal(t, tc.wantUnits, resp.GetLease().GetUnits())
+				require.Equal(t, tc.wantValid, resp.GetLease().GetValidMs())
+				require.Equal(t, tc.minute, minute(resp), "leased units are counted in remaining")
+			})
+		}
+
+		t.Run("release refunds the unspent units and records the last use", func(t *testing.T) {
+			fresh, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "fresh", Limits: authtest.Limits("minute", 20)})
+			fid, _, _ := keys.Parse(fresh)
+			require.Equal(t, int64(11), minute(check(adapter, fresh, 8)))
+			used := clk.Now()
+			_, err := in.Client.ReleaseLease(adapter, &authv1.ReleaseLeaseRequest{KeyId: fid, Tool: "semantic_search",
+				UnusedUnits: 5, LastUsed: timestamppb.New(used)})
+			require.NoError(t, err)
+			require.Equal(t, int64(15), minute(check(adapter, fresh, 0)), "20 - 1 - 8 + 5 - 1")
+			_, err = in.Client.ReleaseLease(adapter, &authv1.ReleaseLeaseRequest{KeyId: fid, UnusedUnits: 64})
+			require.NoError(t, err)
+			require.Equal(t, int64(19), minute(check(adapter, fresh, 0)), "a refund never fills a tier past full")
+		})
+
+		t.Run("bad releases are refused", func(t *testing.T) {
+			for _, tc := range []struct {
+				ctx  context.Context
+				req  *authv1.ReleaseLeaseRequest
+				code codes.Code
+			}{
+				{context.Background(), &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: 1}, codes.PermissionDenied},
+				{adapter, &authv1.ReleaseLeaseRequest{KeyId: "nope", UnusedUnits: 1}, codes.InvalidArgument},
+				{adapter, &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: 65}, codes.InvalidArgument},
+				{adapter, &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: -1}, codes.InvalidArgument},
+			} {
+				_, err := in.Client.ReleaseLease(tc.ctx, tc.req)
+				require.Equal(t, tc.code, status.Code(err), "%v", tc.req)
+			}
+		})
+	})
+}
+
+// TestLeasesOff: BMCIS_AUTH_LEASE_MAX=0 grants none.
+func TestLeasesOff(t *testing.T) {
+	cfg := testConfig(t, "memory", nil)
+	cfg.LeaseMax = 0
+	in := authtest.Start(t, cfg, authtest.NewDB(t))
+	key, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "k"})
+	resp, err := in.Client.Check(authtest.Adapter(context.Background()), &authv1.CheckRequest{ApiKey: key, LeaseUnits: 8})
+	require.NoError(t, err)
+	require.True(t, resp.GetAllowed())
+	require.Nil(t, resp.GetLease())
+	require.Equal(t, int64(99), authtest.Tier(resp.GetRemaining(), "minute"))
+}
