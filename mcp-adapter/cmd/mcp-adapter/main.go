@@ -147,11 +147,16 @@ func run() int {
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
 		ValidateOutput:      cfg.ValidateOutput,
-		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
-		Logger:              logger,
-		Audit:               recorder,
-		Metrics:             toolMetrics,
+		// Leases are given back when the process stops (Close, deferred
+		// below), in bounded time.
+		AllowCache: allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries).
+			WithLeases(cfg.KeyLease, clients.ReleaseLease),
+		Logger:  logger,
+		Audit:   recorder,
+		Metrics: toolMetrics,
 	}
+
+	defer opts.AllowCache.Close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,24 +1,37 @@
-// Package allowcache remembers, for a few seconds, that auth allowed a key
-// for an operation and with which scope (the key's categories and tools,
-// the caller's access set), so that the next call of that key may start its
-// backend work, inside that remembered scope, while auth.Check runs instead
-// of after it.
+// Package allowcache is what the adapter remembers, for a few seconds, of
+// auth's recent answers for a key and an operation: that auth allowed the
+// key, with which scope (the key's categories and tools, the caller's
+// access set), and any lease auth granted it. It decides, for the key's
+// next call, one of three things:
 //
-// It never replaces the check: every call is still checked (and counted by
-// the rate limiter), a denial still cancels the work and nothing from it is
-// returned, and so does an allow with another scope than the one the work
-// started with (the caller then waits for work under the new scope). What
-// the cache changes is only whether work may start before the check
-// answers. A key is remembered with the smallest number of units
-// auth said it had left, and each early start spends one, so a key close
-// to its limit waits for the check again: an unknown, revoked or
-// exhausted key starts no backend work (only concurrent calls already in
-// flight when a key runs out may have started some, and their results are
-// discarded). A denial forgets the key at once. Entries are keyed by a
-// SHA-256 of key and operation; the key itself is never held.
+//   - Leased (Spend): auth prepaid units for the key (a lease, asked for
+//     only while the key is busy here) and some are left and not expired:
+//     the call proceeds without auth.Check, in the remembered scope and as
+//     the remembered principal, and spends one. Units not spent when the
+//     lease ends, its entry is dropped or the process stops are given back
+//     to auth (ReleaseLease), in the background and in bounded time; a lost
+//     release only costs the key those units until its tiers refill. A
+//     revoked key is refused once its lease ends: within BMCIS_MCP_KEY_LEASE
+//     (at most 5 s) on this adapter.
+//   - Early (Take): the call is still checked, but its backend work may
+//     start while auth.Check runs, inside the remembered scope. A denial
+//     cancels the work and nothing from it is returned, and so does an
+//     allow with another scope than the one the work started with (the
+//     caller then waits for work under the new scope). A key is remembered
+//     with the smallest number of units auth said it had left, and each
+//     early start spends one, so a key close to its limit waits for the
+//     check again: an unknown, revoked or exhausted key starts no backend
+//     work (only concurrent calls already in flight when a key runs out may
+//     have started some, and their results are discarded).
+//   - Otherwise the call waits for its check.
+//
+// A denial, or an allow with another scope, forgets the key and its lease.
+// Entries are keyed by a SHA-256 of key and operation; the key itself is
+// never held (only its key id, which is not secret, for a lease's calls).
 package allowcache
 
 import (
+	"context"
 	"crypto/sha256"
 	"slices"
 	"sync"
@@ -98,24 +111,77 @@ type Cache struct {
 	max int
 	now func() time.Time
 
+	// Leases (WithLeases); lease == 0: none are asked for.
+	lease    time.Duration
+	release  ReleaseFunc
+	releases chan Release
+	done     chan struct{}
+	stop     chan struct{}
+	closing  sync.Once
+	closed   atomic.Bool
+
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]entry
+	leased  map[[sha256.Size]byte]struct{} // entries holding lease units
 
 	started, kept, discarded atomic.Int64
+	onLease, released, lost  atomic.Int64
 }
 
 type entry struct {
 	until  time.Time
 	budget int64 // early starts left
 	scope  Scope
+
+	// The lease: units prepaid by auth, spendable before leaseUntil.
+	keyID      string
+	tool       string
+	units      int64
+	leaseUntil time.Time
+	lastUsed   time.Time // the last call that spent a unit; zero: none
+
+	// Calls of the key seen here, in the current and the previous lease
+	// window: whether it is busy enough to ask for a lease.
+	window    time.Time
+	cur, prev int64
 }
 
 // Stats counts early starts: how many began (Take), and of those settled,
 // how many answered the call (the check allowed the same scope) and how
-// many were thrown away (a denial, an error, another scope).
+// many were thrown away (a denial, an error, another scope); and leases:
+// calls that spent a leased unit instead of a check (Leased), units given
+// back to auth (Released) and units whose release failed or was dropped
+// (Lost).
 type Stats struct {
 	Started, Kept, Discarded int64
+	Leased, Released, Lost   int64
 }
+
+// Release is a lease's unspent units, to be given back to auth.
+type Release struct {
+	KeyID    string
+	Tool     string
+	Units    int64
+	LastUsed time.Time // zero: no unit was spent
+}
+
+// ReleaseFunc gives units back to auth (AuthService.ReleaseLease).
+type ReleaseFunc func(ctx context.Context, r Release) error
+
+// MaxLease bounds BMCIS_MCP_KEY_LEASE: how long a revoked key's calls may
+// still pass on this adapter.
+const MaxLease = 5 * time.Second
+
+// MaxLeaseUnits is the most units asked for at once (auth's cap too).
+const MaxLeaseUnits = 64
+
+// releaseTimeout bounds one ReleaseLease call, and closeTimeout all those
+// still queued when the process stops.
+const (
+	releaseTimeout = 2 * time.Second
+	closeTimeout   = 3 * time.Second
+	releaseQueue   = 4096
+)
 
 // New returns a cache remembering allows for ttl, at most max entries; nil
 // (remember nothing) when ttl <= 0.
@@ -126,7 +192,102 @@ func New(ttl time.Duration, max int) *Cache {
 	if max <= 0 {
 		max = DefaultMaxEntries
 	}
-	return &Cache{ttl: ttl, max: max, now: time.Now, entries: map[[sha256.Size]byte]entry{}}
+	return &Cache{ttl: ttl, max: max, now: time.Now, entries: map[[sha256.Size]byte]entry{},
+		leased: map[[sha256.Size]byte]struct{}{}}
+}
+
+// WithLeases makes the cache ask auth for leases for busy keys, spendable
+// for at most lease (BMCIS_MCP_KEY_LEASE; 0: none), and give unspent units
+// back with release, from a goroutine that Close ends. It returns c.
+func (c *Cache) WithLeases(lease time.Duration, release ReleaseFunc) *Cache {
+	if c == nil || lease <= 0 || release == nil {
+		return c
+	}
+	c.lease, c.release = min(lease, MaxLease), release
+	c.releases = make(chan Release, releaseQueue)
+	c.done, c.stop = make(chan struct{}), make(chan struct{})
+	go c.run()
+	return c
+}
+
+// run sends releases as they come, and every half lease moves the units of
+// expired leases to the queue.
+func (c *Cache) run() {
+	defer close(c.done)
+	tick := time.NewTicker(max(c.lease/2, 50*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-c.releases:
+			c.send(context.Background(), r, releaseTimeout)
+		case <-tick.C:
+			c.expire(false)
+		case <-c.stop:
+			c.expire(true)
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			defer cancel()
+			for {
+				select {
+				case r := <-c.releases:
+					c.send(ctx, r, releaseTimeout)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (c *Cache) send(ctx context.Context, r Release, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if ctx.Err() == nil && c.release(ctx, r) == nil {
+		c.released.Add(r.Units)
+		return
+	}
+	c.lost.Add(r.Units)
+}
+
+// expire queues the units of every lease that has ended (all of them when
+// the process stops).
+func (c *Cache) expire(all bool) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.leased {
+		e := c.entries[k]
+		if all || !now.Before(e.leaseUntil) {
+			c.endLease(k, &e)
+			c.entries[k] = e
+		}
+	}
+}
+
+// endLease queues e's unspent units for release and clears its lease; the
+// caller holds mu and stores e back (or drops it).
+func (c *Cache) endLease(k [sha256.Size]byte, e *entry) {
+	delete(c.leased, k)
+	if e.units > 0 {
+		select {
+		case c.releases <- Release{KeyID: e.keyID, Tool: e.tool, Units: e.units, LastUsed: e.lastUsed}:
+		default: // the queue is full: those units return to the key as its tiers refill
+			c.lost.Add(e.units)
+		}
+	}
+	e.units, e.leaseUntil, e.lastUsed = 0, time.Time{}, time.Time{}
+}
+
+// Close gives back the units of every lease, waiting at most a few seconds
+// for auth; the cache grants no lease afterwards.
+func (c *Cache) Close() {
+	if c == nil || c.stop == nil {
+		return
+	}
+	c.closing.Do(func() {
+		c.closed.Store(true)
+		close(c.stop)
+		<-c.done
+	})
 }
 
 func id(key, op string) [sha256.Size]byte {
@@ -171,51 +332,157 @@ func (c *Cache) Stats() Stats {
 	if c == nil {
 		return Stats{}
 	}
-	return Stats{Started: c.started.Load(), Kept: c.kept.Load(), Discarded: c.discarded.Load()}
+	return Stats{Started: c.started.Load(), Kept: c.kept.Load(), Discarded: c.discarded.Load(),
+		Leased: c.onLease.Load(), Released: c.released.Load(), Lost: c.lost.Load()}
+}
+
+// Grant is a lease auth granted with an allow (CheckResponse.lease): Units
+// prepaid beyond the call, spendable for Valid, by the key KeyID.
+type Grant struct {
+	KeyID string
+	Units int64
+	Valid time.Duration
 }
 
 // Allowed remembers that the check allowed the key with scope, with
 // remaining units left in its tightest rate-limit tier; remaining <= 0, or
 // a scope larger than MaxScopeBytes, forgets it.
 func (c *Cache) Allowed(key, op string, remaining int64, scope Scope) {
+	c.AllowedWith(key, op, remaining, scope, Grant{})
+}
+
+// AllowedWith is Allowed with the lease the check granted, if any: its
+// units join those still held for the key (all spendable until the new
+// lease ends: the key was just checked). A lease held under another scope
+// is given back. A lease keeps the key remembered even with no units left
+// for early starts.
+func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Grant) {
 	if c == nil {
 		return
 	}
 	k := id(key, op)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if remaining <= 0 || scope.bytes() > MaxScopeBytes {
-		delete(c.entries, k)
+	if c.lease <= 0 || c.closed.Load() || g.Units <= 0 || g.Valid <= 0 || g.KeyID == "" {
+		g = Grant{}
+	}
+	if (remaining <= 0 && g.Units == 0) || scope.bytes() > MaxScopeBytes {
+		c.drop(k)
 		return
 	}
 	now := c.now()
 	if _, ok := c.entries[k]; !ok && len(c.entries) >= c.max {
 		for ek, e := range c.entries {
-			if !now.Before(e.until) {
-				delete(c.entries, ek)
+			if !now.Before(e.until) && !now.Before(e.leaseUntil) {
+				c.drop(ek)
 			}
 		}
 		if len(c.entries) >= c.max {
+			if g.Units > 0 { // nowhere to keep them: give them back
+				c.endLease(k, &entry{keyID: g.KeyID, tool: op, units: g.Units})
+			}
 			return // full of live entries: this key just waits for its checks
 		}
 	}
-	if old, ok := c.entries[k]; ok && old.scope.Equal(scope) {
+	old, had := c.entries[k]
+	if had && old.scope.Equal(scope) {
 		scope = old.scope // the steady state: nothing new to keep
 	} else {
 		scope = scope.clone() // exact-size copies, not the check answer's slices
+		if had && old.units > 0 {
+			c.endLease(k, &old) // allowed with another scope: that lease is forgotten
+		}
 	}
-	c.entries[k] = entry{until: now.Add(c.ttl), budget: remaining, scope: scope}
+	e := entry{until: now.Add(c.ttl), budget: max(remaining, 0), scope: scope,
+		keyID: old.keyID, tool: op, units: old.units, leaseUntil: old.leaseUntil, lastUsed: old.lastUsed,
+		window: old.window, cur: old.cur, prev: old.prev}
+	if !had {
+		e.window, e.cur = now, 1 // the call just checked
+	}
+	if g.Units > 0 {
+		if e.units > 0 && e.keyID != g.KeyID {
+			c.endLease(k, &e) // a key id cannot change for one key; be safe anyway
+		}
+		e.keyID = g.KeyID
+		e.units += g.Units
+		e.leaseUntil = now.Add(min(g.Valid, c.lease))
+		c.leased[k] = struct{}{}
+	}
+	c.entries[k] = e
 }
 
-// Forget drops the key: the check denied it, or could not tell.
+// drop removes entry k, giving back its lease; the caller holds mu.
+func (c *Cache) drop(k [sha256.Size]byte) {
+	if e, ok := c.entries[k]; ok {
+		if e.units > 0 {
+			c.endLease(k, &e)
+		}
+		delete(c.leased, k)
+		delete(c.entries, k)
+	}
+}
+
+// Forget drops the key and gives back its lease: the check denied it, or
+// could not tell.
 func (c *Cache) Forget(key, op string) {
 	if c == nil {
 		return
 	}
 	k := id(key, op)
 	c.mu.Lock()
-	delete(c.entries, k)
+	c.drop(k)
 	c.mu.Unlock()
+}
+
+// Leased is what a call that spent a leased unit proceeds with: the scope
+// and key id of the check that granted the lease.
+type Leased struct {
+	Scope Scope
+	KeyID string
+}
+
+// Spend counts a call of the key and, when a lease for it holds units and
+// has not ended, spends one: the call may proceed without a check (ok).
+// Otherwise it returns how many units the call's check should ask auth to
+// prepay: twice the calls the key made here in about the last lease
+// window, at most MaxLeaseUnits, and none unless it made at least two, so
+// a sporadic caller never prepays.
+func (c *Cache) Spend(key, op string) (l Leased, ok bool, ask int32) {
+	if c == nil || c.lease <= 0 {
+		return Leased{}, false, 0
+	}
+	k := id(key, op)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, had := c.entries[k]
+	if !had {
+		return Leased{}, false, 0
+	}
+	if age := now.Sub(e.window); age >= c.lease {
+		e.prev = 0
+		if age < 2*c.lease {
+			e.prev = e.cur
+		}
+		e.window, e.cur = now, 0
+	}
+	recent := e.prev + e.cur
+	e.cur++
+	if e.units > 0 && now.Before(e.leaseUntil) {
+		e.units--
+		e.lastUsed = now
+		c.entries[k] = e
+		c.onLease.Add(1)
+		return Leased{Scope: e.scope, KeyID: e.keyID}, true, 0
+	}
+	if e.units > 0 { // ended: give the rest back now, not at the next sweep
+		c.endLease(k, &e)
+	}
+	c.entries[k] = e
+	if recent < 2 || c.closed.Load() {
+		return Leased{}, false, 0
+	}
+	return Leased{}, false, int32(min(2*recent, MaxLeaseUnits))
 }
 
 // Len is the number of entries (for tests).

@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
@@ -30,6 +31,7 @@ import (
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/readscope"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 )
@@ -142,17 +144,37 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 
 // Check authenticates key and consumes one rate-limit unit.
 func (c *Clients) Check(ctx context.Context, key, operation string) (*authv1.CheckResponse, error) {
+	return c.CheckLease(ctx, key, operation, 0)
+}
+
+// CheckLease is Check asking auth to prepay leaseUnits more units for the
+// key's next calls of operation (allowcache); auth decides how many.
+func (c *Clients) CheckLease(ctx context.Context, key, operation string, leaseUnits int32) (*authv1.CheckResponse, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Auth)
 	defer cancel()
 	// The adapter's operations are its tool names: the auth service refuses
 	// a tool outside the key's tool scope.
-	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation, ClientAddress: clientAddress(ctx)}
+	req := &authv1.CheckRequest{ApiKey: key, Operation: operation, Tool: operation, ClientAddress: clientAddress(ctx),
+		LeaseUnits: leaseUnits}
 	if id, ok := oauth.FromContext(ctx); ok {
 		// A verified access token: auth decides on its subject and scopes.
 		req.ApiKey = ""
 		req.Oauth = &authv1.OAuthSubject{Issuer: id.Issuer, Subject: id.Subject, Scopes: id.Scopes, ClientId: id.ClientID, Groups: id.Groups}
 	}
 	return c.Auth.Check(ctx, req)
+}
+
+// ReleaseLease gives the unspent units of a lease back to auth
+// (allowcache.ReleaseFunc).
+func (c *Clients) ReleaseLease(ctx context.Context, r allowcache.Release) error {
+	req := &authv1.ReleaseLeaseRequest{KeyId: r.KeyID, Tool: r.Tool, UnusedUnits: int32(min(r.Units, allowcache.MaxLeaseUnits))}
+	if !r.LastUsed.IsZero() {
+		req.LastUsed = timestamppb.New(r.LastUsed)
+	}
+	if _, err := c.Auth.ReleaseLease(ctx, req); err != nil {
+		return fmt.Errorf("release lease of key %s: %w", r.KeyID, err)
+	}
+	return nil
 }
 
 type clientAddressKey struct{}

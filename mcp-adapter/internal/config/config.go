@@ -17,6 +17,7 @@ import (
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/weburl"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/render"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/signals"
@@ -91,6 +92,12 @@ type Config struct {
 	// AllowCacheTTL is how long a key auth allowed may start its next
 	// calls' backend work while they are checked; 0 waits for every check.
 	AllowCacheTTL time.Duration
+	// KeyLease is how long a busy key's calls may spend units auth prepaid
+	// (a lease) instead of waiting for a check, and so how long a revoked
+	// key's calls may still pass here (BMCIS_MCP_KEY_LEASE, at most
+	// allowcache.MaxLease; 0: no leases, every call is checked). Needs the
+	// allow cache (AllowCacheTTL > 0).
+	KeyLease time.Duration
 
 	DefaultResponseMode projection.Mode
 	// DefaultFormat is the content format of answers that name none.
@@ -153,6 +160,7 @@ const (
 	EnvVendorGraphTimeout  = "BMCIS_VENDORGRAPH_TIMEOUT"
 	EnvAuthTimeout         = "BMCIS_AUTH_TIMEOUT"
 	EnvAllowCacheTTL       = "BMCIS_AUTH_ALLOW_CACHE_TTL"
+	EnvKeyLease            = "BMCIS_MCP_KEY_LEASE"
 	EnvDefaultResponseMode = "DEFAULT_RESPONSE_MODE"
 	EnvDefaultFormat       = "BMCIS_DEFAULT_FORMAT"
 	EnvMaxTokens           = "MAX_TOKENS_PER_RESPONSE"
@@ -216,6 +224,7 @@ func Load(env *config.Reader) Config {
 		VendorGraphTimeout: env.Duration(EnvVendorGraphTimeout, 5*time.Second, 100*time.Millisecond, 2*time.Minute),
 		AuthTimeout:        env.Duration(EnvAuthTimeout, 2*time.Second, 50*time.Millisecond, time.Minute),
 		AllowCacheTTL:      env.Duration(EnvAllowCacheTTL, 5*time.Second, 0, 30*time.Second),
+		KeyLease:           env.Duration(EnvKeyLease, time.Second, 0, allowcache.MaxLease),
 		Thresholds: warnings.Thresholds{
 			MaxTokens:     env.Int(EnvMaxTokens, warnings.Defaults.MaxTokens, 1000, 1_000_000),
 			WarnRatio:     env.Float(EnvWarnThreshold, warnings.Defaults.WarnRatio, 0.1, 1),

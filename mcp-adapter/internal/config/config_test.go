@@ -39,6 +39,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 120*time.Second, c.HTTPIdleTimeout)
 	require.Equal(t, connlimit.Limits{MaxConns: 512, MaxConnsPerClient: 128, ReadHeaderTimeout: 5 * time.Second}, c.HTTPConns)
 	require.Equal(t, 5*time.Second, c.AllowCacheTTL)
+	require.Equal(t, time.Second, c.KeyLease)
 	require.Empty(t, c.AllowedOrigins)
 }
 
@@ -63,6 +64,7 @@ func TestValues(t *testing.T) {
 		config.EnvHTTPConnsPrefix + "MAX_CONNS_PER_CLIENT": "8",
 		config.EnvHTTPConnsPrefix + "READ_HEADER_TIMEOUT":  "2s",
 		config.EnvAllowedOrigins:                           "https://claude.example.com, http://localhost:3000",
+		config.EnvKeyLease:                                 "0",
 	})
 	c := config.Load(env)
 	require.NoError(t, env.Err())
@@ -82,6 +84,29 @@ func TestValues(t *testing.T) {
 	require.Equal(t, time.Minute, c.HTTPIdleTimeout)
 	require.Equal(t, connlimit.Limits{MaxConns: 64, MaxConnsPerClient: 8, ReadHeaderTimeout: 2 * time.Second}, c.HTTPConns)
 	require.Equal(t, []string{"https://claude.example.com", "http://localhost:3000"}, c.AllowedOrigins)
+	require.Zero(t, c.KeyLease, "0 turns leases off")
+}
+
+// TestKeyLeaseBounds: BMCIS_MCP_KEY_LEASE bounds how long a revoked key's
+// calls may still pass, so a value past allowcache.MaxLease, negative or
+// unreadable stops the adapter with an error naming it and its range.
+func TestKeyLeaseBounds(t *testing.T) {
+	for _, tc := range []struct {
+		value, err string
+	}{
+		{"6s", "BMCIS_MCP_KEY_LEASE: must be between 0s and 5s, got 6s"},
+		{"-1s", "BMCIS_MCP_KEY_LEASE: must be between 0s and 5s, got -1s"},
+		{"soon", `BMCIS_MCP_KEY_LEASE: must be a duration such as 500ms or 30s, got "soon"`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			env := platform.FromMap(map[string]string{config.EnvServiceToken: token, config.EnvKeyLease: tc.value})
+			config.Load(env)
+			require.ErrorContains(t, env.Err(), tc.err)
+		})
+	}
+	env := platform.FromMap(map[string]string{config.EnvServiceToken: token, config.EnvKeyLease: "5s"})
+	require.Equal(t, 5*time.Second, config.Load(env).KeyLease)
+	require.NoError(t, env.Err())
 }
 
 func TestInvalidValuesNameTheVariable(t *testing.T) {
@@ -101,6 +126,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		config.EnvHTTPMaxConns:        {config.EnvServiceToken: token, config.EnvHTTPMaxConns: "0"},
 		config.EnvAllowCacheTTL:       {config.EnvServiceToken: token, config.EnvAllowCacheTTL: "1h"},
 		config.EnvAllowedOrigins:      {config.EnvServiceToken: token, config.EnvAllowedOrigins: "claude.ai"},
+		config.EnvKeyLease:            {config.EnvServiceToken: token, config.EnvKeyLease: "1m"},
 		// README's and MCP.md's templates, never filled in.
 		config.EnvAPIKey: {config.EnvServiceToken: token, config.EnvAPIKey: "<contents of .data/demo-api-key>"},
 	}

@@ -160,8 +160,12 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 		DefaultFormat:       cfg.DefaultFormat,
 		Desktop:             cfg.Desktop,
 		Signals:             cfg.Signals,
-		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
+		// As main builds it: leases are asked for only with the adapter's
+		// credential (withServiceToken(stacktest.AdapterToken)).
+		AllowCache: allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries).
+			WithLeases(cfg.KeyLease, clients.ReleaseLease),
 	}
+	t.Cleanup(o.AllowCache.Close) // before clients.Close: cleanups run last first
 	h := startHarness(t, o, clientOpts, opts...)
 	h.stack = s
 	h.key = key

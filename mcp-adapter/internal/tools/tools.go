@@ -293,7 +293,9 @@ func withReadScope(ctx context.Context, sc allowcache.Scope) context.Context {
 }
 
 // guarded runs the auth check, then the backend call (nil for none): no
-// backend work starts for a key auth has not allowed. A key this replica
+// backend work starts for a key auth has not allowed. A call that spends a
+// unit of the key's lease (allowcache.Spend) is not checked: auth charged
+// it ahead, and it runs as the check that granted the lease allowed. A key this replica
 // allowed for op a moment ago (Options.AllowCache) may start its call while
 // the check runs, inside the scope it was allowed with then; its result is
 // used only when the check allows the same scope again. A denial or an
@@ -306,6 +308,19 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	key := s.opts.Key(ctx)
 	if key == "" {
 		return zero, authInfo{}, apierr.NewAuthRequired(s.opts.KeyHint), nil
+	}
+	leased, onLease, ask := s.opts.AllowCache.Spend(key, op)
+	if onLease {
+		// Prepaid by the check that granted the lease: that check's
+		// principal and scope, and no warnings (auth leases only with a
+		// counting limiter and a fresh key record).
+		notePrincipal(ctx, &authv1.Principal{KeyId: leased.KeyID})
+		info := authInfo{scope: leased.Scope}
+		if call == nil {
+			return zero, info, nil, nil
+		}
+		v, err := call(info.scoped(ctx))
+		return v, info, nil, err
 	}
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -333,7 +348,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 			s.opts.AllowCache.Settled(false)
 		}
 	}
-	resp, err := s.clients.Check(ctx, key, op)
+	resp, err := s.clients.CheckLease(ctx, key, op, ask)
 	if err != nil {
 		refuse()
 		e := apierr.FromBackend(apierr.Auth, err)
@@ -360,7 +375,12 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		// Units unknown: such keys always wait for their check.
 		s.opts.AllowCache.Forget(key, op)
 	} else {
-		s.opts.AllowCache.Allowed(key, op, leastRemaining(resp.GetRemaining()), info.scope)
+		var lease allowcache.Grant
+		if l := resp.GetLease(); l != nil {
+			lease = allowcache.Grant{KeyID: resp.GetPrincipal().GetKeyId(), Units: int64(l.GetUnits()),
+				Valid: time.Duration(l.GetValidMs()) * time.Millisecond}
+		}
+		s.opts.AllowCache.AllowedWith(key, op, leastRemaining(resp.GetRemaining()), info.scope, lease)
 	}
 	if call == nil {
 		return zero, info, nil, nil
