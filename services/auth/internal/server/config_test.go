@@ -21,6 +21,7 @@ func TestLoadConfig(t *testing.T) {
 		require.Empty(t, c.RedisURL)
 		require.Equal(t, 30*time.Second, c.CacheTTL)
 		require.Equal(t, 90*24*time.Hour, c.KeyLifetime)
+		require.Equal(t, 2*time.Second, c.LeaseMax)
 	})
 	t.Run("overrides", func(t *testing.T) {
 		env := config.FromMap(map[string]string{
@@ -31,6 +32,7 @@ func TestLoadConfig(t *testing.T) {
 			"RATE_LIMIT_ON_REDIS_FAILURE": "CLOSED",
 			"BMCIS_AUTH_KEY_CACHE_TTL":    "5s",
 			"BMCIS_KEY_LIFETIME":          "720h",
+			"BMCIS_AUTH_LEASE_MAX":        "0",
 		})
 		c := server.LoadConfig(env)
 		require.NoError(t, env.Err())
@@ -38,6 +40,7 @@ func TestLoadConfig(t *testing.T) {
 		require.False(t, c.FailOpen)
 		require.Equal(t, 5*time.Second, c.CacheTTL)
 		require.Equal(t, 30*24*time.Hour, c.KeyLifetime)
+		require.Zero(t, c.LeaseMax, "0 grants no lease")
 	})
 	tests := []struct {
 		name, variable, value string
@@ -48,6 +51,8 @@ func TestLoadConfig(t *testing.T) {
 		{"unknown failure mode", "RATE_LIMIT_ON_REDIS_FAILURE", "maybe"},
 		{"cache longer than the revocation bound", "BMCIS_AUTH_KEY_CACHE_TTL", "31s"},
 		{"key lifetime under a minute", "BMCIS_KEY_LIFETIME", "30s"},
+		{"lease longer than 10s", "BMCIS_AUTH_LEASE_MAX", "11s"},
+		{"negative lease", "BMCIS_AUTH_LEASE_MAX", "-1s"},
 		{"bad redis url", "REDIS_URL", "http://user:hunter2hunter2@example"},
 		// deploy/k8s/secret.example.yaml's: a published password
 		{"placeholder redis password", "REDIS_URL", "rediss://:CHANGE_ME@redis.example.internal:6380/0"},

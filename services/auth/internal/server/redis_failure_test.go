@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -67,6 +68,11 @@ func TestRedisFailure(t *testing.T) {
 				outcome = "allowed"
 			}
 			require.Equal(t, float64(20), in.Metric(t, "bmcis_auth_limiter_degraded_decisions_total", map[string]string{"outcome": outcome}))
+			// Nothing counts the units a lease would prepay: none is granted.
+			leased, err := in.Client.Check(authtest.Adapter(context.Background()), &authv1.CheckRequest{ApiKey: full, LeaseUnits: 8})
+			require.NoError(t, err)
+			require.True(t, leased.GetLimiterDegraded())
+			require.Nil(t, leased.GetLease())
 			require.True(t, in.Logs.Contains("rate limiter degraded"))
 
 			rp.Start()
