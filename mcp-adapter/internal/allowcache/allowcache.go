@@ -144,6 +144,9 @@ type entry struct {
 	// window: whether it is busy enough to ask for a lease.
 	window    time.Time
 	cur, prev int64
+	// asked: when a check was last told to ask for a lease, so that
+	// concurrent calls of a key whose lease ran out ask once, not each.
+	asked time.Time
 }
 
 // Stats counts early starts: how many began (Take), and of those settled,
@@ -395,7 +398,7 @@ func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Gran
 	}
 	e := entry{until: now.Add(c.ttl), budget: max(remaining, 0), scope: scope,
 		keyID: old.keyID, tool: op, units: old.units, leaseUntil: old.leaseUntil, lastUsed: old.lastUsed,
-		window: old.window, cur: old.cur, prev: old.prev}
+		window: old.window, cur: old.cur, prev: old.prev} // asked: cleared, this is the answer
 	if !had {
 		e.window, e.cur = now, 1 // the call just checked
 	}
@@ -478,10 +481,12 @@ func (c *Cache) Spend(key, op string) (l Leased, ok bool, ask int32) {
 	if e.units > 0 { // ended: give the rest back now, not at the next sweep
 		c.endLease(k, &e)
 	}
-	c.entries[k] = e
-	if recent < 2 || c.closed.Load() {
+	if recent < 2 || c.closed.Load() || now.Sub(e.asked) < c.lease {
+		c.entries[k] = e
 		return Leased{}, false, 0
 	}
+	e.asked = now // cleared by the check's answer (AllowedWith, Forget)
+	c.entries[k] = e
 	return Leased{}, false, int32(min(2*recent, MaxLeaseUnits))
 }
 

@@ -57,11 +57,17 @@ func TestLeaseAskedOnlyByBusyKeys(t *testing.T) {
 	for want := int32(4); want <= 20; want += 2 {
 		_, _, ask = c.Spend("k", "op")
 		require.Equal(t, want, ask, "twice the calls in the last window")
+		c.Allowed("k", "op", 100, everyone) // its check's answer: no lease granted
 	}
+	_, _, ask = c.Spend("k", "op")
+	require.Equal(t, int32(22), ask)
+	_, _, ask = c.Spend("k", "op")
+	require.Zero(t, ask, "a concurrent call while that check runs does not ask too")
 	advance(3 * time.Second)
 	_, _, ask = c.Spend("k", "op")
 	require.Zero(t, ask, "quiet for two windows: sporadic again")
 	for range 100 {
+		c.Allowed("k", "op", 100, everyone)
 		_, _, ask = c.Spend("k", "op")
 	}
 	require.Equal(t, int32(MaxLeaseUnits), ask)
