@@ -148,6 +148,7 @@ func run() int {
 		Signals:             cfg.Signals,
 		ValidateOutput:      cfg.ValidateOutput,
 		AllowCache:          allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries),
+		Answers:             tools.NewAnswerCache(cfg.AnswerCacheTTL, int64(cfg.AnswerCacheBytes), nil),
 		Logger:              logger,
 		Audit:               recorder,
 		Metrics:             toolMetrics,
