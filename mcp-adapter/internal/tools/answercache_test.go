@@ -142,6 +142,41 @@ func TestAnswerCache(t *testing.T) {
 		}
 	})
 
+	t.Run("get_chunks too", func(t *testing.T) {
+		var ids []any
+		for _, r := range search("open", query).results() {
+			ids = append(ids, r["chunk_id"])
+		}
+		require.Len(t, ids, 2)
+		args := map[string]any{"chunk_ids": ids, "response_mode": "metadata"}
+		ask := func(key string) answer {
+			current = keys[key]
+			return h.call(tools.ToolGetChunks, args)
+		}
+		clk.advance(2 * time.Second)
+		before := cache.Stats()
+		miss := ask("open")
+		hit := ask("open")
+		after := cache.Stats()
+		require.Equal(t, before.Stores+1, after.Stores)
+		require.Equal(t, before.Hits+1, after.Hits)
+		// A get_chunks miss never says cache_hit (search reports none for
+		// chunk reads); its replay does, and its markdown says "cached",
+		// two tokens more: the only difference.
+		require.Equal(t, false, miss.execution()["cache_hit"])
+		require.Equal(t, true, hit.execution()["cache_hit"])
+		require.Equal(t, miss.blocks[0], strings.Replace(hit.blocks[0], " · cached", "", 1))
+		perCall := []string{"request_id", "execution_time_ms", "formatting_time_ms", "database_time_ms", "cache_hit", "tokens_used", "tokens_estimated"}
+		require.Equal(t, withoutPerCall(t, miss.env, perCall), withoutPerCall(t, hit.env, perCall))
+		require.Equal(t, "success", hit.status())
+		// The security key's scope holds one of the two: its own answer,
+		// partial, and not kept.
+		sec := ask("security")
+		require.Equal(t, "partial", sec.status())
+		require.Len(t, sec.results(), 1)
+		require.Equal(t, after.Stores, cache.Stats().Stores)
+	})
+
 	t.Run("callers and scopes never share an answer", func(t *testing.T) {
 		clk.advance(2 * time.Second)
 		want := map[string][]string{
@@ -274,4 +309,30 @@ func withoutPerCall(t *testing.T, env map[string]any, execution []string) map[st
 		delete(ec, k)
 	}
 	return out
+}
+
+// TestAnswerCacheNotForADegradedCheck: a kept answer carries no warning
+// about its call's check, so a call whose check has one (auth's limiter
+// degraded) is answered afresh, with its warning, and not kept.
+func TestAnswerCacheNotForADegradedCheck(t *testing.T) {
+	shared := tools.NewAnswerCache(time.Minute, 32<<20, nil)
+	withShared := func(o *tools.Options) { o.Answers = shared }
+	healthy := newRealWithClient(t, nil, nil, []harnessOpt{withShared})
+	degraded := newRealWithClient(t, nil, []realOpt{withAddr(stacktest.Auth, degradedAuthAddr(t))}, []harnessOpt{withShared})
+	args := map[string]any{"query": "kept answers and a degraded limiter", "page_size": 3}
+
+	first := healthy.call(tools.ToolSemanticSearch, args)
+	require.Equal(t, "success", first.status())
+	require.Equal(t, int64(1), shared.Stats().Stores)
+
+	a := degraded.call(tools.ToolSemanticSearch, args)
+	require.Equal(t, "success", a.status())
+	require.Contains(t, a.warningCodes(), "RATE_LIMITER_DEGRADED")
+	st := shared.Stats()
+	require.Equal(t, int64(1), st.Hits, "the kept answer was found")
+	require.Equal(t, int64(1), st.Stores, "and not used; the fresh answer, with its warning, not kept")
+
+	again := healthy.call(tools.ToolSemanticSearch, args)
+	require.NotContains(t, again.warningCodes(), "RATE_LIMITER_DEGRADED")
+	require.Equal(t, int64(2), shared.Stats().Hits)
 }
