@@ -177,7 +177,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		var key *answercache.Key
 		if useKept {
 			var kept *keptAnswer
-			if kept, key = s.lookupAnswer(ctx, ToolSemanticSearch, func(k *answercache.KeyBuilder) {
+			if kept, key = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
 				k.String(p.query).Int(int64(offset)).Int(int64(p.pageSize)).String(string(p.mode)).
 					Strings(fields).Bool(len(p.fields) == 0).String(string(p.format)).Bool(p.deprecated)
 			}); kept != nil {
