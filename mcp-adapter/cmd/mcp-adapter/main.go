@@ -151,6 +151,7 @@ func run() int {
 		// below), in bounded time.
 		AllowCache: allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries).
 			WithLeases(cfg.KeyLease, clients.ReleaseLease),
+		Answers: tools.NewAnswerCache(cfg.AnswerCacheTTL, int64(cfg.AnswerCacheBytes), nil),
 		Logger:  logger,
 		Audit:   recorder,
 		Metrics: toolMetrics,

@@ -98,6 +98,11 @@ type Config struct {
 	// allowcache.MaxLease; 0: no leases, every call is checked). Needs the
 	// allow cache (AllowCacheTTL > 0).
 	KeyLease time.Duration
+	// AnswerCacheTTL is how long a finished answer is kept to answer the
+	// same call again without asking search (0: none kept);
+	// AnswerCacheBytes bounds what the kept answers hold (tools.NewAnswerCache).
+	AnswerCacheTTL   time.Duration
+	AnswerCacheBytes int
 
 	DefaultResponseMode projection.Mode
 	// DefaultFormat is the content format of answers that name none.
@@ -161,6 +166,8 @@ const (
 	EnvAuthTimeout         = "BMCIS_AUTH_TIMEOUT"
 	EnvAllowCacheTTL       = "BMCIS_AUTH_ALLOW_CACHE_TTL"
 	EnvKeyLease            = "BMCIS_MCP_KEY_LEASE"
+	EnvAnswerCacheTTL      = "BMCIS_MCP_ANSWER_CACHE_TTL"
+	EnvAnswerCacheBytes    = "BMCIS_MCP_ANSWER_CACHE_BYTES"
 	EnvDefaultResponseMode = "DEFAULT_RESPONSE_MODE"
 	EnvDefaultFormat       = "BMCIS_DEFAULT_FORMAT"
 	EnvMaxTokens           = "MAX_TOKENS_PER_RESPONSE"
@@ -225,6 +232,10 @@ func Load(env *config.Reader) Config {
 		AuthTimeout:        env.Duration(EnvAuthTimeout, 2*time.Second, 50*time.Millisecond, time.Minute),
 		AllowCacheTTL:      env.Duration(EnvAllowCacheTTL, 5*time.Second, 0, 30*time.Second),
 		KeyLease:           env.Duration(EnvKeyLease, time.Second, 0, allowcache.MaxLease),
+		// At most 10 s: the time a changed or deleted document, or one whose
+		// readers changed, may still be answered from the cache (docs/MCP.md).
+		AnswerCacheTTL:   env.Duration(EnvAnswerCacheTTL, time.Second, 0, 10*time.Second),
+		AnswerCacheBytes: env.Int(EnvAnswerCacheBytes, 32<<20, 1<<20, 4<<30),
 		Thresholds: warnings.Thresholds{
 			MaxTokens:     env.Int(EnvMaxTokens, warnings.Defaults.MaxTokens, 1000, 1_000_000),
 			WarnRatio:     env.Float(EnvWarnThreshold, warnings.Defaults.WarnRatio, 0.1, 1),

@@ -291,10 +291,22 @@ func Encode(env *Envelope) ([]byte, error) {
 	if env.Results == nil {
 		return Marshal(env)
 	}
-	results, err := appendValue(make([]byte, 0, 512*len(env.Results)), env.Results)
+	results, err := EncodeResults(env.Results)
 	if err != nil {
 		return nil, err
 	}
+	return EncodeWith(env, results)
+}
+
+// EncodeResults encodes results as Encode writes them.
+func EncodeResults(results []Object) ([]byte, error) {
+	return appendValue(make([]byte, 0, 512*len(results)), results)
+}
+
+// EncodeWith is Encode with env.Results already encoded (EncodeResults of
+// the same results): a kept answer replayed encodes only the rest, its
+// request id and timings (tools' answer cache).
+func EncodeWith(env *Envelope, results []byte) ([]byte, error) {
 	rest := *env
 	rest.Results = nil
 	j, err := Marshal(&rest)

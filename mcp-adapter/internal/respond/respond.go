@@ -325,6 +325,13 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope, draft bool) render.
 // render renders env; d is the draft of the fill right before, env
 // unchanged since.
 func (r *Responder) render(call *Call, env *envelope.Envelope, d render.Draft) (*render.Output, error) {
+	stamp(call, env)
+	return render.RenderDraft(env, call.View, call.Format, d)
+}
+
+// stamp makes env the call's final envelope and writes its timings, right
+// before it is encoded.
+func stamp(call *Call, env *envelope.Envelope) {
 	call.Final = env
 	now := time.Now()
 	ec := &env.ExecutionContext
@@ -338,7 +345,6 @@ func (r *Responder) render(call *Call, env *envelope.Envelope, d render.Draft) (
 	if f := ms(now.Sub(formatStart)); f >= slowFormattingMS {
 		ec.FormattingTimeMS = fewerDigits(f)
 	}
-	return render.RenderDraft(env, call.View, call.Format, d)
 }
 
 // slowFormattingMS is the formatting time from which execution_context

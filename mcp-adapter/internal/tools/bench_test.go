@@ -127,8 +127,10 @@ func BenchmarkAuditOverhead(b *testing.B) {
 
 // BenchmarkHTTPCall is one tools/call semantic_search as the binary serves
 // it over streamable HTTP (transport.HTTPHandler, the audit trail and the
-// per-tool metrics on, output validation off, the allow cache and key
-// leases on, the adapter's credential), posted by a plain HTTP client to the
+// per-tool metrics on, output validation off, the allow cache, key leases
+// and the answer cache as configured: all on by default, with the adapter's
+// credential; BMCIS_MCP_ANSWER_CACHE_TTL=0 turns the answer cache off),
+// posted by a plain HTTP client to the
 // real services of the demo stack: the adapter's own per-call cost without
 // mcp-go's client decoding the answer (issue 32); "semantic_search/scoped"
 // is the same call with a key that has a group. "search" and "auth.Check"
@@ -136,10 +138,12 @@ func BenchmarkAuditOverhead(b *testing.B) {
 func BenchmarkHTTPCall(b *testing.B) {
 	var rec *auditlog.Recorder
 	var cache *allowcache.Cache
+	var answers *tools.AnswerCache
 	// The adapter's own credential, as the binary holds it: auth grants
 	// leases (BMCIS_MCP_KEY_LEASE, on by default) only to it.
 	h := newRealWithClient(b, nil, []realOpt{withServiceToken(stacktest.AdapterToken)}, []harnessOpt{func(o *tools.Options) {
 		cache = o.AllowCache
+		answers = o.Answers
 		var err error
 		rec, err = auditlog.New(o.Clients.Auth, auditlog.Config{QueryText: true})
 		if err != nil {
@@ -187,9 +191,12 @@ func BenchmarkHTTPCall(b *testing.B) {
 			cpu := processCPU(b)
 			reads, writes := processSyscalls(b)
 			early := cache.Stats()
+			kept := answers.Stats()
 			for i := 0; i < b.N; i++ {
 				post(b, c.key)
 			}
+			// The share of calls the answer cache answered (0 with it off).
+			b.ReportMetric(float64(answers.Stats().Hits-kept.Hits)/float64(b.N), "kept/op")
 			// The share of calls whose search started before the check
 			// answered and whose result was used (1 when the allow cache
 			// serves every call).

@@ -14,6 +14,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/answercache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/projection"
@@ -69,6 +70,10 @@ func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 type chunksReply struct {
 	chunks  []*searchv1.Chunk
 	missing []int64
+	// kept is the answer cache's answer, if it had one; key is where to
+	// keep a new one (nil: cache off).
+	kept *keptAnswer
+	key  *answercache.Key
 }
 
 func (s *Server) getChunks(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -90,16 +95,37 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 	if ferr == nil {
 		fields, ferr = projection.Select(projection.ChunkFields(p.mode), p.fields, p.mode)
 	}
-	reply, info, aerr, berr := guarded(ctx, s, call.Operation, func(ctx context.Context) (chunksReply, error) {
+	useKept := true
+	fetch := func(ctx context.Context) (chunksReply, error) {
 		if ferr != nil {
 			return chunksReply{}, nil
 		}
+		var key *answercache.Key
+		if useKept {
+			var kept *keptAnswer
+			if kept, key = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
+				k.Int64s(p.ids).String(string(p.mode)).Strings(fields).String(string(p.format))
+			}); kept != nil {
+				return chunksReply{kept: kept, key: key}, nil
+			}
+		}
 		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, withAuditReads(projection.ChunkReads(fields), chunksAuditReads))
-		return chunksReply{chunks, missing}, err
-	})
+		return chunksReply{chunks: chunks, missing: missing, key: key}, err
+	}
+	reply, info, aerr, berr := guarded(ctx, s, call.Operation, fetch)
+	if aerr == nil && reply.kept != nil && len(info.warnings()) > 0 {
+		// This call's check has warnings of its own, which a kept answer
+		// does not carry: it is answered afresh.
+		useKept = false
+		reply, berr = fetch(info.scoped(ctx))
+	}
 	call.BackendDone = s.opts.Now()
 	if aerr != nil {
 		return s.resp.Failure(call, aerr)
+	}
+	if reply.kept != nil {
+		call.CacheKey = "chunks:" + string(p.mode) + ":" + idsHash(p.ids)
+		return s.replayAnswer(ctx, call, reply.kept)
 	}
 	if ferr != nil {
 		return s.resp.Failure(call, ferr)
@@ -120,7 +146,12 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 	for i, ch := range reply.chunks {
 		c.objects[i] = projection.Chunk(ch, fields)
 	}
-	return s.resp.Success(call, env, c)
+	res := s.resp.Success(call, env, c)
+	// Warnings about this one call's check are not for a later call.
+	if len(base) == 0 {
+		s.keepAnswer(ctx, reply.key, call)
+	}
+	return res
 }
 
 func joinIDs(ids []int64) string {

@@ -62,6 +62,30 @@ func BenchmarkFormatSearchPage(b *testing.B) {
 			})
 		}
 	}
+	// "replay" is the answer cache's hit of the same page: the answer kept
+	// once (respond.Freeze), answered again with a new request id and
+	// timings (respond.Replay).
+	for _, f := range []render.Format{render.Markdown, render.JSON, render.Both} {
+		b.Run("metadata/"+string(f)+"/replay", func(b *testing.B) {
+			call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0011223344556677", Started: time.Now(), Format: f}
+			p := searchParams{query: "incident severity", pageSize: 10, mode: projection.Metadata}
+			c := &searchContent{s: s, p: p, page: page, queryHash: cursor.QueryHash(p.query),
+				fields: projection.SearchFields(p.mode), withSignals: true}
+			c.project()
+			s.resp.Success(call, call.NewEnvelope(), c)
+			frozen, ok := s.resp.Freeze(call)
+			if !ok {
+				b.Fatal("the page was not kept")
+			}
+			cpu := benchCPU(b)
+			defer func() { b.ReportMetric(float64(benchCPU(b)-cpu)/float64(b.N), "cpu-ns/op") }()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				call := &respond.Call{Operation: ToolSemanticSearch, RequestID: "req_0011223344556677", Started: time.Now(), Format: f}
+				s.resp.Replay(call, frozen)
+			}
+		})
+	}
 	// The same page is formatted again above (a search repeated, answered
 	// from the search cache); "fresh" formats a different page each time,
 	// more pages than the adapter's memos of counts and estimates hold.

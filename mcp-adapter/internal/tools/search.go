@@ -12,6 +12,7 @@ import (
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 
+	"github.com/bmcis/knowledge/mcp-adapter/internal/answercache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/envelope"
@@ -157,19 +158,35 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	fields, ferr := projection.Select(projection.SearchFields(p.mode), p.fields, p.mode)
 
 	read := s.searchReads(p.mode, fields)
+	call.CacheKey = fmt.Sprintf("search:%s:%s:%d:%d", p.mode, queryHash, offset, p.pageSize)
 	// fetch returns its own duration: a call guarded starts early may still
 	// run after guarded has refused it, so it writes nothing of the caller's.
+	// It answers from the answer cache when it can (kept), in the read scope
+	// it runs in; key is where to keep a new answer.
 	type timedPage struct {
 		page *searchv1.SearchResponse
 		took time.Duration
+		kept *keptAnswer
+		key  *answercache.Key
 	}
+	useKept := pre == nil // an elicited query's answer says so: not kept
 	fetch := func(ctx context.Context) (timedPage, error) {
 		if ferr != nil {
 			return timedPage{page: &searchv1.SearchResponse{}}, nil
 		}
+		var key *answercache.Key
+		if useKept {
+			var kept *keptAnswer
+			if kept, key = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
+				k.String(p.query).Int(int64(offset)).Int(int64(p.pageSize)).String(string(p.mode)).
+					Strings(fields).Bool(len(p.fields) == 0).String(string(p.format)).Bool(p.deprecated)
+			}); kept != nil {
+				return timedPage{kept: kept, key: key}, nil
+			}
+		}
 		start := time.Now()
 		pg, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize, read)
-		return timedPage{page: pg, took: time.Since(start)}, err
+		return timedPage{page: pg, took: time.Since(start), key: key}, err
 	}
 	var (
 		got  timedPage
@@ -182,11 +199,20 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		got, berr = fetch(info.scoped(ctx))
 	} else {
 		got, info, aerr, berr = guarded(ctx, s, call.Operation, fetch)
+		if aerr == nil && got.kept != nil && len(info.warnings()) > 0 {
+			// This call's check has warnings of its own, which a kept answer
+			// does not carry: it is answered afresh.
+			useKept = false
+			got, berr = fetch(info.scoped(ctx))
+		}
 	}
 	page, backendTime := got.page, got.took
 	call.BackendDone = s.opts.Now()
 	if aerr != nil {
 		return s.resp.Failure(call, aerr)
+	}
+	if got.kept != nil {
+		return s.replayAnswer(ctx, call, got.kept)
 	}
 	if ferr != nil {
 		return s.resp.Failure(call, ferr)
@@ -200,7 +226,6 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	}
 	call.CacheHit = page.GetCacheHit()
 	call.DatabaseTimeMS = page.GetDatabaseTimeMs()
-	call.CacheKey = fmt.Sprintf("search:%s:%s:%d:%d", p.mode, queryHash, offset, p.pageSize)
 
 	env := call.NewEnvelope()
 	base := resolved
@@ -208,8 +233,12 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		base = append(base, warnings.NewDeprecatedParameter("top_k", "page_size"))
 	}
 	base = append(base, info.warnings()...)
+	// Warnings about this one call (its check, its backend time) are not
+	// for a later call: such answers are not kept.
+	keep := len(info.warnings()) == 0
 	if !page.GetCacheHit() && s.opts.Thresholds.CacheMissSlow > 0 && backendTime > s.opts.Thresholds.CacheMissSlow {
 		base = append(base, warnings.NewCacheMissSlow(backendTime))
+		keep = false
 	}
 	if w, ok := lowQuality(page, offset, s.opts.Thresholds.LowQuality); ok {
 		base = append(base, w)
@@ -221,7 +250,11 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		base:        base,
 	}
 	content.project()
-	return s.resp.Success(call, env, content)
+	res := s.resp.Success(call, env, content)
+	if keep {
+		s.keepAnswer(ctx, got.key, call)
+	}
+	return res
 }
 
 // lowQualityReads are what lowQuality reads of a result (paths of

@@ -10,6 +10,7 @@ package tools_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,11 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 		// The stack's credentials are published ones (platform/stacktest).
 		config.EnvAllowInsecureSecrets: "true",
 	}
+	// The answer cache's TTL may be set for a whole run (0 runs every
+	// test without the cache, as before it existed).
+	if v, ok := os.LookupEnv(adapterconfig.EnvAnswerCacheTTL); ok {
+		vars[adapterconfig.EnvAnswerCacheTTL] = v
+	}
 	for k, v := range r.env {
 		vars[k] = v
 	}
@@ -164,6 +170,7 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 		// credential (withServiceToken(stacktest.AdapterToken)).
 		AllowCache: allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries).
 			WithLeases(cfg.KeyLease, clients.ReleaseLease),
+		Answers: tools.NewAnswerCache(cfg.AnswerCacheTTL, int64(cfg.AnswerCacheBytes), nil),
 	}
 	t.Cleanup(o.AllowCache.Close) // before clients.Close: cleanups run last first
 	h := startHarness(t, o, clientOpts, opts...)

@@ -65,6 +65,9 @@ type Options struct {
 	// AllowCache remembers keys auth allowed a moment ago, whose calls may
 	// then start while they are checked; nil waits for every check.
 	AllowCache *allowcache.Cache
+	// Answers keeps finished answers for a moment (NewAnswerCache), so a
+	// call repeated within its TTL asks no backend; nil keeps none.
+	Answers *AnswerCache
 	// ValidateOutput checks structured answers against the output schemas.
 	ValidateOutput bool
 	Logger         *slog.Logger
