@@ -57,7 +57,9 @@ var rules = Table{
 	"/bmcis.search.v1.SearchService/Search":               {Read, Adapter},
 	"/bmcis.search.v1.SearchService/GetChunks":            {Read, Adapter},
 	"/bmcis.search.v1.SearchService/ListCategories":       {Read, Adapter},
-	"/bmcis.search.v1.SearchService/GetIndexStatus":       {Read, Ingest},
+	// The adapter reads the index's version (change counter, model) to
+	// drop the answers it keeps when the index changes (indexwatch).
+	"/bmcis.search.v1.SearchService/GetIndexStatus":       {Read, Adapter, Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocuments":      {Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocumentsAcked": {Ingest},
 	"/bmcis.search.v1.SearchService/DeleteDocument":       {Ingest},

@@ -9,14 +9,15 @@ import (
 )
 
 const (
-	readCred   = "read-credential-0123456789abcdef0123456789"
-	ingestCred = "ingest-credential-0123456789abcdef012345678"
-	adminCred  = "admin-credential-0123456789abcdef0123456789"
-	graphCred  = "vendorgraph-credential-0123456789abcdef0123"
+	readCred    = "read-credential-0123456789abcdef0123456789"
+	ingestCred  = "ingest-credential-0123456789abcdef012345678"
+	adminCred   = "admin-credential-0123456789abcdef0123456789"
+	graphCred   = "vendorgraph-credential-0123456789abcdef0123"
+	adapterCred = "adapter-credential-0123456789abcdef01234567"
 )
 
 func TestAuthorize(t *testing.T) {
-	v := NewVerifier(Credentials{Read: DigestOf(readCred), Ingest: DigestOf(ingestCred), Admin: DigestOf(adminCred),
+	v := NewVerifier(Credentials{Read: DigestOf(readCred), Adapter: DigestOf(adapterCred), Ingest: DigestOf(ingestCred), Admin: DigestOf(adminCred),
 		VendorGraph: DigestOf(graphCred)})
 	tests := []struct {
 		name   string
@@ -32,6 +33,8 @@ func TestAuthorize(t *testing.T) {
 		{"read may not create keys", "/bmcis.auth.v1.AuthService/CreateKey", readCred, &ForbiddenError{}},
 		{"ingest ingests", "/bmcis.search.v1.SearchService/IngestDocuments", ingestCred, nil},
 		{"ingest reads status", "/bmcis.search.v1.SearchService/GetIndexStatus", ingestCred, nil},
+		{"the adapter reads status (its answer cache follows the index)", "/bmcis.search.v1.SearchService/GetIndexStatus", adapterCred, nil},
+		{"the adapter may not ingest", "/bmcis.search.v1.SearchService/IngestDocuments", adapterCred, &ForbiddenError{}},
 		{"ingest may not search", "/bmcis.search.v1.SearchService/Search", ingestCred, &ForbiddenError{}},
 		{"ingest may not list keys", "/bmcis.auth.v1.AuthService/ListKeys", ingestCred, &ForbiddenError{}},
 		{"ingest (the operator) reindexes", "/bmcis.search.v1.SearchService/Reindex", ingestCred, nil},
@@ -102,7 +105,6 @@ func TestEveryRuleNamesKnownRoles(t *testing.T) {
 }
 
 func TestClaims(t *testing.T) {
-	const adapterCred = "adapter-credential-0123456789abcdef01234567"
 	v := NewVerifier(Credentials{Read: DigestOf(readCred), Adapter: DigestOf(adapterCred), Ingest: DigestOf(ingestCred), Admin: DigestOf(adminCred)})
 	for _, tc := range []struct {
 		name string

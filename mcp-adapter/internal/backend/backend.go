@@ -242,6 +242,24 @@ func (c *Clients) GetChunks(ctx context.Context, ids []int64, read []string) ([]
 	return resp.GetChunks(), resp.GetMissingIds(), nil
 }
 
+// IndexVersion names the state of the search index answers come from: the
+// change counter the replica's index has caught up with and the live
+// model's identifier (a retrain moves it). It is asked with the adapter's
+// own credential and no read scope, since a limited caller is not told
+// either; an answer without them is an error, never a version.
+func (c *Clients) IndexVersion(ctx context.Context) (string, error) {
+	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
+	defer cancel()
+	st, err := c.Search.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
+	if err != nil {
+		return "", err
+	}
+	if st.GetIndexGeneration() == 0 && st.GetEmbedderModel() == "" {
+		return "", errors.New("search withheld the index version (a limited caller's status)")
+	}
+	return fmt.Sprintf("%d/%s", st.GetIndexGeneration(), st.GetEmbedderModel()), nil
+}
+
 // Categories lists the indexed document categories, largest first.
 func (c *Clients) Categories(ctx context.Context) ([]string, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
