@@ -54,12 +54,13 @@ type Table map[string][]Role
 // missing here is refused for every caller; a test in the gateway module
 // checks it against the generated service descriptors.
 var rules = Table{
-	"/bmcis.search.v1.SearchService/Search":               {Read, Adapter},
-	"/bmcis.search.v1.SearchService/GetChunks":            {Read, Adapter},
-	"/bmcis.search.v1.SearchService/ListCategories":       {Read, Adapter},
-	// The adapter reads the index's version (change counter, model) to
-	// drop the answers it keeps when the index changes (indexwatch).
-	"/bmcis.search.v1.SearchService/GetIndexStatus":       {Read, Adapter, Ingest},
+	"/bmcis.search.v1.SearchService/Search":         {Read, Adapter},
+	"/bmcis.search.v1.SearchService/GetChunks":      {Read, Adapter},
+	"/bmcis.search.v1.SearchService/ListCategories": {Read, Adapter},
+	"/bmcis.search.v1.SearchService/GetIndexStatus": {Read, Ingest},
+	// The index's version, pushed: only the adapter keeps answers that
+	// must be dropped when it moves (its answer cache, indexwatch).
+	"/bmcis.search.v1.SearchService/WatchIndex":           {Adapter},
 	"/bmcis.search.v1.SearchService/IngestDocuments":      {Ingest},
 	"/bmcis.search.v1.SearchService/IngestDocumentsAcked": {Ingest},
 	"/bmcis.search.v1.SearchService/DeleteDocument":       {Ingest},

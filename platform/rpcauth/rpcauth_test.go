@@ -9,10 +9,11 @@ import (
 )
 
 const (
-	readCred    = "read-credential-0123456789abcdef0123456789"
-	ingestCred  = "ingest-credential-0123456789abcdef012345678"
-	adminCred   = "admin-credential-0123456789abcdef0123456789"
-	graphCred   = "vendorgraph-credential-0123456789abcdef0123"
+	readCred   = "read-credential-0123456789abcdef0123456789"
+	ingestCred = "ingest-credential-0123456789abcdef012345678"
+	adminCred  = "admin-credential-0123456789abcdef0123456789"
+	graphCred  = "vendorgraph-credential-0123456789abcdef0123"
+	// adapterCred is the MCP adapter's.
 	adapterCred = "adapter-credential-0123456789abcdef01234567"
 )
 
@@ -33,8 +34,10 @@ func TestAuthorize(t *testing.T) {
 		{"read may not create keys", "/bmcis.auth.v1.AuthService/CreateKey", readCred, &ForbiddenError{}},
 		{"ingest ingests", "/bmcis.search.v1.SearchService/IngestDocuments", ingestCred, nil},
 		{"ingest reads status", "/bmcis.search.v1.SearchService/GetIndexStatus", ingestCred, nil},
-		{"the adapter reads status (its answer cache follows the index)", "/bmcis.search.v1.SearchService/GetIndexStatus", adapterCred, nil},
-		{"the adapter may not ingest", "/bmcis.search.v1.SearchService/IngestDocuments", adapterCred, &ForbiddenError{}},
+		{"the adapter watches the index (its answer cache follows it)", "/bmcis.search.v1.SearchService/WatchIndex", adapterCred, nil},
+		{"the adapter may not read the index status", "/bmcis.search.v1.SearchService/GetIndexStatus", adapterCred, &ForbiddenError{}},
+		{"read may not watch the index", "/bmcis.search.v1.SearchService/WatchIndex", readCred, &ForbiddenError{}},
+		{"ingest may not watch the index", "/bmcis.search.v1.SearchService/WatchIndex", ingestCred, &ForbiddenError{}},
 		{"ingest may not search", "/bmcis.search.v1.SearchService/Search", ingestCred, &ForbiddenError{}},
 		{"ingest may not list keys", "/bmcis.auth.v1.AuthService/ListKeys", ingestCred, &ForbiddenError{}},
 		{"ingest (the operator) reindexes", "/bmcis.search.v1.SearchService/Reindex", ingestCred, nil},

@@ -43,6 +43,9 @@ func main() {
 			runCtx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); svc.Run(runCtx) }()
+			// WatchIndex streams never end by themselves: end them when
+			// shutdown begins, or the graceful stop waits for them.
+			go func() { <-ctx.Done(); svc.EndWatches() }()
 			return func() {
 				stop()
 				<-done

@@ -82,6 +82,9 @@ func (f *Follower) Run(ctx context.Context) {
 // Listening reports whether the change-feed listener is connected.
 func (f *Follower) Listening() bool { return f.listening.Load() }
 
+// VectorsGeneration is the vectors generation of the last sync's snapshot.
+func (f *Follower) VectorsGeneration() int64 { return f.vecGen.Load() }
+
 // Kick asks the follower to look for changes now.
 func (f *Follower) Kick() {
 	select {

@@ -87,6 +87,7 @@ func tryStartReplica(t testing.TB, pool *pgxpool.Pool, cfg server.Config) (*repl
 	done := make(chan struct{})
 	ran := make(chan struct{})
 	go func() { defer close(ran); svc.Run(runCtx) }()
+	go func() { <-runCtx.Done(); svc.EndWatches() }()
 	go func() { defer close(done); _ = srv.Serve(runCtx, lis) }()
 	conn, err := grpcclient.Dial(lis.Addr().String(), token)
 	require.NoError(t, err)

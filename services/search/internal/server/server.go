@@ -47,6 +47,8 @@ type Server struct {
 	sweeps *embedding.Scheduler
 	keeper *snapshot.Keeper
 	m      *metrics
+	// versions is the index version WatchIndex streams push.
+	versions *versionFeed
 	// sourcesKick wakes the scheduled-sources runner.
 	sourcesKick chan struct{}
 	log         *slog.Logger
@@ -65,6 +67,7 @@ type replicaFeed interface {
 	Sync(ctx context.Context) (bool, error)
 	WaitApplied(ctx context.Context, gen int64) error
 	Listening() bool
+	VectorsGeneration() int64
 }
 
 // Open checks that stored vectors fit the configured embedder (refusing to
@@ -104,7 +107,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		ix = index.NewWithOptions(an, params, ixOpts)
 	}
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix,
-		sourcesKick: make(chan struct{}, 1), log: log}
+		sourcesKick: make(chan struct{}, 1), log: log, versions: newVersionFeed()}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() engineGauges { return eng })
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {
@@ -116,6 +119,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		VectorsRead: func(gen int64) { eng.VectorsRead(gen) },
 		Changed: func(st index.Stats) {
 			eng.Invalidate()
+			// After the invalidation: a watcher told of the change
+			// never reads a ranking cached before it.
+			s.publishVersion()
 			s.m.setIndex(st)
 		}})
 	s.feed = fl
@@ -150,6 +156,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 	if started.FromSnapshot && s.ix.Generation() > started.Snapshot.Generation {
 		s.ix.Trim()
 	}
+	// The first sync calls Changed only when it changed something.
+	s.publishVersion()
 	// The load's row buffers and analyzed terms are garbage now.
 	debug.FreeOSMemory()
 	took := time.Since(t0)

@@ -2342,6 +2342,111 @@ func (x *GetIndexStatusResponse) GetRetrainReason() string {
 	return ""
 }
 
+// WatchIndexRequest opens a WatchIndex stream.
+type WatchIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchIndexRequest) Reset() {
+	*x = WatchIndexRequest{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchIndexRequest) ProtoMessage() {}
+
+func (x *WatchIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchIndexRequest.ProtoReflect.Descriptor instead.
+func (*WatchIndexRequest) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+}
+
+// IndexVersion identifies the state a replica's answers come from. Every
+// field is global, read from the database's change feed, so two replicas
+// that have caught up to the same point send equal versions.
+type IndexVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Change counter the in-memory index has caught up with (the highest
+	// document or tombstone generation applied).
+	IndexGeneration int64 `protobuf:"varint,1,opt,name=index_generation,json=indexGeneration,proto3" json:"index_generation,omitempty"`
+	// Moves whenever stored embeddings change.
+	VectorsGeneration int64 `protobuf:"varint,2,opt,name=vectors_generation,json=vectorsGeneration,proto3" json:"vectors_generation,omitempty"`
+	// Identifier of the live embedding model, including its version (a
+	// retrain moves it); empty when none is usable.
+	EmbedderModel string `protobuf:"bytes,3,opt,name=embedder_model,json=embedderModel,proto3" json:"embedder_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexVersion) Reset() {
+	*x = IndexVersion{}
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexVersion) ProtoMessage() {}
+
+func (x *IndexVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexVersion.ProtoReflect.Descriptor instead.
+func (*IndexVersion) Descriptor() ([]byte, []int) {
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *IndexVersion) GetIndexGeneration() int64 {
+	if x != nil {
+		return x.IndexGeneration
+	}
+	return 0
+}
+
+func (x *IndexVersion) GetVectorsGeneration() int64 {
+	if x != nil {
+		return x.VectorsGeneration
+	}
+	return 0
+}
+
+func (x *IndexVersion) GetEmbedderModel() string {
+	if x != nil {
+		return x.EmbedderModel
+	}
+	return ""
+}
+
 // ListSourcesRequest asks for the named sources.
 type ListSourcesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2353,7 +2458,7 @@ type ListSourcesRequest struct {
 
 func (x *ListSourcesRequest) Reset() {
 	*x = ListSourcesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2470,7 @@ func (x *ListSourcesRequest) String() string {
 func (*ListSourcesRequest) ProtoMessage() {}
 
 func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[27]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2483,7 @@ func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{27}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListSourcesRequest) GetScope() *ReadScope {
@@ -2399,7 +2504,7 @@ type ListSourcesResponse struct {
 
 func (x *ListSourcesResponse) Reset() {
 	*x = ListSourcesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2516,7 @@ func (x *ListSourcesResponse) String() string {
 func (*ListSourcesResponse) ProtoMessage() {}
 
 func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[28]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2529,7 @@ func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{28}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListSourcesResponse) GetSources() []*Source {
@@ -2482,7 +2587,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2599,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[29]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2612,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{29}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Source) GetName() string {
@@ -2664,7 +2769,7 @@ type AddSourceRequest struct {
 
 func (x *AddSourceRequest) Reset() {
 	*x = AddSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2781,7 @@ func (x *AddSourceRequest) String() string {
 func (*AddSourceRequest) ProtoMessage() {}
 
 func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[30]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2794,7 @@ func (x *AddSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSourceRequest.ProtoReflect.Descriptor instead.
 func (*AddSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{30}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AddSourceRequest) GetName() string {
@@ -2738,7 +2843,7 @@ type AddSourceResponse struct {
 
 func (x *AddSourceResponse) Reset() {
 	*x = AddSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2855,7 @@ func (x *AddSourceResponse) String() string {
 func (*AddSourceResponse) ProtoMessage() {}
 
 func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[31]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2868,7 @@ func (x *AddSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSourceResponse.ProtoReflect.Descriptor instead.
 func (*AddSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{31}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AddSourceResponse) GetSource() *Source {
@@ -2784,7 +2889,7 @@ type SyncSourceRequest struct {
 
 func (x *SyncSourceRequest) Reset() {
 	*x = SyncSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2901,7 @@ func (x *SyncSourceRequest) String() string {
 func (*SyncSourceRequest) ProtoMessage() {}
 
 func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[32]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2914,7 @@ func (x *SyncSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSourceRequest.ProtoReflect.Descriptor instead.
 func (*SyncSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{32}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SyncSourceRequest) GetName() string {
@@ -2842,7 +2947,7 @@ type SyncSourceResponse struct {
 
 func (x *SyncSourceResponse) Reset() {
 	*x = SyncSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2959,7 @@ func (x *SyncSourceResponse) String() string {
 func (*SyncSourceResponse) ProtoMessage() {}
 
 func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[33]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2972,7 @@ func (x *SyncSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSourceResponse.ProtoReflect.Descriptor instead.
 func (*SyncSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{33}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SyncSourceResponse) GetDocumentsWritten() int32 {
@@ -2930,7 +3035,7 @@ type RemoveSourceRequest struct {
 
 func (x *RemoveSourceRequest) Reset() {
 	*x = RemoveSourceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3047,7 @@ func (x *RemoveSourceRequest) String() string {
 func (*RemoveSourceRequest) ProtoMessage() {}
 
 func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[34]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3060,7 @@ func (x *RemoveSourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSourceRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSourceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{34}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveSourceRequest) GetName() string {
@@ -2976,7 +3081,7 @@ type RemoveSourceResponse struct {
 
 func (x *RemoveSourceResponse) Reset() {
 	*x = RemoveSourceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3093,7 @@ func (x *RemoveSourceResponse) String() string {
 func (*RemoveSourceResponse) ProtoMessage() {}
 
 func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[35]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3106,7 @@ func (x *RemoveSourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSourceResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSourceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{35}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveSourceResponse) GetDocumentsDeleted() int32 {
@@ -3020,7 +3125,7 @@ type ReindexRequest struct {
 
 func (x *ReindexRequest) Reset() {
 	*x = ReindexRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3137,7 @@ func (x *ReindexRequest) String() string {
 func (*ReindexRequest) ProtoMessage() {}
 
 func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[36]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3150,7 @@ func (x *ReindexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexRequest.ProtoReflect.Descriptor instead.
 func (*ReindexRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{36}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
 }
 
 // ReindexResponse reports what a reindex did.
@@ -3081,7 +3186,7 @@ type ReindexResponse struct {
 
 func (x *ReindexResponse) Reset() {
 	*x = ReindexResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3198,7 @@ func (x *ReindexResponse) String() string {
 func (*ReindexResponse) ProtoMessage() {}
 
 func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[37]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3211,7 @@ func (x *ReindexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexResponse.ProtoReflect.Descriptor instead.
 func (*ReindexResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{37}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReindexResponse) GetModel() string {
@@ -3220,7 +3325,7 @@ type EntityName struct {
 
 func (x *EntityName) Reset() {
 	*x = EntityName{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3337,7 @@ func (x *EntityName) String() string {
 func (*EntityName) ProtoMessage() {}
 
 func (x *EntityName) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[38]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3350,7 @@ func (x *EntityName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityName.ProtoReflect.Descriptor instead.
 func (*EntityName) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{38}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EntityName) GetEntityId() string {
@@ -3293,7 +3398,7 @@ type SyncEntityNamesRequest struct {
 
 func (x *SyncEntityNamesRequest) Reset() {
 	*x = SyncEntityNamesRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3410,7 @@ func (x *SyncEntityNamesRequest) String() string {
 func (*SyncEntityNamesRequest) ProtoMessage() {}
 
 func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[39]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3423,7 @@ func (x *SyncEntityNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesRequest.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{39}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SyncEntityNamesRequest) GetNames() []*EntityName {
@@ -3345,7 +3450,7 @@ type SyncEntityNamesResponse struct {
 
 func (x *SyncEntityNamesResponse) Reset() {
 	*x = SyncEntityNamesResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[40]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3462,7 @@ func (x *SyncEntityNamesResponse) String() string {
 func (*SyncEntityNamesResponse) ProtoMessage() {}
 
 func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[40]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3475,7 @@ func (x *SyncEntityNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncEntityNamesResponse.ProtoReflect.Descriptor instead.
 func (*SyncEntityNamesResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{40}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SyncEntityNamesResponse) GetNamesStored() int64 {
@@ -3420,7 +3525,7 @@ type GetEntityEvidenceRequest struct {
 
 func (x *GetEntityEvidenceRequest) Reset() {
 	*x = GetEntityEvidenceRequest{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[41]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +3537,7 @@ func (x *GetEntityEvidenceRequest) String() string {
 func (*GetEntityEvidenceRequest) ProtoMessage() {}
 
 func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[41]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +3550,7 @@ func (x *GetEntityEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{41}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetEntityEvidenceRequest) GetEntityId() string {
@@ -3492,7 +3597,7 @@ type GetEntityEvidenceResponse struct {
 
 func (x *GetEntityEvidenceResponse) Reset() {
 	*x = GetEntityEvidenceResponse{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[42]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3609,7 @@ func (x *GetEntityEvidenceResponse) String() string {
 func (*GetEntityEvidenceResponse) ProtoMessage() {}
 
 func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[42]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3622,7 @@ func (x *GetEntityEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEntityEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*GetEntityEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{42}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetEntityEvidenceResponse) GetChunks() []*EntityEvidenceChunk {
@@ -3562,7 +3667,7 @@ type EntityEvidenceChunk struct {
 
 func (x *EntityEvidenceChunk) Reset() {
 	*x = EntityEvidenceChunk{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[43]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3679,7 @@ func (x *EntityEvidenceChunk) String() string {
 func (*EntityEvidenceChunk) ProtoMessage() {}
 
 func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[43]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3692,7 @@ func (x *EntityEvidenceChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceChunk.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceChunk) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{43}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EntityEvidenceChunk) GetChunkId() int64 {
@@ -3651,7 +3756,7 @@ type EntityEvidenceDocument struct {
 
 func (x *EntityEvidenceDocument) Reset() {
 	*x = EntityEvidenceDocument{}
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[44]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +3768,7 @@ func (x *EntityEvidenceDocument) String() string {
 func (*EntityEvidenceDocument) ProtoMessage() {}
 
 func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_bmcis_search_v1_search_proto_msgTypes[44]
+	mi := &file_bmcis_search_v1_search_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +3781,7 @@ func (x *EntityEvidenceDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityEvidenceDocument.ProtoReflect.Descriptor instead.
 func (*EntityEvidenceDocument) Descriptor() ([]byte, []int) {
-	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{44}
+	return file_bmcis_search_v1_search_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EntityEvidenceDocument) GetDocumentId() string {
@@ -3914,7 +4019,12 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\x13model_term_coverage\x18\n" +
 	" \x01(\x01R\x11modelTermCoverage\x12'\n" +
 	"\x0fretrain_pending\x18\v \x01(\bR\x0eretrainPending\x12%\n" +
-	"\x0eretrain_reason\x18\f \x01(\tR\rretrainReason\"F\n" +
+	"\x0eretrain_reason\x18\f \x01(\tR\rretrainReason\"\x13\n" +
+	"\x11WatchIndexRequest\"\x8f\x01\n" +
+	"\fIndexVersion\x12)\n" +
+	"\x10index_generation\x18\x01 \x01(\x03R\x0findexGeneration\x12-\n" +
+	"\x12vectors_generation\x18\x02 \x01(\x03R\x11vectorsGeneration\x12%\n" +
+	"\x0eembedder_model\x18\x03 \x01(\tR\rembedderModel\"F\n" +
 	"\x12ListSourcesRequest\x120\n" +
 	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"H\n" +
 	"\x13ListSourcesResponse\x121\n" +
@@ -4043,7 +4153,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rContentFormat\x12\x1e\n" +
 	"\x1aCONTENT_FORMAT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONTENT_FORMAT_MARKDOWN\x10\x01\x12\x17\n" +
-	"\x13CONTENT_FORMAT_TEXT\x10\x022\x9c\x0e\n" +
+	"\x13CONTENT_FORMAT_TEXT\x10\x022\xef\x0e\n" +
 	"\rSearchService\x12`\n" +
 	"\x06Search\x12\x1e.bmcis.search.v1.SearchRequest\x1a\x1f.bmcis.search.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search\x12f\n" +
@@ -4055,7 +4165,9 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\rListDocuments\x12%.bmcis.search.v1.ListDocumentsRequest\x1a&.bmcis.search.v1.ListDocumentsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/documents\x12\x80\x01\n" +
 	"\vGetDocument\x12#.bmcis.search.v1.GetDocumentRequest\x1a$.bmcis.search.v1.GetDocumentResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/documents/{external_id=**}\x12y\n" +
 	"\x0eListCategories\x12&.bmcis.search.v1.ListCategoriesRequest\x1a'.bmcis.search.v1.ListCategoriesResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/categories\x12{\n" +
-	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12m\n" +
+	"\x0eGetIndexStatus\x12&.bmcis.search.v1.GetIndexStatusRequest\x1a'.bmcis.search.v1.GetIndexStatusResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/index/status\x12Q\n" +
+	"\n" +
+	"WatchIndex\x12\".bmcis.search.v1.WatchIndexRequest\x1a\x1d.bmcis.search.v1.IndexVersion0\x01\x12m\n" +
 	"\vListSources\x12#.bmcis.search.v1.ListSourcesRequest\x1a$.bmcis.search.v1.ListSourcesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/sources\x12j\n" +
 	"\tAddSource\x12!.bmcis.search.v1.AddSourceRequest\x1a\".bmcis.search.v1.AddSourceResponse\"\x16\x82\xd3\xe4\x93\x02\x10:\x01*\"\v/v1/sources\x12v\n" +
 	"\n" +
@@ -4079,7 +4191,7 @@ func file_bmcis_search_v1_search_proto_rawDescGZIP() []byte {
 }
 
 var file_bmcis_search_v1_search_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_bmcis_search_v1_search_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(RetrievalMode)(0),                // 0: bmcis.search.v1.RetrievalMode
 	(ContentFormat)(0),                // 1: bmcis.search.v1.ContentFormat
@@ -4110,45 +4222,47 @@ var file_bmcis_search_v1_search_proto_goTypes = []any{
 	(*Category)(nil),                  // 26: bmcis.search.v1.Category
 	(*GetIndexStatusRequest)(nil),     // 27: bmcis.search.v1.GetIndexStatusRequest
 	(*GetIndexStatusResponse)(nil),    // 28: bmcis.search.v1.GetIndexStatusResponse
-	(*ListSourcesRequest)(nil),        // 29: bmcis.search.v1.ListSourcesRequest
-	(*ListSourcesResponse)(nil),       // 30: bmcis.search.v1.ListSourcesResponse
-	(*Source)(nil),                    // 31: bmcis.search.v1.Source
-	(*AddSourceRequest)(nil),          // 32: bmcis.search.v1.AddSourceRequest
-	(*AddSourceResponse)(nil),         // 33: bmcis.search.v1.AddSourceResponse
-	(*SyncSourceRequest)(nil),         // 34: bmcis.search.v1.SyncSourceRequest
-	(*SyncSourceResponse)(nil),        // 35: bmcis.search.v1.SyncSourceResponse
-	(*RemoveSourceRequest)(nil),       // 36: bmcis.search.v1.RemoveSourceRequest
-	(*RemoveSourceResponse)(nil),      // 37: bmcis.search.v1.RemoveSourceResponse
-	(*ReindexRequest)(nil),            // 38: bmcis.search.v1.ReindexRequest
-	(*ReindexResponse)(nil),           // 39: bmcis.search.v1.ReindexResponse
-	(*EntityName)(nil),                // 40: bmcis.search.v1.EntityName
-	(*SyncEntityNamesRequest)(nil),    // 41: bmcis.search.v1.SyncEntityNamesRequest
-	(*SyncEntityNamesResponse)(nil),   // 42: bmcis.search.v1.SyncEntityNamesResponse
-	(*GetEntityEvidenceRequest)(nil),  // 43: bmcis.search.v1.GetEntityEvidenceRequest
-	(*GetEntityEvidenceResponse)(nil), // 44: bmcis.search.v1.GetEntityEvidenceResponse
-	(*EntityEvidenceChunk)(nil),       // 45: bmcis.search.v1.EntityEvidenceChunk
-	(*EntityEvidenceDocument)(nil),    // 46: bmcis.search.v1.EntityEvidenceDocument
-	nil,                               // 47: bmcis.search.v1.Source.SettingsEntry
-	nil,                               // 48: bmcis.search.v1.AddSourceRequest.SettingsEntry
-	(*fieldmaskpb.FieldMask)(nil),     // 49: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
+	(*WatchIndexRequest)(nil),         // 29: bmcis.search.v1.WatchIndexRequest
+	(*IndexVersion)(nil),              // 30: bmcis.search.v1.IndexVersion
+	(*ListSourcesRequest)(nil),        // 31: bmcis.search.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),       // 32: bmcis.search.v1.ListSourcesResponse
+	(*Source)(nil),                    // 33: bmcis.search.v1.Source
+	(*AddSourceRequest)(nil),          // 34: bmcis.search.v1.AddSourceRequest
+	(*AddSourceResponse)(nil),         // 35: bmcis.search.v1.AddSourceResponse
+	(*SyncSourceRequest)(nil),         // 36: bmcis.search.v1.SyncSourceRequest
+	(*SyncSourceResponse)(nil),        // 37: bmcis.search.v1.SyncSourceResponse
+	(*RemoveSourceRequest)(nil),       // 38: bmcis.search.v1.RemoveSourceRequest
+	(*RemoveSourceResponse)(nil),      // 39: bmcis.search.v1.RemoveSourceResponse
+	(*ReindexRequest)(nil),            // 40: bmcis.search.v1.ReindexRequest
+	(*ReindexResponse)(nil),           // 41: bmcis.search.v1.ReindexResponse
+	(*EntityName)(nil),                // 42: bmcis.search.v1.EntityName
+	(*SyncEntityNamesRequest)(nil),    // 43: bmcis.search.v1.SyncEntityNamesRequest
+	(*SyncEntityNamesResponse)(nil),   // 44: bmcis.search.v1.SyncEntityNamesResponse
+	(*GetEntityEvidenceRequest)(nil),  // 45: bmcis.search.v1.GetEntityEvidenceRequest
+	(*GetEntityEvidenceResponse)(nil), // 46: bmcis.search.v1.GetEntityEvidenceResponse
+	(*EntityEvidenceChunk)(nil),       // 47: bmcis.search.v1.EntityEvidenceChunk
+	(*EntityEvidenceDocument)(nil),    // 48: bmcis.search.v1.EntityEvidenceDocument
+	nil,                               // 49: bmcis.search.v1.Source.SettingsEntry
+	nil,                               // 50: bmcis.search.v1.AddSourceRequest.SettingsEntry
+	(*fieldmaskpb.FieldMask)(nil),     // 51: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),     // 52: google.protobuf.Timestamp
 }
 var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	0,  // 0: bmcis.search.v1.SearchRequest.mode:type_name -> bmcis.search.v1.RetrievalMode
 	3,  // 1: bmcis.search.v1.SearchRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	49, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
+	51, // 2: bmcis.search.v1.SearchRequest.read_mask:type_name -> google.protobuf.FieldMask
 	6,  // 3: bmcis.search.v1.SearchResponse.results:type_name -> bmcis.search.v1.SearchResult
 	0,  // 4: bmcis.search.v1.SearchResponse.mode:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 5: bmcis.search.v1.SearchResponse.query_vendors:type_name -> bmcis.search.v1.EntityMention
-	50, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
+	52, // 6: bmcis.search.v1.Chunk.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: bmcis.search.v1.SearchResult.chunk:type_name -> bmcis.search.v1.Chunk
 	0,  // 8: bmcis.search.v1.SearchResult.score_type:type_name -> bmcis.search.v1.RetrievalMode
 	7,  // 9: bmcis.search.v1.SearchResult.mentions:type_name -> bmcis.search.v1.EntityMention
 	3,  // 10: bmcis.search.v1.GetChunksRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	49, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
+	51, // 11: bmcis.search.v1.GetChunksRequest.read_mask:type_name -> google.protobuf.FieldMask
 	5,  // 12: bmcis.search.v1.GetChunksResponse.chunks:type_name -> bmcis.search.v1.Chunk
 	1,  // 13: bmcis.search.v1.Document.format:type_name -> bmcis.search.v1.ContentFormat
-	50, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
+	52, // 14: bmcis.search.v1.Document.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 15: bmcis.search.v1.IngestDocumentsRequest.document:type_name -> bmcis.search.v1.Document
 	13, // 16: bmcis.search.v1.IngestDocumentsRequest.sync:type_name -> bmcis.search.v1.SyncSource
 	11, // 17: bmcis.search.v1.SyncSource.default_access:type_name -> bmcis.search.v1.AccessList
@@ -4157,25 +4271,25 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	3,  // 20: bmcis.search.v1.ListDocumentsRequest.readable_by:type_name -> bmcis.search.v1.ReadScope
 	23, // 21: bmcis.search.v1.ListDocumentsResponse.documents:type_name -> bmcis.search.v1.StoredDocument
 	23, // 22: bmcis.search.v1.GetDocumentResponse.document:type_name -> bmcis.search.v1.StoredDocument
-	50, // 23: bmcis.search.v1.StoredDocument.updated_at:type_name -> google.protobuf.Timestamp
+	52, // 23: bmcis.search.v1.StoredDocument.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: bmcis.search.v1.ListCategoriesRequest.scope:type_name -> bmcis.search.v1.ReadScope
 	26, // 25: bmcis.search.v1.ListCategoriesResponse.categories:type_name -> bmcis.search.v1.Category
 	3,  // 26: bmcis.search.v1.GetIndexStatusRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	50, // 27: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
-	50, // 28: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
+	52, // 27: bmcis.search.v1.GetIndexStatusResponse.last_change_at:type_name -> google.protobuf.Timestamp
+	52, // 28: bmcis.search.v1.GetIndexStatusResponse.model_trained_at:type_name -> google.protobuf.Timestamp
 	3,  // 29: bmcis.search.v1.ListSourcesRequest.scope:type_name -> bmcis.search.v1.ReadScope
-	31, // 30: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
-	50, // 31: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
-	47, // 32: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
-	50, // 33: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
-	50, // 34: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
-	48, // 35: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
+	33, // 30: bmcis.search.v1.ListSourcesResponse.sources:type_name -> bmcis.search.v1.Source
+	52, // 31: bmcis.search.v1.Source.last_sync_at:type_name -> google.protobuf.Timestamp
+	49, // 32: bmcis.search.v1.Source.settings:type_name -> bmcis.search.v1.Source.SettingsEntry
+	52, // 33: bmcis.search.v1.Source.next_run_at:type_name -> google.protobuf.Timestamp
+	52, // 34: bmcis.search.v1.Source.last_run_at:type_name -> google.protobuf.Timestamp
+	50, // 35: bmcis.search.v1.AddSourceRequest.settings:type_name -> bmcis.search.v1.AddSourceRequest.SettingsEntry
 	11, // 36: bmcis.search.v1.AddSourceRequest.default_access:type_name -> bmcis.search.v1.AccessList
-	31, // 37: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
+	33, // 37: bmcis.search.v1.AddSourceResponse.source:type_name -> bmcis.search.v1.Source
 	16, // 38: bmcis.search.v1.SyncSourceResponse.failures:type_name -> bmcis.search.v1.IngestFailure
-	40, // 39: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
-	45, // 40: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
-	46, // 41: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
+	42, // 39: bmcis.search.v1.SyncEntityNamesRequest.names:type_name -> bmcis.search.v1.EntityName
+	47, // 40: bmcis.search.v1.GetEntityEvidenceResponse.chunks:type_name -> bmcis.search.v1.EntityEvidenceChunk
+	48, // 41: bmcis.search.v1.GetEntityEvidenceResponse.documents:type_name -> bmcis.search.v1.EntityEvidenceDocument
 	2,  // 42: bmcis.search.v1.SearchService.Search:input_type -> bmcis.search.v1.SearchRequest
 	8,  // 43: bmcis.search.v1.SearchService.GetChunks:input_type -> bmcis.search.v1.GetChunksRequest
 	12, // 44: bmcis.search.v1.SearchService.IngestDocuments:input_type -> bmcis.search.v1.IngestDocumentsRequest
@@ -4185,31 +4299,33 @@ var file_bmcis_search_v1_search_proto_depIdxs = []int32{
 	21, // 48: bmcis.search.v1.SearchService.GetDocument:input_type -> bmcis.search.v1.GetDocumentRequest
 	24, // 49: bmcis.search.v1.SearchService.ListCategories:input_type -> bmcis.search.v1.ListCategoriesRequest
 	27, // 50: bmcis.search.v1.SearchService.GetIndexStatus:input_type -> bmcis.search.v1.GetIndexStatusRequest
-	29, // 51: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
-	32, // 52: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
-	34, // 53: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
-	36, // 54: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
-	38, // 55: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
-	41, // 56: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
-	43, // 57: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
-	4,  // 58: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
-	9,  // 59: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
-	14, // 60: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
-	15, // 61: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
-	18, // 62: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
-	20, // 63: bmcis.search.v1.SearchService.ListDocuments:output_type -> bmcis.search.v1.ListDocumentsResponse
-	22, // 64: bmcis.search.v1.SearchService.GetDocument:output_type -> bmcis.search.v1.GetDocumentResponse
-	25, // 65: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
-	28, // 66: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
-	30, // 67: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
-	33, // 68: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
-	35, // 69: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
-	37, // 70: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
-	39, // 71: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
-	42, // 72: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
-	44, // 73: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
-	58, // [58:74] is the sub-list for method output_type
-	42, // [42:58] is the sub-list for method input_type
+	29, // 51: bmcis.search.v1.SearchService.WatchIndex:input_type -> bmcis.search.v1.WatchIndexRequest
+	31, // 52: bmcis.search.v1.SearchService.ListSources:input_type -> bmcis.search.v1.ListSourcesRequest
+	34, // 53: bmcis.search.v1.SearchService.AddSource:input_type -> bmcis.search.v1.AddSourceRequest
+	36, // 54: bmcis.search.v1.SearchService.SyncSource:input_type -> bmcis.search.v1.SyncSourceRequest
+	38, // 55: bmcis.search.v1.SearchService.RemoveSource:input_type -> bmcis.search.v1.RemoveSourceRequest
+	40, // 56: bmcis.search.v1.SearchService.Reindex:input_type -> bmcis.search.v1.ReindexRequest
+	43, // 57: bmcis.search.v1.SearchService.SyncEntityNames:input_type -> bmcis.search.v1.SyncEntityNamesRequest
+	45, // 58: bmcis.search.v1.SearchService.GetEntityEvidence:input_type -> bmcis.search.v1.GetEntityEvidenceRequest
+	4,  // 59: bmcis.search.v1.SearchService.Search:output_type -> bmcis.search.v1.SearchResponse
+	9,  // 60: bmcis.search.v1.SearchService.GetChunks:output_type -> bmcis.search.v1.GetChunksResponse
+	14, // 61: bmcis.search.v1.SearchService.IngestDocuments:output_type -> bmcis.search.v1.IngestDocumentsResponse
+	15, // 62: bmcis.search.v1.SearchService.IngestDocumentsAcked:output_type -> bmcis.search.v1.IngestDocumentsProgress
+	18, // 63: bmcis.search.v1.SearchService.DeleteDocument:output_type -> bmcis.search.v1.DeleteDocumentResponse
+	20, // 64: bmcis.search.v1.SearchService.ListDocuments:output_type -> bmcis.search.v1.ListDocumentsResponse
+	22, // 65: bmcis.search.v1.SearchService.GetDocument:output_type -> bmcis.search.v1.GetDocumentResponse
+	25, // 66: bmcis.search.v1.SearchService.ListCategories:output_type -> bmcis.search.v1.ListCategoriesResponse
+	28, // 67: bmcis.search.v1.SearchService.GetIndexStatus:output_type -> bmcis.search.v1.GetIndexStatusResponse
+	30, // 68: bmcis.search.v1.SearchService.WatchIndex:output_type -> bmcis.search.v1.IndexVersion
+	32, // 69: bmcis.search.v1.SearchService.ListSources:output_type -> bmcis.search.v1.ListSourcesResponse
+	35, // 70: bmcis.search.v1.SearchService.AddSource:output_type -> bmcis.search.v1.AddSourceResponse
+	37, // 71: bmcis.search.v1.SearchService.SyncSource:output_type -> bmcis.search.v1.SyncSourceResponse
+	39, // 72: bmcis.search.v1.SearchService.RemoveSource:output_type -> bmcis.search.v1.RemoveSourceResponse
+	41, // 73: bmcis.search.v1.SearchService.Reindex:output_type -> bmcis.search.v1.ReindexResponse
+	44, // 74: bmcis.search.v1.SearchService.SyncEntityNames:output_type -> bmcis.search.v1.SyncEntityNamesResponse
+	46, // 75: bmcis.search.v1.SearchService.GetEntityEvidence:output_type -> bmcis.search.v1.GetEntityEvidenceResponse
+	59, // [59:76] is the sub-list for method output_type
+	42, // [42:59] is the sub-list for method input_type
 	42, // [42:42] is the sub-list for extension type_name
 	42, // [42:42] is the sub-list for extension extendee
 	0,  // [0:42] is the sub-list for field type_name
@@ -4226,7 +4342,7 @@ func file_bmcis_search_v1_search_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bmcis_search_v1_search_proto_rawDesc), len(file_bmcis_search_v1_search_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	SearchService_GetDocument_FullMethodName          = "/bmcis.search.v1.SearchService/GetDocument"
 	SearchService_ListCategories_FullMethodName       = "/bmcis.search.v1.SearchService/ListCategories"
 	SearchService_GetIndexStatus_FullMethodName       = "/bmcis.search.v1.SearchService/GetIndexStatus"
+	SearchService_WatchIndex_FullMethodName           = "/bmcis.search.v1.SearchService/WatchIndex"
 	SearchService_ListSources_FullMethodName          = "/bmcis.search.v1.SearchService/ListSources"
 	SearchService_AddSource_FullMethodName            = "/bmcis.search.v1.SearchService/AddSource"
 	SearchService_SyncSource_FullMethodName           = "/bmcis.search.v1.SearchService/SyncSource"
@@ -86,6 +87,15 @@ type SearchServiceClient interface {
 	// it may read and the embedder's provider and dimensions
 	// (GetIndexStatusResponse says why).
 	GetIndexStatus(ctx context.Context, in *GetIndexStatusRequest, opts ...grpc.CallOption) (*GetIndexStatusResponse, error)
+	// WatchIndex follows this replica's index version: the current one at
+	// once, again whenever the replica applies a change that can alter an
+	// answer (documents or tombstones, stored vectors, the active model: the
+	// moment its own answer cache is emptied), and at least every second as a
+	// heartbeat, until the caller goes. The MCP adapter's answer cache keys
+	// its answers by it. The adapter's call, so it has no REST route. Each
+	// message is a version, named so (not a response to one request):
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	WatchIndex(ctx context.Context, in *WatchIndexRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[IndexVersion], error)
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads, and the git, web and folder sources the service syncs
 	// itself) with their document counts, last sync and schedule.
@@ -225,6 +235,25 @@ func (c *searchServiceClient) GetIndexStatus(ctx context.Context, in *GetIndexSt
 	return out, nil
 }
 
+func (c *searchServiceClient) WatchIndex(ctx context.Context, in *WatchIndexRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[IndexVersion], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SearchService_ServiceDesc.Streams[2], SearchService_WatchIndex_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchIndexRequest, IndexVersion]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SearchService_WatchIndexClient = grpc.ServerStreamingClient[IndexVersion]
+
 func (c *searchServiceClient) ListSources(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListSourcesResponse)
@@ -277,7 +306,7 @@ func (c *searchServiceClient) Reindex(ctx context.Context, in *ReindexRequest, o
 
 func (c *searchServiceClient) SyncEntityNames(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncEntityNamesRequest, SyncEntityNamesResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &SearchService_ServiceDesc.Streams[2], SearchService_SyncEntityNames_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &SearchService_ServiceDesc.Streams[3], SearchService_SyncEntityNames_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +376,15 @@ type SearchServiceServer interface {
 	// it may read and the embedder's provider and dimensions
 	// (GetIndexStatusResponse says why).
 	GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error)
+	// WatchIndex follows this replica's index version: the current one at
+	// once, again whenever the replica applies a change that can alter an
+	// answer (documents or tombstones, stored vectors, the active model: the
+	// moment its own answer cache is emptied), and at least every second as a
+	// heartbeat, until the caller goes. The MCP adapter's answer cache keys
+	// its answers by it. The adapter's call, so it has no REST route. Each
+	// message is a version, named so (not a response to one request):
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	WatchIndex(*WatchIndexRequest, grpc.ServerStreamingServer[IndexVersion]) error
 	// ListSources lists the named sources (folders mirrored by `bmcisctl
 	// sync`, uploads, and the git, web and folder sources the service syncs
 	// itself) with their document counts, last sync and schedule.
@@ -416,6 +454,9 @@ func (UnimplementedSearchServiceServer) ListCategories(context.Context, *ListCat
 }
 func (UnimplementedSearchServiceServer) GetIndexStatus(context.Context, *GetIndexStatusRequest) (*GetIndexStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetIndexStatus not implemented")
+}
+func (UnimplementedSearchServiceServer) WatchIndex(*WatchIndexRequest, grpc.ServerStreamingServer[IndexVersion]) error {
+	return status.Error(codes.Unimplemented, "method WatchIndex not implemented")
 }
 func (UnimplementedSearchServiceServer) ListSources(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSources not implemented")
@@ -598,6 +639,17 @@ func _SearchService_GetIndexStatus_Handler(srv interface{}, ctx context.Context,
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _SearchService_WatchIndex_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchIndexRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SearchServiceServer).WatchIndex(m, &grpc.GenericServerStream[WatchIndexRequest, IndexVersion]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SearchService_WatchIndexServer = grpc.ServerStreamingServer[IndexVersion]
 
 func _SearchService_ListSources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListSourcesRequest)
@@ -785,6 +837,11 @@ var SearchService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _SearchService_IngestDocumentsAcked_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchIndex",
+			Handler:       _SearchService_WatchIndex_Handler,
+			ServerStreams: true,
 		},
 		{
 			StreamName:    "SyncEntityNames",
