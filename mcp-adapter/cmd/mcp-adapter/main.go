@@ -41,6 +41,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/bridge"
 	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/cursor"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/indexwatch"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tokens"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
@@ -138,6 +139,17 @@ func run() int {
 		go serveMetrics(cfg.MetricsAddr, reg, logger)
 	}
 
+	// The answer cache follows the search index (indexwatch): without a
+	// current epoch it is bypassed, so the watcher runs whenever it is on,
+	// and stops before the connections close.
+	answers := tools.NewAnswerCache(cfg.AnswerCacheTTL, int64(cfg.AnswerCacheBytes), nil)
+	var index tools.IndexEpoch
+	if answers != nil {
+		w, stopWatch := indexwatch.Start(clients.Search, logger)
+		defer stopWatch()
+		index = w
+	}
+
 	opts := tools.Options{
 		Clients:             clients,
 		Cursors:             codec,
@@ -151,7 +163,8 @@ func run() int {
 		// below), in bounded time.
 		AllowCache: allowcache.New(cfg.AllowCacheTTL, allowcache.DefaultMaxEntries).
 			WithLeases(cfg.KeyLease, clients.ReleaseLease),
-		Answers: tools.NewAnswerCache(cfg.AnswerCacheTTL, int64(cfg.AnswerCacheBytes), nil),
+		Answers: answers,
+		Index:   index,
 		Logger:  logger,
 		Audit:   recorder,
 		Metrics: toolMetrics,

@@ -1,6 +1,7 @@
-// Package answercache keeps the MCP adapter's finished tool answers for a
-// moment, so that a call repeated within it is answered without asking the
-// search service and without building the answer again (issue 32).
+// Package answercache keeps the MCP adapter's finished tool answers, so
+// that a call repeated while the search index has not changed is answered
+// without asking the search service and without building the answer again
+// (issue 32).
 //
 // What is cached: a tool's finished success answer as the caller got it,
 // less what differs per call (request id, timestamp, timings, and warnings
@@ -9,24 +10,30 @@
 // its audit entry names. Errors, partial answers and answers near the
 // token limit are not kept.
 //
-// The key: a SHA-256 (KeyBuilder) over the tool, the call's canonical
-// arguments (after defaults and validation, so that equivalent calls share
-// an entry), the caller (its credential, only ever hashed: the services'
-// caches are partitioned by caller too, platform/cacheowner, and a hit
-// must tell a caller only about its own calls) and what the caller may
-// read: its key's category scope and its access set. Two callers, or one
-// caller whose scope changed, never share an entry.
+// The key: a SHA-256 (KeyBuilder) over the tool, the index's epoch at the
+// call (below), the call's canonical arguments (after defaults and
+// validation, so that equivalent calls share an entry), the caller (its
+// credential, only ever hashed: the services' caches are partitioned by
+// caller too, platform/cacheowner, and a hit must tell a caller only about
+// its own calls) and what the caller may read: its key's category scope
+// and its access set. Two callers, or one caller whose scope changed,
+// never share an entry.
 //
 // The bound: entries are evicted least recently used first once their
 // sizes (as the tools estimate them) pass the byte bound; an entry larger
-// than the bound is not kept.
+// than the bound is not kept; and an entry is dropped after the TTL
+// (default 60 s, at most 10 min), a bound on memory and recency, not on
+// freshness.
 //
-// Freshness: TTL only; the adapter hears of no change in the corpus or in
-// who may read what. So a document changed, deleted or re-permissioned may
-// still be answered from the cache, for up to the TTL (default 1 s, at most
-// 10 s), to a caller who asks the very same thing again. Permission changes
-// of the caller itself (its groups or scopes) take effect at once: they
-// change the key.
+// Freshness: the tools key every entry by the epoch of internal/indexwatch,
+// which follows search's WatchIndex stream: the epoch moves as soon as the
+// replica the adapter watches applies a change that can alter an answer
+// (a document written or deleted, its access list changed, stored vectors
+// or the live model changed), so entries of the epoch before are never
+// found again (they age out of the LRU). While the watcher cannot tell (no
+// stream, or one silent for 3 s) the cache is neither read nor written.
+// Permission changes of the caller itself (its groups or scopes) take
+// effect at once: they change the key.
 package answercache
 
 import (

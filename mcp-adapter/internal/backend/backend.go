@@ -62,10 +62,10 @@ type Addrs struct {
 // sizes its windows by probing the bandwidth-delay product: every reply's
 // data is followed by a window update and a PING, one more write and read
 // per call on each connection (issue 32). A fixed window is enough here:
-// the backends are near and no call streams; a reply larger than a
-// stream's window (get_chunks of many big chunks, before the budget cuts
-// the answer) waits one local round trip for credit, where gRPC's default
-// starts at 64 KiB.
+// the backends are near and the one stream (WatchIndex, indexwatch)
+// carries a few bytes a second; a reply larger than a stream's window
+// (get_chunks of many big chunks, before the budget cuts the answer) waits
+// one local round trip for credit, where gRPC's default starts at 64 KiB.
 const (
 	streamWindow = 1 << 20
 	connWindow   = 8 << 20
@@ -240,24 +240,6 @@ func (c *Clients) GetChunks(ctx context.Context, ids []int64, read []string) ([]
 		return nil, nil, err
 	}
 	return resp.GetChunks(), resp.GetMissingIds(), nil
-}
-
-// IndexVersion names the state of the search index answers come from: the
-// change counter the replica's index has caught up with and the live
-// model's identifier (a retrain moves it). It is asked with the adapter's
-// own credential and no read scope, since a limited caller is not told
-// either; an answer without them is an error, never a version.
-func (c *Clients) IndexVersion(ctx context.Context) (string, error) {
-	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
-	defer cancel()
-	st, err := c.Search.GetIndexStatus(ctx, &searchv1.GetIndexStatusRequest{})
-	if err != nil {
-		return "", err
-	}
-	if st.GetIndexGeneration() == 0 && st.GetEmbedderModel() == "" {
-		return "", errors.New("search withheld the index version (a limited caller's status)")
-	}
-	return fmt.Sprintf("%d/%s", st.GetIndexGeneration(), st.GetEmbedderModel()), nil
 }
 
 // Categories lists the indexed document categories, largest first.

@@ -99,7 +99,9 @@ type Config struct {
 	// allow cache (AllowCacheTTL > 0).
 	KeyLease time.Duration
 	// AnswerCacheTTL is how long a finished answer is kept to answer the
-	// same call again without asking search (0: none kept);
+	// same call again without asking search while the index has not
+	// changed (indexwatch): a bound on memory and recency, not freshness
+	// (0: none kept);
 	// AnswerCacheBytes bounds what the kept answers hold (tools.NewAnswerCache).
 	AnswerCacheTTL   time.Duration
 	AnswerCacheBytes int
@@ -234,7 +236,7 @@ func Load(env *config.Reader) Config {
 		KeyLease:           env.Duration(EnvKeyLease, time.Second, 0, allowcache.MaxLease),
 		// At most 10 s: the time a changed or deleted document, or one whose
 		// readers changed, may still be answered from the cache (docs/MCP.md).
-		AnswerCacheTTL:   env.Duration(EnvAnswerCacheTTL, time.Second, 0, 10*time.Second),
+		AnswerCacheTTL:   env.Duration(EnvAnswerCacheTTL, time.Minute, 0, 10*time.Minute),
 		AnswerCacheBytes: env.Int(EnvAnswerCacheBytes, 32<<20, 1<<20, 4<<30),
 		Thresholds: warnings.Thresholds{
 			MaxTokens:     env.Int(EnvMaxTokens, warnings.Defaults.MaxTokens, 1000, 1_000_000),

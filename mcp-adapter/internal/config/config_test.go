@@ -40,12 +40,12 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, connlimit.Limits{MaxConns: 512, MaxConnsPerClient: 128, ReadHeaderTimeout: 5 * time.Second}, c.HTTPConns)
 	require.Equal(t, 5*time.Second, c.AllowCacheTTL)
 	require.Equal(t, time.Second, c.KeyLease)
-	require.Equal(t, time.Second, c.AnswerCacheTTL)
+	require.Equal(t, time.Minute, c.AnswerCacheTTL)
 	require.Equal(t, 32<<20, c.AnswerCacheBytes)
 	require.Empty(t, c.AllowedOrigins)
 }
 
-// TestAnswerCacheSettings: 0 turns the answer cache off; a TTL past 10 s,
+// TestAnswerCacheSettings: 0 turns the answer cache off; a TTL past 10 min,
 // a bound under 1 MiB or a value that is no number is refused, naming
 // the variable.
 func TestAnswerCacheSettings(t *testing.T) {
@@ -56,8 +56,8 @@ func TestAnswerCacheSettings(t *testing.T) {
 		wantErr          string
 	}{
 		{name: "off", ttl: "0", bytes: "", wantTTL: 0, wantBytes: 32 << 20},
-		{name: "longest", ttl: "10s", bytes: "1048576", wantTTL: 10 * time.Second, wantBytes: 1 << 20},
-		{name: "ttl too long", ttl: "11s", wantErr: config.EnvAnswerCacheTTL + ": must be between 0s and 10s, got 11s"},
+		{name: "longest", ttl: "10m", bytes: "1048576", wantTTL: 10 * time.Minute, wantBytes: 1 << 20},
+		{name: "ttl too long", ttl: "11m", wantErr: config.EnvAnswerCacheTTL + ": must be between 0s and 10m0s, got 11m0s"},
 		{name: "ttl no duration", ttl: "1", wantErr: config.EnvAnswerCacheTTL + ": must be a duration"},
 		{name: "bytes too few", bytes: "1000", wantErr: config.EnvAnswerCacheBytes + ": must be between 1048576 and"},
 		{name: "bytes with a unit", bytes: "32MiB", wantErr: config.EnvAnswerCacheBytes + ": must be an integer"},

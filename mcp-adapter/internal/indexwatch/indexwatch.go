@@ -1,112 +1,198 @@
 // Package indexwatch tells the adapter when the search index may have
 // changed, so that answers it keeps (internal/answercache) stop being used
-// within one interval of a write, and are not used at all while it cannot
-// tell.
+// as soon as search applies a write, and are not used at all while it
+// cannot tell.
 //
-// A Watcher reads the index's version (the change counter search's index
-// has caught up with, and the live model's identifier, which a retrain
-// moves) every interval. Any change, including one between two replicas
-// that have caught up to different points, moves its epoch. A cached
-// answer is usable only under the epoch it was fetched in, and only while
-// the watcher is current: its last successful read is at most Stale old.
-// When search cannot be read (down, refused, withheld), the epoch is not
-// current after Stale, so cached answers are bypassed rather than trusted
-// past a change that could go unseen; once a read succeeds again they are
-// used only if the version is still the one they were fetched under.
+// A Watcher holds search's WatchIndex stream open. Search pushes its index
+// version (change counter, vectors generation, live model: all global,
+// from the database's change feed) at once, whenever the replica applies a
+// change that can alter an answer (the moment it empties its own answer
+// cache) and at least every second. A version different from the last one
+// moves the epoch; a cached answer is usable only under the epoch it was
+// fetched in, and only while the epoch is current: a stream is open and
+// its last message at most StaleAfter old. A broken stream makes it not
+// current at once, a silent one after StaleAfter, so cached answers are
+// bypassed rather than trusted past a change that could go unseen; once a
+// stream is back they are used only if the version is still the one they
+// were fetched under.
 //
-// The adapter has no change feed of its own (it holds no database
-// connection), and search's own cache reacts to writes at once; polling a
-// cheap in-memory status keeps the adapter stateless at the cost of up to
-// one interval of staleness (docs/MCP.md, "Answer cache").
+// Pushed rather than polled: a poll is one logged call per interval per
+// adapter, and its interval would bound the staleness (docs/MCP.md, "The
+// answer cache").
 package indexwatch
 
 import (
 	"context"
-	"errors"
+	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 )
 
-// Version reads what identifies the search index's answers now.
-type Version func(ctx context.Context) (string, error)
+// Heartbeat is the longest search leaves a WatchIndex stream silent.
+const Heartbeat = time.Second
 
-// StaleAfter is how many intervals may pass without a successful read
-// before the epoch stops being current: one missed read is noise, three
-// mean search is not answering.
-const StaleAfter = 3
+// StaleAfter is how long a stream may stay silent before the epoch stops
+// being current: three missed heartbeats mean search is not answering.
+const StaleAfter = 3 * Heartbeat
 
-// Watcher follows the index version. The zero value is not usable; use New.
-type Watcher struct {
-	read  Version
-	every time.Duration
-	now   func() time.Time
+// Reconnection backoff after a stream fails, doubling from minBackoff to
+// maxBackoff; back to minBackoff once a stream has delivered.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = time.Second
+)
 
-	mu   sync.Mutex // serialises reads of last against a Poll
-	last string
-	seen bool
-
-	epoch atomic.Uint64
-	okAt  atomic.Int64 // unix nanoseconds of the last successful read; 0: none
+// version is an IndexVersion as a comparable value.
+type version struct {
+	index, vectors int64
+	model          string
 }
 
-// New returns a watcher reading version every interval (which must be
-// positive); now is the clock (nil: time.Now).
-func New(version Version, interval time.Duration, now func() time.Time) (*Watcher, error) {
-	if version == nil {
-		return nil, errors.New("indexwatch: no version reader")
+// state is the watcher's pure core: what the stream said and when.
+type state struct {
+	last   version
+	seen   bool
+	epoch  uint64
+	open   bool      // a stream is open and has delivered
+	lastAt time.Time // when its last message came
+}
+
+// observe records a message received at at: a version different from the
+// last one (or the first) moves the epoch.
+func (s *state) observe(v version, at time.Time) {
+	if !s.seen || v != s.last {
+		s.last, s.seen = v, true
+		s.epoch++
 	}
-	if interval <= 0 {
-		return nil, errors.New("indexwatch: the interval must be positive")
-	}
+	s.open, s.lastAt = true, at
+}
+
+// lost records that the stream ended: not current until the next message.
+func (s *state) lost() { s.open = false }
+
+// current returns the epoch and whether it is current at now.
+func (s *state) current(now time.Time) (uint64, bool) {
+	return s.epoch, s.open && now.Sub(s.lastAt) <= StaleAfter
+}
+
+// Watcher follows search's index version. Use New.
+type Watcher struct {
+	search searchv1.SearchServiceClient
+	now    func() time.Time
+	log    *slog.Logger
+
+	mu sync.Mutex
+	st state
+}
+
+// New returns a watcher of search (the adapter's client, whose credential
+// is the adapter's: WatchIndex is its alone); now is the clock (nil:
+// time.Now), log where stream failures go (nil: nowhere).
+func New(search searchv1.SearchServiceClient, now func() time.Time, log *slog.Logger) *Watcher {
 	if now == nil {
 		now = time.Now
 	}
-	return &Watcher{read: version, every: interval, now: now}, nil
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{search: search, now: now, log: log}
 }
 
-// Run reads the version every interval until ctx ends.
+// Epoch returns a number that changes whenever the index may have changed,
+// and whether it is current: a stream is open and its last message at most
+// StaleAfter old.
+func (w *Watcher) Epoch() (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st.current(w.now())
+}
+
+// Run holds a WatchIndex stream open, reopening it with backoff, until ctx
+// ends or search refuses the credential.
 func (w *Watcher) Run(ctx context.Context) {
-	t := time.NewTicker(w.every)
-	defer t.Stop()
+	backoff := minBackoff
+	failing := false
 	for {
-		_ = w.Poll(ctx)
+		delivered, err := w.follow(ctx)
+		w.mu.Lock()
+		w.st.lost()
+		w.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if status.Code(err) == codes.PermissionDenied {
+			// A credential other than the adapter's (a read one serves
+			// API keys too): no retry will be allowed until the process
+			// restarts with another, so none is made (each would be a
+			// refused call in search's log).
+			w.log.Error("search refuses WatchIndex to this credential (the adapter role's alone): the answer cache is bypassed", "error", err.Error())
+			return
+		}
+		if delivered {
+			backoff = minBackoff
+		}
+		// Once per outage: a stream that keeps failing says so once.
+		if delivered || !failing {
+			w.log.Warn("index watch stream lost: the answer cache is bypassed until it is back", "error", err.Error())
+		}
+		failing = !delivered
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(backoff):
+		}
+		if !delivered {
+			backoff = min(2*backoff, maxBackoff)
 		}
 	}
 }
 
-// Poll reads the version once, within one interval, and moves the epoch
-// when it differs from the last one read. A failed read changes nothing
-// but lets the epoch grow stale.
-func (w *Watcher) Poll(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, w.every)
+// follow reads one stream until it fails, falls silent for StaleAfter or
+// ctx ends; delivered says whether it brought any message.
+func (w *Watcher) follow(ctx context.Context) (delivered bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	v, err := w.read(ctx)
+	// A silent stream (a peer gone without a reset) is given up, so that
+	// a new one is tried.
+	silent := time.AfterFunc(StaleAfter, cancel)
+	defer silent.Stop()
+	stream, err := w.search.WatchIndex(ctx, &searchv1.WatchIndexRequest{})
 	if err != nil {
-		return err
+		return false, err
 	}
-	w.mu.Lock()
-	if !w.seen || v != w.last {
-		w.last, w.seen = v, true
-		w.epoch.Add(1)
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return delivered, err
+		}
+		silent.Reset(StaleAfter)
+		w.mu.Lock()
+		w.st.observe(version{msg.GetIndexGeneration(), msg.GetVectorsGeneration(), msg.GetEmbedderModel()}, w.now())
+		w.mu.Unlock()
+		if !delivered {
+			w.log.Info("index watch stream open", "index_generation", msg.GetIndexGeneration())
+		}
+		delivered = true
 	}
-	w.mu.Unlock()
-	w.okAt.Store(w.now().UnixNano())
-	return nil
 }
 
-// Epoch returns a number that changes whenever the index may have changed,
-// and whether it is current: false before the first successful read and
-// once the last one is more than StaleAfter intervals old.
-func (w *Watcher) Epoch() (uint64, bool) {
-	at := w.okAt.Load()
-	if at == 0 {
-		return 0, false
+// Start runs a watcher of search in the background; stop ends it and
+// waits for it.
+func Start(search searchv1.SearchServiceClient, log *slog.Logger) (w *Watcher, stop func()) {
+	w = New(search, nil, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	return w, func() {
+		cancel()
+		<-done
 	}
-	current := w.now().UnixNano()-at <= int64(StaleAfter)*int64(w.every)
-	return w.epoch.Load(), current
 }

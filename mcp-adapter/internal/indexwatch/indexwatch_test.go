@@ -1,83 +1,70 @@
 package indexwatch
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// script answers the versions (or errors) given, one per read.
-type script struct {
-	steps []any
-	at    int
-}
-
-func (s *script) read(context.Context) (string, error) {
-	step := s.steps[s.at]
-	s.at++
-	if err, ok := step.(error); ok {
-		return "", err
-	}
-	return step.(string), nil
-}
-
-func TestEpochMovesOnChangeAndStopsBeingCurrentWhenSearchIsSilent(t *testing.T) {
-	down := errors.New("unavailable")
-	// Each row: what the read answers, how long after the previous row
-	// Epoch is asked, and the epoch and currency expected then.
+func TestEpochMovesOnChangeAndStopsBeingCurrentWhenTheStreamDoes(t *testing.T) {
+	v7 := version{index: 7, vectors: 3, model: "m1"}
+	// Each row: what happens (a message with a version, or the stream
+	// lost), how long after the previous row, and the epoch and currency
+	// expected right after.
 	type step struct {
-		answer  any
+		msg     *version // nil: the stream is lost
 		after   time.Duration
 		epoch   uint64
 		current bool
 	}
+	msg := func(index, vectors int64, model string) *version {
+		return &version{index: index, vectors: vectors, model: model}
+	}
+	lost := (*version)(nil)
 	for _, tc := range []struct {
 		name  string
 		steps []step
 	}{
-		{"the first read makes the first epoch; an unchanged version keeps it", []step{
-			{"7/m1", 0, 1, true},
-			{"7/m1", 100 * time.Millisecond, 1, true},
+		{"the first message makes the first epoch; heartbeats with the same version keep it", []step{
+			{&v7, 0, 1, true},
+			{&v7, time.Second, 1, true},
+			{&v7, time.Second, 1, true},
 		}},
-		{"a write or a retrain moves the epoch", []step{
-			{"7/m1", 0, 1, true},
-			{"8/m1", 100 * time.Millisecond, 2, true},
-			{"8/m2", 100 * time.Millisecond, 3, true},
+		{"a write, a vectors change or a retrain moves the epoch", []step{
+			{&v7, 0, 1, true},
+			{msg(8, 3, "m1"), 100 * time.Millisecond, 2, true},
+			{msg(8, 4, "m1"), 100 * time.Millisecond, 3, true},
+			{msg(8, 4, "m2"), 100 * time.Millisecond, 4, true},
 		}},
 		{"replicas at different points move it each time", []step{
-			{"8/m1", 0, 1, true},
-			{"7/m1", 100 * time.Millisecond, 2, true},
-			{"8/m1", 100 * time.Millisecond, 3, true},
+			{msg(8, 3, "m1"), 0, 1, true},
+			{&v7, 100 * time.Millisecond, 2, true},
+			{msg(8, 3, "m1"), 100 * time.Millisecond, 3, true},
 		}},
-		{"failed reads: current for three intervals, then not", []step{
-			{"7/m1", 0, 1, true},
-			{down, 100 * time.Millisecond, 1, true},
-			{down, 200 * time.Millisecond, 1, true},
-			{down, 1 * time.Millisecond, 1, false},
+		{"a broken stream is not current at once", []step{
+			{&v7, 0, 1, true},
+			{lost, time.Millisecond, 1, false},
 		}},
-		{"back after an outage: the same version is current again, a new one moves", []step{
-			{"7/m1", 0, 1, true},
-			{down, 400 * time.Millisecond, 1, false},
-			{"7/m1", 100 * time.Millisecond, 1, true},
-			{down, 400 * time.Millisecond, 1, false},
-			{"9/m1", 100 * time.Millisecond, 2, true},
+		{"back with the same version: current again, same epoch; with another: moved", []step{
+			{&v7, 0, 1, true},
+			{lost, 0, 1, false},
+			{&v7, 5 * time.Second, 1, true},
+			{lost, 0, 1, false},
+			{msg(9, 3, "m1"), time.Second, 2, true},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &script{}
-			for _, st := range tc.steps {
-				s.steps = append(s.steps, st.answer)
-			}
+			var s state
 			now := time.Unix(1_800_000_000, 0)
-			w, err := New(s.read, 100*time.Millisecond, func() time.Time { return now })
-			require.NoError(t, err)
 			for i, st := range tc.steps {
 				now = now.Add(st.after)
-				_ = w.Poll(context.Background())
-				epoch, current := w.Epoch()
+				if st.msg == nil {
+					s.lost()
+				} else {
+					s.observe(*st.msg, now)
+				}
+				epoch, current := s.current(now)
 				require.Equal(t, st.epoch, epoch, "step %d", i)
 				require.Equal(t, st.current, current, "step %d", i)
 			}
@@ -85,18 +72,29 @@ func TestEpochMovesOnChangeAndStopsBeingCurrentWhenSearchIsSilent(t *testing.T) 
 	}
 }
 
-func TestNotCurrentBeforeTheFirstRead(t *testing.T) {
-	w, err := New(func(context.Context) (string, error) { return "", errors.New("refused") }, time.Second, nil)
-	require.NoError(t, err)
-	require.Error(t, w.Poll(context.Background()))
-	_, current := w.Epoch()
-	require.False(t, current)
+func TestASilentStreamStopsBeingCurrentAfterThreeHeartbeats(t *testing.T) {
+	var s state
+	at := time.Unix(1_800_000_000, 0)
+	s.observe(version{index: 1}, at)
+	for _, tc := range []struct {
+		name    string
+		silent  time.Duration
+		current bool
+	}{
+		{"one missed heartbeat", 2 * Heartbeat, true},
+		{"three heartbeats, exactly", StaleAfter, true},
+		{"past three", StaleAfter + time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, current := s.current(at.Add(tc.silent))
+			require.Equal(t, tc.current, current)
+		})
+	}
 }
 
-func TestNewRefusesBadSettings(t *testing.T) {
-	read := func(context.Context) (string, error) { return "", nil }
-	_, err := New(nil, time.Second, nil)
-	require.ErrorContains(t, err, "no version reader")
-	_, err = New(read, 0, nil)
-	require.ErrorContains(t, err, "interval must be positive")
+func TestNotCurrentBeforeTheFirstMessage(t *testing.T) {
+	w := New(nil, nil, nil)
+	epoch, current := w.Epoch()
+	require.Zero(t, epoch)
+	require.False(t, current)
 }

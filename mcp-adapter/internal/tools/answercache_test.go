@@ -43,7 +43,8 @@ func numbatDoc(text string) string {
 }
 
 // TestAnswerCache: on a stack of its own (its restricted documents would
-// change the shared stack's answers), one adapter with an answer cache on
+// change the shared stack's answers, and it stops search), one adapter with
+// the adapter's credential (WatchIndex is its alone) and an answer cache on
 // a clock the test moves, serving several keys.
 func TestAnswerCache(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
@@ -75,6 +76,7 @@ func TestAnswerCache(t *testing.T) {
 		withAddr(stacktest.Search, s.Addr(stacktest.Search)),
 		withAddr(stacktest.VendorGraph, s.Addr(stacktest.VendorGraph)),
 		withAddr(stacktest.Auth, s.Addr(stacktest.Auth)),
+		withServiceToken(stacktest.AdapterToken),
 	}
 	h := newRealWithClient(t, nil, stackAddrs, []harnessOpt{func(o *tools.Options) {
 		o.Key = func(context.Context) string { return current }
@@ -85,6 +87,7 @@ func TestAnswerCache(t *testing.T) {
 		t.Cleanup(func() { rec.Close(context.Background()) })
 		o.Audit = rec
 	}})
+	h.waitIndexCurrent()
 	searchVia := func(via *harness, key string, args map[string]any) answer {
 		t.Helper()
 		current = keys[key]
@@ -249,10 +252,12 @@ func TestAnswerCache(t *testing.T) {
 	t.Run("the byte bound evicts", func(t *testing.T) {
 		other := map[string]any{"query": "numbat incident response", "response_mode": "full", "page_size": 5}
 		withCache := func(c *tools.AnswerCache) *harness {
-			return newRealWithClient(t, nil, stackAddrs, []harnessOpt{func(o *tools.Options) {
+			h := newRealWithClient(t, nil, stackAddrs, []harnessOpt{func(o *tools.Options) {
 				o.Key = func(context.Context) string { return current }
 				o.Answers = c
 			}})
+			h.waitIndexCurrent()
+			return h
 		}
 		// What each answer takes, measured in a large cache.
 		probe := tools.NewAnswerCache(time.Minute, 32<<20, nil)
@@ -278,19 +283,44 @@ func TestAnswerCache(t *testing.T) {
 		require.Equal(t, int64(3), st.Stores)
 	})
 
-	t.Run("after the TTL a deleted document is gone", func(t *testing.T) {
+	t.Run("after a delete the document is gone", func(t *testing.T) {
 		clk.advance(2 * time.Second)
 		require.Equal(t, []string{"pub", "sec"}, docs(search("open", query)))
+		before := cache.Stats()
+		require.Equal(t, []string{"pub", "sec"}, docs(search("open", query)))
+		require.Equal(t, before.Hits+1, cache.Stats().Hits, "kept, well within its TTL")
 		s.Ctl(t, "delete", "-addr", s.Addr(stacktest.Search), "pub")
-		// Within the TTL, the same call may still be answered with it: the
-		// trade-off docs/MCP.md states.
-		require.Equal(t, []string{"pub", "sec"}, docs(search("open", query)))
+		// No clock moves: the TTL plays no part. The delete returns once
+		// the replica applied it, which pushes the new version the same
+		// moment (indexwatch's test measures it): the wait is only for
+		// that message's flight to the adapter.
 		require.Eventually(t, func() bool {
-			clk.advance(2 * time.Second)
 			return slices.Equal([]string{"sec"}, docs(search("open", query)))
-		}, 10*time.Second, 20*time.Millisecond)
-		clk.advance(2 * time.Second)
+		}, time.Second, time.Millisecond)
 		require.Equal(t, []string{"grp", "sec"}, docs(search("group a", query)), "and for every caller")
+	})
+
+	t.Run("with search stopped, nothing is answered from the cache", func(t *testing.T) {
+		kept := search("open", query) // kept, or found, under the current epoch
+		require.Equal(t, []string{"sec"}, docs(kept))
+		before := cache.Stats()
+		require.Equal(t, []string{"sec"}, docs(search("open", query)))
+		require.Equal(t, before.Hits+1, cache.Stats().Hits)
+
+		svc := s.Service(stacktest.Search)
+		svc.Stop(t)
+		// The stream ended as search began to drain (indexwatch's test).
+		require.Eventually(t, func() bool { _, ok := h.index.Epoch(); return !ok }, 100*time.Millisecond, time.Millisecond)
+		before = cache.Stats()
+		current = keys["open"]
+		a := h.call(tools.ToolSemanticSearch, query)
+		require.Equal(t, "SERVICE_UNAVAILABLE", a.errCode(), "search's own error, not the kept answer")
+		require.True(t, a.errObj()["retryable"].(bool))
+		require.Equal(t, before, cache.Stats(), "the cache was neither read nor written")
+
+		svc.Start(t)
+		h.waitIndexCurrent()
+		require.Equal(t, []string{"sec"}, docs(search("open", query)), "back with search")
 	})
 }
 
@@ -317,8 +347,12 @@ func withoutPerCall(t *testing.T, env map[string]any, execution []string) map[st
 func TestAnswerCacheNotForADegradedCheck(t *testing.T) {
 	shared := tools.NewAnswerCache(time.Minute, 32<<20, nil)
 	withShared := func(o *tools.Options) { o.Answers = shared }
-	healthy := newRealWithClient(t, nil, nil, []harnessOpt{withShared})
-	degraded := newRealWithClient(t, nil, []realOpt{withAddr(stacktest.Auth, degradedAuthAddr(t))}, []harnessOpt{withShared})
+	// The adapter's credential, whose WatchIndex makes the cache usable.
+	adapter := withServiceToken(stacktest.AdapterToken)
+	healthy := newRealWithClient(t, nil, []realOpt{adapter}, []harnessOpt{withShared})
+	degraded := newRealWithClient(t, nil, []realOpt{adapter, withAddr(stacktest.Auth, degradedAuthAddr(t))}, []harnessOpt{withShared})
+	healthy.waitIndexCurrent()
+	degraded.waitIndexCurrent()
 	args := map[string]any{"query": "kept answers and a degraded limiter", "page_size": 3}
 
 	first := healthy.call(tools.ToolSemanticSearch, args)

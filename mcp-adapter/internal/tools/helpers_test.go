@@ -36,6 +36,17 @@ type harness struct {
 	cli     *client.Client
 	schemas map[string]*jsonschema.Schema
 	key     string
+	// index is the answer cache's index watcher (nil: none).
+	index tools.IndexEpoch
+}
+
+// waitIndexCurrent waits until the answer cache's index watcher is
+// current, so that the next call may use the cache.
+func (h *harness) waitIndexCurrent() {
+	h.t.Helper()
+	require.NotNil(h.t, h.index, "no index watcher: the answer cache is off")
+	require.Eventually(h.t, func() bool { _, ok := h.index.Epoch(); return ok }, 10*time.Second, 5*time.Millisecond,
+		"the index watcher never became current")
 }
 
 type harnessOpt func(*tools.Options)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/backend"
 	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/indexwatch"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
 
@@ -172,11 +174,27 @@ func newRealWithClient(t testing.TB, clientOpts []client.ClientOption, ro []real
 			WithLeases(cfg.KeyLease, clients.ReleaseLease),
 		Answers: tools.NewAnswerCache(cfg.AnswerCacheTTL, int64(cfg.AnswerCacheBytes), nil),
 	}
+	// As main: the index watcher runs whenever the answer cache is on (a
+	// test's own options may turn it on: so after them), and stops before
+	// the connections close (cleanups run last first). It is refused
+	// unless the harness holds the adapter's credential
+	// (withServiceToken(stacktest.AdapterToken)): then the cache is
+	// bypassed, as the binary's would be.
+	var index tools.IndexEpoch
+	opts = append(slices.Clone(opts), func(o *tools.Options) {
+		if o.Answers != nil && o.Index == nil {
+			w, stopWatch := indexwatch.Start(o.Clients.Search, nil)
+			t.Cleanup(stopWatch)
+			o.Index = w
+		}
+		index = o.Index
+	})
 	t.Cleanup(o.AllowCache.Close) // before clients.Close: cleanups run last first
 	h := startHarness(t, o, clientOpts, opts...)
 	h.stack = s
 	h.key = key
 	h.clients = clients
+	h.index = index
 	return h
 }
 

@@ -65,9 +65,15 @@ type Options struct {
 	// AllowCache remembers keys auth allowed a moment ago, whose calls may
 	// then start while they are checked; nil waits for every check.
 	AllowCache *allowcache.Cache
-	// Answers keeps finished answers for a moment (NewAnswerCache), so a
-	// call repeated within its TTL asks no backend; nil keeps none.
+	// Answers keeps finished answers (NewAnswerCache), so a call repeated
+	// within its TTL, while the index has not changed, asks no backend;
+	// nil keeps none.
 	Answers *AnswerCache
+	// Index says when the search index may have changed
+	// (indexwatch.Watcher): answers are kept and found only under the
+	// epoch current at the call. Nil, or an epoch not current, and
+	// Answers is neither read nor written.
+	Index IndexEpoch
 	// ValidateOutput checks structured answers against the output schemas.
 	ValidateOutput bool
 	Logger         *slog.Logger
