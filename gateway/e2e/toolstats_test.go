@@ -102,6 +102,18 @@ func TestToolStatsFromAdapterMetrics(t *testing.T) {
 		}
 	}
 
+	// The adapter's answer cache is one of /api/stats's caches, read from
+	// bmcis_mcp_answer_cache_requests_total{result} as the services' are
+	// (the keyed call's lookup, when the index watch was current by then).
+	var answers []string
+	for _, c := range tool.Cache {
+		if c.Service == backends.MCPAdapter {
+			answers = append(answers, c.Cache)
+			require.LessOrEqual(t, c.Hits+c.Misses, 1.0, "one lookup at most: the keyless call was refused first")
+		}
+	}
+	require.Equal(t, []string{"mcp_answer"}, answers)
+
 	// The card's lastStarted is the adapter's process start, read from its
 	// metrics, not when the gateway first reached it.
 	parser := expfmt.NewTextParser(model.UTF8Validation)

@@ -171,6 +171,12 @@ func run() int {
 	}
 
 	defer opts.AllowCache.Close()
+	// Leases, the answer cache and the index watch, read from their own
+	// counts at scrape time (docs/OPERATIONS.md).
+	if err := tools.RegisterCacheMetrics(reg, opts); err != nil {
+		logger.Error("metrics", "error", err.Error())
+		return 1
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

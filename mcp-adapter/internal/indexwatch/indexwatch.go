@@ -25,6 +25,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -88,6 +89,8 @@ type Watcher struct {
 
 	mu sync.Mutex
 	st state
+
+	reconnects atomic.Int64 // attempts after the first stream (Reconnects)
 }
 
 // New returns a watcher of search (the adapter's client, whose credential
@@ -149,8 +152,14 @@ func (w *Watcher) Run(ctx context.Context) {
 		if !delivered {
 			backoff = min(2*backoff, maxBackoff)
 		}
+		w.reconnects.Add(1)
 	}
 }
+
+// Reconnects is how many times a stream was opened again after one ended
+// or failed, whether or not it opened (for the adapter's metrics): rising
+// while the epoch is not current, search is not answering the watch.
+func (w *Watcher) Reconnects() int64 { return w.reconnects.Load() }
 
 // follow reads one stream until it fails, falls silent for StaleAfter or
 // ctx ends; delivered says whether it brought any message.

@@ -64,6 +64,10 @@ type Server struct {
 	oauth    oauthpolicy.Policy
 	failed   *failedChecks
 	audit    *audit.Store
+
+	// leaseUnits counts units prepaid by Check (granted) and given back by
+	// ReleaseLease (refunded): what the adapters' leases move.
+	leaseUnits *prometheus.CounterVec
 }
 
 // Deps are what a Server is built from.
@@ -114,10 +118,21 @@ func New(d Deps) (*Server, error) {
 			Name: "bmcis_auth_checks_total",
 			Help: "Check calls, by result (allowed or the denial reason).",
 		}, []string{"result"}),
+		leaseUnits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bmcis_auth_lease_units_total",
+			Help: "Rate-limit units of key leases, by event: granted (prepaid by Check beyond its call) or refunded (unspent, given back by ReleaseLease).",
+		}, []string{"event"}),
+	}
+	// Both series exist from the start, so a rate over them is defined.
+	for _, event := range []string{leaseGranted, leaseRefunded} {
+		s.leaseUnits.WithLabelValues(event)
 	}
 	if d.Registerer != nil {
 		if err := d.Registerer.Register(s.checks); err != nil {
 			return nil, err
+		}
+		if err := d.Registerer.Register(s.leaseUnits); err != nil {
+			return nil, fmt.Errorf("register the lease metrics: %w", err)
 		}
 	}
 	return s, nil
@@ -224,6 +239,7 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 		}
 		if d.Extra > 0 && !d.Degraded {
 			resp.Lease = &authv1.Lease{Units: int32(d.Extra), ValidMs: int32(leaseFor.Milliseconds())}
+			s.leaseUnits.WithLabelValues(leaseGranted).Add(float64(d.Extra))
 		}
 		s.checks.WithLabelValues("allowed").Inc()
 		return resp, nil
@@ -269,6 +285,12 @@ func (s *Server) leaseTerms(ctx context.Context, req *authv1.CheckRequest, verdi
 	return valid.Truncate(time.Millisecond), want
 }
 
+// The events of bmcis_auth_lease_units_total.
+const (
+	leaseGranted  = "granted"
+	leaseRefunded = "refunded"
+)
+
 // ReleaseLease refunds the units of a lease the adapter did not spend and
 // records the key's last use. A key that no longer exists, or is revoked,
 // is refunded too: its limits are then moot, and the refund harmless.
@@ -303,6 +325,7 @@ func (s *Server) ReleaseLease(ctx context.Context, req *authv1.ReleaseLeaseReque
 	if err := ls.Refund(ctx, k.ID, s.effectiveLimits(k.Limits), int64(units)); err != nil {
 		return nil, fmt.Errorf("release lease of key %s: %w", id, err)
 	}
+	s.leaseUnits.WithLabelValues(leaseRefunded).Add(float64(units))
 	logging.FromContext(ctx).DebugContext(ctx, "lease released", "key_id", id, "units", units, "tool", clip(req.GetTool()))
 	return &authv1.ReleaseLeaseResponse{}, nil
 }
