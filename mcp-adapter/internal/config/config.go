@@ -234,8 +234,8 @@ func Load(env *config.Reader) Config {
 		AuthTimeout:        env.Duration(EnvAuthTimeout, 2*time.Second, 50*time.Millisecond, time.Minute),
 		AllowCacheTTL:      env.Duration(EnvAllowCacheTTL, 5*time.Second, 0, 30*time.Second),
 		KeyLease:           env.Duration(EnvKeyLease, time.Second, 0, allowcache.MaxLease),
-		// At most 10 s: the time a changed or deleted document, or one whose
-		// readers changed, may still be answered from the cache (docs/MCP.md).
+		// At most 10 min: a bound on memory and on how old a replay may be;
+		// freshness follows search's WatchIndex (indexwatch, docs/MCP.md).
 		AnswerCacheTTL:   env.Duration(EnvAnswerCacheTTL, time.Minute, 0, 10*time.Minute),
 		AnswerCacheBytes: env.Int(EnvAnswerCacheBytes, 32<<20, 1<<20, 4<<30),
 		Thresholds: warnings.Thresholds{

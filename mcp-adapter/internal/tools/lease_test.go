@@ -14,6 +14,7 @@ import (
 	"github.com/bmcis/knowledge/platform/stacktest"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
+	adapterconfig "github.com/bmcis/knowledge/mcp-adapter/internal/config"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/tools"
 )
 
@@ -40,7 +41,9 @@ func allowedChecks(t *testing.T, authSvc *stacktest.Service) float64 {
 // leaseHarness is the tools against the demo stack's search and
 // vendorgraph and an auth process of their own (no key cache: a revocation
 // applies at its next check), with the adapter's credential, so auth
-// grants the leases the adapter asks for.
+// grants the leases the adapter asks for. The answer cache is off: with it
+// the leased calls would replay the first, checked call's answer, and
+// comparing them would prove nothing about the leased calls' own reads.
 func leaseHarness(t *testing.T, key, lease string) (*harness, *allowcache.Cache, *stacktest.Service) {
 	t.Helper()
 	s := demoStack(t)
@@ -50,7 +53,7 @@ func leaseHarness(t *testing.T, key, lease string) (*harness, *allowcache.Cache,
 		[]realOpt{
 			withAddr(stacktest.Auth, authSvc.Addr()),
 			withServiceToken(stacktest.AdapterToken),
-			withConfig("BMCIS_MCP_KEY_LEASE", lease),
+			withConfig("BMCIS_MCP_KEY_LEASE", lease, adapterconfig.EnvAnswerCacheTTL, "0"),
 		},
 		[]harnessOpt{withKey(key), func(o *tools.Options) { cache = o.AllowCache }})
 	return h, cache, authSvc

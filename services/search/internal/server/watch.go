@@ -41,11 +41,16 @@ func newVersionFeed() *versionFeed {
 
 // publish makes v the current version and wakes the streams; called
 // where search's own answer cache is emptied, after it is, so a watcher
-// told of a change never reads an answer cached before it.
+// told of a change never reads an answer cached before it. Once the feed
+// has ended its channel is closed already, and stays so: the follower
+// still applies changes while the replica drains.
 func (f *versionFeed) publish(v *searchv1.IndexVersion) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cur = v
+	if f.ended {
+		return
+	}
 	close(f.changed)
 	f.changed = make(chan struct{})
 }

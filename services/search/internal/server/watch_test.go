@@ -120,4 +120,12 @@ func TestWatchIndexEnds(t *testing.T) {
 	require.Equal(t, codes.Unavailable, status.Code(err))
 	_, err = watch(t, r).Recv()
 	require.Equal(t, codes.Unavailable, status.Code(err))
+
+	// The replica still applies changes while it drains (its follower runs
+	// until the end): one applied after EndWatches is served as any other.
+	resp, err := ingestDocs(t, r.client, md("drained.md", "", "Drained", "# Drained\n\nA zebrafish note written while the replica drains."))
+	require.NoError(t, err)
+	require.Equal(t, int32(1), resp.GetDocumentsWritten())
+	got := search(t, r.client, &searchv1.SearchRequest{Query: "zebrafish"})
+	require.NotEmpty(t, got.GetResults(), "the change is applied")
 }
