@@ -57,3 +57,8 @@ func HeaderSuffix(name string) string {
 	}
 	return strings.ToUpper(name[:1]) + name[1:]
 }
+
+// MaxLeaseUnits bounds the units one check may prepay beyond its call (a
+// key lease, bmcis.auth.v1.Lease): auth's limiter caps a grant and a
+// release at it, and the MCP adapter never asks for more.
+const MaxLeaseUnits = 64

@@ -27,13 +27,10 @@ type cell struct {
 // windowMicros returns tier i's window in microseconds.
 func windowMicros(i int) int64 { return ratelimit.Tiers[i].Window.Microseconds() }
 
-// MaxExtra bounds the units one call may prepay beyond itself (a lease).
-const MaxExtra = 64
-
 // advance returns c moved by k emission intervals of a tier with window w
 // and limit l: k × w/l microseconds, kept exact as tat + frac/l.
 func advance(c cell, k, w, l int64) cell {
-	kw := k * w // at most (1+MaxExtra) × a day in µs: far below 2^53
+	kw := k * w // at most (1+MaxLeaseUnits) × a day in µs: far below 2^53
 	nc := cell{tat: c.tat + kw/l, frac: c.frac + kw%l}
 	if nc.frac >= l {
 		nc.frac -= l
@@ -94,7 +91,7 @@ func evaluate(cells []cell, now int64, limits Limits, extra int64) (Decision, []
 	if allowed {
 		// The most units every tier can give, from 1 + extra down: each
 		// tier only lowers it, and one unit always fits (checked above).
-		k := 1 + min(max(extra, 0), MaxExtra)
+		k := 1 + min(max(extra, 0), ratelimit.MaxLeaseUnits)
 		for t := range n {
 			for k > 1 && !conforms(advance(from[t], k, windowMicros(t), limits[t]), now, windowMicros(t)) {
 				k--
@@ -134,7 +131,7 @@ func evaluate(cells []cell, now int64, limits Limits, extra int64) (Decision, []
 // units emission intervals, but never before now, so a refund can refill a
 // tier, never create units past its limit. It returns the cells to store.
 func refund(cells []cell, now int64, limits Limits, units int64) []cell {
-	units = min(max(units, 0), MaxExtra)
+	units = min(max(units, 0), ratelimit.MaxLeaseUnits)
 	out := make([]cell, len(cells))
 	for t, c := range cells {
 		if t >= len(limits) {

@@ -126,13 +126,13 @@ func (g *Guard) Degraded() bool {
 // call that runs out of a longer budget, or fails before its budget ends,
 // does say so.
 func (g *Guard) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
-	return g.AllowExtra(ctx, key, limits, 0)
+	return g.AllowExtra(ctx, key, limits, Lease{})
 }
 
-// AllowExtra implements Leaser: Allow, prepaying up to extra units when the
+// AllowExtra implements Leaser: Allow, prepaying up to lease.Units when the
 // backend is a Leaser (none otherwise). A failure-mode decision prepays
 // nothing.
-func (g *Guard) AllowExtra(ctx context.Context, key string, limits Limits, extra int64) (Decision, error) {
+func (g *Guard) AllowExtra(ctx context.Context, key string, limits Limits, lease Lease) (Decision, error) {
 	if !g.shouldTry() {
 		return g.fallback(), nil
 	}
@@ -142,8 +142,8 @@ func (g *Guard) AllowExtra(ctx context.Context, key string, limits Limits, extra
 		d   Decision
 		err error
 	)
-	if l, ok := g.backend.(Leaser); ok && extra > 0 {
-		d, err = l.AllowExtra(callCtx, key, limits, extra)
+	if l, ok := g.backend.(Leaser); ok && lease.Units > 0 {
+		d, err = l.AllowExtra(callCtx, key, limits, lease)
 	} else {
 		d, err = g.backend.Allow(callCtx, key, limits)
 	}
@@ -175,14 +175,14 @@ func (g *Guard) AllowExtra(ctx context.Context, key string, limits Limits, extra
 // Refund implements Leaser. While degraded it refunds nothing: the units
 // were charged to a backend that cannot be reached now, and a lost refund
 // only costs the key those units until its tiers refill.
-func (g *Guard) Refund(ctx context.Context, key string, limits Limits, units int64) error {
+func (g *Guard) Refund(ctx context.Context, key string, limits Limits, id string, units int64) (int64, error) {
 	l, ok := g.backend.(Leaser)
 	if !ok || units <= 0 || g.Degraded() {
-		return nil
+		return 0, nil
 	}
 	callCtx, cancel, _ := g.callContext(ctx)
 	defer cancel()
-	return l.Refund(callCtx, key, limits, units)
+	return l.Refund(callCtx, key, limits, id, units)
 }
 
 // budgetSpent reports whether the call's budget ran out: its context ended,

@@ -2,9 +2,10 @@
 // platform/ratelimit (minute, hour, day) with the Generic Cell Rate Algorithm. A call is allowed only when every
 // tier allows it, and then consumes one unit from each tier, atomically: a
 // tier is never charged for a call another tier refused. A call may also
-// prepay up to MaxExtra more units (Leaser), as many as every tier can
-// give, so a lease never lets a key past its limits; unspent ones are
-// refunded.
+// prepay up to ratelimit.MaxLeaseUnits more units (Leaser), as many as every
+// tier can give, so a lease never lets a key past its limits; the same
+// atomic step records the lease under its id, and only a recorded lease's
+// unspent units are refunded, once.
 //
 // Two backends share the same arithmetic: Memory, for a single replica, and
 // Redis, where one Lua script using Redis server time makes any number of
@@ -14,6 +15,8 @@ package limiter
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -89,16 +92,68 @@ type Limiter interface {
 }
 
 // Leaser is a Limiter that can also charge units ahead of a key's calls
-// (a lease) and take back the ones not spent.
+// (a lease) and take back the ones not spent, only against its own record
+// of the lease.
 type Leaser interface {
 	Limiter
-	// AllowExtra is Allow charging 1 + up to extra units (at most MaxExtra):
-	// as many as every tier can give, atomically; Decision.Extra says how
-	// many beyond the call. Allowed only when one unit fits.
-	AllowExtra(ctx context.Context, key string, limits Limits, extra int64) (Decision, error)
-	// Refund gives units back to every tier of key, never past full.
-	Refund(ctx context.Context, key string, limits Limits, units int64) error
+	// AllowExtra is Allow charging 1 + up to lease.Units more (at most
+	// ratelimit.MaxLeaseUnits): as many as every tier can give, atomically;
+	// Decision.Extra says how many beyond the call. Allowed only when one
+	// unit fits. When Extra > 0 the same atomic step records the lease
+	// (lease.ID: key and Extra) for lease.Keep.
+	AllowExtra(ctx context.Context, key string, limits Limits, lease Lease) (Decision, error)
+	// Refund gives back min(units, the recorded units) of the lease id to
+	// every tier of key (never past full) and deletes the record, atomically,
+	// returning the units given back: 0, and nothing changed, for a lease
+	// already released, expired, unknown or recorded for another key.
+	Refund(ctx context.Context, key string, limits Limits, id string, units int64) (int64, error)
 }
+
+// Lease is what AllowExtra is asked to prepay and how it records it.
+type Lease struct {
+	// ID names the record (NewLeaseID); required when Units > 0.
+	ID string
+	// Units asked beyond the call.
+	Units int64
+	// Keep is how long the record may be redeemed: the lease's validity
+	// plus ReleaseSlack.
+	Keep time.Duration
+}
+
+// keepMillis is Keep in whole milliseconds (Redis's PEXPIRE unit), at least
+// one, so both backends hold a record equally long.
+func (l Lease) keepMillis() int64 { return max(l.Keep.Milliseconds(), 1) }
+
+// ReleaseSlack is how long after a lease ends its record is kept, for the
+// release to arrive: the adapter gives unspent units back within a sweep
+// (half its lease) and a call (2 s), or a few seconds at shutdown; a queue
+// behind a slow auth may take longer, and then the units return to the key
+// only as its tiers refill.
+const ReleaseSlack = 30 * time.Second
+
+// leaseIDBytes is a lease id's randomness: 128 bits, not guessable.
+const leaseIDBytes = 16
+
+// NewLeaseID returns a random lease id: 128 bits, base64url without padding.
+func NewLeaseID() (string, error) {
+	b := make([]byte, leaseIDBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("lease id: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ValidLeaseID reports whether s has the form NewLeaseID returns.
+func ValidLeaseID(s string) bool {
+	if len(s) != base64.RawURLEncoding.EncodedLen(leaseIDBytes) {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil
+}
+
+// errNoLeaseID refuses an AllowExtra asked to prepay with nowhere to record it.
+var errNoLeaseID = errors.New("limiter: a lease needs an id")
 
 // Clock returns the current time; tests pass a controllable one.
 type Clock func() time.Time

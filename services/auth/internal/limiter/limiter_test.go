@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
 
@@ -278,17 +280,20 @@ func TestInvalidLimits(t *testing.T) {
 	})
 }
 
-// TestLeases checks the prepaid-units arithmetic (AllowExtra, Refund) on
-// both backends against hand-computed counts. The minute tier regains a
-// unit every 60 s / limit, the hour tier every 3600 s / limit, the day tier
-// every 86400 s / limit.
+// TestLeases checks the prepaid-units arithmetic (AllowExtra, Refund) and
+// the lease record on both backends against hand-computed counts. The
+// minute tier regains a unit every 60 s / limit, the hour tier every
+// 3600 s / limit, the day tier every 86400 s / limit. Leases are kept for
+// testKeep.
 func TestLeases(t *testing.T) {
 	type step struct {
 		advance time.Duration
-		extra   int64 // AllowExtra with this extra; or, when refund > 0, Refund
+		key     string // "k" when empty
+		lease   string // the lease a grant records or a refund cites, by name
+		extra   int64  // AllowExtra with this extra; or, when refund > 0, Refund
 		refund  int64
 		allowed bool
-		got     int64          // Decision.Extra
+		got     int64          // Decision.Extra, or Refund's units given back
 		rem     limiter.Limits // Decision.Remaining
 	}
 	tests := []struct {
@@ -310,8 +315,8 @@ func TestLeases(t *testing.T) {
 		{"the hour tier bounds it", limiter.Limits{10, 3, 1_000}, []step{
 			{extra: 5, allowed: true, got: 2, rem: limiter.Limits{7, 0, 997}},
 		}},
-		{"at most MaxExtra", limiter.Limits{1_000, 1_000, 1_000}, []step{
-			{extra: 100, allowed: true, got: limiter.MaxExtra, rem: limiter.Limits{935, 935, 935}},
+		{"at most MaxLeaseUnits", limiter.Limits{1_000, 1_000, 1_000}, []step{
+			{extra: 100, allowed: true, got: ratelimit.MaxLeaseUnits, rem: limiter.Limits{935, 935, 935}},
 		}},
 		{"limits that do not divide the window", limiter.Limits{7, 1_000, 10_000}, []step{
 			{extra: 10, allowed: true, got: 6, rem: limiter.Limits{0, 993, 9_993}},
@@ -321,25 +326,65 @@ func TestLeases(t *testing.T) {
 			{advance: time.Microsecond, extra: 3, allowed: true, got: 0, rem: limiter.Limits{0, 994, 9_992}},
 		}},
 		{"a refund gives back exactly the unspent units", limiter.Limits{10, 100, 1_000}, []step{
-			{extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
-			{refund: 4},
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lease: "a", refund: 4, got: 4},
 			{allowed: true, rem: limiter.Limits{8, 98, 998}},
 		}},
-		{"a refund cannot fill a tier past full", limiter.Limits{10, 100, 1_000}, []step{
-			{allowed: true, rem: limiter.Limits{9, 99, 999}},
-			{refund: 5},
-			{allowed: true, rem: limiter.Limits{9, 99, 999}},
+		{"a partial release gives back what is asked", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lease: "a", refund: 1, got: 1},
+			{allowed: true, rem: limiter.Limits{5, 95, 995}},
 		}},
-		{"a refund after a partial refill", limiter.Limits{10, 100, 1_000}, []step{
-			{extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
-			// 12 s gave back two minute units; refunding four fills the
-			// minute tier (not past full), and four of the hour and day.
-			{advance: 12 * time.Second, refund: 4},
+		{"never more than the lease granted", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lease: "a", refund: 60, got: 4},
+			{allowed: true, rem: limiter.Limits{8, 98, 998}},
+		}},
+		{"a second release refunds nothing", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lease: "a", refund: 2, got: 2},
+			{lease: "a", refund: 2, got: 0},
+			{allowed: true, rem: limiter.Limits{6, 96, 996}},
+		}},
+		{"an unknown lease refunds nothing", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lease: "forged", refund: 4, got: 0},
+			{allowed: true, rem: limiter.Limits{4, 94, 994}},
+		}},
+		{"another key's lease refunds nothing, and stays its own", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{key: "other", allowed: true, rem: limiter.Limits{9, 99, 999}},
+			{key: "other", lease: "a", refund: 4, got: 0},
+			{key: "other", allowed: true, rem: limiter.Limits{8, 98, 998}},
+			{lease: "a", refund: 4, got: 4},
+			{allowed: true, rem: limiter.Limits{8, 98, 998}},
+		}},
+		{"an expired lease refunds nothing", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			// testKeep (30 s) later: the minute tier regained five units, the
+			// hour and day none whole.
+			{advance: testKeep, lease: "a", refund: 4, got: 0},
+			{allowed: true, rem: limiter.Limits{9, 94, 994}},
+		}},
+		{"a lease released just before its record ends", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{advance: testKeep - time.Microsecond, lease: "a", refund: 4, got: 4},
 			{allowed: true, rem: limiter.Limits{9, 98, 998}},
 		}},
-		{"a refund for a key with no state writes none", limiter.Limits{10, 100, 1_000}, []step{
-			{refund: 3},
-			{allowed: true, rem: limiter.Limits{9, 99, 999}},
+		{"a refund cannot fill a tier past full", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 2, allowed: true, got: 2, rem: limiter.Limits{7, 97, 997}},
+			// 12 s gave back two minute units (9 left): the refund of two
+			// fills the tier to 10, not 11, and this call takes one; the hour
+			// and day tiers take back both.
+			{advance: 12 * time.Second, lease: "a", refund: 2, got: 2},
+			{allowed: true, rem: limiter.Limits{9, 98, 998}},
+		}},
+		{"a refund after a partial refill", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			// 12 s gave back two minute units; refunding four fills the
+			// minute tier (not past full), and four of the hour and day.
+			{advance: 12 * time.Second, lease: "a", refund: 4, got: 4},
+			{allowed: true, rem: limiter.Limits{9, 98, 998}},
 		}},
 	}
 	for _, tc := range tests {
@@ -347,13 +392,32 @@ func TestLeases(t *testing.T) {
 			eachBackend(t, func(t *testing.T, l limiter.Limiter, clk *clock) {
 				ls := l.(limiter.Leaser)
 				ctx := context.Background()
+				ids := map[string]string{}
+				idOf := func(name string) string {
+					if name == "" {
+						return ""
+					}
+					if ids[name] == "" {
+						id, err := limiter.NewLeaseID()
+						require.NoError(t, err)
+						ids[name] = id
+					}
+					return ids[name]
+				}
 				for i, st := range tc.steps {
 					clk.Advance(st.advance)
+					key := cmp.Or(st.key, "k")
 					if st.refund > 0 {
-						require.NoError(t, ls.Refund(ctx, "k", tc.lim, st.refund), "step %d", i)
+						got, err := ls.Refund(ctx, key, tc.lim, idOf(st.lease), st.refund)
+						require.NoError(t, err, "step %d", i)
+						require.Equal(t, st.got, got, "step %d", i)
 						continue
 					}
-					d, err := ls.AllowExtra(ctx, "k", tc.lim, st.extra)
+					lease := limiter.Lease{ID: idOf(st.lease), Units: st.extra, Keep: testKeep}
+					if lease.ID == "" && lease.Units > 0 {
+						lease.ID = idOf(fmt.Sprintf("step %d", i))
+					}
+					d, err := ls.AllowExtra(ctx, key, tc.lim, lease)
 					require.NoError(t, err)
 					require.Equal(t, st.allowed, d.Allowed, "step %d", i)
 					require.Equal(t, st.got, d.Extra, "step %d", i)
@@ -364,6 +428,53 @@ func TestLeases(t *testing.T) {
 	}
 }
 
+// testKeep is how long TestLeases keeps a lease's record.
+const testKeep = 30 * time.Second
+
+// TestLeaseRecordInRedis checks what the Redis backend stores for a lease:
+// one record under <prefix>lease:<id> that Redis itself expires after Keep,
+// and nothing at all for a call that prepaid nothing or was refused.
+func TestLeaseRecordInRedis(t *testing.T) {
+	client := redisClient(t)
+	prefix := "bmcis:test:lease:" + randomHex() + ":"
+	r := limiter.NewRedis(client, prefix)
+	ctx := context.Background()
+	t.Cleanup(func() { client.Del(context.Background(), prefix+"k") })
+	lim := limiter.Limits{3, 100, 1_000}
+	id, err := limiter.NewLeaseID()
+	require.NoError(t, err)
+	require.True(t, limiter.ValidLeaseID(id))
+
+	d, err := r.AllowExtra(ctx, "k", lim, limiter.Lease{ID: id, Units: 5, Keep: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), d.Extra)
+	rec, err := client.HGetAll(ctx, prefix+"lease:"+id).Result()
+	require.NoError(t, err)
+	require.Equal(t, "k", rec["key"])
+	require.Equal(t, "2", rec["units"])
+	ttl, err := client.PTTL(ctx, prefix+"lease:"+id).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, time.Duration(0))
+	require.LessOrEqual(t, ttl, 300*time.Millisecond)
+
+	refused, err := limiter.NewLeaseID()
+	require.NoError(t, err)
+	d, err = r.AllowExtra(ctx, "k", lim, limiter.Lease{ID: refused, Units: 5, Keep: time.Minute})
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	n, err := client.Exists(ctx, prefix+"lease:"+refused).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused call records no lease")
+
+	require.Eventually(t, func() bool {
+		n, err := client.Exists(ctx, prefix+"lease:"+id).Result()
+		return err == nil && n == 0
+	}, 10*time.Second, 20*time.Millisecond, "Redis drops the record after Keep")
+	got, err := r.Refund(ctx, "k", lim, id, 2)
+	require.NoError(t, err)
+	require.Zero(t, got)
+}
+
 // TestBackendsAgreeOnLeases drives both backends with the same random
 // prepaid calls, refunds and clock steps.
 func TestBackendsAgreeOnLeases(t *testing.T) {
@@ -372,20 +483,30 @@ func TestBackendsAgreeOnLeases(t *testing.T) {
 	mem, red := bs["memory"].(limiter.Leaser), bs["redis"].(limiter.Leaser)
 	lims := []limiter.Limits{{3, 17, 101}, {100, 1_000, 10_000}, {7, 13, 10_000}, {60, 70, 80}}
 	ctx := context.Background()
+	leases := make([]string, 8) // recent lease ids, "" (none) at first
 	for i := range 3_000 {
 		k := "k" + string(rune('0'+i%4))
 		lim := lims[i%4]
 		r, err := rand.Int(rand.Reader, big.NewInt(80))
 		require.NoError(t, err)
 		if n := r.Int64(); n >= 70 {
-			require.NoError(t, mem.Refund(ctx, k, lim, n-60))
-			require.NoError(t, red.Refund(ctx, k, lim, n-60))
-		} else {
-			dm, err := mem.AllowExtra(ctx, k, lim, n)
+			// The lease of a recent grant, or a forged one.
+			id := leases[(i/4)%len(leases)]
+			gm, err := mem.Refund(ctx, k, lim, id, n-60)
 			require.NoError(t, err)
-			dr, err := red.AllowExtra(ctx, k, lim, n)
+			gr, err := red.Refund(ctx, k, lim, id, n-60)
+			require.NoError(t, err)
+			require.Equal(t, gm, gr, "refund %d", i)
+		} else {
+			id, err := limiter.NewLeaseID()
+			require.NoError(t, err)
+			lease := limiter.Lease{ID: id, Units: n, Keep: 5 * time.Second}
+			dm, err := mem.AllowExtra(ctx, k, lim, lease)
+			require.NoError(t, err)
+			dr, err := red.AllowExtra(ctx, k, lim, lease)
 			require.NoError(t, err)
 			require.Equal(t, dm, dr, "call %d", i)
+			leases[(i/4)%len(leases)] = id
 		}
 		n, err := rand.Int(rand.Reader, big.NewInt(4_000_000))
 		require.NoError(t, err)

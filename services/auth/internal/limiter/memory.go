@@ -19,7 +19,16 @@ type Memory struct {
 type memShard struct {
 	mu        sync.Mutex
 	cells     map[string][]cell
+	leases    map[string]leaseRecord // by lease id, in the shard of its key
 	lastSweep int64
+}
+
+// leaseRecord is what a granted lease may give back, and until when
+// (microseconds).
+type leaseRecord struct {
+	key   string
+	units int64
+	until int64
 }
 
 // sweepEvery is how often a shard drops keys whose tiers are all full again;
@@ -36,51 +45,77 @@ func NewMemory(clock Clock) *Memory {
 	m := &Memory{clock: clock, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].cells = make(map[string][]cell)
+		m.shards[i].leases = make(map[string]leaseRecord)
 	}
 	return m
 }
 
 // Allow implements Limiter.
 func (m *Memory) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
-	return m.AllowExtra(ctx, key, limits, 0)
+	return m.AllowExtra(ctx, key, limits, Lease{})
 }
 
 // AllowExtra implements Leaser.
-func (m *Memory) AllowExtra(_ context.Context, key string, limits Limits, extra int64) (Decision, error) {
+func (m *Memory) AllowExtra(_ context.Context, key string, limits Limits, lease Lease) (Decision, error) {
 	if err := limits.Validate(); err != nil {
 		return Decision{}, err
 	}
+	if lease.Units > 0 && lease.ID == "" {
+		return Decision{}, errNoLeaseID
+	}
 	now := m.clock().UnixMicro()
-	sh := &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
+	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if now-sh.lastSweep > sweepEvery.Microseconds() {
 		sh.sweep(now)
 	}
-	d, next := evaluate(sh.cells[key], now, limits, extra)
+	d, next := evaluate(sh.cells[key], now, limits, lease.Units)
 	if d.Allowed {
 		sh.cells[key] = next
+		if d.Extra > 0 {
+			sh.leases[lease.ID] = leaseRecord{key: key, units: d.Extra, until: now + lease.keepMillis()*1000}
+		}
 	}
 	return d, nil
 }
 
 // Refund implements Leaser.
-func (m *Memory) Refund(_ context.Context, key string, limits Limits, units int64) error {
+func (m *Memory) Refund(_ context.Context, key string, limits Limits, id string, units int64) (int64, error) {
 	if err := limits.Validate(); err != nil {
-		return err
+		return 0, err
 	}
 	now := m.clock().UnixMicro()
-	sh := &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
+	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	rec, ok := sh.leases[id]
+	if !ok || rec.key != key { // another key's lease stays redeemable by it
+		return 0, nil
+	}
+	delete(sh.leases, id)
+	if rec.until <= now {
+		return 0, nil
+	}
+	units = min(max(units, 0), rec.units)
 	if cells, ok := sh.cells[key]; ok {
 		sh.cells[key] = refund(cells, now, limits, units)
 	}
-	return nil
+	return units, nil
 }
 
+func (m *Memory) shard(key string) *memShard {
+	return &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
+}
+
+// sweep drops full keys and expired lease records.
 func (sh *memShard) sweep(now int64) {
 	sh.lastSweep = now
+	for id, rec := range sh.leases {
+		if rec.until <= now {
+			delete(sh.leases, id)
+		}
+	}
 	for k, st := range sh.cells {
 		full := true
 		for _, c := range st {
@@ -102,6 +137,18 @@ func (m *Memory) Len() int {
 		sh := &m.shards[i]
 		sh.mu.Lock()
 		n += len(sh.cells)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Leases returns the number of lease records held; for tests.
+func (m *Memory) Leases() int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += len(sh.leases)
 		sh.mu.Unlock()
 	}
 	return n

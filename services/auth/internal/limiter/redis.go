@@ -19,10 +19,17 @@ import (
 // with Redis server time, so every replica sees the same clock and counts.
 //
 // KEYS[1]  the key's state hash (fields <tier>:t and <tier>:f per tier: tat, frac)
+// KEYS[2]  the lease's record (<prefix>lease:<id>), when extra > 0
 // ARGV[1]  optional fixed "now" in microseconds, for tests; empty in production
 // ARGV[2]  the number of tiers, n
 // ARGV     then per tier: name, window (microseconds), limit
-// ARGV[3n+3] extra: units to prepay beyond the call, as many as fit (0..MaxExtra, clamped by the caller)
+// ARGV[3n+3] extra: units to prepay beyond the call, as many as fit (0..ratelimit.MaxLeaseUnits, clamped by the caller)
+// ARGV[3n+4] the key (the lease record's owner), ARGV[3n+5] how long to keep the record (ms)
+//
+// When units beyond the call are charged, the lease record (a hash: key,
+// units, until: now + keep in µs, as Memory keeps it; Redis expires it
+// then too) is written in the same step, so a lease is never granted
+// unrecorded nor recorded uncharged.
 //
 // Returns {allowed, reset_us, exhausted_mask, remaining_1 .. remaining_n, extra}.
 // Numbers are formatted with %.0f before being stored: Lua's default number
@@ -112,6 +119,12 @@ for i = 1, n do
 end
 redis.call('HSET', KEYS[1], unpack(set))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.floor(longest / 1000) + 1000))
+if k > 1 then
+  local keep = tonumber(ARGV[3 * n + 5])
+  redis.call('HSET', KEYS[2], 'key', ARGV[3 * n + 4], 'units', k - 1,
+    'until', string.format('%.0f', now + keep * 1000))
+  redis.call('PEXPIRE', KEYS[2], keep)
+end
 local reset = nt[1] - now
 if nf[1] > 0 then reset = reset + 1 end
 out[1] = 1; out[2] = reset; out[3] = 0
@@ -120,11 +133,18 @@ out[4 + n] = k - 1
 return out
 `
 
-// refundScript is refund() in Lua: every tier of a key that has state moves
-// its TAT back by units intervals, never before now. A key with no state
-// is full already: nothing is written. Same KEYS and ARGV as gcraScript,
-// with ARGV[3n+3] the units to give back.
+// refundScript is Memory.Refund in Lua: the lease record KEYS[2] must
+// exist and name the key ARGV[3n+4]; it is deleted, and, unless its until
+// has passed, every tier of the
+// key that has state moves its TAT back by min(ARGV[3n+3], the recorded
+// units) intervals, never before now. A key with no state is full already:
+// nothing is written. Same KEYS[1] and tier ARGV as gcraScript. Returns the
+// units given back (0: no such record for this key, nothing changed).
 const refundScript = `
+local n = tonumber(ARGV[2])
+local rec = redis.call('HMGET', KEYS[2], 'key', 'units', 'until')
+if rec[1] ~= ARGV[3 * n + 4] then return 0 end
+redis.call('DEL', KEYS[2])
 local now
 if ARGV[1] ~= nil and ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
@@ -132,8 +152,10 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local n = tonumber(ARGV[2])
+if (tonumber(rec[3]) or 0) <= now then return 0 end
 local units = tonumber(ARGV[3 * n + 3]) or 0
+local recorded = tonumber(rec[2]) or 0
+if recorded < units then units = recorded end
 local fields = {}
 for i = 1, n do
   fields[2 * i - 1] = ARGV[3 * i] .. ':t'
@@ -161,7 +183,7 @@ for i = 1, n do
   end
 end
 if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
-return 0
+return units
 `
 
 var refundLua = redis.NewScript(refundScript)
@@ -230,14 +252,18 @@ func NewRedis(client redis.UniversalClient, prefix string, opts ...RedisOption) 
 // Allow implements Limiter in one round trip (EVALSHA; EVAL once per Redis
 // restart, when the script cache is empty).
 func (r *Redis) Allow(ctx context.Context, key string, limits Limits) (Decision, error) {
-	return r.AllowExtra(ctx, key, limits, 0)
+	return r.AllowExtra(ctx, key, limits, Lease{})
 }
 
+// leaseKey is where a lease's record is kept.
+func (r *Redis) leaseKey(id string) string { return r.prefix + "lease:" + id }
+
 // args are a script's ARGV: now, the tiers, then last (extra or units),
-// clamped to 0..MaxExtra here so the scripts need not.
-func (r *Redis) args(limits Limits, last int64) []any {
+// clamped to 0..ratelimit.MaxLeaseUnits here so the scripts need not, then
+// more (the lease record's key and keep).
+func (r *Redis) args(limits Limits, last int64, more ...any) []any {
 	n := len(limits)
-	args := make([]any, 0, 3+3*n)
+	args := make([]any, 0, 3+3*n+len(more))
 	if r.testClock != nil {
 		args = append(args, r.testClock().UnixMicro())
 	} else {
@@ -247,27 +273,41 @@ func (r *Redis) args(limits Limits, last int64) []any {
 	for i, t := range ratelimit.Tiers {
 		args = append(args, t.Name, windowMicros(i), limits[i])
 	}
-	return append(args, min(max(last, 0), MaxExtra))
+	args = append(args, min(max(last, 0), ratelimit.MaxLeaseUnits))
+	return append(args, more...)
 }
 
 // Refund implements Leaser in one round trip.
-func (r *Redis) Refund(ctx context.Context, key string, limits Limits, units int64) error {
+func (r *Redis) Refund(ctx context.Context, key string, limits Limits, id string, units int64) (int64, error) {
 	if err := limits.Validate(); err != nil {
-		return err
+		return 0, err
 	}
-	if err := refundLua.Run(ctx, r.client, []string{r.prefix + key}, r.args(limits, units)...).Err(); err != nil {
-		return fmt.Errorf("redis rate-limit refund script: %w", err)
+	if id == "" {
+		return 0, nil
 	}
-	return nil
+	got, err := refundLua.Run(ctx, r.client, []string{r.prefix + key, r.leaseKey(id)}, r.args(limits, units, key)...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("redis rate-limit refund script: %w", err)
+	}
+	return got, nil
 }
 
 // AllowExtra implements Leaser in one round trip, like Allow.
-func (r *Redis) AllowExtra(ctx context.Context, key string, limits Limits, extra int64) (Decision, error) {
+func (r *Redis) AllowExtra(ctx context.Context, key string, limits Limits, lease Lease) (Decision, error) {
 	if err := limits.Validate(); err != nil {
 		return Decision{}, err
 	}
+	keys := []string{r.prefix + key}
+	if lease.Units > 0 {
+		if lease.ID == "" {
+			return Decision{}, errNoLeaseID
+		}
+		keys = append(keys, r.leaseKey(lease.ID))
+	} else {
+		lease.Keep = 0
+	}
 	n := len(limits)
-	res, err := script.Run(ctx, r.client, []string{r.prefix + key}, r.args(limits, extra)...).Int64Slice()
+	res, err := script.Run(ctx, r.client, keys, r.args(limits, lease.Units, key, lease.keepMillis())...).Int64Slice()
 	if r.busy(ctx, err) {
 		return Decision{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}

@@ -14,15 +14,20 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/services/auth/internal/authtest"
 	"github.com/bmcis/knowledge/services/auth/internal/keys"
+	"github.com/bmcis/knowledge/services/auth/internal/limiter"
 )
 
 // TestLeases: Check prepays what the adapter asks, within the key's limits
 // and BMCIS_AUTH_LEASE_MAX and never past its expiry; ReleaseLease gives
-// the unspent units back.
+// back the unspent units of a lease auth recorded, for its key, once.
 func TestLeases(t *testing.T) {
 	eachBackend(t, func(t *testing.T, backend string) {
 		clk := authtest.NewClock()
-		in := authtest.Start(t, testConfig(t, backend, clk), authtest.NewDB(t))
+		cfg := testConfig(t, backend, clk)
+		if backend == "redis" {
+			cfg.RedisTestClock = clk.Now // a lease's record expires on this clock too
+		}
+		in := authtest.Start(t, cfg, authtest.NewDB(t))
 		adapter := authtest.Adapter(context.Background())
 		check := func(ctx context.Context, key string, units int32) *authv1.CheckResponse {
 			t.Helper()
@@ -67,18 +72,40 @@ func TestLeases(t *testing.T) {
 			})
 		}
 
-		t.Run("release refunds the unspent units and records the last use", func(t *testing.T) {
+		t.Run("release refunds only a recorded lease's units, once", func(t *testing.T) {
 			fresh, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "fresh", Limits: authtest.Limits("minute", 20)})
 			fid, _, _ := keys.Parse(fresh)
-			require.Equal(t, int64(11), minute(check(adapter, fresh, 8)))
-			used := clk.Now()
-			_, err := in.Client.ReleaseLease(adapter, &authv1.ReleaseLeaseRequest{KeyId: fid, Tool: "semantic_search",
-				UnusedUnits: 5, LastUsed: timestamppb.New(used)})
+			other, _ := in.CreateKey(t, &authv1.CreateKeyRequest{Name: "other", Limits: authtest.Limits("minute", 20)})
+			oid, _, _ := keys.Parse(other)
+			release := func(keyID, leaseID string, units int32) int32 {
+				t.Helper()
+				resp, err := in.Client.ReleaseLease(adapter, &authv1.ReleaseLeaseRequest{KeyId: keyID, Tool: "semantic_search",
+					UnusedUnits: units, LeaseId: leaseID, LastUsed: timestamppb.New(clk.Now())})
+				require.NoError(t, err)
+				return resp.GetRefundedUnits()
+			}
+			forged, err := limiter.NewLeaseID()
 			require.NoError(t, err)
+
+			granted := check(adapter, fresh, 8)
+			require.Equal(t, int64(11), minute(granted))
+			lease := granted.GetLease().GetId()
+			require.True(t, limiter.ValidLeaseID(lease), "an unguessable id: %q", lease)
+			require.Equal(t, int32(5), release(fid, lease, 5))
 			require.Equal(t, int64(15), minute(check(adapter, fresh, 0)), "20 - 1 - 8 + 5 - 1")
-			_, err = in.Client.ReleaseLease(adapter, &authv1.ReleaseLeaseRequest{KeyId: fid, UnusedUnits: 64})
-			require.NoError(t, err)
-			require.Equal(t, int64(19), minute(check(adapter, fresh, 0)), "a refund never fills a tier past full")
+			require.Zero(t, release(fid, lease, 3), "a second release refunds nothing")
+			require.Zero(t, release(fid, forged, 64), "an unknown lease refunds nothing")
+			require.Equal(t, int64(14), minute(check(adapter, fresh, 0)))
+
+			theirs := check(adapter, other, 4).GetLease().GetId()
+			require.Zero(t, release(fid, theirs, 4), "another key's lease refunds nothing")
+			require.Equal(t, int32(4), release(oid, theirs, 64), "at most what was granted, to its own key")
+			require.Equal(t, int64(18), minute(check(adapter, other, 0)), "20 - 5 + 4 - 1")
+
+			late := check(adapter, fresh, 4)
+			require.Equal(t, int64(9), minute(late))
+			clk.Advance(time.Duration(late.GetLease().GetValidMs())*time.Millisecond + limiter.ReleaseSlack)
+			require.Zero(t, release(fid, late.GetLease().GetId(), 4), "an expired lease refunds nothing")
 		})
 
 		t.Run("bad releases are refused", func(t *testing.T) {
@@ -91,6 +118,8 @@ func TestLeases(t *testing.T) {
 				{adapter, &authv1.ReleaseLeaseRequest{KeyId: "nope", UnusedUnits: 1}, codes.InvalidArgument},
 				{adapter, &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: 65}, codes.InvalidArgument},
 				{adapter, &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: -1}, codes.InvalidArgument},
+				{adapter, &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: 1}, codes.InvalidArgument},
+				{adapter, &authv1.ReleaseLeaseRequest{KeyId: id, UnusedUnits: 1, LeaseId: "short"}, codes.InvalidArgument},
 			} {
 				_, err := in.Client.ReleaseLease(tc.ctx, tc.req)
 				require.Equal(t, tc.code, status.Code(err), "%v", tc.req)

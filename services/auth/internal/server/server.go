@@ -210,8 +210,13 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 		d   limiter.Decision
 		err error
 	)
+	var lease limiter.Lease
 	if ls, ok := s.limiter.(limiter.Leaser); ok && extra > 0 {
-		d, err = ls.AllowExtra(ctx, k.ID, limits, extra)
+		if lease.ID, err = limiter.NewLeaseID(); err != nil {
+			return nil, fmt.Errorf("lease for key %s: %w", k.ID, err)
+		}
+		lease.Units, lease.Keep = extra, leaseFor+limiter.ReleaseSlack
+		d, err = ls.AllowExtra(ctx, k.ID, limits, lease)
 	} else {
 		d, err = s.limiter.Allow(ctx, k.ID, limits)
 	}
@@ -238,7 +243,7 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 			s.usage.Record(k.ID, s.clock())
 		}
 		if d.Extra > 0 && !d.Degraded {
-			resp.Lease = &authv1.Lease{Units: int32(d.Extra), ValidMs: int32(leaseFor.Milliseconds())}
+			resp.Lease = &authv1.Lease{Units: int32(d.Extra), ValidMs: int32(leaseFor.Milliseconds()), Id: lease.ID}
 			s.leaseUnits.WithLabelValues(leaseGranted).Add(float64(d.Extra))
 		}
 		s.checks.WithLabelValues("allowed").Inc()
@@ -269,7 +274,7 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 // edge that can give unspent units back, and never past the key's expiry.
 // The limiter decides how many it can actually give.
 func (s *Server) leaseTerms(ctx context.Context, req *authv1.CheckRequest, verdict keys.Verdict) (time.Duration, int64) {
-	want := int64(min(req.GetLeaseUnits(), limiter.MaxExtra))
+	want := int64(min(req.GetLeaseUnits(), ratelimit.MaxLeaseUnits))
 	k := verdict.Key
 	if want <= 0 || s.leaseMax <= 0 || verdict.Stale || oauthpolicy.IsOAuth(k.ID) ||
 		req.GetApiKey() == "" || !rpcauth.MayClaim(ctx, rpcauth.LeaseUnits) {
@@ -291,17 +296,23 @@ const (
 	leaseRefunded = "refunded"
 )
 
-// ReleaseLease refunds the units of a lease the adapter did not spend and
-// records the key's last use. A key that no longer exists, or is revoked,
-// is refunded too: its limits are then moot, and the refund harmless.
+// ReleaseLease refunds the unspent units of a lease Check granted and
+// records the key's last use. Only a lease auth holds a record of, for this
+// key, refunds, at most the units granted, and once: a lease already
+// released, expired, unknown or granted to another key answers OK with
+// refunded_units 0 (the caller can do nothing better with an error, and
+// nothing is refunded). A key that no longer exists refunds nothing.
 func (s *Server) ReleaseLease(ctx context.Context, req *authv1.ReleaseLeaseRequest) (*authv1.ReleaseLeaseResponse, error) {
 	id := strings.TrimSpace(req.GetKeyId())
 	units := req.GetUnusedUnits()
 	if !keys.ValidID(id) {
 		return nil, status.Error(codes.InvalidArgument, "key_id is not a key id")
 	}
-	if units < 0 || units > limiter.MaxExtra {
-		return nil, status.Errorf(codes.InvalidArgument, "unused_units must be between 0 and %d, got %d", limiter.MaxExtra, units)
+	if units < 0 || units > ratelimit.MaxLeaseUnits {
+		return nil, status.Errorf(codes.InvalidArgument, "unused_units must be between 0 and %d, got %d", ratelimit.MaxLeaseUnits, units)
+	}
+	if units > 0 && !limiter.ValidLeaseID(req.GetLeaseId()) {
+		return nil, status.Error(codes.InvalidArgument, "lease_id is not a lease id (CheckResponse.lease.id)")
 	}
 	if req.GetLastUsed() != nil {
 		if t := req.GetLastUsed().AsTime(); !t.After(s.clock()) {
@@ -322,12 +333,14 @@ func (s *Server) ReleaseLease(ctx context.Context, req *authv1.ReleaseLeaseReque
 	if k == nil {
 		return &authv1.ReleaseLeaseResponse{}, nil
 	}
-	if err := ls.Refund(ctx, k.ID, s.effectiveLimits(k.Limits), int64(units)); err != nil {
+	refunded, err := ls.Refund(ctx, k.ID, s.effectiveLimits(k.Limits), req.GetLeaseId(), int64(units))
+	if err != nil {
 		return nil, fmt.Errorf("release lease of key %s: %w", id, err)
 	}
-	s.leaseUnits.WithLabelValues(leaseRefunded).Add(float64(units))
-	logging.FromContext(ctx).DebugContext(ctx, "lease released", "key_id", id, "units", units, "tool", clip(req.GetTool()))
-	return &authv1.ReleaseLeaseResponse{}, nil
+	s.leaseUnits.WithLabelValues(leaseRefunded).Add(float64(refunded))
+	logging.FromContext(ctx).DebugContext(ctx, "lease released", "key_id", id, "units", units,
+		"refunded", refunded, "tool", clip(req.GetTool()))
+	return &authv1.ReleaseLeaseResponse{RefundedUnits: int32(refunded)}, nil
 }
 
 func (s *Server) deny(ctx context.Context, reason authv1.DenialReason, msg string, k *keys.Key, req *authv1.CheckRequest) *authv1.CheckResponse {

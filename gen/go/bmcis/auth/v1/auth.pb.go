@@ -128,7 +128,8 @@ type CheckRequest struct {
 	ClientAddress string `protobuf:"bytes,5,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	// How many units beyond this call the edge asks to prepay (a lease), to
 	// spend on the key's next calls of this tool without asking; 0: none.
-	// The service caps it (64) and grants it only to API keys.
+	// The service caps it (64, platform/ratelimit.MaxLeaseUnits) and grants
+	// it only to API keys.
 	LeaseUnits    int32 `protobuf:"varint,6,opt,name=lease_units,json=leaseUnits,proto3" json:"lease_units,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -215,7 +216,10 @@ type Lease struct {
 	// Units prepaid beyond this call (each charged to every tier).
 	Units int32 `protobuf:"varint,1,opt,name=units,proto3" json:"units,omitempty"`
 	// For how long, from the answer, the edge may spend them.
-	ValidMs       int32 `protobuf:"varint,2,opt,name=valid_ms,json=validMs,proto3" json:"valid_ms,omitempty"`
+	ValidMs int32 `protobuf:"varint,2,opt,name=valid_ms,json=validMs,proto3" json:"valid_ms,omitempty"`
+	// Names auth's record of the lease, which ReleaseLease must cite: random
+	// (128 bits, base64url without padding), unguessable, used once.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +266,13 @@ func (x *Lease) GetValidMs() int32 {
 		return x.ValidMs
 	}
 	return 0
+}
+
+func (x *Lease) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
 }
 
 // OAuthSubject is the verified identity an access token carries.
@@ -1622,7 +1633,9 @@ type ReleaseLeaseRequest struct {
 	// Units not spent, 0..64.
 	UnusedUnits int32 `protobuf:"varint,3,opt,name=unused_units,json=unusedUnits,proto3" json:"unused_units,omitempty"`
 	// When the edge last spent a unit of the lease; unset: never.
-	LastUsed      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
+	LastUsed *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
+	// The lease's id (Lease.id); required when unused_units > 0.
+	LeaseId       string `protobuf:"bytes,5,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1685,10 +1698,21 @@ func (x *ReleaseLeaseRequest) GetLastUsed() *timestamppb.Timestamp {
 	return nil
 }
 
-// ReleaseLeaseResponse is empty: the units are refunded (a tier already
-// refilled past them takes back only what makes it full).
+func (x *ReleaseLeaseRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+// ReleaseLeaseResponse says what was refunded.
 type ReleaseLeaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Units refunded: min(unused_units, the units granted) for a lease auth
+	// still holds a record of for this key; 0 for one already released,
+	// expired, unknown or granted to another key (a tier already refilled
+	// past them takes back only what makes it full).
+	RefundedUnits int32 `protobuf:"varint,1,opt,name=refunded_units,json=refundedUnits,proto3" json:"refunded_units,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1721,6 +1745,13 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
 	return file_bmcis_auth_v1_auth_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReleaseLeaseResponse) GetRefundedUnits() int32 {
+	if x != nil {
+		return x.RefundedUnits
+	}
+	return 0
 }
 
 // ListAuditEventsRequest filters the trail.
@@ -1882,10 +1913,11 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x05oauth\x18\x04 \x01(\v2\x1b.bmcis.auth.v1.OAuthSubjectR\x05oauth\x12%\n" +
 	"\x0eclient_address\x18\x05 \x01(\tR\rclientAddress\x12\x1f\n" +
 	"\vlease_units\x18\x06 \x01(\x05R\n" +
-	"leaseUnits\"8\n" +
+	"leaseUnits\"H\n" +
 	"\x05Lease\x12\x14\n" +
 	"\x05units\x18\x01 \x01(\x05R\x05units\x12\x19\n" +
-	"\bvalid_ms\x18\x02 \x01(\x05R\avalidMs\"\x8d\x01\n" +
+	"\bvalid_ms\x18\x02 \x01(\x05R\avalidMs\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\x8d\x01\n" +
 	"\fOAuthSubject\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
@@ -1992,13 +2024,15 @@ const file_bmcis_auth_v1_auth_proto_rawDesc = "" +
 	"\x18AppendAuditEventsRequest\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.bmcis.auth.v1.AuditEventR\x06events\"7\n" +
 	"\x19AppendAuditEventsResponse\x12\x1a\n" +
-	"\bappended\x18\x01 \x01(\x05R\bappended\"\x9c\x01\n" +
+	"\bappended\x18\x01 \x01(\x05R\bappended\"\xb7\x01\n" +
 	"\x13ReleaseLeaseRequest\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12!\n" +
 	"\funused_units\x18\x03 \x01(\x05R\vunusedUnits\x127\n" +
-	"\tlast_used\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\"\x16\n" +
-	"\x14ReleaseLeaseResponse\"\xd9\x01\n" +
+	"\tlast_used\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\x12\x19\n" +
+	"\blease_id\x18\x05 \x01(\tR\aleaseId\"=\n" +
+	"\x14ReleaseLeaseResponse\x12%\n" +
+	"\x0erefunded_units\x18\x01 \x01(\x05R\rrefundedUnits\"\xd9\x01\n" +
 	"\x16ListAuditEventsRequest\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x12\n" +

@@ -56,8 +56,10 @@ type AuthServiceClient interface {
 	AppendAuditEvents(ctx context.Context, in *AppendAuditEventsRequest, opts ...grpc.CallOption) (*AppendAuditEventsResponse, error)
 	// ReleaseLease gives back the units of a lease (CheckResponse.lease) the
 	// edge did not spend: they are refunded to the key's rate limits (never
-	// past full), and the key's last use is recorded. Only the MCP adapter's
-	// credential may call it.
+	// past full), and the key's last use is recorded. Auth refunds only a
+	// lease it granted, to the key it granted it to, at most the units it
+	// granted, and once: the release consumes auth's record of the lease.
+	// Only the MCP adapter's credential may call it.
 	ReleaseLease(ctx context.Context, in *ReleaseLeaseRequest, opts ...grpc.CallOption) (*ReleaseLeaseResponse, error)
 	// ListAuditEvents lists audit events, newest first, for operators (the
 	// admin token).
@@ -179,8 +181,10 @@ type AuthServiceServer interface {
 	AppendAuditEvents(context.Context, *AppendAuditEventsRequest) (*AppendAuditEventsResponse, error)
 	// ReleaseLease gives back the units of a lease (CheckResponse.lease) the
 	// edge did not spend: they are refunded to the key's rate limits (never
-	// past full), and the key's last use is recorded. Only the MCP adapter's
-	// credential may call it.
+	// past full), and the key's last use is recorded. Auth refunds only a
+	// lease it granted, to the key it granted it to, at most the units it
+	// granted, and once: the release consumes auth's record of the lease.
+	// Only the MCP adapter's credential may call it.
 	ReleaseLease(context.Context, *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error)
 	// ListAuditEvents lists audit events, newest first, for operators (the
 	// admin token).
