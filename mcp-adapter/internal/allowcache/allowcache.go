@@ -8,9 +8,11 @@
 //     only while the key is busy here) and some are left and not expired:
 //     the call proceeds without auth.Check, in the remembered scope and as
 //     the remembered principal, and spends one. Units not spent when the
-//     lease ends, its entry is dropped or the process stops are given back
-//     to auth (ReleaseLease), in the background and in bounded time; a lost
-//     release only costs the key those units until its tiers refill. A
+//     lease ends, another lease replaces it, its entry is dropped or the
+//     process stops are given back to auth (ReleaseLease, citing the
+//     lease's id: auth refunds only what it granted, once), in the
+//     background and in bounded time; a lost release only costs the key
+//     those units until its tiers refill. A
 //     revoked key is refused once its lease ends: within BMCIS_MCP_KEY_LEASE
 //     (at most 5 s) on this adapter.
 //   - Early (Take): the call is still checked, but its backend work may
@@ -37,6 +39,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 // DefaultTTL is how long an allow is remembered.
@@ -135,6 +139,7 @@ type entry struct {
 
 	// The lease: units prepaid by auth, spendable before leaseUntil.
 	keyID      string
+	leaseID    string // auth's record of it (Grant.ID)
 	tool       string
 	units      int64
 	leaseUntil time.Time
@@ -152,9 +157,9 @@ type entry struct {
 // Stats counts early starts: how many began (Take), and of those settled,
 // how many answered the call (the check allowed the same scope) and how
 // many were thrown away (a denial, an error, another scope); and leases:
-// calls that spent a leased unit instead of a check (Leased), units given
-// back to auth (Released) and units whose release failed or was dropped
-// (Lost).
+// calls that spent a leased unit instead of a check (Leased), units auth
+// refunded (Released) and units whose release failed, was dropped or
+// refunded nothing (Lost).
 type Stats struct {
 	Started, Kept, Discarded int64
 	Leased, Released, Lost   int64
@@ -163,20 +168,20 @@ type Stats struct {
 // Release is a lease's unspent units, to be given back to auth.
 type Release struct {
 	KeyID    string
+	LeaseID  string // Grant.ID: auth refunds only a lease it recorded
 	Tool     string
 	Units    int64
 	LastUsed time.Time // zero: no unit was spent
 }
 
-// ReleaseFunc gives units back to auth (AuthService.ReleaseLease).
-type ReleaseFunc func(ctx context.Context, r Release) error
+// ReleaseFunc gives units back to auth (AuthService.ReleaseLease) and
+// returns how many auth refunded (fewer than r.Units: a lease auth no
+// longer holds a record of, its record having ended).
+type ReleaseFunc func(ctx context.Context, r Release) (int64, error)
 
 // MaxLease bounds BMCIS_MCP_KEY_LEASE: how long a revoked key's calls may
 // still pass on this adapter.
 const MaxLease = 5 * time.Second
-
-// MaxLeaseUnits is the most units asked for at once (auth's cap too).
-const MaxLeaseUnits = 64
 
 // releaseTimeout bounds one ReleaseLease call, and closeTimeout all those
 // still queued when the process stops.
@@ -224,9 +229,9 @@ func (c *Cache) run() {
 		case r := <-c.releases:
 			c.send(context.Background(), r, releaseTimeout)
 		case <-tick.C:
-			c.expire(false)
+			c.expire()
 		case <-c.stop:
-			c.expire(true)
+			// Close queued every lease and closed the queue: drain it.
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			for {
@@ -244,19 +249,30 @@ func (c *Cache) run() {
 func (c *Cache) send(ctx context.Context, r Release, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if ctx.Err() == nil && c.release(ctx, r) == nil {
-		c.released.Add(r.Units)
+	if ctx.Err() != nil {
+		c.lost.Add(r.Units)
 		return
 	}
-	c.lost.Add(r.Units)
+	refunded, err := c.release(ctx, r)
+	if err != nil {
+		refunded = 0
+	}
+	refunded = min(max(refunded, 0), r.Units)
+	c.released.Add(refunded)
+	c.lost.Add(r.Units - refunded)
 }
 
-// expire queues the units of every lease that has ended (all of them when
-// the process stops).
-func (c *Cache) expire(all bool) {
-	now := c.now()
+// expire queues the units of every lease that has ended.
+func (c *Cache) expire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked(false)
+}
+
+// expireLocked queues the units of every lease that has ended (all of them
+// when the process stops); the caller holds mu.
+func (c *Cache) expireLocked(all bool) {
+	now := c.now()
 	for k := range c.leased {
 		e := c.entries[k]
 		if all || !now.Before(e.leaseUntil) {
@@ -267,27 +283,43 @@ func (c *Cache) expire(all bool) {
 }
 
 // endLease queues e's unspent units for release and clears its lease; the
-// caller holds mu and stores e back (or drops it).
+// caller holds mu and stores e back (or drops it). Once Close has queued
+// the last releases nobody reads the queue: units are then counted Lost.
 func (c *Cache) endLease(k [sha256.Size]byte, e *entry) {
 	delete(c.leased, k)
 	if e.units > 0 {
-		select {
-		case c.releases <- Release{KeyID: e.keyID, Tool: e.tool, Units: e.units, LastUsed: e.lastUsed}:
-		default: // the queue is full: those units return to the key as its tiers refill
-			c.lost.Add(e.units)
-		}
+		c.queueRelease(Release{KeyID: e.keyID, LeaseID: e.leaseID, Tool: e.tool, Units: e.units, LastUsed: e.lastUsed})
 	}
-	e.units, e.leaseUntil, e.lastUsed = 0, time.Time{}, time.Time{}
+	e.units, e.leaseID, e.leaseUntil, e.lastUsed = 0, "", time.Time{}, time.Time{}
+}
+
+// queueRelease queues r, or counts its units Lost when the queue is full or
+// closed: they return to the key as its tiers refill. The caller holds mu.
+func (c *Cache) queueRelease(r Release) {
+	if c.closed.Load() {
+		c.lost.Add(r.Units)
+		return
+	}
+	select {
+	case c.releases <- r:
+	default:
+		c.lost.Add(r.Units)
+	}
 }
 
 // Close gives back the units of every lease, waiting at most a few seconds
-// for auth; the cache grants no lease afterwards.
+// for auth; the cache grants no lease afterwards, and units of a lease a
+// check still in flight brings back are counted Lost.
 func (c *Cache) Close() {
 	if c == nil || c.stop == nil {
 		return
 	}
 	c.closing.Do(func() {
+		// Under mu, so no release is queued after these: run drains them all.
+		c.mu.Lock()
+		c.expireLocked(true)
 		c.closed.Store(true)
+		c.mu.Unlock()
 		close(c.stop)
 		<-c.done
 	})
@@ -340,9 +372,11 @@ func (c *Cache) Stats() Stats {
 }
 
 // Grant is a lease auth granted with an allow (CheckResponse.lease): Units
-// prepaid beyond the call, spendable for Valid, by the key KeyID.
+// prepaid beyond the call, spendable for Valid, by the key KeyID; ID names
+// auth's record of it, which a release cites.
 type Grant struct {
 	KeyID string
+	ID    string
 	Units int64
 	Valid time.Duration
 }
@@ -354,11 +388,12 @@ func (c *Cache) Allowed(key, op string, remaining int64, scope Scope) {
 	c.AllowedWith(key, op, remaining, scope, Grant{})
 }
 
-// AllowedWith is Allowed with the lease the check granted, if any: its
-// units join those still held for the key (all spendable until the new
-// lease ends: the key was just checked). A lease held under another scope
-// is given back. A lease keeps the key remembered even with no units left
-// for early starts.
+// AllowedWith is Allowed with the lease the check granted, if any: it
+// replaces a lease still held for the key, whose units are given back
+// (each release cites one lease of auth's). A lease held under another
+// scope is given back too. A lease keeps the key remembered even with no
+// units left for early starts. A grant that cannot be kept (the cache is
+// closed, or it lacks an id) counts its units Lost.
 func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Grant) {
 	if c == nil {
 		return
@@ -366,7 +401,10 @@ func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Gran
 	k := id(key, op)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lease <= 0 || c.closed.Load() || g.Units <= 0 || g.Valid <= 0 || g.KeyID == "" {
+	if c.lease <= 0 || c.closed.Load() || g.Units <= 0 || g.Valid <= 0 || g.KeyID == "" || g.ID == "" {
+		if g.Units > 0 { // charged by auth, neither spent nor given back
+			c.lost.Add(g.Units)
+		}
 		g = Grant{}
 	}
 	if (remaining <= 0 && g.Units == 0) || scope.bytes() > MaxScopeBytes {
@@ -382,7 +420,7 @@ func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Gran
 		}
 		if len(c.entries) >= c.max {
 			if g.Units > 0 { // nowhere to keep them: give them back
-				c.endLease(k, &entry{keyID: g.KeyID, tool: op, units: g.Units})
+				c.endLease(k, &entry{keyID: g.KeyID, leaseID: g.ID, tool: op, units: g.Units})
 			}
 			return // full of live entries: this key just waits for its checks
 		}
@@ -397,17 +435,17 @@ func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Gran
 		}
 	}
 	e := entry{until: now.Add(c.ttl), budget: max(remaining, 0), scope: scope,
-		keyID: old.keyID, tool: op, units: old.units, leaseUntil: old.leaseUntil, lastUsed: old.lastUsed,
+		keyID: old.keyID, leaseID: old.leaseID, tool: op, units: old.units, leaseUntil: old.leaseUntil, lastUsed: old.lastUsed,
 		window: old.window, cur: old.cur, prev: old.prev} // asked: cleared, this is the answer
 	if !had {
 		e.window, e.cur = now, 1 // the call just checked
 	}
 	if g.Units > 0 {
-		if e.units > 0 && e.keyID != g.KeyID {
-			c.endLease(k, &e) // a key id cannot change for one key; be safe anyway
+		if e.units > 0 {
+			c.endLease(k, &e) // one lease at a time: each release names one
 		}
-		e.keyID = g.KeyID
-		e.units += g.Units
+		e.keyID, e.leaseID = g.KeyID, g.ID
+		e.units = g.Units
 		e.leaseUntil = now.Add(min(g.Valid, c.lease))
 		c.leased[k] = struct{}{}
 	}
@@ -448,7 +486,7 @@ type Leased struct {
 // has not ended, spends one: the call may proceed without a check (ok).
 // Otherwise it returns how many units the call's check should ask auth to
 // prepay: twice the calls the key made here in about the last lease
-// window, at most MaxLeaseUnits, and none unless it made at least two, so
+// window, at most ratelimit.MaxLeaseUnits, and none unless it made at least two, so
 // a sporadic caller never prepays.
 func (c *Cache) Spend(key, op string) (l Leased, ok bool, ask int32) {
 	if c == nil || c.lease <= 0 {
@@ -487,7 +525,7 @@ func (c *Cache) Spend(key, op string) (l Leased, ok bool, ask int32) {
 	}
 	e.asked = now // cleared by the check's answer (AllowedWith, Forget)
 	c.entries[k] = e
-	return Leased{}, false, int32(min(2*recent, MaxLeaseUnits))
+	return Leased{}, false, int32(min(2*recent, ratelimit.MaxLeaseUnits))
 }
 
 // Len is the number of entries (for tests).

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
 // releases collects what a cache gives back.
@@ -15,11 +17,16 @@ type releases struct {
 	got []Release
 }
 
-func (r *releases) release(_ context.Context, rel Release) error {
+// release refunds every unit, except of the lease id "ended" (auth's
+// record of it is gone): none.
+func (r *releases) release(_ context.Context, rel Release) (int64, error) {
 	r.mu.Lock()
 	r.got = append(r.got, rel)
 	r.mu.Unlock()
-	return nil
+	if rel.LeaseID == "ended" {
+		return 0, nil
+	}
+	return rel.Units, nil
 }
 
 func (r *releases) units() int64 {
@@ -70,13 +77,13 @@ func TestLeaseAskedOnlyByBusyKeys(t *testing.T) {
 		c.Allowed("k", "op", 100, everyone)
 		_, _, ask = c.Spend("k", "op")
 	}
-	require.Equal(t, int32(MaxLeaseUnits), ask)
+	require.Equal(t, int32(ratelimit.MaxLeaseUnits), ask)
 }
 
 func TestLeaseSpentThenReleased(t *testing.T) {
 	c, rel, advance := leaseCache(t, time.Second)
 	hr := NewScope(nil, []string{"everyone", "group:hr"}, nil)
-	c.AllowedWith("k", "op", 0, hr, Grant{KeyID: "kid", Units: 3, Valid: 2 * time.Second})
+	c.AllowedWith("k", "op", 0, hr, Grant{KeyID: "kid", ID: "lease-1", Units: 3, Valid: 2 * time.Second})
 	_, ok := c.Take("k", "op")
 	require.False(t, ok, "no units left for early starts: the lease alone keeps the key")
 	for range 2 {
@@ -90,7 +97,7 @@ func TestLeaseSpentThenReleased(t *testing.T) {
 	_, ok, _ = c.Spend("k", "op")
 	require.False(t, ok, "ended")
 	require.Eventually(t, func() bool { return rel.units() == 1 }, 5*time.Second, 10*time.Millisecond)
-	require.Equal(t, Release{KeyID: "kid", Tool: "op", Units: 1, LastUsed: time.Unix(1000, 0)}, rel.got[0])
+	require.Equal(t, Release{KeyID: "kid", LeaseID: "lease-1", Tool: "op", Units: 1, LastUsed: time.Unix(1000, 0)}, rel.got[0])
 	require.Equal(t, int64(2), c.Stats().Leased)
 	require.Eventually(t, func() bool { return c.Stats().Released == 1 }, 5*time.Second, 10*time.Millisecond)
 }
@@ -107,13 +114,74 @@ func TestLeaseForgotten(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, rel, _ := leaseCache(t, time.Second)
-			c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", Units: 5, Valid: time.Second})
+			c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", ID: "lease-1", Units: 5, Valid: time.Second})
 			_, ok, _ := c.Spend("k", "op")
 			require.True(t, ok)
 			tc.end(c)
 			_, ok, _ = c.Spend("k", "op")
 			require.False(t, ok)
 			require.Eventually(t, func() bool { return rel.units() == 4 }, 5*time.Second, 10*time.Millisecond)
+		})
+	}
+}
+
+// TestLeaseReplaced: a new grant for a key still holding units gives the
+// old lease back under its own id, so each release cites one lease.
+func TestLeaseReplaced(t *testing.T) {
+	c, rel, _ := leaseCache(t, time.Second)
+	c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", ID: "old", Units: 5, Valid: time.Second})
+	_, ok, _ := c.Spend("k", "op")
+	require.True(t, ok)
+	c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", ID: "new", Units: 3, Valid: time.Second})
+	require.Eventually(t, func() bool { return rel.units() == 4 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, "old", rel.got[0].LeaseID)
+	for range 3 {
+		_, ok, _ = c.Spend("k", "op")
+		require.True(t, ok)
+	}
+	_, ok, _ = c.Spend("k", "op")
+	require.False(t, ok, "the new lease's units only")
+}
+
+// TestLeaseUnitsAccountedAfterClose: every granted unit ends Leased,
+// Released or Lost, also those of a check answered after Close (a check in
+// flight when the process stopped), of a grant without an id and of a
+// release auth refunded nothing of.
+func TestLeaseUnitsAccountedAfterClose(t *testing.T) {
+	tests := []struct {
+		name         string
+		afterClose   func(c *Cache)
+		released     int64
+		lost         int64
+		beforeClose  Grant
+		spentOnLease int64
+	}{
+		{"a grant after Close", func(c *Cache) {
+			c.AllowedWith("k2", "op", 10, everyone, Grant{KeyID: "kid2", ID: "late", Units: 7, Valid: time.Second})
+		}, 4, 7, Grant{KeyID: "kid", ID: "early", Units: 5, Valid: time.Second}, 1},
+		{"a denial after Close", func(c *Cache) { c.Forget("k", "op") }, 4, 0,
+			Grant{KeyID: "kid", ID: "early", Units: 5, Valid: time.Second}, 1},
+		{"a grant without an id", func(*Cache) {}, 0, 5, Grant{KeyID: "kid", Units: 5, Valid: time.Second}, 0},
+		{"a release auth refunds nothing of", func(*Cache) {}, 0, 4,
+			Grant{KeyID: "kid", ID: "ended", Units: 5, Valid: time.Second}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, rel, _ := leaseCache(t, time.Second)
+			c.AllowedWith("k", "op", 10, everyone, tc.beforeClose)
+			for range tc.spentOnLease {
+				_, ok, _ := c.Spend("k", "op")
+				require.True(t, ok)
+			}
+			c.Close()
+			tc.afterClose(c)
+			st := c.Stats()
+			require.Equal(t, tc.spentOnLease, st.Leased)
+			require.Equal(t, tc.released, st.Released)
+			if tc.beforeClose.ID != "ended" {
+				require.Equal(t, tc.released, rel.units(), "released by Close, within its bound")
+			}
+			require.Equal(t, tc.lost, st.Lost)
 		})
 	}
 }
@@ -126,7 +194,7 @@ func TestLeasesOff(t *testing.T) {
 		require.False(t, ok)
 		require.Zero(t, ask)
 	}
-	c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", Units: 5, Valid: time.Second})
+	c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", ID: "lease-1", Units: 5, Valid: time.Second})
 	_, ok, _ := c.Spend("k", "op")
 	require.False(t, ok, "a grant is ignored")
 	c.Close()

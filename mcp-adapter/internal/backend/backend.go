@@ -29,6 +29,7 @@ import (
 	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/platform/ratelimit"
 	"github.com/bmcis/knowledge/platform/readscope"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
@@ -164,17 +165,19 @@ func (c *Clients) CheckLease(ctx context.Context, key, operation string, leaseUn
 	return c.Auth.Check(ctx, req)
 }
 
-// ReleaseLease gives the unspent units of a lease back to auth
-// (allowcache.ReleaseFunc).
-func (c *Clients) ReleaseLease(ctx context.Context, r allowcache.Release) error {
-	req := &authv1.ReleaseLeaseRequest{KeyId: r.KeyID, Tool: r.Tool, UnusedUnits: int32(min(r.Units, allowcache.MaxLeaseUnits))}
+// ReleaseLease gives the unspent units of a lease back to auth and returns
+// how many it refunded (allowcache.ReleaseFunc).
+func (c *Clients) ReleaseLease(ctx context.Context, r allowcache.Release) (int64, error) {
+	req := &authv1.ReleaseLeaseRequest{KeyId: r.KeyID, LeaseId: r.LeaseID, Tool: r.Tool,
+		UnusedUnits: int32(min(r.Units, ratelimit.MaxLeaseUnits))}
 	if !r.LastUsed.IsZero() {
 		req.LastUsed = timestamppb.New(r.LastUsed)
 	}
-	if _, err := c.Auth.ReleaseLease(ctx, req); err != nil {
-		return fmt.Errorf("release lease of key %s: %w", r.KeyID, err)
+	resp, err := c.Auth.ReleaseLease(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("release lease of key %s: %w", r.KeyID, err)
 	}
-	return nil
+	return int64(resp.GetRefundedUnits()), nil
 }
 
 type clientAddressKey struct{}

@@ -386,7 +386,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	} else {
 		var lease allowcache.Grant
 		if l := resp.GetLease(); l != nil {
-			lease = allowcache.Grant{KeyID: resp.GetPrincipal().GetKeyId(), Units: int64(l.GetUnits()),
+			lease = allowcache.Grant{KeyID: resp.GetPrincipal().GetKeyId(), ID: l.GetId(), Units: int64(l.GetUnits()),
 				Valid: time.Duration(l.GetValidMs()) * time.Millisecond}
 		}
 		s.opts.AllowCache.AllowedWith(key, op, leastRemaining(resp.GetRemaining()), info.scope, lease)
