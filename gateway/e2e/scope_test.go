@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,6 +100,23 @@ func TestKeyScopesOverREST(t *testing.T) {
 		require.Len(t, cr.Chunks, 1)
 		require.Equal(t, securityChunk, cr.Chunks[0].ChunkID)
 		require.Equal(t, []string{hrChunk}, cr.MissingIDs, "another category's chunk is as missing as an unknown one")
+	})
+	t.Run("search and chunks do not tell the index version", func(t *testing.T) {
+		// Search tells the adapter alone the version an answer was computed
+		// at (platform/answerversion): a REST caller does not learn the
+		// change counter, in a header or in the body.
+		for _, r := range []response{
+			s.do("POST", "/v1/search", `{"query":"quokka policy","limit":5}`, rest.HeaderAPIKey, scoped),
+			s.do("GET", "/v1/chunks?chunk_ids="+securityChunk, "", rest.HeaderAPIKey, scoped),
+		} {
+			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+			for name := range r.header {
+				lower := strings.ToLower(name)
+				require.NotContains(t, lower, "index-version", name)
+				require.False(t, strings.HasPrefix(lower, "grpc-metadata-"), name)
+			}
+			require.NotContains(t, string(r.body), "indexGeneration")
+		}
 	})
 	t.Run("categories", func(t *testing.T) {
 		r := s.do("GET", "/v1/categories?scope.categories=hr", "", rest.HeaderAPIKey, scoped)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -26,6 +27,7 @@ import (
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	vendorgraphv1 "github.com/bmcis/knowledge/gen/go/bmcis/vendorgraph/v1"
+	"github.com/bmcis/knowledge/platform/answerversion"
 	"github.com/bmcis/knowledge/platform/cacheowner"
 	"github.com/bmcis/knowledge/platform/dbhealth"
 	"github.com/bmcis/knowledge/platform/grpcclient"
@@ -33,6 +35,7 @@ import (
 	"github.com/bmcis/knowledge/platform/readscope"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/allowcache"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/indexwatch"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/model"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/oauth"
 )
@@ -216,33 +219,52 @@ func readMask(paths []string) *fieldmaskpb.FieldMask {
 	return &fieldmaskpb.FieldMask{Paths: paths}
 }
 
+// answeredAt is the index version (indexwatch.Version) search's response
+// header md names; empty when it names none (an older search, or a
+// credential other than the adapter's), so that the answer is not kept.
+func answeredAt(md metadata.MD) string {
+	v, ok := answerversion.From(md)
+	if !ok {
+		return ""
+	}
+	return indexwatch.Version(v)
+}
+
 // SearchPage runs one page of a hybrid query. read lists the fields of the
 // answer the caller will read (SearchRequest.read_mask; nil: all): the
-// service reads and sends no others.
-func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int, read []string) (*searchv1.SearchResponse, error) {
+// service reads and sends no others. version is the index version search
+// computed it at (answeredAt).
+func (c *Clients) SearchPage(ctx context.Context, query string, offset, limit int, read []string) (page *searchv1.SearchResponse, version string, err error) {
 	ctx, cancel := withTimeout(cacheowner.Outgoing(ctx), c.Timeouts.Search)
 	defer cancel()
-	return c.Search.Search(ctx, &searchv1.SearchRequest{
+	var md metadata.MD
+	page, err = c.Search.Search(ctx, &searchv1.SearchRequest{
 		Query:    query,
 		Mode:     searchv1.RetrievalMode_RETRIEVAL_MODE_HYBRID,
 		Offset:   int32(offset),
 		Limit:    int32(limit),
 		Scope:    readScope(ctx),
 		ReadMask: readMask(read),
-	})
+	}, grpc.Header(&md))
+	if err != nil {
+		return nil, "", err
+	}
+	return page, answeredAt(md), nil
 }
 
 // GetChunks fetches chunks by id, in the order asked, and the ids missing.
 // read lists the fields the caller will read (GetChunksRequest.read_mask;
-// nil: all).
-func (c *Clients) GetChunks(ctx context.Context, ids []int64, read []string) ([]*searchv1.Chunk, []int64, error) {
+// nil: all). version is the index version search read them at
+// (answeredAt).
+func (c *Clients) GetChunks(ctx context.Context, ids []int64, read []string) (chunks []*searchv1.Chunk, missing []int64, version string, err error) {
 	ctx, cancel := withTimeout(ctx, c.Timeouts.Search)
 	defer cancel()
-	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids, Scope: readScope(ctx), ReadMask: readMask(read)})
+	var md metadata.MD
+	resp, err := c.Search.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: ids, Scope: readScope(ctx), ReadMask: readMask(read)}, grpc.Header(&md))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return resp.GetChunks(), resp.GetMissingIds(), nil
+	return resp.GetChunks(), resp.GetMissingIds(), answeredAt(md), nil
 }
 
 // Categories lists the indexed document categories, largest first.

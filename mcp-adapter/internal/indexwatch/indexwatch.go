@@ -23,6 +23,7 @@ package indexwatch
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -50,9 +51,24 @@ const (
 
 // version is an IndexVersion as a comparable value.
 type version struct {
-	index, vectors int64
-	model          string
+	index, vectors  int64
+	model, settings string
 }
+
+func versionOf(v *searchv1.IndexVersion) version {
+	return version{v.GetIndexGeneration(), v.GetVectorsGeneration(), v.GetEmbedderModel(), v.GetSettings()}
+}
+
+// String is the version as the answer cache compares it.
+func (v version) String() string {
+	return fmt.Sprintf("%d/%d/%q/%q", v.index, v.vectors, v.model, v.settings)
+}
+
+// Version is v as Epoch reports it: search labels each Search and
+// GetChunks answer with the version it was computed at, and the adapter
+// keeps an answer only when that label equals the epoch's version (the
+// calls and the stream may reach different replicas).
+func Version(v *searchv1.IndexVersion) string { return versionOf(v).String() }
 
 // state is the watcher's pure core: what the stream said and when.
 type state struct {
@@ -76,9 +92,9 @@ func (s *state) observe(v version, at time.Time) {
 // lost records that the stream ended: not current until the next message.
 func (s *state) lost() { s.open = false }
 
-// current returns the epoch and whether it is current at now.
-func (s *state) current(now time.Time) (uint64, bool) {
-	return s.epoch, s.open && now.Sub(s.lastAt) <= StaleAfter
+// current returns the epoch, its version and whether it is current at now.
+func (s *state) current(now time.Time) (uint64, string, bool) {
+	return s.epoch, s.last.String(), s.open && now.Sub(s.lastAt) <= StaleAfter
 }
 
 // Watcher follows search's index version. Use New.
@@ -91,6 +107,7 @@ type Watcher struct {
 	st state
 
 	reconnects atomic.Int64 // attempts after the first stream (Reconnects)
+	messages   atomic.Int64 // versions received, heartbeats included (tests)
 }
 
 // New returns a watcher of search (the adapter's client, whose credential
@@ -107,9 +124,9 @@ func New(search searchv1.SearchServiceClient, now func() time.Time, log *slog.Lo
 }
 
 // Epoch returns a number that changes whenever the index may have changed,
-// and whether it is current: a stream is open and its last message at most
-// StaleAfter old.
-func (w *Watcher) Epoch() (uint64, bool) {
+// the version (Version) that moved it there, and whether it is current: a
+// stream is open and its last message at most StaleAfter old.
+func (w *Watcher) Epoch() (epoch uint64, version string, current bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.st.current(w.now())
@@ -181,8 +198,9 @@ func (w *Watcher) follow(ctx context.Context) (delivered bool, err error) {
 		}
 		silent.Reset(StaleAfter)
 		w.mu.Lock()
-		w.st.observe(version{msg.GetIndexGeneration(), msg.GetVectorsGeneration(), msg.GetEmbedderModel()}, w.now())
+		w.st.observe(versionOf(msg), w.now())
 		w.mu.Unlock()
+		w.messages.Add(1)
 		if !delivered {
 			w.log.Info("index watch stream open", "index_generation", msg.GetIndexGeneration())
 		}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 )
 
 func TestEpochMovesOnChangeAndStopsBeingCurrentWhenTheStreamDoes(t *testing.T) {
@@ -56,6 +58,7 @@ func TestEpochMovesOnChangeAndStopsBeingCurrentWhenTheStreamDoes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s state
+			var last version // the epoch's version: the last one seen
 			now := time.Unix(1_800_000_000, 0)
 			for i, st := range tc.steps {
 				now = now.Add(st.after)
@@ -63,9 +66,11 @@ func TestEpochMovesOnChangeAndStopsBeingCurrentWhenTheStreamDoes(t *testing.T) {
 					s.lost()
 				} else {
 					s.observe(*st.msg, now)
+					last = *st.msg
 				}
-				epoch, current := s.current(now)
+				epoch, ver, current := s.current(now)
 				require.Equal(t, st.epoch, epoch, "step %d", i)
+				require.Equal(t, last.String(), ver, "step %d", i)
 				require.Equal(t, st.current, current, "step %d", i)
 			}
 		})
@@ -86,7 +91,7 @@ func TestASilentStreamStopsBeingCurrentAfterThreeHeartbeats(t *testing.T) {
 		{"past three", StaleAfter + time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, current := s.current(at.Add(tc.silent))
+			_, _, current := s.current(at.Add(tc.silent))
 			require.Equal(t, tc.current, current)
 		})
 	}
@@ -94,7 +99,34 @@ func TestASilentStreamStopsBeingCurrentAfterThreeHeartbeats(t *testing.T) {
 
 func TestNotCurrentBeforeTheFirstMessage(t *testing.T) {
 	w := New(nil, nil, nil)
-	epoch, current := w.Epoch()
+	epoch, _, current := w.Epoch()
 	require.Zero(t, epoch)
 	require.False(t, current)
+}
+
+// TestVersionString: every field of an IndexVersion, the ranking settings
+// included, tells versions apart; the string of a message is the one the
+// watcher reports for it.
+func TestVersionString(t *testing.T) {
+	base := &searchv1.IndexVersion{IndexGeneration: 7, VectorsGeneration: 3, EmbedderModel: "m1", Settings: "s1"}
+	for _, tc := range []struct {
+		name string
+		v    *searchv1.IndexVersion
+	}{
+		{"index generation", &searchv1.IndexVersion{IndexGeneration: 8, VectorsGeneration: 3, EmbedderModel: "m1", Settings: "s1"}},
+		{"vectors generation", &searchv1.IndexVersion{IndexGeneration: 7, VectorsGeneration: 4, EmbedderModel: "m1", Settings: "s1"}},
+		{"model", &searchv1.IndexVersion{IndexGeneration: 7, VectorsGeneration: 3, EmbedderModel: "m2", Settings: "s1"}},
+		{"settings", &searchv1.IndexVersion{IndexGeneration: 7, VectorsGeneration: 3, EmbedderModel: "m1", Settings: "s2"}},
+		{"no settings (an older search)", &searchv1.IndexVersion{IndexGeneration: 7, VectorsGeneration: 3, EmbedderModel: "m1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NotEqual(t, Version(base), Version(tc.v))
+			var s state
+			s.observe(versionOf(base), time.Now())
+			s.observe(versionOf(tc.v), time.Now())
+			epoch, ver, _ := s.current(time.Now())
+			require.Equal(t, uint64(2), epoch, "the epoch moved")
+			require.Equal(t, Version(tc.v), ver)
+		})
+	}
 }

@@ -31,12 +31,14 @@ func TestWatchTheRealSearch(t *testing.T) {
 	t.Cleanup(stop)
 	operator := dial(stacktest.IngestToken)
 
-	require.Eventually(t, func() bool { _, ok := w.Epoch(); return ok }, 5*time.Second, time.Millisecond, "current after start")
-	epoch := func() uint64 { e, ok := w.Epoch(); require.True(t, ok); return e }
+	require.Eventually(t, func() bool { _, _, ok := w.Epoch(); return ok }, 5*time.Second, time.Millisecond, "current after start")
+	epoch := func() uint64 { e, _, ok := w.Epoch(); require.True(t, ok); return e }
 
 	// moved runs write and reports how long after it returned (search
 	// has applied it on its replica by then) and after it was sent the
-	// epoch moved.
+	// epoch moved. The push takes a few milliseconds on a quiet machine;
+	// the bound is generous (a loaded 2-core CI box stalls goroutines for
+	// hundreds of ms) and the time measured is logged, not asserted.
 	moved := func(name string, write func(ctx context.Context) error) {
 		t.Helper()
 		before := epoch()
@@ -46,8 +48,8 @@ func TestWatchTheRealSearch(t *testing.T) {
 		require.NoError(t, write(ctx))
 		returned := time.Now()
 		early := epoch() != before
-		require.Eventually(t, func() bool { return epoch() != before }, 100*time.Millisecond, 100*time.Microsecond,
-			"%s: the epoch moves within 100 ms", name)
+		require.Eventually(t, func() bool { return epoch() != before }, 10*time.Second, 100*time.Microsecond,
+			"%s: the epoch moves", name)
 		at := time.Now()
 		t.Logf("%s: epoch moved %.1f ms after it was sent; already when its reply came: %v (else %.1f ms after)",
 			name, float64(at.Sub(sent).Microseconds())/1000, early, float64(at.Sub(returned).Microseconds())/1000)
@@ -75,22 +77,26 @@ func TestWatchTheRealSearch(t *testing.T) {
 		return err
 	})
 
-	// Heartbeats with an unchanged version keep the epoch.
-	steady := epoch()
-	time.Sleep(2500 * time.Millisecond)
+	// Heartbeats with an unchanged version keep the epoch: two more
+	// messages (the first may be a push already under way) and no move.
+	steady, heard := epoch(), w.Messages()
+	require.Eventually(t, func() bool { return w.Messages() >= heard+2 }, 10*time.Second, 5*time.Millisecond, "heartbeats come")
 	require.Equal(t, steady, epoch(), "no change, no move: heartbeats only")
 
 	svc := s.Service(stacktest.Search)
 	svc.Stop(t)
 	// Search ends the stream as it begins to drain, so the watcher knows
 	// about when the process is gone (the stream's end is read on gRPC's
-	// own goroutine: a few milliseconds are allowed for it).
-	require.Eventually(t, func() bool { _, ok := w.Epoch(); return !ok }, 100*time.Millisecond, time.Millisecond,
+	// own goroutine: a few milliseconds on a quiet machine, logged; the
+	// bound is StaleAfter, what a silent stream would take, with room).
+	stopped := time.Now()
+	require.Eventually(t, func() bool { _, _, ok := w.Epoch(); return !ok }, 2*indexwatch.StaleAfter, time.Millisecond,
 		"not current once search is stopped")
+	t.Logf("not current %.1f ms after search stopped", float64(time.Since(stopped).Microseconds())/1000)
 
 	svc.Start(t)
-	require.Eventually(t, func() bool { _, ok := w.Epoch(); return ok }, 10*time.Second, 5*time.Millisecond, "current again once search is back")
-	e, _ := w.Epoch()
+	require.Eventually(t, func() bool { _, _, ok := w.Epoch(); return ok }, 10*time.Second, 5*time.Millisecond, "current again once search is back")
+	e, _, _ := w.Epoch()
 	require.Equal(t, steady, e, "the same version as before the stop: the same epoch")
 }
 
@@ -110,6 +116,6 @@ func TestWatchIsTheAdaptersAlone(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watcher kept asking after search refused it")
 	}
-	_, current := w.Epoch()
+	_, _, current := w.Epoch()
 	require.False(t, current)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/bmcis/knowledge/platform/readscope"
 
 	"github.com/bmcis/knowledge/mcp-adapter/internal/answercache"
+	"github.com/bmcis/knowledge/mcp-adapter/internal/apierr"
 	"github.com/bmcis/knowledge/mcp-adapter/internal/respond"
 )
 
@@ -20,9 +21,10 @@ type AnswerCache = answercache.Cache[*keptAnswer]
 
 // IndexEpoch is what the answer cache asks of the index watcher
 // (indexwatch.Watcher): a number that moves whenever the search index may
-// have changed, and whether it is current (the watcher can tell now).
+// have changed, the version it moved to (indexwatch.Version), and whether
+// it is current (the watcher can tell now).
 type IndexEpoch interface {
-	Epoch() (epoch uint64, current bool)
+	Epoch() (epoch uint64, version string, current bool)
 }
 
 // NewAnswerCache returns an answer cache keeping answers for ttl within
@@ -57,26 +59,46 @@ func (s *Server) answerKey(ctx context.Context, epoch uint64, tool string, args 
 	return k.Sum()
 }
 
+// answerSlot is where a call's answer may be kept: its key, and the index
+// version of the epoch in the key.
+type answerSlot struct {
+	key     answercache.Key
+	version string
+}
+
 // lookupAnswer is the hook before a backend call: the answer kept under
-// the call's key, if any, and the key to keep a new one under. With the
+// the call's key, if any, and the slot to keep a new one in. With the
 // cache off, or no current index epoch, it returns nothing and costs
 // nothing: the call is answered afresh and not kept (fail closed).
 //
 // The epoch read here goes into the key: an answer fetched after it is
 // kept under it, so once the index moves on no entry of an older epoch is
-// found again (they age out of the LRU), and one fetched across a change
-// is kept under the epoch before it, never found after it.
-func (s *Server) lookupAnswer(ctx context.Context, tool string, args func(*answercache.KeyBuilder)) (*keptAnswer, *answercache.Key) {
+// found again (they age out of the LRU). An answer is kept only if search
+// computed it at the epoch's version (keepAnswer): the stream and the
+// calls may reach different replicas, one of them behind.
+func (s *Server) lookupAnswer(ctx context.Context, tool string, args func(*answercache.KeyBuilder)) (*keptAnswer, *answerSlot) {
 	if s.opts.Answers == nil || s.opts.Index == nil {
 		return nil, nil
 	}
-	epoch, current := s.opts.Index.Epoch()
+	epoch, version, current := s.opts.Index.Epoch()
 	if !current {
 		return nil, nil
 	}
 	k := s.answerKey(ctx, epoch, tool, args)
 	a, _ := s.opts.Answers.Get(k)
-	return a, &k
+	return a, &answerSlot{key: k, version: version}
+}
+
+// guardedAnswer is guarded for a fetch that may answer from the answer
+// cache (useKept). A kept answer carries no warnings of the call's check,
+// so when the check has some, fetch runs again without the cache: the
+// call is answered afresh, with them.
+func guardedAnswer[T any](ctx context.Context, s *Server, op string, fetch func(ctx context.Context, useKept bool) (T, error), kept func(T) bool) (T, authInfo, *apierr.Error, error) {
+	v, info, aerr, err := guarded(ctx, s, op, func(ctx context.Context) (T, error) { return fetch(ctx, true) })
+	if aerr == nil && kept(v) && len(info.warnings()) > 0 {
+		v, err = fetch(info.scoped(ctx), false)
+	}
+	return v, info, aerr, err
 }
 
 // replayAnswer answers call with a kept answer, and notes for the audit
@@ -88,11 +110,13 @@ func (s *Server) replayAnswer(ctx context.Context, call *respond.Call, a *keptAn
 	return s.resp.Replay(call, a.frozen)
 }
 
-// keepAnswer keeps the call's answer under key (nil: cache off), unless
-// it cannot be answered again as it is (respond.Freeze). The caller keeps
-// out answers with warnings about this one call.
-func (s *Server) keepAnswer(ctx context.Context, key *answercache.Key, call *respond.Call) {
-	if key == nil {
+// keepAnswer keeps the call's answer in slot (nil: cache off) when
+// search computed it at the slot's index version (answeredAt, from its
+// response header; empty: it did not say), unless it cannot be answered
+// again as it is (respond.Freeze). The caller keeps out answers with
+// warnings about this one call.
+func (s *Server) keepAnswer(ctx context.Context, slot *answerSlot, answeredAt string, call *respond.Call) {
+	if slot == nil || answeredAt != slot.version {
 		return
 	}
 	f, ok := s.resp.Freeze(call)
@@ -101,5 +125,5 @@ func (s *Server) keepAnswer(ctx context.Context, key *answercache.Key, call *res
 	}
 	results := noteOf(ctx).results
 	a := &keptAnswer{frozen: f, results: slices.Clone(results[:min(len(results), f.Results())])}
-	s.opts.Answers.Put(*key, a, f.Size()+len(a.results)*64)
+	s.opts.Answers.Put(slot.key, a, f.Size()+len(a.results)*64)
 }

@@ -217,7 +217,7 @@ func BenchmarkHTTPCall(b *testing.B) {
 	}
 	b.Run("search", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := h.clients.SearchPage(ctx, "incident severity levels", 0, 10, nil); err != nil {
+			if _, _, err := h.clients.SearchPage(ctx, "incident severity levels", 0, 10, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

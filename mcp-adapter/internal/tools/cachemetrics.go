@@ -42,7 +42,7 @@ func RegisterCacheMetrics(reg prometheus.Registerer, o Options) error {
 			Name: MetricIndexWatchCurrent,
 			Help: "1 while the index watch stream is open and heard from within 3 s, else 0 (the answer cache is then bypassed).",
 		}, func() float64 {
-			if _, current := index.Epoch(); current {
+			if _, _, current := index.Epoch(); current {
 				return 1
 			}
 			return 0

@@ -70,10 +70,12 @@ func (s *Server) parseChunks(raw any) (chunksParams, *apierr.Error) {
 type chunksReply struct {
 	chunks  []*searchv1.Chunk
 	missing []int64
-	// kept is the answer cache's answer, if it had one; key is where to
+	// version is the index version search read the chunks at.
+	version string
+	// kept is the answer cache's answer, if it had one; slot is where to
 	// keep a new one (nil: cache off).
 	kept *keptAnswer
-	key  *answercache.Key
+	slot *answerSlot
 }
 
 func (s *Server) getChunks(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -95,38 +97,28 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 	if ferr == nil {
 		fields, ferr = projection.Select(projection.ChunkFields(p.mode), p.fields, p.mode)
 	}
-	useKept := true
-	fetch := func(ctx context.Context) (chunksReply, error) {
+	fetch := func(ctx context.Context, useKept bool) (chunksReply, error) {
 		if ferr != nil {
 			return chunksReply{}, nil
 		}
-		var key *answercache.Key
+		var slot *answerSlot
 		if useKept {
 			var kept *keptAnswer
-			if kept, key = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
+			if kept, slot = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
 				k.Int64s(p.ids).String(string(p.mode)).Strings(fields).String(string(p.format))
 			}); kept != nil {
-				return chunksReply{kept: kept, key: key}, nil
+				return chunksReply{kept: kept, slot: slot}, nil
 			}
 		}
-		chunks, missing, err := s.clients.GetChunks(ctx, p.ids, withAuditReads(projection.ChunkReads(fields), chunksAuditReads))
-		return chunksReply{chunks: chunks, missing: missing, key: key}, err
+		chunks, missing, version, err := s.clients.GetChunks(ctx, p.ids, withAuditReads(projection.ChunkReads(fields), chunksAuditReads))
+		return chunksReply{chunks: chunks, missing: missing, version: version, slot: slot}, err
 	}
-	reply, info, aerr, berr := guarded(ctx, s, call.Operation, fetch)
-	if aerr == nil && reply.kept != nil && len(info.warnings()) > 0 {
-		// This call's check has warnings of its own, which a kept answer
-		// does not carry: it is answered afresh.
-		useKept = false
-		reply, berr = fetch(info.scoped(ctx))
-	}
+	reply, info, aerr, berr := guardedAnswer(ctx, s, call.Operation, fetch, func(r chunksReply) bool { return r.kept != nil })
 	call.BackendDone = s.opts.Now()
 	if aerr != nil {
 		return s.resp.Failure(call, aerr)
 	}
-	if reply.kept != nil {
-		call.CacheKey = "chunks:" + string(p.mode) + ":" + idsHash(p.ids)
-		return s.replayAnswer(ctx, call, reply.kept)
-	}
+	// A kept answer comes with neither (fetch returns it before any).
 	if ferr != nil {
 		return s.resp.Failure(call, ferr)
 	}
@@ -134,6 +126,9 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 		return s.resp.Failure(call, apierr.FromBackend(apierr.Search, berr))
 	}
 	call.CacheKey = "chunks:" + string(p.mode) + ":" + idsHash(p.ids)
+	if reply.kept != nil {
+		return s.replayAnswer(ctx, call, reply.kept)
+	}
 	for _, ch := range reply.chunks {
 		noteResult(ctx, ch.GetChunkId(), ch.GetDocumentId())
 	}
@@ -149,7 +144,7 @@ func (s *Server) chunks(ctx context.Context, call *respond.Call, p chunksParams,
 	res := s.resp.Success(call, env, c)
 	// Warnings about this one call's check are not for a later call.
 	if len(base) == 0 {
-		s.keepAnswer(ctx, reply.key, call)
+		s.keepAnswer(ctx, reply.slot, reply.version, call)
 	}
 	return res
 }

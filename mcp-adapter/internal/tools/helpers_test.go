@@ -45,7 +45,7 @@ type harness struct {
 func (h *harness) waitIndexCurrent() {
 	h.t.Helper()
 	require.NotNil(h.t, h.index, "no index watcher: the answer cache is off")
-	require.Eventually(h.t, func() bool { _, ok := h.index.Epoch(); return ok }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(h.t, func() bool { _, _, ok := h.index.Epoch(); return ok }, 10*time.Second, 5*time.Millisecond,
 		"the index watcher never became current")
 }
 

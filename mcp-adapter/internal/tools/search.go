@@ -166,27 +166,28 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	type timedPage struct {
 		page *searchv1.SearchResponse
 		took time.Duration
-		kept *keptAnswer
-		key  *answercache.Key
+		// version is the index version search computed the page at.
+		version string
+		kept    *keptAnswer
+		slot    *answerSlot
 	}
-	useKept := pre == nil // an elicited query's answer says so: not kept
-	fetch := func(ctx context.Context) (timedPage, error) {
+	fetch := func(ctx context.Context, useKept bool) (timedPage, error) {
 		if ferr != nil {
 			return timedPage{page: &searchv1.SearchResponse{}}, nil
 		}
-		var key *answercache.Key
+		var slot *answerSlot
 		if useKept {
 			var kept *keptAnswer
-			if kept, key = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
+			if kept, slot = s.lookupAnswer(ctx, call.Operation, func(k *answercache.KeyBuilder) {
 				k.String(p.query).Int(int64(offset)).Int(int64(p.pageSize)).String(string(p.mode)).
 					Strings(fields).Bool(len(p.fields) == 0).String(string(p.format)).Bool(p.deprecated)
 			}); kept != nil {
-				return timedPage{kept: kept, key: key}, nil
+				return timedPage{kept: kept, slot: slot}, nil
 			}
 		}
 		start := time.Now()
-		pg, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize, read)
-		return timedPage{page: pg, took: time.Since(start), key: key}, err
+		pg, version, err := s.clients.SearchPage(ctx, p.query, offset, p.pageSize, read)
+		return timedPage{page: pg, took: time.Since(start), version: version, slot: slot}, err
 	}
 	var (
 		got  timedPage
@@ -195,16 +196,11 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 		berr error
 	)
 	if pre != nil {
+		// An elicited query's answer says so: not kept.
 		info = *pre
-		got, berr = fetch(info.scoped(ctx))
+		got, berr = fetch(info.scoped(ctx), false)
 	} else {
-		got, info, aerr, berr = guarded(ctx, s, call.Operation, fetch)
-		if aerr == nil && got.kept != nil && len(info.warnings()) > 0 {
-			// This call's check has warnings of its own, which a kept answer
-			// does not carry: it is answered afresh.
-			useKept = false
-			got, berr = fetch(info.scoped(ctx))
-		}
+		got, info, aerr, berr = guardedAnswer(ctx, s, call.Operation, fetch, func(p timedPage) bool { return p.kept != nil })
 	}
 	page, backendTime := got.page, got.took
 	call.BackendDone = s.opts.Now()
@@ -252,7 +248,7 @@ func (s *Server) search(ctx context.Context, req mcp.CallToolRequest, call *resp
 	content.project()
 	res := s.resp.Success(call, env, content)
 	if keep {
-		s.keepAnswer(ctx, got.key, call)
+		s.keepAnswer(ctx, got.slot, got.version, call)
 	}
 	return res
 }

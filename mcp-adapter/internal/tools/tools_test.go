@@ -372,7 +372,7 @@ func TestPaginationReturnsEveryResultOnceInOrder(t *testing.T) {
 	// compare the pages with.
 	var want []int64
 	for off := 0; ; off += 50 {
-		pg, err := h.realClients().SearchPage(context.Background(), query, off, 50, nil)
+		pg, _, err := h.realClients().SearchPage(context.Background(), query, off, 50, nil)
 		require.NoError(t, err)
 		for _, hit := range pg.GetResults() {
 			want = append(want, hit.GetChunk().GetChunkId())
@@ -522,7 +522,7 @@ func TestTokenLimitExceeded(t *testing.T) {
 	require.Contains(t, []string{"success", "partial"}, a.status(), "mode %s: %v", m, a.env["error"])
 
 	// get_chunks: the longest chunk of a page in full mode.
-	pg, err := h.realClients().SearchPage(context.Background(), "security incident reporting", 0, 20, nil)
+	pg, _, err := h.realClients().SearchPage(context.Background(), "security incident reporting", 0, 20, nil)
 	require.NoError(t, err)
 	longest := pg.GetResults()[0].GetChunk()
 	for _, hit := range pg.GetResults() {
@@ -1031,7 +1031,7 @@ func TestResources(t *testing.T) {
 // retriever ranks, token counts, dates, duplicate links and query terms.
 func TestRealSearchFillsTheSignalInputs(t *testing.T) {
 	h := newReal(t)
-	pg, err := h.realClients().SearchPage(context.Background(), "reporting a security incident", 0, 50, nil)
+	pg, _, err := h.realClients().SearchPage(context.Background(), "reporting a security incident", 0, 50, nil)
 	require.NoError(t, err)
 	require.Len(t, pg.GetResults(), 50)
 	require.ElementsMatch(t, []string{"reporting", "security", "incident"}, pg.GetQueryTerms())

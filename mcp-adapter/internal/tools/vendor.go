@@ -174,7 +174,7 @@ var mentionsOnly = []string{"results.mentions"}
 // name the graph lacks ("our payroll provider"). Best effort, inside the
 // key's read scope: a search that fails adds nothing.
 func (s *Server) addMentionedVendors(ctx context.Context, name string, suggestions []string) []string {
-	page, err := s.clients.SearchPage(ctx, name, 0, 10, mentionsOnly)
+	page, _, err := s.clients.SearchPage(ctx, name, 0, 10, mentionsOnly)
 	if err != nil {
 		return suggestions
 	}

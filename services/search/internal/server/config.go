@@ -1,6 +1,9 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
@@ -195,4 +198,19 @@ func (c Config) engine() engine.Config {
 		ClassVectorBytes: c.ClassVectorsMB << 20, VectorMirrorBytes: c.VectorMirrorMB << 20, DBTimeout: c.DBTimeout, DedupWindow: c.DedupWindow, Fusion: c.Fusion,
 		Provider: c.Embedding.Provider, CacheSize: c.CacheSize, CacheTTL: c.CacheTTL,
 	}
+}
+
+// rankingSettings is a short hash of what decides a search answer besides
+// the data and the live model (IndexVersion.settings): the retrievers'
+// depths, the vector paths' bounds (an approximate path may rank
+// otherwise), the fusion and the dedup window. A redeploy that changes
+// one is a new index version, so answers kept by the adapter under the old
+// settings are not used again. The model is in the version already;
+// timeouts, cache sizes and text placement change no answer.
+func (c Config) rankingSettings() string {
+	e := c.engine()
+	h := sha256.Sum256(fmt.Appendf(nil, "%d|%d|%d|%d|%d|%d|%d|%+v|%s",
+		e.Candidates, e.EfSearch, e.MaxScanTuples, e.ExactVectorMaxRows, e.ClassVectorBytes, e.VectorMirrorBytes,
+		e.DedupWindow, e.Fusion, e.Provider))
+	return hex.EncodeToString(h[:6])
 }

@@ -28,6 +28,7 @@ var chunksResponseDesc = (&searchv1.GetChunksResponse{}).ProtoReflect().Descript
 // GetChunks returns whole chunks by id, in the order asked. They come from
 // memory; ids this replica has not loaded yet are read from PostgreSQL.
 func (s *Server) GetChunks(ctx context.Context, req *searchv1.GetChunksRequest) (*searchv1.GetChunksResponse, error) {
+	s.labelAnswer(ctx)
 	ids := req.GetChunkIds()
 	if !limits.ChunkIDs.Allows(len(ids)) {
 		return nil, grpcserver.InvalidArgument("chunk_ids", "give between %d and %d ids, got %d", limits.ChunkIDs.Min, limits.ChunkIDs.Max, len(ids))

@@ -28,6 +28,7 @@ import (
 // Search ranks chunks for a query and returns one page of the list.
 func (s *Server) Search(ctx context.Context, req *searchv1.SearchRequest) (*searchv1.SearchResponse, error) {
 	start := time.Now()
+	s.labelAnswer(ctx)
 	q := strings.TrimSpace(req.GetQuery())
 	switch n := utf8.RuneCountInString(req.GetQuery()); {
 	case q == "":

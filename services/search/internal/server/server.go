@@ -49,6 +49,8 @@ type Server struct {
 	m      *metrics
 	// versions is the index version WatchIndex streams push.
 	versions *versionFeed
+	// settings is cfg.rankingSettings(), in every version published.
+	settings string
 	// sourcesKick wakes the scheduled-sources runner.
 	sourcesKick chan struct{}
 	log         *slog.Logger
@@ -107,7 +109,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger,
 		ix = index.NewWithOptions(an, params, ixOpts)
 	}
 	s := &Server{cfg: cfg, st: st, emb: emb, ck: ck, texts: newTextSource(st, cfg.TextCacheChunks), ix: ix,
-		sourcesKick: make(chan struct{}, 1), log: log, versions: newVersionFeed()}
+		sourcesKick: make(chan struct{}, 1), log: log, versions: newVersionFeed(), settings: cfg.rankingSettings()}
 	var eng *engine.Engine
 	s.m = newMetrics(reg, func() engineGauges { return eng })
 	if err := registerStateMetrics(reg, emb, st, cfg.DBTimeout, log); err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/answerversion"
+	"github.com/bmcis/knowledge/platform/rpcauth"
 )
 
 // watchHeartbeat is the longest WatchIndex stays silent: a watcher takes
@@ -100,7 +103,23 @@ func (s *Server) publishVersion() {
 		IndexGeneration:   s.ix.Generation(),
 		VectorsGeneration: s.feed.VectorsGeneration(),
 		EmbedderModel:     model,
+		Settings:          s.settings,
 	})
+}
+
+// labelAnswer sends, to the adapter alone, the version this replica has
+// published (platform/answerversion), read before the answer is computed:
+// a change applied meanwhile can only make the label older than the
+// answer, never newer. Other callers do not learn the change counter (as
+// GetIndexStatus withholds it from limited callers).
+func (s *Server) labelAnswer(ctx context.Context) {
+	if !rpcauth.Holds(ctx, rpcauth.Adapter) {
+		return
+	}
+	v, _, _ := s.versions.current()
+	// Fails only once headers were sent, which no unary handler has done
+	// this early; without the label the adapter does not keep the answer.
+	_ = answerversion.Send(ctx, v)
 }
 
 // WatchIndex sends the index version at once, on every change the replica

@@ -8,11 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
+	"github.com/bmcis/knowledge/platform/answerversion"
 	"github.com/bmcis/knowledge/platform/grpcclient"
+	"github.com/bmcis/knowledge/services/search/internal/server"
 )
 
 // watch opens a WatchIndex stream on r, ended with the test.
@@ -128,4 +131,84 @@ func TestWatchIndexEnds(t *testing.T) {
 	require.Equal(t, int32(1), resp.GetDocumentsWritten())
 	got := search(t, r.client, &searchv1.SearchRequest{Query: "zebrafish"})
 	require.NotEmpty(t, got.GetResults(), "the change is applied")
+}
+
+// answerVersion calls Search or GetChunks on c and returns the index
+// version its header carries (nil: none).
+func answerVersion(t *testing.T, c searchv1.SearchServiceClient, chunks bool) *searchv1.IndexVersion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var md metadata.MD
+	var err error
+	if chunks {
+		_, err = c.GetChunks(ctx, &searchv1.GetChunksRequest{ChunkIds: []int64{1}}, grpc.Header(&md))
+	} else {
+		_, err = c.Search(ctx, &searchv1.SearchRequest{Query: "labelled answers", Limit: 5}, grpc.Header(&md))
+	}
+	require.NoError(t, err)
+	if len(md.Get(answerversion.Header)) == 0 {
+		return nil
+	}
+	v, ok := answerversion.From(md)
+	require.True(t, ok)
+	return v
+}
+
+// TestAnswerVersionHeader: Search and GetChunks tell the adapter role the
+// version WatchIndex reports, and no other role; a replica with other
+// ranking settings reports another version at the same point.
+func TestAnswerVersionHeader(t *testing.T) {
+	r, pool := start(t)
+	_, err := ingestDocs(t, r.client, md("labelled.md", "", "Labelled", "# Labelled\n\nLabelled answers carry their version."))
+	require.NoError(t, err)
+	watched := untilVersion(t, watch(t, r), func(v *searchv1.IndexVersion) bool { return v.GetIndexGeneration() > 0 })
+	require.NotEmpty(t, watched.GetSettings())
+
+	conn, err := grpcclient.Dial(r.addr, readToken)
+	require.NoError(t, err)
+	defer conn.Close()
+	reader := searchv1.NewSearchServiceClient(conn)
+	for _, chunks := range []bool{false, true} {
+		got := answerVersion(t, r.client, chunks)
+		require.NotNil(t, got, "chunks %v: the adapter role is told", chunks)
+		require.True(t, proto.Equal(watched, got), "chunks %v: the version WatchIndex reports: %v, %v", chunks, watched, got)
+		require.Nil(t, answerVersion(t, reader, chunks), "chunks %v: the read role is not", chunks)
+	}
+
+	// The same data, other ranking settings: another version.
+	cfg := testConfig()
+	cfg.Fusion.K = 30
+	other := startReplica(t, pool, cfg)
+	theirs := untilVersion(t, watch(t, other), func(v *searchv1.IndexVersion) bool {
+		return v.GetIndexGeneration() == watched.GetIndexGeneration()
+	})
+	require.NotEqual(t, watched.GetSettings(), theirs.GetSettings())
+	require.False(t, proto.Equal(watched, theirs))
+	require.True(t, proto.Equal(theirs, answerVersion(t, other.client, false)))
+}
+
+// TestRankingSettings: each ranking setting moves the fingerprint; one
+// that decides no answer does not.
+func TestRankingSettings(t *testing.T) {
+	base := testConfig()
+	for _, tc := range []struct {
+		name  string
+		set   func(*server.Config)
+		moves bool
+	}{
+		{"candidates", func(c *server.Config) { c.Candidates = 200 }, true},
+		{"rrf k", func(c *server.Config) { c.Fusion.K = 30 }, true},
+		{"fusion method", func(c *server.Config) { c.Fusion.Method = "convex" }, true},
+		{"dedup window", func(c *server.Config) { c.DedupWindow = 10 }, true},
+		{"ef_search", func(c *server.Config) { c.EfSearch = 400 }, true},
+		{"db timeout", func(c *server.Config) { c.DBTimeout = time.Minute }, false},
+		{"cache size", func(c *server.Config) { c.CacheSize = 7 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.set(&c)
+			require.Equal(t, tc.moves, server.RankingSettings(c) != server.RankingSettings(base))
+		})
+	}
 }

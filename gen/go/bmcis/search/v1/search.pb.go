@@ -2380,8 +2380,9 @@ func (*WatchIndexRequest) Descriptor() ([]byte, []int) {
 }
 
 // IndexVersion identifies the state a replica's answers come from. Every
-// field is global, read from the database's change feed, so two replicas
-// that have caught up to the same point send equal versions.
+// field but settings is global, read from the database's change feed, so
+// two replicas configured alike that have caught up to the same point
+// send equal versions.
 type IndexVersion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Change counter the in-memory index has caught up with (the highest
@@ -2392,6 +2393,11 @@ type IndexVersion struct {
 	// Identifier of the live embedding model, including its version (a
 	// retrain moves it); empty when none is usable.
 	EmbedderModel string `protobuf:"bytes,3,opt,name=embedder_model,json=embedderModel,proto3" json:"embedder_model,omitempty"`
+	// Short hash of the replica's ranking settings (whatever decides an
+	// answer besides the data), so that a redeploy with other settings and
+	// the same data is a new version. Not global: replicas configured
+	// alike send equal values.
+	Settings      string `protobuf:"bytes,4,opt,name=settings,proto3" json:"settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2443,6 +2449,13 @@ func (x *IndexVersion) GetVectorsGeneration() int64 {
 func (x *IndexVersion) GetEmbedderModel() string {
 	if x != nil {
 		return x.EmbedderModel
+	}
+	return ""
+}
+
+func (x *IndexVersion) GetSettings() string {
+	if x != nil {
+		return x.Settings
 	}
 	return ""
 }
@@ -4020,11 +4033,12 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	" \x01(\x01R\x11modelTermCoverage\x12'\n" +
 	"\x0fretrain_pending\x18\v \x01(\bR\x0eretrainPending\x12%\n" +
 	"\x0eretrain_reason\x18\f \x01(\tR\rretrainReason\"\x13\n" +
-	"\x11WatchIndexRequest\"\x8f\x01\n" +
+	"\x11WatchIndexRequest\"\xab\x01\n" +
 	"\fIndexVersion\x12)\n" +
 	"\x10index_generation\x18\x01 \x01(\x03R\x0findexGeneration\x12-\n" +
 	"\x12vectors_generation\x18\x02 \x01(\x03R\x11vectorsGeneration\x12%\n" +
-	"\x0eembedder_model\x18\x03 \x01(\tR\rembedderModel\"F\n" +
+	"\x0eembedder_model\x18\x03 \x01(\tR\rembedderModel\x12\x1a\n" +
+	"\bsettings\x18\x04 \x01(\tR\bsettings\"F\n" +
 	"\x12ListSourcesRequest\x120\n" +
 	"\x05scope\x18\x01 \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\x05scope\"H\n" +
 	"\x13ListSourcesResponse\x121\n" +

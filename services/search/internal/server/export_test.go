@@ -1,0 +1,4 @@
+package server
+
+// RankingSettings is c's ranking fingerprint (IndexVersion.settings).
+func RankingSettings(c Config) string { return c.rankingSettings() }
