@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/config"
+	"github.com/bmcis/knowledge/platform/version"
 	"github.com/bmcis/knowledge/services/search/internal/embedding"
 	"github.com/bmcis/knowledge/services/search/internal/engine"
 	"github.com/bmcis/knowledge/services/search/internal/fusion"
@@ -205,12 +206,14 @@ func (c Config) engine() engine.Config {
 // depths, the vector paths' bounds (an approximate path may rank
 // otherwise), the fusion and the dedup window. A redeploy that changes
 // one is a new index version, so answers kept by the adapter under the old
-// settings are not used again. The model is in the version already;
+// settings are not used again. So is the build's commit: code ranks too,
+// and replicas of two builds during a rollout then keep fewer answers
+// rather than replay the old build's. The model is in the version already;
 // timeouts, cache sizes and text placement change no answer.
 func (c Config) rankingSettings() string {
 	e := c.engine()
-	h := sha256.Sum256(fmt.Appendf(nil, "%d|%d|%d|%d|%d|%d|%d|%+v|%s",
+	h := sha256.Sum256(fmt.Appendf(nil, "%d|%d|%d|%d|%d|%d|%d|%+v|%s|%s",
 		e.Candidates, e.EfSearch, e.MaxScanTuples, e.ExactVectorMaxRows, e.ClassVectorBytes, e.VectorMirrorBytes,
-		e.DedupWindow, e.Fusion, e.Provider))
+		e.DedupWindow, e.Fusion, e.Provider, version.Commit))
 	return hex.EncodeToString(h[:6])
 }
