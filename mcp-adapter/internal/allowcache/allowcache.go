@@ -391,8 +391,9 @@ func (c *Cache) Allowed(key, op string, remaining int64, scope Scope) {
 // AllowedWith is Allowed with the lease the check granted, if any: it
 // replaces a lease still held for the key, whose units are given back
 // (each release cites one lease of auth's). A lease held under another
-// scope is given back too. A lease keeps the key remembered even with no
-// units left for early starts. A grant that cannot be kept (the cache is
+// scope is given back too, and so is a grant whose scope is over
+// MaxScopeBytes. A lease keeps the key remembered even with no units left
+// for early starts. A grant that cannot be kept (the cache is
 // closed, or it lacks an id) counts its units Lost.
 func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Grant) {
 	if c == nil {
@@ -409,6 +410,9 @@ func (c *Cache) AllowedWith(key, op string, remaining int64, scope Scope, g Gran
 	}
 	if (remaining <= 0 && g.Units == 0) || scope.bytes() > MaxScopeBytes {
 		c.drop(k)
+		if g.Units > 0 { // not kept (the scope is too large): give them back
+			c.endLease(k, &entry{keyID: g.KeyID, leaseID: g.ID, tool: op, units: g.Units})
+		}
 		return
 	}
 	now := c.now()

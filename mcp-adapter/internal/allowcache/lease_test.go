@@ -2,6 +2,7 @@ package allowcache
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,4 +202,33 @@ func TestLeasesOff(t *testing.T) {
 	var nilCache *Cache
 	require.Nil(t, nilCache.WithLeases(time.Second, (&releases{}).release))
 	nilCache.Close()
+}
+
+// TestLeaseGivenBackWithATooLargeScope: a grant that comes with a scope
+// over MaxScopeBytes is not kept (the key waits for its checks), and its
+// units are given back like the previous lease's, not left charged
+// uncounted.
+func TestLeaseGivenBackWithATooLargeScope(t *testing.T) {
+	c, rel, _ := leaseCache(t, time.Second)
+	c.AllowedWith("k", "op", 10, everyone, Grant{KeyID: "kid", ID: "old", Units: 3, Valid: time.Second})
+	_, ok, _ := c.Spend("k", "op")
+	require.True(t, ok)
+	big := []string{"everyone"}
+	for i := range 40 {
+		big = append(big, "group:"+strings.Repeat(string(rune('a'+i%26)), 50)+string(rune('a'+i/26)))
+	}
+	c.AllowedWith("k", "op", 10, NewScope(nil, big, nil), Grant{KeyID: "kid", ID: "new", Units: 5, Valid: time.Second})
+	require.Zero(t, c.Len(), "the key waits for its checks")
+	c.Close()
+	st := c.Stats()
+	require.Equal(t, int64(1), st.Leased)
+	require.Equal(t, int64(2+5), st.Released, "the old lease's unspent units and the new one's")
+	require.Zero(t, st.Lost)
+	rel.mu.Lock()
+	defer rel.mu.Unlock()
+	ids := make([]string, 0, len(rel.got))
+	for _, r := range rel.got {
+		ids = append(ids, r.LeaseID)
+	}
+	require.ElementsMatch(t, []string{"old", "new"}, ids, "each release cites its lease")
 }
