@@ -433,19 +433,22 @@ const testKeep = 30 * time.Second
 
 // TestLeaseRecordInRedis checks what the Redis backend stores for a lease:
 // one record under <prefix>lease:<id> that Redis itself expires after Keep,
-// and nothing at all for a call that prepaid nothing or was refused.
+// and nothing at all for a call that prepaid nothing or was refused. Redis
+// keeps time here (no test clock): the record read is kept a minute, so a
+// stalled machine cannot see it gone, and the expiry is watched on another
+// lease, of which nothing is read before it ends.
 func TestLeaseRecordInRedis(t *testing.T) {
 	client := redisClient(t)
 	prefix := "bmcis:test:lease:" + randomHex() + ":"
 	r := limiter.NewRedis(client, prefix)
 	ctx := context.Background()
-	t.Cleanup(func() { client.Del(context.Background(), prefix+"k") })
 	lim := limiter.Limits{3, 100, 1_000}
 	id, err := limiter.NewLeaseID()
 	require.NoError(t, err)
 	require.True(t, limiter.ValidLeaseID(id))
+	t.Cleanup(func() { client.Del(context.Background(), prefix+"k", prefix+"lease:"+id) })
 
-	d, err := r.AllowExtra(ctx, "k", lim, limiter.Lease{ID: id, Units: 5, Keep: 300 * time.Millisecond})
+	d, err := r.AllowExtra(ctx, "k", lim, limiter.Lease{ID: id, Units: 5, Keep: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), d.Extra)
 	rec, err := client.HGetAll(ctx, prefix+"lease:"+id).Result()
@@ -455,7 +458,7 @@ func TestLeaseRecordInRedis(t *testing.T) {
 	ttl, err := client.PTTL(ctx, prefix+"lease:"+id).Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, time.Duration(0))
-	require.LessOrEqual(t, ttl, 300*time.Millisecond)
+	require.LessOrEqual(t, ttl, time.Minute)
 
 	refused, err := limiter.NewLeaseID()
 	require.NoError(t, err)
@@ -466,11 +469,23 @@ func TestLeaseRecordInRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "a refused call records no lease")
 
+	got, err := r.Refund(ctx, "k", lim, id, 2)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got)
+	n, err = client.Exists(ctx, prefix+"lease:"+id).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a release consumes the record")
+
+	brief, err := limiter.NewLeaseID()
+	require.NoError(t, err)
+	d, err = r.AllowExtra(ctx, "k", lim, limiter.Lease{ID: brief, Units: 5, Keep: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), d.Extra, "the two refunded units: one for the call, one prepaid")
 	require.Eventually(t, func() bool {
-		n, err := client.Exists(ctx, prefix+"lease:"+id).Result()
+		n, err := client.Exists(ctx, prefix+"lease:"+brief).Result()
 		return err == nil && n == 0
 	}, 10*time.Second, 20*time.Millisecond, "Redis drops the record after Keep")
-	got, err := r.Refund(ctx, "k", lim, id, 2)
+	got, err = r.Refund(ctx, "k", lim, brief, 1)
 	require.NoError(t, err)
 	require.Zero(t, got)
 }
