@@ -491,40 +491,55 @@ func TestLeaseRecordInRedis(t *testing.T) {
 }
 
 // TestBackendsAgreeOnLeases drives both backends with the same random
-// prepaid calls, refunds and clock steps.
+// prepaid calls, refunds and clock steps. A refund cites the key's latest
+// lease (often still recorded, sometimes expired or released already),
+// another key's, or a forged id; some refunds must give units back, so
+// the refund arithmetic is compared too, not only its refusals.
 func TestBackendsAgreeOnLeases(t *testing.T) {
 	clk := newClock()
 	bs := backends(t, clk)
 	mem, red := bs["memory"].(limiter.Leaser), bs["redis"].(limiter.Leaser)
 	lims := []limiter.Limits{{3, 17, 101}, {100, 1_000, 10_000}, {7, 13, 10_000}, {60, 70, 80}}
 	ctx := context.Background()
-	leases := make([]string, 8) // recent lease ids, "" (none) at first
+	latest := make([]string, 4) // each key's latest lease id, "" (none) at first
+	forged, err := limiter.NewLeaseID()
+	require.NoError(t, err)
+	refunded := int64(0)
 	for i := range 3_000 {
 		k := "k" + string(rune('0'+i%4))
 		lim := lims[i%4]
 		r, err := rand.Int(rand.Reader, big.NewInt(80))
 		require.NoError(t, err)
 		if n := r.Int64(); n >= 70 {
-			// The lease of a recent grant, or a forged one.
-			id := leases[(i/4)%len(leases)]
+			id := latest[i%4]
+			switch n % 5 {
+			case 0:
+				id = latest[(i+1)%4] // another key's
+			case 1:
+				id = forged
+			}
 			gm, err := mem.Refund(ctx, k, lim, id, n-60)
 			require.NoError(t, err)
 			gr, err := red.Refund(ctx, k, lim, id, n-60)
 			require.NoError(t, err)
 			require.Equal(t, gm, gr, "refund %d", i)
+			refunded += gm
 		} else {
 			id, err := limiter.NewLeaseID()
 			require.NoError(t, err)
-			lease := limiter.Lease{ID: id, Units: n, Keep: 5 * time.Second}
+			// Kept 30 s of the test clock, which moves 2 s a step on
+			// average: a key's latest lease is usually still recorded.
+			lease := limiter.Lease{ID: id, Units: n, Keep: 30 * time.Second}
 			dm, err := mem.AllowExtra(ctx, k, lim, lease)
 			require.NoError(t, err)
 			dr, err := red.AllowExtra(ctx, k, lim, lease)
 			require.NoError(t, err)
 			require.Equal(t, dm, dr, "call %d", i)
-			leases[(i/4)%len(leases)] = id
+			latest[i%4] = id
 		}
 		n, err := rand.Int(rand.Reader, big.NewInt(4_000_000))
 		require.NoError(t, err)
 		clk.Advance(time.Duration(n.Int64()) * time.Microsecond)
 	}
+	require.Positive(t, refunded, "some refunds gave units back")
 }
