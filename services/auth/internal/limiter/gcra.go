@@ -127,30 +127,57 @@ func evaluate(cells []cell, now int64, limits Limits, extra int64) (Decision, []
 	return d, cells
 }
 
-// refund gives units back to every tier at now: each TAT moves back by
-// units emission intervals, but never before now, so a refund can refill a
-// tier, never create units past its limit. It returns the cells to store.
-func refund(cells []cell, now int64, limits Limits, units int64) []cell {
+// refund gives units back to every tier at now and returns the cells to
+// store and the units given back. Each unit is worth what the lease charged
+// for it: window / granted[t], the tier's limit when the lease was granted,
+// not its limit now, so changing a key's limits during a lease cannot make
+// a refund give back more (or less) time than was charged. Each TAT moves back by
+// units such intervals, but never before now: a refund can refill a tier,
+// never create units past its limit. A tier with no granted limit (added
+// since the grant) was not charged by the lease and gets nothing.
+//
+// The units given back are the most any one tier took back, in whole units:
+// a tier already full (or a key with no state, which is full) takes back
+// none, a tier that refilled meanwhile only what makes it full again, so a
+// key full everywhere reports 0 though the lease's record is consumed.
+func refund(cells []cell, now int64, granted, limits Limits, units int64) ([]cell, int64) {
 	units = min(max(units, 0), ratelimit.MaxLeaseUnits)
-	out := make([]cell, len(cells))
-	for t, c := range cells {
-		if t >= len(limits) {
-			break
+	n := min(len(cells), len(limits))
+	out := make([]cell, n)
+	var back int64
+	for t := range n {
+		c := cells[t]
+		if t >= len(granted) {
+			out[t] = c
+			continue
 		}
-		w, l := windowMicros(t), limits[t]
+		w, l, gl := windowMicros(t), limits[t], granted[t]
 		if c.frac >= l {
 			c.frac = l - 1
 		}
 		uw := units * w
-		nc := cell{tat: c.tat - uw/l, frac: c.frac - uw%l}
+		nc := cell{tat: c.tat - uw/gl, frac: c.frac}
+		// frac counts 1/l µs: the sub-µs rest of an interval of another
+		// limit is not given back (less than 1 µs, never more than charged).
+		if gl == l {
+			nc.frac -= uw % gl
+		}
 		if nc.frac < 0 {
 			nc.frac += l
 			nc.tat--
 		}
+		took := units
 		if nc.tat < now {
+			// Only the time between now and the TAT comes back: whole units
+			// of it. (c.tat - now) × gl < uw + gl here, far below 2^53.
+			took = 0
+			if c.tat > now {
+				took = min(units, (c.tat-now)*gl/w)
+			}
 			nc = cell{tat: now}
 		}
+		back = max(back, took)
 		out[t] = nc
 	}
-	return out[:min(len(cells), len(limits))]
+	return out, back
 }

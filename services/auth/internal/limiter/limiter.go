@@ -103,8 +103,10 @@ type Leaser interface {
 	// (lease.ID: key and Extra) for lease.Keep.
 	AllowExtra(ctx context.Context, key string, limits Limits, lease Lease) (Decision, error)
 	// Refund gives back min(units, the recorded units) of the lease id to
-	// every tier of key (never past full) and deletes the record, atomically,
-	// returning the units given back: 0, and nothing changed, for a lease
+	// every tier of key (never past full), each unit worth what it was
+	// charged (the tier's limit when granted, not limits), and deletes the
+	// record, atomically, returning the units given back as refund() counts
+	// them (0 for a key full already): 0, and nothing changed, for a lease
 	// already released, expired, unknown or recorded for another key.
 	Refund(ctx context.Context, key string, limits Limits, id string, units int64) (int64, error)
 }

@@ -295,6 +295,7 @@ func TestLeases(t *testing.T) {
 		allowed bool
 		got     int64          // Decision.Extra, or Refund's units given back
 		rem     limiter.Limits // Decision.Remaining
+		lim     limiter.Limits // the key's limits from this step on (an admin's change); the case's when nil
 	}
 	tests := []struct {
 		name  string
@@ -386,6 +387,53 @@ func TestLeases(t *testing.T) {
 			{advance: 12 * time.Second, lease: "a", refund: 4, got: 4},
 			{allowed: true, rem: limiter.Limits{9, 98, 998}},
 		}},
+		// The lease charged 6 s a minute unit, 36 s an hour unit, 86.4 s a
+		// day unit (TATs now + 30 s, 180 s, 432 s). Halved limits would make
+		// a unit 12 s, 72 s, 172.8 s: refunded at those, all three tiers
+		// would fill ({4, 49, 499} after the call). At the granted
+		// intervals the TATs go back to now + 6 s, 36 s, 86.4 s; the call
+		// at the new intervals takes them to 18 s, 108 s, 259.2 s:
+		// (60 - 18) × 5 / 60 = 3.5, (3600 - 108) × 50 / 3600 = 48.5,
+		// (86400 - 259.2) × 500 / 86400 = 498.5 units left.
+		{"limits lowered during a lease: a refund gives back the time charged", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lim: limiter.Limits{5, 50, 500}, lease: "a", refund: 4, got: 4},
+			{allowed: true, rem: limiter.Limits{3, 48, 498}},
+		}},
+		// Same TATs back to now + 6 s, 36 s, 86.4 s (not the 18 s, 108 s,
+		// 259.2 s that doubled limits' shorter units would leave); the call
+		// adds 3 s, 18 s, 43.2 s: (60 - 9) × 20 / 60 = 17,
+		// (3600 - 54) × 200 / 3600 = 197, (86400 - 129.6) × 2000 / 86400 = 1997.
+		{"limits raised during a lease: a refund gives back the time charged", limiter.Limits{10, 100, 1_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{5, 95, 995}},
+			{lim: limiter.Limits{20, 200, 2_000}, lease: "a", refund: 4, got: 4},
+			{allowed: true, rem: limiter.Limits{17, 197, 1_997}},
+		}},
+		// 60 s / 7 per minute unit: the lease's three units put the TAT at
+		// now + 25714285 5/7 µs; two units back at the granted 7 are
+		// 17142857 1/7 µs, of which the whole microseconds go back (the
+		// 1/7 µs is not a sixth of one): now + 8571428 µs and 5/6. The call
+		// at 6 adds 10 s: ((60 s - 18571428 µs) × 6 - 5) / 60 s = 4.14.
+		{"a granted limit that does not divide the window, changed since", limiter.Limits{7, 1_000, 10_000}, []step{
+			{lease: "a", extra: 2, allowed: true, got: 2, rem: limiter.Limits{4, 997, 9_997}},
+			{lim: limiter.Limits{6, 1_000, 10_000}, lease: "a", refund: 2, got: 2},
+			{allowed: true, rem: limiter.Limits{4, 998, 9_998}},
+		}},
+		// Units of 60 ms, 36 ms, 8.64 ms: the lease's five units put the
+		// TATs at now + 300 ms, 180 ms, 43.2 ms.
+		{"a key full again in every tier gets nothing back", limiter.Limits{1_000, 100_000, 10_000_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{995, 99_995, 9_999_995}},
+			{advance: 300 * time.Millisecond, lease: "a", refund: 4, got: 0},
+			{allowed: true, rem: limiter.Limits{999, 99_999, 9_999_999}},
+		}},
+		// 120 ms later the TATs are 180 ms, 60 ms, 0 ahead: the minute tier
+		// takes back 180 / 60 = 3 units, the hour 60 / 36 = 1 whole one,
+		// the day none; the most any tier took back is 3.
+		{"a key partly refilled gets back what its emptiest tier takes", limiter.Limits{1_000, 100_000, 10_000_000}, []step{
+			{lease: "a", extra: 4, allowed: true, got: 4, rem: limiter.Limits{995, 99_995, 9_999_995}},
+			{advance: 120 * time.Millisecond, lease: "a", refund: 4, got: 3},
+			{allowed: true, rem: limiter.Limits{999, 99_999, 9_999_999}},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -393,6 +441,7 @@ func TestLeases(t *testing.T) {
 				ls := l.(limiter.Leaser)
 				ctx := context.Background()
 				ids := map[string]string{}
+				lim := tc.lim
 				idOf := func(name string) string {
 					if name == "" {
 						return ""
@@ -407,8 +456,11 @@ func TestLeases(t *testing.T) {
 				for i, st := range tc.steps {
 					clk.Advance(st.advance)
 					key := cmp.Or(st.key, "k")
+					if st.lim != nil {
+						lim = st.lim
+					}
 					if st.refund > 0 {
-						got, err := ls.Refund(ctx, key, tc.lim, idOf(st.lease), st.refund)
+						got, err := ls.Refund(ctx, key, lim, idOf(st.lease), st.refund)
 						require.NoError(t, err, "step %d", i)
 						require.Equal(t, st.got, got, "step %d", i)
 						continue
@@ -417,7 +469,7 @@ func TestLeases(t *testing.T) {
 					if lease.ID == "" && lease.Units > 0 {
 						lease.ID = idOf(fmt.Sprintf("step %d", i))
 					}
-					d, err := ls.AllowExtra(ctx, key, tc.lim, lease)
+					d, err := ls.AllowExtra(ctx, key, lim, lease)
 					require.NoError(t, err)
 					require.Equal(t, st.allowed, d.Allowed, "step %d", i)
 					require.Equal(t, st.got, d.Extra, "step %d", i)
@@ -500,6 +552,9 @@ func TestBackendsAgreeOnLeases(t *testing.T) {
 	bs := backends(t, clk)
 	mem, red := bs["memory"].(limiter.Leaser), bs["redis"].(limiter.Leaser)
 	lims := []limiter.Limits{{3, 17, 101}, {100, 1_000, 10_000}, {7, 13, 10_000}, {60, 70, 80}}
+	// An admin's change: a key sometimes calls or refunds with these
+	// instead, so refunds at limits other than the granted ones are compared.
+	changed := []limiter.Limits{{2, 19, 97}, {150, 600, 10_000}, {6, 13, 9_000}, {60, 35, 160}}
 	ctx := context.Background()
 	latest := make([]string, 4) // each key's latest lease id, "" (none) at first
 	forged, err := limiter.NewLeaseID()
@@ -510,6 +565,9 @@ func TestBackendsAgreeOnLeases(t *testing.T) {
 		lim := lims[i%4]
 		r, err := rand.Int(rand.Reader, big.NewInt(80))
 		require.NoError(t, err)
+		if r.Int64()%3 == 0 {
+			lim = changed[i%4]
+		}
 		if n := r.Int64(); n >= 70 {
 			id := latest[i%4]
 			switch n % 5 {
@@ -542,4 +600,76 @@ func TestBackendsAgreeOnLeases(t *testing.T) {
 		clk.Advance(time.Duration(n.Int64()) * time.Microsecond)
 	}
 	require.Positive(t, refunded, "some refunds gave units back")
+}
+
+// TestRefundOfAKeyWithNoState checks that a lease whose key has no state
+// left (full in every tier, so dropped: Memory's sweep, Redis's expiry)
+// reports nothing given back, writes nothing, and still consumes the record.
+func TestRefundOfAKeyWithNoState(t *testing.T) {
+	lim := limiter.Limits{10, 100, 1_000}
+	tests := []struct {
+		name string
+		// setup returns the backend, how it drops the key "k" once full, and
+		// whether "k" has no state.
+		setup func(t *testing.T, clk *clock) (l limiter.Leaser, forget func(), stateless func() bool)
+	}{
+		{"memory", func(t *testing.T, clk *clock) (limiter.Leaser, func(), func() bool) {
+			m := limiter.NewMemory(clk.Now)
+			forget := func() {
+				clk.Advance(25 * time.Hour)
+				// 2,000 fresh keys touch every shard (all but surely): each
+				// sweeps out the full key.
+				for i := range 2_000 {
+					allow(t, m, fmt.Sprintf("fresh%d", i), lim)
+				}
+			}
+			return m, forget, func() bool { return m.Len() == 2_000 }
+		}},
+		{"redis", func(t *testing.T, clk *clock) (limiter.Leaser, func(), func() bool) {
+			c := redisClient(t)
+			prefix := "bmcis:test:nostate:" + randomHex() + ":"
+			ctx := context.Background()
+			t.Cleanup(func() {
+				iter := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
+				for iter.Next(ctx) {
+					c.Del(ctx, iter.Val())
+				}
+			})
+			// Redis expires the key by its own clock, not the test's: the
+			// test deletes it as that expiry would once the key is full.
+			forget := func() {
+				clk.Advance(25 * time.Hour)
+				require.NoError(t, c.Del(ctx, prefix+"k").Err())
+			}
+			stateless := func() bool {
+				n, err := c.Exists(ctx, prefix+"k").Result()
+				require.NoError(t, err)
+				return n == 0
+			}
+			return limiter.NewRedis(c, prefix, limiter.WithTestClock(clk.Now)), forget, stateless
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			l, forget, stateless := tc.setup(t, clk)
+			ctx := context.Background()
+			id, err := limiter.NewLeaseID()
+			require.NoError(t, err)
+			d, err := l.AllowExtra(ctx, "k", lim, limiter.Lease{ID: id, Units: 4, Keep: 26 * time.Hour})
+			require.NoError(t, err)
+			require.Equal(t, int64(4), d.Extra)
+			require.False(t, stateless())
+			forget()
+			require.True(t, stateless(), "the key's state is gone")
+
+			got, err := l.Refund(ctx, "k", lim, id, 4)
+			require.NoError(t, err)
+			require.Zero(t, got, "a key with no state is full: nothing to give back")
+			require.True(t, stateless(), "nothing written")
+			got, err = l.Refund(ctx, "k", lim, id, 4)
+			require.NoError(t, err)
+			require.Zero(t, got, "the record was consumed")
+		})
+	}
 }

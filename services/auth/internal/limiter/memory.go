@@ -26,9 +26,10 @@ type memShard struct {
 // leaseRecord is what a granted lease may give back, and until when
 // (microseconds).
 type leaseRecord struct {
-	key   string
-	units int64
-	until int64
+	key     string
+	units   int64
+	until   int64
+	granted Limits // the key's limits at grant time: what each unit was charged
 }
 
 // sweepEvery is how often a shard drops keys whose tiers are all full again;
@@ -74,7 +75,10 @@ func (m *Memory) AllowExtra(_ context.Context, key string, limits Limits, lease 
 	if d.Allowed {
 		sh.cells[key] = next
 		if d.Extra > 0 {
-			sh.leases[lease.ID] = leaseRecord{key: key, units: d.Extra, until: now + lease.keepMillis()*1000}
+			sh.leases[lease.ID] = leaseRecord{
+				key: key, units: d.Extra, until: now + lease.keepMillis()*1000,
+				granted: append(Limits(nil), limits...),
+			}
 		}
 	}
 	return d, nil
@@ -97,11 +101,13 @@ func (m *Memory) Refund(_ context.Context, key string, limits Limits, id string,
 	if rec.until <= now {
 		return 0, nil
 	}
-	units = min(max(units, 0), rec.units)
-	if cells, ok := sh.cells[key]; ok {
-		sh.cells[key] = refund(cells, now, limits, units)
+	cells, ok := sh.cells[key]
+	if !ok { // full already: nothing to give back
+		return 0, nil
 	}
-	return units, nil
+	next, back := refund(cells, now, rec.granted, limits, min(max(units, 0), rec.units))
+	sh.cells[key] = next
+	return back, nil
 }
 
 func (m *Memory) shard(key string) *memShard {

@@ -27,8 +27,9 @@ import (
 // ARGV[3n+4] the key (the lease record's owner), ARGV[3n+5] how long to keep the record (ms)
 //
 // When units beyond the call are charged, the lease record (a hash: key,
-// units, until: now + keep in µs, as Memory keeps it; Redis expires it
-// then too) is written in the same step, so a lease is never granted
+// units, until: now + keep in µs, as Memory keeps it, and <tier>:l, each
+// tier's limit now, what a refund's unit is worth; Redis expires it then
+// too) is written in the same step, so a lease is never granted
 // unrecorded nor recorded uncharged.
 //
 // Returns {allowed, reset_us, exhausted_mask, remaining_1 .. remaining_n, extra}.
@@ -121,8 +122,12 @@ redis.call('HSET', KEYS[1], unpack(set))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.floor(longest / 1000) + 1000))
 if k > 1 then
   local keep = tonumber(ARGV[3 * n + 5])
-  redis.call('HSET', KEYS[2], 'key', ARGV[3 * n + 4], 'units', k - 1,
-    'until', string.format('%.0f', now + keep * 1000))
+  local rec = {'key', ARGV[3 * n + 4], 'units', k - 1, 'until', string.format('%.0f', now + keep * 1000)}
+  for i = 1, n do
+    rec[#rec + 1] = names[i] .. ':l'
+    rec[#rec + 1] = ls[i]
+  end
+  redis.call('HSET', KEYS[2], unpack(rec))
   redis.call('PEXPIRE', KEYS[2], keep)
 end
 local reset = nt[1] - now
@@ -133,16 +138,19 @@ out[4 + n] = k - 1
 return out
 `
 
-// refundScript is Memory.Refund in Lua: the lease record KEYS[2] must
-// exist and name the key ARGV[3n+4]; it is deleted, and, unless its until
-// has passed, every tier of the
-// key that has state moves its TAT back by min(ARGV[3n+3], the recorded
-// units) intervals, never before now. A key with no state is full already:
-// nothing is written. Same KEYS[1] and tier ARGV as gcraScript. Returns the
-// units given back (0: no such record for this key, nothing changed).
+// refundScript is Memory.Refund in Lua (refund() for the arithmetic): the
+// lease record KEYS[2] must exist and name the key ARGV[3n+4]; it is
+// deleted, and, unless its until has passed, every tier of the key that has
+// state and a recorded limit (<tier>:l) moves its TAT back by min(ARGV[3n+3],
+// the recorded units) intervals of window / recorded limit, never before
+// now. A key with no state is full already: nothing is written. Same KEYS[1]
+// and tier ARGV as gcraScript. Returns the units given back as refund()
+// counts them (0: no such record for this key, or nothing to give back).
 const refundScript = `
 local n = tonumber(ARGV[2])
-local rec = redis.call('HMGET', KEYS[2], 'key', 'units', 'until')
+local rf = {'key', 'units', 'until'}
+for i = 1, n do rf[3 + i] = ARGV[3 * i] .. ':l' end
+local rec = redis.call('HMGET', KEYS[2], unpack(rf))
 if rec[1] ~= ARGV[3 * n + 4] then return 0 end
 redis.call('DEL', KEYS[2])
 local now
@@ -163,19 +171,31 @@ for i = 1, n do
 end
 local f = redis.call('HMGET', KEYS[1], unpack(fields))
 local set = {}
+local back = 0
 for i = 1, n do
   local tat = tonumber(f[2 * i - 1])
-  if tat ~= nil then
+  local gl = tonumber(rec[3 + i])
+  if tat ~= nil and gl ~= nil then
     local w = tonumber(ARGV[3 * i + 1])
     local l = tonumber(ARGV[3 * i + 2])
     local fr = tonumber(f[2 * i]) or 0
     if fr >= l then fr = l - 1 end
     local uw = units * w
-    local q = math.floor(uw / l)
+    local q = math.floor(uw / gl)
     local nx = tat - q
-    local m = fr - (uw - q * l)
+    local m = fr
+    if gl == l then m = fr - (uw - q * gl) end
     if m < 0 then m = m + l; nx = nx - 1 end
-    if nx < now then nx = now; m = 0 end
+    local took = units
+    if nx < now then
+      took = 0
+      if tat > now then
+        took = math.floor((tat - now) * gl / w)
+        if took > units then took = units end
+      end
+      nx = now; m = 0
+    end
+    if took > back then back = took end
     set[#set + 1] = fields[2 * i - 1]
     set[#set + 1] = string.format('%.0f', nx)
     set[#set + 1] = fields[2 * i]
@@ -183,7 +203,7 @@ for i = 1, n do
   end
 end
 if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
-return units
+return back
 `
 
 var refundLua = redis.NewScript(refundScript)
