@@ -47,6 +47,11 @@ const StaleAfter = 3 * Heartbeat
 const (
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = time.Second
+	// unimplementedBackoff is the wait after a search that does not know
+	// WatchIndex (an older release, during a rolling upgrade): it answers
+	// no sooner for being asked every second, and each ask is a line in
+	// its log; the cache is bypassed until a new search answers.
+	unimplementedBackoff = 30 * time.Second
 )
 
 // version is an IndexVersion as a comparable value.
@@ -161,10 +166,14 @@ func (w *Watcher) Run(ctx context.Context) {
 			w.log.Warn("index watch stream lost: the answer cache is bypassed until it is back", "error", err.Error())
 		}
 		failing = !delivered
+		wait := backoff
+		if status.Code(err) == codes.Unimplemented {
+			wait = unimplementedBackoff
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		if !delivered {
 			backoff = min(2*backoff, maxBackoff)

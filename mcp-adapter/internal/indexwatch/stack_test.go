@@ -2,10 +2,14 @@ package indexwatch_test
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/grpcclient"
@@ -116,6 +120,41 @@ func TestWatchIsTheAdaptersAlone(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watcher kept asking after search refused it")
 	}
+	_, _, current := w.Epoch()
+	require.False(t, current)
+}
+
+// olderSearch is a search service of a release before WatchIndex, as a
+// new adapter meets it during a rolling upgrade: every RPC it does not
+// know answers Unimplemented.
+type olderSearch struct {
+	searchv1.UnimplementedSearchServiceServer
+}
+
+// TestAnOlderSearchIsNotAskedEverySecond: against a search that does not
+// know WatchIndex, the watcher waits unimplementedBackoff (30 s) between
+// asks, not the 1 s of an outage, and the cache stays bypassed.
+func TestAnOlderSearchIsNotAskedEverySecond(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var asks atomic.Int64
+	srv := grpc.NewServer(grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		asks.Add(1)
+		return h(srv, ss)
+	}))
+	searchv1.RegisterSearchServiceServer(srv, olderSearch{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+
+	w, stop := indexwatch.Start(searchv1.NewSearchServiceClient(conn), nil)
+	require.Eventually(t, func() bool { return asks.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
+	// An outage's backoff would have asked again 3 or more times by now.
+	time.Sleep(2500 * time.Millisecond)
+	stop()
+	require.Equal(t, int64(1), asks.Load(), "asked again within the unimplemented backoff")
 	_, _, current := w.Epoch()
 	require.False(t, current)
 }
