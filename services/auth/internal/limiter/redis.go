@@ -14,6 +14,18 @@ import (
 	"github.com/bmcis/knowledge/platform/ratelimit"
 )
 
+// luaNow is the scripts' clock: ARGV[1] when a test fixes it, else Redis
+// server time, in microseconds.
+const luaNow = `
+local now
+if ARGV[1] ~= nil and ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+`
+
 // gcraScript is evaluate() in Lua: one call reads every tier of a key,
 // decides, and (only when every tier conforms) writes them all, atomically,
 // with Redis server time, so every replica sees the same clock and counts.
@@ -35,14 +47,7 @@ import (
 // Returns {allowed, reset_us, exhausted_mask, remaining_1 .. remaining_n, extra}.
 // Numbers are formatted with %.0f before being stored: Lua's default number
 // formatting keeps 14 digits, which would round microsecond timestamps.
-const gcraScript = `
-local now
-if ARGV[1] ~= nil and ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+const gcraScript = luaNow + `
 local n = tonumber(ARGV[2])
 local extra = tonumber(ARGV[3 * n + 3]) or 0
 local names, fields = {}, {}
@@ -146,20 +151,13 @@ return out
 // now. A key with no state is full already: nothing is written. Same KEYS[1]
 // and tier ARGV as gcraScript. Returns the units given back as refund()
 // counts them (0: no such record for this key, or nothing to give back).
-const refundScript = `
+const refundScript = luaNow + `
 local n = tonumber(ARGV[2])
 local rf = {'key', 'units', 'until'}
 for i = 1, n do rf[3 + i] = ARGV[3 * i] .. ':l' end
 local rec = redis.call('HMGET', KEYS[2], unpack(rf))
 if rec[1] ~= ARGV[3 * n + 4] then return 0 end
 redis.call('DEL', KEYS[2])
-local now
-if ARGV[1] ~= nil and ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 if (tonumber(rec[3]) or 0) <= now then return 0 end
 local units = tonumber(ARGV[3 * n + 3]) or 0
 local recorded = tonumber(rec[2]) or 0
