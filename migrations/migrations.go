@@ -8,12 +8,14 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -74,18 +76,48 @@ func LatestVersion() (int64, error) {
 	return latest, nil
 }
 
-// Up applies every pending migration and returns the versions applied.
+// lockConflictRetries is how many more times Up runs a migration that lost
+// a deadlock or a lock wait to the live services' writes, after
+// lockConflictBackoff doubling: a migration's ALTERs take their tables one
+// after another while the previous release keeps writing (a rolling
+// upgrade), and PostgreSQL may pick the migration as the deadlock's victim.
+const (
+	lockConflictRetries = 5
+	lockConflictBackoff = 200 * time.Millisecond
+)
+
+// Up applies every pending migration and returns the versions applied. A
+// migration that loses to a concurrent transaction's locks is run again:
+// a transactional one was rolled back whole, and those outside a
+// transaction (00021) are written to be run again.
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
 	p, db, err := provider(pool)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	results, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrate up: %w", err)
+	var applied []int64
+	wait := lockConflictBackoff
+	for attempt := 0; ; attempt++ {
+		results, err := p.Up(ctx)
+		applied = append(applied, versions(results)...)
+		if err == nil {
+			return applied, nil
+		}
+		var partial *goose.PartialError
+		if errors.As(err, &partial) {
+			applied = append(applied, versions(partial.Applied)...)
+		}
+		if attempt == lockConflictRetries || !pg.IsLockConflict(err) {
+			return applied, fmt.Errorf("migrate up: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return applied, fmt.Errorf("migrate up: %w", err)
+		case <-time.After(wait):
+		}
+		wait *= 2
 	}
-	return versions(results), nil
 }
 
 // DownTo rolls back every migration above version (0 rolls back everything).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pgvector/pgvector-go"
 	"github.com/stretchr/testify/require"
 
@@ -136,4 +137,48 @@ func TestHNSWNearestNeighbour(t *testing.T) {
 	require.NoError(t, err)
 	// Nearest is chunk 7; chunk 6 shares axis 7 (its secondary weight), then 8.
 	require.Equal(t, []int32{7, 6, 8}, got)
+}
+
+// TestUpRunsAgainAMigrationThatLostToTheLiveLoad: a migration whose table
+// a live service holds (here its lock wait runs out, 55P03; a deadlock's
+// victim, 40P01, is treated alike) is run again once the lock is gone,
+// instead of failing the release's migration step.
+func TestUpRunsAgainAMigrationThatLostToTheLiveLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testdb.NewEmpty(t)
+	pool, err := pg.ConnectRaw(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	all, err := migrations.Up(ctx, pool)
+	require.NoError(t, err)
+	last := all[len(all)-1]
+	_, err = migrations.DownTo(ctx, pool, all[len(all)-2])
+	require.NoError(t, err)
+
+	// A service's open transaction on the table the last migration alters.
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, "LOCK TABLE auth.audit_events IN ACCESS SHARE MODE")
+	require.NoError(t, err)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(500 * time.Millisecond)
+		_ = holder.Rollback(context.Background())
+	}()
+
+	// The migration's session gives up a lock wait after 50 ms, so each
+	// attempt while the lock is held fails with 55P03.
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "50ms"
+	impatient, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer impatient.Close()
+	applied, err := migrations.Up(ctx, impatient)
+	<-released
+	require.NoError(t, err)
+	require.Equal(t, []int64{last}, applied)
+	require.NoError(t, migrations.RequireCurrent(ctx, pool))
 }

@@ -114,6 +114,22 @@ func ConnectRaw(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// IsLockConflict reports whether err is a statement that lost to another
+// transaction's locks: chosen as a deadlock's victim (40P01), out of lock
+// wait (55P03) or a serialization failure (40001). The transaction was
+// rolled back, so running it again is safe and will likely succeed.
+func IsLockConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "40P01", "55P03", "40001":
+		return true
+	}
+	return false
+}
+
 // IsUnavailable reports whether err means the database could not be reached
 // or the connection was lost (also mid-query), as opposed to a bad query.
 func IsUnavailable(err error) bool {
