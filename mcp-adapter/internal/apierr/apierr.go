@@ -262,6 +262,29 @@ func NewServiceUnavailable(service, why string, retryable bool) *Error {
 	return e
 }
 
+// WithRetryAfter makes a retryable answer say when to retry (a server's
+// Retry-After, in seconds), in reset_in_seconds as RATE_LIMIT does.
+func (e *Error) WithRetryAfter(seconds int) *Error {
+	seconds = max(seconds, 1)
+	e.resetInSeconds = &seconds
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details["reset_in_seconds"] = seconds
+	e.Suggestion = fmt.Sprintf("Retry in %d seconds; other tools keep working.", seconds)
+	return e
+}
+
+// NewAccessRefused is the answer when the remote endpoint, or a proxy in
+// front of it, refuses a request at the HTTP level (401, 403) before any
+// key check of the product's own, whose denials are envelopes: an
+// AUTH_INVALID whose details give the reason (HTTP_401, HTTP_403).
+func NewAccessRefused(reason, message, suggestion string) *Error {
+	e := newErr(AuthInvalid, false, message, suggestion)
+	e.Details = map[string]any{"reason": reason}
+	return e
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}

@@ -10,18 +10,27 @@
 // are forwarded (mcp-go's streamable-HTTP client, which negotiates the
 // stateless protocol when the endpoint speaks it); when the endpoint cannot
 // be reached, times out or refuses the connection, the answer is the usual
-// SERVICE_UNAVAILABLE envelope, never a dead server. A question the
+// SERVICE_UNAVAILABLE envelope, never a dead server; its HTTP status
+// tells a refused key (401, 403: AUTH_INVALID), a retryable answer (408,
+// 429, 5xx, whose Retry-After the bridge keeps) and a URL that names no
+// MCP endpoint apart (endpointError). A question the
 // endpoint asks mid-call (elicitation, as a multi round-trip request) is
 // put to the Desktop user when the Desktop declared elicitation.
 package bridge
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +80,9 @@ type Bridge struct {
 	transport http.RoundTripper
 
 	mu sync.Mutex
+	// retryAt is when the endpoint's Retry-After (429, 503) lets the
+	// bridge connect again; until then calls answer without asking it.
+	retryAt time.Time
 	// Two remote clients, connected on first use: one declares
 	// elicitation (for a Desktop that did), one does not, so the endpoint
 	// never asks a question the Desktop cannot put to the user.
@@ -134,6 +146,9 @@ func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error
 	}
 	if *slot != nil {
 		return *slot, nil
+	}
+	if wait := time.Until(b.retryAt); wait > 0 {
+		return nil, &backingOff{wait: wait}
 	}
 	trans, err := mcptransport.NewStreamableHTTP(b.opts.URL,
 		mcptransport.WithHTTPHeaders(map[string]string{"X-API-Key": b.opts.APIKey}),
@@ -211,8 +226,12 @@ func remoteClientName(desktop string) string {
 // Authorization and Cookie), and the endpoint is configured exactly, so a
 // redirect is a misconfiguration or an attack, answered with an error.
 func (b *Bridge) httpClient() *http.Client {
+	next := b.transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
 	return &http.Client{
-		Transport: b.transport,
+		Transport: recordingTransport{next: next},
 		Timeout:   b.opts.Timeout,
 		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 			return &redirectError{host: req.URL.Host}
@@ -226,6 +245,107 @@ type redirectError struct{ host string }
 
 func (e *redirectError) Error() string {
 	return "the endpoint redirected to " + e.host + "; the bridge follows no redirect"
+}
+
+// backingOff is a call made before the endpoint's Retry-After has passed.
+type backingOff struct{ wait time.Duration }
+
+func (e *backingOff) Error() string {
+	return fmt.Sprintf("the endpoint asked to wait %s more (Retry-After)", e.wait.Round(time.Second))
+}
+
+// maxRetryAfter bounds the wait a Retry-After imposes, so a wrong header
+// cannot keep the bridge from the endpoint for long.
+const maxRetryAfter = time.Minute
+
+// endpointAnswer is the status of the endpoint's latest HTTP answer in a
+// call, which mcp-go's errors do not keep (it names any 4xx to initialize
+// ErrLegacySSEServer, a proxy's 429 or 403 included).
+type endpointAnswer struct {
+	status      int
+	mediaType   string
+	retryAfter  time.Duration // 0: none, or unreadable
+	jsonRPCBody bool          // a 400 whose body is a JSON-RPC error
+}
+
+// answerLog holds a call's latest endpointAnswer; each call has its own
+// (in its context), so concurrent calls do not see each other's.
+type answerLog struct {
+	mu   sync.Mutex
+	last *endpointAnswer
+}
+
+type answerLogKey struct{}
+
+// withAnswerLog gives a call's context its answerLog.
+func withAnswerLog(ctx context.Context) context.Context {
+	return context.WithValue(ctx, answerLogKey{}, &answerLog{})
+}
+
+// answerFrom is the latest HTTP answer of the call of ctx; nil when there
+// was none or the latest request got no answer.
+func answerFrom(ctx context.Context) *endpointAnswer {
+	l, ok := ctx.Value(answerLogKey{}).(*answerLog)
+	if !ok {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// recordingTransport notes each answer in the answerLog of its request's
+// context.
+type recordingTransport struct{ next http.RoundTripper }
+
+func (t recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	l, ok := req.Context().Value(answerLogKey{}).(*answerLog)
+	if !ok {
+		return resp, err
+	}
+	var a *endpointAnswer
+	if err == nil {
+		a = &endpointAnswer{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+		a.mediaType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if resp.StatusCode == http.StatusBadRequest {
+			a.jsonRPCBody = peekJSONRPCError(resp)
+		}
+	}
+	l.mu.Lock()
+	l.last = a
+	l.mu.Unlock()
+	return resp, err
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date) as a
+// wait bounded by maxRetryAfter; 0 when absent, past or unreadable.
+func retryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(h); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// peekJSONRPCError reports whether a response's body is a JSON-RPC error,
+// leaving the body readable for mcp-go.
+func peekJSONRPCError(resp *http.Response) bool {
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Error   json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(head, &msg) == nil && msg.JSONRPC == "2.0" && len(msg.Error) > 0
 }
 
 // drop forgets a client after a transport failure, so the next call
@@ -269,6 +389,7 @@ func (b *Bridge) callTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if b.opts.APIKey == "" {
 		return b.failure(req.Params.Name, formatOf(req), apierr.NewAuthRequired(b.opts.KeyHint)), nil
 	}
+	ctx = withAnswerLog(ctx)
 	c, err := b.client(ctx, desktopElicits(ctx))
 	if err != nil {
 		return b.unavailable(ctx, req.Params.Name, formatOf(req), err), nil
@@ -333,7 +454,7 @@ func (f forwardCompletions) forward(ctx context.Context, ref any, arg mcp.Comple
 	if f.b.opts.APIKey == "" || !tools.Completes(ref, arg) {
 		return empty
 	}
-	c, err := f.b.client(ctx, false)
+	c, err := f.b.client(withAnswerLog(ctx), false)
 	if err != nil {
 		return empty
 	}
@@ -359,6 +480,7 @@ func (b *Bridge) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	if b.opts.APIKey == "" {
 		return tools.ResourceContents(req.Params.URI, b.failure(tool, render.Both, apierr.NewAuthRequired(b.opts.KeyHint))), nil
 	}
+	ctx = withAnswerLog(ctx)
 	c, err := b.client(ctx, false)
 	if err == nil {
 		fwd := mcp.ReadResourceRequest{}
@@ -383,35 +505,110 @@ func rpcErr(err error) bool {
 	return !errors.As(err, &te) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// unavailable is the SERVICE_UNAVAILABLE answer for a call the endpoint
-// did not answer. The cause goes to the log (stderr), a plain reason to
-// the user.
+// unavailable is the answer for a call the endpoint did not answer:
+// SERVICE_UNAVAILABLE, or AUTH_INVALID when the endpoint or a proxy in
+// front of it refused access. The cause goes to the log (stderr), a plain
+// reason to the user.
 func (b *Bridge) unavailable(ctx context.Context, tool string, format render.Format, cause error) *mcp.CallToolResult {
-	why, retryable := "it could not be reached; check BMCIS_MCP_URL and the network", true
-	var authErr *mcptransport.AuthorizationRequiredError
+	answer := answerFrom(ctx)
+	e := b.endpointError(cause, answer)
+	if answer != nil && answer.retryAfter > 0 && e.Retryable {
+		b.mu.Lock()
+		b.retryAt = time.Now().Add(answer.retryAfter)
+		b.mu.Unlock()
+	}
+	res := b.failure(tool, format, e)
+	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "error", cause.Error())
+	return res
+}
+
+// endpointError classifies a failed call by its cause and the endpoint's
+// latest HTTP answer, if any.
+func (*Bridge) endpointError(cause error, answer *endpointAnswer) *apierr.Error {
 	var redirect *redirectError
+	var backoff *backingOff
 	var netErr net.Error
 	switch {
 	case errors.As(cause, &redirect): // before net.Error: *url.Error is one
-		why, retryable = "it answered with a redirect to "+redirect.host+", which the bridge does not follow (the API key goes to BMCIS_MCP_URL only); set BMCIS_MCP_URL to the endpoint's exact address", false
+		return apierr.NewServiceUnavailable(Service, "it answered with a redirect to "+redirect.host+", which the bridge does not follow (the API key goes to BMCIS_MCP_URL only); set BMCIS_MCP_URL to the endpoint's exact address", false)
+	case errors.As(cause, &backoff):
+		return apierr.NewServiceUnavailable(Service, "it asked for a pause (Retry-After), which the bridge keeps", true).
+			WithRetryAfter(int((backoff.wait + time.Second - 1) / time.Second))
 	case errors.Is(cause, context.Canceled):
-		why = "the call was cancelled"
+		return apierr.NewServiceUnavailable(Service, "the call was cancelled", true)
 	case errors.Is(cause, context.DeadlineExceeded), errors.As(cause, &netErr) && netErr.Timeout():
-		why = "it did not answer in time"
-	case errors.As(cause, &authErr), errors.Is(cause, mcptransport.ErrUnauthorized):
-		why, retryable = "it refused the connection (HTTP 401); check BMCIS_MCP_URL", false
-	case errors.Is(cause, mcptransport.ErrLegacySSEServer):
-		// mcp-go's name for any 4xx to initialize: here, BMCIS_MCP_URL names
-		// another web server or path (the gateway, a missing /mcp), which no
-		// retry mends.
-		why, retryable = "it answered the connection with HTTP 4xx, so the URL is most likely not an MCP endpoint; check BMCIS_MCP_URL (the adapter's address, ending in /mcp)", false
-	case errors.As(cause, &netErr):
-	default:
-		why = "it answered with an error"
+		return apierr.NewServiceUnavailable(Service, "it did not answer in time", true)
 	}
-	res := b.failure(tool, format, apierr.NewServiceUnavailable(Service, why, retryable))
-	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "error", cause.Error())
-	return res
+	if e := httpStatusError(answer); e != nil {
+		return e
+	}
+	var authErr *mcptransport.AuthorizationRequiredError
+	switch {
+	case errors.As(cause, &authErr), errors.Is(cause, mcptransport.ErrUnauthorized):
+		return accessRefused(http.StatusUnauthorized)
+	case errors.Is(cause, mcptransport.ErrLegacySSEServer):
+		return notMCP("HTTP 4xx")
+	case errors.As(cause, &netErr):
+		return apierr.NewServiceUnavailable(Service, "it could not be reached; check BMCIS_MCP_URL and the network", true)
+	}
+	return apierr.NewServiceUnavailable(Service, "it answered with an error", true)
+}
+
+// httpStatusError classifies the endpoint's HTTP answer; nil when it is a
+// success carrying MCP (the failure lies elsewhere).
+//
+// 400 is "not MCP" only without a JSON-RPC error body: the Streamable HTTP
+// spec has an MCP server answer 400 to a request it refuses as MCP (an
+// unsupported protocol version, a missing session), with a JSON-RPC error
+// body when it gives one, while its backwards-compatibility rule reads any
+// other 4xx to initialize (404 and 405 named) as "not this transport here".
+func httpStatusError(a *endpointAnswer) *apierr.Error {
+	if a == nil {
+		return nil
+	}
+	status := fmt.Sprintf("HTTP %d", a.status)
+	var e *apierr.Error
+	switch {
+	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden:
+		return accessRefused(a.status)
+	case a.status == http.StatusTooManyRequests:
+		e = apierr.NewServiceUnavailable(Service, "it is limiting requests ("+status+")", true)
+	case a.status == http.StatusRequestTimeout:
+		e = apierr.NewServiceUnavailable(Service, "it gave up waiting for the request ("+status+")", true)
+	case a.status >= 500:
+		e = apierr.NewServiceUnavailable(Service, "it answered with an error ("+status+")", true)
+	case a.status == http.StatusBadRequest && a.jsonRPCBody:
+		return apierr.NewServiceUnavailable(Service, "it refused the bridge's request ("+status+" with a JSON-RPC error), most likely a protocol version it does not support; update the BMCIS Knowledge extension, or ask your administrator which version the endpoint runs", false)
+	case a.status >= 400:
+		return notMCP(status)
+	case a.status >= 200 && a.status < 300 && a.mediaType != "application/json" && a.mediaType != "text/event-stream":
+		return notMCP(status + " with " + cmp.Or(a.mediaType, "no content type"))
+	default:
+		return nil
+	}
+	if a.retryAfter > 0 {
+		e.WithRetryAfter(int((a.retryAfter + time.Second - 1) / time.Second))
+	}
+	return e
+}
+
+// notMCP is the answer when BMCIS_MCP_URL names another web server or
+// path (the gateway, a missing /mcp), which no retry mends.
+func notMCP(answered string) *apierr.Error {
+	return apierr.NewServiceUnavailable(Service, "it answered the connection with "+answered+", so the URL is most likely not an MCP endpoint; check BMCIS_MCP_URL (the adapter's address, ending in /mcp)", false)
+}
+
+// accessRefused is the answer to a 401 or 403 from the endpoint or a
+// proxy in front of it. It names what to fix, never the key.
+func accessRefused(status int) *apierr.Error {
+	if status == http.StatusForbidden {
+		return apierr.NewAccessRefused("HTTP_403",
+			"The "+Service+", or a proxy or firewall in front of it, refused access (HTTP 403).",
+			"Check that the API key (the extension's API key setting, or BMCIS_API_KEY) is valid for BMCIS_MCP_URL and that this machine may reach it (VPN, allow-list); ask your BMCIS administrator if it persists.")
+	}
+	return apierr.NewAccessRefused("HTTP_401",
+		"The "+Service+" refused the API key (HTTP 401).",
+		"Check the API key (the extension's API key setting, or BMCIS_API_KEY) and BMCIS_MCP_URL, then restart Claude Desktop.")
 }
 
 // failure is an error envelope answered by the bridge itself.

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
+	mcptransport "github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -310,4 +311,213 @@ func TestAnswersInTheDesktopsProtocol(t *testing.T) {
 	require.NotContains(t, string(raw), "resultType")
 	require.NotContains(t, string(raw), mcp.MetaKeyServerInfo)
 	require.NotContains(t, string(raw), "base64")
+}
+
+// TestClassifiesTheEndpointsHTTPStatus: mcp-go reads any 4xx to initialize
+// as "no streamable HTTP here"; the bridge tells a proxy's refusal (401,
+// 403), a retryable answer (408, 429, 5xx, with Retry-After) and a URL
+// that names no MCP endpoint apart, never echoing the key.
+func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
+	cases := []struct {
+		name        string
+		status      int
+		header      map[string]string
+		body        string
+		code        string
+		reason      string // details.reason, for AUTH_INVALID
+		message     string
+		retryable   bool
+		resetInSecs int // 0: no reset_in_seconds
+	}{
+		{name: "401 from a proxy", status: 401, code: "AUTH_INVALID", reason: "HTTP_401", message: "refused the API key (HTTP 401)"},
+		{name: "403 from a WAF", status: 403, code: "AUTH_INVALID", reason: "HTTP_403", message: "refused access (HTTP 403)"},
+		{name: "404", status: 404, code: "SERVICE_UNAVAILABLE", message: "HTTP 404, so the URL is most likely not an MCP endpoint"},
+		{name: "405", status: 405, code: "SERVICE_UNAVAILABLE", message: "HTTP 405, so the URL is most likely not an MCP endpoint"},
+		{name: "400 without JSON-RPC", status: 400, body: "bad request", code: "SERVICE_UNAVAILABLE", message: "HTTP 400, so the URL is most likely not an MCP endpoint"},
+		{name: "400 with a JSON-RPC error", status: 400, header: map[string]string{"Content-Type": "application/json"},
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Unsupported protocol version"}}`,
+			code: "SERVICE_UNAVAILABLE", message: "HTTP 400 with a JSON-RPC error), most likely a protocol version"},
+		{name: "200 HTML page", status: 200, header: map[string]string{"Content-Type": "text/html"}, body: "<html></html>",
+			code: "SERVICE_UNAVAILABLE", message: "HTTP 200 with text/html, so the URL is most likely not an MCP endpoint"},
+		{name: "408", status: 408, code: "SERVICE_UNAVAILABLE", message: "gave up waiting for the request (HTTP 408)", retryable: true},
+		{name: "429 without Retry-After", status: 429, code: "SERVICE_UNAVAILABLE", message: "limiting requests (HTTP 429)", retryable: true},
+		{name: "429 with Retry-After", status: 429, header: map[string]string{"Retry-After": "7"}, code: "SERVICE_UNAVAILABLE", message: "limiting requests (HTTP 429)", retryable: true, resetInSecs: 7},
+		{name: "429 with a huge Retry-After", status: 429, header: map[string]string{"Retry-After": "86400"}, code: "SERVICE_UNAVAILABLE", message: "limiting requests (HTTP 429)", retryable: true, resetInSecs: 60},
+		{name: "500", status: 500, code: "SERVICE_UNAVAILABLE", message: "answered with an error (HTTP 500)", retryable: true},
+		{name: "502", status: 502, code: "SERVICE_UNAVAILABLE", message: "answered with an error (HTTP 502)", retryable: true},
+		{name: "503 with a Retry-After date", status: 503, header: map[string]string{"Retry-After": time.Now().Add(20 * time.Second).UTC().Format(http.TimeFormat)},
+			code: "SERVICE_UNAVAILABLE", message: "answered with an error (HTTP 503)", retryable: true, resetInSecs: 20},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				for k, v := range tc.header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			c := desktop(t, bridge.Options{URL: srv.URL + "/mcp", APIKey: testfake.KeyGood, Timeout: 5 * time.Second})
+			res, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "backups"})
+			require.True(t, res.IsError)
+			e := env["error"].(map[string]any)
+			require.Equal(t, tc.code, e["code"], "%v", env)
+			require.Contains(t, e["message"], tc.message)
+			require.Equal(t, tc.retryable, e["retryable"])
+			if tc.reason != "" {
+				require.Equal(t, tc.reason, e["details"].(map[string]any)["reason"])
+				require.Contains(t, e["suggestion"], "API key")
+			}
+			if tc.resetInSecs > 0 {
+				// An HTTP date is read to the second, so 20 s may be 19.
+				require.InDelta(t, tc.resetInSecs, e["reset_in_seconds"], 1)
+				require.Contains(t, e["suggestion"], "Retry in")
+			} else {
+				require.NotContains(t, e, "reset_in_seconds")
+			}
+			raw, err := json.Marshal(res)
+			require.NoError(t, err)
+			require.NotContains(t, string(raw), testfake.KeyGood)
+		})
+	}
+}
+
+// TestKeepsTheEndpointsRetryAfter: in front of the real adapter, a proxy
+// answers 429 with Retry-After: 1 until a second has passed. A call within
+// that second is answered without reaching it; the first call after it
+// reaches the adapter.
+func TestKeepsTheEndpointsRetryAfter(t *testing.T) {
+	target, err := url.Parse(endpoint(t))
+	require.NoError(t, err)
+	adapter := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	until := time.Now().Add(time.Second) // before the bridge's pause ends
+	hits := make(chan struct{}, 100)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- struct{}{}
+		if time.Now().Before(until) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		adapter.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	c := desktop(t, bridge.Options{URL: proxy.URL + target.Path, APIKey: testfake.KeyGood})
+
+	args := map[string]any{"chunk_ids": []any{1001}}
+	_, env := callTool(t, c, tools.ToolGetChunks, args)
+	answered := time.Now() // the bridge's pause ends a second after the 429, so before this + 1 s
+	e := env["error"].(map[string]any)
+	require.Equal(t, "SERVICE_UNAVAILABLE", e["code"], "%v", env)
+	require.Contains(t, e["message"], "HTTP 429")
+	require.Equal(t, true, e["retryable"])
+	require.Equal(t, 1.0, e["reset_in_seconds"])
+	reached := len(hits)
+	require.Positive(t, reached)
+
+	_, env = callTool(t, c, tools.ToolGetChunks, args)
+	e = env["error"].(map[string]any)
+	require.Contains(t, e["message"], "Retry-After")
+	require.Equal(t, true, e["retryable"])
+	require.Equal(t, 1.0, e["reset_in_seconds"])
+	require.Len(t, hits, reached, "the call within Retry-After did not reach the endpoint")
+
+	time.Sleep(time.Until(answered.Add(time.Second)) + 50*time.Millisecond)
+	_, env = callTool(t, c, tools.ToolGetChunks, args)
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"], "%v", env)
+}
+
+// TestOwnAnswersInEitherProtocol: the envelopes the bridge makes itself
+// (no key, the endpoint unreachable), as they go over stdio, carry
+// resultType (and the serverInfo _meta) for a Desktop that negotiated
+// 2026-07-28, as its forwarded answers do, and nothing of that protocol
+// for an older one. mcp-go's server stamps them
+// (server.decorateResponse, for every result of a 2026-07-28 request).
+func TestOwnAnswersInEitherProtocol(t *testing.T) {
+	dead := "http://" + deadaddr.Loopback(t) + "/mcp"
+	for _, tc := range []struct {
+		protocol, want string // want: "" for the protocol the Desktop gets when it asks none
+		modern         bool
+	}{
+		{protocol: "", want: mcp.LATEST_PROTOCOL_VERSION, modern: true},
+		{protocol: "2025-06-18", want: "2025-06-18"},
+	} {
+		for _, key := range []string{"", testfake.KeyGood} {
+			t.Run(tc.want+" key "+map[bool]string{true: "set", false: "unset"}[key != ""], func(t *testing.T) {
+				lines := stdioDesktop(t, bridge.Options{URL: dead, APIKey: key, Timeout: time.Second}, tc.protocol, tc.want)
+				require.Len(t, lines, 2, "a tools/call and a resources/read answer")
+				for _, line := range lines {
+					var msg struct {
+						Result map[string]json.RawMessage `json:"result"`
+					}
+					require.NoError(t, json.Unmarshal([]byte(line), &msg), line)
+					require.NotNil(t, msg.Result, line)
+					if tc.modern {
+						require.JSONEq(t, `"complete"`, string(msg.Result["resultType"]), line)
+						require.Contains(t, string(msg.Result["_meta"]), mcp.MetaKeyServerInfo)
+					} else {
+						require.NotContains(t, msg.Result, "resultType")
+						require.NotContains(t, msg.Result, "_meta")
+					}
+				}
+				code := map[bool]string{true: "SERVICE_UNAVAILABLE", false: "AUTH_REQUIRED"}[key != ""]
+				require.Contains(t, lines[0], `"code":"`+code+`"`)
+			})
+		}
+	}
+}
+
+// stdioDesktop runs the bridge behind transport.ServeStdio, the way the
+// binary serves Claude Desktop, initializes asking protocol (the newest
+// when empty), calls get_chunks and reads a chunk, and returns the raw
+// stdout lines of those two answers.
+func stdioDesktop(t *testing.T, o bridge.Options, protocol, want string) []string {
+	o.Logger, o.KeyHint = quiet, transport.StdioKeyHint
+	b := bridge.New(o)
+	t.Cleanup(b.Close)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- transport.ServeStdio(ctx, b.Server(), inR, outW, quiet) }()
+	t.Cleanup(func() { cancel(); _ = inW.Close(); _ = outW.Close(); <-served })
+	lines := make(chan string, 16)
+	tee := io.TeeReader(outR, &lineWriter{lines: lines})
+	c := client.NewClient(mcptransport.NewIO(tee, inW, io.NopCloser(strings.NewReader(""))))
+	require.NoError(t, c.Start(ctx))
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = protocol
+	init.Params.ClientInfo = mcp.Implementation{Name: "claude-ai", Version: "1"}
+	got, err := c.Initialize(ctx, init)
+	require.NoError(t, err)
+	require.Equal(t, want, got.ProtocolVersion)
+	for len(lines) > 0 { // the handshake's
+		<-lines
+	}
+	callTool(t, c, tools.ToolGetChunks, map[string]any{"chunk_ids": []any{1001}})
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = "kb://chunks/1001"
+	_, err = c.ReadResource(ctx, rr)
+	require.NoError(t, err)
+	return []string{<-lines, <-lines}
+}
+
+// lineWriter sends each whole line written to it to lines (a read of
+// the pipe may end mid-line).
+type lineWriter struct {
+	lines   chan<- string
+	pending []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.pending = append(w.pending, p...)
+	for {
+		i := bytes.IndexByte(w.pending, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.lines <- string(w.pending[:i])
+		w.pending = w.pending[i+1:]
+	}
 }
