@@ -39,7 +39,7 @@ func endpoint(t *testing.T) string {
 		Clients: env.Clients, Key: tools.APIKeyFromContext, KeyHint: transport.HTTPKeyHint,
 		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true, Logger: quiet,
 	})
-	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, quiet, 0))
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, quiet, 0, nil))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
 }
