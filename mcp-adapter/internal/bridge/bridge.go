@@ -6,7 +6,9 @@
 //
 // initialize, tools/list and resources/templates/list are answered from
 // the catalogue compiled into the binary, so the server starts and lists
-// its tools even when the endpoint is down. tools/call and resources/read
+// its tools even when the endpoint is down; with a key, the lists keep only
+// what the endpoint's tools/list shows the key (its tool scope), when the
+// endpoint answers. tools/call and resources/read
 // are forwarded (mcp-go's streamable-HTTP client, which negotiates the
 // stateless protocol when the endpoint speaks it); when the endpoint cannot
 // be reached, times out or refuses the connection, the answer is the usual
