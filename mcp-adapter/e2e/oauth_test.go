@@ -177,6 +177,16 @@ func TestOAuthResourceServer(t *testing.T) {
 		require.Equal(t, map[string]bool{"security": true}, categories(token(issuers.Issuer, "kb-security", "kb:read:security", resource)))
 	})
 
+	t.Run("tools/list shows a token what its scope lets it call", func(t *testing.T) {
+		// OAuth scopes narrow categories, never tools (platform/oauthscope):
+		// a category-scoped token lists every tool, and every template.
+		for client, scope := range map[string]string{"kb-reader": "kb:read", "kb-security": "kb:read:security"} {
+			names, templates := listed(t, httpClient(t, base, bearer(token(issuers.Issuer, client, scope, resource))))
+			require.Equal(t, allTools, names, scope)
+			require.Len(t, templates, 2, scope)
+		}
+	})
+
 	t.Run("refused tokens", func(t *testing.T) {
 		wrongAudience := token(issuers.Issuer, "kb-reader", "kb:read", "http://127.0.0.1:1/elsewhere")
 		otherIssuer := token(issuers.Other, "kb-reader", "kb:read", resource)

@@ -185,7 +185,7 @@ func run() int {
 	case adapterconfig.TransportHTTP:
 		opts.Key = tools.APIKeyFromContext
 		opts.KeyHint = transport.HTTPKeyHint
-		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes))
+		h := transport.HTTPHandler(tools.New(opts), clients, logger, int64(cfg.HTTPMaxBodyBytes), tools.NewListScope(opts))
 		if cfg.OAuth.Issuer != "" {
 			v := oauth.New(oauth.Config{Issuer: cfg.OAuth.Issuer, Resource: cfg.OAuth.Resource, JWKSURL: cfg.OAuth.JWKSURL, Scopes: cfg.OAuth.Scopes,
 				KeyRefreshInterval: cfg.OAuth.KeyRefreshInterval, AcceptUntypedTokens: cfg.OAuth.AcceptUntypedTokens,

@@ -349,6 +349,26 @@ func (c *Cache) Take(key, op string) (Scope, bool) {
 	return e.scope, true
 }
 
+// Remembered returns the scope a check allowed the key with a moment ago,
+// for any of ops, and whether there is one: what a tools/list shows the key
+// without asking auth. It spends nothing and changes nothing. A key's scope
+// is its own, not its operation's, so any op's allow tells it.
+func (c *Cache) Remembered(key string, ops []string) (Scope, bool) {
+	if c == nil {
+		return Scope{}, false
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range ops {
+		e, ok := c.entries[id(key, op)]
+		if ok && (now.Before(e.until) || (e.units > 0 && now.Before(e.leaseUntil))) {
+			return e.scope.clone(), true
+		}
+	}
+	return Scope{}, false
+}
+
 // Settled records what became of an early start: kept when its result
 // answered the call.
 func (c *Cache) Settled(kept bool) {

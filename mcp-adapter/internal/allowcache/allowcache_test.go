@@ -144,3 +144,47 @@ func TestNilRemembersNothing(t *testing.T) {
 	require.Equal(t, 0, c.Len())
 	require.Equal(t, Stats{}, c.Stats())
 }
+
+// TestRemembered: a tools/list reads the scope any op's allow left for the
+// key, spending nothing, until it expires or a denial forgets it.
+func TestRemembered(t *testing.T) {
+	now := time.Unix(1000, 0)
+	vendorOnly := NewScope(nil, []string{"everyone"}, []string{"find_vendor_info"})
+	ops := []string{"semantic_search", "find_vendor_info", "get_chunks"}
+	cases := []struct {
+		name    string
+		prepare func(c *Cache)
+		ok      bool
+	}{
+		{"never allowed", func(*Cache) {}, false},
+		{"allowed for one op", func(c *Cache) { c.Allowed("k", "find_vendor_info", 1, vendorOnly) }, true},
+		{"another key", func(c *Cache) { c.Allowed("other", "find_vendor_info", 5, vendorOnly) }, false},
+		{"an op not asked about", func(c *Cache) { c.Allowed("k", "tools/list", 5, vendorOnly) }, false},
+		{"expired", func(c *Cache) {
+			c.Allowed("k", "find_vendor_info", 5, vendorOnly)
+			now = now.Add(5 * time.Second)
+		}, false},
+		{"forgotten", func(c *Cache) {
+			c.Allowed("k", "find_vendor_info", 5, vendorOnly)
+			c.Forget("k", "find_vendor_info")
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(5*time.Second, 10)
+			c.now = func() time.Time { return now }
+			tc.prepare(c)
+			for range 3 { // reading spends nothing
+				sc, ok := c.Remembered("k", ops)
+				require.Equal(t, tc.ok, ok)
+				if ok {
+					require.True(t, sc.Equal(vendorOnly))
+				}
+			}
+			if tc.ok {
+				_, took := c.Take("k", "find_vendor_info")
+				require.True(t, took, "the budget of early starts is intact")
+			}
+		})
+	}
+}

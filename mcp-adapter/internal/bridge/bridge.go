@@ -6,7 +6,9 @@
 //
 // initialize, tools/list and resources/templates/list are answered from
 // the catalogue compiled into the binary, so the server starts and lists
-// its tools even when the endpoint is down. tools/call and resources/read
+// its tools even when the endpoint is down; with a key, the lists keep only
+// what the endpoint's tools/list shows the key (its tool scope), when the
+// endpoint answers. tools/call and resources/read
 // are forwarded (mcp-go's streamable-HTTP client, which negotiates the
 // stateless protocol when the endpoint speaks it); when the endpoint cannot
 // be reached, times out or refuses the connection, the answer is the usual
@@ -30,6 +32,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +114,10 @@ func (b *Bridge) Server() *server.MCPServer {
 		server.WithPromptCompletionProvider(forwardCompletions{b}),
 		server.WithResourceCompletionProvider(forwardCompletions{b}),
 	}
+	hooks := &server.Hooks{}
+	hooks.AddAfterListTools(b.narrowTools)
+	hooks.AddAfterListResourceTemplates(b.narrowTemplates)
+	opts = append(opts, server.WithHooks(hooks))
 	m := server.NewMCPServer(tools.ServerName, version.Version, append(opts, tools.Presentation()...)...)
 	m.AddPrompts(tools.Prompts()...)
 	ts, templates := tools.Catalog()
@@ -495,6 +502,64 @@ func (b *Bridge) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 		b.drop(c)
 	}
 	return tools.ResourceContents(req.Params.URI, b.unavailable(ctx, tool, render.Both, err)), nil
+}
+
+// listTimeout bounds the endpoint's tools/list behind a Desktop's: an
+// endpoint that does not answer must not hold the Desktop's start.
+const listTimeout = 5 * time.Second
+
+// remoteTools asks the endpoint which tools the key may call: the names of
+// its tools/list, which the endpoint narrows to the key's tool scope. ok is
+// false without a key, or when the endpoint did not list (down, slow, the
+// key refused): the offline catalogue is then listed whole, as before, for
+// it is public and the endpoint still checks every call.
+func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
+	if b.opts.APIKey == "" {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(listTimeout, b.opts.Timeout))
+	defer cancel()
+	c, err := b.client(ctx, false)
+	if err != nil {
+		b.log.Warn("endpoint tools/list", "error", err.Error())
+		return nil, false
+	}
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		if !rpcErr(err) {
+			b.drop(c)
+		}
+		b.log.Warn("endpoint tools/list", "error", err.Error())
+		return nil, false
+	}
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	return names, true
+}
+
+// narrowTools keeps, of the offline catalogue, the tools the endpoint
+// lists for the key: its descriptions stay the bridge's own (the same
+// bytes as offline), only the choice comes from the endpoint.
+func (b *Bridge) narrowTools(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+	names, ok := b.remoteTools(ctx)
+	if !ok || res == nil {
+		return
+	}
+	res.Tools = slices.DeleteFunc(slices.Clone(res.Tools), func(t mcp.Tool) bool { return !slices.Contains(names, t.Name) })
+}
+
+// narrowTemplates keeps the resource templates whose tool (tools.AccessRule)
+// the endpoint lists for the key.
+func (b *Bridge) narrowTemplates(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
+	names, ok := b.remoteTools(ctx)
+	if !ok || res == nil {
+		return
+	}
+	res.ResourceTemplates = slices.DeleteFunc(slices.Clone(res.ResourceTemplates), func(t mcp.ResourceTemplate) bool {
+		tool, _ := tools.AccessRule(t.URITemplate.Raw())
+		return !slices.Contains(names, tool)
+	})
 }
 
 // rpcErr reports whether err is a JSON-RPC error the endpoint answered

@@ -36,11 +36,11 @@ func endpoint(t *testing.T) string {
 	env := testfake.Start(t)
 	codec, err := cursor.New([]byte("0123456789abcdef0123"))
 	require.NoError(t, err)
-	m := tools.New(tools.Options{
+	opts := tools.Options{
 		Clients: env.Clients, Key: tools.APIKeyFromContext, KeyHint: transport.HTTPKeyHint,
 		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true, Logger: quiet,
-	})
-	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, quiet, 0))
+	}
+	srv := httptest.NewServer(transport.HTTPHandler(tools.New(opts), env.Clients, quiet, 0, tools.NewListScope(opts)))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
 }
@@ -519,5 +519,59 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		}
 		w.lines <- string(w.pending[:i])
 		w.pending = w.pending[i+1:]
+	}
+}
+
+// The bridge lists, of its offline catalogue, what the endpoint lists for
+// the key: all of it, byte for byte, for a key with every tool; only
+// find_vendor_info and its template for a key limited to it; the whole
+// catalogue, offline, without a key or when the endpoint is down (the
+// endpoint still checks every call).
+func TestListsWhatTheEndpointListsForTheKey(t *testing.T) {
+	url := endpoint(t)
+	offline := desktop(t, bridge.Options{URL: "http://" + deadaddr.Loopback(t) + "/mcp", APIKey: testfake.KeyGood})
+	all, err := offline.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	require.Len(t, all.Tools, 3)
+	allTemplates, err := offline.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
+	require.NoError(t, err)
+	require.Len(t, allTemplates.ResourceTemplates, 2)
+	cases := []struct {
+		name      string
+		o         bridge.Options
+		tools     []string
+		templates []string
+	}{
+		{"every tool", bridge.Options{URL: url, APIKey: testfake.KeyGood}, nil, nil},
+		{"no key", bridge.Options{URL: url}, nil, nil},
+		{"endpoint down", bridge.Options{URL: "http://" + deadaddr.Loopback(t) + "/mcp", APIKey: testfake.KeyGood}, nil, nil},
+		{"vendor only", bridge.Options{URL: url, APIKey: testfake.KeyVendorOnly}, []string{tools.ToolFindVendorInfo}, []string{tools.VendorURITemplate}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := desktop(t, tc.o)
+			list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+			require.NoError(t, err)
+			templates, err := c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
+			require.NoError(t, err)
+			if tc.tools == nil {
+				want, _ := json.Marshal(all)
+				got, _ := json.Marshal(list)
+				require.Equal(t, string(want), string(got), "the offline catalogue, unchanged")
+				want, _ = json.Marshal(allTemplates)
+				got, _ = json.Marshal(templates)
+				require.Equal(t, string(want), string(got))
+				return
+			}
+			var names, uris []string
+			for _, tool := range list.Tools {
+				names = append(names, tool.Name)
+			}
+			for _, tmpl := range templates.ResourceTemplates {
+				uris = append(uris, tmpl.URITemplate.Raw())
+			}
+			require.Equal(t, tc.tools, names)
+			require.Equal(t, tc.templates, uris)
+		})
 	}
 }

@@ -15,6 +15,9 @@ const (
 	KeyRevoked  = "bmcis_revoked_secret"
 	KeyLimited  = "bmcis_limited_secret"
 	KeyDegraded = "bmcis_degraded_secret"
+	// KeyVendorOnly may call find_vendor_info only; other tools are
+	// refused as the real service does (TOOL_NOT_ALLOWED, naming it).
+	KeyVendorOnly = "bmcis_vendoronly_secret"
 	// Any other non-empty key is invalid.
 )
 
@@ -82,6 +85,15 @@ func (a *Auth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.Che
 		return ok, nil
 	case KeyDegraded:
 		ok.LimiterDegraded = true
+		return ok, nil
+	case KeyVendorOnly:
+		scopes := &authv1.Scopes{Tools: []string{"find_vendor_info"}}
+		if req.GetTool() != "find_vendor_info" {
+			r := deny(authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED, "the API key may not use this tool; it may use: find_vendor_info.")
+			r.Principal, r.Scopes = ok.Principal, scopes
+			return r, nil
+		}
+		ok.Scopes = scopes
 		return ok, nil
 	case "":
 		return deny(authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, "an API key is required"), nil

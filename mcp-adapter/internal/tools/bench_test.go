@@ -158,7 +158,7 @@ func BenchmarkHTTPCall(b *testing.B) {
 		}
 	}})
 	b.Cleanup(func() { rec.Close(context.Background()) })
-	srv := httptest.NewServer(transport.HTTPHandler(h.srv, h.clients, slog.New(slog.DiscardHandler), 0))
+	srv := httptest.NewServer(transport.HTTPHandler(h.srv, h.clients, slog.New(slog.DiscardHandler), 0, nil))
 	b.Cleanup(srv.Close)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"semantic_search","arguments":{"query":"incident severity levels","page_size":10}}}`)
 	// A key with a group: its access set is larger than everyone's, the

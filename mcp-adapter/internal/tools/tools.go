@@ -114,6 +114,7 @@ func New(opts Options) *server.MCPServer {
 		server.WithResourceCompletionProvider(vendorCompletions{s}),
 	)
 	srvOpts = append(srvOpts, Presentation()...)
+	srvOpts = append(srvOpts, listFilters()...)
 	if opts.ValidateOutput {
 		srvOpts = append(srvOpts, server.WithOutputSchemaValidation())
 	}
@@ -360,11 +361,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	resp, err := s.clients.CheckLease(ctx, key, op, ask)
 	if err != nil {
 		refuse()
-		e := apierr.FromBackend(apierr.Auth, err)
-		if e.Code != apierr.ServiceUnavailable {
-			e = apierr.NewServiceUnavailable("auth", "the key could not be checked", true)
-		}
-		return zero, authInfo{}, e, nil
+		return zero, authInfo{}, authUnreachable(err), nil
 	}
 	if !resp.GetAllowed() {
 		notePrincipal(ctx, resp.GetPrincipal()) // a refused known key is still someone

@@ -35,7 +35,7 @@ func TestConnectionFloodLeavesRoomForANewCaller(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
-	h := transport.CheckOrigin(origin.New(addr), transport.HTTPHandler(m, env.Clients, logger, 0))
+	h := transport.CheckOrigin(origin.New(addr), transport.HTTPHandler(m, env.Clients, logger, 0, nil))
 	cfg := config.Load(platform.FromMap(map[string]string{config.EnvServiceToken: "service-token-0123456789abcdef0123456789", config.EnvTransport: "http",
 		config.EnvCursorSecret: "cursor-secret-0123456789abcdef0123456789"}))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,7 +26,7 @@ func guarded(t *testing.T) *httptest.Server {
 	m := tools.New(tools.Options{Clients: env.Clients, Key: tools.APIKeyFromContext, Logger: logger})
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Config.Handler = transport.CheckOrigin(origin.New(srv.Listener.Addr().String(), "https://claude.example.com"),
-		transport.HTTPHandler(m, env.Clients, logger, 0))
+		transport.HTTPHandler(m, env.Clients, logger, 0, nil))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv

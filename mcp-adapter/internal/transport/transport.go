@@ -144,28 +144,20 @@ const HealthName = "bmcis-mcp-adapter"
 // liveness probe and /readyz to a readiness probe that asks each backend's
 // gRPC health service. Request bodies on /mcp larger than maxBody bytes
 // (DefaultMaxBodyBytes when <= 0) answer 413 without reaching mcp-go, which
-// reads whole bodies into memory.
-func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Logger, maxBody int64) http.Handler {
+// reads whole bodies into memory. listScope (tools.NewListScope) limits
+// tools/list and resources/templates/list to what the caller may call; nil
+// lists everything to everyone.
+func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Logger, maxBody int64, listScope tools.ListScope) http.Handler {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
 	mcpHTTP := server.NewStreamableHTTPServer(m,
 		server.WithStateLess(true),
 		server.WithStreamableHTTPLogger(logger),
-		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			if host := clientAddress(r); host != "" {
-				ctx = backend.WithClientAddress(ctx, host)
-			}
-			if id, ok := oauth.FromContext(r.Context()); ok {
-				// WithOAuth verified an access token: the credential the
-				// tools see names the identity, never the token.
-				return oauth.WithIdentity(tools.WithAPIKey(ctx, id.CacheKey()), id)
-			}
-			return tools.WithAPIKey(ctx, APIKey(r.Header))
-		}),
+		server.WithHTTPContextFunc(callerContext),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", postOnly(limitBody(explainMalformed(m, mcpHTTP), maxBody)))
+	mux.Handle("/mcp", postOnly(limitBody(explainMalformed(m, listScope, mcpHTTP), maxBody)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "name": HealthName, "version": version.Version})
 	})
@@ -180,6 +172,51 @@ func HTTPHandler(m *server.MCPServer, clients *backend.Clients, logger *slog.Log
 		writeJSON(w, code, map[string]any{"status": state, "backends": backends})
 	})
 	return mux
+}
+
+// callerContext puts in ctx who the request's caller is, as the tools read
+// it: its network address and its credential.
+func callerContext(ctx context.Context, r *http.Request) context.Context {
+	if host := clientAddress(r); host != "" {
+		ctx = backend.WithClientAddress(ctx, host)
+	}
+	if id, ok := oauth.FromContext(r.Context()); ok {
+		// WithOAuth verified an access token: the credential the
+		// tools see names the identity, never the token.
+		return oauth.WithIdentity(tools.WithAPIKey(ctx, id.CacheKey()), id)
+	}
+	return tools.WithAPIKey(ctx, APIKey(r.Header))
+}
+
+// ListRefusedCode is the JSON-RPC error code of a tools/list or
+// resources/templates/list whose caller's scope cannot be read (auth down,
+// a bad key, a spent rate limit): a server error (-32000..-32099) whose
+// data is the error member a tool call's envelope carries (code, message,
+// retryable, ...). No list is sent then, never the full one.
+const ListRefusedCode = -32001
+
+// scopeList reads the caller's tool scope (listScope) for a tools/list or
+// resources/templates/list request and serves it with that scope for the
+// tools' filters (tools.WithListedTools), or answers the typed error
+// instead of a list. Calls are checked by their handlers, not here.
+func scopeList(listScope tools.ListScope, msg *rpcMessage, h http.Handler, w http.ResponseWriter, r *http.Request) {
+	allowed, e := listScope(callerContext(r.Context(), r))
+	if e != nil {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"jsonrpc": "2.0",
+			"id":      msg.ID,
+			"error":   map[string]any{"code": ListRefusedCode, "message": e.Message, "data": e.Envelope()},
+		})
+		return
+	}
+	h.ServeHTTP(w, r.WithContext(tools.WithListedTools(r.Context(), allowed)))
+}
+
+// isList reports whether the message is a request for a list a tool scope
+// narrows.
+func (c *rpcMessage) isList() bool {
+	return c.Method != nil && len(c.ID) > 0 &&
+		(*c.Method == string(mcp.MethodToolsList) || *c.Method == string(mcp.MethodResourcesTemplatesList))
 }
 
 // clientAddress is the address of the request's connection, not a
@@ -277,8 +314,9 @@ func limitBody(h http.Handler, max int64) http.Handler {
 // refused, so no stream carries one) and a tools/call of a tool that does
 // not exist (mcp-go's error does not name the real ones, so a model cannot
 // correct itself). It runs after limitBody, which has read the body into
-// memory; everything else passes unchanged.
-func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
+// memory. A list request is served within the caller's tool scope
+// (scopeList, when listScope is set); everything else passes unchanged.
+func explainMalformed(m *server.MCPServer, listScope tools.ListScope, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -316,6 +354,10 @@ func explainMalformed(m *server.MCPServer, h http.Handler) http.Handler {
 		}
 		if answer := call.unknownTool(m); answer != nil {
 			writeJSON(w, http.StatusOK, answer)
+			return
+		}
+		if listScope != nil && call.isList() {
+			scopeList(listScope, &call, h, w, r)
 			return
 		}
 		h.ServeHTTP(w, r)

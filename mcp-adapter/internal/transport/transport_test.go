@@ -54,7 +54,7 @@ func newHTTP(t *testing.T) (*httptest.Server, *testfake.Env) {
 		Clients: env.Clients, Key: tools.APIKeyFromContext, KeyHint: transport.HTTPKeyHint,
 		Cursors: codec, Thresholds: warnings.Defaults, Desktop: true, Logger: logger,
 	})
-	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 0))
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 0, nil))
 	t.Cleanup(srv.Close)
 	return srv, env
 }
@@ -177,7 +177,7 @@ func TestUnknownToolSameAnswerOnStdioAndHTTP(t *testing.T) {
 	env := testfake.Start(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := tools.New(tools.Options{Clients: env.Clients, Key: tools.APIKeyFromContext, Logger: logger})
-	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 0))
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 0, nil))
 	t.Cleanup(srv.Close)
 	const unknown = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_docs","arguments":{}}}`
 
@@ -262,7 +262,7 @@ func TestBodyLimitConfigurable(t *testing.T) {
 	env := testfake.Start(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := tools.New(tools.Options{Clients: env.Clients, Key: tools.APIKeyFromContext, Logger: logger})
-	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 100))
+	srv := httptest.NewServer(transport.HTTPHandler(m, env.Clients, logger, 100, nil))
 	t.Cleanup(srv.Close)
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 100) + `"}}`
 	resp, err := http.Post(srv.URL+"/mcp", "application/json", strings.NewReader(body))
