@@ -39,12 +39,10 @@ const freezeHeadroom = 64
 // out answers with warnings of its own about this one call (its check,
 // its backend time).
 func (r *Responder) Freeze(call *Call) (*Frozen, bool) {
-	env := call.Final
-	if env == nil || env.Error != nil || env.NeedsInput != nil || env.Metadata.Status != envelope.StatusSuccess ||
-		env.ExecutionContext.TokenBreakdown != nil || hasWarning(env, warnings.TokenLimitWarning) ||
-		env.ExecutionContext.TokensUsed > r.Thresholds.WarnAt()-freezeHeadroom {
+	if !r.Freezable(call) {
 		return nil, false
 	}
+	env := call.Final
 	f := &Frozen{env: *env, view: call.View, format: call.Format}
 	f.env.Metadata.Timestamp, f.env.Metadata.RequestID = "", ""
 	f.env.ExecutionContext = envelope.ExecutionContext{CacheHit: true}
@@ -66,6 +64,16 @@ func (r *Responder) Freeze(call *Call) (*Frozen, bool) {
 		f.markdown, f.links, f.tokensUsed, f.tokensEstimated = out.Blocks[0], out.Links, out.TokensUsed, b.Total()
 	}
 	return f, true
+}
+
+// Freezable reports, without freezing it, whether the call's final answer
+// is one Freeze would keep as far as the answer itself tells (Freeze may
+// still fail to encode it).
+func (r *Responder) Freezable(call *Call) bool {
+	env := call.Final
+	return env != nil && env.Error == nil && env.NeedsInput == nil && env.Metadata.Status == envelope.StatusSuccess &&
+		env.ExecutionContext.TokenBreakdown == nil && !hasWarning(env, warnings.TokenLimitWarning) &&
+		env.ExecutionContext.TokensUsed <= r.Thresholds.WarnAt()-freezeHeadroom
 }
 
 // Size estimates the bytes f holds: its encoded results and markdown, and
