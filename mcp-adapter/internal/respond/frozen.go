@@ -25,6 +25,8 @@ type Frozen struct {
 	links           []render.Link
 	tokensUsed      int
 	tokensEstimated int
+	// The JSON formats' parts every replay writes the same.
+	kept *render.Kept
 }
 
 // freezeHeadroom is how far under the warning threshold an answer must be
@@ -51,6 +53,11 @@ func (r *Responder) Freeze(call *Call) (*Frozen, bool) {
 		return nil, false
 	}
 	f.results = results
+	if f.format != render.Markdown {
+		if f.kept, err = render.Keep(&f.env, f.view, f.format, f.results); err != nil {
+			return nil, false
+		}
+	}
 	if f.format == render.Markdown {
 		// The markdown names no per-call field but cache_hit ("cached"),
 		// true in every replay: it is written once, here.
@@ -86,7 +93,8 @@ func (f *Frozen) Results() int { return len(f.env.Results) }
 // Replay answers call with f, stamped with the call's own request id,
 // timestamp and timings. In the markdown format nothing but those is
 // written again; the JSON formats, whose text carries them and counts
-// their tokens, are filled and rendered as any answer is.
+// their tokens, are filled and rendered as any answer is, estimating and
+// counting again only the parts around the per-call fields (render.Kept).
 func (r *Responder) Replay(call *Call, f *Frozen) *mcp.CallToolResult {
 	env := f.env
 	env.Metadata.Timestamp = envelope.Timestamp(call.Started)
@@ -95,7 +103,9 @@ func (r *Responder) Replay(call *Call, f *Frozen) *mcp.CallToolResult {
 	call.CacheHit, call.DatabaseTimeMS = true, 0
 	call.View, call.Format = f.view, f.format
 	if f.format != render.Markdown {
-		d := r.fill(call, &env, true)
+		d := r.fillWith(call, &env, func() (envelope.TokenBreakdown, render.Draft) {
+			return f.kept.Estimate(&env), f.kept.Draft()
+		})
 		out, err := r.render(call, &env, d)
 		if err != nil {
 			return r.Failure(call, apierr.NewServiceUnavailable("mcp-adapter", "the answer could not be encoded", true))
