@@ -116,6 +116,8 @@ func (k *KeyBuilder) Sum() Key {
 // Stats counts what the cache did since it was made.
 type Stats struct {
 	Hits, Misses, Stores, Evictions int64
+	// NotStored counts answers not kept, by reason (NotKept).
+	NotStored [notKeptReasons]int64
 	// Bytes and Entries are what it holds now.
 	Bytes   int64
 	Entries int
@@ -134,6 +136,32 @@ type Cache[V any] struct {
 	bytes   int64
 
 	hits, misses, stores, evictions atomic.Int64
+	notStored                       [notKeptReasons]atomic.Int64
+}
+
+// NotKept is why a finished answer was not kept, for the answers the
+// cache would otherwise have taken: a small fixed set, a metric's label
+// (Reasons).
+type NotKept int
+
+const (
+	// OtherVersion: search computed the answer at another index version
+	// than the watched one (a replica behind, or with other settings).
+	OtherVersion NotKept = iota
+	// NoVersion: search did not say at which version (an older release).
+	NoVersion
+	notKeptReasons
+)
+
+// Reasons names each NotKept, in order: a metric's label values.
+var Reasons = [notKeptReasons]string{"other_version", "no_version"}
+
+// NotStored counts an answer not kept for reason r.
+func (c *Cache[V]) NotStored(r NotKept) {
+	if c == nil || r < 0 || r >= notKeptReasons {
+		return
+	}
+	c.notStored[r].Add(1)
 }
 
 type entry[V any] struct {
@@ -225,5 +253,9 @@ func (c *Cache[V]) Stats() Stats {
 	c.mu.Lock()
 	b, n := c.bytes, len(c.entries)
 	c.mu.Unlock()
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Stores: c.stores.Load(), Evictions: c.evictions.Load(), Bytes: b, Entries: n}
+	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Stores: c.stores.Load(), Evictions: c.evictions.Load(), Bytes: b, Entries: n}
+	for r := range st.NotStored {
+		st.NotStored[r] = c.notStored[r].Load()
+	}
+	return st
 }

@@ -21,7 +21,22 @@ func EstimateJSON(env *Envelope) TokenBreakdown {
 
 	b.Pagination = estimatePagination(&sink, env.Pagination)
 	b.Warnings = estimateMarshaled(&sink, env.Warnings)
+	b.Metadata = estimateMetadata(&sink, env)
+	return b
+}
 
+// EstimateJSONMetadata is EstimateJSON(env).Metadata alone: the part that
+// holds the per-call fields (request id, timestamp, timings), which a kept
+// answer estimates again on each replay, its other parts being the same.
+func EstimateJSONMetadata(env *Envelope) int {
+	var sink tokens.Sink
+	return estimateMetadata(&sink, env)
+}
+
+// estimateMetadata prices _metadata, execution_context and the other small
+// members, and the member names and punctuation between the parts, on a
+// sink that holds nothing (Total resets it).
+func estimateMetadata(sink *tokens.Sink, env *Envelope) int {
 	// Timings and token counts are not final yet: price typical values.
 	ec := env.ExecutionContext
 	ec.TokensEstimated, ec.TokensUsed = placeholder(ec.TokensEstimated, 999), placeholder(ec.TokensUsed, 999)
@@ -29,20 +44,19 @@ func EstimateJSON(env *Envelope) TokenBreakdown {
 	if ec.TokenBreakdown != nil {
 		ec.TokenBreakdown = &TokenBreakdown{Results: 999, Metadata: 999, Pagination: 99, Warnings: 9}
 	}
-	meta := estimateMarshaled(&sink, env.Metadata) + estimateMarshaled(&sink, ec)
+	meta := estimateMarshaled(sink, env.Metadata) + estimateMarshaled(sink, ec)
 	if env.QueryAnalysis != nil {
-		meta += estimateMarshaled(&sink, env.QueryAnalysis)
+		meta += estimateMarshaled(sink, env.QueryAnalysis)
 	}
 	if env.Error != nil {
-		meta += estimateMarshaled(&sink, env.Error)
+		meta += estimateMarshaled(sink, env.Error)
 	}
 	if env.NeedsInput != nil {
-		meta += estimateMarshaled(&sink, env.NeedsInput)
+		meta += estimateMarshaled(sink, env.NeedsInput)
 	}
 	// member names and the punctuation between the parts
 	sink.Raw(`{"_metadata":,"results":,"pagination":,"execution_context":,"warnings":}`)
-	b.Metadata = meta + sink.Total()
-	return b
+	return meta + sink.Total()
 }
 
 func estimateMarshaled(sink *tokens.Sink, v any) int {

@@ -169,6 +169,12 @@ type Draft struct {
 	// links and their token count, which every format counts.
 	links      []Link
 	linkTokens int
+	// A kept answer's (Kept): the markdown's count when counted, the
+	// encoded results, and the parts of the JSON block it writes the same.
+	mdTokens  int
+	mdCounted bool
+	results   []byte
+	fixed     []fixedPart
 }
 
 // EstimateDraft is Estimate that also keeps the markdown, for a RenderDraft
@@ -229,8 +235,12 @@ func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output,
 			md = MarkdownText(env, view)
 		}
 		out.Blocks = append(out.Blocks, md)
-		// Line by line, memoised: most lines recur between answers.
-		mdTokens += tokens.CountLines(md)
+		if d.mdCounted {
+			mdTokens += d.mdTokens
+		} else {
+			// Line by line, memoised: most lines recur between answers.
+			mdTokens += tokens.CountLines(md)
+		}
 	}
 	if f == Markdown {
 		env.ExecutionContext.TokensUsed = mdTokens
@@ -247,11 +257,17 @@ func RenderDraft(env *envelope.Envelope, view View, f Format, d Draft) (*Output,
 	// up to three digits, one token each, and the number is delimited by
 	// punctuation on both sides, so only its own tokens change.
 	env.ExecutionContext.TokensUsed = 0
-	j0, err := envelope.Encode(env)
+	var j0 []byte
+	var err error
+	if d.results != nil {
+		j0, err = envelope.EncodeWith(env, d.results)
+	} else {
+		j0, err = envelope.Encode(env)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	base := mdTokens + tokens.Count(string(j0))
+	base := mdTokens + d.countJSON(j0)
 	n := base
 	for range 4 {
 		next := base - 1 + numberTokens(n)

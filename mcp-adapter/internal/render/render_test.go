@@ -223,3 +223,44 @@ func TestDraftIsEstimateAndRender(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptIsRender: a kept answer rendered again with other per-call
+// fields (request ids of other lengths and characters, timestamps,
+// timings), from what render.Keep kept, has the estimate and the output,
+// byte for byte and count for count, of a render from scratch.
+func TestKeptIsRender(t *testing.T) {
+	view := render.View{Title: "Results", Mode: "metadata", ChunkLinks: 3}
+	ids := []string{"", "req_x", "req_00112233aabbccdd", `req "quoted" \ id`, "Ünïcode-ид-🦘", "a,\"results\":1", "7", "req_" + strings.Repeat("9", 40)}
+	for _, n := range []int{0, 1, 10} {
+		for _, text := range []bool{false, true} {
+			for _, f := range []render.Format{render.JSON, render.Both} {
+				t.Run(fmt.Sprintf("%d/%v/%s", n, text, f), func(t *testing.T) {
+					kept := *searchEnvelope(n, text)
+					kept.QueryAnalysis = &envelope.QueryAnalysis{UnmatchedTerms: []string{"walrus"}, Vendors: []string{"Acme Corp"}}
+					kept.Metadata.Timestamp, kept.Metadata.RequestID = "", ""
+					kept.ExecutionContext = envelope.ExecutionContext{CacheHit: true}
+					results, err := envelope.EncodeResults(kept.Results)
+					require.NoError(t, err)
+					k, err := render.Keep(&kept, view, f, results)
+					require.NoError(t, err)
+					require.Equal(t, 2, k.FixedParts(), "the spans around the per-call fields are kept")
+					for i, id := range ids {
+						env := kept
+						env.Metadata.Timestamp = fmt.Sprintf("2026-11-%02dT12:%02d:00.%03dZ", 1+i, i*7, i*111)
+						env.Metadata.RequestID, env.ExecutionContext.RequestID = id, id
+						require.Equal(t, render.Estimate(&env, view, f), k.Estimate(&env), id)
+						env.ExecutionContext.TokensEstimated = k.Estimate(&env).Total()
+						env.ExecutionContext.ExecutionTimeMS = []float64{0.1, 3, 12, 1234}[i%4]
+						env.ExecutionContext.FormattingTimeMS = []float64{0, 0, 15, 0}[i%4]
+						fresh, again := env, env
+						want, err := render.Render(&fresh, view, f)
+						require.NoError(t, err)
+						got, err := render.RenderDraft(&again, view, f, k.Draft())
+						require.NoError(t, err)
+						require.Equal(t, want, got, id)
+					}
+				})
+			}
+		}
+	}
+}

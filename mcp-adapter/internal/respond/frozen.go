@@ -25,6 +25,8 @@ type Frozen struct {
 	links           []render.Link
 	tokensUsed      int
 	tokensEstimated int
+	// The JSON formats' parts every replay writes the same.
+	kept *render.Kept
 }
 
 // freezeHeadroom is how far under the warning threshold an answer must be
@@ -39,12 +41,10 @@ const freezeHeadroom = 64
 // out answers with warnings of its own about this one call (its check,
 // its backend time).
 func (r *Responder) Freeze(call *Call) (*Frozen, bool) {
-	env := call.Final
-	if env == nil || env.Error != nil || env.NeedsInput != nil || env.Metadata.Status != envelope.StatusSuccess ||
-		env.ExecutionContext.TokenBreakdown != nil || hasWarning(env, warnings.TokenLimitWarning) ||
-		env.ExecutionContext.TokensUsed > r.Thresholds.WarnAt()-freezeHeadroom {
+	if !r.Freezable(call) {
 		return nil, false
 	}
+	env := call.Final
 	f := &Frozen{env: *env, view: call.View, format: call.Format}
 	f.env.Metadata.Timestamp, f.env.Metadata.RequestID = "", ""
 	f.env.ExecutionContext = envelope.ExecutionContext{CacheHit: true}
@@ -53,6 +53,11 @@ func (r *Responder) Freeze(call *Call) (*Frozen, bool) {
 		return nil, false
 	}
 	f.results = results
+	if f.format != render.Markdown {
+		if f.kept, err = render.Keep(&f.env, f.view, f.format, f.results); err != nil {
+			return nil, false
+		}
+	}
 	if f.format == render.Markdown {
 		// The markdown names no per-call field but cache_hit ("cached"),
 		// true in every replay: it is written once, here.
@@ -68,6 +73,16 @@ func (r *Responder) Freeze(call *Call) (*Frozen, bool) {
 	return f, true
 }
 
+// Freezable reports, without freezing it, whether the call's final answer
+// is one Freeze would keep as far as the answer itself tells (Freeze may
+// still fail to encode it).
+func (r *Responder) Freezable(call *Call) bool {
+	env := call.Final
+	return env != nil && env.Error == nil && env.NeedsInput == nil && env.Metadata.Status == envelope.StatusSuccess &&
+		env.ExecutionContext.TokenBreakdown == nil && !hasWarning(env, warnings.TokenLimitWarning) &&
+		env.ExecutionContext.TokensUsed <= r.Thresholds.WarnAt()-freezeHeadroom
+}
+
 // Size estimates the bytes f holds: its encoded results and markdown, and
 // as much again for the result objects they were encoded from.
 func (f *Frozen) Size() int { return 2*len(f.results) + len(f.markdown) + 1024 }
@@ -78,7 +93,8 @@ func (f *Frozen) Results() int { return len(f.env.Results) }
 // Replay answers call with f, stamped with the call's own request id,
 // timestamp and timings. In the markdown format nothing but those is
 // written again; the JSON formats, whose text carries them and counts
-// their tokens, are filled and rendered as any answer is.
+// their tokens, are filled and rendered as any answer is, estimating and
+// counting again only the parts around the per-call fields (render.Kept).
 func (r *Responder) Replay(call *Call, f *Frozen) *mcp.CallToolResult {
 	env := f.env
 	env.Metadata.Timestamp = envelope.Timestamp(call.Started)
@@ -87,7 +103,9 @@ func (r *Responder) Replay(call *Call, f *Frozen) *mcp.CallToolResult {
 	call.CacheHit, call.DatabaseTimeMS = true, 0
 	call.View, call.Format = f.view, f.format
 	if f.format != render.Markdown {
-		d := r.fill(call, &env, true)
+		d := r.fillWith(call, &env, func() (envelope.TokenBreakdown, render.Draft) {
+			return f.kept.Estimate(&env), f.kept.Draft()
+		})
 		out, err := r.render(call, &env, d)
 		if err != nil {
 			return r.Failure(call, apierr.NewServiceUnavailable("mcp-adapter", "the answer could not be encoded", true))

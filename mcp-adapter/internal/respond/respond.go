@@ -288,6 +288,17 @@ func (r *Responder) finishError(call *Call, env *envelope.Envelope) *mcp.CallToo
 // With draft, the walk that estimated the markdown also writes it, for the
 // render of env unchanged since; without, it only estimates.
 func (r *Responder) fill(call *Call, env *envelope.Envelope, draft bool) render.Draft {
+	return r.fillWith(call, env, func() (envelope.TokenBreakdown, render.Draft) {
+		if draft {
+			return render.EstimateDraft(env, call.View, call.Format)
+		}
+		return render.Estimate(env, call.View, call.Format), render.Draft{}
+	})
+}
+
+// fillWith is fill with the estimate (and draft) of env made by estimate,
+// called once the execution context is set but for its estimate.
+func (r *Responder) fillWith(call *Call, env *envelope.Envelope, estimate func() (envelope.TokenBreakdown, render.Draft)) render.Draft {
 	if env.Warnings == nil {
 		env.Warnings = []envelope.Warning{}
 	}
@@ -308,13 +319,7 @@ func (r *Responder) fill(call *Call, env *envelope.Envelope, draft bool) render.
 	if budget {
 		ec.TokenBreakdown = &envelope.TokenBreakdown{} // priced by the estimate
 	}
-	var b envelope.TokenBreakdown
-	var d render.Draft
-	if draft {
-		b, d = render.EstimateDraft(env, call.View, call.Format)
-	} else {
-		b = render.Estimate(env, call.View, call.Format)
-	}
+	b, d := estimate()
 	if budget {
 		ec.TokenBreakdown = &b
 	}

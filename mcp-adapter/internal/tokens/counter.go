@@ -79,3 +79,24 @@ func lineCut(s string) int {
 	}
 	return len(s)
 }
+
+// Cut reports whether i is a cut of s that no cl100k piece crosses, so
+// that Count(s) == Count(s[:i]) + Count(s[i:]): s[i] is an ASCII letter
+// and the two bytes before it are ASCII punctuation other than an
+// apostrophe (as before a JSON member name: `,"name`, `{"name`). The piece
+// holding s[i-2] can only be a run of punctuation (a piece made of a
+// letter run takes at most one character before it, and s[i-1] is no
+// letter), and such a run goes on to the letter; the letters start a piece
+// of their own, which the regular expression matches looking forward only.
+func Cut(s []byte, i int) bool {
+	if i < 2 || i >= len(s) {
+		return false
+	}
+	return asciiLetter(s[i]) && asciiPunct(s[i-1]) && asciiPunct(s[i-2])
+}
+
+func asciiLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func asciiPunct(c byte) bool {
+	return c > ' ' && c < 0x7f && c != '\'' && !asciiLetter(c) && (c < '0' || c > '9')
+}

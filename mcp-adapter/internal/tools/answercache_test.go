@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -426,31 +427,58 @@ func TestAnswerKeptOnlyAtTheWatchedVersion(t *testing.T) {
 				o.Index = watch
 			}})
 			h.waitIndexCurrent()
+			reg := prometheus.NewRegistry()
+			require.NoError(t, tools.RegisterCacheMetrics(reg, tools.Options{Answers: cache}))
+			// answered counts the successes: each is kept, found, or counted
+			// not stored for its version.
+			answered := 0
+			call := func(tool string, args map[string]any) answer {
+				a := h.call(tool, args)
+				if a.status() == "success" {
+					answered++
+				}
+				return a
+			}
 			searchArgs := map[string]any{"query": "quokka field guide", "response_mode": "full", "page_size": 3}
 			var first answer
 			// The replica alike is caught up once its answer finds the
 			// document (its version is then the watched one).
 			require.Eventually(t, func() bool {
-				first = h.call(tools.ToolSemanticSearch, searchArgs)
+				first = call(tools.ToolSemanticSearch, searchArgs)
 				return first.status() == "success" && len(first.results()) == 1
 			}, 20*time.Second, 20*time.Millisecond)
 			chunkArgs := map[string]any{"chunk_ids": []any{first.results()[0]["chunk_id"]}, "response_mode": "metadata"}
-			for _, call := range []struct {
+			for _, c := range []struct {
 				tool string
 				args map[string]any
 			}{{tools.ToolSemanticSearch, searchArgs}, {tools.ToolGetChunks, chunkArgs}} {
-				a := h.call(call.tool, call.args)
-				require.Equal(t, "success", a.status(), "%s: %v", call.tool, a.env["error"])
-				b := h.call(call.tool, call.args)
-				require.Equal(t, a.results(), b.results(), call.tool)
+				a := call(c.tool, c.args)
+				require.Equal(t, "success", a.status(), "%s: %v", c.tool, a.env["error"])
+				b := call(c.tool, c.args)
+				require.Equal(t, a.results(), b.results(), c.tool)
 			}
 			st := cache.Stats()
-			if tc.kept {
+			otherVersion := gathered(t, reg, tools.MetricAnswerCacheNotStored, "reason", "other_version")
+			noVersion := gathered(t, reg, tools.MetricAnswerCacheNotStored, "reason", "no_version")
+			require.Equal(t, float64(st.NotStored[answercache.OtherVersion]), otherVersion)
+			require.Equal(t, float64(st.NotStored[answercache.NoVersion]), noVersion)
+			switch {
+			case tc.kept:
 				require.Equal(t, int64(2), st.Stores, "one search answer and one get_chunks answer kept")
 				require.Equal(t, int64(3), st.Hits, "and found: both search calls after the first, the second get_chunks")
-			} else {
+				// Answers before the replica caught up were at an older version.
+				require.Equal(t, float64(answered)-5, otherVersion)
+				require.Zero(t, noVersion)
+			default:
 				require.Zero(t, st.Stores, "nothing kept")
 				require.Zero(t, st.Hits)
+				reason, other := "other_version", "no_version"
+				if tc.token == stacktest.ServiceToken {
+					reason, other = other, reason
+				}
+				require.Equal(t, float64(answered), gathered(t, reg, tools.MetricAnswerCacheNotStored, "reason", reason),
+					"every answer counted not stored, for its version")
+				require.Zero(t, gathered(t, reg, tools.MetricAnswerCacheNotStored, "reason", other))
 			}
 		})
 	}

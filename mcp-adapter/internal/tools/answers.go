@@ -113,10 +113,22 @@ func (s *Server) replayAnswer(ctx context.Context, call *respond.Call, a *keptAn
 // keepAnswer keeps the call's answer in slot (nil: cache off) when
 // search computed it at the slot's index version (answeredAt, from its
 // response header; empty: it did not say), unless it cannot be answered
-// again as it is (respond.Freeze). The caller keeps out answers with
-// warnings about this one call.
+// again as it is (respond.Freeze). An answer kept out for its version
+// alone is counted (answercache.NotStored). The caller keeps out answers
+// with warnings about this one call.
 func (s *Server) keepAnswer(ctx context.Context, slot *answerSlot, answeredAt string, call *respond.Call) {
-	if slot == nil || answeredAt != slot.version {
+	if slot == nil {
+		return
+	}
+	if answeredAt != slot.version {
+		if !s.resp.Freezable(call) {
+			return // not kept whatever the version: not counted as for it
+		}
+		reason := answercache.OtherVersion
+		if answeredAt == "" {
+			reason = answercache.NoVersion
+		}
+		s.opts.Answers.NotStored(reason)
 		return
 	}
 	f, ok := s.resp.Freeze(call)

@@ -117,6 +117,23 @@ func TestCacheMetrics(t *testing.T) {
 		require.Equal(t, float64(st.Evictions), gathered(t, reg, tools.MetricAnswerCacheEvictions))
 	})
 
+	t.Run("early starts", func(t *testing.T) {
+		early := func(event string) float64 { return gathered(t, reg, tools.MetricEarlyStarts, "event", event) }
+		started, kept := early("started"), early("kept")
+		// A key just allowed starts its next call's search while that
+		// call is checked; the check allows the same scope: kept.
+		for _, q := range []string{"early start one", "early start two"} {
+			a := h.call(tools.ToolSemanticSearch, map[string]any{"query": q, "page_size": 1})
+			require.Equal(t, "success", a.status(), "%v", a.env["error"])
+		}
+		require.Greater(t, early("started"), started)
+		require.Equal(t, early("started")-started, early("kept")-kept, "each settled as kept")
+		require.Zero(t, early("discarded"))
+		st := leases.Stats()
+		require.Equal(t, []float64{float64(st.Started), float64(st.Kept), float64(st.Discarded)},
+			[]float64{early("started"), early("kept"), early("discarded")})
+	})
+
 	t.Run("a leased burst", func(t *testing.T) {
 		before := gathered(t, reg, tools.MetricKeyLeaseCalls)
 		for range 30 {
@@ -151,7 +168,8 @@ func TestCacheMetrics(t *testing.T) {
 }
 
 // TestCacheMetricsOff: with the answer cache off (and so no index watch)
-// only the lease series are registered, at zero without a cache.
+// only the allow cache's series (leases, early starts) are registered, at
+// zero without a cache.
 func TestCacheMetricsOff(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	require.NoError(t, tools.RegisterCacheMetrics(reg, tools.Options{}))
@@ -161,6 +179,7 @@ func TestCacheMetricsOff(t *testing.T) {
 	for _, f := range families {
 		names = append(names, f.GetName())
 	}
-	require.Equal(t, []string{tools.MetricKeyLeaseCalls, tools.MetricKeyLeaseUnits}, names)
+	require.Equal(t, []string{tools.MetricEarlyStarts, tools.MetricKeyLeaseCalls, tools.MetricKeyLeaseUnits}, names)
 	require.Zero(t, gathered(t, reg, tools.MetricKeyLeaseUnits, "fate", "lost"))
+	require.Zero(t, gathered(t, reg, tools.MetricEarlyStarts, "event", "started"))
 }
