@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -206,21 +207,18 @@ func Connect(ctx context.Context, c pg.Config) (*pgxpool.Pool, error) {
 }
 
 // ConnectService is Connect for svc: it also refuses a role that could
-// reach past the service's own schema, unless c.AllowPrivileged
-// (development): a superuser, one that creates roles or databases, or one
-// that is not a member of exactly svc's group among the service and backup
-// groups (the migration role is a member of every group; another
-// service's login is not of svc's).
-func ConnectService(ctx context.Context, c pg.Config, svc Service) (*pgxpool.Pool, error) {
+// reach past the service's own schema: a superuser, one that creates roles
+// or databases, or one that is not a member of exactly svc's group among the
+// service and backup groups (the migration role is a member of every group;
+// another service's login is not of svc's). With c.AllowPrivileged
+// (development) it connects anyway and logs one warning saying so.
+func ConnectService(ctx context.Context, c pg.Config, svc Service, log *slog.Logger) (*pgxpool.Pool, error) {
 	if _, err := ParseService(string(svc)); err != nil {
 		return nil, err
 	}
 	pool, err := Connect(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	if c.AllowPrivileged {
-		return pool, nil
 	}
 	groups := []string{BackupRole}
 	for _, s := range Services {
@@ -242,21 +240,32 @@ func ConnectService(ctx context.Context, c pg.Config, svc Service) (*pgxpool.Poo
 			others = append(others, g)
 		}
 	}
+	// why is what is wrong with the role, fix what a deployment does about it.
+	var why, fix string
 	switch {
 	case privileged:
-		err = fmt.Errorf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases: "+
-			"give the service its own role (docs/DEPLOY.md, \"Database roles\")", user)
+		why = fmt.Sprintf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases", user)
+		fix = "give the service its own role (docs/DEPLOY.md, \"Database roles\")"
 	case !slices.Contains(memberOf, svc.GroupRole()):
-		err = fmt.Errorf("DATABASE_URL connects as %s, which is not a member of %s: "+
-			"give the %s service its own login (bmcisctl migrate up, from %s)", user, svc.GroupRole(), svc, svc.LoginURLEnv())
+		why = fmt.Sprintf("DATABASE_URL connects as %s, which is not a member of %s", user, svc.GroupRole())
+		fix = fmt.Sprintf("give the %s service its own login (bmcisctl migrate up, from %s)", svc, svc.LoginURLEnv())
 	case len(others) > 0:
-		err = fmt.Errorf("DATABASE_URL connects as %s, which is a member of %s too: "+
-			"give the %s service a role of its own, a member of %s only (docs/DEPLOY.md, \"Database roles\")",
-			user, strings.Join(others, ", "), svc, svc.GroupRole())
+		why = fmt.Sprintf("DATABASE_URL connects as %s, which is a member of %s too", user, strings.Join(others, ", "))
+		fix = fmt.Sprintf("give the %s service a role of its own, a member of %s only (docs/DEPLOY.md, \"Database roles\")",
+			svc, svc.GroupRole())
 	}
-	if err != nil {
+	if c.AllowPrivileged {
+		// The role's name and what is wrong with it; never the URL.
+		attrs := []any{"role", user}
+		if why != "" {
+			attrs = append(attrs, "refused_without_it", why)
+		}
+		log.Warn(pg.EnvAllowPrivilegedLogin+" is set: the database role is not held to the service's own (development only)", attrs...)
+		return pool, nil
+	}
+	if why != "" {
 		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("%s: %s, or set %s=true on a development machine", why, fix, pg.EnvAllowPrivilegedLogin)
 	}
 	return pool, nil
 }

@@ -1,8 +1,10 @@
 package migrations_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,9 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bmcis/knowledge/migrations"
+	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/pg"
 	"github.com/bmcis/knowledge/platform/testdb"
 )
+
+// discard takes the logs of ConnectService where a test does not read them.
+var discard = slog.New(slog.DiscardHandler)
 
 var privileges = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"}
 
@@ -57,13 +63,8 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 		require.Equal(t, "bmcis_"+tb.Schema, owner, tb.Name)
 	}
 
-	// A service refuses the admin's (a superuser's) credential, unless on a
-	// development machine.
-	_, err = migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, migrations.Search)
-	require.ErrorContains(t, err, "a superuser or a role that creates roles or databases")
-	dev, err := migrations.ConnectService(ctx, pg.Config{URL: dbURL, MaxConns: 2, ConnectTimeout: 5 * time.Second, AllowPrivileged: true}, migrations.Search)
-	require.NoError(t, err)
-	dev.Close()
+	// A service refuses the admin's (a superuser's) credential:
+	// TestPrivilegedLoginNeedsItsOwnSwitch.
 
 	users := map[string]bool{}
 	for _, svc := range migrations.Services {
@@ -74,7 +75,7 @@ func TestServiceRolesOwnOnlyTheirSchema(t *testing.T) {
 			defer conn.Close(context.Background())
 			// The service's own start-up checks pass: the schema version,
 			// and a role that reaches no further than its schema.
-			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, svc)
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: svcURL, MaxConns: 2, ConnectTimeout: 5 * time.Second}, svc, discard)
 			require.NoError(t, err)
 			pool.Close()
 
@@ -268,6 +269,69 @@ func requireRefused(t *testing.T, err error, what string) {
 	require.Equal(t, "42501", pgErr.Code, "%s: want insufficient_privilege, got %s", what, pgErr.Message)
 }
 
+// A service connects as a superuser only with the privileged-login switch,
+// which logs one warning naming the role, never the URL or its password; the
+// secrets switch alone does not let it (a development machine that needs
+// placeholder secrets must not thereby run a service as the superuser).
+func TestPrivilegedLoginNeedsItsOwnSwitch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, dbURL := testdb.New(t)
+	var superuser string
+	require.NoError(t, admin.QueryRow(ctx, "SELECT current_user FROM pg_roles WHERE rolname = current_user AND rolsuper").Scan(&superuser))
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	password, _ := u.User.Password()
+	require.NotEmpty(t, password)
+
+	for _, tc := range []struct {
+		name                string
+		secrets, privileged bool
+		connects            bool
+	}{
+		{"neither", false, false, false},
+		{"secrets only", true, false, false},
+		{"privileged only", false, true, true},
+		{"both", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"DATABASE_URL": dbURL, "DATABASE_CONNECT_TIMEOUT": "5s", "DATABASE_MAX_CONNS": "2"}
+			if tc.secrets {
+				env[config.EnvAllowInsecureSecrets] = "true"
+			}
+			if tc.privileged {
+				env[pg.EnvAllowPrivilegedLogin] = "true"
+			}
+			r := config.FromMap(env)
+			c := pg.LoadConfig(r)
+			require.NoError(t, r.Err())
+			require.Equal(t, tc.privileged, c.AllowPrivileged)
+
+			var logs bytes.Buffer
+			pool, err := migrations.ConnectService(ctx, c, migrations.Search, slog.New(slog.NewTextHandler(&logs, nil)))
+			require.NotContains(t, logs.String(), password)
+			if !tc.connects {
+				require.ErrorContains(t, err, "DATABASE_URL connects as "+superuser+", a superuser")
+				require.ErrorContains(t, err, "or set "+pg.EnvAllowPrivilegedLogin+"=true on a development machine")
+				require.NotContains(t, err.Error(), password)
+				require.Empty(t, logs.String())
+				return
+			}
+			require.NoError(t, err)
+			defer pool.Close()
+			var user string
+			require.NoError(t, pool.QueryRow(ctx, "SELECT current_user").Scan(&user))
+			require.Equal(t, superuser, user)
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			require.Len(t, lines, 1, logs.String())
+			require.Contains(t, lines[0], "level=WARN")
+			require.Contains(t, lines[0], pg.EnvAllowPrivilegedLogin+" is set")
+			require.Contains(t, lines[0], "role="+superuser)
+			require.Contains(t, lines[0], "a superuser")
+		})
+	}
+}
+
 // A service refuses, at start, a login that reaches past its own schema
 // without being privileged: one in another service's group as well as its
 // own (the migration role is in every group), or one in none but
@@ -298,13 +362,14 @@ func TestConnectServiceRefusesAWiderRole(t *testing.T) {
 		{"its own login", testdb.ServiceURL(t, dbURL, "vendorgraph"), migrations.VendorGraph, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pool, err := migrations.ConnectService(ctx, pg.Config{URL: tc.url, MaxConns: 2, ConnectTimeout: 5 * time.Second}, tc.svc)
+			pool, err := migrations.ConnectService(ctx, pg.Config{URL: tc.url, MaxConns: 2, ConnectTimeout: 5 * time.Second}, tc.svc, discard)
 			if tc.refusal == "" {
 				require.NoError(t, err)
 				pool.Close()
 				return
 			}
 			require.ErrorContains(t, err, tc.refusal)
+			require.ErrorContains(t, err, "or set "+pg.EnvAllowPrivilegedLogin+"=true on a development machine")
 			require.NotContains(t, err.Error(), password)
 		})
 	}

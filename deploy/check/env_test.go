@@ -225,3 +225,14 @@ func TestSecretsComeFromSecrets(t *testing.T) {
 		}
 	}
 }
+
+// No overlay lets a service connect as a wider database role than its own
+// (BMCIS_ALLOW_PRIVILEGED_DB_LOGIN, platform/pg): each service has its own
+// login, the dev overlay's too; the dev overlay's secrets switch
+// (BMCIS_ALLOW_INSECURE_SECRETS) does not imply it.
+func TestNoOverlayAllowsPrivilegedDBLogin(t *testing.T) {
+	for _, c := range bmcisContainers(t) {
+		v, set := c.env["BMCIS_ALLOW_PRIVILEGED_DB_LOGIN"]
+		require.False(t, set, "%s %s sets BMCIS_ALLOW_PRIVILEGED_DB_LOGIN=%q", c.overlay, c.workload, v)
+	}
+}

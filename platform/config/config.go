@@ -114,7 +114,9 @@ func (r *Reader) Secret(name string, required bool, minLen int) string {
 }
 
 // EnvAllowInsecureSecrets lets a development machine start with short or
-// placeholder secrets. Nothing else turns the checks off.
+// placeholder secrets. Nothing else turns the checks off. It does not let a
+// service connect as a database role wider than its own: that is
+// pg.EnvAllowPrivilegedLogin's alone.
 const EnvAllowInsecureSecrets = "BMCIS_ALLOW_INSECURE_SECRETS"
 
 // MinSecretLen is the shortest secret a binary starts with outside

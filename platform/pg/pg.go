@@ -33,11 +33,17 @@ type Config struct {
 	// ConnectTimeout bounds each connection attempt (DATABASE_CONNECT_TIMEOUT),
 	// so a dead database answers UNAVAILABLE quickly instead of hanging.
 	ConnectTimeout time.Duration
-	// AllowPrivileged lets a service connect as a superuser or a role that
-	// creates roles or databases: development only
-	// (BMCIS_ALLOW_INSECURE_SECRETS; migrations.ConnectService).
+	// AllowPrivileged lets a service connect as a superuser or a role wider
+	// than its own: development only (EnvAllowPrivilegedLogin;
+	// migrations.ConnectService).
 	AllowPrivileged bool
 }
+
+// EnvAllowPrivilegedLogin lets a service on a development machine connect
+// as a superuser or a role wider than its own. It is apart from
+// config.EnvAllowInsecureSecrets: a machine that needs placeholder secrets
+// must not thereby run a service as the superuser.
+const EnvAllowPrivilegedLogin = "BMCIS_ALLOW_PRIVILEGED_DB_LOGIN"
 
 // LoadConfig reads the database settings; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
@@ -45,7 +51,7 @@ func LoadConfig(env *config.Reader) Config {
 		URL:             env.Required("DATABASE_URL"),
 		MaxConns:        env.Int("DATABASE_MAX_CONNS", 10, 1, 1000),
 		ConnectTimeout:  env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
-		AllowPrivileged: env.InsecureSecretsAllowed(),
+		AllowPrivileged: env.Bool(EnvAllowPrivilegedLogin, false),
 	}
 	if c.URL != "" {
 		pc, err := pgxpool.ParseConfig(c.URL)

@@ -65,8 +65,14 @@ func TestLoadConfigValidates(t *testing.T) {
 	require.ErrorContains(t, env.Err(), "DATABASE_URL: its password is a published placeholder")
 	require.NotContains(t, env.Err().Error(), "CHANGE_ME-search")
 	env = config.FromMap(map[string]string{"DATABASE_URL": placeholder, config.EnvAllowInsecureSecrets: "true"})
-	pg.LoadConfig(env)
+	require.False(t, pg.LoadConfig(env).AllowPrivileged, "the secrets switch is not the privileged-login one")
 	require.NoError(t, env.Err())
+
+	// The privileged-login switch is a boolean; anything else is refused,
+	// not read as false.
+	env = config.FromMap(map[string]string{"DATABASE_URL": "postgres://bmcis@db:5432/bmcis", pg.EnvAllowPrivilegedLogin: "maybe"})
+	pg.LoadConfig(env)
+	require.ErrorContains(t, env.Err(), pg.EnvAllowPrivilegedLogin+": must be true or false")
 }
 
 // The dev overlay's and the Secret template's database passwords are

@@ -83,7 +83,8 @@ const (
 )
 
 // devEnv marks the stack's processes as development ones, which accept the
-// published credentials above (config.EnvAllowInsecureSecrets).
+// published credentials above (config.EnvAllowInsecureSecrets). It does not
+// set pg.EnvAllowPrivilegedLogin: each service connects as its own role.
 var devEnv = map[string]string{config.EnvAllowInsecureSecrets: "true"}
 
 // credentialDigests is the services' side of the stack's credentials.

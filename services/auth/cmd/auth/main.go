@@ -34,7 +34,7 @@ func main() {
 		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
 			server.RouteRedisLogs(srv.Logger())
-			pool, err := migrations.ConnectService(ctx, db, migrations.Auth)
+			pool, err := migrations.ConnectService(ctx, db, migrations.Auth, srv.Logger())
 			if err != nil {
 				return nil, err
 			}

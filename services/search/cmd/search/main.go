@@ -28,7 +28,7 @@ func main() {
 		},
 		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
-			pool, err := migrations.ConnectService(ctx, db, migrations.Search)
+			pool, err := migrations.ConnectService(ctx, db, migrations.Search, srv.Logger())
 			if err != nil {
 				return nil, err
 			}

@@ -31,7 +31,7 @@ func main() {
 		},
 		Options: []grpcserver.Option{grpcserver.WithClassifier(pg.ClassifyError)},
 		Start: func(ctx context.Context, srv *grpcserver.Server) (func(), error) {
-			pool, err := migrations.ConnectService(ctx, db, migrations.VendorGraph)
+			pool, err := migrations.ConnectService(ctx, db, migrations.VendorGraph, srv.Logger())
 			if err != nil {
 				return nil, err
 			}
