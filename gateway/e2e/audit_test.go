@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -137,4 +138,55 @@ func TestAuditOutageNeverFailsARead(t *testing.T) {
 	s.st.Exec(t, "GRANT INSERT ON auth.audit_events TO bmcis_auth")
 	events := s.auditEvents(3, &authv1.ListAuditEventsRequest{Principal: stacktest.KeyID(key)})
 	require.True(t, slices.ContainsFunc(events, func(e *authv1.AuditEvent) bool { return e.GetQuery() == "cloud providers" }))
+}
+
+// TestRESTRefusalsAreLimitedPerAddress: refused keys over REST are
+// limited per client address as the adapter's are (platform/auditlog):
+// the first BMCIS_AUDIT_REFUSALS_PER_ADDRESS of a window recorded, one
+// entry counting the rest when it ends; another address and a valid key's
+// reads from the flooding one are not limited.
+func TestRESTRefusalsAreLimitedPerAddress(t *testing.T) {
+	s := newStack(t, map[string]string{"BMCIS_AUDIT_FLUSH_INTERVAL": "20ms",
+		"BMCIS_AUDIT_REFUSALS_PER_ADDRESS": "3", "BMCIS_AUDIT_REFUSAL_WINDOW": "1s"})
+	key := s.createKey(`{"name":"not-limited"}`)
+	since := time.Now()
+	for range 8 {
+		r := s.do("GET", "/v1/vendor-suggestions?text=Nobo", "", rest.HeaderAPIKey, "not-a-key")
+		require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
+		r = s.do("GET", "/v1/vendor-suggestions?text=Nobo", "", rest.HeaderAPIKey, key)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	}
+	// From another address of the loopback network.
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	other := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	for range 2 {
+		req, err := http.NewRequest(http.MethodGet, s.url+"/v1/vendor-suggestions?text=Nobo", nil)
+		require.NoError(t, err)
+		req.Header.Set(rest.HeaderAPIKey, "not-a-key")
+		resp, err := other.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+
+	byAddress := map[string][]*authv1.AuditEvent{}
+	// 8 + 3 + 1 + 2 entries once the flooder's window has ended.
+	for _, e := range s.auditEvents(14, &authv1.ListAuditEventsRequest{Tool: "GET /v1/vendor-suggestions", Since: timestamppb.New(since)}) {
+		if e.GetPrincipal() == "" {
+			byAddress[e.GetClientAddress()] = append(byAddress[e.GetClientAddress()], e)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // anything more would have come in the same batch
+	require.Len(t, s.auditEvents(14, &authv1.ListAuditEventsRequest{Tool: "GET /v1/vendor-suggestions", Since: timestamppb.New(since)}), 14)
+	flooder := byAddress["127.0.0.1"]
+	require.Len(t, flooder, 4, "the limit, and one summary")
+	require.Equal(t, "5 further refusals from 127.0.0.1 suppressed", flooder[0].GetTarget(), "the newest")
+	for _, e := range flooder {
+		require.Equal(t, "AUTH_INVALID", e.GetOutcome())
+		require.Equal(t, "read", e.GetEdge())
+	}
+	require.Len(t, byAddress["127.0.0.2"], 2)
+	for _, e := range byAddress["127.0.0.2"] {
+		require.NotContains(t, e.GetTarget(), "suppressed")
+	}
 }

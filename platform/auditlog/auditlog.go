@@ -106,11 +106,29 @@ type Config struct {
 	BufferSize int
 	// BatchSize is the most entries one append carries (default 500).
 	BatchSize int
+	// MaxBatchBytes bounds one append's estimated size in bytes (default
+	// 1 MiB), well under gRPC's 4 MiB message limit: 500 entries naming
+	// long document ids would pass it. An entry larger than the bound
+	// alone is sent alone.
+	MaxBatchBytes int
 	// FlushInterval is the longest an entry waits before it is sent
 	// (BMCIS_AUDIT_FLUSH_INTERVAL; default 1s).
 	FlushInterval time.Duration
 	// Timeout bounds each append call (default 5s).
 	Timeout time.Duration
+	// RefusalsPerAddress bounds the refusals (IsRefusal: no credential
+	// verified) recorded per client address in each RefusalWindow
+	// (BMCIS_AUDIT_REFUSALS_PER_ADDRESS, default 20); the rest are counted
+	// (bmcis_audit_refusals_suppressed_total) and, when the address's
+	// window ends, stand in the trail as one summary entry.
+	RefusalsPerAddress int
+	// RefusalWindow is how long an address's window lasts from its first
+	// refusal (BMCIS_AUDIT_REFUSAL_WINDOW, default 1m).
+	RefusalWindow time.Duration
+	// RefusalAddresses bounds the addresses whose windows are kept
+	// (BMCIS_AUDIT_REFUSAL_ADDRESSES, default 10,000); the least recently
+	// refused is forgotten first, its summary written.
+	RefusalAddresses int
 	// Registerer takes the recorder's counters; nil keeps them private.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -120,6 +138,7 @@ type Config struct {
 const (
 	DefaultBufferSize    = 10_000
 	DefaultBatchSize     = 500
+	DefaultMaxBatchBytes = 1 << 20
 	DefaultFlushInterval = time.Second
 	DefaultTimeout       = 5 * time.Second
 )
@@ -145,8 +164,12 @@ type Recorder struct {
 	closeCtx atomic.Pointer[context.Context]
 
 	appended prometheus.Counter
-	dropped  *prometheus.CounterVec
-	droppedN atomic.Int64
+	// refusals limits the entries of unauthenticated refusals per address;
+	// suppressed counts those it kept out.
+	refusals   *refusalLimiter
+	suppressed prometheus.Counter
+	dropped    *prometheus.CounterVec
+	droppedN   atomic.Int64
 
 	logMu      sync.Mutex
 	lastLog    time.Time
@@ -161,17 +184,34 @@ func New(a Appender, cfg Config) (*Recorder, error) {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
 	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = DefaultMaxBatchBytes
+	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.RefusalsPerAddress <= 0 {
+		cfg.RefusalsPerAddress = DefaultRefusalsPerAddress
+	}
+	if cfg.RefusalWindow <= 0 {
+		cfg.RefusalWindow = DefaultRefusalWindow
+	}
+	if cfg.RefusalAddresses <= 0 {
+		cfg.RefusalAddresses = DefaultRefusalAddresses
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	r := &Recorder{
 		cfg: cfg, appender: a,
+		refusals: newRefusalLimiter(cfg.RefusalsPerAddress, cfg.RefusalWindow, cfg.RefusalAddresses),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bmcis_audit_refusals_suppressed_total",
+			Help: "Refusals (no credential verified) over the per-address limit, not recorded one by one: each address's window ends with one entry counting them.",
+		}),
 		buf:  make(chan Entry, cfg.BufferSize),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -188,7 +228,7 @@ func New(a Appender, cfg Config) (*Recorder, error) {
 		r.dropped.WithLabelValues(reason) // shown at 0 before the first drop
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.appended, r.dropped} {
+		for _, c := range []prometheus.Collector{r.appended, r.dropped, r.suppressed} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -199,7 +239,8 @@ func New(a Appender, cfg Config) (*Recorder, error) {
 }
 
 // Record queues e; it never blocks and never fails the read. A zero
-// e.Time is now.
+// e.Time is now. A refusal (IsRefusal) over its address's limit is only
+// counted, and summarised when the address's window ends.
 func (r *Recorder) Record(e Entry) {
 	if r == nil {
 		return
@@ -207,6 +248,21 @@ func (r *Recorder) Record(e Entry) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
+	if IsRefusal(e) {
+		allowed, due := r.refusals.allow(e, time.Now())
+		for _, s := range due {
+			r.queue(s)
+		}
+		if !allowed {
+			r.suppressed.Inc()
+			return
+		}
+	}
+	r.queue(e)
+}
+
+// queue puts e in the buffer, or counts it dropped.
+func (r *Recorder) queue(e Entry) {
 	if r.closed.Load() {
 		r.drop(DropClosed, 1)
 		return
@@ -243,26 +299,44 @@ func (r *Recorder) Close(ctx context.Context) {
 func (r *Recorder) run() {
 	defer close(r.done)
 	batch := make([]Entry, 0, r.cfg.BatchSize)
+	batchBytes := 0
 	tick := time.NewTicker(r.cfg.FlushInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case e := <-r.buf:
 			batch = append(batch, e)
-			if len(batch) < r.cfg.BatchSize {
+			batchBytes += entryBytes(e)
+			if len(batch) < r.cfg.BatchSize && batchBytes < r.cfg.MaxBatchBytes {
 				continue
 			}
 		case <-tick.C:
+			r.queueSummaries(false)
 		case <-r.stop:
+			r.queueSummaries(true)
 			r.drain(batch)
 			// What a Record racing Close queued after the drain is lost:
 			// count it.
 			r.drop(DropClosed, len(r.buf))
 			return
 		}
-		if len(batch) > 0 {
-			r.send(batch)
-			batch = batch[:0]
+		for rest := batch; len(rest) > 0; {
+			n := batchLen(rest, r.cfg.BatchSize, r.cfg.MaxBatchBytes)
+			r.send(rest[:n])
+			rest = rest[n:]
+		}
+		batch, batchBytes = batch[:0], 0
+	}
+}
+
+// queueSummaries queues the summaries of the refusal windows that have
+// ended (all of them at Close), past the closed flag: Close sends them.
+func (r *Recorder) queueSummaries(all bool) {
+	for _, s := range r.refusals.due(time.Now(), all) {
+		select {
+		case r.buf <- s:
+		default:
+			r.drop(DropBufferFull, 1)
 		}
 	}
 }
@@ -283,13 +357,55 @@ func (r *Recorder) drain(batch []Entry) {
 		if len(batch) == 0 {
 			return
 		}
-		if ctx.Err() != nil {
-			r.drop(DropClosed, len(batch)) // run counts what the buffer still holds
-			return
+		for rest := batch; len(rest) > 0; {
+			n := batchLen(rest, r.cfg.BatchSize, r.cfg.MaxBatchBytes)
+			if ctx.Err() != nil {
+				r.drop(DropClosed, len(rest)) // run counts what the buffer still holds
+				return
+			}
+			r.sendOnce(ctx, rest[:n])
+			rest = rest[n:]
 		}
-		r.sendOnce(ctx, batch)
 		batch = batch[:0]
 	}
+}
+
+// batchLen is how many of entries, from the first, the next append
+// carries: at most maxEntries, and no more than maxBytes by entryBytes'
+// estimate, but always at least one (an entry over the bound goes alone).
+func batchLen(entries []Entry, maxEntries, maxBytes int) int {
+	size := 0
+	for i, e := range entries {
+		if i == maxEntries {
+			return i
+		}
+		size += entryBytes(e)
+		if size > maxBytes && i > 0 {
+			return i
+		}
+	}
+	return len(entries)
+}
+
+// entryBytes estimates e's size on the wire, as event will cut it: its
+// text, 8 bytes a chunk id, and each field's few bytes of tag and length
+// (entryOverhead, a generous round figure). An estimate is enough: the
+// bound sits far below what gRPC refuses.
+func entryBytes(e Entry) int {
+	const entryOverhead, perID = 64, 3
+	n := entryOverhead
+	for _, s := range []string{e.Principal, e.PrincipalKind, e.OAuthIssuer, e.ClientAddress, e.ClientName, e.Tool, e.Outcome, e.RequestID} {
+		n += min(len(s), MaxLabel)
+	}
+	n += min(len(e.Target), MaxText)
+	if e.Query != "" {
+		n += min(len(e.Query), MaxText) + sha256.Size*2
+	}
+	n += min(len(e.ChunkIDs), MaxChunkIDs) * 8
+	for _, d := range e.DocumentIDs[:min(len(e.DocumentIDs), MaxDocumentIDs)] {
+		n += min(len(d), docid.MaxBytes) + perID
+	}
+	return n
 }
 
 // send appends a batch, retrying with backoff while the buffer has room

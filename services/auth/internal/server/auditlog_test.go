@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +173,69 @@ func TestRecorderDropsRefusedBatch(t *testing.T) {
 		return err == nil && len(got.GetEvents()) == 1
 	}, 30*time.Second, 10*time.Millisecond, "the sender moved on to the next batch")
 	require.Equal(t, int64(1), r.Dropped())
+}
+
+// TestRecorderSendsALargeBatchWholeAndInOrder: 300 entries each naming 20
+// documents with ids of 1 KiB, about 6 MB, recorded at once. Without a byte bound the append would be one message
+// over gRPC's 4 MiB limit, refused, and every entry dropped; bounded (1 MiB
+// by default) it goes as several appends, and every entry lands, in the
+// order recorded.
+func TestRecorderSendsALargeBatchWholeAndInOrder(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	const n = 300
+	at := time.Now().Truncate(time.Microsecond)
+	var docs []string
+	for i := range 20 {
+		docs = append(docs, fmt.Sprintf("handbook:%02d/", i)+strings.Repeat("x", 1012))
+	}
+	record := func(r *auditlog.Recorder, principal string) []string {
+		var want []string
+		for i := range n {
+			id := fmt.Sprintf("req-%04d", i)
+			want = append(want, id)
+			// One time for all: the trail then lists them by the order stored.
+			r.Record(auditlog.Entry{Time: at, Principal: principal, PrincipalKind: auditlog.KindAPIKey, Tool: "get_chunks",
+				DocumentIDs: docs, Outcome: auditlog.OK, RequestID: id})
+		}
+		return want
+	}
+	stored := func(principal string) []string {
+		// Pages of 100: the 6 MB would not fit one answer either.
+		var events []*authv1.AuditEvent
+		for page := ""; ; {
+			got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()),
+				&authv1.ListAuditEventsRequest{Principal: principal, PageSize: 100, PageToken: page})
+			require.NoError(t, err)
+			events = append(events, got.GetEvents()...)
+			if page = got.GetNextPageToken(); page == "" {
+				break
+			}
+		}
+		var ids []string
+		for _, e := range slices.Backward(events) { // newest first
+			require.Equal(t, docs, e.GetDocumentIds())
+			ids = append(ids, e.GetRequestId())
+		}
+		return ids
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	unbounded, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{FlushInterval: time.Hour, MaxBatchBytes: 1 << 30})
+	require.NoError(t, err)
+	record(unbounded, "key-unbounded")
+	unbounded.Close(ctx)
+	require.Equal(t, int64(n), unbounded.Dropped(), "one append of 6 MB is refused whole")
+	require.Empty(t, stored("key-unbounded"))
+
+	// Sent by Close, and by the sender as the entries come.
+	for _, interval := range []time.Duration{time.Hour, 10 * time.Millisecond} {
+		principal := "key-bounded-" + interval.String()
+		r, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{FlushInterval: interval})
+		require.NoError(t, err)
+		want := record(r, principal)
+		r.Close(ctx)
+		require.Zero(t, r.Dropped())
+		require.Equal(t, want, stored(principal), "every entry, in the order recorded")
+	}
 }

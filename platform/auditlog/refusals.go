@@ -1,0 +1,121 @@
+package auditlog
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Defaults of the refusal limit (Config.RefusalsPerAddress and the rest).
+const (
+	DefaultRefusalsPerAddress = 20
+	DefaultRefusalWindow      = time.Minute
+	DefaultRefusalAddresses   = 10_000
+)
+
+// IsRefusal reports whether e is a request refused before any credential
+// was verified (a bad key or token, none at all): no principal and not
+// ok. Only such entries are limited per address; over stdio (no address)
+// there is one local client, and it is not limited.
+func IsRefusal(e Entry) bool {
+	return e.Principal == "" && e.Outcome != OK && e.ClientAddress != ""
+}
+
+// SuppressedSummary is the text of the entry that stands for n refusals
+// from addr the limit kept out of the trail (its Target).
+func SuppressedSummary(n int64, addr string) string {
+	return strconv.FormatInt(n, 10) + " further refusals from " + addr + " suppressed"
+}
+
+// refusalWindow is one address's window: it starts at the address's
+// first refusal and lasts Config.RefusalWindow; its first
+// Config.RefusalsPerAddress refusals are recorded, the rest counted.
+type refusalWindow struct {
+	start      time.Time
+	recorded   int
+	suppressed int64
+	last       Entry // the last refusal suppressed: the summary's tool, outcome and client
+}
+
+// refusalLimiter bounds the refusal entries recorded per client address,
+// so a flood of bad credentials cannot fill the buffer and push real
+// entries out. The table of addresses is an LRU of bounded size: an
+// address pushed out leaves its summary first.
+type refusalLimiter struct {
+	perWindow int
+	window    time.Duration
+
+	mu          sync.Mutex
+	addrs       *simplelru.LRU[string, *refusalWindow]
+	suppressing map[string]*refusalWindow // the windows with refusals to summarise
+	evicted     []Entry                   // summaries of windows the LRU pushed out, for the caller to record
+}
+
+func newRefusalLimiter(perWindow int, window time.Duration, addresses int) *refusalLimiter {
+	l := &refusalLimiter{perWindow: perWindow, window: window, suppressing: map[string]*refusalWindow{}}
+	// NewLRU fails only for a size under 1, which New never passes.
+	l.addrs, _ = simplelru.NewLRU(addresses, func(addr string, w *refusalWindow) {
+		if w.suppressed > 0 {
+			l.evicted = append(l.evicted, summaryOf(addr, w, time.Now()))
+			delete(l.suppressing, addr)
+		}
+	})
+	return l
+}
+
+// allow reports whether the refusal e (IsRefusal) is recorded, and
+// returns the summaries due: its address's last window when it ended with
+// refusals suppressed, and any the LRU pushed out.
+func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var due []Entry
+	addr := e.ClientAddress
+	w, ok := l.addrs.Get(addr)
+	if !ok || !now.Before(w.start.Add(l.window)) {
+		if ok && w.suppressed > 0 {
+			due = append(due, summaryOf(addr, w, now))
+			delete(l.suppressing, addr)
+		}
+		w = &refusalWindow{start: now}
+		l.addrs.Add(addr, w)
+	}
+	due = append(due, l.evicted...)
+	l.evicted = l.evicted[:0]
+	if w.recorded < l.perWindow {
+		w.recorded++
+		return true, due
+	}
+	w.suppressed++
+	w.last = e
+	l.suppressing[addr] = w
+	return false, due
+}
+
+// due returns the summaries of the windows that ended by now (all of
+// them when all is set, at Close), each once.
+func (l *refusalLimiter) due(now time.Time, all bool) []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var due []Entry
+	for addr, w := range l.suppressing {
+		if all || !now.Before(w.start.Add(l.window)) {
+			due = append(due, summaryOf(addr, w, now))
+			w.suppressed = 0
+			delete(l.suppressing, addr)
+		}
+	}
+	return due
+}
+
+// summaryOf is the one entry standing for w's suppressed refusals: shaped
+// as the refusals were (tool, outcome, address, client; no principal), its
+// target saying how many.
+func summaryOf(addr string, w *refusalWindow, now time.Time) Entry {
+	return Entry{
+		Time: now, ClientAddress: addr, ClientName: w.last.ClientName,
+		Tool: w.last.Tool, Target: SuppressedSummary(w.suppressed, addr), Outcome: w.last.Outcome,
+	}
+}

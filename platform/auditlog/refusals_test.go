@@ -1,0 +1,94 @@
+package auditlog
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRefusalLimiter: per address, the first perWindow refusals of a
+// window are recorded and the rest summarised once when it ends (by the
+// sweep, by the address's next refusal, or by being pushed out of the
+// table); other addresses are not affected.
+func TestRefusalLimiter(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	refusal := func(addr string) Entry {
+		return Entry{ClientAddress: addr, Tool: "POST /mcp", Target: "/mcp", Outcome: "AUTH_INVALID"}
+	}
+	summary := func(n int64, addr string, at time.Time) Entry {
+		return Entry{Time: at, ClientAddress: addr, Tool: "POST /mcp", Target: SuppressedSummary(n, addr), Outcome: "AUTH_INVALID"}
+	}
+	type step struct {
+		addr    string        // a refusal from addr; "" sweeps
+		at      time.Duration // after t0
+		allowed bool
+		due     []Entry
+	}
+	tests := []struct {
+		name      string
+		addresses int
+		steps     []step
+	}{
+		{"under the limit", 10, []step{
+			{"a", 0, true, nil}, {"a", time.Second, true, nil}, {"", time.Hour, false, nil},
+		}},
+		{"over the limit, summarised by the sweep at the window's end", 10, []step{
+			{"a", 0, true, nil}, {"a", 1, true, nil}, {"a", 2, false, nil}, {"a", 3, false, nil}, {"a", 4, false, nil},
+			{"b", 5, true, nil},
+			{"", time.Minute - 1, false, nil},
+			{"", time.Minute, false, []Entry{summary(3, "a", t0.Add(time.Minute))}},
+			{"", 2 * time.Minute, false, nil}, // once
+			{"a", 2 * time.Minute, true, nil}, // a new window
+		}},
+		{"summarised by the next refusal after the window", 10, []step{
+			{"a", 0, true, nil}, {"a", 1, true, nil}, {"a", 2, false, nil},
+			{"a", time.Minute, true, []Entry{summary(1, "a", t0.Add(time.Minute))}},
+			{"", 3 * time.Minute, false, nil},
+		}},
+		{"summarised when pushed out of the table", 1, []step{
+			{"a", 0, true, nil}, {"a", 1, true, nil}, {"a", 2, false, nil}, {"a", 3, false, nil},
+			{"b", 4, true, []Entry{summary(2, "a", time.Time{})}}, // the eviction's time is the clock's
+			{"", time.Hour, false, nil},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newRefusalLimiter(2, time.Minute, tc.addresses)
+			for i, s := range tc.steps {
+				now := t0.Add(s.at)
+				var due []Entry
+				if s.addr == "" {
+					due = l.due(now, false)
+				} else {
+					var allowed bool
+					allowed, due = l.allow(refusal(s.addr), now)
+					require.Equal(t, s.allowed, allowed, "step %d", i)
+				}
+				for j := range due {
+					if s.due[j].Time.IsZero() {
+						due[j].Time = time.Time{}
+					}
+				}
+				require.Equal(t, s.due, due, "step %d", i)
+			}
+			require.Empty(t, l.due(t0.Add(24*time.Hour), true), "every suppressed refusal was summarised")
+		})
+	}
+}
+
+func TestIsRefusal(t *testing.T) {
+	tests := []struct {
+		e    Entry
+		want bool
+	}{
+		{Entry{ClientAddress: "10.0.0.1", Outcome: "AUTH_INVALID"}, true},
+		{Entry{ClientAddress: "10.0.0.1", Outcome: "SERVICE_UNAVAILABLE"}, true},
+		{Entry{ClientAddress: "10.0.0.1", Principal: "k1", Outcome: "RATE_LIMIT"}, false}, // authenticated: never limited
+		{Entry{ClientAddress: "10.0.0.1", Outcome: OK}, false},
+		{Entry{Outcome: "AUTH_INVALID"}, false}, // stdio: one local client
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, IsRefusal(tc.e), "%+v", tc.e)
+	}
+}
