@@ -74,6 +74,28 @@ func TestDocumentAccessListsOverREST(t *testing.T) {
 		require.Equal(t, tc.want, ids, tc.query)
 	}
 
+	// Documents of no source: plain ingestion's, not an upload's (an
+	// upload goes into the source the route names).
+	r = s.do("POST", "/v1/sources/uploads/files?file=guide.md", "# Guide\n\nThe upload wombat guide.\n", ingest...)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	for query, want := range map[string][]string{
+		"noSource=true":                    {"alice", "both", "hr", "legal", "pub"},
+		"source=uploads":                   {"uploads:guide.md"},
+		"noSource=true&principal=everyone": {"pub"},
+	} {
+		r := s.do("GET", "/v1/documents?"+query, "", ingest...)
+		require.Equal(t, http.StatusOK, r.status, "%s: %s", query, r.body)
+		var listed struct {
+			Documents []doc `json:"documents"`
+		}
+		require.NoError(t, json.Unmarshal(r.body, &listed), "%s", r.body)
+		var ids []string
+		for _, d := range listed.Documents {
+			ids = append(ids, d.ExternalID)
+		}
+		require.Equal(t, want, ids, query)
+	}
+
 	for _, tc := range []struct {
 		name, path string
 		status     int
@@ -81,6 +103,7 @@ func TestDocumentAccessListsOverREST(t *testing.T) {
 		{"unknown document", "/v1/documents/nothing", http.StatusNotFound},
 		{"unknown principal form", "/v1/documents?principal=role:hr", http.StatusBadRequest},
 		{"malformed page token", "/v1/documents?pageToken=x", http.StatusBadRequest},
+		{"no source and a source", "/v1/documents?noSource=true&source=handbook", http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do("GET", tc.path, "", ingest...)

@@ -123,6 +123,24 @@ func TestReadableByIsWhatAKeyFinds(t *testing.T) {
 		})
 	}
 
+	// A key limited to find_vendor_info: its groups allow the same
+	// documents as hr's, but the answer says its tools read no text, and
+	// the gateway's text reads (search, chunks) refuse it.
+	t.Run("hr, find_vendor_info only", func(t *testing.T) {
+		key := s.createKey(`{"name":"hr-vendors","groups":["hr"],"scopes":{"tools":["find_vendor_info"]}}`)
+		id := stacktest.KeyID(key)
+		require.Equal(t, []string{"both", "hr", "hr-sec", "pub", "sec"}, listedReadable(t, s, id))
+		out := s.st.Ctl(t, "documents", "--readable-by", id)
+		require.True(t, strings.HasPrefix(out, "API key "+id+": tools find_vendor_info; reads text: no; "), "%s", out)
+		for _, r := range []response{
+			s.do("POST", "/v1/search", `{"query":"wombat","mode":"RETRIEVAL_MODE_BM25"}`, rest.HeaderAPIKey, key),
+			s.do("GET", "/v1/chunks?"+chunks.Encode(), "", rest.HeaderAPIKey, key),
+		} {
+			require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+			require.Contains(t, string(r.body), "TOOL_NOT_ALLOWED")
+		}
+	})
+
 	// A set given directly: what a read carrying it finds (an OAuth
 	// caller's set holds user:SUB).
 	for _, set := range []string{"group:hr", "user:alice", "group:legal,user:alice", "everyone"} {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,11 +36,13 @@ const documentsPage = 500
 
 func documentsUsage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  bmcisctl documents [--source S] [--category C] [--principal P] [--readable-by KEY_ID|PRINCIPALS] [--prefix ID] [-n N] [-o table|json|yaml]
+  bmcisctl documents [--source S|-] [--category C] [--principal P] [--readable-by KEY_ID|PRINCIPALS] [--prefix ID] [-n N] [-o table|json|yaml]
   bmcisctl documents show ID [-o table|json|yaml]
 
 documents lists the stored documents by external id with their category,
 source, access list, chunk count and last change (docs/ACCESS.md).
+A document of no source (plain ingestion) shows source -; --source -
+keeps those.
 --principal keeps the documents whose list names P (group:NAME or user:ID);
 --principal everyone keeps those every caller may read. A caller in group
 hr reads both: --principal group:hr and --principal everyone.
@@ -47,13 +50,19 @@ hr reads both: --principal group:hr and --principal everyone.
 (KEY_ID: its groups and category scope, read from the auth service with
 the admin credential) or an access set given directly
 (group:hr,group:legal or user:ID; everyone is always in it). It is the
-search service's own rule, the one its reads apply.
+search service's own rule, the one its reads apply. For a key it also
+says the key's tool scope and whether those tools read document text
+(find_vendor_info alone reads only vendor evidence snippets); in json and
+yaml that line goes to stderr, so stdout stays one document a line.
 show prints one document and who may read it: its list, the active API
-keys whose groups and category scope allow it (with the admin credential,
-from the auth service), and the OAuth callers its list names.
-Environment: BMCIS_SEARCH_ADDR and BMCIS_INGEST_TOKEN (the operator
-credential); for show's keys and --readable-by KEY_ID, BMCIS_AUTH_ADDR and
-BMCIS_ADMIN_TOKEN.
+keys whose groups and category scope allow it, each with its tools and
+whether they read the text (with the admin credential, from the auth
+service), and the OAuth callers its list names.
+Environment: BMCIS_SEARCH_ADDR and BMCIS_INGEST_TOKEN (the ingest
+credential: only it may read documents' lists); for show's keys and
+--readable-by KEY_ID, BMCIS_AUTH_ADDR and BMCIS_ADMIN_TOKEN (the admin
+credential: only it may list keys). show without the admin credential
+shows the document and its list, and says the keys were not listed.
 `)
 }
 
@@ -74,7 +83,7 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs := newFlags("documents", stderr)
 	addr := fs.String("addr", searchAddrFlag(), "search gRPC address (BMCIS_SEARCH_ADDR)")
 	output := outputFlag(fs)
-	sourceName := fs.String("source", "", "only documents of this source")
+	sourceName := fs.String("source", "", `only documents of this source ("-": of no source, plain ingestion)`)
 	category := fs.String("category", "", "only documents of this category")
 	principal := fs.String("principal", "", "only documents whose access list names this principal (group:NAME, user:ID, or everyone)")
 	prefix := fs.String("prefix", "", "only documents whose external id starts with this")
@@ -94,6 +103,10 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageErrorf("--limit must be 0 or more")
 	}
 	req := &searchv1.ListDocumentsRequest{Source: *sourceName, Category: *category, IdPrefix: *prefix}
+	if strings.TrimSpace(*sourceName) == noSource {
+		// The listing's mark for no source; no source name can be "-".
+		req.Source, req.NoSource = "", true
+	}
 	if *principal != "" {
 		// The spelling ingestion accepts; the service checks it again.
 		p, err := access.ParsePrincipal(*principal)
@@ -102,18 +115,24 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		req.Principal = p
 	}
-	if *readableBy != "" {
-		rb, err := readerScope(ctx, *readableBy)
-		if err != nil {
-			return err
-		}
-		req.ReadableBy = rb
+	// The ingest credential first: without it nothing can be listed, so a
+	// missing one is named before the auth service is asked anything.
+	if err := needIngest("documents reads the lists with ListDocuments, which only the ingest credential may call"); err != nil {
+		return err
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
+	var key *authv1.ApiKey
+	if *readableBy != "" {
+		rb, k, err := readerScope(ctx, *readableBy)
+		if err != nil {
+			return err
+		}
+		req.ReadableBy, key = rb, k
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var docs []*searchv1.StoredDocument
@@ -136,7 +155,15 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	if *output != outputTable {
+		if key != nil {
+			// Beside the records, not among them: stdout stays one
+			// document a line for the scripts that read it.
+			fmt.Fprintln(stderr, keyReachLine(key))
+		}
 		return writeRecords(stdout, *output, docs)
+	}
+	if key != nil {
+		fmt.Fprintln(stdout, keyReachLine(key))
 	}
 	if len(docs) == 0 {
 		_, err := fmt.Fprintln(stdout, "no documents")
@@ -146,16 +173,108 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 	fmt.Fprintln(tw, "ID\tTITLE\tCATEGORY\tSOURCE\tACCESS\tCHUNKS\tUPDATED")
 	for _, d := range docs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.GetExternalId(), orDash(d.GetTitle()), orDash(d.GetCategory()),
-			orDash(d.GetSource()), accessText(d), d.GetChunkCount(), keysTime(d.GetUpdatedAt(), "-"))
+			sourceText(d.GetSource()), accessText(d), d.GetChunkCount(), keysTime(d.GetUpdatedAt(), "-"))
 	}
 	return tw.Flush()
+}
+
+// needIngest is nil when the ingest credential is set, else the usage
+// error naming it, with why the command cannot go on without it.
+func needIngest(why string) error {
+	if _, err := credential(envIngestToken); err != nil {
+		return fmt.Errorf("%w; %s", err, why)
+	}
+	return nil
+}
+
+// noSource is how the listing shows a document of no source (plain
+// ingestion), and what --source takes to select them: no source name can
+// start with "-" (sourcename.Rule).
+const noSource = "-"
+
+// sourceText is a document's source for people: noSource for none.
+func sourceText(source string) string {
+	if source == "" {
+		return noSource
+	}
+	return source
+}
+
+// The MCP tools (mcp-adapter/internal/tools, docs/MCP.md) by what they
+// return of the documents a key may read. semantic_search and get_chunks
+// return chunk text (get_chunks any readable chunk by id, in full);
+// find_vendor_info returns only a vendor's evidence: chunk ids, file names
+// and snippets of up to 240 characters around the vendor's mentions. The
+// gateway's REST routes count as these tools (Route.ScopeTool).
+var textTools = []string{"semantic_search", "get_chunks"}
+
+// toolReach is what a key's tool scope lets it read of the documents its
+// groups and categories allow.
+type toolReach struct {
+	// Tools is the key's tool scope; empty: every tool.
+	Tools []string `json:"tools"`
+	// ReadsText: one of its tools returns document text.
+	ReadsText bool `json:"reads_text"`
+	// Reads says what its tools return, in words.
+	Reads string `json:"reads"`
+}
+
+// keyReach is toolReach for key k.
+func keyReach(k *authv1.ApiKey) toolReach {
+	tools := k.GetScopes().GetTools()
+	r := toolReach{Tools: append([]string{}, tools...)}
+	if len(tools) == 0 {
+		r.ReadsText = true
+		r.Reads = "every tool: the full text of these documents (semantic_search, get_chunks) and their vendor evidence (find_vendor_info)"
+		return r
+	}
+	var text []string
+	vendor := false
+	for _, t := range tools {
+		switch {
+		case slices.Contains(textTools, t):
+			text = append(text, t)
+		case t == "find_vendor_info":
+			vendor = true
+		}
+	}
+	switch {
+	case len(text) > 0:
+		r.ReadsText = true
+		r.Reads = "the full text of these documents (" + strings.Join(text, ", ") + ")"
+		if vendor {
+			r.Reads += " and their vendor evidence (find_vendor_info)"
+		}
+	case vendor:
+		r.Reads = "no document text: find_vendor_info returns only vendor evidence (chunk ids, file names and snippets of up to 240 characters around a vendor's mention) from those of these documents that mention a vendor"
+	default:
+		r.Reads = "nothing: none of its tools reads documents"
+	}
+	return r
+}
+
+// keyReachLine is keyReach as the line printed beside a key's listing.
+func keyReachLine(k *authv1.ApiKey) string {
+	r := keyReach(k)
+	tools := "every tool"
+	if len(r.Tools) > 0 {
+		tools = strings.Join(r.Tools, ",")
+	}
+	return fmt.Sprintf("API key %s: tools %s; reads text: %s; through its tools it reads %s", k.GetKeyId(), tools, yesNo(r.ReadsText), r.Reads)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // readerScope is the read scope --readable-by names: principals given
 // directly (a value with a ":", or everyone), or an API key's, as its edge
 // sends it with each read: its access set (everyone and its groups) and
 // its category scope.
-func readerScope(ctx context.Context, v string) (*searchv1.ReadScope, error) {
+func readerScope(ctx context.Context, v string) (*searchv1.ReadScope, *authv1.ApiKey, error) {
 	v = strings.TrimSpace(v)
 	if strings.Contains(v, ":") || strings.EqualFold(v, access.Everyone) {
 		var entries []string
@@ -166,33 +285,33 @@ func readerScope(ctx context.Context, v string) (*searchv1.ReadScope, error) {
 		}
 		set, err := access.ParseSet(entries)
 		if err != nil {
-			return nil, usageErrorf("--readable-by: %v", err)
+			return nil, nil, usageErrorf("--readable-by: %v", err)
 		}
-		return &searchv1.ReadScope{Access: set}, nil
+		return &searchv1.ReadScope{Access: set}, nil, nil
 	}
 	if _, err := credential(envAdminToken); err != nil {
-		return nil, fmt.Errorf("--readable-by %s names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential: %w", v, err)
+		return nil, nil, fmt.Errorf("--readable-by %s names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential: %w", v, err)
 	}
 	client, ctx, done, err := keysClient(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	// Inactive keys too, so a revoked one is named as such, not as unknown.
 	resp, err := client.ListKeys(ctx, &authv1.ListKeysRequest{IncludeInactive: true})
 	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
+		return nil, nil, fmt.Errorf("list keys: %w", err)
 	}
 	for _, k := range resp.GetKeys() {
 		if k.GetKeyId() != v {
 			continue
 		}
 		if st := keysStatus(k, time.Now()); st != "active" {
-			return nil, fmt.Errorf("API key %s is %s: it reads no document", v, st)
+			return nil, nil, fmt.Errorf("API key %s is %s: it reads no document", v, st)
 		}
-		return keyScope(k), nil
+		return keyScope(k), k, nil
 	}
-	return nil, fmt.Errorf("--readable-by: no API key has the id %q (a set of principals is written group:NAME,user:ID)", v)
+	return nil, nil, fmt.Errorf("--readable-by: no API key has the id %q (a set of principals is written group:NAME,user:ID)", v)
 }
 
 // accessText is a document's list for people: "everyone" for an empty
@@ -214,7 +333,8 @@ type documentReaders struct {
 	// KeysListed: the auth service was asked (the admin credential is set).
 	KeysListed bool `json:"keys_listed"`
 	// APIKeys are the active keys whose groups and category scope allow
-	// the document.
+	// the document, each with its tool reach ("tool_reach", a toolReach):
+	// whether its tools read the text at all.
 	APIKeys []any `json:"api_keys"`
 	// Note says why keys were not listed, when they were not.
 	Note string `json:"note,omitempty"`
@@ -238,6 +358,13 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageErrorf("give one document ID")
 	}
 	id := pos[0]
+	// The document and its list come from GetDocument, which only the
+	// ingest credential may call (platform/rpcauth): without it there is
+	// nothing to show. The keys (ListKeys) are the admin credential's
+	// alone; without that one the rest is still shown (below).
+	if err := needIngest("documents show reads the document and its access list with GetDocument, which only the ingest credential may call"); err != nil {
+		return err
+	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
 	if err != nil {
 		return err
@@ -264,7 +391,7 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	var keys []*authv1.ApiKey
 	var keysErr error
 	if _, credErr := credential(envAdminToken); credErr != nil {
-		out.Note = "API keys not listed: " + envAdminToken + " (the admin credential) is not set"
+		out.Note = "API keys not listed: " + envAdminToken + " (the admin credential) is not set; only it may list keys (ListKeys)"
 	} else {
 		keys, keysErr = keysReading(sctx, c, doc)
 		out.KeysListed = keysErr == nil
@@ -277,6 +404,9 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 		v, err := protoValue(k)
 		if err != nil {
 			return err
+		}
+		if m, ok := v.(map[string]any); ok {
+			m["tool_reach"] = keyReach(k)
 		}
 		out.APIKeys = append(out.APIKeys, v)
 	}
@@ -378,13 +508,9 @@ func oauthReaders(list []string) string {
 
 func documentTable(w io.Writer, doc *searchv1.StoredDocument, keys []*authv1.ApiKey, r documentReaders) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	src := "-"
-	if doc.GetSource() != "" {
-		src = doc.GetSource()
-	}
 	for _, row := range [][2]string{
 		{"document", doc.GetExternalId()}, {"title", orDash(doc.GetTitle())}, {"category", orDash(doc.GetCategory())},
-		{"source", src}, {"file", orDash(doc.GetSourceFile())}, {"access", accessText(doc)},
+		{"source", sourceText(doc.GetSource())}, {"file", orDash(doc.GetSourceFile())}, {"access", accessText(doc)},
 		{"chunks", fmt.Sprint(doc.GetChunkCount())}, {"updated", keysTime(doc.GetUpdatedAt(), "-")},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -399,11 +525,13 @@ func documentTable(w io.Writer, doc *searchv1.StoredDocument, keys []*authv1.Api
 	case len(keys) == 0:
 		fmt.Fprintln(w, "API keys that may read it: none")
 	default:
-		fmt.Fprintln(w, "API keys that may read it (active keys whose groups and category scope allow it):")
+		fmt.Fprintln(w, "API keys that may read it (active keys whose groups and category scope allow it;")
+		fmt.Fprintln(w, "TEXT no: its tools return no document text, only find_vendor_info's evidence snippets):")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  KEY ID\tNAME\tOWNER\tGROUPS\tSCOPES")
+		fmt.Fprintln(tw, "  KEY ID\tNAME\tOWNER\tGROUPS\tSCOPES\tTEXT")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(), keysGroups(k.GetGroups()), keysScopes(k.GetScopes()))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", k.GetKeyId(), k.GetName(), k.GetOwner(), keysGroups(k.GetGroups()),
+				keysScopes(k.GetScopes()), yesNo(keyReach(k).ReadsText))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

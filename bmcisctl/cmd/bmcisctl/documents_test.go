@@ -101,6 +101,9 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 			{[]string{"--category", "POLICY"}, []string{"both", "hr", "pub"}},
 			{[]string{"--category", "policy", "--principal", "group:hr"}, []string{"both", "hr"}},
 			{[]string{"--source", "handbook"}, []string{"handbook:ops/runbook.md"}},
+			// "-", as the listing shows no source: plain ingestion's.
+			{[]string{"--source", "-"}, []string{"both", "hr", "hr-sec", "legal", "pub"}},
+			{[]string{"--source", "-", "--principal", "group:hr"}, []string{"both", "hr", "hr-sec"}},
 			{[]string{"--prefix", "h"}, []string{"handbook:ops/runbook.md", "hr", "hr-sec"}},
 			{[]string{"--limit", "2"}, []string{"both", "handbook:ops/runbook.md"}},
 		} {
@@ -152,6 +155,7 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 			{"malformed page token", &searchv1.ListDocumentsRequest{PageToken: "not-a-token"}, "page_token"},
 			{"another list's token", &searchv1.ListDocumentsRequest{PageToken: "MTcwMDAwMDAwMDAwMDAwMDAuMQ"}, "page_token"},
 			{"page too large", &searchv1.ListDocumentsRequest{PageSize: 1001}, "page_size"},
+			{"no source and a source", &searchv1.ListDocumentsRequest{Source: "handbook", NoSource: true}, "no_source"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := c.ListDocuments(ctx, tc.req)
@@ -200,17 +204,21 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 	secKey := stacktest.KeyID(s.CreateKey(t, stacktest.Key{Name: "hr-security", Groups: []string{"hr"}, Categories: []string{"Security"}}))
 	gone := s.CreateKey(t, stacktest.Key{Name: "hr-revoked", Groups: []string{"hr"}})
 	s.RevokeKey(t, gone)
+	// Tool-scoped keys in hr: one whose only tool returns vendor evidence
+	// snippets, one that reads chunks in full.
+	vendorKey := stacktest.KeyID(s.CreateKey(t, stacktest.Key{Name: "hr-vendors", Groups: []string{"hr"}, Tools: []string{"find_vendor_info"}}))
+	chunksKey := stacktest.KeyID(s.CreateKey(t, stacktest.Key{Name: "hr-chunks", Groups: []string{"hr"}, Tools: []string{"get_chunks", "find_vendor_info"}}))
 
 	t.Run("show lists exactly the keys that may read", func(t *testing.T) {
 		for _, tc := range []struct {
 			id   string
 			keys []string
 		}{
-			{"hr", []string{hrKey}},
-			{"hr-sec", []string{hrKey, secKey}},
-			{"pub", []string{hrKey, plainKey}},
+			{"hr", []string{hrKey, vendorKey, chunksKey}},
+			{"hr-sec", []string{hrKey, secKey, vendorKey, chunksKey}},
+			{"pub", []string{hrKey, plainKey, vendorKey, chunksKey}},
 			{"legal", nil},
-			{"both", []string{hrKey}},
+			{"both", []string{hrKey, vendorKey, chunksKey}},
 		} {
 			t.Run(tc.id, func(t *testing.T) {
 				code, out, errOut := ctlRun(t, "documents", "show", tc.id, "-o", "json")
@@ -222,7 +230,11 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 					} `json:"document"`
 					KeysListed bool `json:"keys_listed"`
 					APIKeys    []struct {
-						KeyID string `json:"key_id"`
+						KeyID     string `json:"key_id"`
+						ToolReach struct {
+							Tools     []string `json:"tools"`
+							ReadsText bool     `json:"reads_text"`
+						} `json:"tool_reach"`
 					} `json:"api_keys"`
 					OAuth string `json:"oauth"`
 				}
@@ -232,6 +244,11 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 				var keys []string
 				for _, k := range got.APIKeys {
 					keys = append(keys, k.KeyID)
+					// Only the key limited to find_vendor_info reads no text.
+					require.Equal(t, k.KeyID != vendorKey, k.ToolReach.ReadsText, k.KeyID)
+					if k.KeyID == vendorKey {
+						require.Equal(t, []string{"find_vendor_info"}, k.ToolReach.Tools)
+					}
 				}
 				sort.Strings(keys)
 				want := append([]string(nil), tc.keys...)
@@ -247,8 +264,12 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		code, out, errOut := ctlRun(t, "documents", "show", "hr-sec")
 		require.Equal(t, 0, code, errOut)
 		require.Regexp(t, `(?m)^access\s+group:hr$`, out)
-		require.Regexp(t, `(?m)^\s+`+hrKey+`\s+hr\s+hr\s+hr\s+all$`, out)
-		require.Regexp(t, `(?m)^\s+`+secKey+`\s+hr-security\s+hr-security\s+hr\s+categories=(?i:security)$`, out)
+		require.Regexp(t, `(?m)^source\s+-$`, out)
+		require.Regexp(t, `(?m)^\s+KEY ID\s+NAME\s+OWNER\s+GROUPS\s+SCOPES\s+TEXT$`, out)
+		require.Regexp(t, `(?m)^\s+`+hrKey+`\s+hr\s+hr\s+hr\s+all\s+yes$`, out)
+		require.Regexp(t, `(?m)^\s+`+secKey+`\s+hr-security\s+hr-security\s+hr\s+categories=(?i:security)\s+yes$`, out)
+		require.Regexp(t, `(?m)^\s+`+vendorKey+`\s+hr-vendors\s+hr-vendors\s+hr\s+tools=find_vendor_info\s+no$`, out)
+		require.Regexp(t, `(?m)^\s+`+chunksKey+`\s+hr-chunks\s+hr-chunks\s+hr\s+tools=get_chunks,find_vendor_info\s+yes$`, out)
 		require.NotContains(t, out, plainKey)
 		require.NotContains(t, out, stacktest.KeyID(gone))
 		require.Contains(t, out, "OAuth: OAuth callers whose token maps to group:hr may read it too; their groups come from the identity provider")
@@ -265,12 +286,39 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 			{"group:ops", []string{"handbook:ops/runbook.md", "pub"}},
 			{"GROUP:Legal, user:Alice", []string{"both", "legal", "pub"}},
 			{"everyone", []string{"pub"}},
+			{vendorKey, []string{"both", "hr", "hr-sec", "pub"}}, // its groups' documents, whatever its tools
 		} {
 			t.Run(tc.who, func(t *testing.T) {
 				require.Equal(t, tc.want, ids(listedDocs(t, "--readable-by", tc.who)))
 			})
 		}
 		require.Equal(t, []string{"both", "hr", "pub"}, ids(listedDocs(t, "--readable-by", hrKey, "--category", "policy")), "with the other filters")
+
+		// Beside the list: the key's tool scope and whether its tools read
+		// the text (on stdout in a table, on stderr beside json records).
+		for _, tc := range []struct {
+			key, line string
+		}{
+			{hrKey, "API key " + hrKey + ": tools every tool; reads text: yes; "},
+			{vendorKey, "API key " + vendorKey + ": tools find_vendor_info; reads text: no; through its tools it reads no document text: find_vendor_info returns only vendor evidence"},
+			{chunksKey, "API key " + chunksKey + ": tools get_chunks,find_vendor_info; reads text: yes; through its tools it reads the full text of these documents (get_chunks) and their vendor evidence"},
+		} {
+			t.Run("tools of "+tc.key, func(t *testing.T) {
+				code, out, errOut := ctlRun(t, "documents", "--readable-by", tc.key)
+				require.Equal(t, 0, code, errOut)
+				require.True(t, strings.HasPrefix(out, tc.line), "%s", out)
+				require.Regexp(t, `(?m)^ID\s+TITLE`, out)
+				code, out, errOut = ctlRun(t, "documents", "--readable-by", tc.key, "-o", "json")
+				require.Equal(t, 0, code, errOut)
+				require.True(t, strings.HasPrefix(errOut, tc.line), "%s", errOut)
+				for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+					require.True(t, json.Valid([]byte(line)), "stdout stays one document a line: %s", line)
+				}
+			})
+		}
+		code, out, errOut := ctlRun(t, "documents", "--readable-by", "group:hr")
+		require.Equal(t, 0, code, errOut)
+		require.NotContains(t, out, "reads text", "a set given directly has no tool scope")
 
 		for _, tc := range []struct {
 			name, who string
@@ -310,8 +358,32 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		code, out, errOut := ctlRun(t, "documents", "show", "hr")
 		require.Equal(t, 0, code, errOut)
 		require.Regexp(t, `(?m)^access\s+group:hr$`, out)
-		require.Contains(t, out, "API keys not listed: BMCIS_ADMIN_TOKEN (the admin credential) is not set")
+		require.Contains(t, out, "API keys not listed: BMCIS_ADMIN_TOKEN (the admin credential) is not set; only it may list keys (ListKeys)")
 		require.NotContains(t, out, hrKey)
+	})
+
+	// The document and its list are the ingest role's alone (GetDocument,
+	// ListDocuments): the admin credential cannot stand in for it, and the
+	// error names the one missing.
+	t.Run("without the ingest credential", func(t *testing.T) {
+		t.Setenv(envIngestToken, "")
+		t.Setenv(envCredentialsFile, filepath.Join(t.TempDir(), "none.json"))
+		for _, tc := range []struct {
+			args []string
+			msg  string
+		}{
+			{[]string{"documents", "show", "hr"}, "; documents show reads the document and its access list with GetDocument, which only the ingest credential may call\n"},
+			{[]string{"documents", "--readable-by", hrKey}, "; documents reads the lists with ListDocuments, which only the ingest credential may call\n"},
+		} {
+			t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+				code, out, errOut := ctlRun(t, tc.args...)
+				require.Equal(t, exitUsage, code, out)
+				require.Contains(t, errOut, "BMCIS_INGEST_TOKEN is not set")
+				require.True(t, strings.HasSuffix(errOut, tc.msg), "%s", errOut)
+				require.NotContains(t, errOut, envAdminToken)
+				require.Empty(t, out)
+			})
+		}
 	})
 }
 

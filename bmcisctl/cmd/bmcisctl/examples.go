@@ -26,6 +26,7 @@ var examples = map[string][]string{
 		"bmcisctl documents --principal group:hr",
 		"bmcisctl documents --readable-by group:hr,group:legal",
 		"bmcisctl documents --source handbook --category security -o json",
+		"bmcisctl documents --source - --principal everyone",
 		"bmcisctl documents show handbook:security/mfa.md",
 	},
 	"eval": {

@@ -48,7 +48,12 @@ func (s *Server) ListDocuments(ctx context.Context, req *searchv1.ListDocumentsR
 		Source:   strings.TrimSpace(req.GetSource()),
 		Category: strings.TrimSpace(req.GetCategory()),
 		IDPrefix: req.GetIdPrefix(),
+		NoSource: req.GetNoSource(),
 		Limit:    defaultDocumentsPage,
+	}
+	if f.NoSource && f.Source != "" {
+		// Both cannot hold: say so rather than answer an empty list.
+		return nil, grpcserver.InvalidArgument("no_source", "selects the documents of no source; it cannot be given with source %q", f.Source)
 	}
 	for _, c := range []struct {
 		limit limits.Limit

@@ -26,6 +26,9 @@ type DocumentInfo struct {
 // DocumentFilter selects documents; zero fields select everything.
 type DocumentFilter struct {
 	Source string
+	// NoSource keeps only the documents of no source (source ''), which
+	// an empty Source cannot say: it selects every source.
+	NoSource bool
 	// Category matches case-insensitively, as the search filter resolves it.
 	Category string
 	// Principal must be on the list; access.Everyone selects everyone's
@@ -73,8 +76,9 @@ func (s *Store) Documents(ctx context.Context, f DocumentFilter) ([]DocumentInfo
 		  AND ($6 = '' OR external_id > $6)
 		  AND ($8::text[] IS NULL OR category = ANY($8::text[]))
 		  AND `+AccessAllows("access", "$9")+`
+		  AND (NOT $10 OR source = '')
 		ORDER BY external_id LIMIT $7`,
-		f.Source, f.Category, everyone, f.Principal, f.IDPrefix, f.After, f.Limit, f.ReadableCategories, f.ReadableBy)
+		f.Source, f.Category, everyone, f.Principal, f.IDPrefix, f.After, f.Limit, f.ReadableCategories, f.ReadableBy, f.NoSource)
 	if err != nil {
 		return nil, fmt.Errorf("list documents: %w", err)
 	}

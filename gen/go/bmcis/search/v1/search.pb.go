@@ -1613,7 +1613,8 @@ func (x *DeleteDocumentResponse) GetChunksDeleted() int32 {
 // ListDocumentsRequest filters the documents; every filter given must hold.
 type ListDocumentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only documents of this source (a name of ListSources).
+	// Only documents of this source (a name of ListSources); no_source
+	// selects the documents of none.
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// Only documents of this category (case-insensitive, as the search filter).
 	Category string `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
@@ -1635,7 +1636,11 @@ type ListDocumentsRequest struct {
 	// principal with it; an empty set leaves lists out, as for an operator's
 	// read. Categories resolve as the search filter resolves them; a scope
 	// naming only categories that hold no document keeps none.
-	ReadableBy    *ReadScope `protobuf:"bytes,7,opt,name=readable_by,json=readableBy,proto3" json:"readable_by,omitempty"`
+	ReadableBy *ReadScope `protobuf:"bytes,7,opt,name=readable_by,json=readableBy,proto3" json:"readable_by,omitempty"`
+	// Only documents that belong to no source: plain ingestion (`bmcisctl
+	// ingest`, an IngestDocuments stream that names no source), whose
+	// StoredDocument.source is empty. Refused together with source.
+	NoSource      bool `protobuf:"varint,8,opt,name=no_source,json=noSource,proto3" json:"no_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1717,6 +1722,13 @@ func (x *ListDocumentsRequest) GetReadableBy() *ReadScope {
 		return x.ReadableBy
 	}
 	return nil
+}
+
+func (x *ListDocumentsRequest) GetNoSource() bool {
+	if x != nil {
+		return x.NoSource
+	}
+	return false
 }
 
 // ListDocumentsResponse is one page of documents, by external id.
@@ -3973,7 +3985,7 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\vexternal_id\x18\x01 \x01(\tR\n" +
 	"externalId\"?\n" +
 	"\x16DeleteDocumentResponse\x12%\n" +
-	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"\xbb\x02\n" +
+	"\x0echunks_deleted\x18\x01 \x01(\x05R\rchunksDeleted\"\xd8\x02\n" +
 	"\x14ListDocumentsRequest\x12\x1f\n" +
 	"\x06source\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x06source\x12$\n" +
 	"\bcategory\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\bcategory\x12&\n" +
@@ -3984,7 +3996,8 @@ const file_bmcis_search_v1_search_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\tpageToken\x12;\n" +
 	"\vreadable_by\x18\a \x01(\v2\x1a.bmcis.search.v1.ReadScopeR\n" +
-	"readableBy\"~\n" +
+	"readableBy\x12\x1b\n" +
+	"\tno_source\x18\b \x01(\bR\bnoSource\"~\n" +
 	"\x15ListDocumentsResponse\x12=\n" +
 	"\tdocuments\x18\x01 \x03(\v2\x1f.bmcis.search.v1.StoredDocumentR\tdocuments\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
