@@ -68,7 +68,7 @@ func BenchmarkExtract(b *testing.B) {
 		b.Run(f.name, func(b *testing.B) {
 			b.SetBytes(int64(len(f.data)))
 			for b.Loop() {
-				if _, err := format.Extract(f.data, "bench."+f.name); err != nil {
+				if _, err := format.Extract(context.Background(), f.data, "bench."+f.name); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -28,8 +28,10 @@ const wordNS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 // extractDOCX reads the Office Open XML document part (word/document.xml)
 // as markdown: paragraphs in the Title style give the title, Heading1..6
 // (or a style named "heading N", or an outline level) become headings, and
-// every other paragraph, table cells included, is prose.
-func extractDOCX(data []byte, name string) (Extracted, error) {
+// every other paragraph, table cells included, is prose. Parts inflate and
+// decode through the Input's readers.
+func extractDOCX(in *Input) (Extracted, error) {
+	data, name := in.Data, in.Name
 	if bytes.HasPrefix(data, []byte("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1")) {
 		return Extracted{}, errors.New("encrypted or legacy Word file (an OLE container, not Office Open XML)")
 	}
@@ -47,7 +49,7 @@ func extractDOCX(data []byte, name string) (Extracted, error) {
 				return nil, true, err
 			}
 			defer rc.Close()
-			b, err := io.ReadAll(io.LimitReader(rc, maxDOCXPart+1))
+			b, err := io.ReadAll(io.LimitReader(in.Wrap(rc), maxDOCXPart+1))
 			if err == nil && len(b) > maxDOCXPart {
 				err = fmt.Errorf("%s inflates past %d bytes", n, maxDOCXPart)
 			}
@@ -66,7 +68,7 @@ func extractDOCX(data []byte, name string) (Extracted, error) {
 	if styles, ok, err := part("word/styles.xml"); ok && err == nil {
 		levels = docxStyleLevels(styles)
 	}
-	paras, err := docxParagraphs(body)
+	paras, err := docxParagraphs(in.Wrap(bytes.NewReader(body)))
 	if err != nil {
 		return Extracted{}, fmt.Errorf("corrupt DOCX: %v", err)
 	}
@@ -139,8 +141,8 @@ func styleLevel(s string) (int, bool) {
 
 // docxParagraphs streams the document part: w:t text, w:tab and w:br as
 // whitespace, one entry per w:p.
-func docxParagraphs(body []byte) ([]docxPara, error) {
-	dec := xml.NewDecoder(bytes.NewReader(body))
+func docxParagraphs(body io.Reader) ([]docxPara, error) {
+	dec := xml.NewDecoder(body)
 	var out []docxPara
 	var cur *docxPara
 	depth := 0 // nesting of w:p (text boxes hold paragraphs inside runs)

@@ -3,6 +3,7 @@ package formats
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func TestRegistry(t *testing.T) {
 	for _, d := range docformat.All() {
 		f, ok := ByName(d.Name)
 		require.True(t, ok)
-		require.Equal(t, !d.Container(), f.Extract != nil, "%s: every document format has an extractor, a container none", d.Name)
+		require.Equal(t, !d.Container(), f.extract != nil, "%s: every document format has an extractor, a container none", d.Name)
 	}
 
 	t.Run("documents name their format", func(t *testing.T) {
@@ -113,7 +114,7 @@ func TestExtractKeepsTextAndStructure(t *testing.T) {
 		t.Run(tc.format, func(t *testing.T) {
 			f, ok := ForPath(tc.file)
 			require.True(t, ok)
-			ex, err := f.Extract(tc.data, tc.file)
+			ex, err := f.Extract(t.Context(), tc.data, tc.file)
 			require.NoError(t, err)
 			require.Equal(t, tc.layout, ex.Layout)
 			require.Equal(t, tc.title, ex.Title)
@@ -141,7 +142,7 @@ func TestHTMLWithoutMainUsesReadableContent(t *testing.T) {
 <h2>Fixes</h2><p>Exports no longer time out on large projects.</p><img src="diagram.png" alt="Privacyzz"></div>
 <div class="gdpr-consent">We use cookieszz. <button>OK</button></div>
 <div class="footer">Copyrightzz 2026</div></body></html>`
-	ex, err := extractHTML([]byte(page), "notes.html")
+	ex, err := extractHTML(background([]byte(page), "notes.html"))
 	require.NoError(t, err)
 	require.Equal(t, "Release notes", ex.Title)
 	require.Contains(t, ex.Text, "single sign-on for every workspace")
@@ -163,10 +164,15 @@ func TestDOCXLocalizedStyles(t *testing.T) {
 		"word/styles.xml": `<w:styles xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">` +
 			`<w:style w:styleId="berschrift1"><w:name w:val="heading 1"/></w:style></w:styles>`,
 	})
-	ex, err := extractDOCX(data, "de/Bericht.docx")
+	ex, err := extractDOCX(background(data, "de/Bericht.docx"))
 	require.NoError(t, err)
 	require.Equal(t, "Bericht", ex.Title, "no title property or Title paragraph: the file name")
 	require.Equal(t, "## Einleitung\n\nErster Absatz.\n\nZelle\n\n", ex.Text)
+}
+
+// background is an Input whose caller never leaves.
+func background(data []byte, name string) *Input {
+	return &Input{ctx: context.Background(), Data: data, Name: name}
 }
 
 func docxWith(t *testing.T, parts map[string]string) []byte {
@@ -214,7 +220,7 @@ func TestUnreadableFilesSayWhy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ok := ForPath(tc.file)
 			require.True(t, ok)
-			_, err := f.Extract(tc.data, tc.file)
+			_, err := f.Extract(t.Context(), tc.data, tc.file)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.reason)
 		})
@@ -225,15 +231,15 @@ func TestUnreadableFilesSayWhy(t *testing.T) {
 // engine still reads the next one.
 func TestPDFTimeout(t *testing.T) {
 	pdf := sample.PDF(sample.Handbook)
-	_, err := extractPDF(pdf, "warm.pdf") // the engine is up before the bound shrinks
+	_, err := extractPDF(background(pdf, "warm.pdf")) // the engine is up before the bound shrinks
 	require.NoError(t, err)
 	defer func(d time.Duration) { pdfTimeout = d }(pdfTimeout)
 	pdfTimeout = time.Nanosecond
-	_, err = extractPDF(pdf, "slow.pdf")
+	_, err = extractPDF(background(pdf, "slow.pdf"))
 	require.ErrorContains(t, err, "PDF not read within 1ns")
 	pdfTimeout = time.Minute
 	for range pdfWorkers + 1 { // every worker slot is usable again
-		ex, err := extractPDF(pdf, "after.pdf")
+		ex, err := extractPDF(background(pdf, "after.pdf"))
 		require.NoError(t, err)
 		require.Equal(t, "Employee Handbook", ex.Title)
 	}

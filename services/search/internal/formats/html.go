@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -28,13 +29,20 @@ var htmlElement = regexp.MustCompile(`(?i)<(!doctype\s+html|html|head|body|title
 // and consent banners, scripts, styles, forms) is cut before anything is
 // read, then the main content is <main> or <article> when the page marks
 // it, else what readability finds, as long as that keeps most of the text.
-func extractHTML(data []byte, _ string) (Extracted, error) {
+// The page is decoded and parsed through the Input's readers; the stages
+// after (pruning, readability, conversion) are checked between.
+func extractHTML(in *Input) (Extracted, error) {
+	data := in.Data
 	if isBinary(data) || bytes.HasPrefix(data, []byte("%PDF-")) || bytes.HasPrefix(data, []byte("PK\x03\x04")) {
 		return Extracted{}, errors.New("not HTML (binary content)")
 	}
-	if !utf8.Valid(data) {
+	valid, _, err := in.validUTF8()
+	if err != nil {
+		return Extracted{}, err
+	}
+	if !valid {
 		enc, name, _ := charset.DetermineEncoding(data, "")
-		decoded, err := enc.NewDecoder().Bytes(data)
+		decoded, err := io.ReadAll(enc.NewDecoder().Reader(in.Reader()))
 		if err != nil || !utf8.Valid(decoded) {
 			return Extracted{}, fmt.Errorf("not HTML: undecodable text (charset %s)", name)
 		}
@@ -43,7 +51,7 @@ func extractHTML(data []byte, _ string) (Extracted, error) {
 	if !htmlElement.Match(data) {
 		return Extracted{}, errors.New("not HTML (no HTML elements)")
 	}
-	doc, err := html.Parse(bytes.NewReader(data))
+	doc, err := html.Parse(in.Wrap(bytes.NewReader(data)))
 	if err != nil {
 		return Extracted{}, fmt.Errorf("corrupt HTML: %v", err)
 	}
@@ -60,6 +68,9 @@ func extractHTML(data []byte, _ string) (Extracted, error) {
 	if content == nil {
 		content = body
 		all := len(strings.Fields(textOf(body)))
+		if err := in.Check(); err != nil {
+			return Extracted{}, err
+		}
 		if art, err := readability.FromDocument(cloneTree(doc), nil); err == nil && art.Node != nil &&
 			len(strings.Fields(textOf(art.Node))) >= all*6/10 {
 			content = art.Node
@@ -69,6 +80,9 @@ func extractHTML(data []byte, _ string) (Extracted, error) {
 		title = strings.Join(strings.Fields(textOf(find(content, atom.H1))), " ")
 	}
 	simplifyInline(content)
+	if err := in.Check(); err != nil {
+		return Extracted{}, err
+	}
 	md, err := htmltomarkdown.ConvertNode(content)
 	if err != nil {
 		return Extracted{}, fmt.Errorf("corrupt HTML: %v", err)

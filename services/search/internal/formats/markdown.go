@@ -6,10 +6,11 @@ import (
 )
 
 func init() {
-	register("markdown", func(data []byte, _ string) (Extracted, error) {
-		if err := CheckText(data); err != nil {
+	register("markdown", func(in *Input) (Extracted, error) {
+		text, err := in.Text()
+		if err != nil {
 			return Extracted{}, err
 		}
-		return Extracted{Text: string(data), Layout: chunker.Markdown, Title: docformat.FirstHeading(string(data))}, nil
+		return Extracted{Text: text, Layout: chunker.Markdown, Title: docformat.FirstHeading(text)}, nil
 	})
 }

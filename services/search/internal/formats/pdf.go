@@ -43,7 +43,9 @@ var pdfEngine struct {
 // instance with its own linear memory).
 const pdfWorkers = 2
 
-func pdfInstance() (pdfium.Pdfium, error) {
+// pdfInstance waits for a free worker (pdfWorkers bound them) until ctx
+// ends.
+func pdfInstance(ctx context.Context) (pdfium.Pdfium, error) {
 	pdfEngine.Lock()
 	if pdfEngine.pool == nil {
 		pool, err := newPDFPool(pdfRuntimeConfig())
@@ -55,7 +57,7 @@ func pdfInstance() (pdfium.Pdfium, error) {
 	}
 	pool := pdfEngine.pool
 	pdfEngine.Unlock()
-	return pool.GetInstanceWithContext(context.Background())
+	return pool.GetInstanceWithContext(ctx)
 }
 
 func newPDFPool(rc wazero.RuntimeConfig) (pdfium.Pool, error) {
@@ -96,7 +98,7 @@ func pdfRuntimeConfig() wazero.RuntimeConfig {
 // WarmPDF starts the PDF engine now instead of on the first PDF (for
 // benchmarks and tests that time extraction alone).
 func WarmPDF() error {
-	inst, err := pdfInstance()
+	inst, err := pdfInstance(context.Background())
 	if err != nil {
 		return err
 	}
@@ -109,12 +111,19 @@ type pdfLine struct {
 	size float64
 }
 
-func extractPDF(data []byte, name string) (Extracted, error) {
+// extractPDF reads a PDF with PDFium, checking the Input between pages;
+// when the caller's context ends (or pdfTimeout passes) during one page,
+// the engine is interrupted.
+func extractPDF(in *Input) (Extracted, error) {
+	data := in.Data
 	if !bytes.HasPrefix(bytes.TrimLeft(data[:min(len(data), 1024)], "\x00\t\n\r\f "), []byte("%PDF-")) {
 		return Extracted{}, errors.New("not a PDF (no %PDF- header)")
 	}
-	inst, err := pdfInstance()
+	inst, err := pdfInstance(in.ctx)
 	if err != nil {
+		if cerr := in.Check(); cerr != nil {
+			return Extracted{}, cerr
+		}
 		return Extracted{}, err
 	}
 	type result struct {
@@ -130,7 +139,7 @@ func extractPDF(data []byte, name string) (Extracted, error) {
 				done <- result{err: fmt.Errorf("PDF engine failed: %v", p)}
 			}
 		}()
-		ex, err := readPDF(inst, data, name)
+		ex, err := readPDF(inst, in)
 		done <- result{ex, err}
 	}()
 	timer := time.NewTimer(pdfTimeout)
@@ -144,13 +153,18 @@ func extractPDF(data []byte, name string) (Extracted, error) {
 		// replaces the worker, so one hostile file cannot hold it.
 		_ = inst.Kill()
 		return Extracted{}, fmt.Errorf("PDF not read within %s (too complex or malformed)", pdfTimeout)
+	case <-in.ctx.Done():
+		// The caller is gone in the middle of a page: the same interrupt.
+		_ = inst.Kill()
+		return Extracted{}, in.Check()
 	}
 }
 
 // pdfTimeout bounds reading one PDF: PDFium parses untrusted input.
 var pdfTimeout = 60 * time.Second
 
-func readPDF(inst pdfium.Pdfium, data []byte, name string) (Extracted, error) {
+func readPDF(inst pdfium.Pdfium, in *Input) (Extracted, error) {
+	data, name := in.Data, in.Name
 	doc, err := inst.OpenDocument(&requests.OpenDocument{File: &data})
 	if err != nil {
 		switch {
@@ -169,6 +183,9 @@ func readPDF(inst pdfium.Pdfium, data []byte, name string) (Extracted, error) {
 	pages := make([][]pdfLine, count.PageCount)
 	var sizes []float64 // one per character, to find the body size
 	for i := range pages {
+		if err := in.Check(); err != nil {
+			return Extracted{}, err
+		}
 		st, err := inst.GetPageTextStructured(&requests.GetPageTextStructured{
 			Page:                   requests.Page{ByIndex: &requests.PageByIndex{Document: doc.Document, Index: i}},
 			Mode:                   requests.GetPageTextStructuredModeRects,

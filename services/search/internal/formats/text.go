@@ -2,32 +2,19 @@ package formats
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/bmcis/knowledge/platform/chunker"
 )
 
 func init() {
-	register("text", func(data []byte, _ string) (Extracted, error) {
-		if err := CheckText(data); err != nil {
+	register("text", func(in *Input) (Extracted, error) {
+		text, err := in.Text()
+		if err != nil {
 			return Extracted{}, err
 		}
-		return Extracted{Text: string(data), Layout: chunker.PlainText}, nil
+		return Extracted{Text: text, Layout: chunker.PlainText}, nil
 	})
-}
-
-// CheckText refuses content that is not UTF-8 text: the check every
-// text-based format makes before reading its bytes.
-func CheckText(b []byte) error {
-	if isBinary(b) {
-		return errors.New("binary content (NUL or control bytes)")
-	}
-	if !utf8.Valid(b) {
-		return fmt.Errorf("invalid UTF-8 at byte %d", invalidAt(b))
-	}
-	return nil
 }
 
 // isBinary reports content that is not text: a NUL byte in the first 8 KiB,

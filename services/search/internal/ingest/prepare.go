@@ -86,12 +86,12 @@ func Prepare(ctx context.Context, ck *chunker.Chunker, d *searchv1.Document, lim
 	if err != nil {
 		return fail("%v", err)
 	}
-	ex, err := f.Extract(content, src)
+	ex, err := f.Extract(ctx, content, src)
+	if isCallEnded(err) {
+		return nil, nil, err
+	}
 	if err != nil {
 		return fail("%v", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
 	}
 	title := strings.Join(strings.Fields(d.GetTitle()), " ")
 	if title == "" {
@@ -105,12 +105,15 @@ func Prepare(ctx context.Context, ck *chunker.Chunker, d *searchv1.Document, lim
 		return fail("category longer than %d bytes", maxCategory)
 	}
 	format := ex.Layout
-	text := Normalize([]byte(ex.Text))
+	text, err := normalize(ctx, []byte(ex.Text))
+	if err != nil {
+		return nil, nil, err
+	}
 	if strings.TrimSpace(text) == "" {
 		return fail("empty document")
 	}
 	chunks, err := ck.Split(ctx, format, title, text)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if isCallEnded(err) {
 		return nil, nil, err
 	}
 	if err != nil {
@@ -149,14 +152,55 @@ func Prepare(ctx context.Context, ck *chunker.Chunker, d *searchv1.Document, lim
 	return row, nil, nil
 }
 
+// isCallEnded reports an error that is the context's end (the call's
+// deadline or cancellation), the call's error rather than the document's.
+func isCallEnded(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // Normalize makes content canonical: byte-order mark dropped, CRLF and CR
 // line ends turned into LF, Unicode NFC.
 func Normalize(b []byte) string {
+	s, _ := normalize(context.Background(), b) // Background never ends: no error
+	return s
+}
+
+// normalizePiece is how much text is put in NFC between two checks of
+// the context.
+const normalizePiece = 256 << 10
+
+// normalize is Normalize checking ctx between pieces of normalizePiece
+// bytes, cut at NFC boundaries (norm.Form.LastBoundary), where normalizing
+// the pieces apart gives the same text as normalizing them together.
+func normalize(ctx context.Context, b []byte) (string, error) {
 	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-	s := string(b)
-	if strings.IndexByte(s, '\r') >= 0 {
-		s = strings.ReplaceAll(s, "\r\n", "\n")
-		s = strings.ReplaceAll(s, "\r", "\n")
+	if bytes.IndexByte(b, '\r') >= 0 {
+		b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+		b = bytes.ReplaceAll(b, []byte("\r"), []byte("\n"))
 	}
-	return norm.NFC.String(s)
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if len(b) <= normalizePiece {
+		return norm.NFC.String(string(b)), nil
+	}
+	out := make([]byte, 0, len(b)+len(b)/16)
+	for len(b) > 0 {
+		piece := b
+		if len(b) > normalizePiece {
+			// No boundary in the piece (a base with 256 KiB of combining
+			// marks): normalize the rest whole.
+			if cut := norm.NFC.LastBoundary(b[:normalizePiece]); cut > 0 {
+				piece = b[:cut]
+			}
+		}
+		out = norm.NFC.Append(out, piece...)
+		b = b[len(piece):]
+		if len(b) > 0 {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+		}
+	}
+	return string(out), nil
 }

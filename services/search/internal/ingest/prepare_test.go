@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/text/unicode/norm"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	searchv1 "github.com/bmcis/knowledge/gen/go/bmcis/search/v1"
 	"github.com/bmcis/knowledge/platform/chunker"
 	"github.com/bmcis/knowledge/platform/ctxtest"
+	"github.com/bmcis/knowledge/services/search/internal/formats/sample"
 )
 
 func TestPrepare(t *testing.T) {
@@ -91,8 +94,9 @@ func TestPrepareRejects(t *testing.T) {
 }
 
 // TestPrepareStopsWhenCancelled: a large document whose caller is gone is
-// not prepared to the end: Prepare returns the context's error (not a
-// failure of the document) at the first check after the cancellation.
+// not prepared to the end, in extraction, normalization or chunking:
+// Prepare returns the context's error (not a failure of the document) at
+// the first check after the cancellation.
 func TestPrepareStopsWhenCancelled(t *testing.T) {
 	ck, err := chunker.NewDefault()
 	require.NoError(t, err)
@@ -100,18 +104,57 @@ func TestPrepareStopsWhenCancelled(t *testing.T) {
 	for i := range 5000 {
 		fmt.Fprintf(&content, "## Section %d\n\nThe quick brown fox %d jumps over the lazy dog.\n\n", i, i)
 	}
-	doc := &searchv1.Document{ExternalId: "big.md", Content: []byte(content.String())}
-	all := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: 1 << 62}
-	row, fail, err := Prepare(all, ck, doc, Limits{})
-	require.NoError(t, err)
-	require.Nil(t, fail)
-	require.Len(t, row.Chunks, 5000)
-	for _, at := range []int{0, 1, 2, all.Checks / 2, all.Checks - 1} {
-		ctx := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: at}
-		row, fail, err := Prepare(ctx, ck, doc, Limits{})
-		require.ErrorIs(t, err, context.Canceled, "cancelled after %d checks", at)
-		require.Nil(t, fail, "a cancellation is not the document's failure")
-		require.Nil(t, row)
-		require.Equal(t, at+1, ctx.Checks, "the first check that sees the cancellation ends the preparation")
+	var page sample.Doc
+	for range 100 {
+		page.Pages = append(page.Pages, sample.Handbook.Pages...)
+	}
+	cases := []struct {
+		name string
+		doc  *searchv1.Document
+	}{
+		{"markdown", &searchv1.Document{ExternalId: "big.md", Content: []byte(content.String())}},
+		{"html", &searchv1.Document{ExternalId: "big.html", FormatName: "html", Content: sample.HTML(page)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			all := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: 1 << 62}
+			row, fail, err := Prepare(all, ck, tc.doc, Limits{})
+			require.NoError(t, err)
+			require.Nil(t, fail)
+			require.Greater(t, len(row.Chunks), 100)
+			for _, at := range []int{0, 1, 2, all.Checks / 4, all.Checks / 2, all.Checks - 1} {
+				ctx := &ctxtest.CancelAfter{Context: t.Context(), CancelAt: at}
+				row, fail, err := Prepare(ctx, ck, tc.doc, Limits{})
+				require.ErrorIs(t, err, context.Canceled, "cancelled after %d checks", at)
+				require.Nil(t, fail, "a cancellation is not the document's failure")
+				require.Nil(t, row)
+				require.Equal(t, at+1, ctx.Checks, "the first check that sees the cancellation ends the preparation")
+			}
+		})
+	}
+}
+
+// TestNormalizeInPiecesIsNFC: normalizing in pieces (checking the context
+// between them) gives the text NFC gives whole, with pieces cut among
+// combining marks, Hangul jamo and runs of marks longer than a piece.
+func TestNormalizeInPiecesIsNFC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	parts := []string{"e\u0301", "a\u0323\u0302", "\u1100\u1161\u11a8", "\u0301", "x", " ", "\r\n", "\r", "\n", "Å", "\u212b", "ﬁ", "日本"}
+	var b strings.Builder
+	for b.Len() < 3*normalizePiece {
+		b.WriteString(parts[rng.IntN(len(parts))])
+	}
+	long := "o" + strings.Repeat("\u0308\u0301", normalizePiece/3) + "end"
+	for name, text := range map[string]string{
+		"mixed":              b.String(),
+		"marks past a piece": strings.Repeat("x", normalizePiece-10) + long + b.String(),
+		"ascii":              strings.Repeat("plain words\n", normalizePiece/4),
+	} {
+		crlf := strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+		want := norm.NFC.String(crlf)
+		got, err := normalize(t.Context(), []byte(text))
+		require.NoError(t, err, name)
+		require.True(t, want == got, "%s: pieces normalize as the whole does", name)
+		require.Equal(t, want, Normalize([]byte(text)), name)
 	}
 }
