@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
@@ -25,6 +26,10 @@ const (
 	maxAuditLabel    = auditlog.MaxLabel // every other field
 	defaultAuditPage = 100
 	maxAuditPage     = 1000
+	// maxAuditReplyBytes bounds a page of the trail in bytes: a thousand
+	// entries naming many long document ids would pass gRPC's 4 MiB
+	// message limit, and the page would fail whole.
+	maxAuditReplyBytes = 2 << 20
 )
 
 // AppendAuditEvents stores a batch the adapter or the gateway recorded.
@@ -120,17 +125,26 @@ func (s *Server) ListAuditEvents(ctx context.Context, req *authv1.ListAuditEvent
 		last := list[len(list)-1]
 		resp.NextPageToken = audit.Position{Time: last.Time, ID: last.ID}.Token()
 	}
-	resp.Events = make([]*authv1.AuditEvent, len(list))
+	resp.Events = make([]*authv1.AuditEvent, 0, len(list))
+	size := 0
 	for i, e := range list {
-		resp.Events[i] = &authv1.AuditEvent{
+		ev := &authv1.AuditEvent{
 			Time: timestamppb.New(e.Time), RecordedAt: timestamppb.New(e.RecordedAt), Edge: e.Edge,
 			Principal: e.Principal, PrincipalKind: e.PrincipalKind, OauthIssuer: e.OAuthIssuer,
 			ClientAddress: e.ClientAddress, ClientName: e.ClientName, Tool: e.Tool, Target: e.Target,
 			QuerySha256: e.QuerySHA256, ChunkIds: e.ChunkIDs, DocumentIds: e.DocumentIDs, Outcome: e.Outcome, RequestId: e.RequestID,
 		}
 		if e.Query != nil {
-			resp.Events[i].Query = *e.Query
+			ev.Query = *e.Query
 		}
+		// A page ends early, with a token for the rest, rather than pass
+		// the answer's byte bound; it always carries one entry.
+		if size += proto.Size(ev) + 8; i > 0 && size > maxAuditReplyBytes {
+			last := list[i-1]
+			resp.NextPageToken = audit.Position{Time: last.Time, ID: last.ID}.Token()
+			break
+		}
+		resp.Events = append(resp.Events, ev)
 	}
 	return resp, nil
 }

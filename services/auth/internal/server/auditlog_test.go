@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/auditlog"
@@ -200,16 +201,19 @@ func TestRecorderSendsALargeBatchWholeAndInOrder(t *testing.T) {
 		return want
 	}
 	stored := func(principal string) []string {
-		// Pages of 100: the 6 MB would not fit one answer either.
+		// The largest page size: the 6 MB do not fit one answer, so each
+		// page ends at the reply's byte bound, with a token for the rest.
 		var events []*authv1.AuditEvent
 		for page := ""; ; {
 			got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()),
-				&authv1.ListAuditEventsRequest{Principal: principal, PageSize: 100, PageToken: page})
+				&authv1.ListAuditEventsRequest{Principal: principal, PageSize: 1000, PageToken: page})
 			require.NoError(t, err)
+			require.LessOrEqual(t, proto.Size(got), 2<<20+64<<10, "a page stays within the reply's byte bound")
 			events = append(events, got.GetEvents()...)
 			if page = got.GetNextPageToken(); page == "" {
 				break
 			}
+			require.Less(t, len(got.GetEvents()), 1000, "cut by bytes, not by count")
 		}
 		var ids []string
 		for _, e := range slices.Backward(events) { // newest first
