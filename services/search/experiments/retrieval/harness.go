@@ -36,6 +36,10 @@ type Config struct {
 	// what BM25 indexes (0 or 1: once, as in the text). A BM25F-style
 	// field weight for the title/heading path.
 	HeaderWeight int
+	// LeadWeight and LastWeight repeat the terms of a chunk's first and
+	// last sentence this many times in what BM25 indexes (0 or 1: once):
+	// a positional field weight (the ninth round, NOTES.md).
+	LeadWeight, LastWeight int
 	// Embed configures the builtin embedder; zero Dims skips vector runs.
 	Embed embed.BuiltinConfig
 	// Fusion configures hybrid ranking.
@@ -145,6 +149,15 @@ func Build(ctx context.Context, ds *eval.Dataset, cfg Config) (*Pipeline, error)
 		if cfg.HeaderInText {
 			for r := 1; r < cfg.HeaderWeight; r++ {
 				terms = p.analyzer.AppendTerms(terms, p.chunkHdr[i])
+			}
+		}
+		if cfg.LeadWeight > 1 || cfg.LastWeight > 1 {
+			lead, last := edgeSentences(p.chunkTxt[i][len(p.chunkHdr[i]):])
+			for r := 1; r < cfg.LeadWeight; r++ {
+				terms = p.analyzer.AppendTerms(terms, lead)
+			}
+			for r := 1; r < cfg.LastWeight; r++ {
+				terms = p.analyzer.AppendTerms(terms, last)
 			}
 		}
 		docs[i] = bm25.Doc{ChunkID: int64(i), Terms: terms}
