@@ -385,18 +385,21 @@ func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
 }
 
 // TestKeepsTheEndpointsRetryAfter: in front of the real adapter, a proxy
-// answers 429 with Retry-After: 1 until a second has passed. A call within
-// that second is answered without reaching it; the first call after it
-// reaches the adapter.
+// answers 429 with Retry-After: 1 until the test lets it through. A call
+// within that second is answered without reaching it; the first call after
+// it reaches the adapter.
 func TestKeepsTheEndpointsRetryAfter(t *testing.T) {
 	target, err := url.Parse(endpoint(t))
 	require.NoError(t, err)
 	adapter := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
-	until := time.Now().Add(time.Second) // before the bridge's pause ends
+	// Switched by the test, not by a clock: a slow start on a loaded
+	// machine must not let the first call through.
+	var limiting atomic.Bool
+	limiting.Store(true)
 	hits := make(chan struct{}, 100)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits <- struct{}{}
-		if time.Now().Before(until) {
+		if limiting.Load() {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "slow down", http.StatusTooManyRequests)
 			return
@@ -424,6 +427,7 @@ func TestKeepsTheEndpointsRetryAfter(t *testing.T) {
 	require.Equal(t, 1.0, e["reset_in_seconds"])
 	require.Len(t, hits, reached, "the call within Retry-After did not reach the endpoint")
 
+	limiting.Store(false)
 	time.Sleep(time.Until(answered.Add(time.Second)) + 50*time.Millisecond)
 	_, env = callTool(t, c, tools.ToolGetChunks, args)
 	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"], "%v", env)
