@@ -84,7 +84,8 @@ type Bridge struct {
 
 	mu sync.Mutex
 	// retryAt is when the endpoint's Retry-After (429, 503) lets the
-	// bridge connect again; until then calls answer without asking it.
+	// bridge ask it again, on either connection; until then calls answer
+	// without asking it.
 	retryAt time.Time
 	// Two remote clients, connected on first use: one declares
 	// elicitation (for a Desktop that did), one does not, so the endpoint
@@ -151,11 +152,13 @@ func (b *Bridge) client(ctx context.Context, elicit bool) (*client.Client, error
 	if elicit {
 		slot = &b.eliciting
 	}
-	if *slot != nil {
-		return *slot, nil
-	}
+	// Before the open connection too: a Retry-After is the endpoint's,
+	// whichever connection it came on (a 429 drops only its own).
 	if wait := time.Until(b.retryAt); wait > 0 {
 		return nil, &backingOff{wait: wait}
+	}
+	if *slot != nil {
+		return *slot, nil
 	}
 	trans, err := mcptransport.NewStreamableHTTP(b.opts.URL,
 		mcptransport.WithHTTPHeaders(map[string]string{"X-API-Key": b.opts.APIKey}),

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -384,18 +385,21 @@ func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
 }
 
 // TestKeepsTheEndpointsRetryAfter: in front of the real adapter, a proxy
-// answers 429 with Retry-After: 1 until a second has passed. A call within
-// that second is answered without reaching it; the first call after it
-// reaches the adapter.
+// answers 429 with Retry-After: 1 until the test lets it through. A call
+// within that second is answered without reaching it; the first call after
+// it reaches the adapter.
 func TestKeepsTheEndpointsRetryAfter(t *testing.T) {
 	target, err := url.Parse(endpoint(t))
 	require.NoError(t, err)
 	adapter := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
-	until := time.Now().Add(time.Second) // before the bridge's pause ends
+	// Switched by the test, not by a clock: a slow start on a loaded
+	// machine must not let the first call through.
+	var limiting atomic.Bool
+	limiting.Store(true)
 	hits := make(chan struct{}, 100)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits <- struct{}{}
-		if time.Now().Before(until) {
+		if limiting.Load() {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "slow down", http.StatusTooManyRequests)
 			return
@@ -423,9 +427,79 @@ func TestKeepsTheEndpointsRetryAfter(t *testing.T) {
 	require.Equal(t, 1.0, e["reset_in_seconds"])
 	require.Len(t, hits, reached, "the call within Retry-After did not reach the endpoint")
 
+	limiting.Store(false)
 	time.Sleep(time.Until(answered.Add(time.Second)) + 50*time.Millisecond)
 	_, env = callTool(t, c, tools.ToolGetChunks, args)
 	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"], "%v", env)
+}
+
+// TestRetryAfterHoldsEveryConnection: the endpoint's Retry-After holds
+// the bridge back from it whichever of its two connections a request
+// would take. A Desktop that elicits calls tools through one and reads
+// resources through the other; after a 429 to a call, a read asks the
+// endpoint nothing either until the pause has passed.
+func TestRetryAfterHoldsEveryConnection(t *testing.T) {
+	target, err := url.Parse(endpoint(t))
+	require.NoError(t, err)
+	adapter := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	var limiting atomic.Bool
+	var hits atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if limiting.Load() {
+			w.Header().Set("Retry-After", "60") // far beyond the test: no clock decides it
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		adapter.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	b := bridge.New(bridge.Options{URL: proxy.URL + target.Path, APIKey: testfake.KeyGood, Logger: quiet, KeyHint: transport.StdioKeyHint})
+	t.Cleanup(b.Close)
+	decline := elicitationFunc(func(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}, nil
+	})
+	c, err := client.NewInProcessClientWithOptions(b.Server(), client.WithElicitationHandler(decline))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "desktop", Version: "1"}
+	init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
+	_, err = c.Initialize(ctx, init)
+	require.NoError(t, err)
+
+	read := func() map[string]any {
+		rr := mcp.ReadResourceRequest{}
+		rr.Params.URI = "kb://chunks/1001"
+		res, err := c.ReadResource(ctx, rr)
+		require.NoError(t, err)
+		var env map[string]any
+		require.NoError(t, json.Unmarshal([]byte(res.Contents[len(res.Contents)-1].(mcp.TextResourceContents).Text), &env))
+		return env
+	}
+	args := map[string]any{"chunk_ids": []any{1001}}
+	_, env := callTool(t, c, tools.ToolGetChunks, args)
+	require.Equal(t, "success", env["_metadata"].(map[string]any)["status"], "%v", env)
+	require.Empty(t, errCode(read()), "both connections are open")
+
+	limiting.Store(true)
+	_, env = callTool(t, c, tools.ToolGetChunks, args)
+	require.Contains(t, env["error"].(map[string]any)["message"], "HTTP 429")
+	reached := hits.Load()
+
+	env = read()
+	require.Equal(t, "SERVICE_UNAVAILABLE", errCode(env), "%v", env)
+	require.Contains(t, env["error"].(map[string]any)["message"], "Retry-After")
+	require.Equal(t, reached, hits.Load(), "the read within Retry-After did not reach the endpoint")
+}
+
+// elicitationFunc is a client.ElicitationHandler of a function.
+type elicitationFunc func(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error)
+
+func (f elicitationFunc) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return f(ctx, req)
 }
 
 // TestOwnAnswersInEitherProtocol: the envelopes the bridge makes itself
