@@ -128,8 +128,12 @@ func NewAuthInvalid(reason, serviceMessage string) *Error {
 // contract has no code of its own for it: it is an AUTH_INVALID whose
 // message and details say which tools the key may use.
 func NewToolNotAllowed(tool string, allowed []string) *Error {
+	may := "; it may use: " + strings.Join(allowed, ", ")
+	if len(allowed) == 0 { // auth named none
+		may = ""
+	}
 	e := newErr(AuthInvalid, false,
-		fmt.Sprintf("This API key may not use %s; it may use: %s.", tool, strings.Join(allowed, ", ")),
+		fmt.Sprintf("This API key may not use %s%s.", tool, may),
 		"Use one of the tools this key may use, or ask your BMCIS administrator for a key that includes "+tool+".")
 	e.Details = map[string]any{"reason": "TOOL_NOT_ALLOWED", "tool": tool, "allowed_tools": allowed}
 	return e

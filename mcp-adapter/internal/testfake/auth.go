@@ -18,6 +18,9 @@ const (
 	// KeyVendorOnly may call find_vendor_info only; other tools are
 	// refused as the real service does (TOOL_NOT_ALLOWED, naming it).
 	KeyVendorOnly = "bmcis_vendoronly_secret"
+	// KeyScopeUnsaid is refused every tool (TOOL_NOT_ALLOWED) with no
+	// scope in the answer, as an auth that does not say it would.
+	KeyScopeUnsaid = "bmcis_scopeunsaid_secret"
 	// Any other non-empty key is invalid.
 )
 
@@ -95,6 +98,10 @@ func (a *Auth) Check(ctx context.Context, req *authv1.CheckRequest) (*authv1.Che
 		}
 		ok.Scopes = scopes
 		return ok, nil
+	case KeyScopeUnsaid:
+		r := deny(authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED, "the API key may not use this tool.")
+		r.Principal = ok.Principal
+		return r, nil
 	case "":
 		return deny(authv1.DenialReason_DENIAL_REASON_AUTH_REQUIRED, "an API key is required"), nil
 	case KeyExpired:

@@ -48,9 +48,15 @@ func (s *Server) listScope(ctx context.Context) ([]string, *apierr.Error) {
 	if err != nil {
 		return nil, authUnreachable(err)
 	}
-	if resp.GetAllowed() || resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED {
-		return resp.GetScopes().GetTools(), nil
+	tools := resp.GetScopes().GetTools()
+	switch {
+	case resp.GetAllowed():
+		return tools, nil
+	case resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED && len(tools) > 0:
+		return tools, nil
 	}
+	// A TOOL_NOT_ALLOWED naming no tools (an auth that does not say the
+	// scope) lists nothing it cannot vouch for: fail closed.
 	return nil, s.denial(resp, OpToolsList)
 }
 

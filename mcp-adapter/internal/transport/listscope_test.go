@@ -96,6 +96,12 @@ func TestListsFailClosed(t *testing.T) {
 	require.Nil(t, refused.Result)
 	require.Equal(t, transport.ListRefusedCode, refused.Error.Code)
 	require.Equal(t, "AUTH_INVALID", refused.Error.Data["code"])
+	unsaid := list(testfake.KeyScopeUnsaid, listToolsMsg)
+	require.Nil(t, unsaid.Result, "a refusal naming no tools lists nothing")
+	require.Equal(t, transport.ListRefusedCode, unsaid.Error.Code)
+	require.Equal(t, "AUTH_INVALID", unsaid.Error.Data["code"])
+	require.Equal(t, "TOOL_NOT_ALLOWED", unsaid.Error.Data["details"].(map[string]any)["reason"])
+	require.Equal(t, "This API key may not use tools/list.", unsaid.Error.Message)
 
 	env.Stop("auth")
 	callErr := call(t, srv.URL, map[string]string{"X-API-Key": testfake.KeyGood}, tools.ToolGetChunks,
