@@ -145,6 +145,9 @@ func docxParagraphs(body io.Reader) ([]docxPara, error) {
 	dec := xml.NewDecoder(body)
 	var out []docxPara
 	var cur *docxPara
+	// The current paragraph's text, built in place: += on a string would
+	// copy it once per run, quadratic in a paragraph of many runs.
+	var text strings.Builder
 	depth := 0 // nesting of w:p (text boxes hold paragraphs inside runs)
 	inText := false
 	sawBody := false
@@ -169,6 +172,7 @@ func docxParagraphs(body io.Reader) ([]docxPara, error) {
 				if depth == 1 {
 					out = append(out, docxPara{outlineLevel: -1})
 					cur = &out[len(out)-1]
+					text.Reset()
 				}
 			case "pStyle":
 				if cur != nil && depth == 1 {
@@ -184,11 +188,11 @@ func docxParagraphs(body io.Reader) ([]docxPara, error) {
 				inText = true
 			case "tab":
 				if cur != nil {
-					cur.text += "\t"
+					text.WriteByte('\t')
 				}
 			case "br", "cr":
 				if cur != nil {
-					cur.text += " "
+					text.WriteByte(' ')
 				}
 			}
 		case xml.EndElement:
@@ -198,7 +202,8 @@ func docxParagraphs(body io.Reader) ([]docxPara, error) {
 			switch t.Name.Local {
 			case "p":
 				depth--
-				if depth == 0 {
+				if depth == 0 && cur != nil {
+					cur.text = text.String()
 					cur = nil
 				}
 			case "t":
@@ -206,12 +211,15 @@ func docxParagraphs(body io.Reader) ([]docxPara, error) {
 			}
 		case xml.CharData:
 			if inText && cur != nil {
-				cur.text += string(t)
+				text.Write(t)
 			}
 		}
 	}
 	if !sawBody {
 		return nil, errors.New("word/document.xml has no w:body")
+	}
+	if cur != nil { // a paragraph the part never closed
+		cur.text = text.String()
 	}
 	return out, nil
 }
