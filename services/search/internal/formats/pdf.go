@@ -255,20 +255,29 @@ func pdfLines(rects []*responses.GetPageTextStructuredRect) []pdfLine {
 		return runs[i].left < runs[j].left
 	})
 	var lines []pdfLine
+	// The current line's runs, joined once it ends: += per run would copy
+	// the line once per run, quadratic in a line of many runs.
+	var parts []string
+	endLine := func() {
+		if len(lines) > 0 {
+			lines[len(lines)-1].text = strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+		}
+		parts = parts[:0]
+	}
 	lastTop := math.Inf(1)
 	for _, r := range runs {
 		if len(lines) > 0 && math.Abs(r.top-lastTop) <= 2 {
 			l := &lines[len(lines)-1]
-			l.text += " " + strings.TrimSpace(r.text)
+			parts = append(parts, r.text)
 			l.size = math.Max(l.size, r.size)
 			continue
 		}
-		lines = append(lines, pdfLine{text: strings.TrimSpace(r.text), size: r.size})
+		endLine()
+		lines = append(lines, pdfLine{size: r.size})
+		parts = append(parts, r.text)
 		lastTop = r.top
 	}
-	for i := range lines {
-		lines[i].text = strings.Join(strings.Fields(lines[i].text), " ")
-	}
+	endLine()
 	return lines
 }
 
