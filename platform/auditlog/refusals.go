@@ -51,6 +51,10 @@ type refusalLimiter struct {
 	addrs       *simplelru.LRU[string, *refusalWindow]
 	suppressing map[string]*refusalWindow // the windows with refusals to summarise
 	evicted     []Entry                   // summaries of windows the LRU pushed out, for the caller to record
+	// closed: Close has taken every summary; a later refusal is let
+	// through, to be dropped and counted as any entry after Close, since
+	// no summary would ever stand for it.
+	closed bool
 }
 
 func newRefusalLimiter(perWindow int, window time.Duration, addresses int) *refusalLimiter {
@@ -71,6 +75,9 @@ func newRefusalLimiter(perWindow int, window time.Duration, addresses int) *refu
 func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return true, nil
+	}
 	var due []Entry
 	addr := e.ClientAddress
 	w, ok := l.addrs.Get(addr)
@@ -95,10 +102,12 @@ func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
 }
 
 // due returns the summaries of the windows that ended by now (all of
-// them when all is set, at Close), each once.
+// them when all is set, at Close, after which nothing is limited), each
+// once.
 func (l *refusalLimiter) due(now time.Time, all bool) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = l.closed || all
 	var due []Entry
 	for addr, w := range l.suppressing {
 		if all || !now.Before(w.start.Add(l.window)) {
