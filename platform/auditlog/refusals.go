@@ -2,6 +2,7 @@ package auditlog
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ type refusalWindow struct {
 	start      time.Time
 	recorded   int
 	suppressed int64
-	last       Entry // the last refusal suppressed: the summary's tool, outcome and client
+	last       Entry // of the last refusal suppressed, the summary's tool, outcome and client (summaryFields)
 }
 
 // refusalLimiter bounds the refusal entries recorded per client address,
@@ -96,7 +97,7 @@ func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
 		return true, due
 	}
 	w.suppressed++
-	w.last = e
+	w.last = summaryFields(e)
 	l.suppressing[addr] = w
 	return false, due
 }
@@ -117,6 +118,15 @@ func (l *refusalLimiter) due(now time.Time, all bool) []Entry {
 		}
 	}
 	return due
+}
+
+// summaryFields is what a window keeps of a suppressed refusal: the
+// fields its summary repeats, as the trail cuts them, copied. The window
+// outlives its summary (the table forgets an address only when pushed
+// out), so it must not hold a long path, query or client name, nor the
+// request's memory behind them.
+func summaryFields(e Entry) Entry {
+	return Entry{ClientName: strings.Clone(label(e.ClientName)), Tool: strings.Clone(label(e.Tool)), Outcome: strings.Clone(label(e.Outcome))}
 }
 
 // summaryOf is the one entry standing for w's suppressed refusals: shaped
