@@ -491,7 +491,7 @@ func (r *Recorder) append(ctx context.Context, batch []Entry) error {
 // batch would fail. Such bytes become U+FFFD, and text is cut to MaxText
 // or MaxLabel; the query's hash is of the whole query.
 func (r *Recorder) event(e Entry) *authv1.AuditEvent {
-	txt := func(s string) string { return Cut(strings.ToValidUTF8(s, "\uFFFD"), MaxLabel) }
+	txt := label
 	long := func(s string) string { return Cut(strings.ToValidUTF8(s, "\uFFFD"), MaxText) }
 	ids := e.ChunkIDs
 	if len(ids) > MaxChunkIDs {
@@ -517,6 +517,10 @@ func (r *Recorder) event(e Entry) *authv1.AuditEvent {
 	}
 	return ev
 }
+
+// label is s as the trail keeps a label field: valid UTF-8, cut to
+// MaxLabel.
+func label(s string) string { return Cut(strings.ToValidUTF8(s, "\uFFFD"), MaxLabel) }
 
 // QueryHash is the SHA-256 of a query's text in hex, as the trail keeps it.
 func QueryHash(q string) string {

@@ -2,6 +2,7 @@ package auditlog
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ type refusalWindow struct {
 	start      time.Time
 	recorded   int
 	suppressed int64
-	last       Entry // the last refusal suppressed: the summary's tool, outcome and client
+	last       Entry // of the last refusal suppressed, the summary's tool, outcome and client (summaryFields)
 }
 
 // refusalLimiter bounds the refusal entries recorded per client address,
@@ -51,6 +52,10 @@ type refusalLimiter struct {
 	addrs       *simplelru.LRU[string, *refusalWindow]
 	suppressing map[string]*refusalWindow // the windows with refusals to summarise
 	evicted     []Entry                   // summaries of windows the LRU pushed out, for the caller to record
+	// closed: Close has taken every summary; a later refusal is let
+	// through, to be dropped and counted as any entry after Close, since
+	// no summary would ever stand for it.
+	closed bool
 }
 
 func newRefusalLimiter(perWindow int, window time.Duration, addresses int) *refusalLimiter {
@@ -71,6 +76,9 @@ func newRefusalLimiter(perWindow int, window time.Duration, addresses int) *refu
 func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return true, nil
+	}
 	var due []Entry
 	addr := e.ClientAddress
 	w, ok := l.addrs.Get(addr)
@@ -89,16 +97,18 @@ func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
 		return true, due
 	}
 	w.suppressed++
-	w.last = e
+	w.last = summaryFields(e)
 	l.suppressing[addr] = w
 	return false, due
 }
 
 // due returns the summaries of the windows that ended by now (all of
-// them when all is set, at Close), each once.
+// them when all is set, at Close, after which nothing is limited), each
+// once.
 func (l *refusalLimiter) due(now time.Time, all bool) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = l.closed || all
 	var due []Entry
 	for addr, w := range l.suppressing {
 		if all || !now.Before(w.start.Add(l.window)) {
@@ -108,6 +118,15 @@ func (l *refusalLimiter) due(now time.Time, all bool) []Entry {
 		}
 	}
 	return due
+}
+
+// summaryFields is what a window keeps of a suppressed refusal: the
+// fields its summary repeats, as the trail cuts them, copied. The window
+// outlives its summary (the table forgets an address only when pushed
+// out), so it must not hold a long path, query or client name, nor the
+// request's memory behind them.
+func summaryFields(e Entry) Entry {
+	return Entry{ClientName: strings.Clone(label(e.ClientName)), Tool: strings.Clone(label(e.Tool)), Outcome: strings.Clone(label(e.Outcome))}
 }
 
 // summaryOf is the one entry standing for w's suppressed refusals: shaped

@@ -1,6 +1,7 @@
 package auditlog
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +92,28 @@ func TestIsRefusal(t *testing.T) {
 	for _, tc := range tests {
 		require.Equal(t, tc.want, IsRefusal(tc.e), "%+v", tc.e)
 	}
+}
+
+// TestRefusalWindowKeepsOnlyItsSummary: an address's window outlives its
+// summary (the table forgets it only when pushed out), so it keeps no more
+// of the last refusal than the summary says, each field cut as the trail
+// cuts it: a flood of long paths, queries or client names from many
+// addresses cannot pin them in memory.
+func TestRefusalWindowKeepsOnlyItsSummary(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	long := strings.Repeat("x", 1<<20)
+	l := newRefusalLimiter(1, time.Minute, 10)
+	e := Entry{ClientAddress: "10.0.0.1", ClientName: "agent/" + long, Tool: "GET /v1/chunks/{id}", Target: "/v1/chunks/" + long,
+		Query: long, DocumentIDs: []string{long}, Outcome: "AUTH_INVALID\xff" + long}
+	for range 2 {
+		_, _ = l.allow(e, t0)
+	}
+	w, ok := l.addrs.Peek("10.0.0.1")
+	require.True(t, ok)
+	require.Equal(t, Entry{ClientName: Cut("agent/"+long, MaxLabel), Tool: e.Tool,
+		Outcome: Cut("AUTH_INVALID\uFFFD"+long, MaxLabel)}, w.last)
+
+	due := l.due(t0.Add(time.Minute), false)
+	require.Equal(t, []Entry{{Time: t0.Add(time.Minute), ClientAddress: "10.0.0.1", ClientName: w.last.ClientName,
+		Tool: e.Tool, Target: SuppressedSummary(1, "10.0.0.1"), Outcome: w.last.Outcome}}, due)
 }

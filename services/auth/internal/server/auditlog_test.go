@@ -243,3 +243,32 @@ func TestRecorderSendsALargeBatchWholeAndInOrder(t *testing.T) {
 		require.Equal(t, want, stored(principal), "every entry, in the order recorded")
 	}
 }
+
+// TestRecorderRefusalsAfterCloseAreCountedDropped: Close writes the summary
+// of every open refusal window; a refusal recorded after that (a request
+// racing the shutdown) has no summary left to stand in, so it is counted
+// dropped as any entry after Close is, never only "suppressed" and lost.
+func TestRecorderRefusalsAfterCloseAreCountedDropped(t *testing.T) {
+	in := authtest.Start(t, testConfig(t, "memory", nil), authtest.NewDB(t))
+	reg := prometheus.NewRegistry()
+	r, err := auditlog.New(adapterClient(t, in.Addr), auditlog.Config{FlushInterval: time.Hour, RefusalsPerAddress: 1, Registerer: reg})
+	require.NoError(t, err)
+	refusal := auditlog.Entry{ClientAddress: "198.51.100.7", Tool: "POST /mcp", Target: "/mcp", Outcome: "AUTH_INVALID"}
+	r.Record(refusal) // the address's one recorded refusal
+	r.Record(refusal) // suppressed: Close writes its summary
+	r.Close(context.Background())
+	require.Zero(t, r.Dropped())
+
+	r.Record(refusal)
+	r.Record(refusal)
+	require.Equal(t, int64(2), r.Dropped(), "after Close, a refusal is dropped and counted")
+	require.Equal(t, 2.0, testutil.ToFloat64(r.DroppedCounter(auditlog.DropClosed)))
+
+	got, err := in.Client.ListAuditEvents(authtest.Admin(context.Background()), &authv1.ListAuditEventsRequest{Tool: "POST /mcp"})
+	require.NoError(t, err)
+	var targets []string
+	for _, e := range got.GetEvents() {
+		targets = append(targets, e.GetTarget())
+	}
+	require.Equal(t, []string{auditlog.SuppressedSummary(1, "198.51.100.7"), "/mcp"}, targets, "newest first")
+}
