@@ -44,7 +44,9 @@ func TestIngestOfALargeDocumentStopsAtItsDeadline(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return handled(t, r.reg, method, codes.DeadlineExceeded.String())+handled(t, r.reg, method, codes.Canceled.String()) == 1
 	}, time.Minute, 10*time.Millisecond, "the handler ends with the context's error")
-	require.Less(t, handlingSeconds(t, r.reg, method), 2.5, "the preparation stopped at the deadline, not at its end")
+	// 0.5 s measured; the whole preparation takes about 7 s, so 4 s still
+	// tells the two apart on a loaded machine.
+	require.Less(t, handlingSeconds(t, r.reg, method), 4.0, "the preparation stopped at the deadline, not at its end")
 
 	var docs, chunks int
 	require.NoError(t, pool.QueryRow(context.Background(),
