@@ -517,19 +517,21 @@ func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
 	if b.opts.APIKey == "" {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(listTimeout, b.opts.Timeout))
+	ctx, cancel := context.WithTimeout(withAnswerLog(ctx), min(listTimeout, b.opts.Timeout))
 	defer cancel()
 	c, err := b.client(ctx, false)
 	if err != nil {
-		b.log.Warn("endpoint tools/list", "error", err.Error())
+		b.log.Warn("endpoint tools/list", "answer", b.endpointError(err, answerFrom(ctx)).Message, "error", err.Error())
 		return nil, false
 	}
 	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
-		if !rpcErr(err) {
-			b.drop(c)
+		if rpcErr(err) { // the endpoint's own refusal: its message says it
+			b.log.Warn("endpoint tools/list", "error", err.Error())
+			return nil, false
 		}
-		b.log.Warn("endpoint tools/list", "error", err.Error())
+		b.drop(c)
+		b.log.Warn("endpoint tools/list", "answer", b.endpointError(err, answerFrom(ctx)).Message, "error", err.Error())
 		return nil, false
 	}
 	for _, t := range res.Tools {
@@ -583,7 +585,9 @@ func (b *Bridge) unavailable(ctx context.Context, tool string, format render.For
 		b.mu.Unlock()
 	}
 	res := b.failure(tool, format, e)
-	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "error", cause.Error())
+	// answer: what the user was told (the classified HTTP status); error:
+	// the MCP client's own wording, which may guess wrong ("legacy SSE").
+	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "answer", e.Message, "error", cause.Error())
 	return res
 }
 

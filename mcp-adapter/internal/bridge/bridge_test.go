@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -574,4 +575,71 @@ func TestListsWhatTheEndpointListsForTheKey(t *testing.T) {
 			require.Equal(t, tc.templates, uris)
 		})
 	}
+}
+
+// TestLogsTheEndpointsHTTPStatus: the operator's log line for a failed
+// call or list names what the user was told (the status), not only the
+// MCP client's own wording, which reads every 4xx to initialize as "likely
+// a legacy SSE server"; never the key.
+func TestLogsTheEndpointsHTTPStatus(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusTooManyRequests, "limiting requests (HTTP 429)"},
+		{http.StatusForbidden, "refused access (HTTP 403)"},
+		{http.StatusNotFound, "answered the connection with HTTP 404"},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.status)
+			}))
+			t.Cleanup(srv.Close)
+			var logs lockedBuffer
+			b := bridge.New(bridge.Options{URL: srv.URL + "/mcp", APIKey: testfake.KeyGood, KeyHint: transport.StdioKeyHint,
+				Timeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			t.Cleanup(b.Close)
+			c, err := client.NewInProcessClient(b.Server())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			ctx := context.Background()
+			require.NoError(t, c.Start(ctx))
+			_, err = c.Initialize(ctx, mcp.InitializeRequest{})
+			require.NoError(t, err)
+			_, err = c.ListTools(ctx, mcp.ListToolsRequest{})
+			require.NoError(t, err)
+			callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "backups"})
+
+			var list, call string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				switch {
+				case strings.Contains(line, "endpoint tools/list"):
+					list = line
+				case strings.Contains(line, "MCP endpoint call failed"):
+					call = line
+				}
+			}
+			require.Contains(t, list, tc.want, "%s", logs.String())
+			require.Contains(t, call, tc.want, "%s", logs.String())
+			require.NotContains(t, logs.String(), testfake.KeyGood)
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the bridge's goroutines may log to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
