@@ -370,6 +370,11 @@ func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
 				require.Equal(t, tc.reason, e["details"].(map[string]any)["reason"])
 				require.Contains(t, e["suggestion"], "API key")
 			}
+			if strings.Contains(tc.message, "not an MCP endpoint") {
+				// The user's own setting is wrong: the suggestion names it,
+				// not only "contact the administrator".
+				require.Contains(t, e["suggestion"], "Server URL setting, or BMCIS_MCP_URL")
+			}
 			if tc.resetInSecs > 0 {
 				// An HTTP date is read to the second, so 20 s may be 19.
 				require.InDelta(t, tc.resetInSecs, e["reset_in_seconds"], 1)
