@@ -521,7 +521,7 @@ func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
 	defer cancel()
 	c, err := b.client(ctx, false)
 	if err != nil {
-		b.log.Warn("endpoint tools/list", "answer", b.endpointError(err, answerFrom(ctx)).Message, "error", err.Error())
+		b.log.Warn("endpoint tools/list", "answer", b.classify(ctx, err).Message, "error", err.Error())
 		return nil, false
 	}
 	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
@@ -531,7 +531,7 @@ func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
 			return nil, false
 		}
 		b.drop(c)
-		b.log.Warn("endpoint tools/list", "answer", b.endpointError(err, answerFrom(ctx)).Message, "error", err.Error())
+		b.log.Warn("endpoint tools/list", "answer", b.classify(ctx, err).Message, "error", err.Error())
 		return nil, false
 	}
 	for _, t := range res.Tools {
@@ -577,6 +577,17 @@ func rpcErr(err error) bool {
 // front of it refused access. The cause goes to the log (stderr), a plain
 // reason to the user.
 func (b *Bridge) unavailable(ctx context.Context, tool string, format render.Format, cause error) *mcp.CallToolResult {
+	e := b.classify(ctx, cause)
+	res := b.failure(tool, format, e)
+	// answer: what the user was told (the classified HTTP status); error:
+	// the MCP client's own wording, which may guess wrong ("legacy SSE").
+	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "answer", e.Message, "error", cause.Error())
+	return res
+}
+
+// classify is endpointError for the request of ctx, keeping the
+// endpoint's Retry-After: until it has passed the bridge asks nothing.
+func (b *Bridge) classify(ctx context.Context, cause error) *apierr.Error {
 	answer := answerFrom(ctx)
 	e := b.endpointError(cause, answer)
 	if answer != nil && answer.retryAfter > 0 && e.Retryable {
@@ -584,11 +595,7 @@ func (b *Bridge) unavailable(ctx context.Context, tool string, format render.For
 		b.retryAt = time.Now().Add(answer.retryAfter)
 		b.mu.Unlock()
 	}
-	res := b.failure(tool, format, e)
-	// answer: what the user was told (the classified HTTP status); error:
-	// the MCP client's own wording, which may guess wrong ("legacy SSE").
-	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "answer", e.Message, "error", cause.Error())
-	return res
+	return e
 }
 
 // endpointError classifies a failed call by its cause and the endpoint's

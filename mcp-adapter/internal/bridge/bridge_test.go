@@ -648,3 +648,36 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// TestListKeepsTheEndpointsRetryAfter: a 429 with Retry-After to the
+// endpoint tools/list a Desktop's list asks pauses the bridge as a call's
+// does: the templates list and the first call that follow ask nothing.
+func TestListKeepsTheEndpointsRetryAfter(t *testing.T) {
+	var mu sync.Mutex
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return hits
+	}
+	c := desktop(t, bridge.Options{URL: srv.URL + "/mcp", APIKey: testfake.KeyGood, Timeout: 5 * time.Second})
+	_, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	reached := count()
+	require.Positive(t, reached)
+	_, err = c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
+	require.NoError(t, err)
+	_, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "backups"})
+	e := env["error"].(map[string]any)
+	require.Contains(t, e["message"], "Retry-After")
+	require.InDelta(t, 30, e["reset_in_seconds"], 1)
+	require.Equal(t, reached, count(), "nothing asked within the endpoint's Retry-After")
+}
