@@ -86,6 +86,10 @@ type Bridge struct {
 	// retryAt is when the endpoint's Retry-After (429, 503) lets the
 	// bridge connect again; until then calls answer without asking it.
 	retryAt time.Time
+	// listed is the endpoint's latest tools/list and when it answered, for
+	// the lists that follow within listReuse.
+	listed   []string
+	listedAt time.Time
 	// Two remote clients, connected on first use: one declares
 	// elicitation (for a Desktop that did), one does not, so the endpoint
 	// never asks a question the Desktop cannot put to the user.
@@ -508,6 +512,12 @@ func (b *Bridge) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 // endpoint that does not answer must not hold the Desktop's start.
 const listTimeout = 5 * time.Second
 
+// listReuse is how long the endpoint's tools/list answers the Desktop's
+// lists: a Desktop lists tools and then templates at start, and each
+// endpoint list costs an unscoped key a rate-limit unit. A scope change
+// shows within it.
+const listReuse = 10 * time.Second
+
 // remoteTools asks the endpoint which tools the key may call: the names of
 // its tools/list, which the endpoint narrows to the key's tool scope. ok is
 // false without a key, or when the endpoint did not list (down, slow, the
@@ -517,6 +527,13 @@ func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
 	if b.opts.APIKey == "" {
 		return nil, false
 	}
+	b.mu.Lock()
+	if b.listed != nil && time.Since(b.listedAt) < listReuse {
+		names = b.listed
+		b.mu.Unlock()
+		return names, true
+	}
+	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(withAnswerLog(ctx), min(listTimeout, b.opts.Timeout))
 	defer cancel()
 	c, err := b.client(ctx, false)
@@ -534,9 +551,13 @@ func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
 		b.log.Warn("endpoint tools/list", "answer", b.classify(ctx, err).Message, "error", err.Error())
 		return nil, false
 	}
+	names = []string{} // listed, even if empty
 	for _, t := range res.Tools {
 		names = append(names, t.Name)
 	}
+	b.mu.Lock()
+	b.listed, b.listedAt = names, time.Now()
+	b.mu.Unlock()
 	return names, true
 }
 

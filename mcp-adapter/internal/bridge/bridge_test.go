@@ -681,3 +681,35 @@ func TestListKeepsTheEndpointsRetryAfter(t *testing.T) {
 	require.InDelta(t, 30, e["reset_in_seconds"], 1)
 	require.Equal(t, reached, count(), "nothing asked within the endpoint's Retry-After")
 }
+
+// TestDesktopStartAsksTheEndpointsListOnce: a Desktop lists tools, then
+// templates, at start; both narrow from one endpoint tools/list (which
+// costs an unscoped key a rate-limit unit), not one each.
+func TestDesktopStartAsksTheEndpointsListOnce(t *testing.T) {
+	target, err := url.Parse(endpoint(t))
+	require.NoError(t, err)
+	adapter := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	var mu sync.Mutex
+	lists := 0
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.Contains(string(body), `"method":"tools/list"`) {
+			mu.Lock()
+			lists++
+			mu.Unlock()
+		}
+		adapter.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	c := desktop(t, bridge.Options{URL: proxy.URL + target.Path, APIKey: testfake.KeyVendorOnly})
+	list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.Tools, 1)
+	templates, err := c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
+	require.NoError(t, err)
+	require.Len(t, templates.ResourceTemplates, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, lists)
+}
