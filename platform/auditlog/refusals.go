@@ -1,6 +1,8 @@
 package auditlog
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +39,38 @@ type refusalWindow struct {
 	start      time.Time
 	recorded   int
 	suppressed int64
-	last       Entry // of the last refusal suppressed, the summary's tool, outcome and client (summaryFields)
+	last       Entry // of the last refusal suppressed, the summary's client (summaryFields)
+	// kinds counts the suppressed refusals by tool and outcome, the first
+	// maxRefusalKinds kinds seen (a flood must not grow it); otherKinds
+	// counts the rest.
+	kinds      map[refusalKind]int64
+	otherKinds int64
+}
+
+// refusalKind is what a summary tells apart among suppressed refusals.
+type refusalKind struct{ tool, outcome string }
+
+// maxRefusalKinds bounds the kinds a window counts one by one.
+const maxRefusalKinds = 8
+
+// count adds the suppressed refusal e to w.
+func (w *refusalWindow) count(e Entry) {
+	w.suppressed++
+	w.last = summaryFields(e)
+	k := refusalKind{w.last.Tool, w.last.Outcome}
+	if _, ok := w.kinds[k]; !ok && len(w.kinds) >= maxRefusalKinds {
+		w.otherKinds++
+		return
+	}
+	if w.kinds == nil {
+		w.kinds = map[refusalKind]int64{}
+	}
+	w.kinds[k]++
+}
+
+// reset forgets w's suppressed refusals once summarised.
+func (w *refusalWindow) reset() {
+	w.suppressed, w.kinds, w.otherKinds = 0, nil, 0
 }
 
 // refusalLimiter bounds the refusal entries recorded per client address,
@@ -96,8 +129,7 @@ func (l *refusalLimiter) allow(e Entry, now time.Time) (bool, []Entry) {
 		w.recorded++
 		return true, due
 	}
-	w.suppressed++
-	w.last = summaryFields(e)
+	w.count(e)
 	l.suppressing[addr] = w
 	return false, due
 }
@@ -113,7 +145,7 @@ func (l *refusalLimiter) due(now time.Time, all bool) []Entry {
 	for addr, w := range l.suppressing {
 		if all || !now.Before(w.start.Add(l.window)) {
 			due = append(due, summaryOf(addr, w, now))
-			w.suppressed = 0
+			w.reset()
 			delete(l.suppressing, addr)
 		}
 	}
@@ -131,10 +163,33 @@ func summaryFields(e Entry) Entry {
 
 // summaryOf is the one entry standing for w's suppressed refusals: shaped
 // as the refusals were (tool, outcome, address, client; no principal), its
-// target saying how many.
+// target saying how many. Refusals of several tools or outcomes take the
+// most frequent kind's, and the target counts each kind, most first: the
+// entry must not read as if all had been one tool's.
 func summaryOf(addr string, w *refusalWindow, now time.Time) Entry {
-	return Entry{
-		Time: now, ClientAddress: addr, ClientName: w.last.ClientName,
-		Tool: w.last.Tool, Target: SuppressedSummary(w.suppressed, addr), Outcome: w.last.Outcome,
+	kinds := make([]refusalKind, 0, len(w.kinds))
+	for k := range w.kinds {
+		kinds = append(kinds, k)
 	}
+	slices.SortFunc(kinds, func(a, b refusalKind) int {
+		return cmp.Or(cmp.Compare(w.kinds[b], w.kinds[a]), cmp.Compare(a.tool, b.tool), cmp.Compare(a.outcome, b.outcome))
+	})
+	e := Entry{Time: now, ClientAddress: addr, ClientName: w.last.ClientName, Target: SuppressedSummary(w.suppressed, addr)}
+	if len(kinds) == 0 { // not reached: a suppressed refusal is counted in its kind first
+		e.Tool, e.Outcome = w.last.Tool, w.last.Outcome
+		return e
+	}
+	e.Tool, e.Outcome = kinds[0].tool, kinds[0].outcome
+	if len(kinds) == 1 && w.otherKinds == 0 {
+		return e
+	}
+	parts := make([]string, 0, len(kinds)+1)
+	for _, k := range kinds {
+		parts = append(parts, strconv.FormatInt(w.kinds[k], 10)+" "+k.tool+" "+k.outcome)
+	}
+	if w.otherKinds > 0 {
+		parts = append(parts, strconv.FormatInt(w.otherKinds, 10)+" of other kinds")
+	}
+	e.Target += ": " + strings.Join(parts, ", ")
+	return e
 }

@@ -117,3 +117,53 @@ func TestRefusalWindowKeepsOnlyItsSummary(t *testing.T) {
 	require.Equal(t, []Entry{{Time: t0.Add(time.Minute), ClientAddress: "10.0.0.1", ClientName: w.last.ClientName,
 		Tool: e.Tool, Target: SuppressedSummary(1, "10.0.0.1"), Outcome: w.last.Outcome}}, due)
 }
+
+// TestRefusalSummaryNamesEachKind: a window's suppressed refusals of
+// several tools or outcomes are summarised with each kind counted, not as
+// the last one's tool alone (which read as if all had been that tool);
+// one kind keeps the plain summary. The kinds kept are bounded.
+func TestRefusalSummaryNamesEachKind(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	type refusal struct {
+		tool, outcome string
+		n             int
+	}
+	tests := []struct {
+		name     string
+		refusals []refusal // after one recorded refusal (the limit is 1)
+		tool     string
+		outcome  string
+		target   string
+	}{
+		{"one kind", []refusal{{"semantic_search", "AUTH_INVALID", 3}},
+			"semantic_search", "AUTH_INVALID", "3 further refusals from a suppressed"},
+		{"several tools", []refusal{{"semantic_search", "AUTH_INVALID", 1}, {"find_vendor_info", "AUTH_INVALID", 5}, {"resources/read", "AUTH_INVALID", 5}},
+			"find_vendor_info", "AUTH_INVALID",
+			"11 further refusals from a suppressed: 5 find_vendor_info AUTH_INVALID, 5 resources/read AUTH_INVALID, 1 semantic_search AUTH_INVALID"},
+		{"several outcomes", []refusal{{"POST /v1/search", "AUTH_INVALID", 2}, {"POST /v1/search", "RATE_LIMIT", 4}},
+			"POST /v1/search", "RATE_LIMIT",
+			"6 further refusals from a suppressed: 4 POST /v1/search RATE_LIMIT, 2 POST /v1/search AUTH_INVALID"},
+		{"more kinds than kept", []refusal{
+			{"t1", "X", 1}, {"t2", "X", 1}, {"t3", "X", 1}, {"t4", "X", 1}, {"t5", "X", 1},
+			{"t6", "X", 1}, {"t7", "X", 1}, {"t8", "X", 2}, {"t9", "X", 1}, {"t10", "X", 1}},
+			"t8", "X",
+			"11 further refusals from a suppressed: 2 t8 X, 1 t1 X, 1 t2 X, 1 t3 X, 1 t4 X, 1 t5 X, 1 t6 X, 1 t7 X, 2 of other kinds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newRefusalLimiter(1, time.Minute, 10)
+			allowed, _ := l.allow(Entry{ClientAddress: "a", Tool: "semantic_search", Outcome: "AUTH_INVALID"}, t0)
+			require.True(t, allowed)
+			for _, r := range tc.refusals {
+				for range r.n {
+					allowed, due := l.allow(Entry{ClientAddress: "a", Tool: r.tool, Outcome: r.outcome}, t0.Add(time.Second))
+					require.False(t, allowed)
+					require.Empty(t, due)
+				}
+			}
+			due := l.due(t0.Add(time.Minute), false)
+			require.Equal(t, []Entry{{Time: t0.Add(time.Minute), ClientAddress: "a", Tool: tc.tool, Outcome: tc.outcome, Target: tc.target}}, due)
+			require.Empty(t, l.due(t0.Add(time.Hour), true), "once")
+		})
+	}
+}

@@ -225,7 +225,7 @@ func keyReach(k *authv1.ApiKey) toolReach {
 	r := toolReach{Tools: append([]string{}, tools...)}
 	if len(tools) == 0 {
 		r.ReadsText = true
-		r.Reads = "every tool: the full text of these documents (semantic_search, get_chunks) and their vendor evidence (find_vendor_info)"
+		r.Reads = "the full text of these documents (semantic_search, get_chunks) and their vendor evidence (find_vendor_info)"
 		return r
 	}
 	var text []string

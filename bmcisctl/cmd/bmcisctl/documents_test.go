@@ -299,7 +299,7 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		for _, tc := range []struct {
 			key, line string
 		}{
-			{hrKey, "API key " + hrKey + ": tools every tool; reads text: yes; "},
+			{hrKey, "API key " + hrKey + ": tools every tool; reads text: yes; through its tools it reads the full text of these documents (semantic_search, get_chunks) and their vendor evidence (find_vendor_info)\n"},
 			{vendorKey, "API key " + vendorKey + ": tools find_vendor_info; reads text: no; through its tools it reads no document text: find_vendor_info returns only vendor evidence"},
 			{chunksKey, "API key " + chunksKey + ": tools get_chunks,find_vendor_info; reads text: yes; through its tools it reads the full text of these documents (get_chunks) and their vendor evidence"},
 		} {

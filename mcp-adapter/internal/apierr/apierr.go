@@ -256,7 +256,7 @@ func NewVendorAmbiguous(name string, candidates []string) *Error {
 // NewServiceUnavailable is the answer when a backend cannot be reached in
 // time. retryable is false only for permanent conditions.
 func NewServiceUnavailable(service, why string, retryable bool) *Error {
-	suggestion := "Retry in a few seconds; other tools keep working."
+	suggestion := retrySuggestion(service, "a few seconds")
 	if !retryable {
 		suggestion = "Contact the BMCIS administrator; retrying will not help."
 	}
@@ -275,8 +275,19 @@ func (e *Error) WithRetryAfter(seconds int) *Error {
 		e.Details = map[string]any{}
 	}
 	e.Details["reset_in_seconds"] = seconds
-	e.Suggestion = fmt.Sprintf("Retry in %d seconds; other tools keep working.", seconds)
+	service, _ := e.Details["service"].(string)
+	e.Suggestion = retrySuggestion(service, fmt.Sprintf("%d seconds", seconds))
 	return e
+}
+
+// retrySuggestion says when to retry and what works meanwhile: search and
+// vendorgraph each serve only some tools, while every call needs auth, the
+// adapter and (through the Desktop bridge) the endpoint.
+func retrySuggestion(service, when string) string {
+	if service == string(Search) || service == string(VendorGraph) {
+		return "Retry in " + when + "; other tools keep working."
+	}
+	return "Retry in " + when + "; no tool can answer until it is back."
 }
 
 // NewAccessRefused is the answer when the remote endpoint, or a proxy in

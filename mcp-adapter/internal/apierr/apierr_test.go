@@ -85,3 +85,32 @@ func TestDatabaseCauseIsTyped(t *testing.T) {
 	require.Equal(t, apierr.DBConnection, apierr.FromBackend(apierr.Search, st.Err()).Code)
 	require.Equal(t, apierr.ServiceUnavailable, apierr.FromBackend(apierr.Search, status.Error(codes.Unavailable, "try later")).Code)
 }
+
+// Only search and vendorgraph serve some tools and not others: with auth,
+// the adapter itself or the bridge's endpoint down, no tool works, and the
+// suggestion must not send the model to try the others.
+func TestServiceUnavailableSaysOtherToolsWorkOnlyForABackendOfSome(t *testing.T) {
+	for _, tc := range []struct {
+		service    string
+		retryAfter int
+		suggestion string
+	}{
+		{"search", 0, "Retry in a few seconds; other tools keep working."},
+		{"vendorgraph", 0, "Retry in a few seconds; other tools keep working."},
+		{"search", 7, "Retry in 7 seconds; other tools keep working."},
+		{"auth", 0, "Retry in a few seconds; no tool can answer until it is back."},
+		{"mcp-adapter", 0, "Retry in a few seconds; no tool can answer until it is back."},
+		{"BMCIS MCP endpoint", 0, "Retry in a few seconds; no tool can answer until it is back."},
+		{"BMCIS MCP endpoint", 7, "Retry in 7 seconds; no tool can answer until it is back."},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.service, tc.retryAfter), func(t *testing.T) {
+			e := apierr.NewServiceUnavailable(tc.service, "it cannot be reached", true)
+			if tc.retryAfter > 0 {
+				e = e.WithRetryAfter(tc.retryAfter)
+			}
+			require.Equal(t, tc.suggestion, e.Suggestion)
+		})
+	}
+	require.Equal(t, "Contact the BMCIS administrator; retrying will not help.",
+		apierr.NewServiceUnavailable("auth", "not implemented", false).Suggestion, "a permanent failure keeps its own advice")
+}

@@ -87,6 +87,10 @@ type Bridge struct {
 	// bridge ask it again, on either connection; until then calls answer
 	// without asking it.
 	retryAt time.Time
+	// listed is the endpoint's latest tools/list and when it answered, for
+	// the lists that follow within listReuse.
+	listed   []string
+	listedAt time.Time
 	// Two remote clients, connected on first use: one declares
 	// elicitation (for a Desktop that did), one does not, so the endpoint
 	// never asks a question the Desktop cannot put to the user.
@@ -511,6 +515,12 @@ func (b *Bridge) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 // endpoint that does not answer must not hold the Desktop's start.
 const listTimeout = 5 * time.Second
 
+// listReuse is how long the endpoint's tools/list answers the Desktop's
+// lists: a Desktop lists tools and then templates at start, and each
+// endpoint list costs an unscoped key a rate-limit unit. A scope change
+// shows within it.
+const listReuse = 10 * time.Second
+
 // remoteTools asks the endpoint which tools the key may call: the names of
 // its tools/list, which the endpoint narrows to the key's tool scope. ok is
 // false without a key, or when the endpoint did not list (down, slow, the
@@ -520,24 +530,37 @@ func (b *Bridge) remoteTools(ctx context.Context) (names []string, ok bool) {
 	if b.opts.APIKey == "" {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(listTimeout, b.opts.Timeout))
+	b.mu.Lock()
+	if b.listed != nil && time.Since(b.listedAt) < listReuse {
+		names = b.listed
+		b.mu.Unlock()
+		return names, true
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(withAnswerLog(ctx), min(listTimeout, b.opts.Timeout))
 	defer cancel()
 	c, err := b.client(ctx, false)
 	if err != nil {
-		b.log.Warn("endpoint tools/list", "error", err.Error())
+		b.log.Warn("endpoint tools/list", "answer", b.classify(ctx, err).Message, "error", err.Error())
 		return nil, false
 	}
 	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
-		if !rpcErr(err) {
-			b.drop(c)
+		if rpcErr(err) { // the endpoint's own refusal: its message says it
+			b.log.Warn("endpoint tools/list", "error", err.Error())
+			return nil, false
 		}
-		b.log.Warn("endpoint tools/list", "error", err.Error())
+		b.drop(c)
+		b.log.Warn("endpoint tools/list", "answer", b.classify(ctx, err).Message, "error", err.Error())
 		return nil, false
 	}
+	names = []string{} // listed, even if empty
 	for _, t := range res.Tools {
 		names = append(names, t.Name)
 	}
+	b.mu.Lock()
+	b.listed, b.listedAt = names, time.Now()
+	b.mu.Unlock()
 	return names, true
 }
 
@@ -578,6 +601,17 @@ func rpcErr(err error) bool {
 // front of it refused access. The cause goes to the log (stderr), a plain
 // reason to the user.
 func (b *Bridge) unavailable(ctx context.Context, tool string, format render.Format, cause error) *mcp.CallToolResult {
+	e := b.classify(ctx, cause)
+	res := b.failure(tool, format, e)
+	// answer: what the user was told (the classified HTTP status); error:
+	// the MCP client's own wording, which may guess wrong ("legacy SSE").
+	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "answer", e.Message, "error", cause.Error())
+	return res
+}
+
+// classify is endpointError for the request of ctx, keeping the
+// endpoint's Retry-After: until it has passed the bridge asks nothing.
+func (b *Bridge) classify(ctx context.Context, cause error) *apierr.Error {
 	answer := answerFrom(ctx)
 	e := b.endpointError(cause, answer)
 	if answer != nil && answer.retryAfter > 0 && e.Retryable {
@@ -585,9 +619,7 @@ func (b *Bridge) unavailable(ctx context.Context, tool string, format render.For
 		b.retryAt = time.Now().Add(answer.retryAfter)
 		b.mu.Unlock()
 	}
-	res := b.failure(tool, format, e)
-	b.log.WarnContext(ctx, "MCP endpoint call failed", "tool", tool, "error", cause.Error())
-	return res
+	return e
 }
 
 // endpointError classifies a failed call by its cause and the endpoint's
@@ -663,7 +695,10 @@ func httpStatusError(a *endpointAnswer) *apierr.Error {
 // notMCP is the answer when BMCIS_MCP_URL names another web server or
 // path (the gateway, a missing /mcp), which no retry mends.
 func notMCP(answered string) *apierr.Error {
-	return apierr.NewServiceUnavailable(Service, "it answered the connection with "+answered+", so the URL is most likely not an MCP endpoint; check BMCIS_MCP_URL (the adapter's address, ending in /mcp)", false)
+	e := apierr.NewServiceUnavailable(Service, "it answered the connection with "+answered+", so the URL is most likely not an MCP endpoint; check BMCIS_MCP_URL (the adapter's address, ending in /mcp)", false)
+	// The user's own setting is what to fix, as for a 401.
+	e.Suggestion = "Check the extension's Server URL setting, or BMCIS_MCP_URL (ask your BMCIS administrator for the endpoint's address, ending in /mcp), then restart Claude Desktop; retrying will not help."
+	return e
 }
 
 // accessRefused is the answer to a 401 or 403 from the endpoint or a

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -370,6 +371,11 @@ func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
 				require.Equal(t, tc.reason, e["details"].(map[string]any)["reason"])
 				require.Contains(t, e["suggestion"], "API key")
 			}
+			if strings.Contains(tc.message, "not an MCP endpoint") {
+				// The user's own setting is wrong: the suggestion names it,
+				// not only "contact the administrator".
+				require.Contains(t, e["suggestion"], "Server URL setting, or BMCIS_MCP_URL")
+			}
 			if tc.resetInSecs > 0 {
 				// An HTTP date is read to the second, so 20 s may be 19.
 				require.InDelta(t, tc.resetInSecs, e["reset_in_seconds"], 1)
@@ -648,4 +654,136 @@ func TestListsWhatTheEndpointListsForTheKey(t *testing.T) {
 			require.Equal(t, tc.templates, uris)
 		})
 	}
+}
+
+// TestLogsTheEndpointsHTTPStatus: the operator's log line for a failed
+// call or list names what the user was told (the status), not only the
+// MCP client's own wording, which reads every 4xx to initialize as "likely
+// a legacy SSE server"; never the key.
+func TestLogsTheEndpointsHTTPStatus(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusTooManyRequests, "limiting requests (HTTP 429)"},
+		{http.StatusForbidden, "refused access (HTTP 403)"},
+		{http.StatusNotFound, "answered the connection with HTTP 404"},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.status)
+			}))
+			t.Cleanup(srv.Close)
+			var logs lockedBuffer
+			b := bridge.New(bridge.Options{URL: srv.URL + "/mcp", APIKey: testfake.KeyGood, KeyHint: transport.StdioKeyHint,
+				Timeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			t.Cleanup(b.Close)
+			c, err := client.NewInProcessClient(b.Server())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			ctx := context.Background()
+			require.NoError(t, c.Start(ctx))
+			_, err = c.Initialize(ctx, mcp.InitializeRequest{})
+			require.NoError(t, err)
+			_, err = c.ListTools(ctx, mcp.ListToolsRequest{})
+			require.NoError(t, err)
+			callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "backups"})
+
+			var list, call string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				switch {
+				case strings.Contains(line, "endpoint tools/list"):
+					list = line
+				case strings.Contains(line, "MCP endpoint call failed"):
+					call = line
+				}
+			}
+			require.Contains(t, list, tc.want, "%s", logs.String())
+			require.Contains(t, call, tc.want, "%s", logs.String())
+			require.NotContains(t, logs.String(), testfake.KeyGood)
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the bridge's goroutines may log to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestListKeepsTheEndpointsRetryAfter: a 429 with Retry-After to the
+// endpoint tools/list a Desktop's list asks pauses the bridge as a call's
+// does: the templates list and the first call that follow ask nothing.
+func TestListKeepsTheEndpointsRetryAfter(t *testing.T) {
+	var mu sync.Mutex
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return hits
+	}
+	c := desktop(t, bridge.Options{URL: srv.URL + "/mcp", APIKey: testfake.KeyGood, Timeout: 5 * time.Second})
+	_, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	reached := count()
+	require.Positive(t, reached)
+	_, err = c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
+	require.NoError(t, err)
+	_, env := callTool(t, c, tools.ToolSemanticSearch, map[string]any{"query": "backups"})
+	e := env["error"].(map[string]any)
+	require.Contains(t, e["message"], "Retry-After")
+	require.InDelta(t, 30, e["reset_in_seconds"], 1)
+	require.Equal(t, reached, count(), "nothing asked within the endpoint's Retry-After")
+}
+
+// TestDesktopStartAsksTheEndpointsListOnce: a Desktop lists tools, then
+// templates, at start; both narrow from one endpoint tools/list (which
+// costs an unscoped key a rate-limit unit), not one each.
+func TestDesktopStartAsksTheEndpointsListOnce(t *testing.T) {
+	target, err := url.Parse(endpoint(t))
+	require.NoError(t, err)
+	adapter := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	var mu sync.Mutex
+	lists := 0
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.Contains(string(body), `"method":"tools/list"`) {
+			mu.Lock()
+			lists++
+			mu.Unlock()
+		}
+		adapter.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	c := desktop(t, bridge.Options{URL: proxy.URL + target.Path, APIKey: testfake.KeyVendorOnly})
+	list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.Tools, 1)
+	templates, err := c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
+	require.NoError(t, err)
+	require.Len(t, templates.ResourceTemplates, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, lists)
 }
