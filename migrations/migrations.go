@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -216,23 +217,55 @@ func ConnectService(ctx context.Context, c pg.Config, svc Service, log *slog.Log
 	if _, err := ParseService(string(svc)); err != nil {
 		return nil, err
 	}
-	pool, err := Connect(ctx, c)
+	// The role is checked on a plain connection before the pool, whose
+	// connections need the migrated schema (the vector type): a superuser
+	// URL of a database not yet migrated must be refused as privileged,
+	// not sent to run `bmcisctl migrate` with it.
+	user, why, fix, err := checkServiceRole(ctx, c, svc)
 	if err != nil {
 		return nil, err
 	}
+	if c.AllowPrivileged {
+		// The role's name and what is wrong with it; never the URL.
+		attrs := []any{"role", user}
+		if why != "" {
+			attrs = append(attrs, "refused_without_it", why)
+		}
+		log.Warn(pg.EnvAllowPrivilegedLogin+" is set: the database role is not held to the service's own (development only)", attrs...)
+	} else if why != "" {
+		return nil, fmt.Errorf("%s: %s, or set %s=true on a development machine", why, fix, pg.EnvAllowPrivilegedLogin)
+	}
+	return Connect(ctx, c)
+}
+
+// checkServiceRole connects once, without the pool's type registration, and
+// returns the login's name and, when it reaches past svc's own schema, what
+// is wrong with it (why) and what a deployment does about it (fix); both are
+// empty when the role is svc's own.
+func checkServiceRole(ctx context.Context, c pg.Config, svc Service) (user, why, fix string, err error) {
+	cc, err := pgx.ParseConfig(c.URL)
+	if err != nil {
+		return "", "", "", errors.New("parse DATABASE_URL: not a valid PostgreSQL connection string")
+	}
+	if c.ConnectTimeout > 0 {
+		cc.ConnectTimeout = c.ConnectTimeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return "", "", "", fmt.Errorf("connect to database: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	groups := []string{BackupRole}
 	for _, s := range Services {
 		groups = append(groups, s.GroupRole())
 	}
-	var user string
 	var privileged bool
 	var memberOf []string
-	if err := pool.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls,
+	if err := conn.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls,
 			ARRAY(SELECT g FROM unnest($1::text[]) AS g
 			      WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = g) AND pg_has_role(current_user, g, 'MEMBER') ORDER BY g)
 		FROM pg_roles WHERE rolname = current_user`, groups).Scan(&user, &privileged, &memberOf); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("check database role: %w", err)
+		return "", "", "", fmt.Errorf("check database role: %w", err)
 	}
 	var others []string
 	for _, g := range memberOf {
@@ -240,8 +273,6 @@ func ConnectService(ctx context.Context, c pg.Config, svc Service, log *slog.Log
 			others = append(others, g)
 		}
 	}
-	// why is what is wrong with the role, fix what a deployment does about it.
-	var why, fix string
 	switch {
 	case privileged:
 		why = fmt.Sprintf("DATABASE_URL connects as %s, a superuser or a role that creates roles or databases", user)
@@ -254,18 +285,5 @@ func ConnectService(ctx context.Context, c pg.Config, svc Service, log *slog.Log
 		fix = fmt.Sprintf("give the %s service a role of its own, a member of %s only (docs/DEPLOY.md, \"Database roles\")",
 			svc, svc.GroupRole())
 	}
-	if c.AllowPrivileged {
-		// The role's name and what is wrong with it; never the URL.
-		attrs := []any{"role", user}
-		if why != "" {
-			attrs = append(attrs, "refused_without_it", why)
-		}
-		log.Warn(pg.EnvAllowPrivilegedLogin+" is set: the database role is not held to the service's own (development only)", attrs...)
-		return pool, nil
-	}
-	if why != "" {
-		pool.Close()
-		return nil, fmt.Errorf("%s: %s, or set %s=true on a development machine", why, fix, pg.EnvAllowPrivilegedLogin)
-	}
-	return pool, nil
+	return user, why, fix, nil
 }

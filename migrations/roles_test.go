@@ -332,6 +332,37 @@ func TestPrivilegedLoginNeedsItsOwnSwitch(t *testing.T) {
 	}
 }
 
+// A superuser login is refused before anything that needs the schema: on a
+// database that is not migrated (no vector type to register) the operator
+// sees the privileged-login refusal, not "run `bmcisctl migrate`".
+func TestPrivilegedRefusalComesBeforeTheSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL := testdb.NewEmpty(t)
+	for _, tc := range []struct {
+		name    string
+		secrets bool
+	}{
+		{"neither", false},
+		{"secrets only", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"DATABASE_URL": dbURL, "DATABASE_CONNECT_TIMEOUT": "5s", "DATABASE_MAX_CONNS": "2"}
+			if tc.secrets {
+				env[config.EnvAllowInsecureSecrets] = "true"
+			}
+			r := config.FromMap(env)
+			c := pg.LoadConfig(r)
+			require.NoError(t, r.Err())
+			pool, err := migrations.ConnectService(ctx, c, migrations.Search, discard)
+			require.Nil(t, pool)
+			require.ErrorContains(t, err, ", a superuser")
+			require.ErrorContains(t, err, "or set "+pg.EnvAllowPrivilegedLogin+"=true on a development machine")
+			require.NotContains(t, err.Error(), "pgvector")
+		})
+	}
+}
+
 // A service refuses, at start, a login that reaches past its own schema
 // without being privileged: one in another service's group as well as its
 // own (the migration role is in every group), or one in none but
