@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/pg"
 )
 
@@ -233,7 +234,13 @@ func ConnectService(ctx context.Context, c pg.Config, svc Service, log *slog.Log
 		}
 		log.Warn(pg.EnvAllowPrivilegedLogin+" is set: the database role is not held to the service's own (development only)", attrs...)
 	} else if why != "" {
-		return nil, fmt.Errorf("%s: %s, or set %s=true on a development machine", why, fix, pg.EnvAllowPrivilegedLogin)
+		// An operator who relied on the secrets switch, which allowed this
+		// until it was split (docs/UPGRADE.md), is told it changed.
+		var changed string
+		if c.InsecureSecretsAllowed {
+			changed = " (" + config.EnvAllowInsecureSecrets + " no longer allows this)"
+		}
+		return nil, fmt.Errorf("%s: %s, or set %s=true on a development machine%s", why, fix, pg.EnvAllowPrivilegedLogin, changed)
 	}
 	return Connect(ctx, c)
 }

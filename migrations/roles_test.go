@@ -313,6 +313,13 @@ func TestPrivilegedLoginNeedsItsOwnSwitch(t *testing.T) {
 			if !tc.connects {
 				require.ErrorContains(t, err, "DATABASE_URL connects as "+superuser+", a superuser")
 				require.ErrorContains(t, err, "or set "+pg.EnvAllowPrivilegedLogin+"=true on a development machine")
+				// An operator who relied on the secrets switch is told it changed.
+				const changed = "(" + config.EnvAllowInsecureSecrets + " no longer allows this)"
+				if tc.secrets {
+					require.ErrorContains(t, err, changed)
+				} else {
+					require.NotContains(t, err.Error(), changed)
+				}
 				require.NotContains(t, err.Error(), password)
 				require.Empty(t, logs.String())
 				return

@@ -37,6 +37,10 @@ type Config struct {
 	// than its own: development only (EnvAllowPrivilegedLogin;
 	// migrations.ConnectService).
 	AllowPrivileged bool
+	// InsecureSecretsAllowed is config.EnvAllowInsecureSecrets, which once
+	// allowed a privileged login too: kept only so that the refusal can say
+	// it no longer does.
+	InsecureSecretsAllowed bool
 }
 
 // EnvAllowPrivilegedLogin lets a service on a development machine connect
@@ -48,10 +52,11 @@ const EnvAllowPrivilegedLogin = "BMCIS_ALLOW_PRIVILEGED_DB_LOGIN"
 // LoadConfig reads the database settings; problems are recorded in env.
 func LoadConfig(env *config.Reader) Config {
 	c := Config{
-		URL:             env.Required("DATABASE_URL"),
-		MaxConns:        env.Int("DATABASE_MAX_CONNS", 10, 1, 1000),
-		ConnectTimeout:  env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
-		AllowPrivileged: env.Bool(EnvAllowPrivilegedLogin, false),
+		URL:                    env.Required("DATABASE_URL"),
+		MaxConns:               env.Int("DATABASE_MAX_CONNS", 10, 1, 1000),
+		ConnectTimeout:         env.Duration("DATABASE_CONNECT_TIMEOUT", 2*time.Second, 100*time.Millisecond, time.Minute),
+		AllowPrivileged:        env.Bool(EnvAllowPrivilegedLogin, false),
+		InsecureSecretsAllowed: env.InsecureSecretsAllowed(),
 	}
 	if c.URL != "" {
 		pc, err := pgxpool.ParseConfig(c.URL)
