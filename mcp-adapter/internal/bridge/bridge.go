@@ -695,7 +695,10 @@ func httpStatusError(a *endpointAnswer) *apierr.Error {
 // notMCP is the answer when BMCIS_MCP_URL names another web server or
 // path (the gateway, a missing /mcp), which no retry mends.
 func notMCP(answered string) *apierr.Error {
-	e := apierr.NewServiceUnavailable(Service, "it answered the connection with "+answered+", so the URL is most likely not an MCP endpoint; check BMCIS_MCP_URL (the adapter's address, ending in /mcp)", false)
+	e := apierr.NewServiceUnavailable(Service, "", false)
+	// Something answered, so no service is down: the URL is what is wrong.
+	// The code and the details stay SERVICE_UNAVAILABLE's.
+	e.Message = "BMCIS_MCP_URL does not name an MCP endpoint: it answered " + answered + "; it should be the adapter's address, ending in /mcp."
 	// The user's own setting is what to fix, as for a 401.
 	e.Suggestion = "Check the extension's Server URL setting, or BMCIS_MCP_URL (ask your BMCIS administrator for the endpoint's address, ending in /mcp), then restart Claude Desktop; retrying will not help."
 	return e

@@ -150,7 +150,7 @@ func TestFailuresAreEnvelopes(t *testing.T) {
 		{"unreachable", dead, testfake.KeyGood, "SERVICE_UNAVAILABLE", "could not be reached", true},
 		{"HTTP 503", unavailable.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "answered with an error", true},
 		{"timeout", slow.URL, testfake.KeyGood, "SERVICE_UNAVAILABLE", "did not answer in time", true},
-		{"not an MCP endpoint", notMCP.URL + "/v1", testfake.KeyGood, "SERVICE_UNAVAILABLE", "most likely not an MCP endpoint; check BMCIS_MCP_URL", false},
+		{"not an MCP endpoint", notMCP.URL + "/v1", testfake.KeyGood, "SERVICE_UNAVAILABLE", "BMCIS_MCP_URL does not name an MCP endpoint: it answered HTTP 404", false},
 		{"no key", dead, "", "AUTH_REQUIRED", "API key", false},
 	}
 	for _, tc := range cases {
@@ -333,14 +333,14 @@ func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
 	}{
 		{name: "401 from a proxy", status: 401, code: "AUTH_INVALID", reason: "HTTP_401", message: "refused the API key (HTTP 401)"},
 		{name: "403 from a WAF", status: 403, code: "AUTH_INVALID", reason: "HTTP_403", message: "refused access (HTTP 403)"},
-		{name: "404", status: 404, code: "SERVICE_UNAVAILABLE", message: "HTTP 404, so the URL is most likely not an MCP endpoint"},
-		{name: "405", status: 405, code: "SERVICE_UNAVAILABLE", message: "HTTP 405, so the URL is most likely not an MCP endpoint"},
-		{name: "400 without JSON-RPC", status: 400, body: "bad request", code: "SERVICE_UNAVAILABLE", message: "HTTP 400, so the URL is most likely not an MCP endpoint"},
+		{name: "404", status: 404, code: "SERVICE_UNAVAILABLE", message: "BMCIS_MCP_URL does not name an MCP endpoint: it answered HTTP 404"},
+		{name: "405", status: 405, code: "SERVICE_UNAVAILABLE", message: "BMCIS_MCP_URL does not name an MCP endpoint: it answered HTTP 405"},
+		{name: "400 without JSON-RPC", status: 400, body: "bad request", code: "SERVICE_UNAVAILABLE", message: "BMCIS_MCP_URL does not name an MCP endpoint: it answered HTTP 400"},
 		{name: "400 with a JSON-RPC error", status: 400, header: map[string]string{"Content-Type": "application/json"},
 			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Unsupported protocol version"}}`,
 			code: "SERVICE_UNAVAILABLE", message: "HTTP 400 with a JSON-RPC error), most likely a protocol version"},
 		{name: "200 HTML page", status: 200, header: map[string]string{"Content-Type": "text/html"}, body: "<html></html>",
-			code: "SERVICE_UNAVAILABLE", message: "HTTP 200 with text/html, so the URL is most likely not an MCP endpoint"},
+			code: "SERVICE_UNAVAILABLE", message: "BMCIS_MCP_URL does not name an MCP endpoint: it answered HTTP 200 with text/html"},
 		{name: "408", status: 408, code: "SERVICE_UNAVAILABLE", message: "gave up waiting for the request (HTTP 408)", retryable: true},
 		{name: "429 without Retry-After", status: 429, code: "SERVICE_UNAVAILABLE", message: "limiting requests (HTTP 429)", retryable: true},
 		{name: "429 with Retry-After", status: 429, header: map[string]string{"Retry-After": "7"}, code: "SERVICE_UNAVAILABLE", message: "limiting requests (HTTP 429)", retryable: true, resetInSecs: 7},
@@ -375,6 +375,9 @@ func TestClassifiesTheEndpointsHTTPStatus(t *testing.T) {
 				// The user's own setting is wrong: the suggestion names it,
 				// not only "contact the administrator".
 				require.Contains(t, e["suggestion"], "Server URL setting, or BMCIS_MCP_URL")
+				// The endpoint answered: it is the URL that is wrong, not
+				// a service that is down.
+				require.NotContains(t, e["message"], "unavailable")
 			}
 			if tc.resetInSecs > 0 {
 				// An HTTP date is read to the second, so 20 s may be 19.
@@ -667,7 +670,7 @@ func TestLogsTheEndpointsHTTPStatus(t *testing.T) {
 	}{
 		{http.StatusTooManyRequests, "limiting requests (HTTP 429)"},
 		{http.StatusForbidden, "refused access (HTTP 403)"},
-		{http.StatusNotFound, "answered the connection with HTTP 404"},
+		{http.StatusNotFound, "does not name an MCP endpoint: it answered HTTP 404"},
 	} {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
