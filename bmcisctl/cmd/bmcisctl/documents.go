@@ -117,7 +117,7 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	// The ingest credential first: without it nothing can be listed, so a
 	// missing one is named before the auth service is asked anything.
-	if err := needIngest("documents reads the lists with ListDocuments, which only the ingest credential may call"); err != nil {
+	if err := needCredential(envIngestToken, "documents reads the lists with ListDocuments, which only the ingest credential may call"); err != nil {
 		return err
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)
@@ -178,10 +178,11 @@ func runDocumentsList(ctx context.Context, args []string, stdout, stderr io.Writ
 	return tw.Flush()
 }
 
-// needIngest is nil when the ingest credential is set, else the usage
-// error naming it, with why the command cannot go on without it.
-func needIngest(why string) error {
-	if _, err := credential(envIngestToken); err != nil {
+// needCredential is nil when the credential named by env var name is set,
+// else the usage error naming it, followed by why the command cannot go on
+// without it: one sentence, "usage:" only at its start.
+func needCredential(name, why string) error {
+	if _, err := credential(name); err != nil {
 		return fmt.Errorf("%w; %s", err, why)
 	}
 	return nil
@@ -289,8 +290,8 @@ func readerScope(ctx context.Context, v string) (*searchv1.ReadScope, *authv1.Ap
 		}
 		return &searchv1.ReadScope{Access: set}, nil, nil
 	}
-	if _, err := credential(envAdminToken); err != nil {
-		return nil, nil, fmt.Errorf("--readable-by %s names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential: %w", v, err)
+	if err := needCredential(envAdminToken, "--readable-by "+v+" names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential"); err != nil {
+		return nil, nil, err
 	}
 	client, ctx, done, err := keysClient(ctx)
 	if err != nil {
@@ -362,7 +363,7 @@ func runDocumentsShow(ctx context.Context, args []string, stdout, stderr io.Writ
 	// ingest credential may call (platform/rpcauth): without it there is
 	// nothing to show. The keys (ListKeys) are the admin credential's
 	// alone; without that one the rest is still shown (below).
-	if err := needIngest("documents show reads the document and its access list with GetDocument, which only the ingest credential may call"); err != nil {
+	if err := needCredential(envIngestToken, "documents show reads the document and its access list with GetDocument, which only the ingest credential may call"); err != nil {
 		return err
 	}
 	c, closeConn, err := searchDial(*addr, envIngestToken)

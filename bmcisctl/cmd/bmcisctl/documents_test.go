@@ -345,8 +345,11 @@ func TestDocumentsAndWhoMayRead(t *testing.T) {
 		t.Setenv(envCredentialsFile, filepath.Join(t.TempDir(), "none.json"))
 		code, out, errOut := ctlRun(t, "documents", "--readable-by", hrKey)
 		require.Equal(t, exitUsage, code, out)
-		require.Contains(t, errOut, "--readable-by "+hrKey+" names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential: ")
-		require.Contains(t, errOut, "BMCIS_ADMIN_TOKEN is not set")
+		// One sentence: what is missing, then why this needs it; "usage:"
+		// only where the message starts.
+		require.True(t, strings.HasPrefix(errOut, "bmcisctl documents: usage: BMCIS_ADMIN_TOKEN is not set"), errOut)
+		require.Contains(t, errOut, "; --readable-by "+hrKey+" names an API key, whose groups and category scope come from the auth service's ListKeys with the admin credential\n")
+		require.Equal(t, 1, strings.Count(errOut, "usage:"), errOut)
 		require.Empty(t, out)
 		require.Equal(t, []string{"hr", "hr-sec"}, ids(listedDocs(t, "--readable-by", "group:hr", "--principal", "group:hr", "--prefix", "hr")),
 			"a set given directly needs no admin credential")
