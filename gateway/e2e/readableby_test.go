@@ -132,12 +132,14 @@ func TestReadableByIsWhatAKeyFinds(t *testing.T) {
 		require.Equal(t, []string{"both", "hr", "hr-sec", "pub", "sec"}, listedReadable(t, s, id))
 		out := s.st.Ctl(t, "documents", "--readable-by", id)
 		require.True(t, strings.HasPrefix(out, "API key "+id+": tools find_vendor_info; reads text: no; "), "%s", out)
-		for _, r := range []response{
-			s.do("POST", "/v1/search", `{"query":"wombat","mode":"RETRIEVAL_MODE_BM25"}`, rest.HeaderAPIKey, key),
-			s.do("GET", "/v1/chunks?"+chunks.Encode(), "", rest.HeaderAPIKey, key),
+		for tool, r := range map[string]response{
+			"semantic_search": s.do("POST", "/v1/search", `{"query":"wombat","mode":"RETRIEVAL_MODE_BM25"}`, rest.HeaderAPIKey, key),
+			"get_chunks":      s.do("GET", "/v1/chunks?"+chunks.Encode(), "", rest.HeaderAPIKey, key),
 		} {
 			require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
 			require.Contains(t, string(r.body), "TOOL_NOT_ALLOWED")
+			// The tool is named, as the MCP adapter's refusal names it.
+			require.Contains(t, string(r.body), "This API key may not use "+tool+"; it may use: find_vendor_info.")
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,10 +41,24 @@ const (
 	// MsgAuthThrottled refuses an unverified key from a client address
 	// that made too many failed checks lately.
 	MsgAuthThrottled = "Too many failed API key checks from your address; please retry later."
-	// MsgToolNotAllowed starts the refusal of a tool outside the key's tool
-	// scope; the tools the key may use follow.
-	MsgToolNotAllowed = "This API key may not use this tool"
 )
+
+// toolNotAllowed is the refusal of tool, outside the key's tool scope, with
+// the tools the key may use. It names the tool as the MCP adapter's refusal
+// does, so REST callers read the same; a name that is no tool (the caller's
+// text) is not echoed.
+func toolNotAllowed(tool string, allowed []string) string {
+	var refused string
+	switch {
+	case tool == "":
+		refused = "This API key may not be used without naming a tool"
+	case slices.Contains(Tools, tool):
+		refused = "This API key may not use " + tool
+	default:
+		refused = "This API key may not use this tool"
+	}
+	return refused + "; it may use: " + strings.Join(allowed, ", ") + "."
+}
 
 // Tools are the names a key's tool scope may list: the MCP tools, which the
 // REST routes also name for the reads they stand for.
@@ -199,8 +214,8 @@ func (s *Server) decide(ctx context.Context, req *authv1.CheckRequest, verdict k
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_AUTH_REVOKED, MsgAuthRevoked, k, req), nil
 	}
 	// Before the limiter: a call the key may not make costs it nothing.
-	if !k.Scopes.AllowsTool(strings.TrimSpace(req.GetTool())) {
-		msg := MsgToolNotAllowed + "; it may use: " + strings.Join(k.Scopes.Tools, ", ") + "."
+	if tool := strings.TrimSpace(req.GetTool()); !k.Scopes.AllowsTool(tool) {
+		msg := toolNotAllowed(tool, k.Scopes.Tools)
 		return s.deny(ctx, authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED, msg, k, req), nil
 	}
 

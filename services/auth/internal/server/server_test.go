@@ -175,13 +175,18 @@ func TestKeyScopes(t *testing.T) {
 		name, key, tool string
 		allowed         bool
 		scopes          *authv1.Scopes
+		refusal         string // the deny message, naming the tool asked about
 	}{
-		{"unscoped key, any tool", open, "find_vendor_info", true, nil},
-		{"unscoped key, no tool", open, "", true, nil},
-		{"scoped key, its tool", scoped, "get_chunks", true, want},
-		{"scoped key, another tool", scoped, "find_vendor_info", false, want},
-		{"scoped key, no tool named", scoped, "", false, want},
-		{"category-only key, any tool", catsOnly, "find_vendor_info", true, &authv1.Scopes{Categories: []string{"hr"}}},
+		{"unscoped key, any tool", open, "find_vendor_info", true, nil, ""},
+		{"unscoped key, no tool", open, "", true, nil, ""},
+		{"scoped key, its tool", scoped, "get_chunks", true, want, ""},
+		{"scoped key, another tool", scoped, "find_vendor_info", false, want,
+			"This API key may not use find_vendor_info; it may use: semantic_search, get_chunks."},
+		{"scoped key, no tool named", scoped, "", false, want,
+			"This API key may not be used without naming a tool; it may use: semantic_search, get_chunks."},
+		{"scoped key, a name that is no tool", scoped, "drop_tables", false, want,
+			"This API key may not use this tool; it may use: semantic_search, get_chunks."},
+		{"category-only key, any tool", catsOnly, "find_vendor_info", true, &authv1.Scopes{Categories: []string{"hr"}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,7 +195,7 @@ func TestKeyScopes(t *testing.T) {
 			require.True(t, proto.Equal(tc.scopes, resp.GetScopes()), "scopes: %v", resp.GetScopes())
 			if !tc.allowed {
 				require.Equal(t, authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED, resp.GetDenialReason())
-				require.Equal(t, server.MsgToolNotAllowed+"; it may use: semantic_search, get_chunks.", resp.GetMessage())
+				require.Equal(t, tc.refusal, resp.GetMessage())
 			}
 		})
 	}
