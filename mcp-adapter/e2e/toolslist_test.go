@@ -69,11 +69,16 @@ func TestToolsListShowsTheKeysTools(t *testing.T) {
 }
 
 // What a tools/list costs: nothing for a key limited to tools (auth
-// refuses the list's check before its limiter), one unit for an unscoped
-// key, like any request.
+// refuses the list's check before its limiter); one unit for an unscoped
+// key's first list, like any request, and nothing for its lists while the
+// allow cache remembers that check (BMCIS_AUTH_ALLOW_CACHE_TTL): its two
+// lists cost one unit, so one of its two units is left for a call. A
+// refused call forgets the remembered list, so a spent key's next list
+// gets its refusal.
 func TestToolsListCost(t *testing.T) {
 	s := demo(t)
-	a := adapterHTTP(t, s, map[string]string{"BMCIS_AUTH_ALLOW_CACHE_TTL": "0s"})
+	// Longer than the test, on a slow machine too.
+	a := adapterHTTP(t, s, map[string]string{"BMCIS_AUTH_ALLOW_CACHE_TTL": "30s"})
 	const perMinute = 2
 	scoped := s.CreateKey(t, stacktest.Key{Name: "toolslist-cost-scoped", Tools: []string{"find_vendor_info"}, PerMinute: perMinute, PerHour: 100, PerDay: 100})
 	c := httpClient(t, a, map[string]string{"X-API-Key": scoped})
@@ -93,6 +98,8 @@ func TestToolsListCost(t *testing.T) {
 		_, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 		require.NoError(t, err)
 	}
+	require.Equal(t, "success", status(callTool(t, c, "find_vendor_info", map[string]any{"vendor_name": "Globex"})),
+		"the second list cost nothing: a unit is left")
 	env := callTool(t, c, "find_vendor_info", map[string]any{"vendor_name": "Globex"})
 	require.Equal(t, "RATE_LIMIT", code(env))
 	_, err := c.ListTools(ctx, mcp.ListToolsRequest{})

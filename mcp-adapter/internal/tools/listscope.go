@@ -19,6 +19,10 @@ const OpToolsList = "tools/list"
 // toolNames are every tool the server has, in the order it lists them.
 var toolNames = []string{ToolSemanticSearch, ToolFindVendorInfo, ToolGetChunks}
 
+// listScopeOps are the allow cache's operations whose remembered allow
+// tells a list the key's scope: any tool's, then an earlier list's.
+var listScopeOps = append(slices.Clone(toolNames), OpToolsList)
+
 // ListScope says which tools the caller in ctx may call: nil for all of
 // them (also for a caller without a credential: the catalog is public and
 // each call then answers AUTH_REQUIRED with how to supply a key), or the
@@ -30,18 +34,19 @@ type ListScope func(ctx context.Context) (allowed []string, e *apierr.Error)
 func NewListScope(opts Options) ListScope { return newServer(opts).listScope }
 
 // listScope reads the caller's tool scope. Cost, decided once: a check the
-// allow cache still remembers for any tool of the key answers without
-// asking auth; otherwise one auth.Check names OpToolsList as its tool,
-// which auth refuses for a key limited to tools before its rate limiter
-// (free of charge, and the refusal names the key's tools: auth's contract,
-// CheckRequest.tool), and charges an unscoped key one rate-limit unit like
-// any request. No new auth RPC is needed.
+// allow cache still remembers for any tool of the key, or for an earlier
+// list, answers without asking auth; otherwise one auth.Check names
+// OpToolsList as its tool, which auth refuses for a key limited to tools
+// before its rate limiter (free of charge, and the refusal names the key's
+// tools: auth's contract, CheckRequest.tool), and charges an unscoped key
+// one rate-limit unit like any request, once per allow cache TTL. No new
+// auth RPC is needed.
 func (s *Server) listScope(ctx context.Context) ([]string, *apierr.Error) {
 	key := s.opts.Key(ctx)
 	if key == "" {
 		return nil, nil
 	}
-	if sc, ok := s.opts.AllowCache.Remembered(key, toolNames); ok {
+	if sc, ok := s.opts.AllowCache.Remembered(key, listScopeOps); ok {
 		return sc.Tools, nil
 	}
 	resp, err := s.clients.Check(ctx, key, OpToolsList)
@@ -51,6 +56,12 @@ func (s *Server) listScope(ctx context.Context) ([]string, *apierr.Error) {
 	tools := resp.GetScopes().GetTools()
 	switch {
 	case resp.GetAllowed():
+		if !resp.GetLimiterDegraded() { // units unknown: not remembered, as for a call
+			// Only lists read it (Remembered): a call takes early starts and
+			// lease units under its tool's name, never OpToolsList
+			// (guarded), and a refused call forgets it.
+			s.opts.AllowCache.Allowed(key, OpToolsList, leastRemaining(resp.GetRemaining()), checkScope(resp))
+		}
 		return tools, nil
 	case resp.GetDenialReason() == authv1.DenialReason_DENIAL_REASON_TOOL_NOT_ALLOWED && len(tools) > 0:
 		return tools, nil

@@ -302,6 +302,12 @@ func withReadScope(ctx context.Context, sc allowcache.Scope) context.Context {
 	return readscope.WithAccess(readscope.With(ctx, sc.Categories), sc.Access)
 }
 
+// checkScope is the scope an allowed check answered with: the key's
+// categories and tools, the caller's access set.
+func checkScope(resp *authv1.CheckResponse) allowcache.Scope {
+	return allowcache.NewScope(resp.GetScopes().GetCategories(), resp.GetPrincipal().GetAccess(), resp.GetScopes().GetTools())
+}
+
 // guarded runs the auth check, then the backend call (nil for none): no
 // backend work starts for a key auth has not allowed. A call that spends a
 // unit of the key's lease (allowcache.Spend) is not checked: auth charged
@@ -341,7 +347,9 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 	ch := make(chan result, 1)
 	var remembered allowcache.Scope
 	early := false
-	if call != nil {
+	// A list's remembered allow (listScope) is for lists only: it never
+	// starts a call's work early.
+	if call != nil && op != OpToolsList {
 		remembered, early = s.opts.AllowCache.Take(key, op)
 	}
 	if early {
@@ -350,10 +358,12 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 			ch <- result{v, err}
 		}()
 	}
-	// refuse drops the early call, if any, and forgets the key.
+	// refuse drops the early call, if any, and forgets the key, for its
+	// lists too: a spent or revoked key's next list asks auth again.
 	refuse := func() {
 		cancel()
 		s.opts.AllowCache.Forget(key, op)
+		s.opts.AllowCache.Forget(key, OpToolsList)
 		if early {
 			s.opts.AllowCache.Settled(false)
 		}
@@ -369,8 +379,7 @@ func guarded[T any](ctx context.Context, s *Server, op string, call func(context
 		return zero, authInfo{}, s.denial(resp, op), nil
 	}
 	notePrincipal(ctx, resp.GetPrincipal())
-	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(),
-		scope: allowcache.NewScope(resp.GetScopes().GetCategories(), resp.GetPrincipal().GetAccess(), resp.GetScopes().GetTools())}
+	info := authInfo{degraded: resp.GetLimiterDegraded(), staleKey: resp.GetKeyRecordStale(), scope: checkScope(resp)}
 	if tools := resp.GetScopes().GetTools(); len(tools) > 0 && !slices.Contains(tools, op) {
 		// The auth service refuses this already; an answer remembered for
 		// another tool must not let it through.
