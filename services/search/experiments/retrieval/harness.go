@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -440,4 +441,19 @@ func resortTop(fused []fusion.Result, score []float64) []int64 {
 		out = append(out, r.ChunkID)
 	}
 	return out
+}
+
+// sentenceEnd ends a sentence: a full stop, question or exclamation mark
+// followed by white space and a capital letter or a digit.
+var sentenceEnd = regexp.MustCompile(`[.!?]\s+[A-Z0-9]`)
+
+// edgeSentences is a text's first and last sentence ("" when it has one
+// sentence only: then the whole text is the first).
+func edgeSentences(text string) (lead, last string) {
+	text = strings.TrimSpace(text)
+	ends := sentenceEnd.FindAllStringIndex(text, -1)
+	if len(ends) == 0 {
+		return text, ""
+	}
+	return text[:ends[0][0]+1], text[ends[len(ends)-1][1]-1:]
 }
