@@ -46,3 +46,25 @@ func TestRepeatedListsAskAuthOnce(t *testing.T) {
 	require.Nil(t, e)
 	require.Equal(t, 2, lists(), "a failed call's key is asked about again")
 }
+
+// A refused call forgets the list's memory and its own tool's allow, not
+// another tool's: that allow still answers the key's lists until it ends
+// (BMCIS_AUTH_ALLOW_CACHE_TTL), the staleness bound MCP.md states.
+func TestListAfterARefusalReadsAnotherToolsAllow(t *testing.T) {
+	cache := allowcache.New(time.Minute, allowcache.DefaultMaxEntries)
+	var scope tools.ListScope
+	h := newHarness(t, func(o *tools.Options) {
+		o.AllowCache = cache
+		scope = tools.NewListScope(*o)
+	})
+	lists := func() int {
+		return len(slices.DeleteFunc(h.env.Auth.Operations(), func(op string) bool { return op != tools.OpToolsList }))
+	}
+	require.Equal(t, "success", h.call(tools.ToolGetChunks, map[string]any{"chunk_ids": []any{1001}}).status())
+	h.env.Auth.FailNext(statusErr(codes.PermissionDenied, "refused"))
+	require.NotEqual(t, "success", h.call(tools.ToolSemanticSearch, map[string]any{"query": "backups"}).status())
+	allowed, e := scope(context.Background())
+	require.Nil(t, e)
+	require.Nil(t, allowed, "every tool, as get_chunks was allowed")
+	require.Zero(t, lists(), "answered from get_chunks's remembered allow")
+}
