@@ -281,13 +281,17 @@ func (e *Error) WithRetryAfter(seconds int) *Error {
 }
 
 // retrySuggestion says when to retry and what works meanwhile: search and
-// vendorgraph each serve only some tools, while every call needs auth, the
-// adapter and (through the Desktop bridge) the endpoint.
+// vendorgraph each serve only some tools, while every call needs auth and
+// (through the Desktop bridge) the endpoint; another failure (the
+// adapter's own, for one answer) says nothing of the other tools.
 func retrySuggestion(service, when string) string {
-	if service == string(Search) || service == string(VendorGraph) {
+	switch Service(service) {
+	case Search, VendorGraph:
 		return "Retry in " + when + "; other tools keep working."
+	case Auth, Endpoint:
+		return "Retry in " + when + "; no tool can answer until it is back."
 	}
-	return "Retry in " + when + "; no tool can answer until it is back."
+	return "Retry in " + when + "."
 }
 
 // NewAccessRefused is the answer when the remote endpoint, or a proxy in
@@ -315,6 +319,8 @@ const (
 	Search      Service = "search"
 	VendorGraph Service = "vendorgraph"
 	Auth        Service = "auth"
+	// Endpoint is the remote adapter the Desktop bridge forwards to.
+	Endpoint Service = "BMCIS MCP endpoint"
 )
 
 // FromBackend maps a backend call's failure to an answer. Vendor-specific

@@ -56,7 +56,7 @@ import (
 )
 
 // Service names the endpoint in SERVICE_UNAVAILABLE answers.
-const Service = "BMCIS MCP endpoint"
+const Service = string(apierr.Endpoint)
 
 // Options configure the bridge.
 type Options struct {
