@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/bmcis/knowledge/gateway/internal/apierror"
 	authv1 "github.com/bmcis/knowledge/gen/go/bmcis/auth/v1"
 	"github.com/bmcis/knowledge/platform/cacheowner"
+	"github.com/bmcis/knowledge/platform/clientaddr"
 	"github.com/bmcis/knowledge/platform/grpcclient"
 	"github.com/bmcis/knowledge/platform/logging"
 	"github.com/bmcis/knowledge/platform/ratelimit"
@@ -113,17 +113,10 @@ func (e *Edge) authorize(w http.ResponseWriter, r *http.Request, access Access, 
 	}
 }
 
-// remoteHost is the address of the client's connection, without the port:
-// auth budgets failed checks by it. Forwarding headers are not read (any
-// client can write them); behind a proxy every caller shares the proxy's
-// address, and BMCIS_AUTH_FAILED_CHECKS_PER_CLIENT=0 turns the budget off.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return ""
-	}
-	return host
-}
+// remoteHost is the client's address, without the port
+// (platform/clientaddr): the connection's, or what a trusted proxy
+// (BMCIS_TRUSTED_PROXIES) forwarded; auth budgets failed checks by it.
+func remoteHost(r *http.Request) string { return clientaddr.Of(r) }
 
 // check calls auth.Check; a failure to get a verdict fails closed.
 func (e *Edge) check(ctx context.Context, key, clientAddress, operation, tool string) (*authv1.CheckResponse, error) {

@@ -111,8 +111,9 @@ func New(cfg settings.Config, log *slog.Logger, metrics *edgemetrics.Metrics, co
 	})
 	e.mux.Handle("/v1/", e.rest)
 	e.mux.HandleFunc("/", e.NotFound)
-	// Every request but probes gets a server span (platform/tracing).
-	e.handler = tracing.HTTPHandler(e.outer(e.cors(e.security(e.mux))), "gateway")
+	// Every request but probes gets a server span (platform/tracing); the
+	// client's address is resolved first, for auth and the audit trail.
+	e.handler = cfg.TrustedProxies.Handler(tracing.HTTPHandler(e.outer(e.cors(e.security(e.mux))), "gateway"))
 	return e, nil
 }
 

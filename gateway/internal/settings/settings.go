@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmcis/knowledge/gateway/internal/backends"
 	"github.com/bmcis/knowledge/platform/auditlog"
+	"github.com/bmcis/knowledge/platform/clientaddr"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/origin"
@@ -53,6 +54,9 @@ type Config struct {
 	// headers (BMCIS_GATEWAY_ALLOWED_ORIGINS): an Origin neither here, in
 	// CORSOrigins nor one of the listener's own loopback origins answers 403.
 	AllowedOrigins []string
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (BMCIS_TRUSTED_PROXIES, platform/clientaddr); none by default.
+	TrustedProxies clientaddr.Proxies
 	// MaxBodyBytes caps a request body (BMCIS_GATEWAY_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// MaxUploadBytes caps the body of the upload route, one file or a zip
@@ -120,6 +124,7 @@ func Load(env *config.Reader) Config {
 		Audit:           auditlog.LoadSettings(env),
 		CORSOrigins:     env.List("BMCIS_GATEWAY_CORS_ORIGINS", nil),
 		AllowedOrigins:  env.List("BMCIS_GATEWAY_ALLOWED_ORIGINS", nil),
+		TrustedProxies:  clientaddr.Load(env),
 		MaxBodyBytes:    int64(env.Int("BMCIS_GATEWAY_MAX_BODY_BYTES", 1<<20, 1<<10, 64<<20)),
 		MaxUploadBytes:  int64(env.Int("BMCIS_GATEWAY_MAX_UPLOAD_BYTES", 64<<20, 1<<10, 1<<30)),
 		RequestTimeout:  env.Duration("BMCIS_GATEWAY_REQUEST_TIMEOUT", 30*time.Second, 100*time.Millisecond, 10*time.Minute),

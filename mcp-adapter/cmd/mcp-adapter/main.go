@@ -195,6 +195,8 @@ func run() int {
 		}
 		h = transport.CheckOrigin(origin.New(cfg.HTTPAddr, cfg.AllowedOrigins...), h)
 		h = tracing.HTTPHandler(h, "mcp-adapter")
+		// Outermost: the OAuth refusals' audit entries name the client too.
+		h = cfg.TrustedProxies.Handler(h)
 		to := transport.ServerLimits{Read: cfg.HTTPReadTimeout, Idle: cfg.HTTPIdleTimeout, Conns: cfg.HTTPConns}
 		if err := transport.ServeHTTP(ctx, cfg.HTTPAddr, h, to, logger); err != nil {
 			logger.Error("http", "error", err.Error())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bmcis/knowledge/platform/auditlog"
+	"github.com/bmcis/knowledge/platform/clientaddr"
 	"github.com/bmcis/knowledge/platform/config"
 	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/oauthscope"
@@ -63,6 +64,10 @@ type Config struct {
 	// AllowedOrigins are the browser origins allowed in http mode besides
 	// the listener's own loopback origins; "*" allows all.
 	AllowedOrigins []string
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client in http mode (BMCIS_TRUSTED_PROXIES, platform/clientaddr);
+	// none by default.
+	TrustedProxies clientaddr.Proxies
 	// LogLevel is debug, info, warn or error; logs go to stderr.
 	LogLevel string
 
@@ -156,6 +161,7 @@ const (
 	EnvHTTPConnsPrefix     = "BMCIS_MCP_HTTP_"
 	EnvHTTPMaxConns        = EnvHTTPConnsPrefix + "MAX_CONNS"
 	EnvAllowedOrigins      = "BMCIS_MCP_ALLOWED_ORIGINS"
+	EnvTrustedProxies      = clientaddr.EnvTrustedProxies
 	EnvLogLevel            = "BMCIS_LOG_LEVEL"
 	EnvSearchAddr          = "BMCIS_SEARCH_ADDR"
 	EnvVendorGraphAddr     = "BMCIS_VENDORGRAPH_ADDR"
@@ -217,6 +223,7 @@ func Load(env *config.Reader) Config {
 		HTTPIdleTimeout:  env.Duration(EnvHTTPIdleTimeout, 120*time.Second, time.Second, time.Hour),
 		HTTPConns:        connlimit.Load(env, EnvHTTPConnsPrefix),
 		AllowedOrigins:   env.List(EnvAllowedOrigins, nil),
+		TrustedProxies:   clientaddr.Load(env),
 		LogLevel:         env.Enum(EnvLogLevel, "info", "debug", "info", "warn", "error"),
 		SearchAddr:       env.Addr(EnvSearchAddr, "127.0.0.1:50051"),
 		VendorGraphAddr:  env.Addr(EnvVendorGraphAddr, "127.0.0.1:50052"),

@@ -167,6 +167,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		config.EnvHTTPMaxConns:        {config.EnvServiceToken: token, config.EnvHTTPMaxConns: "0"},
 		config.EnvAllowCacheTTL:       {config.EnvServiceToken: token, config.EnvAllowCacheTTL: "1h"},
 		config.EnvAllowedOrigins:      {config.EnvServiceToken: token, config.EnvAllowedOrigins: "claude.ai"},
+		config.EnvTrustedProxies:      {config.EnvServiceToken: token, config.EnvTrustedProxies: "10.0.0.0/8,ingress.internal"},
 		config.EnvKeyLease:            {config.EnvServiceToken: token, config.EnvKeyLease: "1m"},
 		// README's and MCP.md's templates, never filled in.
 		config.EnvAPIKey: {config.EnvServiceToken: token, config.EnvAPIKey: "<contents of .data/demo-api-key>"},

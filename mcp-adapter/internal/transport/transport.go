@@ -26,6 +26,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/bmcis/knowledge/platform/clientaddr"
 	"github.com/bmcis/knowledge/platform/connlimit"
 	"github.com/bmcis/knowledge/platform/origin"
 	"github.com/bmcis/knowledge/platform/version"
@@ -219,16 +220,10 @@ func (c *rpcMessage) isList() bool {
 		(*c.Method == string(mcp.MethodToolsList) || *c.Method == string(mcp.MethodResourcesTemplatesList))
 }
 
-// clientAddress is the address of the request's connection, not a
-// forwarding header (any client can write one): auth budgets failed checks
-// by it, and the audit trail names it.
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return ""
-	}
-	return host
-}
+// clientAddress is the request's client (platform/clientaddr): its
+// connection's address, or what a trusted proxy (BMCIS_TRUSTED_PROXIES)
+// forwarded; auth budgets failed checks by it, and the audit trail names it.
+func clientAddress(r *http.Request) string { return clientaddr.Of(r) }
 
 // postOnly answers anything but POST on /mcp with 405 at once. The server
 // is stateless: a GET event stream could carry nothing (no session has
